@@ -1,0 +1,158 @@
+"""Settings: `[tool.migrate]` in the scan root's pyproject.toml, overridden by the command line."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from migrator.model import FAIL_LEVELS
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+TARGETS = ("npu", "portable")
+SOCS = ("A2", "A3", "950DT")
+FAMILY_WORDS = {
+    "device": "DEV",
+    "distributed": "DIST",
+    "amp": "AMP",
+    "apex": "APEX",
+    "attention": "ATTN",
+    "kernels": "KERN",
+    "environment": "ENV",
+    "coverage": "OPS",
+    "meta": "MIG",
+}
+KNOWN_KEYS = {
+    "select", "ignore", "exclude", "extend-exclude", "per-file-ignores", "fail-on", "target", "soc",
+    "torch-npu-version",
+}
+
+
+class ConfigError(ValueError):
+    """Bad configuration: the message names the file and the key (exit 2)."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    root: Path
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    fail_on: str = "warning"
+    target: str = "npu"
+    soc: str = "A2"
+    torch_npu_version: str | None = None
+    jobs: int = 0  # 0 = automatic
+    use_cache: bool = True
+    config_file: Path | None = None
+
+    def cache_key(self) -> str:
+        """Everything that changes a file's findings, except the file itself."""
+        return repr(
+            (self.select, self.ignore, self.per_file_ignores, self.target, self.soc, self.torch_npu_version)
+        )
+
+    def with_overrides(self, **changes: Any) -> Settings:
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+
+def find_root(paths: list[Path]) -> Path:
+    """Nearest ancestor of the first path that holds pyproject.toml or .git."""
+    start = paths[0].resolve() if paths else Path.cwd().resolve()
+    folder = start if start.is_dir() else start.parent
+    for candidate in (folder, *folder.parents):
+        if (candidate / "pyproject.toml").is_file() or (candidate / ".git").exists():
+            return candidate
+    return folder
+
+
+def _codes(value: Any, key: str, source: Path) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{source}: [tool.migrate] {key} must be a list of rule codes or prefixes")
+    return tuple(normalise_code(v) for v in value)
+
+
+def normalise_code(value: str) -> str:
+    value = value.strip()
+    return FAMILY_WORDS.get(value.lower(), value.upper())
+
+
+def load_settings(root: Path) -> Settings:
+    path = root / "pyproject.toml"
+    base = Settings(root=root)
+    if not path.is_file():
+        return base
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read configuration: {exc}") from None
+    section = (data.get("tool") or {}).get("migrate")
+    if section is None:
+        return base
+    if not isinstance(section, dict):
+        raise ConfigError(f"{path}: [tool.migrate] must be a table")
+    unknown = sorted(set(section) - KNOWN_KEYS)
+    if unknown:
+        raise ConfigError(
+            f"{path}: unknown key(s) in [tool.migrate]: {', '.join(unknown)} "
+            f"(known: {', '.join(sorted(KNOWN_KEYS))})"
+        )
+    changes: dict[str, Any] = {"config_file": path}
+    if "select" in section:
+        changes["select"] = _codes(section["select"], "select", path)
+    if "ignore" in section:
+        changes["ignore"] = _codes(section["ignore"], "ignore", path)
+    for key in ("exclude", "extend-exclude"):
+        if key in section:
+            value = section[key]
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise ConfigError(f"{path}: [tool.migrate] {key} must be a list of glob patterns")
+            changes["exclude"] = tuple(changes.get("exclude", ())) + tuple(value)
+    if "per-file-ignores" in section:
+        pfi = section["per-file-ignores"]
+        if not isinstance(pfi, dict):
+            raise ConfigError(f"{path}: [tool.migrate] per-file-ignores must be a table of glob = [codes]")
+        changes["per_file_ignores"] = tuple(
+            (glob, _codes(codes, f"per-file-ignores.{glob}", path)) for glob, codes in sorted(pfi.items())
+        )
+    if "fail-on" in section:
+        if section["fail-on"] not in FAIL_LEVELS:
+            raise ConfigError(f"{path}: [tool.migrate] fail-on must be one of {', '.join(FAIL_LEVELS)}")
+        changes["fail_on"] = section["fail-on"]
+    if "target" in section:
+        if section["target"] not in TARGETS:
+            raise ConfigError(f"{path}: [tool.migrate] target must be one of {', '.join(TARGETS)}")
+        changes["target"] = section["target"]
+    if "soc" in section:
+        if section["soc"] not in SOCS:
+            raise ConfigError(f"{path}: [tool.migrate] soc must be one of {', '.join(SOCS)}")
+        changes["soc"] = section["soc"]
+    if "torch-npu-version" in section:
+        changes["torch_npu_version"] = str(section["torch-npu-version"])
+    return replace(base, **changes)
+
+
+@dataclass(frozen=True)
+class RuleSelector:
+    """Which codes run for which file."""
+
+    select: tuple[str, ...]
+    ignore: tuple[str, ...]
+    per_file: tuple[tuple[str, tuple[str, ...]], ...] = field(default=())
+
+    def enabled(self, code: str, default_enabled: bool) -> bool:
+        if any(code.startswith(i) for i in self.ignore):
+            return False
+        if not self.select:
+            return default_enabled
+        if code in self.select:
+            return True
+        return default_enabled and any(code.startswith(s) for s in self.select)

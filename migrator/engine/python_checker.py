@@ -1,0 +1,273 @@
+"""Checks one Python module: a single `ast` parse and one traversal for every rule.
+
+Scanning uses the standard library's C parser (an order of magnitude faster than building a
+libcst tree with position metadata); `migrate fix` re-finds each finding's range in a libcst
+tree. Qualified names are resolved through every import in the file (module level, inside
+functions and try/except) and treated as sets: a name bound by two imports resolves to both.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+
+from migrator.engine.source import SourceText
+from migrator.rules.catalogue import Catalogue, Rule, SymbolMatch
+
+DEVICE_STRING = re.compile(r"^cuda(:(\d+|\{\w*\}|%d|%s))?$")
+# a whole backend name, or a "device:backend,..." spec that names nccl
+NCCL_STRING = re.compile(r"(?i)^(nccl|(\w+:\w+,)*\w+:nccl(,\w+:\w+)*)$")
+ENV_TOKEN = re.compile(
+    r"\b(CUDA_[A-Z0-9_]+|NCCL_[A-Z0-9_]+|TORCH_NCCL_[A-Z0-9_]+|TORCH_CUDA_ARCH_LIST|PYTORCH_CUDA_ALLOC_CONF|"
+    r"NVIDIA_VISIBLE_DEVICES|NVIDIA_[A-Z0-9_]+)\b"
+)
+NVIDIA_SMI = re.compile(r"\bnvidia-smi\b")
+
+AUTOCAST_CALLS = {
+    "torch.autocast",
+    "torch.amp.autocast",
+    "torch.amp.autocast_mode.autocast",
+    "torch.get_autocast_dtype",
+    "torch.set_autocast_dtype",
+    "torch.is_autocast_enabled",
+    "torch.set_autocast_enabled",
+    "torch.amp.is_autocast_available",
+    "torch.amp.custom_fwd",
+    "torch.amp.custom_bwd",
+}
+SCALER_CALLS = {"torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"}
+DDP_CALLS = {
+    "torch.nn.parallel.DistributedDataParallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel",
+    "torch.nn.DistributedDataParallel",
+}
+LOAD_INLINE = {"torch.utils.cpp_extension.load_inline"}
+LOAD_EXT = {"torch.utils.cpp_extension.load"}
+DEVICE_KWARGS = {"device", "map_location", "device_type", "device_id", "pin_memory_device"}
+
+
+class Emitted(tuple):
+    """(rule, node, symbol, replacement, extra) — a raw hit before positions are computed."""
+
+
+def _dotted(node: ast.AST) -> list[str] | None:
+    """`a.b.c` as ["a", "b", "c"], or None when the chain does not start at a plain name."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return parts[::-1]
+    return None
+
+
+def _docstring_ids(tree: ast.AST) -> set[int]:
+    ids = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                if isinstance(body[0].value.value, str):
+                    ids.add(id(body[0].value))
+    return ids
+
+
+def collect_aliases(tree: ast.AST) -> dict[str, set[str]]:
+    """Local name -> qualified names, from every import statement anywhere in the module."""
+    aliases: dict[str, set[str]] = defaultdict(set)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    aliases[alias.asname].add(alias.name)
+                else:
+                    root = alias.name.split(".", 1)[0]
+                    aliases[root].add(root)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                if alias.name == "*":
+                    continue
+                aliases[alias.asname or alias.name].add(f"{node.module}.{alias.name}")
+    return aliases
+
+
+class PythonChecker(ast.NodeVisitor):
+    def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST):
+        self.catalogue = catalogue
+        self.enabled = enabled
+        self.aliases = collect_aliases(tree)
+        self.docstrings = _docstring_ids(tree)
+        self.claimed: set[int] = set()
+        self.hits: list[tuple[Rule, ast.AST, str, str | None, dict]] = []
+        self.calls: list[tuple[str, ast.Call]] = []  # resolved torch calls, for the coverage family
+        self.impl: dict[str, Rule] = {}
+        for rule in catalogue.rules.values():
+            if rule.impl:
+                self.impl[rule.impl] = rule
+
+    # -- emitting -------------------------------------------------------------------------
+    def emit(self, rule: Rule | None, node: ast.AST, symbol: str, replacement: str | None = None, **extra):
+        if rule is not None and self.enabled(rule):
+            self.hits.append((rule, node, symbol, replacement, extra))
+
+    def emit_impl(self, impl: str, node: ast.AST, symbol: str, replacement: str | None = None, **extra):
+        self.emit(self.impl.get(impl), node, symbol, replacement, **extra)
+
+    # -- name resolution ------------------------------------------------------------------
+    def qualnames(self, node: ast.AST) -> set[str]:
+        parts = _dotted(node)
+        if not parts or parts[0] not in self.aliases:
+            return set()
+        rest = ".".join(parts[1:])
+        return {f"{base}.{rest}" if rest else base for base in self.aliases[parts[0]]}
+
+    def match(self, names: Iterable[str]) -> tuple[SymbolMatch, str, bool] | None:
+        """Best match over candidate names; the flag says whether candidates disagree."""
+        found = [(m, n) for n in sorted(names) if (m := self.catalogue.match_symbol(n))]
+        if not found:
+            return None
+        best, name = found[0]
+        ambiguous = any((m.rule.code, m.replacement) != (best.rule.code, best.replacement) for m, _ in found)
+        return best, name, ambiguous or len(found) < len(set(names))
+
+    def report_symbol(self, node: ast.AST) -> bool:
+        names = self.qualnames(node)
+        if not names:
+            return False
+        hit = self.match(names)
+        if hit is None:
+            return False
+        m, name, ambiguous = hit
+        self.emit(m.rule, node, name, None if ambiguous else m.replacement, ambiguous=ambiguous)
+        return True
+
+    # -- visitors ----------------------------------------------------------------------------
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            hit = self.match({alias.name})
+            if hit:
+                self.emit(hit[0].rule, alias, alias.name, hit[0].replacement, is_import=True)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        if node.level or not node.module:
+            return
+        module_hit = self.match({node.module})
+        for alias in node.names:
+            name = node.module if alias.name == "*" else f"{node.module}.{alias.name}"
+            hit = self.match({name}) or module_hit
+            if hit:
+                self.emit(hit[0].rule, alias, name, hit[0].replacement, is_import=True)
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        if self.report_symbol(node):  # loads, and stores such as `cudnn.benchmark = True`
+            return
+        if node.attr == "is_cuda" and isinstance(node.ctx, ast.Load) and not self.qualnames(node):
+            self.emit_impl("tensor-is-cuda", node, "is_cuda", "is_npu")
+        self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if isinstance(node.ctx, ast.Load):
+            self.report_symbol(node)
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func_names = self.qualnames(node.func)
+        self.check_call(node, func_names)
+        if any(n.startswith("torch.") for n in func_names):
+            self.calls.append((sorted(func_names)[0], node))
+        self.generic_visit(node)
+
+    def visit_Compare(self, node: ast.Compare) -> None:
+        operands = [node.left, *node.comparators]
+        for operand in operands:
+            if isinstance(operand, ast.Constant) and operand.value == "cuda":
+                self.claimed.add(id(operand))
+                self.emit_impl("device-type-compare", node, '== "cuda"', '"npu"')
+        self.generic_visit(node)
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str) and id(node) not in self.claimed and id(node) not in self.docstrings:
+            self.check_string(node, node.value)
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+        text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        if id(node) not in self.claimed:
+            self.check_string(node, text)
+        for value in node.values:
+            if isinstance(value, ast.FormattedValue):
+                self.visit(value)
+
+    # -- rule bodies -----------------------------------------------------------------------
+    def check_string(self, node: ast.AST, text: str) -> None:
+        if DEVICE_STRING.match(text):
+            self.emit_impl("device-string", node, text, "npu" + text[4:])
+        if NCCL_STRING.match(text):
+            self.emit_impl("nccl-backend-string", node, text, re.sub("(?i)nccl", "hccl", text))
+        if len(text) < 4000:
+            for m in ENV_TOKEN.finditer(text):
+                self.emit_env(node, m.group(1))
+            if NVIDIA_SMI.search(text):
+                self.emit_impl("nvidia-smi", node, "nvidia-smi")
+
+    def emit_env(self, node: ast.AST, name: str) -> None:
+        hit = self.catalogue.match_symbol(f"$env.{name}")
+        if hit:
+            self.emit(hit.rule, node, name, hit.replacement)
+
+    def device_arg(self, node: ast.AST | None) -> ast.Constant | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and DEVICE_STRING.match(node.value):
+            return node
+        return None
+
+    def check_call(self, node: ast.Call, func_names: set[str]) -> None:
+        func = node.func
+        kwargs = {k.arg: k.value for k in node.keywords if k.arg}
+        # .cuda() on a tensor or module (the receiver is a value, not an imported module)
+        if isinstance(func, ast.Attribute) and func.attr == "cuda" and not func_names:
+            self.emit_impl("tensor-cuda-call", func, ".cuda()", ".npu()")
+        if func_names & (AUTOCAST_CALLS | SCALER_CALLS):
+            arg = self.device_arg(node.args[0] if node.args else None) or self.device_arg(
+                kwargs.get("device_type") or kwargs.get("device")
+            )
+            if arg is not None:
+                self.claimed.add(id(arg))
+                impl = "grad-scaler-cuda" if func_names & SCALER_CALLS else "autocast-cuda"
+                self.emit_impl(impl, node, f"{sorted(func_names)[0]}({arg.value!r})", '"npu"')
+        if func_names & DDP_CALLS:
+            for key in ("device_ids", "output_device"):
+                if key in kwargs:
+                    self.emit_impl("ddp-device-ids", kwargs[key], key)
+        if func_names & LOAD_INLINE and "cuda_sources" in kwargs:
+            self.emit_impl("cuda-extension-build", node, "load_inline(cuda_sources=...)")
+        if func_names & LOAD_EXT:
+            sources = kwargs.get("sources") or (node.args[1] if len(node.args) > 1 else None)
+            if sources is not None and any(
+                isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value.endswith((".cu", ".cuh"))
+                for c in ast.walk(sources)
+            ):
+                self.emit_impl("cuda-extension-build", node, "load(sources=[*.cu])")
+        # bare integer devices: torch.device(0), .to(0), device=0
+        if "torch.device" in func_names and node.args and not isinstance(node.args[0], ast.Constant):
+            if len(node.args) == 1 and not node.keywords:
+                self.emit_impl("bare-int-device", node, "torch.device(<int>)")
+        if "torch.device" in func_names and node.args and isinstance(node.args[0], ast.Constant):
+            if isinstance(node.args[0].value, int) and not isinstance(node.args[0].value, bool):
+                self.emit_impl("bare-int-device", node, f"torch.device({node.args[0].value})")
+        if isinstance(func, ast.Attribute) and func.attr in ("to", "to_empty") and len(node.args) == 1:
+            arg = node.args[0]
+            if isinstance(arg, ast.Constant) and type(arg.value) is int:
+                self.emit_impl("bare-int-device", arg, f".to({arg.value})")
+        for key in DEVICE_KWARGS & kwargs.keys():
+            value = kwargs[key]
+            if isinstance(value, ast.Constant) and type(value.value) is int:
+                self.emit_impl("bare-int-device", value, f"{key}={value.value}")
+
+
+def check_module(
+    tree: ast.AST, source: SourceText, catalogue: Catalogue, enabled: Callable[[Rule], bool]
+) -> PythonChecker:
+    checker = PythonChecker(catalogue, enabled, tree)
+    checker.visit(tree)
+    return checker

@@ -1,0 +1,249 @@
+"""Scan one file: read, prefilter, parse once, check, suppress. Returns a FileResult; never raises
+for bad input (a file that cannot be read or parsed becomes a `meta` finding)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import pathspec
+
+from migrator.config import RuleSelector
+from migrator.engine import text_checkers
+from migrator.engine.python_checker import check_module
+from migrator.engine.source import SourceText, UnreadableSource, decode_python, decode_text
+from migrator.engine.suppress import Directives, parse_directives
+from migrator.model import FileResult, Finding, Marker, OpUse
+from migrator.rules.catalogue import Catalogue, Rule, load_catalogue
+
+# Bytes that can lead to a finding in Python code; files without any are not parsed.
+PREFILTER = re.compile(
+    rb"cuda|CUDA|nccl|NCCL|apex|amp_C|flash_attn|xformers|triton|transformer_engine|bitsandbytes|cupy|"
+    rb"pynvml|nvidia|deepspeed|DataParallel|cpp_extension|autocast|GradScaler|migrate:|device|\.to\(|cudnn|nvtx|"
+    rb"GPUtil"
+)
+MARKER = re.compile(r"(?i)cuda|nccl|apex|flash_attn|xformers")
+GENERATED = re.compile(rb"@generated\b")
+
+
+@dataclass(frozen=True)
+class ScanOptions:
+    select: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    soc: str = "A2"
+    torch_npu_version: str | None = None
+
+    def selector_for(self, rel: str) -> RuleSelector:
+        extra: list[str] = []
+        for glob, codes in self.per_file_ignores:
+            if pathspec.PathSpec.from_lines("gitwildmatch", [glob]).match_file(rel):
+                extra.extend(codes)
+        return RuleSelector(self.select, self.ignore + tuple(extra))
+
+
+class FileScan:
+    """Collects findings for one file and turns raw hits into positioned Findings."""
+
+    def __init__(self, rel: str, catalogue: Catalogue, selector: RuleSelector):
+        self.rel = rel
+        self.catalogue = catalogue
+        self.selector = selector
+        self.findings: list[Finding] = []
+        self.impl = {r.impl: r for r in catalogue.rules.values() if r.impl}
+
+    def enabled(self, rule: Rule) -> bool:
+        return self.selector.enabled(rule.code, rule.default_enabled)
+
+    def add(
+        self,
+        rule: Rule | None,
+        line: int,
+        column: int,
+        end_line: int,
+        end_column: int,
+        symbol: str,
+        replacement: str | None = None,
+        ambiguous: bool = False,
+        message: str | None = None,
+    ) -> None:
+        if rule is None or not self.enabled(rule):
+            return
+        text = message or rule.message_for(symbol, replacement)
+        fix = None if ambiguous else rule.fix_info(symbol, replacement)
+        if ambiguous:
+            text += " (the name is bound by several imports, so no automatic fix)"
+        self.findings.append(
+            Finding(
+                code=rule.code,
+                name=rule.name,
+                family=rule.family,
+                severity=rule.severity,
+                path=self.rel,
+                line=line,
+                column=column,
+                end_line=end_line,
+                end_column=end_column,
+                symbol=symbol,
+                message=text,
+                fix=fix,
+            )
+        )
+
+    def meta(self, impl: str, message: str, line: int = 1, column: int = 1) -> None:
+        self.add(self.impl.get(impl), line, column, line, column, self.rel, message=message)
+
+    def rule_for_key(self, key: str, replacement: str | None) -> tuple[Rule | None, str | None]:
+        kind, _, name = key.partition(":")
+        if kind == "impl":
+            return self.impl.get(name), replacement
+        hit = self.catalogue.match_symbol(name)
+        return (hit.rule, hit.replacement) if hit else (None, None)
+
+
+def scan_file(path: Path, rel: str, kind: str, options: ScanOptions) -> FileResult:
+    catalogue = load_catalogue()
+    scan = FileScan(rel, catalogue, options.selector_for(rel))
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        scan.meta("unreadable-file", f"cannot read {rel}: {exc.strerror or exc}")
+        return FileResult(rel, tuple(scan.findings))
+    if GENERATED.search(data[:2048]):
+        return FileResult(rel, skipped="generated file (@generated marker)")
+    try:
+        source = decode_python(data) if kind == "python" else decode_text(data)
+    except UnreadableSource as exc:
+        scan.meta("unreadable-file", f"cannot read {rel}: {exc}")
+        return FileResult(rel, tuple(scan.findings))
+    directives = parse_directives(source.lines)
+    if directives.skip_file:
+        return FileResult(rel, skipped="`# migrate: skip-file` directive")
+
+    ops: tuple[OpUse, ...] = ()
+    doc_lines: set[int] = set()
+    if kind == "python":
+        parsed = _check_python(scan, source, data)
+        if parsed is None:
+            return FileResult(rel, tuple(scan.findings))
+        ops, doc_lines = parsed
+    else:
+        try:
+            hits = list(_text_hits(kind, source))
+        except text_checkers.PyprojectError as exc:
+            scan.meta("parse-error", f"cannot parse {rel}: {exc}")
+            return FileResult(rel, tuple(scan.findings))
+        for hit in hits:
+            rule, replacement = scan.rule_for_key(hit.key, hit.replacement)
+            scan.add(rule, hit.line, hit.column, hit.line, hit.end_column, hit.symbol, replacement)
+
+    kept, suppressed = _apply_suppressions(scan, directives)
+    markers = _unattributed(rel, kind, source, kept, doc_lines) if kind in ("python", "shell") else ()
+    return FileResult(rel, tuple(sorted(kept, key=Finding.sort_key)), markers, ops, None, suppressed)
+
+
+def _text_hits(kind: str, source: SourceText):
+    if kind == "shell":
+        return text_checkers.check_shell(source.lines)
+    if kind == "requirements":
+        return text_checkers.check_requirements(source.lines)
+    if kind == "pyproject":
+        return text_checkers.check_pyproject(source.text, source.lines)
+    if kind == "cuda":
+        return text_checkers.check_cuda_source(source.lines)
+    return iter(())
+
+
+def _check_python(scan: FileScan, source: SourceText, data: bytes):
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escape sequences etc. are not our business
+            tree = ast.parse(data, filename=scan.rel)
+    except SyntaxError as exc:
+        hint = " (Python 2 code?)" if _looks_like_python2(exc) else ""
+        line = exc.lineno or 1
+        scan.meta("parse-error", f"cannot parse {scan.rel}: {exc.msg}{hint}", line, max(exc.offset or 1, 1))
+        return None
+    except (ValueError, RecursionError, MemoryError) as exc:
+        scan.meta("parse-error", f"cannot parse {scan.rel}: {exc}")
+        return None
+    if not PREFILTER.search(data):
+        return (), set()  # parsed (so syntax errors are reported) but nothing to look for
+    checker = check_module(tree, source, scan.catalogue, scan.enabled)
+    for rule, node, symbol, replacement, extra in checker.hits:
+        line = getattr(node, "lineno", 1)
+        end_line = getattr(node, "end_lineno", None) or line
+        col = source.char_column(line, getattr(node, "col_offset", 0))
+        end_col = source.char_column(end_line, getattr(node, "end_col_offset", None) or 0)
+        scan.add(rule, line, col, end_line, end_col, symbol, replacement, extra.get("ambiguous", False))
+    ops = tuple(
+        OpUse(name, scan.rel, node.lineno, source.char_column(node.lineno, node.col_offset))
+        for name, node in checker.calls
+    )
+    doc_lines: set[int] = set()
+    for node in ast.walk(tree):
+        if id(node) in checker.docstrings:
+            doc_lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    return ops, doc_lines
+
+
+def _looks_like_python2(exc: SyntaxError) -> bool:
+    text = (exc.text or "") + (exc.msg or "")
+    return bool(re.search(r"\bprint\s+[^(=\s]|Missing parentheses|except\s+\w+\s*,|\bexec\s+\"|\d+L\b|ur\"", text))
+
+
+def _apply_suppressions(scan: FileScan, directives: Directives) -> tuple[list[Finding], int]:
+    kept: list[Finding] = []
+    used: set[tuple[int, int]] = set()
+    suppressed = 0
+    for finding in scan.findings:
+        match = directives.covers(finding.code, finding.line) if finding.family != "meta" else None
+        if match:
+            used.add((match.directive_line, match.column))
+            suppressed += 1
+        else:
+            kept.append(finding)
+    extra = FileScan(scan.rel, scan.catalogue, scan.selector)
+    reported: set[int] = set()
+    for s in directives.suppressions:
+        if s.directive_line in reported:
+            continue
+        if not s.codes:
+            reported.add(s.directive_line)
+            extra.meta(
+                "bare-suppression",
+                "bare `# migrate: ignore` hides every rule; name the codes, e.g. `# migrate: ignore[DEV001]`",
+                s.directive_line,
+                s.column,
+            )
+        elif (s.directive_line, s.column) not in used and not any(
+            (u_line == s.directive_line) for u_line, _ in used
+        ):
+            reported.add(s.directive_line)
+            extra.meta(
+                "unused-suppression",
+                f"`# migrate: ignore[{', '.join(s.codes)}]` suppresses nothing here",
+                s.directive_line,
+                s.column,
+            )
+    return kept + extra.findings, suppressed
+
+
+def _unattributed(
+    rel: str, kind: str, source: SourceText, findings: list[Finding], doc_lines: set[int]
+) -> tuple[Marker, ...]:
+    claimed = set()
+    for f in findings:
+        claimed.update(range(f.line, f.end_line + 1))
+    out = []
+    for number, text in enumerate(source.lines, 1):
+        if number in claimed or number in doc_lines:
+            continue
+        code = text.split("#", 1)[0] if kind in ("python", "shell") else text
+        m = MARKER.search(code)
+        if m:
+            out.append(Marker(rel, number, m.group(0).lower()))
+    return tuple(out)

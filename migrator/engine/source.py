@@ -1,0 +1,55 @@
+"""Reading source files safely: encodings, BOMs, binary detection and character columns."""
+
+from __future__ import annotations
+
+import io
+import tokenize
+from dataclasses import dataclass
+
+
+class UnreadableSource(Exception):
+    """The file's bytes are not text we can scan; the message says why."""
+
+
+@dataclass(frozen=True)
+class SourceText:
+    text: str
+    lines: tuple[str, ...]
+    encoding: str
+
+    def char_column(self, line: int, byte_offset: int) -> int:
+        """1-based character column from ast's 0-based UTF-8 byte offset."""
+        if line < 1 or line > len(self.lines):
+            return byte_offset + 1
+        text = self.lines[line - 1]
+        if text.isascii():
+            return byte_offset + 1
+        return len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore")) + 1
+
+
+def decode_python(data: bytes) -> SourceText:
+    if b"\x00" in data:
+        raise UnreadableSource("contains NUL bytes (a binary file, not Python source)")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:
+        raise UnreadableSource(f"bad encoding declaration: {exc}") from None
+    try:
+        text = data.decode(encoding)
+    except (UnicodeDecodeError, LookupError) as exc:
+        raise UnreadableSource(f"cannot decode as {encoding}: {exc.__class__.__name__} ({exc})") from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    return SourceText(text=text, lines=tuple(text.splitlines()), encoding=encoding)
+
+
+def decode_text(data: bytes) -> SourceText:
+    if b"\x00" in data:
+        raise UnreadableSource("contains NUL bytes (a binary file, not text)")
+    for encoding in ("utf-8-sig", "latin-1"):
+        try:
+            text = data.decode(encoding)
+            return SourceText(text=text, lines=tuple(text.splitlines()), encoding=encoding)
+        except UnicodeDecodeError:
+            continue
+    raise UnreadableSource("cannot decode as text")  # pragma: no cover - latin-1 never fails

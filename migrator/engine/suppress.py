@@ -1,0 +1,52 @@
+"""`# migrate: ignore[CODE, ...]` (trailing, or alone on the line above) and `# migrate: skip-file`.
+
+Matched by a line map after checking, never inside rules (as ruff does).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+DIRECTIVE = re.compile(r"#\s*migrate:\s*(?P<kind>ignore|skip-file)(?P<codes>\[[^\]]*\])?", re.IGNORECASE)
+SKIP_SCAN_LINES = 30
+
+
+@dataclass(frozen=True)
+class Suppression:
+    line: int  # the line the directive applies to
+    directive_line: int
+    column: int
+    codes: tuple[str, ...]  # empty for a bare (blanket) ignore
+
+
+@dataclass(frozen=True)
+class Directives:
+    skip_file: bool
+    suppressions: tuple[Suppression, ...]
+
+    def covers(self, code: str, line: int) -> Suppression | None:
+        for s in self.suppressions:
+            if s.line == line and any(code.startswith(c) for c in s.codes):
+                return s
+        return None
+
+
+def parse_directives(lines: tuple[str, ...], comment_only: bool = False) -> Directives:
+    skip = False
+    found: list[Suppression] = []
+    for number, text in enumerate(lines, 1):
+        if "migrate" not in text:
+            continue
+        for m in DIRECTIVE.finditer(text):
+            if m.group("kind").lower() == "skip-file":
+                skip = skip or number <= SKIP_SCAN_LINES or text.lstrip().startswith("#")
+                continue
+            raw = (m.group("codes") or "")[1:-1]
+            codes = tuple(c.strip().upper() for c in raw.split(",") if c.strip())
+            standalone = text[: m.start()].strip() == ""
+            found.append(Suppression(number, number, m.start() + 1, codes))
+            if standalone:
+                # alone on its line: applies to the next line too
+                found.append(Suppression(number + 1, number, m.start() + 1, codes))
+    return Directives(skip, tuple(found))

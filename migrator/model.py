@@ -1,0 +1,226 @@
+"""Data that crosses layers: findings, summaries and run results.
+
+Everything here is a frozen dataclass with a `to_dict()` producing the documented JSON
+(`migrator/schema/findings.schema.json`). Reporters render these; they never see syntax trees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+SEVERITIES = ("error", "warning", "info")
+SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
+FAIL_LEVELS = ("error", "warning", "info", "never")
+FIX_KINDS = ("exact", "numerics", "manual")
+FAMILIES = (
+    "device",
+    "distributed",
+    "amp",
+    "apex",
+    "attention",
+    "kernels",
+    "environment",
+    "coverage",
+    "meta",
+)
+
+
+@dataclass(frozen=True)
+class FixInfo:
+    """What an automatic fix would do; absent (None) for manual findings."""
+
+    kind: str  # "exact" | "numerics"
+    title: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "title": self.title}
+
+
+@dataclass(frozen=True)
+class CoverageInfo:
+    status: str
+    soc: str
+    dtypes: tuple[str, ...]
+    note: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "soc": self.soc, "dtypes": list(self.dtypes), "note": self.note}
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    name: str
+    family: str
+    severity: str
+    path: str  # POSIX, relative to the scan root
+    line: int  # 1-based
+    column: int  # 1-based, in characters
+    end_line: int
+    end_column: int
+    symbol: str
+    message: str
+    fix: FixInfo | None = None
+    coverage: CoverageInfo | None = None
+
+    def sort_key(self) -> tuple:
+        return (self.path, self.line, self.column, self.code)
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "code": self.code,
+            "name": self.name,
+            "family": self.family,
+            "severity": self.severity,
+            "path": self.path,
+            "line": self.line,
+            "column": self.column,
+            "end_line": self.end_line,
+            "end_column": self.end_column,
+            "symbol": self.symbol,
+            "message": self.message,
+            "fix": self.fix.to_dict() if self.fix else None,
+        }
+        if self.coverage is not None:
+            data["coverage"] = self.coverage.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Finding:
+        fix = data.get("fix")
+        cov = data.get("coverage")
+        return cls(
+            code=data["code"],
+            name=data["name"],
+            family=data["family"],
+            severity=data["severity"],
+            path=data["path"],
+            line=data["line"],
+            column=data["column"],
+            end_line=data["end_line"],
+            end_column=data["end_column"],
+            symbol=data["symbol"],
+            message=data["message"],
+            fix=FixInfo(**fix) if fix else None,
+            coverage=CoverageInfo(
+                status=cov["status"], soc=cov["soc"], dtypes=tuple(cov["dtypes"]), note=cov["note"]
+            )
+            if cov
+            else None,
+        )
+
+
+@dataclass(frozen=True)
+class Marker:
+    """A CUDA-ish token on a code line that no rule claimed (never silently dropped)."""
+
+    path: str
+    line: int
+    marker: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "marker": self.marker}
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    path: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class OpUse:
+    """One call site of a torch op, for the coverage summary."""
+
+    name: str
+    path: str
+    line: int
+    column: int
+
+
+@dataclass(frozen=True)
+class FileResult:
+    """What the engine learned about one file (cached by content hash)."""
+
+    path: str
+    findings: tuple[Finding, ...] = ()
+    markers: tuple[Marker, ...] = ()
+    ops: tuple[OpUse, ...] = ()
+    skipped: str | None = None  # reason, when the file was deliberately not scanned
+    suppressed: int = 0
+
+
+@dataclass(frozen=True)
+class Summary:
+    root: str
+    files_scanned: int
+    files_skipped: int
+    findings: int
+    by_family: dict[str, int]
+    by_severity: dict[str, int]
+    by_fix_kind: dict[str, int]
+    suppressed: int
+    unattributed_markers: int
+    unattributed: tuple[Marker, ...]
+    coverage: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {
+            "root": self.root,
+            "files_scanned": self.files_scanned,
+            "files_skipped": self.files_skipped,
+            "findings": self.findings,
+            "by_family": dict(self.by_family),
+            "by_severity": dict(self.by_severity),
+            "by_fix_kind": dict(self.by_fix_kind),
+            "suppressed": self.suppressed,
+            "unattributed_markers": self.unattributed_markers,
+            "unattributed": [m.to_dict() for m in self.unattributed],
+        }
+        if self.coverage is not None:
+            data["coverage"] = self.coverage
+        return data
+
+
+@dataclass(frozen=True)
+class ToolInfo:
+    name: str
+    version: str
+    catalogue: str  # short hash of the rule catalogue
+    coverage_table: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "version": self.version,
+            "catalogue": self.catalogue,
+            "coverage_table": self.coverage_table,
+        }
+
+
+@dataclass(frozen=True)
+class RunResult:
+    tool: ToolInfo
+    summary: Summary
+    findings: tuple[Finding, ...]
+    skipped: tuple[SkippedFile, ...] = field(default=())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool.to_dict(),
+            "summary": self.summary.to_dict(),
+            "findings": [f.to_dict() for f in self.findings],
+            "skipped": [s.to_dict() for s in self.skipped],
+        }
+
+    def worst(self, n: int = 3) -> tuple[Finding, ...]:
+        """The n most serious findings: errors first, manual before auto-fixable."""
+
+        def rank(f: Finding) -> tuple:
+            return (-SEVERITY_RANK[f.severity], f.fix is not None, f.sort_key())
+
+        return tuple(sorted(self.findings, key=rank)[:n])

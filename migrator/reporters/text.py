@@ -1,0 +1,60 @@
+"""Terminal output: one line per finding (file:line:col), then a summary and the worst problems."""
+
+from __future__ import annotations
+
+import click
+
+from migrator.model import FAMILIES, RunResult
+
+SEVERITY_STYLE = {"error": "red", "warning": "yellow", "info": "cyan"}
+
+
+def _style(text: str, color: bool, **kw) -> str:
+    return click.style(text, **kw) if color else text
+
+
+def render(result: RunResult, color: bool = False, show_summary: bool = True) -> str:
+    out: list[str] = []
+    for f in result.findings:
+        where = _style(f"{f.path}:{f.line}:{f.column}:", color, bold=True)
+        code = _style(f.code, color, fg=SEVERITY_STYLE[f.severity], bold=True)
+        fix = f" [fix: {f.fix.kind}]" if f.fix else ""
+        out.append(f"{where} {code} {f.severity}: {f.message}{fix}")
+    for s in result.skipped:
+        out.append(_style(f"{s.path}: skipped: {s.reason}", color, dim=True))
+    if show_summary:
+        if out:
+            out.append("")
+        out.extend(summary_lines(result, color))
+    return "\n".join(out) + "\n"
+
+
+def summary_lines(result: RunResult, color: bool = False) -> list[str]:
+    s = result.summary
+    lines = [_style("Summary", color, bold=True) + f" (root: {s.root})"]
+    sev = ", ".join(f"{k} {v}" for k, v in s.by_severity.items()) or "none"
+    lines.append(
+        f"  files scanned {s.files_scanned}, skipped {s.files_skipped}; "
+        f"findings {s.findings} ({sev}); suppressed {s.suppressed}"
+    )
+    fams = " · ".join(f"{fam} {s.by_family.get(fam, 0)}" for fam in FAMILIES if s.by_family.get(fam))
+    lines.append(f"  by family: {fams or 'none'}")
+    fk = s.by_fix_kind
+    lines.append(
+        f"  auto-fixable: exact {fk['exact']} · numerics {fk['numerics']} (validate) · manual {fk['manual']}"
+    )
+    if s.coverage:
+        counts = s.coverage.get("by_status", {})
+        ops = " · ".join(f"{k} {v}" for k, v in counts.items())
+        lines.append(f"  ops used on {s.coverage.get('soc')}: {s.coverage.get('distinct_ops', 0)} distinct ({ops})")
+    if s.unattributed_markers:
+        lines.append(
+            f"  unattributed markers: {s.unattributed_markers} CUDA-looking tokens no rule claimed "
+            "(listed in --format json)"
+        )
+    worst = result.worst(3)
+    if worst:
+        lines.append(_style("Worst first:", color, bold=True))
+        for i, f in enumerate(worst, 1):
+            lines.append(f"  {i}. {f.path}:{f.line}: {f.code} {f.message}")
+    return lines

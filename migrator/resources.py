@@ -1,0 +1,29 @@
+"""One resolver for the data shipped beside the code (rule catalogue, coverage tables, schemas).
+
+Wheels carry the top-level `rules/` and `op_coverage/` folders as `migrator/_data/...`
+(see pyproject's force-include); a source checkout or editable install reads them from the
+repository root. Callers never need to know which.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+_PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+@lru_cache(maxsize=None)
+def data_dir(name: str) -> Path:
+    """Folder of a shipped data set: "rules" or "op_coverage"."""
+    for candidate in (_PACKAGE_DIR / "_data" / name, _PACKAGE_DIR.parent / name):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(
+        f"ascend-migrate data folder {name!r} is missing from this installation "
+        f"(looked in {_PACKAGE_DIR / '_data'} and {_PACKAGE_DIR.parent}); reinstall the package"
+    )
+
+
+def schema_path(name: str) -> Path:
+    return _PACKAGE_DIR / "schema" / name

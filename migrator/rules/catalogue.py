@@ -1,0 +1,257 @@
+"""The rule catalogue: YAML files under `rules/`, one per family, loaded into frozen rules.
+
+Kept free of libcst and torch so `migrate rule X` and `migrate rules` start instantly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from migrator.model import FAMILIES, FIX_KINDS, SEVERITIES, FixInfo
+from migrator.resources import data_dir
+
+FAMILY_PREFIX = {
+    "device": "DEV",
+    "distributed": "DIST",
+    "amp": "AMP",
+    "apex": "APEX",
+    "attention": "ATTN",
+    "kernels": "KERN",
+    "environment": "ENV",
+    "coverage": "OPS",
+    "meta": "MIG",
+}
+
+
+class CatalogueError(ValueError):
+    """The shipped or user-supplied catalogue is malformed (exit 2, never a traceback)."""
+
+
+@dataclass(frozen=True)
+class Example:
+    code: str
+    at: tuple[str, ...] = ()  # "line:col" positions the code must be reported at
+    fixed: str | None = None
+    target: str = "npu"
+
+
+@dataclass(frozen=True)
+class Docs:
+    why: str
+    use_instead: str
+    fix_notes: str
+    references: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str
+    family: str
+    severity: str
+    message: str
+    fix_title: str
+    fix: str  # "none" | "rename" | "transform:<name>"
+    fix_kind: str  # exact | numerics | manual
+    docs: Docs
+    invalid: tuple[Example, ...]
+    valid: tuple[Example, ...]
+    symbols: tuple[tuple[str, str | None], ...] = ()  # (pattern, replacement)
+    impl: str | None = None
+    default_enabled: bool = True
+
+    def render(self, template: str, symbol: str, replacement: str | None, **extra: str) -> str:
+        values = {"symbol": symbol, "replacement": replacement or "", **extra}
+        try:
+            return template.format(**values)
+        except (KeyError, IndexError):
+            return template
+
+    def message_for(self, symbol: str, replacement: str | None = None, **extra: str) -> str:
+        return self.render(self.message, symbol, replacement, **extra)
+
+    def fix_info(self, symbol: str, replacement: str | None = None, **extra: str) -> FixInfo | None:
+        if self.fix_kind == "manual" or self.fix == "none":
+            return None
+        return FixInfo(kind=self.fix_kind, title=self.render(self.fix_title, symbol, replacement, **extra))
+
+
+@dataclass(frozen=True)
+class SymbolMatch:
+    rule: Rule
+    replacement: str | None
+    pattern: str
+
+
+class Catalogue:
+    def __init__(self, rules: dict[str, Rule], digest: str):
+        self.rules = rules
+        self.digest = digest
+        self._exact: dict[str, tuple[Rule, str | None]] = {}
+        self._wild: list[tuple[str, Rule, str | None]] = []
+        for rule in rules.values():
+            for pattern, replacement in rule.symbols:
+                if pattern.endswith("*"):
+                    self._wild.append((pattern[:-1], rule, replacement))
+                else:
+                    self._exact[pattern] = (rule, replacement)
+        self._wild.sort(key=lambda item: -len(item[0]))
+        # first dotted segment of every symbol: lets the engine skip names cheaply
+        self.roots = frozenset(p.split(".", 1)[0] for r in rules.values() for p, _ in r.symbols)
+
+    def get(self, code: str) -> Rule | None:
+        return self.rules.get(code.upper())
+
+    def by_family(self, family: str) -> list[Rule]:
+        return [r for r in self.rules.values() if r.family == family]
+
+    def match_symbol(self, qualname: str) -> SymbolMatch | None:
+        """Exact names beat wildcards; a longer wildcard (`a.b.*`) beats a shorter one (`a.*`).
+
+        A wildcard `pkg.*` matches `pkg` itself and everything below it; `$env.NCCL_*` matches
+        any name with that prefix.
+        """
+        hit = self._exact.get(qualname)
+        if hit:
+            return SymbolMatch(hit[0], hit[1], qualname)
+        for prefix, rule, replacement in self._wild:
+            if qualname.startswith(prefix) or (prefix.endswith(".") and qualname == prefix[:-1]):
+                if replacement and replacement.endswith("*"):
+                    replacement = replacement[:-1] + qualname[len(prefix) :]
+                return SymbolMatch(rule, replacement, prefix + "*")
+        return None
+
+
+def _as_text(value: Any, where: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise CatalogueError(f"{where}: expected text, got {type(value).__name__}")
+    return value.strip()
+
+
+def _examples(raw: Any, where: str) -> tuple[Example, ...]:
+    out = []
+    for i, item in enumerate(raw or []):
+        if isinstance(item, str):
+            item = {"code": item}
+        if not isinstance(item, dict) or "code" not in item:
+            raise CatalogueError(f"{where}[{i}]: an example needs `code`")
+        at = item.get("at") or []
+        if isinstance(at, str):
+            at = [at]
+        out.append(
+            Example(
+                code=item["code"],
+                at=tuple(str(a) for a in at),
+                fixed=item.get("fixed"),
+                target=item.get("target", "npu"),
+            )
+        )
+    return tuple(out)
+
+
+def _rule(raw: dict[str, Any], family: str, source: str) -> Rule:
+    code = raw.get("code", "?")
+    where = f"{source}: rule {code}"
+    for key in ("code", "name", "severity", "message", "fix_kind", "docs", "examples"):
+        if key not in raw:
+            raise CatalogueError(f"{where}: missing `{key}`")
+    if not code.startswith(FAMILY_PREFIX[family]) or not code[len(FAMILY_PREFIX[family]) :].isdigit():
+        raise CatalogueError(f"{where}: code must be {FAMILY_PREFIX[family]} + 3 digits")
+    if raw["severity"] not in SEVERITIES:
+        raise CatalogueError(f"{where}: severity must be one of {', '.join(SEVERITIES)}")
+    if raw["fix_kind"] not in FIX_KINDS:
+        raise CatalogueError(f"{where}: fix_kind must be one of {', '.join(FIX_KINDS)}")
+    symbols: list[tuple[str, str | None]] = []
+    for item in raw.get("symbols") or []:
+        if isinstance(item, str):
+            symbols.append((item, None))
+        elif isinstance(item, dict) and "name" in item:
+            symbols.append((item["name"], item.get("replacement")))
+        else:
+            raise CatalogueError(f"{where}: bad symbol entry {item!r}")
+    rename = raw.get("rename")
+    if rename:
+        old, new = rename["from"], rename["to"]
+        symbols = [
+            (pat, rep if rep is not None else (new + pat[len(old) :] if pat.startswith(old) else None))
+            for pat, rep in symbols
+        ]
+    if not symbols and not raw.get("impl"):
+        raise CatalogueError(f"{where}: needs `symbols` or `impl`")
+    docs = raw["docs"] or {}
+    examples = raw["examples"] or {}
+    fix = str(raw.get("fix", "none"))
+    if raw["fix_kind"] != "manual" and fix == "none":
+        raise CatalogueError(f"{where}: fix_kind {raw['fix_kind']} needs a `fix`")
+    return Rule(
+        code=code,
+        name=raw["name"],
+        family=family,
+        severity=raw["severity"],
+        message=_as_text(raw["message"], where),
+        fix_title=_as_text(raw.get("fix_title"), where),
+        fix=fix,
+        fix_kind=raw["fix_kind"],
+        docs=Docs(
+            why=_as_text(docs.get("why"), where),
+            use_instead=_as_text(docs.get("use_instead"), where),
+            fix_notes=_as_text(docs.get("fix_notes"), where),
+            references=tuple(docs.get("references") or ()),
+        ),
+        invalid=_examples(examples.get("invalid"), f"{where} examples.invalid"),
+        valid=_examples(examples.get("valid"), f"{where} examples.valid"),
+        symbols=tuple(symbols),
+        impl=raw.get("impl"),
+        default_enabled=bool(raw.get("default_enabled", True)),
+    )
+
+
+def catalogue_files(folder: Path | None = None) -> list[Path]:
+    folder = folder or data_dir("rules")
+    return sorted(folder.glob("*.yaml"))
+
+
+def load_raw(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (OSError, yaml.YAMLError) as exc:
+        raise CatalogueError(f"{path}: cannot read the rule catalogue: {exc}") from None
+    if not isinstance(data, dict) or "family" not in data or "rules" not in data:
+        raise CatalogueError(f"{path}: a catalogue file needs `family` and `rules`")
+    return data
+
+
+@lru_cache(maxsize=4)
+def load_catalogue(folder: Path | None = None) -> Catalogue:
+    rules: dict[str, Rule] = {}
+    owner: dict[str, str] = {}
+    digest = hashlib.sha256()
+    files = catalogue_files(folder)
+    if not files:
+        raise CatalogueError("the rule catalogue is empty; reinstall ascend-migrate")
+    for path in files:
+        digest.update(path.read_bytes())
+        raw = load_raw(path)
+        family = raw["family"]
+        if family not in FAMILIES:
+            raise CatalogueError(f"{path}: unknown family {family!r}")
+        for item in raw["rules"] or []:
+            rule = _rule(item, family, path.name)
+            if rule.code in rules:
+                raise CatalogueError(f"{path.name}: code {rule.code} is defined twice")
+            for pattern, _ in rule.symbols:
+                if pattern in owner:
+                    raise CatalogueError(
+                        f"{path.name}: symbol {pattern} belongs to both {owner[pattern]} and {rule.code}"
+                    )
+                owner[pattern] = rule.code
+            rules[rule.code] = rule
+    return Catalogue(dict(sorted(rules.items())), digest.hexdigest()[:12])
