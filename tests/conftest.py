@@ -20,6 +20,8 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, input:
     import subprocess
 
     full_env = {**os.environ, **(env or {})}
+    # the checkout's package wins, whether or not it is installed
+    full_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), full_env.get("PYTHONPATH")]))
     full_env.pop("FORCE_COLOR", None)
     return subprocess.run(
         [sys.executable, "-m", "migrator", *args],

@@ -49,7 +49,7 @@ class Skip:
 def _gitignore(folder: Path) -> pathspec.PathSpec | None:
     path = folder / ".gitignore"
     try:
-        return pathspec.PathSpec.from_lines("gitwildmatch", path.read_text(encoding="utf-8", errors="replace").splitlines())
+        return pathspec.GitIgnoreSpec.from_lines(path.read_text(encoding="utf-8", errors="replace").splitlines())
     except OSError:
         return None
 

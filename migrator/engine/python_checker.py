@@ -64,21 +64,33 @@ def _dotted(node: ast.AST) -> list[str] | None:
     return None
 
 
-def _docstring_ids(tree: ast.AST) -> set[int]:
-    ids = set()
-    for node in ast.walk(tree):
+def iter_statements(tree: ast.AST):
+    """Every statement, at any depth, without descending into expressions (cheap)."""
+    stack = list(getattr(tree, "body", ()))
+    while stack:
+        node = stack.pop()
+        yield node
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            children = getattr(node, name, None)
+            if children:
+                stack.extend(children)
+
+
+def docstrings(tree: ast.AST) -> list[ast.Constant]:
+    out = []
+    for node in (tree, *iter_statements(tree)):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
                 if isinstance(body[0].value.value, str):
-                    ids.add(id(body[0].value))
-    return ids
+                    out.append(body[0].value)
+    return out
 
 
 def collect_aliases(tree: ast.AST) -> dict[str, set[str]]:
     """Local name -> qualified names, from every import statement anywhere in the module."""
     aliases: dict[str, set[str]] = defaultdict(set)
-    for node in ast.walk(tree):
+    for node in iter_statements(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
@@ -99,7 +111,8 @@ class PythonChecker(ast.NodeVisitor):
         self.catalogue = catalogue
         self.enabled = enabled
         self.aliases = collect_aliases(tree)
-        self.docstrings = _docstring_ids(tree)
+        self.docstring_nodes = docstrings(tree)
+        self.docstrings = {id(n) for n in self.docstring_nodes}
         self.claimed: set[int] = set()
         self.hits: list[tuple[Rule, ast.AST, str, str | None, dict]] = []
         self.calls: list[tuple[str, ast.Call]] = []  # resolved torch calls, for the coverage family

@@ -34,7 +34,7 @@ def _scan_one(args: tuple[Path, str, str, ScanOptions]) -> FileResult:
 
 def run(settings: Settings, paths: list[Path], progress: Progress | None = None, extra_key: str = "") -> EngineOutput:
     catalogue = load_catalogue()
-    exclude = pathspec.PathSpec.from_lines("gitwildmatch", settings.exclude) if settings.exclude else None
+    exclude = pathspec.GitIgnoreSpec.from_lines(settings.exclude) if settings.exclude else None
     candidates: list[Candidate] = []
     skipped: list[SkippedFile] = []
     for item in discover(settings.root, paths, exclude):

@@ -23,7 +23,7 @@ from migrator.rules.catalogue import Catalogue, Rule, load_catalogue
 PREFILTER = re.compile(
     rb"cuda|CUDA|nccl|NCCL|apex|amp_C|flash_attn|xformers|triton|transformer_engine|bitsandbytes|cupy|"
     rb"pynvml|nvidia|deepspeed|DataParallel|cpp_extension|autocast|GradScaler|migrate:|device|\.to\(|cudnn|nvtx|"
-    rb"GPUtil"
+    rb"GPUtil|data_parallel|NVIDIA"
 )
 MARKER = re.compile(r"(?i)cuda|nccl|apex|flash_attn|xformers")
 GENERATED = re.compile(rb"@generated\b")
@@ -40,7 +40,7 @@ class ScanOptions:
     def selector_for(self, rel: str) -> RuleSelector:
         extra: list[str] = []
         for glob, codes in self.per_file_ignores:
-            if pathspec.PathSpec.from_lines("gitwildmatch", [glob]).match_file(rel):
+            if pathspec.GitIgnoreSpec.from_lines([glob]).match_file(rel):
                 extra.extend(codes)
         return RuleSelector(self.select, self.ignore + tuple(extra))
 
@@ -184,9 +184,8 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes):
         for name, node in checker.calls
     )
     doc_lines: set[int] = set()
-    for node in ast.walk(tree):
-        if id(node) in checker.docstrings:
-            doc_lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    for node in checker.docstring_nodes:
+        doc_lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
     return ops, doc_lines
 
 

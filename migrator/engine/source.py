@@ -33,6 +33,14 @@ def decode_python(data: bytes) -> SourceText:
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as bad:
+            line = data[: bad.start].count(b"\n") + 1
+            raise UnreadableSource(
+                f"not valid UTF-8 (byte 0x{data[bad.start]:02x} on line {line}) and no "
+                "`# -*- coding: ... -*-` declaration"
+            ) from None
         raise UnreadableSource(f"bad encoding declaration: {exc}") from None
     try:
         text = data.decode(encoding)
