@@ -140,6 +140,9 @@ class OpUse:
     path: str
     line: int
     column: int
+    status: str = "unverified"
+    dtypes: tuple[str, ...] = ()
+    npu_name: str | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,7 @@ class Summary:
     unattributed_markers: int
     unattributed: tuple[Marker, ...]
     coverage: dict[str, Any] | None = None
+    baselined: int | None = None  # findings hidden by --baseline (None: no baseline applied)
 
     def to_dict(self) -> dict[str, Any]:
         data = {
@@ -183,6 +187,8 @@ class Summary:
         }
         if self.coverage is not None:
             data["coverage"] = self.coverage
+        if self.baselined is not None:
+            data["baselined"] = self.baselined
         return data
 
 

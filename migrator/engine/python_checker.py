@@ -45,11 +45,21 @@ DDP_CALLS = {
 }
 LOAD_INLINE = {"torch.utils.cpp_extension.load_inline"}
 LOAD_EXT = {"torch.utils.cpp_extension.load"}
+MIGRATE_HELPER_PREFIXES = ("_migrate_", "_Migrate")
 DEVICE_KWARGS = {"device", "map_location", "device_type", "device_id", "pin_memory_device"}
 
 
 class Emitted(tuple):
     """(rule, node, symbol, replacement, extra) — a raw hit before positions are computed."""
+
+
+INDEX_NAME = re.compile(r"(?i)(rank|gpu|idx|index|device_id|dev_id|^id$|_id$|^i$|^n$)")
+
+
+def _looks_like_index(node: ast.AST) -> bool:
+    """`torch.device(local_rank)` is a CUDA index; `torch.device(args.device)` is usually a string."""
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+    return bool(name and INDEX_NAME.search(name))
 
 
 def _dotted(node: ast.AST) -> list[str] | None:
@@ -116,6 +126,9 @@ class PythonChecker(ast.NodeVisitor):
         self.claimed: set[int] = set()
         self.hits: list[tuple[Rule, ast.AST, str, str | None, dict]] = []
         self.calls: list[tuple[str, ast.Call]] = []  # resolved torch calls, for the coverage family
+        self.method_calls: list[tuple[str | None, str, ast.Call]] = []  # (receiver name, method, call)
+        self.tensor_names: set[str] = set()  # names the code shows are tensors
+        self.float64: list[tuple[ast.AST, str]] = []  # torch.float64 / torch.double / .double()
         self.impl: dict[str, Rule] = {}
         for rule in catalogue.rules.values():
             if rule.impl:
@@ -150,6 +163,8 @@ class PythonChecker(ast.NodeVisitor):
         names = self.qualnames(node)
         if not names:
             return False
+        if names & {"torch.float64", "torch.double"}:
+            self.float64.append((node, sorted(names)[0]))
         hit = self.match(names)
         if hit is None:
             return False
@@ -158,6 +173,16 @@ class PythonChecker(ast.NodeVisitor):
         return True
 
     # -- visitors ----------------------------------------------------------------------------
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        if not node.name.startswith(MIGRATE_HELPER_PREFIXES):  # helpers emitted by `migrate fix` are ported code
+            self.generic_visit(node)
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if not node.name.startswith(MIGRATE_HELPER_PREFIXES):
+            self.generic_visit(node)
+
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
             hit = self.match({alias.name})
@@ -188,8 +213,27 @@ class PythonChecker(ast.NodeVisitor):
     def visit_Call(self, node: ast.Call) -> None:
         func_names = self.qualnames(node.func)
         self.check_call(node, func_names)
-        if any(n.startswith("torch.") for n in func_names):
-            self.calls.append((sorted(func_names)[0], node))
+        torch_names = sorted(n for n in func_names if n.startswith("torch."))
+        if torch_names and not self.match(torch_names):  # a name another family owns is not an "op"
+            self.calls.append((torch_names[0], node))
+        elif not func_names and isinstance(node.func, ast.Attribute):
+            receiver = node.func.value.id if isinstance(node.func.value, ast.Name) else None
+            self.method_calls.append((receiver, node.func.attr, node))
+            if node.func.attr == "double" and not node.args:
+                self.float64.append((node, ".double()"))
+        self.generic_visit(node)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        # `x = torch.randn(...)`: x is a tensor for the coverage family's method lookups
+        if isinstance(node.value, ast.Call) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            names = self.qualnames(node.value.func)
+            if any(n.startswith("torch.") and n.rsplit(".", 1)[-1][:1].islower() for n in names):
+                self.tensor_names.add(node.targets[0].id)
+        self.generic_visit(node)
+
+    def visit_arg(self, node: ast.arg) -> None:
+        if node.annotation is not None and self.qualnames(node.annotation) & {"torch.Tensor"}:
+            self.tensor_names.add(node.arg)
         self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
@@ -262,8 +306,8 @@ class PythonChecker(ast.NodeVisitor):
             ):
                 self.emit_impl("cuda-extension-build", node, "load(sources=[*.cu])")
         # bare integer devices: torch.device(0), .to(0), device=0
-        if "torch.device" in func_names and node.args and not isinstance(node.args[0], ast.Constant):
-            if len(node.args) == 1 and not node.keywords:
+        if "torch.device" in func_names and node.args and not isinstance(node.args[0], (ast.Constant, ast.JoinedStr)):
+            if len(node.args) == 1 and not node.keywords and _looks_like_index(node.args[0]):
                 self.emit_impl("bare-int-device", node, "torch.device(<int>)")
         if "torch.device" in func_names and node.args and isinstance(node.args[0], ast.Constant):
             if isinstance(node.args[0].value, int) and not isinstance(node.args[0].value, bool):

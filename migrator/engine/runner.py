@@ -28,6 +28,16 @@ class EngineOutput:
     skipped: tuple[SkippedFile, ...]
 
 
+def _coverage_digest() -> str:
+    """Identity of the shipped coverage tables: a regenerated table invalidates cached results."""
+    from migrator.resources import data_dir
+
+    try:
+        return ",".join(content_digest(p.read_bytes()) for p in sorted(data_dir("op_coverage").glob("*.json")))
+    except (FileNotFoundError, OSError):
+        return "none"
+
+
 def _scan_one(args: tuple[Path, str, str, ScanOptions]) -> FileResult:
     return scan_file(*args)
 
@@ -50,7 +60,9 @@ def run(settings: Settings, paths: list[Path], progress: Progress | None = None,
         soc=settings.soc,
         torch_npu_version=settings.torch_npu_version,
     )
-    cache = ScanCache(settings.root, f"{__version__}|{catalogue.digest}|{settings.cache_key()}|{extra_key}")
+    cache = ScanCache(
+        settings.root, f"{__version__}|{catalogue.digest}|{_coverage_digest()}|{settings.cache_key()}|{extra_key}"
+    )
     if settings.use_cache:
         cache.load()
 

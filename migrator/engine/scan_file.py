@@ -13,6 +13,7 @@ import pathspec
 
 from migrator.config import RuleSelector
 from migrator.engine import text_checkers
+from migrator.engine.coverage_checker import coverage_hits
 from migrator.engine.python_checker import check_module
 from migrator.engine.source import SourceText, UnreadableSource, decode_python, decode_text
 from migrator.engine.suppress import Directives, parse_directives
@@ -23,7 +24,7 @@ from migrator.rules.catalogue import Catalogue, Rule, load_catalogue
 PREFILTER = re.compile(
     rb"cuda|CUDA|nccl|NCCL|apex|amp_C|flash_attn|xformers|triton|transformer_engine|bitsandbytes|cupy|"
     rb"pynvml|nvidia|deepspeed|DataParallel|cpp_extension|autocast|GradScaler|migrate:|device|\.to\(|cudnn|nvtx|"
-    rb"GPUtil|data_parallel|NVIDIA"
+    rb"GPUtil|data_parallel|NVIDIA|torch"
 )
 MARKER = re.compile(r"(?i)cuda|nccl|apex|flash_attn|xformers")
 GENERATED = re.compile(rb"@generated\b")
@@ -48,8 +49,9 @@ class ScanOptions:
 class FileScan:
     """Collects findings for one file and turns raw hits into positioned Findings."""
 
-    def __init__(self, rel: str, catalogue: Catalogue, selector: RuleSelector):
+    def __init__(self, rel: str, catalogue: Catalogue, selector: RuleSelector, options: ScanOptions | None = None):
         self.rel = rel
+        self.options = options or ScanOptions()
         self.catalogue = catalogue
         self.selector = selector
         self.findings: list[Finding] = []
@@ -69,6 +71,7 @@ class FileScan:
         replacement: str | None = None,
         ambiguous: bool = False,
         message: str | None = None,
+        coverage=None,
     ) -> None:
         if rule is None or not self.enabled(rule):
             return
@@ -90,6 +93,7 @@ class FileScan:
                 symbol=symbol,
                 message=text,
                 fix=fix,
+                coverage=coverage,
             )
         )
 
@@ -105,13 +109,23 @@ class FileScan:
 
 
 def scan_file(path: Path, rel: str, kind: str, options: ScanOptions) -> FileResult:
-    catalogue = load_catalogue()
-    scan = FileScan(rel, catalogue, options.selector_for(rel))
     try:
         data = path.read_bytes()
     except OSError as exc:
+        scan = FileScan(rel, load_catalogue(), options.selector_for(rel))
         scan.meta("unreadable-file", f"cannot read {rel}: {exc.strerror or exc}")
         return FileResult(rel, tuple(scan.findings))
+    return scan_bytes(data, rel, kind, options)
+
+
+def scan_text_content(text: str, rel: str, kind: str, options: ScanOptions) -> FileResult:
+    """Scan text that is not on disk (a fix result before it is written)."""
+    return scan_bytes(text.encode("utf-8"), rel, kind, options)
+
+
+def scan_bytes(data: bytes, rel: str, kind: str, options: ScanOptions) -> FileResult:
+    catalogue = load_catalogue()
+    scan = FileScan(rel, catalogue, options.selector_for(rel), options)
     if GENERATED.search(data[:2048]):
         return FileResult(rel, skipped="generated file (@generated marker)")
     try:
@@ -138,7 +152,7 @@ def scan_file(path: Path, rel: str, kind: str, options: ScanOptions) -> FileResu
             return FileResult(rel, tuple(scan.findings))
         for hit in hits:
             rule, replacement = scan.rule_for_key(hit.key, hit.replacement)
-            scan.add(rule, hit.line, hit.column, hit.line, hit.end_column, hit.symbol, replacement)
+            scan.add(rule, hit.line, hit.column, hit.line, hit.end_column, hit.symbol, replacement, message=hit.message)
 
     kept, suppressed = _apply_suppressions(scan, directives)
     markers = _unattributed(rel, kind, source, kept, doc_lines) if kind in ("python", "shell") else ()
@@ -179,10 +193,19 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes):
         col = source.char_column(line, getattr(node, "col_offset", 0))
         end_col = source.char_column(end_line, getattr(node, "end_col_offset", None) or 0)
         scan.add(rule, line, col, end_line, end_col, symbol, replacement, extra.get("ambiguous", False))
-    ops = tuple(
-        OpUse(name, scan.rel, node.lineno, source.char_column(node.lineno, node.col_offset))
-        for name, node in checker.calls
-    )
+    ops = []
+    for impl, node, symbol, message, info, op, status in coverage_hits(checker, scan.options.soc, scan.options.torch_npu_version):
+        line = node.lineno
+        col = source.char_column(line, node.col_offset)
+        if op is not None:
+            ops.append(OpUse(op, scan.rel, line, col, status, info.dtypes if info else ()))
+        rule = scan.impl.get(impl) if impl else None
+        if rule is None:
+            continue
+        end_line = node.end_lineno or line
+        scan.add(rule, line, col, end_line, source.char_column(end_line, node.end_col_offset or 0), symbol,
+                 message=message, coverage=info)
+    ops = tuple(ops)
     doc_lines: set[int] = set()
     for node in checker.docstring_nodes:
         doc_lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))

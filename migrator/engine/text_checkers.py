@@ -26,6 +26,7 @@ class TextHit(NamedTuple):
     end_column: int
     symbol: str
     replacement: str | None = None
+    message: str | None = None
 
 
 SHELL_DEVICE = re.compile(r"(?<![\w.-])cuda(:\d+)?(?![\w.-])")
@@ -97,6 +98,25 @@ def requirement_hit(spec: str, line: int, column: int) -> Iterator[TextHit]:
     build = CUDA_TORCH_BUILD.search(spec)
     if build:
         yield TextHit("impl:cuda-torch-build", line, column + build.start(), column + build.end(), build.group(0))
+    pin = TORCH_PIN.match(spec)
+    if pin:
+        yield from _torch_npu_pairing(pin.group("ver"), line, column, column + len(spec.rstrip()))
+
+
+def _torch_npu_pairing(version: str, line: int, column: int, end: int) -> Iterator[TextHit]:
+    from migrator.coverage import CoverageError, torch_npu_release_for_torch
+
+    try:
+        release = torch_npu_release_for_torch(version)
+    except CoverageError:
+        return
+    if release:
+        yield TextHit("impl:torch-npu-release", line, column, end, f"torch=={version}",
+                      message=f"torch {version} pairs with torch-npu {release}: add `torch-npu=={release}` for Ascend")
+    else:
+        yield TextHit("impl:torch-npu-pairing-unknown", line, column, end, f"torch=={version}",
+                      message=f"torch {version} is not in the torch-npu pairing table (torch 2.7.1 … 2.14.0); "
+                      "check PyPI's torch-npu releases for it")
 
 
 def check_requirements(lines: tuple[str, ...]) -> Iterator[TextHit]:
@@ -151,4 +171,4 @@ def check_cuda_source(lines: tuple[str, ...]) -> Iterator[TextHit]:
     yield TextHit("impl:cuda-source-file", 1, 1, len(first) + 1, "CUDA source file")
 
 
-TORCH_PIN = re.compile(r"^\s*torch\s*(==|~=|>=)\s*(?P<ver>\d+\.\d+(\.\d+)?)")
+TORCH_PIN = re.compile(r"^\s*torch\s*(==|~=)\s*(?P<ver>\d+\.\d+(\.\d+)?)")

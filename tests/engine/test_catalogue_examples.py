@@ -27,12 +27,14 @@ def test_invalid_example_is_reported_where_it_says(tmp_path, rule, example):
 
 @pytest.mark.parametrize("rule, example", VALID)
 def test_valid_example_is_clean(tmp_path, rule, example):
+    """Nothing reported: no finding of the rule itself, nor of any family but op coverage (which
+    looks at every torch call, so a valid example may still use a partially supported op)."""
     result = scan_text(tmp_path, example.code)
-    assert [(f.code, f.line, f.column) for f in result.findings] == []
+    assert [(f.code, f.line, f.column) for f in result.findings if f.code == rule.code or f.family != "coverage"] == []
 
 
 def test_every_rule_has_an_invalid_example_or_a_fixture():
-    fixture_only = {"KERN003", "MIG002", "ENV010", "ENV011"}  # non-Python inputs: tests/fixtures covers them
+    fixture_only = {"KERN003", "MIG002", "ENV010", "ENV011", "OPS008", "OPS009"}  # non-Python inputs: tests/fixtures covers them
     missing = [r.code for r in CATALOGUE.rules.values() if not r.invalid and r.code not in fixture_only]
     assert missing == []
 

@@ -1,0 +1,101 @@
+"""The coverage family: every torch op call looked up in the generated op-coverage table.
+
+Statuses map to rules: unsupported (OPS002), CPU fallback (OPS003), partial with dtype limits
+(OPS004, info), unverified (OPS005, info); float64 use where the op lacks fp64 (OPS006); Tensor
+methods on receivers of unknown type (OPS007, off by default, only unsupported / CPU fallback).
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+
+from migrator.model import CoverageInfo
+
+STATUS_IMPL = {
+    "unsupported": "op-unsupported",
+    "cpu_fallback": "op-cpu-fallback",
+    "partial": "op-partial",
+    "unverified": "op-unverified",
+}
+# Methods common on non-tensors: a receiver of unknown type calling these is not evidence of a tensor.
+AMBIGUOUS_METHODS = {"split", "join", "format", "get", "items", "keys", "values", "append", "update", "copy", "sort",
+                     "index", "count", "pop", "replace", "strip", "read", "write", "close", "add", "clear", "insert",
+                     "remove", "extend", "find", "lower", "upper", "startswith", "endswith", "encode", "decode", "round"}
+
+
+@lru_cache(maxsize=8192)
+def _lookup(name: str, soc: str, version: str | None):
+    from migrator.coverage import lookup
+
+    return lookup(name, soc=soc, version=version)
+
+
+def _describe(entry) -> str:
+    dtypes = ", ".join(entry.dtypes) if entry.dtypes else "not documented"
+    return dtypes
+
+
+def _message(entry, name: str) -> str:
+    soc = entry.soc
+    if entry.status == "unsupported":
+        text = f"`{name}` is not supported on {soc}"
+    elif entry.status == "cpu_fallback":
+        text = f"`{name}` has no NPU kernel on {soc} and falls back to the CPU (slow; host copies)"
+    elif entry.status == "partial":
+        text = f"`{name}` is supported on {soc} with limits (dtypes: {_describe(entry)})"
+        if entry.bf16_undocumented:
+            text += "; bf16 undocumented but the NPU kernel exists"
+    else:
+        text = f"`{name}` is not in the Ascend support list for {soc} (unverified)"
+    if entry.npu_name:
+        text += f"; NPU form: `{entry.npu_name}`"
+    if entry.limits and entry.status != "unverified":
+        text += f" — {'; '.join(entry.limits[:2])}"
+    return text
+
+
+def coverage_hits(checker, soc: str, version: str | None):
+    """Yield (impl, node, symbol, message, CoverageInfo, op name, status) for one checked module."""
+    for name, node in checker.calls:
+        entry = _lookup(name, soc, version)
+        if not entry.known:
+            continue
+        impl = STATUS_IMPL.get(entry.status)
+        info = CoverageInfo(entry.status, soc, entry.dtypes, entry.note)
+        yield (impl, node.func, name, _message(entry, name), info, name, entry.status)
+    for receiver, method, node in checker.method_calls:
+        known_tensor = receiver is not None and receiver in checker.tensor_names
+        if not known_tensor and method in AMBIGUOUS_METHODS:
+            continue
+        name = f"torch.Tensor.{method}"
+        entry = _lookup(name, soc, version)
+        if not entry.known:
+            continue
+        info = CoverageInfo(entry.status, soc, entry.dtypes, entry.note)
+        if known_tensor:
+            yield (STATUS_IMPL.get(entry.status), node.func, name, _message(entry, name), info, name, entry.status)
+        elif entry.status in ("unsupported", "cpu_fallback"):
+            yield ("tensor-method-unknown-receiver", node.func, name,
+                   _message(entry, name) + " (if the receiver is a tensor)", info, None, None)
+    for node, symbol in checker.float64:
+        op = _enclosing_op(checker, node)
+        supported = None
+        if op is not None:
+            from migrator.coverage import float64_supported
+
+            supported = float64_supported(op, soc=soc, version=version)
+        if supported:
+            continue
+        where = f" for `{op}`" if op else ""
+        doc = "does not document fp64" if supported is False else "has no documented dtype list"
+        message = (f"float64 (`{symbol}`){where}: most Ascend kernels lack fp64 and `.double()` returns fp32 on the NPU"
+                   if symbol == ".double()" else f"float64 (`{symbol}`){where}: the op {doc} on {soc}")
+        yield ("float64-use", node, symbol, message, None, None, None)
+
+
+def _enclosing_op(checker, node: ast.AST) -> str | None:
+    for name, call in checker.calls:
+        if any(kw.value is node for kw in call.keywords) or any(a is node for a in call.args):
+            return name
+    return None

@@ -1,0 +1,69 @@
+"""State shared by the transforms of one file: target, aliases, imports and helpers to add."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from migrator.model import Finding
+
+
+@dataclass(frozen=True)
+class AppliedEdit:
+    code: str
+    fix_kind: str
+    title: str
+    symbol: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+
+@dataclass
+class FixContext:
+    target: str  # "npu" | "portable"
+    aliases: dict[str, set[str]]  # local name -> qualified names (before the fix)
+    import_renames: dict[str, str] = field(default_factory=dict)  # local name -> qualified name after the fix
+    needs_torch_npu: bool = False
+    needs_torch: bool = False
+    imports: set[str] = field(default_factory=set)  # extra `import X` lines (e.g. "math")
+    helpers: dict[str, str] = field(default_factory=dict)  # name -> source, emitted once per file
+    declined: list[tuple[Finding, str]] = field(default_factory=list)
+    applied: list[Finding] = field(default_factory=list)
+
+    def decline(self, finding: Finding, reason: str) -> None:
+        self.declined.append((finding, reason))
+
+    def helper(self, name: str, source: str) -> cst.Name:
+        self.helpers.setdefault(name, source)
+        self.needs_torch = True
+        return cst.Name(name)
+
+    def local_for(self, qualname: str) -> str | None:
+        """A local dotted expression that denotes `qualname` after the fix, if an import gives one."""
+        best: tuple[int, str] | None = None
+        for local, quals in self.aliases.items():
+            for qual in quals:
+                after = self.import_renames.get(local, qual)
+                if qualname == after or qualname.startswith(after + "."):
+                    if best is None or len(after) > best[0]:
+                        best = (len(after), local + qualname[len(after) :])
+        return best[1] if best else None
+
+    def expr_for(self, qualname: str) -> cst.BaseExpression:
+        """An expression for `qualname`, through the user's own aliases where possible."""
+        local = self.local_for(qualname)
+        if local is None:
+            root = qualname.split(".", 1)[0]
+            if root == "torch_npu":
+                self.needs_torch_npu = True
+            elif root == "torch":
+                self.needs_torch = True
+            else:
+                self.imports.add(root)
+            local = qualname
+        if "torch_npu" in local or local.split(".")[1:2] == ["npu"]:
+            self.needs_torch_npu = True
+        return cst.parse_expression(local)

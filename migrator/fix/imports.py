@@ -1,0 +1,264 @@
+"""Import bookkeeping for fixes: renaming import aliases, removing imports whose last use is gone,
+and adding `import torch_npu` / `import torch` / helpers once, in the right place."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.fix.context import FixContext
+from migrator.model import Finding
+from migrator.rules.catalogue import Rule, load_catalogue
+
+# Library roots whose imports are removed once the last use is fixed (never when they were unused).
+REMOVABLE_ROOTS = ("apex", "amp_C", "flash_attn", "xformers")
+
+
+def symbol_replacement(finding: Finding) -> str | None:
+    hit = load_catalogue().match_symbol(finding.symbol)
+    return hit.replacement if hit else None
+
+
+def dotted_name(node: cst.BaseExpression) -> str:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return f"{dotted_name(node.value)}.{node.attr.value}"
+    raise ValueError("not a dotted name")
+
+
+def _name_expr(dotted: str) -> cst.Attribute | cst.Name:
+    return cst.parse_expression(dotted)  # type: ignore[return-value]
+
+
+def rewrite_import(fixer, original, updated):
+    """Apply rename fixes found on import aliases; returns the (possibly split) statement."""
+    ctx: FixContext = fixer.ctx
+    if isinstance(updated.names, cst.ImportStar):
+        return updated
+    renamed: dict[int, str] = {}
+    for i, alias in enumerate(original.names):
+        key = fixer._key(alias)
+        for finding in fixer.findings.get(key, []):
+            rule: Rule = fixer.rules[finding.code]
+            fixer.done.add((key, finding.code))
+            if rule.fix != "rename" or finding.fix is None:
+                if finding.fix is not None:
+                    fixer.removable.add(_bound_name(alias))
+                    fixer.import_findings.append(finding)
+                continue
+            new = symbol_replacement(finding)
+            if new is None or ctx.target != "npu":
+                ctx.decline(finding, "imports are renamed for the npu target only; use the module-level name")
+                continue
+            renamed[i] = new
+            ctx.applied.append(finding)
+            if "npu" in new.split("."):
+                ctx.needs_torch_npu = True
+    if not renamed:
+        return updated
+    if isinstance(updated, cst.Import):
+        names = [
+            alias.with_changes(name=_name_expr(renamed[i])) if i in renamed else alias
+            for i, alias in enumerate(updated.names)
+        ]
+        return updated.with_changes(names=names)
+    # from X import a, b: one statement per target module, original order kept
+    module = dotted_name(updated.module)
+    groups: dict[str, list[cst.ImportAlias]] = {}
+    for i, alias in enumerate(updated.names):
+        if i in renamed:
+            new_module, _, new_name = renamed[i].rpartition(".")
+            old_name = alias.name.value if isinstance(alias.name, cst.Name) else dotted_name(alias.name)
+            asname = alias.asname
+            if new_name != old_name and asname is None:
+                asname = cst.AsName(name=cst.Name(old_name))  # keep the local name the code uses
+            alias = alias.with_changes(name=cst.Name(new_name), asname=asname)
+        else:
+            new_module = module
+        groups.setdefault(new_module, []).append(alias.with_changes(comma=cst.MaybeSentinel.DEFAULT))
+    statements = []
+    for mod, aliases in groups.items():
+        aliases[-1] = aliases[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        stmt = updated.with_changes(module=_name_expr(mod), names=aliases)
+        if len(aliases) == 1 or mod != module:
+            stmt = stmt.with_changes(lpar=None, rpar=None) if len(aliases) == 1 else stmt
+        statements.append(stmt)
+    return statements[0] if len(statements) == 1 else cst.FlattenSentinel(statements)
+
+
+def _bound_name(alias: cst.ImportAlias) -> str:
+    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
+        return alias.asname.name.value
+    name = alias.name
+    while isinstance(name, cst.Attribute):
+        name = name.value
+    return name.value  # type: ignore[union-attr]
+
+
+class _NameCounter(cst.CSTVisitor):
+    def __init__(self):
+        self.counts: dict[str, int] = {}
+
+    def visit_Import(self, node) -> bool:
+        return False
+
+    def visit_ImportFrom(self, node) -> bool:
+        return False
+
+    def visit_Name(self, node: cst.Name) -> None:
+        self.counts[node.value] = self.counts.get(node.value, 0) + 1
+
+
+def name_counts(module: cst.Module) -> dict[str, int]:
+    counter = _NameCounter()
+    module.visit(counter)
+    return counter.counts
+
+
+class _ImportRemover(cst.CSTTransformer):
+    def __init__(self, unused: set[str]):
+        self.unused = unused
+
+    def _keep(self, alias: cst.ImportAlias) -> bool:
+        return _bound_name(alias) not in self.unused
+
+    def leave_Import(self, original, updated):
+        names = [a for a in updated.names if self._keep(a)]
+        if len(names) == len(updated.names):
+            return updated
+        if not names:
+            return cst.RemoveFromParent()
+        names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        return updated.with_changes(names=names)
+
+    leave_ImportFrom = leave_Import
+
+    def leave_SimpleStatementLine(self, original, updated):
+        if not updated.body:
+            return cst.RemoveFromParent()
+        return updated
+
+    def leave_IndentedBlock(self, original, updated):
+        if not updated.body:  # a try: body that held only the removed import
+            return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
+        return updated
+
+
+def remove_unused_imports(before: cst.Module, after: cst.Module, candidates: set[str]) -> tuple[cst.Module, set[str]]:
+    """Drop imports of fixed CUDA-only libraries whose bound name is used before but not after."""
+    if not candidates:
+        return after, set()
+    used_before = name_counts(before)
+    used_after = name_counts(after)
+    unused = {n for n in candidates if used_before.get(n, 0) > 0 and used_after.get(n, 0) == 0}
+    return (after.visit(_ImportRemover(unused)) if unused else after), unused
+
+
+def _is_import_of(stmt: cst.CSTNode, module: str) -> bool:
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for small in stmt.body:
+        if isinstance(small, cst.Import):
+            for alias in small.names:
+                if dotted_name(alias.name) == module or dotted_name(alias.name).startswith(module + "."):
+                    return True
+        if isinstance(small, cst.ImportFrom) and small.module is not None and dotted_name(small.module) == module:
+            return True
+    return False
+
+
+def _binds(stmt: cst.CSTNode, name: str) -> bool:
+    if not isinstance(stmt, cst.SimpleStatementLine):
+        return False
+    for small in stmt.body:
+        if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+            if any(_bound_name(a) == name for a in small.names):
+                return True
+    return False
+
+
+def _binds_anywhere(module: cst.Module, name: str) -> bool:
+    return any(_binds(s, name) for s in module.body) or any(
+        _binds(inner, name)
+        for s in module.body
+        if isinstance(s, cst.Try)
+        for inner in s.body.body
+    )
+
+
+def _insert_at(module: cst.Module) -> int:
+    """Index after the module docstring, `from __future__` imports and leading imports."""
+    i = 0
+    body = list(module.body)
+    if body and isinstance(body[0], cst.SimpleStatementLine) and isinstance(body[0].body[0], cst.Expr):
+        if isinstance(body[0].body[0].value, (cst.SimpleString, cst.ConcatenatedString)):
+            i = 1
+    while i < len(body) and isinstance(body[i], cst.SimpleStatementLine) and any(
+        isinstance(s, cst.ImportFrom) and s.module is not None and dotted_name(s.module) == "__future__"
+        for s in body[i].body
+    ):
+        i += 1
+    return i
+
+
+TORCH_NPU_GUARDED = """try:
+    import torch_npu  # noqa: F401  registers the Ascend "npu" device when torch-npu is installed
+except ImportError:
+    torch_npu = None
+"""
+
+
+def ensure_module_imports(module: cst.Module, ctx: FixContext) -> cst.Module:
+    body = list(module.body)
+    torch_idx = next((i for i, s in enumerate(body) if _is_import_of(s, "torch")), None)
+    need_torch = (ctx.needs_torch or ctx.helpers) and not _binds_anywhere(module, "torch")
+    additions_after_torch: list[cst.BaseStatement] = []
+    if need_torch:
+        additions_after_torch.append(cst.parse_statement("import torch\n"))
+    if (ctx.needs_torch_npu or (ctx.target == "portable" and ctx.helpers)) and not _binds_anywhere(module, "torch_npu"):
+        if ctx.target == "npu":
+            additions_after_torch.append(cst.parse_statement("import torch_npu\n"))
+        else:
+            additions_after_torch.append(cst.parse_statement(TORCH_NPU_GUARDED))
+    for name in sorted(ctx.imports):
+        if not _binds_anywhere(module, name):
+            additions_after_torch.insert(0, cst.parse_statement(f"import {name}\n"))
+    if torch_idx is not None and not need_torch:
+        insert = torch_idx + 1  # `import torch_npu` right after `import torch`
+    else:
+        insert = _insert_at(module)
+    if additions_after_torch:
+        body[insert:insert] = additions_after_torch
+    if ctx.helpers:
+        # helpers go after the last import of the leading import block
+        last_import = insert + len(additions_after_torch)
+        while last_import < len(body) and _is_any_import(body[last_import]):
+            last_import += 1
+        helper_stmts: list[cst.BaseStatement] = []
+        for name in sorted(ctx.helpers):
+            if any(isinstance(s, (cst.FunctionDef, cst.ClassDef)) and s.name.value == name for s in body):
+                continue
+            parsed = cst.parse_module(ctx.helpers[name])
+            stmts = list(parsed.body)
+            stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+            helper_stmts.extend(stmts)
+        if helper_stmts and last_import < len(body):
+            nxt = body[last_import]
+            body[last_import] = nxt.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *_strip_blank(nxt.leading_lines)])
+        body[last_import:last_import] = helper_stmts
+    return module.with_changes(body=body)
+
+
+def _strip_blank(lines):
+    lines = list(lines)
+    while lines and lines[0].comment is None:
+        lines.pop(0)
+    return lines
+
+
+def _is_any_import(stmt: cst.CSTNode) -> bool:
+    if isinstance(stmt, cst.SimpleStatementLine):
+        return all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in stmt.body)
+    if isinstance(stmt, cst.Try):  # try: import x / except ImportError
+        return all(_is_any_import(s) for s in stmt.body.body)
+    return False

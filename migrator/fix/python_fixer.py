@@ -1,0 +1,172 @@
+"""Apply fixes to one Python module with libcst, keeping the user's formatting.
+
+Findings come from the `ast` scanner; each is matched to the libcst node with the same source range
+and rewritten by its rule's fix (`rename` or a named transform). Imports are then tidied: renamed
+in place, removed when a fixed library's last use is gone, and `import torch_npu` added once.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from dataclasses import dataclass
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from migrator.engine.python_checker import collect_aliases
+from migrator.fix.context import FixContext
+from migrator.fix.imports import (
+    REMOVABLE_ROOTS,
+    ensure_module_imports,
+    remove_unused_imports,
+    rewrite_import,
+    symbol_replacement,
+)
+from migrator.fix.transforms import CALL_LEVEL, EITHER_LEVEL, TRANSFORMS
+from migrator.model import Finding
+from migrator.rules.catalogue import Rule
+
+Key = tuple[int, int, int, int]
+
+
+def key_of(f: Finding) -> Key:
+    return (f.line, f.column - 1, f.end_line, f.end_column - 1)
+
+
+def transform_name(rule: Rule) -> str:
+    return rule.fix.split(":", 1)[1] if rule.fix.startswith("transform:") else rule.fix
+
+
+@dataclass
+class PythonFixResult:
+    text: str
+    applied: list[Finding]
+    declined: list[tuple[Finding, str]]
+
+
+class _Fixer(cst.CSTTransformer):
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self, ctx: FixContext, findings: dict[Key, list[Finding]], rules: dict[str, Rule]):
+        super().__init__()
+        self.ctx = ctx
+        self.findings = findings
+        self.rules = rules
+        self.call_funcs: dict[int, Key] = {}  # id(original callee node) -> its range
+        self.done: set[tuple[Key, str]] = set()
+        self.removable: set[str] = set()  # import-bound names whose uses were rewritten
+        self.import_findings: list[Finding] = []  # transform findings on import lines
+
+    def _key(self, node: cst.CSTNode) -> Key | None:
+        try:
+            r = self.get_metadata(PositionProvider, node)
+        except KeyError:
+            return None
+        return (r.start.line, r.start.column, r.end.line, r.end.column)
+
+    def _apply(self, updated: cst.CSTNode, key: Key | None, at_call: bool, is_callee: bool):
+        if key is None or key not in self.findings:
+            return updated
+        for finding in self.findings[key]:
+            if (key, finding.code) in self.done:
+                continue
+            rule = self.rules[finding.code]
+            name = transform_name(rule)
+            if is_callee and (name in CALL_LEVEL or name in EITHER_LEVEL):
+                continue  # rewritten with its call, in leave_Call
+            if name in CALL_LEVEL and not at_call:
+                self.ctx.decline(finding, "used as a value, not called: rewrite it by hand")
+                self.done.add((key, finding.code))
+                continue
+            transform = TRANSFORMS.get(name)
+            self.done.add((key, finding.code))
+            if transform is None:
+                self.ctx.decline(finding, f"no automatic fix for `{rule.fix}` yet")
+                continue
+            result = transform(self.ctx, updated, finding, rule)
+            if result is None:
+                continue  # declined, with a reason recorded by the transform
+            self.ctx.applied.append(finding)
+            updated = result
+        return updated
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        key = self._key(node.func)
+        if key is not None:
+            self.call_funcs[id(node.func)] = key
+        return True
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        new = self._apply(updated, self._key(original), at_call=True, is_callee=id(original) in self.call_funcs)
+        func_key = self.call_funcs.get(id(original.func))
+        if isinstance(new, cst.Call) and func_key is not None:
+            new = self._apply(new, func_key, at_call=True, is_callee=False)
+        return new
+
+    def _leave_expr(self, original, updated):
+        return self._apply(updated, self._key(original), at_call=False, is_callee=id(original) in self.call_funcs)
+
+    leave_Attribute = _leave_expr
+    leave_Name = _leave_expr
+    leave_Integer = _leave_expr
+    leave_SimpleString = _leave_expr
+    leave_FormattedString = _leave_expr
+    leave_ConcatenatedString = _leave_expr
+    leave_Comparison = _leave_expr
+
+    def visit_ImportAlias(self, node: cst.ImportAlias) -> bool:
+        return False  # import aliases are rewritten as a whole by rewrite_import
+
+    def leave_Import(self, original: cst.Import, updated: cst.Import):
+        return rewrite_import(self, original, updated)
+
+    def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom):
+        return rewrite_import(self, original, updated)
+
+
+def import_renames(findings: list[Finding], rules: dict[str, Rule], aliases: dict[str, set[str]], target: str):
+    """local name -> qualified name after the fix, for aliases bound to a renamed symbol."""
+    if target != "npu":
+        return {}
+    renamed: dict[str, str] = {}
+    for f in findings:
+        rule = rules[f.code]
+        if rule.fix != "rename" or f.fix is None or f.family == "environment":
+            continue
+        new = symbol_replacement(f)
+        if new is None:
+            continue
+        for local, quals in aliases.items():
+            if quals == {f.symbol} and (local != f.symbol.split(".")[0] or "." not in f.symbol):
+                renamed[local] = new
+    return renamed
+
+
+def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], target: str, entry_point: bool) -> PythonFixResult:
+    by_key: dict[Key, list[Finding]] = defaultdict(list)
+    for f in findings:
+        by_key[key_of(f)].append(f)
+    aliases = collect_aliases(ast.parse(text))
+    ctx = FixContext(target=target, aliases=aliases)
+    ctx.import_renames = import_renames(findings, rules, aliases, target)
+    module = cst.parse_module(text)
+    fixer = _Fixer(ctx, by_key, rules)
+    new_module = MetadataWrapper(module, unsafe_skip_copy=True).visit(fixer)
+    candidates = {n for n in fixer.removable} | {
+        local for local, quals in aliases.items() if any(q.split(".")[0] in REMOVABLE_ROOTS for q in quals)
+    }
+    new_module, removed = remove_unused_imports(module, new_module, candidates)
+    for f in fixer.import_findings:
+        if f.symbol and any(local in removed for local, quals in aliases.items() if f.symbol in quals):
+            ctx.applied.append(f)
+        elif all(f is not a for a in ctx.applied):
+            ctx.decline(f, "the import stays while the name is still used")
+    if entry_point and target == "npu" and ctx.applied:
+        ctx.needs_torch_npu = True
+    new_module = ensure_module_imports(new_module, ctx)
+    seen = {id(f) for f in ctx.applied} | {id(f) for f, _ in ctx.declined}
+    for f in findings:
+        if id(f) not in seen:
+            ctx.decline(f, "the fix did not apply at this site")
+    return PythonFixResult(new_module.code, ctx.applied, ctx.declined)

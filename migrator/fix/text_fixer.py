@@ -1,0 +1,73 @@
+"""Exact, span-based fixes for launch scripts (env var renames, nccl/cuda words) and annotations."""
+
+from __future__ import annotations
+
+import re
+
+from migrator.model import Finding
+from migrator.rules.catalogue import load_catalogue
+
+ANNOTATION = re.compile(r"^[ \t]*# MIGRATE\((?P<code>[A-Z]+\d{3})\): .*(\r\n|\n|\r)?$")
+
+
+def _replacement(finding: Finding) -> str | None:
+    if finding.family == "environment":
+        hit = load_catalogue().match_symbol(f"$env.{finding.symbol}")
+        return hit.replacement if hit and finding.fix else None
+    if finding.code == "DIST001":
+        return "hccl"
+    if finding.code == "DEV012":
+        return "npu" + finding.symbol[4:]
+    return None
+
+
+def fix_text(text: str, findings: list[Finding], target: str) -> tuple[str, list[Finding], list[tuple[Finding, str]]]:
+    """Replace each finding's span on its line, right to left so columns stay valid."""
+    applied: list[Finding] = []
+    declined: list[tuple[Finding, str]] = []
+    lines = text.splitlines(keepends=True)
+    for f in sorted(findings, key=lambda f: (f.line, f.column), reverse=True):
+        new = _replacement(f) if target == "npu" else None
+        if new is None:
+            declined.append((f, "launch scripts are rewritten for the npu target only" if target != "npu" else "no exact rewrite"))
+            continue
+        line = lines[f.line - 1]
+        start, end = f.column - 1, f.end_column - 1
+        if line[start:end] != f.symbol:
+            declined.append((f, "the text at this position changed"))
+            continue
+        lines[f.line - 1] = line[:start] + new + line[end:]
+        applied.append(f)
+    return "".join(lines), applied, declined
+
+
+def newline_of(text: str) -> str:
+    m = re.search(r"\r\n|\n|\r", text)
+    return m.group(0) if m else "\n"
+
+
+def annotate(text: str, notes: dict[int, list[tuple[str, str]]]) -> str:
+    """Insert `# MIGRATE(CODE): reason` above each noted line; never twice for the same code."""
+    if not notes:
+        return text
+    nl = newline_of(text)
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    for number, line in enumerate(lines, 1):
+        if number in notes:
+            existing = set()
+            k = len(out) - 1
+            while k >= 0 and ANNOTATION.match(out[k]):
+                existing.add(ANNOTATION.match(out[k]).group("code"))
+                k -= 1
+            indent = line[: len(line) - len(line.lstrip(" \t"))]
+            for code, reason in notes[number]:
+                if code not in existing:
+                    out.append(f"{indent}# MIGRATE({code}): {reason}{nl}")
+                    existing.add(code)
+        out.append(line)
+    return "".join(out)
+
+
+def strip_annotations(text: str) -> str:
+    return "".join(line for line in text.splitlines(keepends=True) if not ANNOTATION.match(line))

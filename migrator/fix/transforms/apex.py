@@ -1,0 +1,147 @@
+"""Apex optimizers, norms and parallel wrappers rewritten with every default made explicit."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from migrator.fix.context import FixContext
+from migrator.fix.transforms import register
+from migrator.fix.transforms.args import NOT_LITERAL, bind, keep_or_kwarg, kwarg, literal, positional, with_args
+from migrator.fix.transforms.helpers import RMS_NORM_NPU
+from migrator.model import Finding
+
+FUSED_ADAM = ["params", "lr", "bias_correction", "betas", "eps", "adam_w_mode", "weight_decay", "amsgrad",
+              "set_grad_none", "capturable", "master_weights"]
+FUSED_ADAM_DEFAULTS = {"lr": "1e-3", "betas": "(0.9, 0.999)", "eps": "1e-8", "weight_decay": "0.0"}
+
+
+def _explicit(args: dict[str, cst.Arg], order: list[str], defaults: dict[str, str]) -> list[cst.Arg]:
+    """Every hyper-parameter written out: the user's argument where given, else the old default."""
+    return [keep_or_kwarg(args, name, defaults.get(name)) for name in order if name in args or name in defaults]
+
+
+def _first(args: dict[str, cst.Arg], name: str) -> cst.Arg:
+    arg = args[name]
+    return arg if arg.keyword is None else positional(arg.value)
+
+
+@register("apex-fused-adam", level="call")
+def fused_adam(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode | None:
+    args = bind(call, FUSED_ADAM)
+    if args is None or "params" not in args:
+        ctx.decline(finding, "unusual FusedAdam arguments")
+        return None
+    for name, ok in (("bias_correction", True), ("amsgrad", False), ("capturable", False), ("master_weights", False)):
+        if name in args and literal(args[name]) != ok:
+            ctx.decline(finding, f"FusedAdam({name}=...) has no equivalent with the same semantics")
+            return None
+    mode = literal(args["adam_w_mode"]) if "adam_w_mode" in args else True
+    if mode is NOT_LITERAL:
+        ctx.decline(finding, "adam_w_mode is not a literal: AdamW (decoupled) or Adam (L2) must be chosen by hand")
+        return None
+    explicit = _explicit(args, ["lr", "betas", "eps", "weight_decay"], FUSED_ADAM_DEFAULTS)
+    params = _first(args, "params")
+    if ctx.target == "npu":
+        name = "torch_npu.optim.NpuFusedAdamW" if mode else "torch_npu.optim.NpuFusedAdam"
+        return with_args(call, ctx.expr_for(name), [params, *explicit])
+    name = "torch.optim.AdamW" if mode else "torch.optim.Adam"
+    return with_args(call, ctx.expr_for(name), [params, *explicit, kwarg("fused", "True")])
+
+
+FUSED_SGD = ["params", "lr", "momentum", "dampening", "weight_decay", "nesterov", "wd_after_momentum",
+             "materialize_master_grads", "set_grad_none"]
+
+
+@register("apex-fused-sgd", level="call")
+def fused_sgd(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode | None:
+    args = bind(call, FUSED_SGD)
+    if args is None or "params" not in args or "lr" not in args:
+        ctx.decline(finding, "unusual FusedSGD arguments")
+        return None
+    if literal(args.get("wd_after_momentum")) not in (None, False):
+        ctx.decline(finding, "wd_after_momentum=True applies weight decay after momentum; torch.optim.SGD does not")
+        return None
+    if literal(args.get("materialize_master_grads")) not in (None, True):
+        ctx.decline(finding, "materialize_master_grads=False has no torch equivalent")
+        return None
+    explicit = _explicit(args, ["lr", "momentum", "dampening", "weight_decay", "nesterov"],
+                         {"momentum": "0.0", "dampening": "0.0", "weight_decay": "0.0", "nesterov": "False"})
+    return with_args(call, ctx.expr_for("torch.optim.SGD"), [_first(args, "params"), *explicit])
+
+
+def _is_mixed(finding: Finding) -> bool:
+    return "MixedFused" in finding.symbol
+
+
+@register("apex-layer-norm", level="call")
+def layer_norm(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode | None:
+    if _is_mixed(finding):
+        ctx.decline(finding, "MixedFusedLayerNorm keeps fp32 parameters for half inputs; port by hand")
+        return None
+    args = bind(call, ["normalized_shape", "eps", "elementwise_affine"])
+    if args is None or "normalized_shape" not in args:
+        ctx.decline(finding, "unusual FusedLayerNorm arguments")
+        return None
+    explicit = _explicit(args, ["eps", "elementwise_affine"], {"eps": "1e-5", "elementwise_affine": "True"})
+    return with_args(call, ctx.expr_for("torch.nn.LayerNorm"), [_first(args, "normalized_shape"), *explicit])
+
+
+@register("apex-rms-norm", level="call")
+def rms_norm(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode | None:
+    if _is_mixed(finding):
+        ctx.decline(finding, "MixedFusedRMSNorm keeps fp32 parameters for half inputs; port by hand")
+        return None
+    args = bind(call, ["normalized_shape", "eps", "elementwise_affine"])
+    if args is None or "normalized_shape" not in args:
+        ctx.decline(finding, "unusual FusedRMSNorm arguments")
+        return None
+    explicit = _explicit(args, ["eps", "elementwise_affine"], {"eps": "1e-5", "elementwise_affine": "True"})
+    if ctx.target == "npu":
+        ctx.needs_torch_npu = True
+        func = ctx.helper("_MigrateRMSNorm", RMS_NORM_NPU)
+    else:
+        func = ctx.expr_for("torch.nn.RMSNorm")
+    return with_args(call, func, [_first(args, "normalized_shape"), *explicit])
+
+
+APEX_DDP_DROPPED = {"message_size", "delay_allreduce", "shared_param", "allreduce_trigger_params",
+                    "retain_allreduce_buffers", "allreduce_always_fp32", "num_allreduce_streams",
+                    "allreduce_communicators", "gradient_average", "gradient_predivide_factor", "prof"}
+
+
+@register("apex-ddp", level="call")
+def apex_ddp(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode | None:
+    if not call.args or call.args[0].keyword is not None or call.args[0].star:
+        ctx.decline(finding, "unusual apex DistributedDataParallel arguments")
+        return None
+    for arg in call.args[1:]:
+        name = arg.keyword.value if arg.keyword else None
+        if name not in APEX_DDP_DROPPED:
+            ctx.decline(finding, f"apex DDP argument `{name}` has no torch DDP equivalent")
+            return None
+        if name in ("gradient_average", "allreduce_always_fp32") and literal(arg) is not (name == "gradient_average"):
+            ctx.decline(finding, f"`{name}` changes gradient arithmetic; port by hand")
+            return None
+        if name == "gradient_predivide_factor" and literal(arg) not in (1, 1.0):
+            ctx.decline(finding, "`gradient_predivide_factor` changes gradient arithmetic; port by hand")
+            return None
+    return with_args(call, ctx.expr_for("torch.nn.parallel.DistributedDataParallel"), [call.args[0]])
+
+
+@register("apex-syncbn", level="either")
+def syncbn(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNode | None:
+    name = finding.symbol.rsplit(".", 1)[-1]
+    if name == "convert_syncbn_model":
+        if not isinstance(node, cst.Call):
+            ctx.decline(finding, "used as a value")
+            return None
+        args = bind(node, ["module", "process_group", "channel_last"])
+        if args is None or "module" not in args or literal(args.get("channel_last")) not in (None, False):
+            ctx.decline(finding, "channel_last SyncBatchNorm has no torch equivalent")
+            return None
+        new = [positional(args["module"].value)]
+        if "process_group" in args:
+            new.append(positional(args["process_group"].value))
+        return with_args(node, ctx.expr_for("torch.nn.SyncBatchNorm.convert_sync_batchnorm"), new)
+    target = ctx.expr_for("torch.nn.SyncBatchNorm")
+    return node.with_changes(func=target) if isinstance(node, cst.Call) else target

@@ -1,0 +1,93 @@
+"""Matching call arguments to a signature, and building calls, for libcst transforms."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+
+def bind(call: cst.Call, params: list[str]) -> dict[str, cst.Arg] | None:
+    """Map each argument to its parameter name; None for *args/**kwargs or unknown keywords."""
+    bound: dict[str, cst.Arg] = {}
+    for i, arg in enumerate(call.args):
+        if arg.star:
+            return None
+        if arg.keyword is None:
+            if i >= len(params):
+                return None
+            bound[params[i]] = arg
+        else:
+            if arg.keyword.value not in params or arg.keyword.value in bound:
+                return None
+            bound[arg.keyword.value] = arg
+    return bound
+
+
+def code(node: cst.CSTNode) -> str:
+    return cst.Module(body=[]).code_for_node(node)
+
+
+def literal(arg: cst.Arg | None):
+    """The Python value of a simple literal argument, or a sentinel when it is not a literal."""
+    if arg is None:
+        return None
+    try:
+        import ast
+
+        return ast.literal_eval(code(arg.value))
+    except (ValueError, SyntaxError):
+        return NOT_LITERAL
+
+
+class _NotLiteral:
+    def __repr__(self) -> str:
+        return "<expression>"
+
+
+NOT_LITERAL = _NotLiteral()
+
+
+def kwarg(name: str, value: cst.BaseExpression | str, last: bool = False) -> cst.Arg:
+    if isinstance(value, str):
+        value = cst.parse_expression(value)
+    return cst.Arg(
+        keyword=cst.Name(name),
+        value=value,
+        equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+    )
+
+
+def with_args(call: cst.Call, func: cst.BaseExpression, args: list[cst.Arg]) -> cst.Call:
+    """Replace callee and arguments, keeping the call's layout: original arguments keep their commas,
+    new ones follow the call's separator (one per line in a multi-line call), a trailing comma stays."""
+    originals = {id(a) for a in call.args}
+    trailing = call.args[-1].comma if call.args else cst.MaybeSentinel.DEFAULT
+    separator: cst.BaseParenthesizableWhitespace = cst.SimpleWhitespace(" ")
+    for a in call.args[:-1]:
+        if isinstance(a.comma, cst.Comma):
+            separator = a.comma.whitespace_after
+            break
+    fixed = []
+    for i, a in enumerate(args):
+        last = i == len(args) - 1
+        if last:
+            comma = trailing if isinstance(trailing, cst.Comma) else cst.MaybeSentinel.DEFAULT
+        elif id(a) in originals and isinstance(a.comma, cst.Comma) and a is not call.args[-1]:
+            comma = a.comma
+        else:
+            comma = cst.Comma(whitespace_after=separator)
+        fixed.append(a.with_changes(comma=comma))
+    return call.with_changes(func=func, args=fixed)
+
+
+def keep_or_kwarg(args: dict[str, cst.Arg], name: str, default: str | None = None) -> cst.Arg | None:
+    """The user's own argument when it already is `name=...`, else a new keyword argument."""
+    if name in args:
+        arg = args[name]
+        return arg if arg.keyword is not None else kwarg(name, arg.value)
+    return kwarg(name, default) if default is not None else None
+
+
+def positional(value: cst.BaseExpression | str) -> cst.Arg:
+    if isinstance(value, str):
+        value = cst.parse_expression(value)
+    return cst.Arg(value=value)

@@ -1,0 +1,168 @@
+"""The committed table: schema, size, no prose, header, and the acceptance facts."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+CJK = re.compile(r"[\u2e80-\u9fff\u3000-\u303f\uff00-\uffef]")
+
+
+@pytest.fixture(scope="module")
+def raw(cov):
+    return json.loads(cov.TABLE.read_bytes())
+
+
+def test_table_validates_against_schema(cov, raw):
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = json.loads(cov.SCHEMA.read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(raw), key=lambda e: list(e.path))
+    assert not errors, [f"{list(e.path)}: {e.message[:200]}" for e in errors[:5]]
+
+
+def test_table_is_compact_ascii_and_prose_free(cov, raw):
+    data = cov.TABLE.read_bytes()
+    assert len(data) < 3_000_000
+    assert data.isascii()
+    assert not CJK.search(json.dumps(raw, ensure_ascii=False))
+
+
+def test_table_is_canonical(cov, gen, raw):
+    # what the generator would write for this content (sorted keys, one entry per line)
+    assert gen.dump_table(raw) == cov.TABLE.read_bytes()
+
+
+def test_header_records_inputs(raw):
+    assert raw["torch_npu_version"] == "2.14.0"
+    assert raw["generator"]["version"]
+    inputs = raw["inputs"]
+    assert inputs["torch_npu_wheel"]["sha256"] == "7736f7d82cf9f16c7dfc4537f7e7c638153da760273a193455e70857f912189e"
+    assert inputs["torch_npu_wheel"]["version"] == "2.14.0"
+    assert inputs["torch"]["version"] == "2.13.0"
+    assert re.fullmatch(r"[0-9a-f]{64}", inputs["torch"]["files_sha256"]["torchgen/packaged/ATen/native/native_functions.yaml"])
+    assert inputs["ascend_pytorch_docs"]["commit"] == "9e73e708ab9350d203475609f36f8a43f6a0c2ab"
+    assert inputs["ascend_pytorch_docs"]["licence"] == "CC BY 4.0"
+    assert inputs["op_plugin_derivatives"]["commit"] == "517f2e7d0f202f38b76310706cb977ca2388ad21"
+    assert "CC BY 4.0" in raw["attribution"]
+    assert "2.13.0" in raw["combined"] and "2.14.0" in raw["combined"]
+    assert set(raw["rules"]) >= {"status", "unlisted", "dtypes", "npu_name"}
+    assert {"torch": "2.12.0", "torch_npu": "2.12.0.post3", "requires": "torch==2.12.0"} in raw["torch_pairings"]["pairs"]
+
+
+def test_aten_layer_counts(raw):
+    # ascend-facts section (f): torch 2.13 x torch-npu 2.14: 2584 = 1081 / 24 / 705 / 322 / 452
+    assert raw["counts"]["aten_overloads"] == 2584
+    assert raw["counts"]["aten_by_kernel"] == {
+        "npu_kernel": 1081, "npu_kernel_via_delegate": 24, "decomposes": 705,
+        "composite_explicit": 322, "cpu_fallback": 452,
+    }
+    aten = {op: k for k, ops in raw["aten"].items() for op in ops}
+    for op in ("mode", "_transformer_encoder_layer_fwd", "_scaled_dot_product_flash_attention"):
+        assert aten[op] == "cpu_fallback"
+    for op in ("rms_norm", "linear", "embedding_bag"):
+        assert aten[op] == "decomposes"
+    for op in ("_fused_adamw_", "_embedding_bag", "isin.Tensor_Tensor_out", "scaled_dot_product_attention"):
+        assert aten[op] == "npu_kernel"
+
+
+def test_docs_rows_all_present(raw):
+    docs = [e for e in raw["entries"].values() if e["origin"] == "docs"]
+    assert len(docs) == 3249  # one per **原生文档** marker of the pytorch_2-13-0 snapshot
+
+    def a2(e):
+        return e["status"] if isinstance(e["status"], str) else e["status"]["A2"]
+
+    assert sum(1 for e in docs if a2(e) == "unsupported") == 192
+
+
+def test_counts_match_entries(raw):
+    counts = raw["counts"]
+    assert counts["entries"] == len(raw["entries"])
+    for soc in raw["soc_order"]:
+        assert sum(counts["status_by_soc"][soc].values()) == counts["entries"]
+
+
+# -- acceptance facts ------------------------------------------------------------------------
+
+
+def test_fact_embedding_bag_unsupported_on_a2():
+    from migrator.coverage import lookup
+
+    assert lookup("torch.nn.functional.embedding_bag", soc="A2").status == "unsupported"
+
+
+def test_fact_data_parallel_unsupported():
+    from migrator.coverage import lookup, socs
+
+    for soc in socs():
+        assert lookup("torch.nn.DataParallel", soc=soc).status == "unsupported"
+
+
+def test_fact_gelu_partial_tanh_only():
+    from migrator.coverage import lookup
+
+    e = lookup("torch.nn.functional.gelu", soc="A2")
+    assert e.status == "partial"
+    assert "approximate='tanh' only" in e.note
+    assert e.limits == ("approximate='tanh' only",)
+    assert not CJK.search(e.note)
+
+
+def test_fact_cuda_synchronize_maps_to_npu():
+    from migrator.coverage import lookup
+
+    e = lookup("torch.cuda.synchronize")
+    assert e.npu_name == "torch.npu.synchronize"
+    assert e.status == "supported"
+    assert "transfer_to_npu" in e.flags
+
+
+def test_fact_npu_fusion_attention_has_autograd():
+    from migrator.coverage import lookup
+
+    e = lookup("torch_npu.npu_fusion_attention")
+    assert "autograd" in e.flags
+    assert e.kernel == "npu_kernel"
+    assert e.signature.startswith("npu_fusion_attention(Tensor query, Tensor key, Tensor value, int head_num")
+    assert lookup("torch.ops.npu.npu_fusion_attention").name == "torch_npu.npu_fusion_attention"
+
+
+def test_fact_matmul():
+    from migrator.coverage import lookup
+
+    a2 = lookup("torch.matmul", soc="A2")
+    assert a2.status == "partial"
+    assert a2.dtypes == ("fp16", "fp32")
+    assert a2.bf16_undocumented is True
+    assert a2.kernel == "npu_kernel"
+    assert lookup("torch.matmul", soc="950DT").status == "unsupported"
+
+
+@pytest.mark.parametrize("name", ["torch.nn.Linear", "torch.nn.functional.silu", "torch.nn.functional.cross_entropy"])
+def test_fact_bf16_undocumented_core_ops(name):
+    from migrator.coverage import lookup
+
+    e = lookup(name, soc="A2")
+    assert e.bf16_undocumented is True
+    assert "bf16" not in e.dtypes and e.status == "partial"
+    # info only: asking for bf16 does not degrade the status
+    assert lookup(name, soc="A2", dtype="bf16").status == "partial"
+
+
+def test_fact_cuda_graph_and_double_tensor():
+    from migrator.coverage import lookup
+
+    graph = lookup("torch.cuda.CUDAGraph")
+    assert graph.npu_name == "torch.npu.NPUGraph" and "inference_only" in graph.flags
+    double = lookup("torch.cuda.DoubleTensor")
+    assert double.npu_name == "torch.npu.FloatTensor" and "precision_change" in double.flags
+
+
+def test_fact_copy_paste_dtype_limits_ignored():
+    from migrator.coverage import lookup
+
+    e = lookup("torch.backends.cudnn.benchmark", soc="A2")
+    assert e.status == "supported" and e.dtypes == () and "doc_dtype_ignored" in e.flags
