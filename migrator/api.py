@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from migrator import __version__
 from migrator.config import ConfigError, Settings, find_root, load_settings
@@ -32,7 +34,24 @@ def resolve_settings(paths: Sequence[str | Path], root: str | Path | None = None
         resolved.append(path.absolute())
     root_path = Path(root).absolute() if root else find_root(resolved)
     settings = load_settings(root_path).with_overrides(**overrides)
+    _check_coverage_choice(settings)
     return settings, resolved
+
+
+def _check_coverage_choice(settings: Settings) -> None:
+    from migrator.coverage import CoverageError, available_versions, socs
+
+    try:
+        versions = available_versions()
+        if settings.torch_npu_version and settings.torch_npu_version not in versions:
+            raise UsageError(
+                f"unknown torch-npu version {settings.torch_npu_version!r}; coverage tables shipped: {', '.join(versions)}"
+            )
+        valid_socs = socs(settings.torch_npu_version)
+    except CoverageError as exc:
+        raise UsageError(str(exc)) from None
+    if settings.soc not in valid_socs:
+        raise UsageError(f"unknown SoC {settings.soc!r}; choose one of {', '.join(valid_socs)}")
 
 
 def scan(
@@ -53,31 +72,186 @@ def scan(
     output = run(settings, resolved, progress)
     findings = tuple(sorted((f for r in output.files for f in r.findings), key=Finding.sort_key))
     markers = tuple(m for r in output.files for m in r.markers)
-    by_family = Counter(f.family for f in findings)
-    summary = Summary(
-        root=settings.root.as_posix(),
+    summary = summarize(
+        settings.root.as_posix(),
         files_scanned=sum(1 for r in output.files if not r.skipped),
         files_skipped=len(output.skipped),
+        findings=findings,
+        suppressed=sum(r.suppressed for r in output.files),
+        markers=markers,
+    )
+    ops = tuple(op for r in output.files for op in r.ops)
+    summary = replace(summary, coverage=coverage_summary(ops, settings))
+    tool = ToolInfo("ascend-migrate", __version__, catalogue.digest, coverage_table_name(settings))
+    return RunResult(tool=tool, summary=summary, findings=findings, skipped=output.skipped)
+
+
+def coverage_table_name(settings: Settings) -> str | None:
+    from migrator.coverage import CoverageError, default_version
+
+    try:
+        return f"torch-npu {settings.torch_npu_version or default_version()}"
+    except CoverageError:
+        return None
+
+
+MAX_OP_SITES = 20
+
+
+def coverage_summary(ops, settings: Settings) -> dict[str, Any]:
+    """Distinct torch ops used, with status and call sites, for the summary and the report."""
+    by_name: dict[str, list] = {}
+    for op in ops:
+        by_name.setdefault(op.name, []).append(op)
+    rows = []
+    for name in sorted(by_name):
+        sites = by_name[name]
+        first = sites[0]
+        rows.append({
+            "name": name,
+            "status": first.status,
+            "dtypes": list(first.dtypes),
+            "npu_name": first.npu_name,
+            "count": len(sites),
+            "sites": [f"{s.path}:{s.line}" for s in sites[:MAX_OP_SITES]],
+        })
+    by_status = Counter(r["status"] for r in rows)
+    from migrator.coverage import STATUSES
+
+    return {
+        "soc": settings.soc,
+        "torch_npu_version": (coverage_table_name(settings) or "").replace("torch-npu ", ""),
+        "distinct_ops": len(rows),
+        "by_status": {s: by_status.get(s, 0) for s in STATUSES},
+        "ops": rows,
+    }
+
+
+@dataclass(frozen=True)
+class FixOutcome:
+    """What `fix` did: per-file changes, where it wrote, and the findings that remain."""
+
+    plan: Any  # migrator.fix.runner.FixPlan
+    written_to: Path | None
+    record: Path | None
+    remaining: RunResult
+
+    @property
+    def changed_files(self) -> list[str]:
+        return [c.path for c in self.plan.changes if c.changed]
+
+    @property
+    def errors(self) -> list[tuple[str, str]]:
+        return [(c.path, c.error) for c in self.plan.changes if c.error]
+
+
+def fix(
+    paths: Sequence[str | Path],
+    settings: Settings | None = None,
+    *,
+    target: str = "npu",
+    exact_only: bool = False,
+    annotate: bool = False,
+    strip_annotations: bool = False,
+    write: bool = True,
+    out_dir: str | Path | None = None,
+    **overrides,
+) -> FixOutcome:
+    """Rewrite what can be rewritten. `write=False` computes the changes only (for --diff/--check)."""
+    from migrator.fix.runner import FixOptions, plan_fixes, write_plan
+
+    if settings is None:
+        settings, resolved = resolve_settings(paths, **overrides)
+    else:
+        resolved = [Path(p).absolute() for p in paths]
+    if target not in ("npu", "portable"):
+        raise UsageError(f"unknown target {target!r}: choose npu or portable")
+    before = scan(resolved, settings=settings)
+    extra = {f.path for f in before.findings}
+    if annotate or strip_annotations:
+        extra |= _scanned_sources(settings, resolved)
+    options = FixOptions(target=target, exact_only=exact_only, annotate=annotate, strip_annotations=strip_annotations)
+    plan = plan_fixes(before, settings.root, options, extra_files=extra)
+    if not write:
+        remaining = _remaining_in_memory(before, plan, settings)
+        return FixOutcome(plan, None, None, remaining)
+    out = Path(out_dir).absolute() if out_dir else None
+    record = write_plan(plan, out, before)
+    rescan_root = out or settings.root
+    rescan_paths = [rescan_root / Path(p).relative_to(settings.root) if _inside(p, settings.root) else p for p in resolved]
+    remaining = scan(rescan_paths, settings=replace(settings, root=rescan_root))
+    return FixOutcome(plan, out or settings.root, record, remaining)
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+        return True
+    except ValueError:
+        return False
+
+
+def _scanned_sources(settings: Settings, resolved: list[Path]) -> set[str]:
+    from migrator.engine.discover import Candidate, discover
+
+    return {c.rel for c in discover(settings.root, resolved, None) if isinstance(c, Candidate) and c.kind in ("python", "shell")}
+
+
+def _remaining_in_memory(before: RunResult, plan, settings: Settings) -> RunResult:
+    """Findings after the planned changes, without writing: rescan the new texts in memory."""
+    from migrator.engine.discover import file_kind
+    from migrator.engine.scan_file import ScanOptions, scan_text_content
+
+    changed = {c.path: c for c in plan.changes if c.changed}
+    options = ScanOptions(select=settings.select, ignore=settings.ignore, per_file_ignores=settings.per_file_ignores)
+    kept = [f for f in before.findings if f.path not in changed]
+    for rel, change in changed.items():
+        kind = file_kind(Path(rel)) or "python"
+        kept.extend(scan_text_content(change.after, rel, kind, options).findings)
+    findings = tuple(sorted(kept, key=Finding.sort_key))
+    s = before.summary
+    summary = summarize(s.root, s.files_scanned, s.files_skipped, findings, s.suppressed, s.unattributed)
+    return replace(before, findings=findings, summary=summary)
+
+
+def summarize(root: str, files_scanned: int, files_skipped: int, findings: tuple[Finding, ...], suppressed: int, markers) -> Summary:
+    by_family = Counter(f.family for f in findings)
+    return Summary(
+        root=root,
+        files_scanned=files_scanned,
+        files_skipped=files_skipped,
         findings=len(findings),
         by_family={fam: by_family.get(fam, 0) for fam in FAMILIES},
         by_severity=dict(sorted(Counter(f.severity for f in findings).items())),
         by_fix_kind={
             "exact": sum(1 for f in findings if f.fix and f.fix.kind == "exact"),
             "numerics": sum(1 for f in findings if f.fix and f.fix.kind == "numerics"),
-            "manual": sum(1 for f in findings if f.fix is None),
+            # manual work items: info-level op notes are not migration tasks
+            "manual": sum(1 for f in findings if f.fix is None and not (f.family == "coverage" and f.severity == "info")),
         },
-        suppressed=sum(r.suppressed for r in output.files),
+        suppressed=suppressed,
         unattributed_markers=len(markers),
-        unattributed=markers[:MAX_LISTED_MARKERS],
+        unattributed=tuple(markers)[:MAX_LISTED_MARKERS],
     )
-    tool = ToolInfo("ascend-migrate", __version__, catalogue.digest)
-    return RunResult(tool=tool, summary=summary, findings=findings, skipped=output.skipped)
 
 
 def _check_codes(codes: Sequence[str], rules: dict[str, Rule]) -> None:
     for code in codes:
         if not any(c.startswith(code) for c in rules):
             raise UsageError(f"unknown rule code or prefix {code!r} (see `migrate rules`)")
+
+
+def ops(names: Sequence[str], soc: str = "A2", version: str | None = None) -> list[dict]:
+    """`migrate ops NAME...`: status, dtypes, NPU equivalent and source per name."""
+    from migrator.coverage import explain as explain_ops
+
+    return explain_ops(list(names), soc=soc, version=version)
+
+
+def ops_list(soc: str = "A2", version: str | None = None, status: str | None = None) -> list:
+    from migrator.coverage import iter_entries
+
+    return [e for e in iter_entries(soc=soc, version=version, status=status) if e.known]
 
 
 def explain(code: str) -> Rule:
@@ -91,4 +265,94 @@ def rules() -> list[Rule]:
     return list(load_catalogue().rules.values())
 
 
-__all__ = ["scan", "explain", "rules", "resolve_settings", "UsageError", "ConfigError"]
+# ---- baseline and reviewer report (migrator/baseline.py, migrator/report_data.py)
+
+
+def apply_baseline(result: RunResult, baseline: str | Path) -> RunResult:
+    """Only the findings the baseline file does not list; `summary.baselined` counts the others."""
+    from migrator import baseline as bl
+    from migrator.sources import SourceLines
+
+    try:
+        known = bl.load(baseline)
+    except bl.BaselineError as exc:
+        raise UsageError(str(exc)) from None
+    return bl.filter_result(result, known, SourceLines(result.summary.root))
+
+
+def baseline_text(result: RunResult) -> str:
+    """The baseline file (JSON) recording every finding of `result`."""
+    from migrator import baseline as bl
+    from migrator.sources import SourceLines
+
+    return bl.dumps(bl.make(result, SourceLines(result.summary.root)))
+
+
+def report(
+    paths: Sequence[str | Path],
+    settings: Settings | None = None,
+    *,
+    fix_record: str | Path | None = None,
+    validation: str | Path | None = None,
+    diffs: dict[str, str] | None = None,
+    diffs_applied: bool = False,
+    proposed_diffs: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    **overrides,
+):
+    """Everything `migrate report` shows, as a `migrator.report_data.ReportData` (render it with
+    `migrator.reporters.report.render(data, "html" | "md")`). `diffs` maps paths to unified diffs;
+    `proposed_diffs=True` asks `fix(write=False)` for them."""
+    from migrator.report_data import ReportDataError, gather
+
+    if settings is None:
+        settings, resolved = resolve_settings(paths, **overrides)
+    else:
+        resolved = [Path(p).absolute() for p in paths]
+    result = scan(resolved, settings=settings, progress=progress)
+    notes: list[str] = []
+    if proposed_diffs and diffs is None:
+        try:
+            outcome = fix(resolved, settings=settings, target=settings.target, write=False)
+            diffs = {c.path: c.diff() for c in outcome.plan.changes if c.changed}
+        except Exception as exc:  # the report still renders, with the reason shown
+            notes.append(f"proposed diffs unavailable: {exc.__class__.__name__}: {exc}")
+    try:
+        data = gather(
+            result, target=settings.target, soc=settings.soc, fix_record=fix_record,
+            validation=validation, diffs=diffs, diffs_applied=diffs_applied,
+        )
+    except ReportDataError as exc:
+        raise UsageError(str(exc)) from None
+    return replace(data, notes=(*data.notes, *notes)) if notes else data
+
+
+# ---- staged BF16 diff validation (migrator/validation/)
+
+
+def validate(original: str | Path, *, progress: Callable[[str], None] | None = None, **options):
+    """`migrate validate ORIGINAL`: staged BF16 diff validation of the migrated program (S0 plan,
+    S1 parity-1card, S2 parity-dp, S3 parity-mp). Keyword options are the fields of
+    `migrator.validation.options.Options` (`migrated`, `stages`, `force`, `entry`, `seed`, `steps`,
+    `world_size`, `plan_world_size`, `record`, `compare`, `script`, ...). Without `migrated` the tree
+    is first migrated with `fix(target="npu", out_dir=<temp>)`. The programs run only in child
+    processes. Returns a frozen `migrator.validation.results.ValidationResult` (its `exit_code` is
+    0 pass/warn, 1 a stage fails, 2 the validation could not run); bad arguments raise UsageError."""
+    from migrator.validation.options import Options
+    from migrator.validation.stages import ValidationSetupError, run
+
+    path = Path(original)
+    if not path.is_dir():
+        raise UsageError(f"{original}: no such directory")
+    try:
+        opts = Options(original=str(path), **options)
+    except TypeError as exc:
+        raise UsageError(f"bad validate option: {exc}") from None
+    try:
+        return run(opts, progress=progress)
+    except ValidationSetupError as exc:
+        raise UsageError(str(exc)) from None
+
+
+__all__ = ["scan", "fix", "explain", "rules", "resolve_settings", "UsageError", "ConfigError", "FixOutcome"]
+__all__ += ["apply_baseline", "baseline_text", "report", "validate"]

@@ -34,6 +34,9 @@ def write_output(text: str, path: str | None) -> None:
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
             fh.write(text)
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is meant to be shared
         os.replace(tmp, target)
     except OSError as exc:
         _fail(f"cannot write {path}: {exc.strerror or exc}")
@@ -75,7 +78,8 @@ def main() -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=str))
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text", show_default=True,
+              help="sarif: SARIF 2.1.0 for code scanning; github: GitHub Actions annotations.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE.")
 @click.option("--select", multiple=True, help="Only these codes, prefixes or families (comma-separated).")
 @click.option("--ignore", multiple=True, help="Skip these codes, prefixes or families.")
@@ -86,7 +90,11 @@ def main() -> None:
 @click.option("--root", type=click.Path(file_okay=False, exists=True), help="Scan root (default: nearest folder with pyproject.toml or .git).")
 @click.option("--soc", type=click.Choice(["A2", "A3", "950DT"]), help="Ascend SoC for op coverage [default: A2].")
 @click.option("--quiet", "-q", is_flag=True, help="Findings only, no summary.")
-def scan(paths, fmt, output, select, ignore, fail_on, exit_zero, jobs, no_cache, root, soc, quiet):
+@click.option("--baseline", type=click.Path(dir_okay=False), help="Report only findings not recorded in FILE [config: baseline].")
+@click.option("--write-baseline", type=click.Path(dir_okay=False), help="Record the current findings in FILE and exit 0.")
+@click.option("--torch-npu-version", help="Coverage table to check ops against [default: newest shipped].")
+def scan(paths, fmt, output, select, ignore, fail_on, exit_zero, jobs, no_cache, root, soc, quiet, baseline, write_baseline,
+         torch_npu_version):
     """Find CUDA-only dependencies in PATHS (files or folders; default: the current folder)."""
     with _Errors():
         from migrator import api
@@ -99,6 +107,7 @@ def scan(paths, fmt, output, select, ignore, fail_on, exit_zero, jobs, no_cache,
             ignore=_split_codes(ignore),
             fail_on=fail_on,
             soc=soc,
+            torch_npu_version=torch_npu_version,
             jobs=jobs,
             use_cache=not no_cache,
         )
@@ -107,8 +116,16 @@ def scan(paths, fmt, output, select, ignore, fail_on, exit_zero, jobs, no_cache,
             result = api.scan(resolved, settings=settings, progress=progress)
         finally:
             finish()
+        if write_baseline:
+            write_output(api.baseline_text(result), write_baseline)
+            click.echo(f"migrate: baseline of {len(result.findings)} finding(s) written to {write_baseline}", err=True)
+            sys.exit(EXIT_CLEAN)
+        if baseline or settings.baseline:
+            result = api.apply_baseline(result, baseline or settings.baseline)
         color = fmt == "text" and not output and sys.stdout.isatty() and "NO_COLOR" not in os.environ
-        text = render(result, fmt, color=color)
+        from migrator.sources import SourceLines
+
+        text = render(result, fmt, color=color, lines_of=SourceLines(result.summary.root) if fmt == "sarif" else None)
         if quiet and fmt == "text":
             from migrator.reporters.text import render as render_text
 
@@ -153,6 +170,137 @@ def _progress_bar():
     return progress, finish
 
 
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+@click.option("--target", type=click.Choice(["npu", "portable"]), default=None, help="npu: explicit torch_npu code [default]; portable: runs on CUDA and Ascend.")
+@click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff; write nothing. Exit 1 if a file would change.")
+@click.option("--check", is_flag=True, help="Write nothing; exit 1 if a file would change.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write a migrated copy of the tree to DIR; the original is untouched.")
+@click.option("--exact-only", is_flag=True, help="Apply only exact fixes (pure renames); leave numerics fixes as findings.")
+@click.option("--annotate", is_flag=True, help="Mark each site left for a person with `# MIGRATE(CODE): reason`.")
+@click.option("--strip-annotations", is_flag=True, help="Remove `# MIGRATE(...)` markers.")
+@click.option("--select", multiple=True, help="Only fix these codes, prefixes or families.")
+@click.option("--ignore", multiple=True, help="Do not fix these codes, prefixes or families.")
+@click.option("--fail-on", type=FAIL_CHOICES, help="Lowest severity of remaining findings that makes the exit code 1.")
+@click.option("--root", type=click.Path(file_okay=False, exists=True))
+@click.option("--no-cache", is_flag=True)
+@click.option("--quiet", "-q", is_flag=True, help="Only the change summary, not the remaining findings.")
+def fix(paths, target, show_diff, check, out_dir, exact_only, annotate, strip_annotations, select, ignore, fail_on, root, no_cache, quiet):
+    """Rewrite CUDA-only code in place (or --out DIR), keeping formatting; writes .migrate/fix-record.json."""
+    with _Errors():
+        from migrator import api
+
+        settings, resolved = api.resolve_settings(
+            list(paths) or ["."], root=root, select=_split_codes(select), ignore=_split_codes(ignore),
+            fail_on=fail_on, use_cache=not no_cache,
+        )
+        target = target or settings.target
+        dry = show_diff or check
+        outcome = api.fix(resolved, settings=settings, target=target, exact_only=exact_only, annotate=annotate,
+                          strip_annotations=strip_annotations, write=not dry, out_dir=out_dir)
+        for path, error in outcome.errors:
+            click.echo(f"{path}: error: {error}", err=True)
+        changed = outcome.changed_files
+        if show_diff:
+            click.echo("".join(c.diff() for c in outcome.plan.changes if c.changed), nl=False)
+        edits = [e for c in outcome.plan.changes if c.changed for e in c.edits]
+        kinds = {k: sum(1 for e in edits if e.fix_kind == k) for k in ("exact", "numerics")}
+        verb = "would change" if dry else "changed"
+        stream_err = show_diff  # keep stdout a clean diff
+        click.echo(
+            f"{verb} {len(changed)} file(s): {len(edits)} fix(es) applied "
+            f"(exact {kinds['exact']}, numerics {kinds['numerics']} — validate these); "
+            f"{len(outcome.remaining.findings)} finding(s) remain",
+            err=stream_err,
+        )
+        if outcome.record is not None:
+            click.echo(f"fix record: {outcome.record}", err=stream_err)
+        if dry:
+            sys.exit(EXIT_ERROR if outcome.errors else (EXIT_FINDINGS if changed else EXIT_CLEAN))
+        if not quiet and outcome.remaining.findings:
+            from migrator.reporters.text import render as render_text
+
+            click.echo(render_text(outcome.remaining, color=sys.stdout.isatty(), show_summary=False), nl=False)
+        if outcome.errors:
+            sys.exit(EXIT_ERROR)
+        sys.exit(_exit_code(outcome.remaining, settings.fail_on, False))
+
+
+@main.command("ops")
+@click.argument("names", nargs=-1)
+@click.option("--soc", default="A2", show_default=True, help="A2, A3 or 950DT.")
+@click.option("--torch-npu-version", help="Coverage table version [default: newest shipped].")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--list", "list_all", is_flag=True, help="List every op in the table (with --status to filter).")
+@click.option("--status", type=click.Choice(["supported", "partial", "unverified", "cpu_fallback", "unsupported"]))
+def ops(names, soc, torch_npu_version, fmt, list_all, status):
+    """Does NAME run on Ascend? Status, dtypes, NPU equivalent and the source of the fact."""
+    with _Errors():
+        import json
+
+        from migrator import api
+        from migrator.coverage import CoverageError, format_text
+
+        if not names and not list_all:
+            raise click.UsageError("name one or more APIs (e.g. torch.nn.functional.gelu), or use --list")
+        try:
+            if list_all:
+                entries = api.ops_list(soc=soc, version=torch_npu_version, status=status)
+                if fmt == "json":
+                    write_output(json.dumps([e.to_dict() for e in entries], indent=2, ensure_ascii=False) + "\n", None)
+                else:
+                    for e in entries:
+                        click.echo(f"{e.name:<60} {e.status:<13} {', '.join(e.dtypes) or '-'}")
+                return
+            rows = api.ops(names, soc=soc, version=torch_npu_version)
+        except CoverageError as exc:
+            _fail(str(exc))
+        if fmt == "json":
+            write_output(json.dumps(rows, indent=2, ensure_ascii=False) + "\n", None)
+        else:
+            click.echo(format_text(rows), nl=False)
+
+
+@main.command()
+@click.argument("paths", nargs=-1, type=click.Path(path_type=str))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE (.html or .md); without it, print (needs --format).")
+@click.option("--format", "fmt", type=click.Choice(["html", "md"]), help="html (self-contained page) or md (GitHub PR comment) [default: from the -o extension].")
+@click.option("--fix-record", type=click.Path(dir_okay=False), help="Edits applied by `migrate fix` [default: .migrate/fix-record.json in the scan root, when present].")
+@click.option("--validation", type=click.Path(dir_okay=False), help="Validation result JSON (migrator/schema/validation.schema.json).")
+@click.option("--diffs", "proposed_diffs", is_flag=True, help="Show, per file, the diff `migrate fix` would apply.")
+@click.option("--select", multiple=True, help="Only these codes, prefixes or families (comma-separated).")
+@click.option("--ignore", multiple=True, help="Skip these codes, prefixes or families.")
+@click.option("--target", type=click.Choice(["npu", "portable"]), help="Migration target [default: npu].")
+@click.option("--soc", type=click.Choice(["A2", "A3", "950DT"]), help="Ascend SoC for op coverage [default: A2].")
+@click.option("--root", type=click.Path(file_okay=False, exists=True), help="Scan root (default: nearest folder with pyproject.toml or .git).")
+@click.option("--no-cache", is_flag=True, help="Ignore and do not update the result cache.")
+def report(paths, output, fmt, fix_record, validation, proposed_diffs, select, ignore, target, soc, root, no_cache):
+    """Write a reviewer report for PATHS: one self-contained HTML page, or Markdown for a PR comment."""
+    with _Errors():
+        from migrator.reporters.report import format_for
+
+        fmt = format_for(output, fmt)
+        if fmt is None:
+            hint = f" ({output} has neither extension)" if output and output != "-" else ""
+            _fail(f"choose the report format: -o FILE.html, -o FILE.md or --format html|md{hint}")
+        from migrator import api
+        from migrator.reporters.report import render as render_report
+
+        settings, resolved = api.resolve_settings(
+            list(paths) or ["."], root=root, select=_split_codes(select), ignore=_split_codes(ignore),
+            target=target, soc=soc, use_cache=not no_cache,
+        )
+        progress, finish = _progress_bar()
+        try:
+            data = api.report(resolved, settings=settings, fix_record=fix_record, validation=validation,
+                              proposed_diffs=proposed_diffs, progress=progress)
+        finally:
+            finish()
+        write_output(render_report(data, fmt), output)
+        if output and output != "-" and sys.stderr.isatty():
+            click.echo(f"report written to {output}", err=True)
+
+
 @main.command("rules")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False))
@@ -176,6 +324,90 @@ def show_rule(code):
         from migrator.rules.docs import rule_markdown
 
         click.echo(rule_markdown(api.explain(code), heading="#"), nl=False)
+
+
+def _int_list(text: str | None, name: str) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        _fail(f"{name}: expected comma-separated integers, got {text!r}")
+
+
+@main.command(context_settings={"allow_interspersed_args": True})
+@click.argument("original", type=click.Path(path_type=str))
+@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
+@click.option("--migrated", type=click.Path(file_okay=False), help="The migrated tree [default: `migrate fix --target npu` into a temp dir].")
+@click.option("--stages", default="S0,S1,S2,S3", show_default=True, help="Stages to run (comma-separated): S0 plan, S1 parity-1card, S2 parity-dp, S3 parity-mp.")
+@click.option("--force", is_flag=True, help="Run later stages even after a stage fails.")
+@click.option("--entry", help="Protocol object as module[:object] [default: validate.py at the tree root].")
+@click.option("--script", help="Script mode: run this unmodified training script (ARGS after --) on both sides.")
+@click.option("--curve-steps", type=click.IntRange(min=1), default=5, show_default=True, help="Script mode: steps of the loss curve (a smoke check, not a gate).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed for weights, data order and every RNG.")
+@click.option("--steps", help="S1 batches, e.g. 0,1 [default: 0,1].")
+@click.option("--nproc-per-node", "--world-size", "nproc", type=click.IntRange(min=1), default=2, show_default=True, help="S2/S3 ranks per node.")
+@click.option("--nnodes", type=click.IntRange(min=1), default=1, show_default=True, help="S2/S3 nodes (a real cluster; with --rdzv-endpoint).")
+@click.option("--rdzv-endpoint", help="torchrun rendezvous HOST:PORT for --nnodes > 1.")
+@click.option("--plan-world-size", type=click.IntRange(min=1), default=8, show_default=True, help="S0: the real target world size (8, 64, 384, ...).")
+@click.option("--plan-tp", type=click.IntRange(min=1), help="S0: tensor-parallel degree [default: 2 when the program declares tp].")
+@click.option("--bf16-policy", type=click.Choice(["amp", "pure"]), default="amp", show_default=True, help="amp: autocast over fp32 master weights; pure: model.to(bfloat16).")
+@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="Threads per child process (fixed for determinism).")
+@click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True, help="Seconds per child process.")
+@click.option("--work-dir", type=click.Path(file_okay=False), help="Keep dumps (safetensors + dump.json) here.")
+@click.option("--record", type=click.Path(), help="Run the reference side only and save it (dir, or .tar/.tar.gz).")
+@click.option("--compare", type=click.Path(), help="Validate the migrated side against a --record'ed reference.")
+@click.option("--export-msprobe", type=click.Path(file_okay=False), help="Also write msprobe's layout (step<k>/rank<r>/dump_tensor_data/*.pt).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON (validation.schema.json) to FILE.")
+@click.option("--markdown", type=click.Path(dir_okay=False), help="Write the Markdown summary to FILE.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text", show_default=True, help="What to print.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
+def validate(original, script_args, migrated, stages, force, entry, script, curve_steps, seed, steps, nproc, nnodes,
+             rdzv_endpoint, plan_world_size, plan_tp, bf16_policy, threads, timeout, work_dir, record, compare,
+             export_msprobe, output, markdown, fmt, quiet):
+    """Staged BF16 diff validation of a migrated program against ORIGINAL.
+
+    Exit codes: 0 every run stage passes or warns, 1 a stage fails, 2 the validation could not run.
+    Script mode: migrate validate ORIGINAL --script train.py -- ARGS
+    """
+    import json
+
+    with _Errors():
+        from migrator import api
+
+        if script_args and not script:
+            _fail(f"unexpected arguments {' '.join(script_args)!r} (script arguments need --script)")
+        if nnodes > 1 and not rdzv_endpoint:
+            _fail("--nnodes > 1 needs --rdzv-endpoint HOST:PORT")
+        chosen = tuple(s.strip().upper() for s in stages.split(",") if s.strip())
+        if chosen == ("ALL",):
+            chosen = ("S0", "S1", "S2", "S3")
+        options = dict(migrated=migrated, stages=chosen, force=force, entry=entry, seed=seed,
+                       world_size=nproc, nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, plan_world_size=plan_world_size,
+                       plan_tp=plan_tp, bf16_policy=bf16_policy, threads=threads, timeout=timeout, work_dir=work_dir,
+                       record=record, compare=compare, export_msprobe=export_msprobe, script=script,
+                       script_args=tuple(script_args), curve_steps=curve_steps)
+        parsed = _int_list(steps, "--steps")
+        if parsed:
+            options["steps"] = parsed
+
+        def progress(text: str) -> None:
+            if not quiet:
+                click.echo(f"[validate] {text}", err=True)
+
+        result = api.validate(original, progress=progress, **options)
+        doc = result.to_json()
+        if output:
+            write_output(json.dumps(doc, indent=1) + "\n", output)
+        if markdown:
+            write_output(result.markdown(), markdown)
+        if fmt == "json":
+            click.echo(json.dumps(doc, indent=1))
+        elif fmt == "md":
+            click.echo(result.markdown(), nl=False)
+        else:
+            click.echo(result.text(), nl=False)
+        sys.exit(result.exit_code)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -29,7 +29,7 @@ FAMILY_WORDS = {
 }
 KNOWN_KEYS = {
     "select", "ignore", "exclude", "extend-exclude", "per-file-ignores", "fail-on", "target", "soc",
-    "torch-npu-version",
+    "torch-npu-version", "baseline",
 }
 
 
@@ -51,6 +51,7 @@ class Settings:
     jobs: int = 0  # 0 = automatic
     use_cache: bool = True
     config_file: Path | None = None
+    baseline: Path | None = None  # `baseline = "file"`: report only findings not listed there
 
     def cache_key(self) -> str:
         """Everything that changes a file's findings, except the file itself."""
@@ -137,6 +138,10 @@ def load_settings(root: Path) -> Settings:
         changes["soc"] = section["soc"]
     if "torch-npu-version" in section:
         changes["torch_npu_version"] = str(section["torch-npu-version"])
+    if "baseline" in section:
+        if not isinstance(section["baseline"], str) or not section["baseline"]:
+            raise ConfigError(f"{path}: [tool.migrate] baseline must be a file path (relative to {root})")
+        changes["baseline"] = root / section["baseline"]
     return replace(base, **changes)
 
 

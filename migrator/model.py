@@ -63,9 +63,15 @@ class Finding:
     message: str
     fix: FixInfo | None = None
     coverage: CoverageInfo | None = None
+    cell: int | None = None  # notebooks: 1-based index of the cell among all cells; `line` is within it
 
     def sort_key(self) -> tuple:
-        return (self.path, self.line, self.column, self.code)
+        return (self.path, self.cell or 0, self.line, self.column, self.code)
+
+    def location(self) -> str:
+        """`path:line:col`, or `path:cell N:line:col` for a notebook cell."""
+        cell = f"cell {self.cell}:" if self.cell is not None else ""
+        return f"{self.path}:{cell}{self.line}:{self.column}"
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -84,6 +90,8 @@ class Finding:
         }
         if self.coverage is not None:
             data["coverage"] = self.coverage.to_dict()
+        if self.cell is not None:
+            data["cell"] = self.cell
         return data
 
     @classmethod
@@ -108,6 +116,7 @@ class Finding:
             )
             if cov
             else None,
+            cell=data.get("cell"),
         )
 
 
@@ -118,9 +127,13 @@ class Marker:
     path: str
     line: int
     marker: str
+    cell: int | None = None  # notebooks, as in Finding
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "line": self.line, "marker": self.marker}
+        data: dict[str, Any] = {"path": self.path, "line": self.line, "marker": self.marker}
+        if self.cell is not None:
+            data["cell"] = self.cell
+        return data
 
 
 @dataclass(frozen=True)
@@ -143,6 +156,7 @@ class OpUse:
     status: str = "unverified"
     dtypes: tuple[str, ...] = ()
     npu_name: str | None = None
+    cell: int | None = None  # notebooks, as in Finding
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,12 @@ ALWAYS_SKIPPED_DIRS = {
 def file_kind(path: Path) -> str | None:
     """Which checker reads this file, or None when the scanner has nothing to say about it."""
     name = path.name
+    if name.startswith(".migrate"):  # the tool's own baselines and records quote findings
+        return None
     suffix = path.suffix.lower()
     if suffix == ".py":
         return "python"
-    if suffix in (".sh", ".bash", ".zsh"):
+    if suffix in (".sh", ".bash", ".zsh", ".slurm", ".sbatch"):
         return "shell"
     if suffix in (".cu", ".cuh"):
         return "cuda"
@@ -29,7 +31,27 @@ def file_kind(path: Path) -> str | None:
         return "pyproject"
     if suffix == ".txt" and (name.startswith(("requirements", "constraints")) or path.parent.name == "requirements"):
         return "requirements"
+    if suffix == ".ipynb":
+        return "notebook"
+    if is_container_file(name):
+        return "dockerfile"
+    if suffix in CONFIG_SUFFIXES:
+        # read only when its bytes hold a marker key or value (see engine/config_checker.py)
+        return "config"
     return None
+
+
+CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
+
+
+def is_container_file(name: str) -> bool:
+    """`Dockerfile`, `Containerfile`, `Dockerfile.gpu`, `train.dockerfile` (any case)."""
+    lower = name.lower()
+    return (
+        lower in ("dockerfile", "containerfile")
+        or lower.startswith(("dockerfile.", "containerfile."))
+        or lower.endswith((".dockerfile", ".containerfile"))
+    )
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ DEVICE_STRING = re.compile(r"^cuda(:(\d+|\{\w*\}|%d|%s))?$")
 NCCL_STRING = re.compile(r"(?i)^(nccl|(\w+:\w+,)*\w+:nccl(,\w+:\w+)*)$")
 ENV_TOKEN = re.compile(
     r"\b(CUDA_[A-Z0-9_]+|NCCL_[A-Z0-9_]+|TORCH_NCCL_[A-Z0-9_]+|TORCH_CUDA_ARCH_LIST|PYTORCH_CUDA_ALLOC_CONF|"
-    r"NVIDIA_VISIBLE_DEVICES|NVIDIA_[A-Z0-9_]+)\b"
+    r"NVIDIA_VISIBLE_DEVICES|NVIDIA_[A-Z0-9_]+|NVTE_[A-Z0-9_]+)\b"
 )
 NVIDIA_SMI = re.compile(r"\bnvidia-smi\b")
 
@@ -60,6 +60,22 @@ def _looks_like_index(node: ast.AST) -> bool:
     """`torch.device(local_rank)` is a CUDA index; `torch.device(args.device)` is usually a string."""
     name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
     return bool(name and INDEX_NAME.search(name))
+
+
+def _lists_npu(node) -> bool:
+    return any(isinstance(e, ast.Constant) and e.value in ("npu", "hccl") for e in node.elts)
+
+
+def _names_variable(text: str, m: re.Match) -> bool:
+    """`NCCL_DEBUG` as a variable (whole string, `NAME=`, `$NAME`, `${NAME}`), not inside a log message."""
+    before, after = text[: m.start()], text[m.end() :]
+    if not before.strip() and not after.strip():
+        return True
+    return after.startswith("=") or before.endswith(("$", "${"))
+
+
+CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.\w+(Tensor|Storage)$")
+CUDA_EXTENSION_MODULE = re.compile(r"^\w*(_cuda|_cuda_lib|_cuda_ext|cuda_ext)$")
 
 
 def _dotted(node: ast.AST) -> list[str] | None:
@@ -159,7 +175,7 @@ class PythonChecker(ast.NodeVisitor):
         ambiguous = any((m.rule.code, m.replacement) != (best.rule.code, best.replacement) for m, _ in found)
         return best, name, ambiguous or len(found) < len(set(names))
 
-    def report_symbol(self, node: ast.AST) -> bool:
+    def report_symbol(self, node: ast.AST, decorator: bool = False) -> bool:
         names = self.qualnames(node)
         if not names:
             return False
@@ -169,13 +185,21 @@ class PythonChecker(ast.NodeVisitor):
         if hit is None:
             return False
         m, name, ambiguous = hit
+        if m.rule.scope == "imports" and not decorator:
+            return True  # the import already carries the finding
         self.emit(m.rule, node, name, None if ambiguous else m.replacement, ambiguous=ambiguous)
         return True
 
     # -- visitors ----------------------------------------------------------------------------
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        if not node.name.startswith(MIGRATE_HELPER_PREFIXES):  # helpers emitted by `migrate fix` are ported code
-            self.generic_visit(node)
+        if node.name.startswith(MIGRATE_HELPER_PREFIXES):  # helpers emitted by `migrate fix` are ported code
+            return
+        for dec in node.decorator_list:  # `@triton.jit`: one finding per kernel
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            hit = self.match(self.qualnames(target)) if self.qualnames(target) else None
+            if hit and hit[0].rule.scope == "imports":
+                self.report_symbol(target, decorator=True)
+        self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
@@ -188,11 +212,16 @@ class PythonChecker(ast.NodeVisitor):
             hit = self.match({alias.name})
             if hit:
                 self.emit(hit[0].rule, alias, alias.name, hit[0].replacement, is_import=True)
+            elif CUDA_EXTENSION_MODULE.match(alias.name.split(".")[0]):
+                self.emit_impl("cuda-extension-import", alias, alias.name)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level or not node.module:
             return
         module_hit = self.match({node.module})
+        if not module_hit and CUDA_EXTENSION_MODULE.match(node.module.split(".")[0]):
+            self.emit_impl("cuda-extension-import", node, node.module)
+            return
         for alias in node.names:
             name = node.module if alias.name == "*" else f"{node.module}.{alias.name}"
             hit = self.match({name}) or module_hit
@@ -202,7 +231,8 @@ class PythonChecker(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if self.report_symbol(node):  # loads, and stores such as `cudnn.benchmark = True`
             return
-        if node.attr == "is_cuda" and isinstance(node.ctx, ast.Load) and not self.qualnames(node):
+        own = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+        if node.attr == "is_cuda" and isinstance(node.ctx, ast.Load) and not own and not self.qualnames(node):
             self.emit_impl("tensor-is-cuda", node, "is_cuda", "is_npu")
         self.generic_visit(node)
 
@@ -242,7 +272,22 @@ class PythonChecker(ast.NodeVisitor):
             if isinstance(operand, ast.Constant) and operand.value == "cuda":
                 self.claimed.add(id(operand))
                 self.emit_impl("device-type-compare", node, '== "cuda"', '"npu"')
+            elif isinstance(operand, (ast.Tuple, ast.List, ast.Set)):  # x in ("cuda", "xpu")
+                cuda = [e for e in operand.elts if isinstance(e, ast.Constant) and e.value == "cuda"]
+                for e in cuda:
+                    self.claimed.add(id(e))
+                if cuda and not _lists_npu(operand):
+                    self.emit_impl("device-type-compare", node, 'in (..., "cuda", ...)', '"npu"')
         self.generic_visit(node)
+
+    def _collection(self, node) -> None:
+        if _lists_npu(node):  # ("cuda", "npu", ...) already handles Ascend
+            for e in node.elts:
+                if isinstance(e, ast.Constant) and e.value == "cuda":
+                    self.claimed.add(id(e))
+        self.generic_visit(node)
+
+    visit_Tuple = visit_List = visit_Set = _collection
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str) and id(node) not in self.claimed and id(node) not in self.docstrings:
@@ -258,13 +303,16 @@ class PythonChecker(ast.NodeVisitor):
 
     # -- rule bodies -----------------------------------------------------------------------
     def check_string(self, node: ast.AST, text: str) -> None:
+        if CUDA_TENSOR_TYPE.match(text):
+            self.emit_impl("cuda-tensor-type-string", node, text, "torch.npu." + text[len("torch.cuda."):])
         if DEVICE_STRING.match(text):
             self.emit_impl("device-string", node, text, "npu" + text[4:])
         if NCCL_STRING.match(text):
             self.emit_impl("nccl-backend-string", node, text, re.sub("(?i)nccl", "hccl", text))
         if len(text) < 4000:
             for m in ENV_TOKEN.finditer(text):
-                self.emit_env(node, m.group(1))
+                if _names_variable(text, m):
+                    self.emit_env(node, m.group(1))
             if NVIDIA_SMI.search(text):
                 self.emit_impl("nvidia-smi", node, "nvidia-smi")
 
@@ -296,6 +344,11 @@ class PythonChecker(ast.NodeVisitor):
             for key in ("device_ids", "output_device"):
                 if key in kwargs:
                     self.emit_impl("ddp-device-ids", kwargs[key], key)
+        if func_names & {"importlib.import_module", "torch.utils.cpp_extension.load"} and node.args:
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str) and CUDA_EXTENSION_MODULE.match(first.value):
+                self.claimed.add(id(first))
+                self.emit_impl("cuda-extension-import", first, first.value)
         if func_names & LOAD_INLINE and "cuda_sources" in kwargs:
             self.emit_impl("cuda-extension-build", node, "load_inline(cuda_sources=...)")
         if func_names & LOAD_EXT:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pathspec
 
 from migrator.config import RuleSelector
-from migrator.engine import text_checkers
+from migrator.engine import config_checker, notebook, text_checkers
 from migrator.engine.coverage_checker import coverage_hits
 from migrator.engine.python_checker import check_module
 from migrator.engine.source import SourceText, UnreadableSource, decode_python, decode_text
@@ -24,7 +24,8 @@ from migrator.rules.catalogue import Catalogue, Rule, load_catalogue
 PREFILTER = re.compile(
     rb"cuda|CUDA|nccl|NCCL|apex|amp_C|flash_attn|xformers|triton|transformer_engine|bitsandbytes|cupy|"
     rb"pynvml|nvidia|deepspeed|DataParallel|cpp_extension|autocast|GradScaler|migrate:|device|\.to\(|cudnn|nvtx|"
-    rb"GPUtil|data_parallel|NVIDIA|torch"
+    rb"GPUtil|data_parallel|NVIDIA|NVTE_|torch|flashinfer|liger_kernel|mamba_ssm|causal_conv1d|dropout_layer_norm|"
+    rb"fused_dense_lib|rotary_emb"
 )
 MARKER = re.compile(r"(?i)cuda|nccl|apex|flash_attn|xformers")
 GENERATED = re.compile(rb"@generated\b")
@@ -128,6 +129,13 @@ def scan_bytes(data: bytes, rel: str, kind: str, options: ScanOptions) -> FileRe
     scan = FileScan(rel, catalogue, options.selector_for(rel), options)
     if GENERATED.search(data[:2048]):
         return FileResult(rel, skipped="generated file (@generated marker)")
+    if kind == "notebook":
+        return _scan_notebook(scan, data)
+    if kind == "config":
+        if not config_checker.CONFIG_PREFILTER.search(data):
+            return FileResult(rel)  # no marker key or value: not a config we read
+        if len(data) > config_checker.MAX_CONFIG_BYTES:
+            return FileResult(rel, skipped=f"larger than {config_checker.MAX_CONFIG_BYTES // 2**20} MiB: data, not a config")
     try:
         source = decode_python(data) if kind == "python" else decode_text(data)
     except UnreadableSource as exc:
@@ -144,6 +152,11 @@ def scan_bytes(data: bytes, rel: str, kind: str, options: ScanOptions) -> FileRe
         if parsed is None:
             return FileResult(rel, tuple(scan.findings))
         ops, doc_lines = parsed
+    elif kind == "config":
+        try:
+            _check_config(scan, source.text)
+        except config_checker.ConfigParseError as exc:
+            return FileResult(rel, skipped=f"not read as a config: {exc}")
     else:
         try:
             hits = list(_text_hits(kind, source))
@@ -155,8 +168,91 @@ def scan_bytes(data: bytes, rel: str, kind: str, options: ScanOptions) -> FileRe
             scan.add(rule, hit.line, hit.column, hit.line, hit.end_column, hit.symbol, replacement, message=hit.message)
 
     kept, suppressed = _apply_suppressions(scan, directives)
-    markers = _unattributed(rel, kind, source, kept, doc_lines) if kind in ("python", "shell") else ()
+    markers = _unattributed(rel, kind, source, kept, doc_lines) if kind in ("python", "shell", "dockerfile") else ()
     return FileResult(rel, tuple(sorted(kept, key=Finding.sort_key)), markers, ops, None, suppressed)
+
+
+def _check_config(scan: FileScan, text: str) -> None:
+    parsed = config_checker.parse_config(text, config_checker.config_format(scan.rel))
+    index = config_checker.LineIndex(text)
+    for hit in config_checker.config_hits(parsed):
+        rule, replacement = scan.rule_for_key(hit.key, hit.replacement)
+        line, col = index.position(hit.start)
+        end_line, end_col = index.position(hit.end) if hit.end >= 0 else (line, col)
+        count = len(scan.findings)
+        scan.add(rule, line, col, end_line, end_col, hit.symbol, replacement, message=hit.message)
+        if hit.shared and len(scan.findings) > count and scan.findings[-1].fix is not None:
+            f = scan.findings[-1]  # rewriting a shared scalar would change every place that uses it
+            scan.findings[-1] = replace(f, fix=None, message=f.message + " (the value is shared through a YAML anchor "
+                                        "or merge key, so no automatic fix)")
+
+
+def _scan_notebook(scan: FileScan, data: bytes) -> FileResult:
+    """Every code cell: Python through the Python checker, `!`/`%env`/`%pip` lines through the shell
+    checker; suppressions per cell; findings, markers and ops carry the 1-based cell number."""
+    rel = scan.rel
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        scan.meta("unreadable-file", f"cannot read {rel}: not valid UTF-8 (byte 0x{data[exc.start]:02x} on line {line})", line)
+        return FileResult(rel, tuple(scan.findings))
+    try:
+        nb = notebook.read_notebook(text)
+    except notebook.NotebookError as exc:
+        scan.meta("parse-error", f"cannot parse {rel}: {exc}", exc.line, exc.column)
+        return FileResult(rel, tuple(scan.findings))
+    if not notebook.is_python(nb):
+        return FileResult(rel, skipped=f"notebook kernel language is {nb.language}, not Python")
+    findings: list[Finding] = []
+    markers: list[Marker] = []
+    ops: list[OpUse] = []
+    suppressed = 0
+    headers = notebook.import_headers(nb)
+    for cell in nb.cells:
+        if cell.kind == "skip":
+            continue
+        cscan = FileScan(rel, scan.catalogue, scan.selector, scan.options)
+        if cell.kind == "error":
+            cscan.meta("parse-error", f"cannot parse {rel} cell {cell.index}: {cell.error}")
+            findings.extend(replace(f, cell=cell.index) for f in cscan.findings)
+            continue
+        original = SourceText(cell.source, tuple(notebook_lines(cell.source)), "utf-8")
+        directives = parse_directives(original.lines)
+        if directives.skip_file:
+            return FileResult(rel, skipped=f"`# migrate: skip-file` directive (cell {cell.index})")
+        doc_lines: set[int] = set()
+        if cell.kind == "python":
+            header = headers.get(cell.index, "")
+            h = header.count("\n")  # imports of the other cells, above the cell (shared namespace)
+            combined = header + cell.python
+            view = SourceText(combined, tuple(notebook_lines(combined)), "utf-8")
+            parsed = _check_python(cscan, view, combined.encode("utf-8"))
+            cscan.findings = [
+                replace(f, line=max(f.line - h, 1), end_line=max(f.end_line - h, 1)) for f in cscan.findings if f.line > h or f.family == "meta"
+            ]
+            if parsed is None:
+                findings.extend(
+                    replace(f, cell=cell.index, message=f.message.replace(f"cannot parse {rel}:", f"cannot parse {rel} cell {cell.index}:", 1))
+                    for f in cscan.findings
+                )
+                continue
+            cell_ops, cell_doc_lines = parsed
+            ops.extend(replace(op, cell=cell.index, line=op.line - h) for op in cell_ops if op.line > h)
+            doc_lines = {n - h for n in cell_doc_lines if n > h}
+        for hit in text_checkers.check_shell(cell.shell):
+            rule, replacement = cscan.rule_for_key(hit.key, hit.replacement)
+            cscan.add(rule, hit.line, hit.column, hit.line, hit.end_column, hit.symbol, replacement, message=hit.message)
+        kept, hidden = _apply_suppressions(cscan, directives)
+        suppressed += hidden
+        findings.extend(replace(f, cell=cell.index) for f in kept)
+        markers.extend(replace(m, cell=cell.index) for m in _unattributed(rel, "python", original, kept, doc_lines))
+    return FileResult(rel, tuple(sorted(findings, key=Finding.sort_key)), tuple(markers), tuple(ops), None, suppressed)
+
+
+def notebook_lines(text: str) -> list[str]:
+    """Cell lines as the Python tokenizer counts them (\r\n, \r, \n only)."""
+    return [line.rstrip("\r\n") for line in notebook.split_lines(text)]
 
 
 def _text_hits(kind: str, source: SourceText):
@@ -168,6 +264,8 @@ def _text_hits(kind: str, source: SourceText):
         return text_checkers.check_pyproject(source.text, source.lines)
     if kind == "cuda":
         return text_checkers.check_cuda_source(source.lines)
+    if kind == "dockerfile":
+        return text_checkers.check_dockerfile(source.lines)
     return iter(())
 
 
@@ -264,7 +362,7 @@ def _unattributed(
     for number, text in enumerate(source.lines, 1):
         if number in claimed or number in doc_lines:
             continue
-        code = text.split("#", 1)[0] if kind in ("python", "shell") else text
+        code = text.split("#", 1)[0] if kind in ("python", "shell", "dockerfile") else text
         m = MARKER.search(code)
         if m:
             out.append(Marker(rel, number, m.group(0).lower()))

@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 import io
+import re
 import tokenize
 from dataclasses import dataclass
+
+
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def split_lines(text: str) -> tuple[str, ...]:
+    """Lines as Python numbers them: only \\r\\n, \\r and \\n end a line (not form feeds or U+2028)."""
+    lines = LINE_BREAK.split(text)
+    if lines and lines[-1] == "":
+        lines.pop()
+    return tuple(lines)
 
 
 class UnreadableSource(Exception):
@@ -48,7 +60,7 @@ def decode_python(data: bytes) -> SourceText:
         raise UnreadableSource(f"cannot decode as {encoding}: {exc.__class__.__name__} ({exc})") from None
     if text.startswith("\ufeff"):
         text = text[1:]
-    return SourceText(text=text, lines=tuple(text.splitlines()), encoding=encoding)
+    return SourceText(text=text, lines=split_lines(text), encoding=encoding)
 
 
 def decode_text(data: bytes) -> SourceText:
@@ -57,7 +69,7 @@ def decode_text(data: bytes) -> SourceText:
     for encoding in ("utf-8-sig", "latin-1"):
         try:
             text = data.decode(encoding)
-            return SourceText(text=text, lines=tuple(text.splitlines()), encoding=encoding)
+            return SourceText(text=text, lines=split_lines(text), encoding=encoding)
         except UnicodeDecodeError:
             continue
     raise UnreadableSource("cannot decode as text")  # pragma: no cover - latin-1 never fails

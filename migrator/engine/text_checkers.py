@@ -29,8 +29,9 @@ class TextHit(NamedTuple):
     message: str | None = None
 
 
-SHELL_DEVICE = re.compile(r"(?<![\w.-])cuda(:\d+)?(?![\w.-])")
-SHELL_NCCL = re.compile(r"(?<![\w-])nccl(?![\w-])")
+# `cuda` as a word (`--device cuda`, `device=cuda:0`), never part of a path (`/usr/local/cuda/bin`)
+SHELL_DEVICE = re.compile(r"(?<![\w./-])cuda(:\d+)?(?![\w./-])")
+SHELL_NCCL = re.compile(r"(?<![\w/-])nccl(?![\w/-])")
 
 
 def _shell_code(line: str) -> str:
@@ -41,7 +42,14 @@ def _shell_code(line: str) -> str:
 
 
 def check_shell(lines: tuple[str, ...]) -> Iterator[TextHit]:
+    install_lines: set[int] = set()
+    for hit in _command_hits(lines, install_lines):
+        yield hit
     for number, raw in enumerate(lines, 1):
+        directive = SCHEDULER_DIRECTIVE.match(raw)
+        if directive:
+            yield from _scheduler_hits(raw, number, directive.group(1).upper())
+            continue
         code = _shell_code(raw)
         if not code.strip():
             continue
@@ -50,10 +58,257 @@ def check_shell(lines: tuple[str, ...]) -> Iterator[TextHit]:
             yield TextHit(f"sym:$env.{name}", number, m.start() + 1, m.end() + 1, name)
         for m in NVIDIA_SMI.finditer(code):
             yield TextHit("impl:nvidia-smi", number, m.start() + 1, m.end() + 1, "nvidia-smi")
+        if SLURM_COMMAND.search(code):
+            yield from _scheduler_hits(code, number, "SBATCH")
+        if CONTAINER_COMMAND.search(code):
+            for m in CONTAINER_GPU_FLAG.finditer(code):
+                yield TextHit("impl:container-gpu-flag", number, m.start() + 1, m.end() + 1, m.group(0).strip())
+        for m in NPROC_GPU.finditer(code):
+            yield TextHit("impl:torchrun-nproc-gpu", number, m.start(1) + 1, m.end(1) + 1, "gpu", "npu")
+        if number in install_lines:
+            continue  # `conda install nccl` names a package, not a backend
         for m in SHELL_NCCL.finditer(code):
             yield TextHit("impl:nccl-backend-string", number, m.start() + 1, m.end() + 1, "nccl", "hccl")
         for m in SHELL_DEVICE.finditer(code):
             yield TextHit("impl:device-string", number, m.start() + 1, m.end() + 1, m.group(0), "npu" + m.group(0)[4:])
+
+
+# ---- cluster schedulers, launchers and containers ---------------------------------------------
+
+# `#SBATCH ...` / `#PBS ...` / `#BSUB ...` are comments to the shell but job requests to the scheduler
+SCHEDULER_DIRECTIVE = re.compile(r"^\s*#(SBATCH|PBS|BSUB)\b", re.IGNORECASE)
+SLURM_COMMAND = re.compile(r"(?<![\w-])(srun|salloc|sbatch)(?![\w-])")
+SLURM_GPU = re.compile(
+    r"(?<![\w-])(?:--gres[= ]\s*\S*?(?<![\w-])gpu(?![\w-])\S*|--gpus(?:-per-(?:node|task|socket))?[= ]\s*\S+|"
+    r"-G\s*\d\S*|--gpu-bind[= ]\S+|--gpu-freq[= ]\S+|--(?:cpus|mem)-per-gpu[= ]\S+|--ntasks-per-gpu[= ]\S+)"
+)
+PBS_GPU = re.compile(r"(?<![\w-])ngpus=\d+")
+LSF_GPU = re.compile(r"(?<![\w-])-gpu\s+(?:\"[^\"]*\"|'[^']*'|\S+)")
+
+
+def _scheduler_hits(text: str, number: int, scheduler: str) -> Iterator[TextHit]:
+    pattern = {"SBATCH": SLURM_GPU, "PBS": PBS_GPU, "BSUB": LSF_GPU}[scheduler]
+    for m in pattern.finditer(text):
+        value = m.group(0).rstrip("\"',;")
+        yield TextHit("impl:scheduler-gpu-request", number, m.start() + 1, m.start() + len(value) + 1, value)
+
+
+# torchrun's `--nproc_per_node gpu` counts CUDA devices (torch/distributed/run.py raises
+# "Cuda is not available." without CUDA); `npu` (the privateuse1 backend name) counts NPUs
+NPROC_GPU = re.compile(r"--nproc[_-]per[_-]node(?:=[\"']?|\s+[\"']?|[\"']\s*,\s*[\"'])(gpu)(?![\w-])")
+CONTAINER_COMMAND = re.compile(r"(?<![\w-])(docker|podman|nvidia-docker|singularity|apptainer)(?![\w-])")
+CONTAINER_GPU_FLAG = re.compile(
+    r"(?<![\w-])(?:--gpus[= ]\s*(?:\"[^\"]*\"|'[^']*'|\S+)|--runtime[= ]nvidia(?![\w-])|nvidia-docker(?![\w-])|"
+    r"nvidia\.com/gpu\S*|--nv(?![\w-]))"
+)
+
+
+# ---- package installs (pip, conda, apt, yum) ---------------------------------------------------
+
+PIP_VALUE_OPTIONS = {
+    "-r", "--requirement", "-c", "--constraint", "-t", "--target", "--prefix", "--root", "--src", "--platform",
+    "--python-version", "--implementation", "--abi", "-C", "--config-settings", "--global-option",
+    "--install-option", "--trusted-host", "--proxy", "--cache-dir", "--log", "--progress-bar", "--only-binary",
+    "--no-binary", "--upgrade-strategy", "--python", "-p", "--group", "--extra",
+}
+PIP_INDEX_OPTIONS = {"-i", "--index-url", "--extra-index-url", "-f", "--find-links", "--index", "--default-index"}
+CONDA_VALUE_OPTIONS = {"-c", "--channel", "-n", "--name", "-p", "--prefix", "--file", "--override-channels"}
+# NVIDIA CUDA toolkit / library packages of apt, yum/dnf and conda (versions stripped first)
+CUDA_SYSTEM_PACKAGE = re.compile(
+    r"^(cuda|cuda-.+|cudatoolkit(-dev)?|pytorch-cuda|cudnn|nccl|libcudnn.*|libnccl.*|libcublas.*|libcufft.*|libcurand.*|"
+    r"libcusolver.*|libcusparse.*|libnpp.*|libnvjpeg.*|libnvinfer.*|tensorrt.*|nvidia-.+|libnvidia-.+|"
+    r"datacenter-gpu-manager|magma-cuda.*)$"
+)
+COMMAND_SPLIT = re.compile(r"&&|\|\||;|\||\$\(|[()`]")
+WORD = re.compile(r"\S+")
+
+
+def _logical_lines(lines: tuple[str, ...]) -> Iterator[tuple[str, list[tuple[int, int]]]]:
+    """Shell lines joined at trailing backslashes (comments dropped); with, per physical line,
+    (line number, offset of its first character in the joined text)."""
+    i = 0
+    while i < len(lines):
+        text, starts = "", []
+        while True:
+            code = "" if SCHEDULER_DIRECTIVE.match(lines[i]) else _shell_code(lines[i])
+            stripped = code.rstrip()
+            starts.append((i + 1, len(text)))
+            i += 1
+            if stripped.endswith("\\") and i < len(lines):
+                text += stripped[:-1] + " "
+                continue
+            text += code
+            break
+        yield text, starts
+
+
+def _position(starts: list[tuple[int, int]], offset: int) -> tuple[int, int]:
+    line, base = starts[0]
+    for number, start in starts:
+        if start <= offset:
+            line, base = number, start
+    return line, offset - base + 1
+
+
+def _words(segment: str, base: int) -> list[tuple[str, int]]:
+    """Whitespace-separated words without surrounding quotes/brackets, with their offsets."""
+    out = []
+    for m in WORD.finditer(segment):
+        word, start = m.group(0), base + m.start()
+        lead = len(word) - len(word.lstrip("\"'[("))
+        word = word[lead:].rstrip("\"',])")
+        if word:
+            out.append((word, start + lead))
+    return out
+
+
+def _command_hits(lines: tuple[str, ...], install_lines: set[int]) -> Iterator[TextHit]:
+    for text, starts in _logical_lines(lines):
+        if not INSTALL_HINT.search(text):
+            continue
+        pos = 0
+        for m in [*COMMAND_SPLIT.finditer(text), None]:
+            end = m.start() if m else len(text)
+            segment = text[pos:end]
+            words = _words(segment, pos)
+            pos = m.end() if m else len(text)
+            hits = list(_install_hits(words, starts))
+            if hits or _install_manager(words) is not None:
+                for word, offset in words:
+                    install_lines.add(_position(starts, offset)[0])
+            yield from hits
+
+
+INSTALL_HINT = re.compile(r"(?<![\w-])(pip3?|pip3\.\d+|uv|conda|mamba|micromamba|apt|apt-get|yum|dnf|microdnf)(?![\w-])")
+
+
+def _install_manager(words: list[tuple[str, int]]) -> tuple[str, int] | None:
+    """("pip" | "conda" | "system", index of the first argument) when the words run a package install."""
+    names = [w.rsplit("/", 1)[-1] for w, _ in words]
+    for i, name in enumerate(names):
+        nxt = names[i + 1] if i + 1 < len(names) else ""
+        if re.fullmatch(r"pip3?(\.\d+)?", name) and nxt == "install":
+            return "pip", i + 2
+        if name == "uv" and nxt == "add":
+            return "pip", i + 2
+        if name in ("conda", "mamba", "micromamba") and nxt in ("install", "create"):
+            return "conda", i + 2
+        if name in ("apt", "apt-get", "yum", "dnf", "microdnf") and nxt == "install":
+            return "system", i + 2
+    return None
+
+
+def _install_hits(words: list[tuple[str, int]], starts) -> Iterator[TextHit]:
+    found = _install_manager(words)
+    if found is None:
+        return
+    manager, first = found
+    skip_next = False
+    for word, offset in words[first:]:
+        if skip_next:
+            skip_next = False
+            if manager == "pip" and previous in PIP_INDEX_OPTIONS:
+                build = CUDA_TORCH_BUILD.search(word)
+                if build:
+                    line, col = _position(starts, offset + build.start())
+                    yield TextHit("impl:cuda-torch-build", line, col, col + len(build.group(0)), build.group(0))
+            continue
+        previous = word
+        if word.startswith("-"):
+            option, eq, value = word.partition("=")
+            if manager == "pip" and option in PIP_INDEX_OPTIONS and eq:
+                build = CUDA_TORCH_BUILD.search(value)
+                if build:
+                    line, col = _position(starts, offset + len(option) + 1 + build.start())
+                    yield TextHit("impl:cuda-torch-build", line, col, col + len(build.group(0)), build.group(0))
+            elif not eq and (
+                (manager == "pip" and option in PIP_VALUE_OPTIONS | PIP_INDEX_OPTIONS)
+                or (manager == "conda" and option in CONDA_VALUE_OPTIONS)
+                or (manager == "system" and option in ("-t", "--target-release", "-o", "--option"))
+            ):
+                skip_next = True
+            elif manager == "pip" and option in ("-e", "--editable") and not eq:
+                pass  # the next word is a requirement or a path: checked as one
+            continue
+        if word.startswith(("$", ">", "<", "2>", ".", "/")) or word in ("install", "-"):
+            continue
+        line, col = _position(starts, offset)
+        if manager == "pip":
+            yield from requirement_hit(word, line, col)
+            continue
+        name = re.split(r"[=<>!~:\[]", word, maxsplit=1)[0].lower()
+        if manager == "conda" and "::" in word:
+            name = word.split("::", 1)[1].split("=", 1)[0].lower()
+        if CUDA_SYSTEM_PACKAGE.match(name):
+            yield TextHit("impl:cuda-system-package", line, col, col + len(word), name)
+        elif manager == "conda" and name != "apex" and normalise(name) in CUDA_ONLY_PACKAGES:
+            yield TextHit("impl:cuda-only-requirement", line, col, col + len(word), normalise(name))
+
+
+# ---- container files -----------------------------------------------------------------------
+
+DOCKER_INSTRUCTION = re.compile(r"^(\s*)([A-Za-z]+)(?=\s|$)")
+DOCKER_SHELL_INSTRUCTIONS = {"RUN", "CMD", "ENTRYPOINT", "ENV", "ARG", "HEALTHCHECK", "SHELL", "ONBUILD"}
+DOCKER_ESCAPE = re.compile(r"^#\s*escape\s*=\s*(\S)", re.IGNORECASE)
+# images that ship the CUDA runtime: NVIDIA's own, NGC, pytorch/pytorch (CUDA builds unless `-cpu`),
+# and any image whose reference names cuda, cudnn or a `gpu` variant
+CUDA_IMAGE = re.compile(
+    r"(?i)^(?:docker\.io/)?(?:nvidia/|nvcr\.io/nvidia/|pytorch/pytorch(?::(?!.*cpu)|@|$))|cuda|cudnn|(?<![a-z0-9])gpu(?![a-z0-9])"
+)
+
+
+def _container_image(rest: str) -> tuple[str, int] | None:
+    """The image reference of a FROM line (after its flags) and its offset in `rest`."""
+    for m in WORD.finditer(rest):
+        if not m.group(0).startswith("--"):
+            return m.group(0), m.start()
+    return None
+
+
+def check_dockerfile(lines: tuple[str, ...]) -> Iterator[TextHit]:
+    """FROM images, RUN/ENV/ARG/CMD/ENTRYPOINT bodies through the shell checker (continuations joined)."""
+    escape = "\\"
+    for raw in lines[:5]:
+        m = DOCKER_ESCAPE.match(raw)
+        if m:
+            escape = m.group(1)
+    view: list[str] = []
+    stages: set[str] = set()
+    instruction, continuing = "", False
+    for number, raw in enumerate(lines, 1):
+        stripped = raw.strip()
+        if continuing and (not stripped or stripped.startswith("#")):
+            view.append("\\" if continuing else "")  # comment lines inside a continuation are dropped by Docker
+            continue
+        if not continuing:
+            if not stripped or stripped.startswith("#"):
+                view.append("")
+                continue
+            m = DOCKER_INSTRUCTION.match(raw)
+            instruction = m.group(2).upper() if m else ""
+            body_start = m.end() if m else 0
+        else:
+            body_start = 0
+        body = raw[body_start:]
+        continuing = raw.rstrip().endswith(escape)
+        if escape != "\\" and continuing:
+            body = body.rstrip()[:-1] + " \\"
+        if instruction == "FROM" and body_start:
+            found = _container_image(body)
+            if found:
+                image, offset = found
+                alias = re.search(r"(?i)\sAS\s+(\S+)", body)
+                if image.lower() not in stages and CUDA_IMAGE.search(image):
+                    col = body_start + offset + 1
+                    yield TextHit("impl:cuda-base-image", number, col, col + len(image), image)
+                if alias:
+                    stages.add(alias.group(1).lower())
+            view.append("")
+        elif instruction in DOCKER_SHELL_INSTRUCTIONS:
+            view.append(" " * body_start + body)
+        else:
+            view.append("")
+    yield from check_shell(tuple(view))
 
 
 # CUDA-only distributions (normalised names). `apex` only counts when installed from git:

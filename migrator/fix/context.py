@@ -25,6 +25,7 @@ class AppliedEdit:
 class FixContext:
     target: str  # "npu" | "portable"
     aliases: dict[str, set[str]]  # local name -> qualified names (before the fix)
+    module_text: str = ""  # the file being fixed, for decisions that depend on the rest of the module
     import_renames: dict[str, str] = field(default_factory=dict)  # local name -> qualified name after the fix
     needs_torch_npu: bool = False
     needs_torch: bool = False

@@ -143,6 +143,28 @@ class _ImportRemover(cst.CSTTransformer):
             return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
         return updated
 
+    def leave_Try(self, original, updated):
+        """`try: <removed imports> except ImportError: ...` has nothing left to guard: drop it."""
+        body = updated.body.body
+        only_pass = all(
+            isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, cst.Pass) for x in s.body) for s in body
+        )
+        if only_pass and not original.body.body == updated.body.body and _guards_imports(updated):
+            return cst.RemoveFromParent()
+        return updated
+
+
+def _guards_imports(node: cst.Try) -> bool:
+    if node.orelse is not None or node.finalbody is not None:
+        return False
+    for handler in node.handlers:
+        if handler.type is None:
+            continue
+        names = [handler.type] if not isinstance(handler.type, cst.Tuple) else [e.value for e in handler.type.elements]
+        if not all(isinstance(n, cst.Name) and n.value in ("ImportError", "ModuleNotFoundError") for n in names):
+            return False
+    return True
+
 
 def remove_unused_imports(before: cst.Module, after: cst.Module, candidates: set[str]) -> tuple[cst.Module, set[str]]:
     """Drop imports of fixed CUDA-only libraries whose bound name is used before but not after."""
@@ -220,15 +242,20 @@ def ensure_module_imports(module: cst.Module, ctx: FixContext) -> cst.Module:
             additions_after_torch.append(cst.parse_statement("import torch_npu\n"))
         else:
             additions_after_torch.append(cst.parse_statement(TORCH_NPU_GUARDED))
-    for name in sorted(ctx.imports):
-        if not _binds_anywhere(module, name):
-            additions_after_torch.insert(0, cst.parse_statement(f"import {name}\n"))
     if torch_idx is not None and not need_torch:
         insert = torch_idx + 1  # `import torch_npu` right after `import torch`
     else:
         insert = _insert_at(module)
     if additions_after_torch:
         body[insert:insert] = additions_after_torch
+    stdlib = [cst.parse_statement(f"import {name}\n") for name in sorted(ctx.imports) if not _binds_anywhere(module, name)]
+    if stdlib:  # standard-library imports join the first import block, at its top
+        top = _insert_at(module)
+        if top < len(body) and body[top].leading_lines:
+            stdlib[0] = stdlib[0].with_changes(leading_lines=body[top].leading_lines)
+            body[top] = body[top].with_changes(leading_lines=())
+        body[top:top] = stdlib
+        insert += len(stdlib) if insert >= top else 0
     if ctx.helpers:
         # helpers go after the last import of the leading import block
         last_import = insert + len(additions_after_torch)

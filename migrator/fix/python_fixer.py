@@ -148,7 +148,7 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
     for f in findings:
         by_key[key_of(f)].append(f)
     aliases = collect_aliases(ast.parse(text))
-    ctx = FixContext(target=target, aliases=aliases)
+    ctx = FixContext(target=target, aliases=aliases, module_text=text)
     ctx.import_renames = import_renames(findings, rules, aliases, target)
     module = cst.parse_module(text)
     fixer = _Fixer(ctx, by_key, rules)

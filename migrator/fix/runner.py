@@ -36,9 +36,10 @@ class Edit:
     new_line: int = 0  # where the edited lines are in the fixed file (whole lines)
     new_end_line: int = 0
     new_end_column: int = 1
+    cell: int | None = None  # notebooks: 1-based cell; the lines are lines of that cell
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "code": self.code,
             "fix_kind": self.fix_kind,
             "title": self.title,
@@ -46,6 +47,9 @@ class Edit:
             "original": {"line": self.line, "column": self.column, "end_line": self.end_line, "end_column": self.end_column},
             "new": {"line": self.new_line, "column": 1, "end_line": self.new_end_line, "end_column": self.new_end_column},
         }
+        if self.cell is not None:
+            data["cell"] = self.cell
+        return data
 
 
 def _line_map(before: str, after: str):
@@ -123,6 +127,7 @@ def _read(root: Path, rel: str) -> tuple[str, bytes, str] | None:
 
 
 def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: set[str] = frozenset()) -> FixPlan:
+    from migrator.engine.discover import file_kind
     from migrator.fix.python_fixer import fix_python
 
     rules = load_catalogue().rules
@@ -143,8 +148,18 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: se
         fixable = [f for f in findings if f.fix and (not options.exact_only or f.fix.kind == "exact")]
         source = text_fixer.strip_annotations(text) if options.strip_annotations else text
         new, applied, declined, error = source, [], [], None
+        cell_texts: dict[int, tuple[str, str]] = {}
+        kind = file_kind(Path(rel))
         is_entry = rel in entries and "import torch" in text
-        if rel.endswith(".py"):
+        if kind == "notebook":
+            if fixable:
+                new, applied, declined, cell_texts, error = _fix_notebook(source, fixable, rules, options.target)
+        elif kind == "config":
+            if fixable:
+                from migrator.fix.config_fixer import fix_config
+
+                new, applied, declined = fix_config(rel, source, fixable, options.target)
+        elif rel.endswith(".py"):
             if fixable or (is_entry and options.target == "npu" and "torch_npu" not in text and findings):
                 try:
                     result = fix_python(source, fixable, rules, options.target, is_entry)
@@ -167,34 +182,64 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: se
                     new = text_fixer.strip_annotations(new) if not options.strip_annotations else new
         if error is not None:
             new = text
-        mapping, new_lines = _line_map(text, new)
+        maps = {None: _line_map(text, new)}
+        for cell, (cell_before, cell_after) in cell_texts.items():
+            maps[cell] = _line_map(cell_before, cell_after)
         edits = []
         for f in sorted(applied, key=Finding.sort_key):
+            mapping, new_lines = maps.get(f.cell) or _line_map("", "")
             first = mapping.get(f.line, (f.line, f.line))[0]
             last = mapping.get(f.end_line, (f.end_line, f.end_line))[1]
             end_col = len(new_lines[last - 1]) + 1 if 0 < last <= len(new_lines) else 1
             edits.append(Edit(f.code, f.fix.kind if f.fix else "exact", f.fix.title if f.fix else "", f.symbol,
-                              f.line, f.column, f.end_line, f.end_column, first, last, end_col))
+                              f.line, f.column, f.end_line, f.end_column, first, last, end_col, f.cell))
         edits = tuple(edits)
         changes.append(FileChange(rel, text, new, edits, tuple(declined), error))
     return FixPlan(root, tuple(changes), options)
 
 
+def _fix_notebook(text, findings, rules, target):
+    """(new text, applied, declined, cell texts, error) for one notebook; never raises."""
+    from migrator.engine.notebook import NotebookError
+    from migrator.fix.notebook_fixer import NotebookFixError, fix_notebook
+
+    try:
+        result = fix_notebook(text, findings, rules, target)
+    except (NotebookError, NotebookFixError) as exc:
+        return text, [], [(f, str(exc)) for f in findings], {}, f"{exc}; file left unchanged"
+    except Exception as exc:  # noqa: BLE001 - one bad file never stops the run
+        return text, [], [], {}, f"internal fixer error ({exc.__class__.__name__}: {exc}); file left unchanged"
+    return result.text, result.applied, result.declined, result.cells, None
+
+
 def _annotate(rel, text, findings, applied, declined, options) -> str:
-    """Mark every site the fix could not handle with `# MIGRATE(CODE): reason` (Python and shell)."""
-    if not rel.endswith((".py", ".sh", ".bash")):
-        return text
+    """Mark every site the fix could not handle with `# MIGRATE(CODE): reason` (Python and shell).
+
+    Notebooks, container files and configs are not annotated: a comment line inside a JSON string,
+    a Dockerfile heredoc or a YAML block scalar would change what the file means."""
     from migrator.engine.discover import file_kind
     from migrator.engine.scan_file import ScanOptions, scan_text_content
 
+    kind = file_kind(Path(rel))
+    if kind not in ("python", "shell"):
+        return text
+
     reasons = {(f.code, f.symbol): why for f, why in declined}
-    remaining = scan_text_content(text, rel, file_kind(Path(rel)) or "python", ScanOptions())
+    remaining = scan_text_content(text, rel, kind, ScanOptions())
+    starts: dict[int, int] = {}  # shell: a note goes above the first line of a `\`-continued command
+    if kind == "shell":
+        from migrator.engine.text_checkers import _logical_lines
+
+        for _, parts in _logical_lines(tuple(text.splitlines())):
+            for number, _ in parts:
+                starts[number] = parts[0][0]
     notes: dict[int, list[tuple[str, str]]] = {}
     for f in remaining.findings:
         if f.family == "meta" or (f.severity == "info" and f.fix is None and (f.code, f.symbol) not in reasons):
             continue
         why = reasons.get((f.code, f.symbol)) or f.message
-        notes.setdefault(f.line, []).append((f.code, why.replace("\n", " ")[:160]))
+        line = starts.get(f.line, f.line) if kind == "shell" else f.line
+        notes.setdefault(line, []).append((f.code, why.replace("\n", " ")[:160]))
     return text_fixer.annotate(text, notes)
 
 

@@ -11,6 +11,8 @@ ANNOTATION = re.compile(r"^[ \t]*# MIGRATE\((?P<code>[A-Z]+\d{3})\): .*(\r\n|\n|
 
 
 def _replacement(finding: Finding) -> str | None:
+    if finding.code == "ENV023":
+        return "npu" if finding.symbol == "gpu" and finding.fix else None  # torchrun --nproc_per_node gpu
     if finding.family == "environment":
         hit = load_catalogue().match_symbol(f"$env.{finding.symbol}")
         return hit.replacement if hit and finding.fix else None

@@ -1,15 +1,29 @@
-"""Renderers: pure functions of a finished result (never see syntax trees, never print)."""
+"""Renderers: pure functions of a finished result (never see syntax trees, never print).
+
+`scan` formats: text, json, sarif, github (this module's `render`). The reviewer report
+(`migrate report`, HTML and Markdown) lives in `migrator.reporters.report` and renders a
+`migrator.report_data.ReportData`.
+"""
 
 from __future__ import annotations
 
-FORMATS = ("text", "json")
+FORMATS = ("text", "json", "sarif", "github")
 
 
-def render(result, fmt: str, color: bool = False) -> str:
+def render(result, fmt: str, color: bool = False, lines_of=None) -> str:
+    """`lines_of(path) -> list[str] | None` gives SARIF its partialFingerprints (optional)."""
     if fmt == "json":
         from migrator.reporters import json_report
 
         return json_report.render(result)
+    if fmt == "sarif":
+        from migrator.reporters import sarif
+
+        return sarif.render(result, lines_of=lines_of)
+    if fmt == "github":
+        from migrator.reporters import github
+
+        return github.render(result)
     from migrator.reporters import text
 
     return text.render(result, color=color)

@@ -13,10 +13,17 @@ def _style(text: str, color: bool, **kw) -> str:
     return click.style(text, **kw) if color else text
 
 
-def render(result: RunResult, color: bool = False, show_summary: bool = True) -> str:
+def folded(f) -> bool:
+    """Info-level op-coverage notes (partial / unverified ops) are summarised, not listed one per line."""
+    return f.family == "coverage" and f.severity == "info"
+
+
+def render(result: RunResult, color: bool = False, show_summary: bool = True, show_all: bool = False) -> str:
     out: list[str] = []
     for f in result.findings:
-        where = _style(f"{f.path}:{f.line}:{f.column}:", color, bold=True)
+        if folded(f) and not show_all:
+            continue
+        where = _style(f"{f.location()}:", color, bold=True)  # notebooks: path:cell N:line:col
         code = _style(f.code, color, fg=SEVERITY_STYLE[f.severity], bold=True)
         fix = f" [fix: {f.fix.kind}]" if f.fix else ""
         out.append(f"{where} {code} {f.severity}: {f.message}{fix}")
@@ -39,6 +46,8 @@ def summary_lines(result: RunResult, color: bool = False) -> list[str]:
     )
     fams = " · ".join(f"{fam} {s.by_family.get(fam, 0)}" for fam in FAMILIES if s.by_family.get(fam))
     lines.append(f"  by family: {fams or 'none'}")
+    if s.baselined is not None:
+        lines.append(f"  baselined: {s.baselined} known finding(s) hidden by the baseline; {s.findings} new")
     fk = s.by_fix_kind
     lines.append(
         f"  auto-fixable: exact {fk['exact']} · numerics {fk['numerics']} (validate) · manual {fk['manual']}"
@@ -47,6 +56,12 @@ def summary_lines(result: RunResult, color: bool = False) -> list[str]:
         counts = s.coverage.get("by_status", {})
         ops = " · ".join(f"{k} {v}" for k, v in counts.items())
         lines.append(f"  ops used on {s.coverage.get('soc')}: {s.coverage.get('distinct_ops', 0)} distinct ({ops})")
+    notes = sum(1 for f in result.findings if folded(f))
+    if notes:
+        lines.append(
+            f"  op notes: {notes} info-level coverage findings (partial / unverified ops) not listed above; "
+            "`--format json` or `migrate report` lists them"
+        )
     if s.unattributed_markers:
         lines.append(
             f"  unattributed markers: {s.unattributed_markers} CUDA-looking tokens no rule claimed "
@@ -56,5 +71,6 @@ def summary_lines(result: RunResult, color: bool = False) -> list[str]:
     if worst:
         lines.append(_style("Worst first:", color, bold=True))
         for i, f in enumerate(worst, 1):
-            lines.append(f"  {i}. {f.path}:{f.line}: {f.code} {f.message}")
+            cell = f"cell {f.cell}:" if f.cell is not None else ""
+            lines.append(f"  {i}. {f.path}:{cell}{f.line}: {f.code} {f.message}")
     return lines

@@ -39,6 +39,19 @@ class Example:
     at: tuple[str, ...] = ()  # "line:col" positions the code must be reported at
     fixed: str | None = None
     target: str = "npu"
+    file: str = "example.py"  # the file name the example is scanned as (`Dockerfile`, `ds_config.json`, ...)
+
+    @property
+    def language(self) -> str:
+        """Markdown code-block language for the example's file."""
+        from pathlib import PurePosixPath
+
+        name = self.file.lower()
+        suffix = PurePosixPath(name).suffix
+        if "dockerfile" in name or "containerfile" in name:
+            return "dockerfile"
+        return {".py": "python", ".sh": "bash", ".slurm": "bash", ".sbatch": "bash", ".yaml": "yaml", ".yml": "yaml",
+                ".json": "json", ".ipynb": "json", ".toml": "toml", ".txt": "text"}.get(suffix, "text")
 
 
 @dataclass(frozen=True)
@@ -65,6 +78,7 @@ class Rule:
     symbols: tuple[tuple[str, str | None], ...] = ()  # (pattern, replacement)
     impl: str | None = None
     default_enabled: bool = True
+    scope: str = "all"  # "imports": report imports (and decorators), not every use
 
     def render(self, template: str, symbol: str, replacement: str | None, **extra: str) -> str:
         values = {"symbol": symbol, "replacement": replacement or "", **extra}
@@ -102,6 +116,7 @@ class Catalogue:
                 else:
                     self._exact[pattern] = (rule, replacement)
         self._wild.sort(key=lambda item: -len(item[0]))
+        self._memo: dict[str, SymbolMatch | None] = {}
         # first dotted segment of every symbol: lets the engine skip names cheaply
         self.roots = frozenset(p.split(".", 1)[0] for r in rules.values() for p, _ in r.symbols)
 
@@ -117,6 +132,14 @@ class Catalogue:
         A wildcard `pkg.*` matches `pkg` itself and everything below it; `$env.NCCL_*` matches
         any name with that prefix.
         """
+        if qualname in self._memo:
+            return self._memo[qualname]
+        result = self._match(qualname)
+        if len(self._memo) < 100_000:
+            self._memo[qualname] = result
+        return result
+
+    def _match(self, qualname: str) -> SymbolMatch | None:
         hit = self._exact.get(qualname)
         if hit:
             return SymbolMatch(hit[0], hit[1], qualname)
@@ -152,6 +175,7 @@ def _examples(raw: Any, where: str) -> tuple[Example, ...]:
                 at=tuple(str(a) for a in at),
                 fixed=item.get("fixed"),
                 target=item.get("target", "npu"),
+                file=item.get("file", "example.py"),
             )
         )
     return tuple(out)
@@ -211,6 +235,7 @@ def _rule(raw: dict[str, Any], family: str, source: str) -> Rule:
         symbols=tuple(symbols),
         impl=raw.get("impl"),
         default_enabled=bool(raw.get("default_enabled", True)),
+        scope=raw.get("scope", "all"),
     )
 
 

@@ -31,11 +31,13 @@ def rule_markdown(rule: Rule, heading: str = "##") -> str:
     if rule.docs.fix_notes:
         out += ["", rule.docs.fix_notes]
     for ex in rule.invalid:
-        out += ["", "### Example", "", "```python", ex.code.rstrip(), "```"]
+        where = f" (`{ex.file}`)" if ex.file != "example.py" else ""
+        out += ["", f"### Example{where}", "", f"```{ex.language}", ex.code.rstrip(), "```"]
         if ex.fixed:
-            out += ["", f"Fixed (`--target {ex.target}`):", "", "```python", ex.fixed.rstrip(), "```"]
+            out += ["", f"Fixed (`--target {ex.target}`):", "", f"```{ex.language}", ex.fixed.rstrip(), "```"]
     for ex in rule.valid[:1]:
-        out += ["", "Not reported:", "", "```python", ex.code.rstrip(), "```"]
+        where = f" (`{ex.file}`)" if ex.file != "example.py" else ""
+        out += ["", f"Not reported{where}:", "", f"```{ex.language}", ex.code.rstrip(), "```"]
     if rule.docs.references:
         out += ["", "### References", ""] + [f"- {r}" for r in rule.docs.references]
     return "\n".join(out) + "\n"

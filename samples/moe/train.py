@@ -6,6 +6,7 @@ Train a small MoE language model with tensor parallel attention and expert paral
 """
 
 import argparse
+import itertools
 import os
 
 import torch
@@ -100,7 +101,10 @@ def main():
     def make_batch(step):
         return synthetic_batch(step, dp_rank, dp_size, args.batch_size, args.seq_len, cfg.vocab_size, args.seed)
 
-    batches = CUDAPrefetcher(make_batch, device)
+    if torch.cuda.is_available():
+        batches = CUDAPrefetcher(make_batch, device)
+    else:  # no side stream to overlap with: plain synchronous copies
+        batches = ([t.to(device) for t in make_batch(step)] for step in itertools.count())
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for step in range(args.steps):
         idx, targets = next(batches)

@@ -18,7 +18,7 @@ VALID = [
 
 @pytest.mark.parametrize("rule, example", INVALID)
 def test_invalid_example_is_reported_where_it_says(tmp_path, rule, example):
-    result = scan_text(tmp_path, example.code, select=(rule.code,) if not rule.default_enabled else ())
+    result = scan_text(tmp_path, example.code, name=example.file, select=(rule.code,) if not rule.default_enabled else ())
     found = positions(result, rule.code)
     assert found, f"{rule.code} not reported in:\n{example.code}\n got {[(f.code, f.line, f.column) for f in result.findings]}"
     if example.at:
@@ -29,7 +29,7 @@ def test_invalid_example_is_reported_where_it_says(tmp_path, rule, example):
 def test_valid_example_is_clean(tmp_path, rule, example):
     """Nothing reported: no finding of the rule itself, nor of any family but op coverage (which
     looks at every torch call, so a valid example may still use a partially supported op)."""
-    result = scan_text(tmp_path, example.code)
+    result = scan_text(tmp_path, example.code, name=example.file)
     assert [(f.code, f.line, f.column) for f in result.findings if f.code == rule.code or f.family != "coverage"] == []
 
 

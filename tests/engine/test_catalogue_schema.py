@@ -37,9 +37,10 @@ def test_every_impl_is_emitted_by_the_engine():
     """An `impl` name in YAML that no checker emits would be a rule that can never fire."""
     import inspect
 
-    from migrator.engine import coverage_checker, python_checker, scan_file, text_checkers
+    from migrator.engine import config_checker, coverage_checker, python_checker, scan_file, text_checkers
 
-    source = "".join(inspect.getsource(m) for m in (python_checker, scan_file, text_checkers, coverage_checker))
+    modules = (python_checker, scan_file, text_checkers, coverage_checker, config_checker)
+    source = "".join(inspect.getsource(m) for m in modules)
     for rule in load_catalogue().rules.values():
         if rule.impl:
             assert f'"{rule.impl}"' in source or f"impl:{rule.impl}" in source, rule.code

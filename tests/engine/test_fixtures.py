@@ -1,8 +1,8 @@
 """Fixture files found by glob (TorchFix style).
 
 `tests/fixtures/<family>/<case>.py` + `<case>.txt` (one `line:col CODE` per expected finding), or a
-case folder `<case>/` + `<case>.txt` (one `path:line:col CODE`). Every finding must be expected
-and every expectation found.
+case folder `<case>/` + `<case>.txt` (one `path:line:col CODE`; `path:cell N:line:col CODE` for a
+notebook cell). Every finding must be expected and every expectation found.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def test_fixture(case: Path):
     folder = case.with_suffix("")
     if folder.is_dir():
         result = api.scan([folder], root=folder, use_cache=False)
-        got = {f"{f.path}:{f.line}:{f.column} {f.code}" for f in result.findings}
+        got = {f"{f.location()} {f.code}" for f in result.findings}  # notebooks: path:cell N:line:col
     else:
         source = case.with_suffix(".py")
         result = api.scan([source], root=source.parent, use_cache=False)

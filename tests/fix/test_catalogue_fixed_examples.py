@@ -18,7 +18,7 @@ CASES = [
 @pytest.mark.parametrize("rule, example", CASES)
 def test_fixed_example(tmp_path, rule, example):
     (tmp_path / "pyproject.toml").write_text("")
-    path = tmp_path / "example.py"
+    path = tmp_path / example.file
     path.write_text(example.code)
     api.fix([path], root=tmp_path, target=example.target, use_cache=False)
     assert path.read_text() == example.fixed

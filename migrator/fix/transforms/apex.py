@@ -7,7 +7,7 @@ import libcst as cst
 from migrator.fix.context import FixContext
 from migrator.fix.transforms import register
 from migrator.fix.transforms.args import NOT_LITERAL, bind, keep_or_kwarg, kwarg, literal, positional, with_args
-from migrator.fix.transforms.helpers import RMS_NORM_NPU
+from migrator.fix.transforms.helpers import APEX_AMP, RMS_NORM_NPU
 from migrator.model import Finding
 
 FUSED_ADAM = ["params", "lr", "bias_correction", "betas", "eps", "adam_w_mode", "weight_decay", "amsgrad",
@@ -41,11 +41,13 @@ def fused_adam(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.C
         return None
     explicit = _explicit(args, ["lr", "betas", "eps", "weight_decay"], FUSED_ADAM_DEFAULTS)
     params = _first(args, "params")
-    if ctx.target == "npu":
-        name = "torch_npu.optim.NpuFusedAdamW" if mode else "torch_npu.optim.NpuFusedAdam"
-        return with_args(call, ctx.expr_for(name), [params, *explicit])
     name = "torch.optim.AdamW" if mode else "torch.optim.Adam"
-    return with_args(call, ctx.expr_for(name), [params, *explicit, kwarg("fused", "True")])
+    # The fused kernel cannot take GradScaler's grad_scale/found_inf on Ascend (docs torch-optim.md):
+    # fused only where this module does no loss scaling. torch_npu's NpuFused* optimizers are not used:
+    # they refuse bf16 parameters and zero_grad(set_to_none=True), torch's default since 2.0.
+    scaled = any(token in ctx.module_text for token in ("GradScaler", "scale_loss", "amp.initialize"))
+    extra = [] if scaled else [kwarg("fused", "True")]
+    return with_args(call, ctx.expr_for(name), [params, *explicit, *extra])
 
 
 FUSED_SGD = ["params", "lr", "momentum", "dampening", "weight_decay", "nesterov", "wd_after_momentum",
@@ -145,3 +147,58 @@ def syncbn(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CS
         return with_args(node, ctx.expr_for("torch.nn.SyncBatchNorm.convert_sync_batchnorm"), new)
     target = ctx.expr_for("torch.nn.SyncBatchNorm")
     return node.with_changes(func=target) if isinstance(node, cst.Call) else target
+
+
+@register("apex-amp", level="call")
+def apex_amp(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode | None:
+    """amp.initialize / amp.scale_loss onto two helpers (O0/O1; O2/O3 literals stay manual)."""
+    if finding.code == "APEX001":
+        args = bind(call, ["models", "optimizers", "enabled", "opt_level", "cast_model_type", "patch_torch_functions",
+                           "keep_batchnorm_fp32", "master_weights", "loss_scale", "cast_model_outputs", "num_losses",
+                           "verbosity", "min_loss_scale", "max_loss_scale"])
+        if args is None or "models" not in args:
+            ctx.decline(finding, "unusual amp.initialize arguments")
+            return None
+        level = literal(args["opt_level"]) if "opt_level" in args else "O1"
+        if level not in ("O0", "O1", NOT_LITERAL):
+            ctx.decline(finding, f"opt_level {level!r} keeps fp16 master weights or a pure fp16 model: port by hand")
+            return None
+        for name in ("cast_model_type", "patch_torch_functions", "master_weights", "cast_model_outputs", "num_losses"):
+            if name in args and literal(args[name]) is not None:
+                ctx.decline(finding, f"amp.initialize({name}=...) has no native equivalent")
+                return None
+        kept = [a for a in call.args if a in (args.get(n) for n in ("models", "optimizers", "opt_level", "loss_scale"))]
+        # positional arguments after a dropped one must become keywords
+        names = {id(args[n]): n for n in args}
+        fixed, positional_ok = [], True
+        for original in call.args:
+            if original not in kept:
+                positional_ok = False
+                continue
+            name = names[id(original)]
+            fixed.append(original if original.keyword is not None or positional_ok else kwarg(name, original.value))
+        kept = fixed
+        _amp_helpers(ctx)
+        return with_args(call, cst.Name("_migrate_amp_initialize"), kept)
+    args = bind(call, ["loss", "optimizers", "loss_id", "model", "delay_unscale", "delay_overflow_check"])
+    if args is None or "optimizers" not in args or any(k in args for k in ("loss_id", "model", "delay_unscale", "delay_overflow_check")):
+        ctx.decline(finding, "amp.scale_loss with several losses or delayed unscaling: port by hand")
+        return None
+    _amp_helpers(ctx)
+    return with_args(call, cst.Name("_migrate_amp_scale_loss"), [args["loss"], args["optimizers"]])
+
+
+def _amp_helpers(ctx: FixContext) -> None:
+    if ctx.target == "npu":
+        source = APEX_AMP.replace("__SCALER__", "torch.npu.amp.GradScaler(init_scale=2.0**16, enabled=enabled)")
+        source = source.replace("__DEVICE_TYPE__", '"npu"')
+        ctx.needs_torch_npu = True
+    else:
+        from migrator.fix.transforms.helpers import DEVICE_HELPER
+
+        ctx.helper("_migrate_device", DEVICE_HELPER)
+        source = APEX_AMP.replace(
+            "__SCALER__", "torch.amp.GradScaler(_migrate_device().type, init_scale=2.0**16, enabled=enabled)"
+        ).replace("__DEVICE_TYPE__", "_migrate_device().type")
+    ctx.helper("_migrate_amp_initialize", source)
+    ctx.imports.add("contextlib")

@@ -10,7 +10,7 @@ from migrator.fix.context import FixContext
 from migrator.fix.imports import dotted_name, symbol_replacement
 from migrator.fix.transforms import register
 from migrator.fix.transforms.args import bind, code, kwarg, positional, with_args
-from migrator.fix.transforms.helpers import DEVICE_HELPER, BACKEND_HELPER
+from migrator.fix.transforms.helpers import BACKEND_HELPER, DEVICE_HELPER, DEVICE_MODULE_HELPER
 from migrator.model import Finding
 from migrator.rules.catalogue import load_catalogue
 
@@ -82,7 +82,8 @@ def rename(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CS
 
 
 def _portable_rename(ctx: FixContext, node: cst.BaseExpression, finding: Finding) -> cst.CSTNode | None:
-    """`torch.cuda.X` -> `torch.get_device_module().X`: the current accelerator's module."""
+    """`torch.cuda.X` -> `_migrate_device_module().X`: the current accelerator's runtime module,
+    or a CPU stand-in, so the same code runs on CUDA, Ascend and CPU-only hosts."""
     symbol = finding.symbol
     if symbol == "torch.cuda" or symbol.startswith("torch.cuda."):
         try:
@@ -91,9 +92,8 @@ def _portable_rename(ctx: FixContext, node: cst.BaseExpression, finding: Finding
             parts = []
         root_quals = ctx.aliases.get(parts[0], set()) if parts else set()
         if "torch" in root_quals and len(parts) >= 2 and parts[1] == "cuda":
-            rest = parts[2:]
-            ctx.needs_torch = True
-            expr = f"{parts[0]}.get_device_module()" + "".join(f".{p}" for p in rest)
+            ctx.helper("_migrate_device_module", DEVICE_MODULE_HELPER)
+            expr = "_migrate_device_module()" + "".join(f".{p}" for p in parts[2:])
             return cst.parse_expression(expr)
     ctx.decline(finding, "no portable spelling for this use (it names a CUDA-only module directly)")
     return None
@@ -292,3 +292,14 @@ def nvtx_noop(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CS
         return call.with_changes(func=cst.parse_expression(f"torch_npu.npu.mstx.{name}"))
     ctx.decline(finding, f"`nvtx.{name}` has no automatic {ctx.target} rewrite; remove it or use torch_npu.npu.mstx")
     return None
+
+
+@register("tensor-type-string")
+def tensor_type_string(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNode | None:
+    if ctx.target != "npu":
+        ctx.decline(finding, "compare dtype and device instead of type strings for portable code")
+        return None
+    new = _string_token_rename(node, "torch.cuda.", "torch.npu.")
+    if new is None:
+        ctx.decline(finding, "not a plain string literal")
+    return new

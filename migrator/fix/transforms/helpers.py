@@ -8,6 +8,8 @@ DEVICE_HELPER = '''def _migrate_device(index=None):
     """The accelerator this process runs on (CUDA, Ascend NPU, ...) or the CPU. Added by ascend-migrate."""
     accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
     device_type = accelerator.type if accelerator is not None else "cpu"
+    if isinstance(index, (str, torch.device)):
+        index = torch.device(index).index  # "cuda:1" -> 1: the type is this host's accelerator
     if index is None or device_type == "cpu":
         return torch.device(device_type)
     return torch.device(device_type, index)
@@ -126,4 +128,108 @@ RMS_NORM_NPU = '''class _MigrateRMSNorm(torch.nn.Module):
 
     def forward(self, x):
         return torch_npu.npu_rms_norm(x, self.weight.to(x.dtype), epsilon=self.eps)[0]
+'''
+
+APEX_AMP = '''def _migrate_amp_initialize(models, optimizers=None, opt_level="O1", loss_scale=None, **ignored):
+    """apex.amp.initialize with native mixed precision. Added by ascend-migrate.
+
+    O0 keeps fp32. O1 (Apex's per-op casting) = float16 autocast around each model's forward plus
+    dynamic loss scaling starting at 2**16 as in Apex. As Apex does, each optimizer's step is
+    wrapped so that a step whose gradients overflowed is skipped. O2/O3 keep fp16 master weights or
+    a pure fp16 model, which native AMP does not reproduce: port those by hand.
+    """
+    if opt_level not in ("O0", "O1"):
+        raise NotImplementedError(f"apex opt_level {opt_level!r} has no exact native equivalent; use O1 or port by hand")
+    if loss_scale not in (None, "dynamic"):
+        raise NotImplementedError("a static apex loss_scale is not ported automatically; use dynamic scaling")
+    enabled = opt_level == "O1"
+    scaler = __SCALER__
+    for model in models if isinstance(models, (list, tuple)) else [models]:
+        if enabled:
+            model.forward = torch.autocast(__DEVICE_TYPE__, dtype=torch.float16)(model.forward)
+    for optimizer in optimizers if isinstance(optimizers, (list, tuple)) else [optimizers] if optimizers is not None else []:
+        optimizer._migrate_scaler = scaler
+        optimizer._migrate_skip_step = False
+        optimizer.step = _migrate_skipping_step(optimizer, optimizer.step)
+    return (models, optimizers) if optimizers is not None else models
+
+
+def _migrate_skipping_step(optimizer, step):
+    def wrapped(*args, **kwargs):
+        if optimizer._migrate_skip_step:  # gradients overflowed: skip, as Apex does
+            optimizer._migrate_skip_step = False
+            return None
+        return step(*args, **kwargs)
+
+    return wrapped
+
+
+@contextlib.contextmanager
+def _migrate_amp_scale_loss(loss, optimizer):
+    """apex.amp.scale_loss: yields the scaled loss; on exit unscales the gradients and decides whether
+    the next optimizer step runs (overflow: skipped, scale reduced). Added by ascend-migrate."""
+    scaler = optimizer._migrate_scaler
+    yield scaler.scale(loss)
+    if scaler.is_enabled():
+        scaler.unscale_(optimizer)
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        optimizer._migrate_skip_step = not all(bool(torch.isfinite(g).all()) for g in grads)
+        scaler.update()
+'''
+
+DEVICE_MODULE_HELPER = '''def _migrate_device_module():
+    """The runtime module of this process's accelerator (torch.cuda, torch.npu, ...), or a CPU
+    stand-in: no-op synchronisation, seeding and memory statistics, wall-clock events. Added by ascend-migrate."""
+    if torch.accelerator.is_available():
+        return torch.get_device_module(torch.accelerator.current_accelerator())
+    return _MigrateCpuRuntime
+
+
+class _MigrateCpuRuntime:
+    """torch.cuda-style runtime calls on a CPU-only host, where everything already runs in order."""
+
+    class Event:
+        def __init__(self, enable_timing=False, blocking=False, interprocess=False):
+            self.time = None
+
+        def record(self, stream=None):
+            import time
+
+            self.time = time.perf_counter()
+
+        def synchronize(self):
+            pass
+
+        def query(self):
+            return True
+
+        def wait(self, stream=None):
+            pass
+
+        def elapsed_time(self, end):
+            return (end.time - self.time) * 1000.0
+
+    @staticmethod
+    def Stream(device=None, priority=0, **kwargs):
+        return torch.cpu.Stream(priority)
+
+    stream = staticmethod(torch.cpu.stream)
+    current_stream = staticmethod(torch.cpu.current_stream)
+
+    @staticmethod
+    def is_available():
+        return False
+
+    @staticmethod
+    def device_count():
+        return 0
+
+    @staticmethod
+    def get_device_name(device=None):
+        return "cpu"
+
+    # nothing to synchronise, seed or measure apart from the CPU itself
+    synchronize = set_device = manual_seed = manual_seed_all = seed = seed_all = staticmethod(lambda *a, **k: None)
+    empty_cache = reset_peak_memory_stats = reset_max_memory_allocated = ipc_collect = staticmethod(lambda *a, **k: None)
+    memory_allocated = max_memory_allocated = memory_reserved = max_memory_reserved = staticmethod(lambda *a, **k: 0)
 '''

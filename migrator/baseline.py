@@ -1,0 +1,145 @@
+"""Baselines for incremental adoption: record today's findings, then report only new ones.
+
+    migrate scan . --write-baseline .migrate-baseline.json   # once; commit the file
+    migrate scan . --baseline .migrate-baseline.json         # CI / pre-commit: only new findings
+
+A finding is identified by (path, code, fingerprint, occurrence), never by its line number, so
+inserting or deleting lines elsewhere does not make old findings "new":
+
+* fingerprint = first 16 hex digits of sha1(code NUL symbol NUL source line), where the source line
+  is the finding's first line with runs of whitespace collapsed (re-indenting keeps it);
+* occurrence = index among the findings of the same file with the same code and fingerprint, in
+  line order (two identical `x.cuda()` lines are two entries; a third one is new).
+
+Editing the flagged line itself, renaming the file or changing the rule's symbol makes the finding
+new again, which is what a reviewer wants to see. Pure functions over a RunResult and the file text
+(``lines_of(path) -> list[str] | None``); reading files is the caller's business (see
+`migrator.sources.SourceLines`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from migrator.model import FAMILIES, Finding, RunResult
+
+SCHEMA_VERSION = 1
+LinesOf = Callable[[str], "list[str] | None"]
+Key = tuple[str, str, str, int]  # path, code, fingerprint, occurrence
+
+
+class BaselineError(ValueError):
+    """The baseline file is missing or malformed (exit 2; the message names the file)."""
+
+
+def normalise(line: str | None) -> str:
+    return " ".join((line or "").split())
+
+
+def fingerprint(code: str, symbol: str, line: str | None) -> str:
+    text = f"{code}\0{symbol}\0{normalise(line)}"
+    return hashlib.sha1(text.encode("utf-8", errors="replace")).hexdigest()[:16]
+
+
+def keys(findings: Iterable[Finding], lines_of: LinesOf) -> list[tuple[Finding, Key]]:
+    """Each finding with its baseline key, in the findings' (path, line, column) order."""
+    seen: Counter = Counter()
+    out = []
+    for f in sorted(findings, key=Finding.sort_key):
+        lines = lines_of(f.path)
+        text = lines[f.line - 1] if lines is not None and 1 <= f.line <= len(lines) else None
+        fp = fingerprint(f.code, f.symbol, text)
+        group = (f.path, f.code, fp)
+        out.append((f, (f.path, f.code, fp, seen[group])))
+        seen[group] += 1
+    return out
+
+
+def make(result: RunResult, lines_of: LinesOf) -> dict:
+    entries = [
+        {"code": code, "path": path, "fingerprint": fp, "occurrence": occ, "line": f.line, "symbol": f.symbol}
+        for f, (path, code, fp, occ) in keys(result.findings, lines_of)
+    ]
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "tool": {"name": result.tool.name, "version": result.tool.version},
+        "findings": entries,
+    }
+
+
+def dumps(data: dict) -> str:
+    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+
+
+@dataclass(frozen=True)
+class Baseline:
+    source: str
+    keys: frozenset[Key]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+def parse(data: object, source: str) -> Baseline:
+    from migrator.schema_check import SchemaMismatch, check
+
+    try:
+        check(data, "baseline.schema.json")
+    except SchemaMismatch as exc:
+        raise BaselineError(f"{source}: not an ascend-migrate baseline: {exc}") from None
+    return Baseline(
+        source,
+        frozenset((e["path"], e["code"], e["fingerprint"], e["occurrence"]) for e in data["findings"]),  # type: ignore[index]
+    )
+
+
+def load(path: str | Path) -> Baseline:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BaselineError(f"{path}: baseline file not found (create it with `migrate scan --write-baseline {path}`)") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BaselineError(f"{path}: cannot read the baseline: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BaselineError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    return parse(data, str(path))
+
+
+def split(result: RunResult, baseline: Baseline, lines_of: LinesOf) -> tuple[list[Finding], list[Finding]]:
+    """(new findings, baselined findings)."""
+    new, known = [], []
+    for f, key in keys(result.findings, lines_of):
+        (known if key in baseline.keys else new).append(f)
+    return new, known
+
+
+def filter_result(result: RunResult, baseline: Baseline, lines_of: LinesOf) -> RunResult:
+    """The result with baselined findings removed; summary counts recomputed, summary.baselined set."""
+    new, known = split(result, baseline, lines_of)
+    return with_findings(result, new, baselined=len(known) + (result.summary.baselined or 0))
+
+
+def with_findings(result: RunResult, findings: Iterable[Finding], baselined: int | None = None) -> RunResult:
+    findings = tuple(sorted(findings, key=Finding.sort_key))
+    by_family = Counter(f.family for f in findings)
+    summary = replace(
+        result.summary,
+        findings=len(findings),
+        by_family={fam: by_family.get(fam, 0) for fam in FAMILIES},
+        by_severity=dict(sorted(Counter(f.severity for f in findings).items())),
+        by_fix_kind={
+            "exact": sum(1 for f in findings if f.fix and f.fix.kind == "exact"),
+            "numerics": sum(1 for f in findings if f.fix and f.fix.kind == "numerics"),
+            "manual": sum(1 for f in findings if f.fix is None),
+        },
+        baselined=baselined,
+    )
+    return replace(result, summary=summary, findings=findings)

@@ -1,0 +1,68 @@
+"""Exact fixes in YAML/JSON/TOML configs: replace the characters of one scalar, then prove it.
+
+No re-dumping: each edit rewrites only the characters of the flagged scalar at the position the
+parser gave, so comments, key order, quoting, indentation and the trailing newline stay as they were.
+The edited text is re-parsed and compared with the original (engine/config_checker.verify): if
+anything but the intended values changed, nothing is written and every finding is declined.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from migrator.engine import config_checker as cc
+from migrator.model import Finding
+from migrator.rules.catalogue import load_catalogue
+
+EXACT_CODES = {"DEV017", "DIST007", "ENV001", "ENV002"}
+
+
+def _replacement(finding: Finding, hit: cc.ConfigHit) -> str | None:
+    if finding.code in ("DEV017", "DIST007"):
+        return hit.replacement
+    if finding.family == "environment" and hit.old == finding.symbol:
+        match = load_catalogue().match_symbol(f"$env.{finding.symbol}")
+        return match.replacement if match else None
+    return None
+
+
+def fix_config(rel: str, text: str, findings: list[Finding], target: str) -> tuple[str, list[Finding], list[tuple[Finding, str]]]:
+    declined: list[tuple[Finding, str]] = []
+    if target != "npu":
+        return text, [], [(f, "configs are rewritten for the npu target only") for f in findings]
+    try:
+        parsed = cc.parse_config(text, cc.config_format(rel))
+    except cc.ConfigParseError as exc:
+        return text, [], [(f, f"cannot parse the file: {exc}") for f in findings]
+    index = cc.LineIndex(text)
+    hits = {}
+    for hit in cc.config_hits(parsed):
+        line, col = index.position(hit.start)
+        hits.setdefault((line, col, hit.symbol), hit)
+    chosen: list[cc.ConfigHit] = []
+    applied: list[Finding] = []
+    for f in findings:
+        hit = hits.get((f.line, f.column, f.symbol))
+        if f.code not in EXACT_CODES or f.fix is None:
+            declined.append((f, "no exact rewrite"))
+            continue
+        if hit is None:
+            declined.append((f, "the text at this position changed"))
+            continue
+        if hit.shared:
+            declined.append((f, "the value is shared through a YAML anchor or merge key; rewriting it would change "
+                                "every place that uses it: edit by hand"))
+            continue
+        new = _replacement(f, hit)
+        if new is None or hit.start < 0:
+            declined.append((f, "no exact rewrite at this position (escaped or folded text)"))
+            continue
+        chosen.append(replace(hit, replacement=new))
+        applied.append(f)
+    if not chosen:
+        return text, [], declined
+    after = cc.apply_edits(text, [(h.start, h.end, h.replacement) for h in chosen])
+    why = cc.verify(parsed, after, chosen)
+    if why:
+        return text, [], declined + [(f, why) for f in applied]
+    return after, applied, declined

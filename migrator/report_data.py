@@ -1,0 +1,224 @@
+"""Everything the reviewer report shows besides the scan itself, gathered once (I/O lives here).
+
+`gather()` reads the flagged files back (for excerpts), asks git for the commit, and loads the
+optional fix record (written by `migrate fix`) and validation result (written by
+`migrate validate`), checking them against `migrator/schema/*.schema.json`. The renderers in
+`migrator.reporters.report` are then pure functions of the returned `ReportData`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from migrator.model import RunResult
+from migrator.sources import SourceLines
+
+DEFAULT_FIX_RECORD = ".migrate/fix-record.json"
+
+
+class ReportDataError(ValueError):
+    """A file given to the report is missing or does not match its schema (exit 2; names the file)."""
+
+
+@dataclass(frozen=True)
+class Meta:
+    repo: str
+    root: str
+    date: str
+    target: str = "npu"
+    soc: str = "A2"
+    commit: str | None = None
+    branch: str | None = None
+    dirty: bool = False
+
+
+@dataclass(frozen=True)
+class AppliedEdit:
+    path: str
+    code: str
+    fix_kind: str | None
+    title: str
+    symbol: str
+    line: int | None  # where the replacement is now (new.line, else original.line)
+    original_line: int | None
+
+
+@dataclass(frozen=True)
+class FixRecord:
+    source: str
+    target: str | None
+    edits: tuple[AppliedEdit, ...]
+    files: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ReportData:
+    result: RunResult
+    meta: Meta
+    sources: Mapping[str, tuple[str, ...] | None] = field(default_factory=dict)
+    diffs: Mapping[str, str] | None = None  # path -> unified diff text
+    diffs_applied: bool = False
+    fix_record: FixRecord | None = None
+    validation: dict[str, Any] | None = None
+    validation_source: str | None = None
+    notes: tuple[str, ...] = ()  # warnings shown at the top of the report
+
+
+def _git(root: Path, *args: str) -> str | None:
+    try:
+        proc = subprocess.run(
+            ["git", "-C", str(root), *args],
+            capture_output=True, text=True, timeout=10,
+            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"},
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
+def git_info(root: Path) -> dict[str, Any]:
+    if _git(root, "rev-parse", "--is-inside-work-tree") != "true":
+        return {}
+    top = _git(root, "rev-parse", "--show-toplevel")
+    commit = _git(root, "rev-parse", "HEAD")
+    branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD")
+    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    return {
+        "repo": Path(top).name if top else None,
+        "commit": commit,
+        "branch": branch if branch and branch != "HEAD" else None,
+        "dirty": bool(status),
+    }
+
+
+def report_date(now: datetime | None = None) -> str:
+    """UTC, minutes; `SOURCE_DATE_EPOCH` (reproducible builds) wins over the clock."""
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if now is None and epoch and epoch.isdigit():
+        now = datetime.fromtimestamp(int(epoch), tz=timezone.utc)
+    now = now or datetime.now(timezone.utc)
+    return now.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _load_json(path: Path, what: str) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ReportDataError(f"{path}: {what} not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ReportDataError(f"{path}: cannot read the {what}: {exc}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ReportDataError(f"{path}: the {what} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+
+
+def load_validation(path: str | Path) -> dict[str, Any]:
+    from migrator.schema_check import SchemaMismatch, check
+
+    path = Path(path)
+    data = _load_json(path, "validation result")
+    try:
+        check(data, "validation.schema.json")
+    except SchemaMismatch as exc:
+        raise ReportDataError(
+            f"{path}: does not match the validation result schema (migrator/schema/validation.schema.json): {exc}"
+        ) from None
+    return data
+
+
+def load_fix_record(path: str | Path, scan_root: Path) -> FixRecord:
+    """Tolerant: unknown keys are ignored, only files[].path and edits[].code are required."""
+    from migrator.schema_check import SchemaMismatch, check
+
+    path = Path(path)
+    data = _load_json(path, "fix record")
+    try:
+        check(data, "fix-record.schema.json")
+    except SchemaMismatch as exc:
+        raise ReportDataError(
+            f"{path}: does not match the fix record schema (migrator/schema/fix-record.schema.json): {exc}"
+        ) from None
+    record_root = Path(data["root"]) if isinstance(data.get("root"), str) and data.get("root") else None
+    edits: list[AppliedEdit] = []
+    files: list[str] = []
+    for entry in data["files"]:
+        rel = entry["path"]
+        if record_root is not None and record_root.is_absolute():
+            try:
+                rel = (record_root / rel).resolve().relative_to(scan_root.resolve()).as_posix()
+            except (ValueError, OSError):
+                pass
+        files.append(rel)
+        for e in entry["edits"]:
+            new, old = e.get("new") or {}, e.get("original") or {}
+            edits.append(
+                AppliedEdit(
+                    path=rel,
+                    code=e["code"],
+                    fix_kind=e.get("fix_kind"),
+                    title=e.get("title", ""),
+                    symbol=e.get("symbol", ""),
+                    line=new.get("line", old.get("line")),
+                    original_line=old.get("line"),
+                )
+            )
+    edits.sort(key=lambda e: (e.path, e.line or 0, e.code))
+    return FixRecord(source=str(path), target=data.get("target"), edits=tuple(edits), files=tuple(files))
+
+
+def gather(
+    result: RunResult,
+    *,
+    target: str = "npu",
+    soc: str = "A2",
+    fix_record: str | Path | None = None,
+    validation: str | Path | None = None,
+    diffs: Mapping[str, str] | None = None,
+    diffs_applied: bool = False,
+    now: datetime | None = None,
+) -> ReportData:
+    root = Path(result.summary.root)
+    notes: list[str] = []
+    record = None
+    if fix_record is not None:
+        record = load_fix_record(fix_record, root)
+    elif (root / DEFAULT_FIX_RECORD).is_file():
+        try:
+            record = load_fix_record(root / DEFAULT_FIX_RECORD, root)
+        except ReportDataError as exc:
+            notes.append(f"fix record ignored: {exc}")
+    validation_data = load_validation(validation) if validation is not None else None
+    git = git_info(root)
+    coverage = result.summary.coverage or {}
+    meta = Meta(
+        repo=git.get("repo") or root.name or str(root),
+        root=str(root),
+        date=report_date(now),
+        target=target,
+        soc=str(coverage.get("soc") or soc),
+        commit=git.get("commit"),
+        branch=git.get("branch"),
+        dirty=bool(git.get("dirty")),
+    )
+    lines_of = SourceLines(root)
+    paths = sorted({f.path for f in result.findings} | set(diffs or {}))
+    sources = {p: (tuple(lines) if (lines := lines_of(p)) is not None else None) for p in paths}
+    return ReportData(
+        result=result,
+        meta=meta,
+        sources=sources,
+        diffs=dict(diffs) if diffs else None,
+        diffs_applied=diffs_applied,
+        fix_record=record,
+        validation=validation_data,
+        validation_source=str(validation) if validation is not None else None,
+        notes=tuple(notes),
+    )

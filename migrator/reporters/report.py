@@ -1,0 +1,562 @@
+"""The reviewer report (`migrate report`): one self-contained HTML page or one Markdown document.
+
+Pure functions of a `migrator.report_data.ReportData`: `build_context()` turns it into plain data,
+jinja2 templates in `migrator/reporters/templates/` render it (HTML autoescaped; inline CSS and
+JS, no network; a Content-Security-Policy pins the one script by hash). The Markdown version is
+sized for a GitHub PR comment: it drops per-file sections (with a note) until it fits.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from collections import Counter, defaultdict
+from functools import lru_cache
+from typing import Any
+
+from markupsafe import Markup
+
+from migrator.model import FAMILIES, SEVERITY_RANK, Finding
+from migrator.report_data import ReportData
+from migrator.reporters import effort
+from migrator.reporters.highlight import highlight, highlight_block, highlight_spans, language, visible
+
+FORMATS = ("html", "md")
+EXTENSIONS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
+GITHUB_COMMENT_LIMIT = 65536
+MARKDOWN_BUDGET = 64000  # characters, leaving room for a bot's own header
+CONTEXT_LINES = 2
+STATUS_ORDER = ("fail", "error", "warn", "not_run", "pass")
+# Families that are not CUDA dependencies themselves: meta (unreadable files, suppressions) and
+# coverage (ops and their NPU status, shown in the op-coverage section). "CUDA-dependent sites" and
+# "% auto-migratable" count the other families.
+NOT_CUDA_SITES = ("meta", "coverage")
+OP_STATUS_ORDER = ("unsupported", "cpu_fallback", "partial", "unverified", "supported")  # worst first
+
+
+def format_for(path: str | None, fmt: str | None) -> str | None:
+    if fmt:
+        return fmt
+    if not path or path == "-":
+        return None
+    for ext, name in EXTENSIONS.items():
+        if path.lower().endswith(ext):
+            return name
+    return None
+
+
+def pct(part: int, whole: int) -> str:
+    if whole <= 0:
+        return "n/a"
+    value = 100.0 * part / whole
+    if 0 < value < 1:
+        return "<1%"
+    if 99 < value < 100:
+        return ">99%"
+    return f"{value:.0f}%"
+
+
+@lru_cache(maxsize=1)
+def _markdown():
+    from markdown_it import MarkdownIt
+
+    return MarkdownIt("commonmark", {"html": False, "highlight": highlight_block}).enable("table")
+
+
+def md_to_html(text: str) -> Markup:
+    """Markdown from the catalogue or a validation file; raw HTML in it is shown as text."""
+    return Markup(_markdown().render(visible(text)))
+
+
+def md_inline_html(text: str) -> Markup:
+    return Markup(_markdown().renderInline(visible(text)))
+
+
+def _first_sentence(text: str, limit: int = 160) -> str:
+    text = " ".join(text.split())
+    m = re.match(r"(.+?[.!?])(\s|$)", text)
+    first = m.group(1) if m else text
+    return first if len(first) <= limit else first[: limit - 1].rstrip() + "…"
+
+
+def _rule_anchor(code: str) -> str:
+    return f"rule-{code.lower()}"
+
+
+def _excerpt(lines: tuple[str, ...] | None, findings: list[Finding], lang: str) -> list[dict] | None:
+    """Blocks of source around the findings: [{start, rows: [{no, html, text, hits}]}]."""
+    if lines is None:
+        return None
+    wanted: set[int] = set()
+    for f in findings:
+        last = min(max(f.end_line, f.line), f.line + 3)
+        for n in range(f.line - CONTEXT_LINES, last + CONTEXT_LINES + 1):
+            if 1 <= n <= len(lines):
+                wanted.add(n)
+    by_line: dict[int, list[Finding]] = defaultdict(list)
+    spans: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for f in findings:
+        by_line[f.line].append(f)
+        if 1 <= f.line <= len(lines):
+            end = f.end_column - 1 if f.end_line == f.line else len(lines[f.line - 1])
+            spans[f.line].append((f.column - 1, end))
+    blocks: list[dict] = []
+    previous = None
+    for n in sorted(wanted):
+        if previous is None or n != previous + 1:
+            blocks.append({"start": n, "rows": []})
+        text = lines[n - 1]
+        blocks[-1]["rows"].append(
+            {
+                "no": n,
+                "text": visible(text),
+                "html": highlight_spans(text, spans[n], lang) if n in spans else highlight(text, lang),
+                "hits": by_line.get(n, []),
+            }
+        )
+        previous = n
+    return blocks
+
+
+def _excerpt_text(blocks: list[dict] | None) -> str | None:
+    """Plain-text excerpt for Markdown: `> 12 | code` marks a flagged line."""
+    if blocks is None:
+        return None
+    width = max((len(str(row["no"])) for b in blocks for row in b["rows"]), default=1)
+    out = []
+    for i, block in enumerate(blocks):
+        if i:
+            out.append(" " * (width + 2) + "...")
+        for row in block["rows"]:
+            out.append(f"{'>' if row['hits'] else ' '} {row['no']:>{width}} | {row['text']}".rstrip())
+    return "\n".join(out)
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
+
+
+def _diff_rows(diff: str, lang: str) -> list[dict]:
+    rows, old, new = [], 0, 0
+    for raw in diff.splitlines():
+        if raw.startswith(("--- ", "+++ ", "diff ", "index ")):
+            rows.append({"kind": "head", "old": "", "new": "", "sign": "", "html": highlight(raw, "text"), "text": visible(raw)})
+            continue
+        m = _HUNK.match(raw)
+        if m:
+            old, new = int(m.group(1)), int(m.group(2))
+            rows.append({"kind": "hunk", "old": "", "new": "", "sign": "", "html": highlight(raw, "text"), "text": visible(raw)})
+            continue
+        mark, body = raw[:1], raw[1:]
+        if mark == "+":
+            rows.append({"kind": "add", "old": "", "new": new, "sign": "+", "html": highlight(body, lang)})
+            new += 1
+        elif mark == "-":
+            rows.append({"kind": "del", "old": old, "new": "", "sign": "-", "html": highlight(body, lang)})
+            old += 1
+        elif mark == "\\":
+            rows.append({"kind": "meta", "old": "", "new": "", "sign": "", "html": highlight(raw, "text")})
+        else:
+            rows.append({"kind": "ctx", "old": old, "new": new, "sign": " ", "html": highlight(body, lang)})
+            old += 1
+            new += 1
+    return rows
+
+
+def _ops(coverage: dict[str, Any] | None) -> tuple[list[dict] | None, dict[str, int]]:
+    if not coverage:
+        return None, {}
+    ops = coverage.get("ops")
+    rows = None
+    if isinstance(ops, list):
+        rows = []
+        for op in ops:
+            if not isinstance(op, dict):
+                continue
+            dtypes = op.get("dtypes")
+            sites = op.get("sites") if isinstance(op.get("sites"), list) else []
+            count = op.get("count", len(sites))
+            rows.append(
+                {
+                    "name": str(op.get("name", "?")),
+                    "status": str(op.get("status", "unknown")),
+                    "dtypes": ", ".join(map(str, dtypes)) if isinstance(dtypes, (list, tuple)) else str(dtypes or ""),
+                    "npu_name": str(op.get("npu_name") or ""),
+                    "count": count if isinstance(count, int) else 0,
+                    "sites": [_site(s) for s in sites[:5]],
+                    "more_sites": max(0, len(sites) - 5),
+                }
+            )
+        rows.sort(key=lambda r: (OP_STATUS_ORDER.index(r["status"]) if r["status"] in OP_STATUS_ORDER else 0, r["name"]))
+    by_status = coverage.get("by_status")
+    if not isinstance(by_status, dict):
+        by_status = dict(Counter(r["status"] for r in rows or []))
+    return rows, {str(k): v for k, v in by_status.items()}
+
+
+def _site(site: Any) -> str:
+    if isinstance(site, dict):
+        return f"{site.get('path', '?')}:{site.get('line', '?')}"
+    return str(site)
+
+
+def _validation(data: dict[str, Any] | None) -> dict | None:
+    if data is None:
+        return None
+    stages = []
+    for st in data["stages"]:
+        bench = st.get("bench")
+        stages.append(
+            {
+                "id": st["id"],
+                "name": st["name"],
+                "status": st["status"],
+                "reason": st.get("reason", ""),
+                "first_divergence": st.get("first_divergence", ""),
+                "worst": [
+                    {**w, "threshold": w.get("threshold"), "ok": None if w.get("threshold") is None else w["value"] <= w["threshold"]}
+                    for w in st["worst"]
+                ],
+                "bench": [(k, v if isinstance(v, (int, float, str)) else str(v)) for k, v in bench.items()]
+                if isinstance(bench, dict)
+                else [],
+            }
+        )
+    statuses = [s["status"] for s in stages]
+    overall = next((s for s in STATUS_ORDER if s in statuses), "not_run")
+    markdown = data.get("markdown")
+    return {
+        "stages": stages,
+        "overall": overall,
+        "markdown": markdown if isinstance(markdown, str) else "",
+    }
+
+
+def build_context(data: ReportData) -> dict[str, Any]:
+    from migrator.rules.catalogue import load_catalogue
+    from migrator.rules.docs import rule_markdown
+
+    result = data.result
+    s = result.summary
+    catalogue = load_catalogue()
+    findings = list(result.findings)
+    core = [f for f in findings if f.family not in NOT_CUDA_SITES]
+    auto = [f for f in core if f.fix is not None]
+    manual = [f for f in findings if f.fix is None]
+    record = data.fix_record
+    applied = len(record.edits) if record else 0
+
+    # files: every file with a finding or a diff, in path order
+    paths = sorted({f.path for f in findings} | set(data.diffs or {}))
+    file_index = {p: i for i, p in enumerate(paths)}
+    per_file: dict[str, list[Finding]] = defaultdict(list)
+    for f in findings:
+        per_file[f.path].append(f)
+    files = []
+    for p in paths:
+        lang = language(p)
+        fs = per_file.get(p, [])
+        diff = (data.diffs or {}).get(p)
+        files.append(
+            {
+                "path": p,
+                "index": file_index[p],
+                "anchor": f"file-{file_index[p]}",
+                "lang": lang,
+                "findings": fs,
+                "manual": sum(1 for f in fs if f.fix is None),
+                "diff": _diff_rows(diff, lang) if diff else None,
+                "diff_text": visible(diff) if diff else None,
+                "excerpt": None if diff else _excerpt(data.sources.get(p), fs, lang),
+            }
+        )
+
+    for entry in files:
+        entry["excerpt_text"] = _excerpt_text(entry["excerpt"])
+    shown: set[tuple[str, int]] = set()
+    for entry in files:
+        placed = {row["no"] for block in entry["excerpt"] or [] for row in block["rows"]}
+        shown |= {(entry["path"], n) for n in placed}
+        entry["unplaced"] = [f for f in entry["findings"] if f.line not in placed]
+
+    def link(f: Finding) -> str:
+        """Anchor of a finding: its source line in the excerpt, else its file section."""
+        if (f.path, f.line) in shown:
+            return f"L{file_index[f.path]}-{f.line}"
+        return f"file-{file_index[f.path]}"
+
+    families = []
+    for fam in FAMILIES:
+        fs = [f for f in findings if f.family == fam]
+        if not fs:
+            continue
+        families.append(
+            {
+                "family": fam,
+                "total": len(fs),
+                "exact": sum(1 for f in fs if f.fix and f.fix.kind == "exact"),
+                "numerics": sum(1 for f in fs if f.fix and f.fix.kind == "numerics"),
+                "manual": sum(1 for f in fs if f.fix is None),
+                "minutes": effort.total(fs),
+                "effort": effort.human(effort.total(fs)),
+            }
+        )
+
+    groups: dict[str, list[Finding]] = defaultdict(list)
+    for f in manual:
+        groups[f.code].append(f)
+    manual_groups = []
+    def group_order(item: tuple[str, list[Finding]]) -> tuple:
+        code, fs = item
+        fam = fs[0].family
+        return (-max(SEVERITY_RANK[f.severity] for f in fs), FAMILIES.index(fam) if fam in FAMILIES else 99, code)
+
+    for code, fs in sorted(groups.items(), key=group_order):
+        rule = catalogue.get(code)
+        mins = effort.total(fs)
+        each = effort.human(effort.minutes(fs[0]))
+        if fs[0].family == effort.PER_DISTINCT_OP:
+            distinct = len({f.symbol for f in fs})
+            note = f"{len(fs)} site{'s' if len(fs) != 1 else ''}, {distinct} distinct op{'s' if distinct != 1 else ''} × {each} = {effort.human(mins)}"
+        else:
+            note = f"{len(fs)} × {each} = {effort.human(mins)}"
+        manual_groups.append(
+            {
+                "code": code,
+                "name": fs[0].name,
+                "family": fs[0].family,
+                "severity": max((f.severity for f in fs), key=lambda v: SEVERITY_RANK[v]),
+                "count": len(fs),
+                "minutes": mins,
+                "effort": effort.human(mins),
+                "each": each,
+                "effort_note": note,
+                "use_instead": rule.docs.use_instead if rule else "",
+                "anchor": _rule_anchor(code),
+                "sites": fs,
+            }
+        )
+
+    rules = []
+    for code in sorted({f.code for f in findings} | {e.code for e in (record.edits if record else ())}):
+        rule = catalogue.get(code)
+        if rule is None:
+            continue
+        md = rule_markdown(rule, heading="###")
+        rules.append({"code": code, "name": rule.name, "family": rule.family, "severity": rule.severity,
+                      "anchor": _rule_anchor(code), "markdown": md, "fix_kind": rule.fix_kind,
+                      "why_short": _first_sentence(rule.docs.why)})
+
+    ops, by_status = _ops(s.coverage)
+    worst = list(result.worst(3))
+    effort_total = effort.total(findings)
+    return {
+        "meta": data.meta,
+        "tool": result.tool,
+        "summary": s,
+        "notes": list(data.notes),
+        "n_findings": len(findings),
+        "n_core": len(core),
+        "n_meta": sum(1 for f in findings if f.family == "meta"),
+        "n_coverage": sum(1 for f in findings if f.family == "coverage"),
+        "n_auto": len(auto),
+        "n_exact": sum(1 for f in auto if f.fix and f.fix.kind == "exact"),
+        "n_numerics": sum(1 for f in auto if f.fix and f.fix.kind == "numerics"),
+        "n_manual": len(manual),
+        "auto_pct": pct(len(auto), len(core)),
+        "record": record,
+        "applied": applied,
+        "migrated_pct": pct(applied, applied + len(core)) if record else None,
+        "effort_total": effort.human(effort_total),
+        "effort_minutes": effort_total,
+        "effort_model": effort.model_rows(),
+        "effort_text": effort.MODEL_TEXT,
+        "families": families,
+        "severity": {sev: s.by_severity.get(sev, 0) for sev in ("error", "warning", "info")},
+        "worst": worst,
+        "manual_groups": manual_groups,
+        "findings": findings,
+        "link": link,
+        "file_index": file_index,
+        "files": files,
+        "diffs_label": ("applied" if data.diffs_applied else "proposed") if data.diffs else None,
+        "rules": rules,
+        "coverage": s.coverage,
+        "ops": ops,
+        "ops_by_status": by_status,
+        "validation": _validation(data.validation),
+        "validation_source": data.validation_source,
+        "unattributed": list(s.unattributed),
+        "skipped": list(result.skipped),
+    }
+
+
+# ---------------------------------------------------------------- rendering
+
+
+@lru_cache(maxsize=2)
+def _env(autoescape: bool):
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("migrator.reporters", "templates"),
+        autoescape=autoescape,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(
+        md_html=md_to_html,
+        md_inline=md_inline_html,
+        md_cell=md_cell,
+        md_code=md_code,
+        fence=fence,
+        quote_md=quote_md,
+        visible=visible,
+        shift_headings=shift_headings,
+        short=lambda sha: (sha or "")[:10],
+        num=lambda v: f"{v:g}" if isinstance(v, float) else str(v),
+    )
+    return env
+
+
+def _script() -> tuple[str, str]:
+    from importlib.resources import files
+
+    js = files("migrator.reporters").joinpath("templates/report.js").read_text(encoding="utf-8")
+    digest = base64.b64encode(hashlib.sha256(js.encode("utf-8")).digest()).decode("ascii")
+    return js, f"sha256-{digest}"
+
+
+def render_html(data: ReportData) -> str:
+    ctx = build_context(data)
+    js, js_hash = _script()
+    for r in ctx["rules"]:
+        r["html"] = md_to_html(shift_headings(r["markdown"], 1))
+    for g in ctx["manual_groups"]:
+        g["use_instead_html"] = md_to_html(g["use_instead"]) if g["use_instead"] else ""
+    if ctx["validation"] and ctx["validation"]["markdown"]:
+        ctx["validation"]["markdown_html"] = md_to_html(ctx["validation"]["markdown"])
+    return _env(True).get_template("report.html.j2").render(**ctx, script=Markup(js), script_hash=js_hash)
+
+
+def render_markdown(data: ReportData, budget: int = MARKDOWN_BUDGET) -> str:
+    """GitHub-flavoured Markdown that fits `budget` characters (a PR comment): shortens the rule
+    docs first, then drops per-file sections from the end, each time with a note."""
+    ctx = build_context(data)
+    env = _env(False)
+    file_tpl = env.get_template("file_section.md.j2")
+    sections = [file_tpl.render(**ctx, file=f) for f in ctx["files"]]
+    page = env.get_template("report.md.j2")
+
+    def render(n_files: int, rules_mode: str, max_rows: int | None) -> str:
+        return page.render(
+            **ctx,
+            file_sections=sections[:n_files],
+            omitted_files=len(sections) - n_files,
+            rules_mode=rules_mode,
+            max_rows=max_rows,
+            budget=budget,
+        )
+
+    n = len(sections)
+    # 1. everything; 2. rule docs as a table (`migrate rule CODE` has them); 3. as many per-file
+    # sections as fit; 4. no rule table; 5. fewer rows per list; 6. a hard cut with a note
+    for mode in ("full", "compact"):
+        text = render(n, mode, None)
+        if len(text) <= budget:
+            return text
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if len(render(mid, "compact", None)) <= budget:
+            lo = mid
+        else:
+            hi = mid - 1
+    text = render(lo, "compact", None)
+    if len(text) <= budget:
+        return text
+    text = render(0, "none", None)
+    if len(text) <= budget:
+        return text
+    for rows in (200, 100, 50, 20, 5):
+        text = render(0, "none", rows)
+        if len(text) <= budget:
+            return text
+    cut = text[: budget - 200].rsplit("\n", 1)[0]
+    return cut + "\n\n> **Truncated:** this report is longer than a GitHub comment allows; see the HTML report.\n"
+
+
+def render(data: ReportData, fmt: str) -> str:
+    if fmt == "html":
+        return render_html(data)
+    if fmt == "md":
+        return render_markdown(data)
+    raise ValueError(f"unknown report format {fmt!r} (html or md)")
+
+
+# ---------------------------------------------------------------- Markdown helpers
+
+_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
+
+
+def _md_text(text: str) -> str:
+    return (
+        text.replace("\\", "\\\\")
+        .replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("|", "\\|")
+        .replace("@", "&#64;")
+        .replace("*", "\\*")
+        .replace("_", "\\_")
+        .replace("[", "\\[")
+        .replace("]", "\\]")
+    )
+
+
+def md_cell(text: Any) -> str:
+    """Our messages (with `code` spans) safe in a table cell: no HTML, no mentions, no pipes."""
+    text = visible(str(text).replace("\r", " ").replace("\n", " "))
+    out, pos = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        out.append(_md_text(text[pos : m.start()]))
+        out.append(m.group(1) + m.group(2).replace("|", "\\|") + m.group(1))
+        pos = m.end()
+    out.append(_md_text(text[pos:]))
+    return "".join(out)
+
+
+def md_code(text: Any) -> str:
+    """Arbitrary text (a path, a symbol) as an inline code span that nothing can break out of."""
+    text = visible(str(text).replace("\r", " ").replace("\n", " ")).replace("|", "\\|")
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text.strip() else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def fence(text: str, lang: str = "") -> str:
+    """A fenced code block whose fence is longer than any backtick run inside it."""
+    text = visible(text.replace("\r\n", "\n").replace("\r", "\n"))
+    longest = max((len(m) for m in re.findall(r"`{3,}", text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return f"{ticks}{lang}\n{text.rstrip(chr(10))}\n{ticks}"
+
+
+def quote_md(text: str) -> str:
+    return "\n".join("> " + line if line else ">" for line in text.strip().splitlines())
+
+
+def shift_headings(md: str, by: int) -> str:
+    """Demote Markdown headings by `by` levels (outside fenced code)."""
+    out, in_fence = [], False
+    for line in md.splitlines():
+        if line.startswith("```"):
+            in_fence = not in_fence
+        elif not in_fence and re.match(r"#{1,6} ", line):
+            level = min(6, len(line) - len(line.lstrip("#")) + by)
+            line = "#" * level + line.lstrip("#")
+        out.append(line)
+    return "\n".join(out) + "\n"

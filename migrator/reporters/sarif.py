@@ -1,0 +1,187 @@
+"""SARIF 2.1.0 for code scanning (GitHub `upload-sarif`, VS Code SARIF viewer).
+
+One run; `tool.driver.rules` holds every rule that has a result, with its documentation from the
+catalogue (`help.markdown` is the `migrate rule CODE` page). Locations are relative to the
+`SRCROOT` base (the scan root); regions use 1-based character columns with an exclusive end
+(`columnKind: unicodeCodePoints`), exactly the findings' own positions.
+
+`fixes` needs concrete replacement text, which only `migrate fix` computes: pass
+``replacements={finding: [Replacement, ...]}`` to emit them; without it the fix title and kind
+go into the result's `properties`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from urllib.parse import quote
+
+from migrator.model import Finding, RunResult
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+LEVEL = {"error": "error", "warning": "warning", "info": "note"}
+FINGERPRINT_KEY = "migrateFingerprint/v1"
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """Replace the text between (line, column) and (end_line, end_column) (end exclusive) in `path`."""
+
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+    text: str
+
+
+def _uri(path: str) -> str:
+    return quote(PurePosixPath(path).as_posix(), safe="/")
+
+
+def _root_uri(root: str) -> str:
+    uri = "file://" + quote(root if root.startswith("/") else "/" + root, safe="/:")
+    return uri if uri.endswith("/") else uri + "/"
+
+
+def _placeholders(text: str) -> str:
+    return text.replace("{symbol}", "<name>").replace("{replacement}", "<replacement>")
+
+
+def _plain(markdown: str) -> str:
+    """Markdown to readable plain text: no heading marks, fences or backticks."""
+    out = []
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            continue
+        out.append(re.sub(r"^#+\s*", "", line).replace("`", "").replace("**", ""))
+    return "\n".join(out).strip() + "\n"
+
+
+def rule_descriptor(rule) -> dict:
+    from migrator.rules.docs import rule_markdown
+
+    md = rule_markdown(rule, heading="#")
+    return {
+        "id": rule.code,
+        "name": rule.name,
+        "shortDescription": {"text": _placeholders(rule.message)},
+        "fullDescription": {"text": rule.docs.why or _placeholders(rule.message)},
+        "help": {"text": _plain(md), "markdown": md},
+        "defaultConfiguration": {"level": LEVEL[rule.severity]},
+        "properties": {
+            "tags": ["ascend-migrate", rule.family],
+            "family": rule.family,
+            "fix_kind": rule.fix_kind,
+            "docs": f"docs/rules.md#{rule.code.lower()}-{rule.name}",
+        },
+    }
+
+
+def _region(line: int, column: int, end_line: int, end_column: int) -> dict:
+    region = {"startLine": line, "startColumn": column, "endLine": max(end_line, line)}
+    if end_line > line or end_column > column:
+        region["endColumn"] = end_column
+    return region
+
+
+def render(
+    result: RunResult,
+    lines_of: Callable[[str], list[str] | None] | None = None,
+    replacements: Mapping[Finding, Sequence[Replacement]] | None = None,
+) -> str:
+    from migrator.rules.catalogue import load_catalogue
+
+    catalogue = load_catalogue()
+    codes = sorted({f.code for f in result.findings})
+    rules, index = [], {}
+    for code in codes:
+        rule = catalogue.get(code)
+        index[code] = len(rules)
+        if rule is not None:
+            rules.append(rule_descriptor(rule))
+        else:  # a code the installed catalogue does not know (should not happen)
+            rules.append({"id": code, "shortDescription": {"text": code}})
+
+    prints: dict[int, str] = {}
+    if lines_of is not None:
+        from migrator.baseline import keys
+
+        by_id = {id(f): f"{fp}:{occ}" for f, (_, _, fp, occ) in keys(result.findings, lines_of)}
+        prints = by_id
+
+    results = []
+    for f in result.findings:
+        item: dict = {
+            "ruleId": f.code,
+            "ruleIndex": index[f.code],
+            "level": LEVEL[f.severity],
+            "message": {"text": f.message + (f" (fix: {f.fix.title})" if f.fix else "")},
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": _uri(f.path), "uriBaseId": "SRCROOT"},
+                        "region": _region(f.line, f.column, f.end_line, f.end_column),
+                    }
+                }
+            ],
+        }
+        if id(f) in prints:
+            item["partialFingerprints"] = {FINGERPRINT_KEY: prints[id(f)]}
+        edits = (replacements or {}).get(f)
+        if f.fix and edits:
+            item["fixes"] = [_fix(f, edits)]
+        props: dict = {"family": f.family, "symbol": f.symbol}
+        if f.fix:
+            props["fix"] = {"kind": f.fix.kind, "title": f.fix.title}
+        if f.coverage is not None:
+            props["coverage"] = f.coverage.to_dict()
+        item["properties"] = props
+        results.append(item)
+
+    run = {
+        "tool": {
+            "driver": {
+                "name": result.tool.name,
+                "version": result.tool.version,
+                "semanticVersion": result.tool.version,
+                "rules": rules,
+                "properties": {"catalogue": result.tool.catalogue, "coverage_table": result.tool.coverage_table},
+            }
+        },
+        "originalUriBaseIds": {"SRCROOT": {"uri": _root_uri(result.summary.root)}},
+        "columnKind": "unicodeCodePoints",
+        "results": results,
+        "properties": {
+            "files_scanned": result.summary.files_scanned,
+            "suppressed": result.summary.suppressed,
+            **({"baselined": result.summary.baselined} if result.summary.baselined is not None else {}),
+        },
+    }
+    doc = {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
+    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+
+
+def _fix(f: Finding, edits: Sequence[Replacement]) -> dict:
+    by_path: dict[str, list[Replacement]] = {}
+    for e in edits:
+        by_path.setdefault(e.path, []).append(e)
+    return {
+        "description": {"text": f.fix.title if f.fix else ""},
+        "artifactChanges": [
+            {
+                "artifactLocation": {"uri": _uri(path), "uriBaseId": "SRCROOT"},
+                "replacements": [
+                    {
+                        "deletedRegion": _region(e.line, e.column, e.end_line, e.end_column),
+                        "insertedContent": {"text": e.text},
+                    }
+                    for e in items
+                ],
+            }
+            for path, items in by_path.items()
+        ],
+    }
