@@ -81,9 +81,16 @@ def scan(
         markers=markers,
     )
     ops = tuple(op for r in output.files for op in r.ops)
-    summary = replace(summary, coverage=coverage_summary(ops, settings))
+    coverage_on = any(settings_selector(settings).enabled(r.code, r.default_enabled) for r in catalogue.by_family("coverage"))
+    summary = replace(summary, coverage=coverage_summary(ops, settings) if coverage_on else None)
     tool = ToolInfo("ascend-migrate", __version__, catalogue.digest, coverage_table_name(settings))
     return RunResult(tool=tool, summary=summary, findings=findings, skipped=output.skipped)
+
+
+def settings_selector(settings: Settings):
+    from migrator.config import RuleSelector
+
+    return RuleSelector(settings.select, settings.ignore)
 
 
 def coverage_table_name(settings: Settings) -> str | None:

@@ -243,4 +243,12 @@ class RunResult:
         def rank(f: Finding) -> tuple:
             return (-SEVERITY_RANK[f.severity], f.fix is not None, f.sort_key())
 
-        return tuple(sorted(self.findings, key=rank)[:n])
+        picked: list[Finding] = []
+        seen: set[tuple[str, str]] = set()
+        for f in sorted(self.findings, key=rank):
+            if (f.code, f.symbol) not in seen:  # the same problem twice is not the second-worst one
+                seen.add((f.code, f.symbol))
+                picked.append(f)
+            if len(picked) == n:
+                break
+        return tuple(picked)

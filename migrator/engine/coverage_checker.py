@@ -18,6 +18,7 @@ STATUS_IMPL = {
     "partial": "op-partial",
     "unverified": "op-unverified",
 }
+INFO_ONCE = {"op-partial", "op-unverified"}
 # Methods common on non-tensors: a receiver of unknown type calling these is not evidence of a tensor.
 AMBIGUOUS_METHODS = {"split", "join", "format", "get", "items", "keys", "values", "append", "update", "copy", "sort",
                      "index", "count", "pop", "replace", "strip", "read", "write", "close", "add", "clear", "insert",
@@ -57,11 +58,17 @@ def _message(entry, name: str) -> str:
 
 def coverage_hits(checker, soc: str, version: str | None):
     """Yield (impl, node, symbol, message, CoverageInfo, op name, status) for one checked module."""
+    noted: set[str] = set()
     for name, node in checker.calls:
+        if name.startswith(("torch.npu.", "torch_npu.")):
+            continue  # the Ascend API itself, not an op to port
         entry = _lookup(name, soc, version)
         if not entry.known:
             continue
         impl = STATUS_IMPL.get(entry.status)
+        if impl in INFO_ONCE:
+            impl = None if name in noted else impl  # info notes: first call site per file; the summary counts all
+            noted.add(name)
         info = CoverageInfo(entry.status, soc, entry.dtypes, entry.note)
         yield (impl, node.func, name, _message(entry, name), info, name, entry.status)
     for receiver, method, node in checker.method_calls:
@@ -74,7 +81,11 @@ def coverage_hits(checker, soc: str, version: str | None):
             continue
         info = CoverageInfo(entry.status, soc, entry.dtypes, entry.note)
         if known_tensor:
-            yield (STATUS_IMPL.get(entry.status), node.func, name, _message(entry, name), info, name, entry.status)
+            impl = STATUS_IMPL.get(entry.status)
+            if impl in INFO_ONCE:
+                impl = None if name in noted else impl
+                noted.add(name)
+            yield (impl, node.func, name, _message(entry, name), info, name, entry.status)
         elif entry.status in ("unsupported", "cpu_fallback"):
             yield ("tensor-method-unknown-receiver", node.func, name,
                    _message(entry, name) + " (if the receiver is a tensor)", info, None, None)

@@ -109,6 +109,7 @@ def cell_views(index: int, source: str, source_is_list: bool) -> Cell:
     else:
         python, shell, special, start = [], [], set(), 0
     continued = None  # None, or whether the magic being continued is shell
+    lexer = _Lexer()
     for number in range(start, len(lines)):
         body, end = bodies[number], _ending(lines[number])
         if continued is not None:
@@ -117,8 +118,9 @@ def cell_views(index: int, source: str, source_is_list: bool) -> Cell:
             special.add(number + 1)
             continued = continued if body.rstrip().endswith("\\") else None
             continue
-        escape = SHELL_ESCAPE.match(body)
-        magic = LINE_MAGIC.match(body) if escape is None else None
+        at_start = lexer.at_logical_start()
+        escape = SHELL_ESCAPE.match(body) if at_start else None
+        magic = LINE_MAGIC.match(body) if at_start and escape is None else None
         if escape:
             shell.append(" " * escape.end() + body[escape.end() :])
             indent = escape.group("indent")
@@ -131,12 +133,13 @@ def cell_views(index: int, source: str, source_is_list: bool) -> Cell:
             else:
                 shell.append("")
             indent = magic.group("indent")
-        elif HELP.match(body):
+        elif at_start and HELP.match(body):
             shell.append("")
             indent = body[: len(body) - len(body.lstrip(" \t"))]
         else:
             python.append(lines[number])
             shell.append("")
+            lexer.feed(body)
             continue
         python.append(indent + "pass" + end)
         special.add(number + 1)
@@ -146,6 +149,53 @@ def cell_views(index: int, source: str, source_is_list: bool) -> Cell:
     cell.shell = tuple(shell)
     cell.special = frozenset(special)
     return cell
+
+
+class _Lexer:
+    """Just enough of Python's tokenizer to know whether a line starts a logical line: IPython
+    only treats `!`, `%` and `?` as its syntax there, not inside brackets, strings or after `\\`."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.string: str | None = None  # the open triple (or, after a `\\`, single) quote
+        self.backslash = False
+
+    def at_logical_start(self) -> bool:
+        return self.depth == 0 and self.string is None and not self.backslash
+
+    def feed(self, line: str) -> None:
+        i, n = 0, len(line)
+        self.backslash = False
+        while i < n:
+            c = line[i]
+            if self.string is not None:
+                if c == "\\":
+                    i += 2
+                    continue
+                if line.startswith(self.string, i):
+                    i += len(self.string)
+                    self.string = None
+                    continue
+                i += 1
+                continue
+            if c == "#":
+                break
+            if c in "\"'":
+                quote = line[i : i + 3] if line[i : i + 3] in ('"""', "'''") else c
+                self.string = quote
+                i += len(quote)
+                continue
+            if c in "([{":
+                self.depth += 1
+            elif c in ")]}":
+                self.depth = max(self.depth - 1, 0)
+            elif c == "\\" and i == n - 1:
+                self.backslash = True
+            i += 1
+        if self.string is not None and len(self.string) == 1:
+            # an unterminated one-quote string ends at the line end (unless the line continues)
+            self.backslash = line.endswith("\\")
+            self.string = None if not self.backslash else self.string
 
 
 def read_notebook(text: str) -> Notebook:

@@ -27,7 +27,7 @@ PREFILTER = re.compile(
     rb"GPUtil|data_parallel|NVIDIA|NVTE_|torch|flashinfer|liger_kernel|mamba_ssm|causal_conv1d|dropout_layer_norm|"
     rb"fused_dense_lib|rotary_emb"
 )
-MARKER = re.compile(r"(?i)cuda|nccl|apex|flash_attn|xformers")
+MARKER = re.compile(r"(?i)cuda|nccl|apex|flash_attn|xformers|triton|transformer_engine|NVTE_|cudnn")
 GENERATED = re.compile(rb"@generated\b")
 
 
@@ -291,6 +291,8 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes):
         col = source.char_column(line, getattr(node, "col_offset", 0))
         end_col = source.char_column(end_line, getattr(node, "end_col_offset", None) or 0)
         scan.add(rule, line, col, end_line, end_col, symbol, replacement, extra.get("ambiguous", False))
+    if scan.rel == "setup.py" or scan.rel.endswith("/setup.py"):
+        _setup_requirements(scan, tree, source, checker.docstrings)
     ops = []
     for impl, node, symbol, message, info, op, status in coverage_hits(checker, scan.options.soc, scan.options.torch_npu_version):
         line = node.lineno
@@ -308,6 +310,21 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes):
     for node in checker.docstring_nodes:
         doc_lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
     return ops, doc_lines
+
+
+def _setup_requirements(scan: FileScan, tree: ast.AST, source: SourceText, docstrings: set[int]) -> None:
+    """Requirement strings in setup.py (`install_requires=[...]`, `.append("nvidia-ml-py")`)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            text = node.value.strip()
+            if not text or len(text) > 200 or " " in text.split(";")[0].strip().replace(" @ ", "@"):
+                continue
+            for hit in text_checkers.requirement_hit(text, node.lineno, 1):
+                if hit.key == "impl:cuda-only-requirement":
+                    col = source.char_column(node.lineno, node.col_offset)
+                    end = source.char_column(node.end_lineno or node.lineno, node.end_col_offset or 0)
+                    rule, replacement = scan.rule_for_key(hit.key, hit.replacement)
+                    scan.add(rule, node.lineno, col, node.end_lineno or node.lineno, end, hit.symbol, replacement)
 
 
 def _looks_like_python2(exc: SyntaxError) -> bool:
