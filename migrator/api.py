@@ -15,7 +15,7 @@ from typing import Any
 
 from migrator import __version__
 from migrator.config import ConfigError, Settings, find_root, load_settings
-from migrator.model import FAMILIES, Finding, RunResult, Summary, ToolInfo
+from migrator.model import Finding, RunResult, Summary, ToolInfo, finding_counts
 from migrator.rules.catalogue import Rule, load_catalogue
 
 MAX_LISTED_MARKERS = 200
@@ -222,20 +222,12 @@ def _remaining_in_memory(before: RunResult, plan, settings: Settings) -> RunResu
 
 
 def summarize(root: str, files_scanned: int, files_skipped: int, findings: tuple[Finding, ...], suppressed: int, markers) -> Summary:
-    by_family = Counter(f.family for f in findings)
     return Summary(
         root=root,
         files_scanned=files_scanned,
         files_skipped=files_skipped,
         findings=len(findings),
-        by_family={fam: by_family.get(fam, 0) for fam in FAMILIES},
-        by_severity=dict(sorted(Counter(f.severity for f in findings).items())),
-        by_fix_kind={
-            "exact": sum(1 for f in findings if f.fix and f.fix.kind == "exact"),
-            "numerics": sum(1 for f in findings if f.fix and f.fix.kind == "numerics"),
-            # manual work items: info-level op notes are not migration tasks
-            "manual": sum(1 for f in findings if f.fix is None and not (f.family == "coverage" and f.severity == "info")),
-        },
+        **finding_counts(findings),
         suppressed=suppressed,
         unattributed_markers=len(markers),
         unattributed=tuple(markers)[:MAX_LISTED_MARKERS],

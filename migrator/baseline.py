@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from migrator.model import FAMILIES, Finding, RunResult
+from migrator.model import Finding, RunResult, finding_counts
 
 SCHEMA_VERSION = 1
 LinesOf = Callable[[str], "list[str] | None"]
@@ -129,17 +129,5 @@ def filter_result(result: RunResult, baseline: Baseline, lines_of: LinesOf) -> R
 
 def with_findings(result: RunResult, findings: Iterable[Finding], baselined: int | None = None) -> RunResult:
     findings = tuple(sorted(findings, key=Finding.sort_key))
-    by_family = Counter(f.family for f in findings)
-    summary = replace(
-        result.summary,
-        findings=len(findings),
-        by_family={fam: by_family.get(fam, 0) for fam in FAMILIES},
-        by_severity=dict(sorted(Counter(f.severity for f in findings).items())),
-        by_fix_kind={
-            "exact": sum(1 for f in findings if f.fix and f.fix.kind == "exact"),
-            "numerics": sum(1 for f in findings if f.fix and f.fix.kind == "numerics"),
-            "manual": sum(1 for f in findings if f.fix is None),
-        },
-        baselined=baselined,
-    )
+    summary = replace(result.summary, findings=len(findings), **finding_counts(findings), baselined=baselined)
     return replace(result, summary=summary, findings=findings)

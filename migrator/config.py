@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from migrator.model import FAIL_LEVELS
+from migrator.model import FAIL_LEVELS, FAMILY_PREFIX
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -16,17 +16,7 @@ else:  # pragma: no cover
 
 TARGETS = ("npu", "portable")
 SOCS = ("A2", "A3", "950DT")
-FAMILY_WORDS = {
-    "device": "DEV",
-    "distributed": "DIST",
-    "amp": "AMP",
-    "apex": "APEX",
-    "attention": "ATTN",
-    "kernels": "KERN",
-    "environment": "ENV",
-    "coverage": "OPS",
-    "meta": "MIG",
-}
+FAMILY_WORDS = FAMILY_PREFIX  # family names work wherever codes do: --select attention
 KNOWN_KEYS = {
     "select", "ignore", "exclude", "extend-exclude", "per-file-ignores", "fail-on", "target", "soc",
     "torch-npu-version", "baseline",

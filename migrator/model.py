@@ -26,6 +26,33 @@ FAMILIES = (
 )
 
 
+FAMILY_PREFIX = {
+    "device": "DEV",
+    "distributed": "DIST",
+    "amp": "AMP",
+    "apex": "APEX",
+    "attention": "ATTN",
+    "kernels": "KERN",
+    "environment": "ENV",
+    "coverage": "OPS",
+    "meta": "MIG",
+}
+
+
+def finding_counts(findings) -> dict[str, dict[str, int]]:
+    """by_family, by_severity and by_fix_kind for a summary. Info-level op notes are not manual work."""
+    findings = list(findings)
+    return {
+        "by_family": {fam: sum(1 for f in findings if f.family == fam) for fam in FAMILIES},
+        "by_severity": {s: n for s in sorted(SEVERITIES) if (n := sum(1 for f in findings if f.severity == s))},
+        "by_fix_kind": {
+            "exact": sum(1 for f in findings if f.fix and f.fix.kind == "exact"),
+            "numerics": sum(1 for f in findings if f.fix and f.fix.kind == "numerics"),
+            "manual": sum(1 for f in findings if f.fix is None and not (f.family == "coverage" and f.severity == "info")),
+        },
+    }
+
+
 @dataclass(frozen=True)
 class FixInfo:
     """What an automatic fix would do; absent (None) for manual findings."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,19 +88,13 @@ def run(settings: Settings, paths: list[Path], progress: Progress | None = None,
         progress(done, total)
     jobs = settings.jobs or (os.cpu_count() or 1)
     work = [(c.path, c.rel, c.kind, options) for c, _ in todo]
-    if jobs > 1 and len(work) >= POOL_THRESHOLD:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+    with ExitStack() as stack:
+        if jobs > 1 and len(work) >= POOL_THRESHOLD:
+            pool = stack.enter_context(ProcessPoolExecutor(max_workers=jobs))
             outputs = pool.map(_scan_one, work, chunksize=max(1, min(16, len(work) // (jobs * 4))))
-            for (cand, digest), result in zip(todo, outputs):
-                results[cand.rel] = result
-                if digest and settings.use_cache:
-                    cache.put(cand.rel, digest, result)
-                done += 1
-                if progress:
-                    progress(done, total)
-    else:
-        for (cand, digest), args in zip(todo, work):
-            result = _scan_one(args)
+        else:
+            outputs = map(_scan_one, work)
+        for (cand, digest), result in zip(todo, outputs):
             results[cand.rel] = result
             if digest and settings.use_cache:
                 cache.put(cand.rel, digest, result)

@@ -9,18 +9,6 @@ import libcst as cst
 from migrator.model import Finding
 
 
-@dataclass(frozen=True)
-class AppliedEdit:
-    code: str
-    fix_kind: str
-    title: str
-    symbol: str
-    line: int
-    column: int
-    end_line: int
-    end_column: int
-
-
 @dataclass
 class FixContext:
     target: str  # "npu" | "portable"

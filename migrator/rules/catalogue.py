@@ -13,20 +13,9 @@ from typing import Any
 
 import yaml
 
-from migrator.model import FAMILIES, FIX_KINDS, SEVERITIES, FixInfo
+from migrator.model import FAMILIES, FAMILY_PREFIX, FIX_KINDS, SEVERITIES, FixInfo
 from migrator.resources import data_dir
 
-FAMILY_PREFIX = {
-    "device": "DEV",
-    "distributed": "DIST",
-    "amp": "AMP",
-    "apex": "APEX",
-    "attention": "ATTN",
-    "kernels": "KERN",
-    "environment": "ENV",
-    "coverage": "OPS",
-    "meta": "MIG",
-}
 
 
 class CatalogueError(ValueError):
