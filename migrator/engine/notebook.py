@@ -261,14 +261,17 @@ def import_headers(nb: Notebook) -> dict[int, str]:
 
     Cells share one namespace, so `torch` imported in cell 2 is `torch` in cell 5: the checker and the
     fixer read each cell below this header (its lines are dropped from findings and never edited)."""
-    per_cell = {c.index: _imports_of(c.python) for c in nb.cells if c.kind == "python"}
+    python = [c for c in nb.cells if c.kind == "python"]
+    owners: dict[str, set[int]] = {}  # import line -> cells that have it, in first-seen order
+    for c in python:
+        for line in _imports_of(c.python):
+            owners.setdefault(line, set()).add(c.index)
     headers = {}
-    for index in per_cell:
-        if FUTURE.search(next(c.python for c in nb.cells if c.index == index)):
-            headers[index] = ""  # `from __future__` must stay first
+    for c in python:
+        if FUTURE.search(c.python):
+            headers[c.index] = ""  # `from __future__` must stay first
             continue
-        lines = dict.fromkeys(line for other, imports in per_cell.items() if other != index for line in imports)
-        headers[index] = "".join(line + "\n" for line in lines)
+        headers[c.index] = "".join(line + "\n" for line, cells in owners.items() if cells != {c.index})
     return headers
 
 

@@ -228,13 +228,15 @@ def _scan_notebook(scan: FileScan, data: bytes) -> FileResult:
             combined = header + cell.python
             view = SourceText(combined, tuple(notebook_lines(combined)), "utf-8")
             parsed = _check_python(cscan, view, combined.encode("utf-8"))
-            cscan.findings = [
-                replace(f, line=max(f.line - h, 1), end_line=max(f.end_line - h, 1)) for f in cscan.findings if f.line > h or f.family == "meta"
+            cscan.findings = [  # back to cell lines; the header's own findings belong to other cells
+                replace(f, line=max(f.line - h, 1), end_line=max(f.end_line - h, 1))
+                for f in cscan.findings
+                if f.line > h or f.family == "meta"
             ]
             if parsed is None:
+                where = f"cannot parse {rel} cell {cell.index}:"
                 findings.extend(
-                    replace(f, cell=cell.index, message=f.message.replace(f"cannot parse {rel}:", f"cannot parse {rel} cell {cell.index}:", 1))
-                    for f in cscan.findings
+                    replace(f, cell=cell.index, message=f.message.replace(f"cannot parse {rel}:", where, 1)) for f in cscan.findings
                 )
                 continue
             cell_ops, cell_doc_lines = parsed

@@ -174,8 +174,7 @@ def _command_hits(lines: tuple[str, ...], install_lines: set[int]) -> Iterator[T
             pos = m.end() if m else len(text)
             hits = list(_install_hits(words, starts))
             if hits or _install_manager(words) is not None:
-                for word, offset in words:
-                    install_lines.add(_position(starts, offset)[0])
+                install_lines.update(_position(starts, offset)[0] for _, offset in words)
             yield from hits
 
 
@@ -203,17 +202,16 @@ def _install_hits(words: list[tuple[str, int]], starts) -> Iterator[TextHit]:
     if found is None:
         return
     manager, first = found
-    skip_next = False
+    value_of: str | None = None  # the option whose value the next word is
     for word, offset in words[first:]:
-        if skip_next:
-            skip_next = False
-            if manager == "pip" and previous in PIP_INDEX_OPTIONS:
+        if value_of is not None:
+            if manager == "pip" and value_of in PIP_INDEX_OPTIONS:
                 build = CUDA_TORCH_BUILD.search(word)
                 if build:
                     line, col = _position(starts, offset + build.start())
                     yield TextHit("impl:cuda-torch-build", line, col, col + len(build.group(0)), build.group(0))
+            value_of = None
             continue
-        previous = word
         if word.startswith("-"):
             option, eq, value = word.partition("=")
             if manager == "pip" and option in PIP_INDEX_OPTIONS and eq:
@@ -226,9 +224,8 @@ def _install_hits(words: list[tuple[str, int]], starts) -> Iterator[TextHit]:
                 or (manager == "conda" and option in CONDA_VALUE_OPTIONS)
                 or (manager == "system" and option in ("-t", "--target-release", "-o", "--option"))
             ):
-                skip_next = True
-            elif manager == "pip" and option in ("-e", "--editable") and not eq:
-                pass  # the next word is a requirement or a path: checked as one
+                value_of = option
+            # `-e X`: the next word is a requirement or a path and is checked as one
             continue
         if word.startswith(("$", ">", "<", "2>", ".", "/")) or word in ("install", "-"):
             continue

@@ -104,7 +104,8 @@ def fix_notebook(text: str, findings: list[Finding], rules: dict[str, Rule], tar
             try:
                 result = fix_python(view, moved, rules, target, False)
             except Exception as exc:  # noqa: BLE001 - one bad cell never stops the run
-                declined.extend((f, f"internal fixer error ({exc.__class__.__name__}: {exc}); cell left unchanged") for f in py_fs)
+                why = f"internal fixer error ({exc.__class__.__name__}: {exc}); cell left unchanged"
+                declined.extend((f, why) for f in py_fs)
                 result = None
             if result is not None:
                 merged = source if result.text == view else None

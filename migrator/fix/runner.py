@@ -65,6 +65,17 @@ def _line_map(before: str, after: str):
     return mapping, new
 
 
+def _edit_line_map(kind: str | None, before: str, after: str, cell: tuple[str, str] | None):
+    """Old line -> new lines, for the whole file or (notebooks) one cell's source. Span edits that kept
+    every line in place (configs, Dockerfiles, scripts) skip the diff, which is quadratic on huge files."""
+    if cell is not None:
+        return _line_map(*cell)
+    if kind in ("config", "dockerfile", "shell") and before.count("\n") == after.count("\n"):
+        new = after.splitlines()
+        return {i: (i, i) for i in range(1, len(new) + 1)}, new
+    return _line_map(before, after)
+
+
 @dataclass(frozen=True)
 class FileChange:
     path: str  # relative to the root, POSIX
@@ -108,7 +119,7 @@ class FixPlan:
 def _entry_points(root: Path, scan: RunResult, texts: dict[str, str]) -> set[str]:
     entries = {path for path, text in texts.items() if path.endswith(".py") and MAIN_GUARD.search(text)}
     for path, text in texts.items():
-        if path.endswith((".sh", ".bash")):
+        if path.endswith((".sh", ".bash", ".zsh", ".slurm", ".sbatch")):
             base = Path(path).parent
             for m in LAUNCHED_SCRIPT.finditer(text):
                 for candidate in ((base / m.group(1)).as_posix(), m.group(1)):
@@ -182,12 +193,12 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: se
                     new = text_fixer.strip_annotations(new) if not options.strip_annotations else new
         if error is not None:
             new = text
-        maps = {None: _line_map(text, new)}
-        for cell, (cell_before, cell_after) in cell_texts.items():
-            maps[cell] = _line_map(cell_before, cell_after)
+        maps: dict = {}
         edits = []
         for f in sorted(applied, key=Finding.sort_key):
-            mapping, new_lines = maps.get(f.cell) or _line_map("", "")
+            if f.cell not in maps:
+                maps[f.cell] = _edit_line_map(kind, text, new, cell_texts.get(f.cell) if f.cell is not None else None)
+            mapping, new_lines = maps[f.cell]
             first = mapping.get(f.line, (f.line, f.line))[0]
             last = mapping.get(f.end_line, (f.end_line, f.end_line))[1]
             end_col = len(new_lines[last - 1]) + 1 if 0 < last <= len(new_lines) else 1

@@ -352,3 +352,17 @@ def test_ipython_syntax_only_at_the_start_of_a_logical_line(tmp_path):
     (tmp_path / "nb.ipynb").write_text(notebook([src]))
     # the string keeps its text (the Python checker reads it: 3:7), no shell finding on line 4
     assert _where(_scan(tmp_path)) == ["nb.ipynb:cell 1:3:7 KERN009", "nb.ipynb:cell 1:9:2 KERN009"]
+
+
+def test_every_environment_variable_pattern_passes_the_config_prefilter():
+    """A variable the engine knows (python_checker.ENV_TOKEN) must not escape the config byte prefilter."""
+    import re
+
+    from migrator.engine.config_checker import CONFIG_PREFILTER
+    from migrator.engine.python_checker import ENV_TOKEN
+
+    body = ENV_TOKEN.pattern.removeprefix(r"\b(").removesuffix(r")\b")
+    for alternative in body.split("|"):
+        name = re.sub(r"\[A-Z0-9_\]\+", "X", alternative)
+        assert ENV_TOKEN.fullmatch(name), name
+        assert CONFIG_PREFILTER.search(name.encode()), f"{name} escapes CONFIG_PREFILTER"

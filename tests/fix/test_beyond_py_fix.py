@@ -260,3 +260,50 @@ def test_a_config_rewrite_that_does_not_verify_is_refused(tmp_path, monkeypatch)
     assert cfg.read_text() == "device: cuda\nname: x\n"
     [(finding, why)] = [d for c in outcome.plan.changes for d in c.declined]
     assert finding.code == "DEV017" and "other changes" in why
+
+
+def test_annotations_go_above_a_continued_shell_command(tmp_path):
+    """A comment line inside a `\\` continuation would end the command: the note goes above its first line."""
+    script = tmp_path / "job.slurm"
+    script.write_text("#!/bin/bash\n#SBATCH --gres=gpu:8\napt-get install -y \\\n    libnccl2 \\\n    git\n")
+    api.fix([tmp_path], root=tmp_path, annotate=True, use_cache=False)
+    expected = (
+        "#!/bin/bash\n"
+        "# MIGRATE(ENV022): `--gres=gpu:8` asks the scheduler for NVIDIA GPUs\n"
+        "#SBATCH --gres=gpu:8\n"
+        "# MIGRATE(ENV021): `libnccl2` installs NVIDIA CUDA libraries\n"
+        "apt-get install -y \\\n    libnccl2 \\\n    git\n"
+    )
+    assert script.read_text() == expected
+    api.fix([tmp_path], root=tmp_path, annotate=True, use_cache=False)
+    assert script.read_text() == expected
+
+
+def test_notebooks_and_configs_are_not_annotated(demo):
+    before = {rel: (demo / rel).read_bytes() for rel in ("ds_config.json", "conf/accelerate.yaml")}
+    api.fix([demo], root=demo, annotate=True, use_cache=False)
+    assert {rel: (demo / rel).read_bytes() for rel in before} == before
+    assert "MIGRATE(" not in (demo / "notebook.ipynb").read_text() and "MIGRATE(" not in (demo / "Dockerfile").read_text()
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_pre_commit_hooks_read_notebooks_container_files_and_configs(tmp_path):
+    """The shipped hooks pass notebooks, Dockerfiles, Slurm scripts and configs to migrate."""
+    from tests.report.test_precommit import _git, _hook_repo, _pre_commit, _try_repo
+
+    cmd = _pre_commit()
+    if cmd is None:
+        pytest.skip("pre-commit is not installed (pip install pre-commit)")
+    hook_repo = _hook_repo(tmp_path / "hooks")
+    project = tmp_path / "project"
+    shutil.copytree(DEMO, project)
+    (project / "README.md").write_text("set device: cuda in conf/\n")  # not a file the hooks read
+    _git(project, "init", "-q")
+    _git(project, "add", "-A")
+    _git(project, "commit", "-q", "-m", "cuda project")
+    rc, out = _try_repo(cmd, hook_repo, project, tmp_path, "migrate-scan")
+    assert rc == 1, out
+    for where in ("notebook.ipynb:cell 3:7:1:", "Dockerfile:3:6:", "train.slurm:4:9:", "ds_config.json:4:5:", "conf/config.yaml:8:11:"):
+        assert where in out, out
+    assert "README.md" not in out
