@@ -358,13 +358,14 @@ def _int_list(text: str | None, name: str) -> tuple[int, ...] | None:
 @click.option("--record", type=click.Path(), help="Run the reference side only and save it (dir, or .tar/.tar.gz).")
 @click.option("--compare", type=click.Path(), help="Validate the migrated side against a --record'ed reference.")
 @click.option("--export-msprobe", type=click.Path(file_okay=False), help="Also write msprobe's layout (step<k>/rank<r>/dump_tensor_data/*.pt).")
+@click.option("--max-dump-mb", type=click.IntRange(min=0), default=1024, show_default=True, help="Full tensors per recorded run; statistics only beyond.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON (validation.schema.json) to FILE.")
 @click.option("--markdown", type=click.Path(dir_okay=False), help="Write the Markdown summary to FILE.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text", show_default=True, help="What to print.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
 def validate(original, script_args, migrated, stages, force, entry, script, curve_steps, seed, steps, nproc, nnodes,
              rdzv_endpoint, plan_world_size, plan_tp, bf16_policy, threads, timeout, work_dir, record, compare,
-             export_msprobe, output, markdown, fmt, quiet):
+             export_msprobe, max_dump_mb, output, markdown, fmt, quiet):
     """Staged BF16 diff validation of a migrated program against ORIGINAL.
 
     Exit codes: 0 every run stage passes or warns, 1 a stage fails, 2 the validation could not run.
@@ -386,7 +387,7 @@ def validate(original, script_args, migrated, stages, force, entry, script, curv
                        world_size=nproc, nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, plan_world_size=plan_world_size,
                        plan_tp=plan_tp, bf16_policy=bf16_policy, threads=threads, timeout=timeout, work_dir=work_dir,
                        record=record, compare=compare, export_msprobe=export_msprobe, script=script,
-                       script_args=tuple(script_args), curve_steps=curve_steps)
+                       script_args=tuple(script_args), curve_steps=curve_steps, max_bytes=max_dump_mb << 20)
         parsed = _int_list(steps, "--steps")
         if parsed:
             options["steps"] = parsed

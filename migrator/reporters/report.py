@@ -27,7 +27,7 @@ EXTENSIONS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 GITHUB_COMMENT_LIMIT = 65536
 MARKDOWN_BUDGET = 64000  # characters, leaving room for a bot's own header
 CONTEXT_LINES = 2
-STATUS_ORDER = ("fail", "error", "warn", "not_run", "pass")
+STATUS_ORDER = ("fail", "error", "warn", "pass")  # a stage that did not run does not decide the verdict
 # Families that are not CUDA dependencies themselves: meta (unreadable files, suppressions) and
 # coverage (ops and their NPU status, shown in the op-coverage section). "CUDA-dependent sites" and
 # "% auto-migratable" count the other families.

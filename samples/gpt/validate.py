@@ -40,6 +40,13 @@ def loss_fn(out, batch) -> torch.Tensor:
     return F.cross_entropy(logits.float().flatten(0, 1), batch["targets"].flatten())
 
 
+def make_optimizer(model):
+    """train.py's optimizer with the library defaults it relies on, for the isolated optimizer check."""
+    from apex.optimizers import FusedAdam
+
+    return FusedAdam(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
+
+
 def parallelize(model, mesh, stage):
     """train.py uses plain DDP, so the only stage is data parallel ("dp")."""
     if stage != "dp":

@@ -43,6 +43,14 @@ def loss_fn(out, batch) -> torch.Tensor:
     return ce + AUX_LOSS_COEF * aux
 
 
+def sync_grads(model, mesh, stage):
+    """What train.py does between backward() and optimizer.step(): train.sync_grads for EP."""
+    if stage == "ep":
+        from train import sync_grads as _sync_grads
+
+        _sync_grads(model, mesh.get_group() if hasattr(mesh, "get_group") else mesh)
+
+
 def parallelize(model, mesh, stage):
     group = mesh.get_group() if hasattr(mesh, "get_group") else mesh
     if stage == "tp":

@@ -40,6 +40,12 @@ def loss_fn(out, batch) -> torch.Tensor:
     return F.cross_entropy(logits.float().flatten(0, 1), batch["targets"].flatten())
 
 
+def make_optimizer(model):
+    """train.py's optimizer with the library defaults it relies on, for the isolated optimizer check."""
+
+    return torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0, fused=True)
+
+
 def parallelize(model, mesh, stage):
     """train.py uses plain DDP, so the only stage is data parallel ("dp")."""
     if stage != "dp":

@@ -1,0 +1,434 @@
+"""Per-tensor verdicts against the numerics.md §3.3 thresholds, and localisation (parent side).
+
+Inputs are four recorded runs of one step: G (fp32 golden), R (reference in the bf16 policy),
+T32 (run under test in fp32) and T16 (run under test in the bf16 policy); R, T32 may be absent.
+Tensors are matched by their class-free match key (see :mod:`.recorder`). For every tensor:
+
+* fp32 logic check: ``rel_l2(T32, G)`` ≤ 1e-5 pass, ≤ 1e-4 warn, else fail (×10 across device
+  types); integer tensors (routing indices, counts) must be equal;
+* bf16 tolerance: ``ratio = rel_l2(T16, G) / max(rel_l2(R, G), 2e-4)``; activations and
+  activation grads pass ≤ 1.5, warn ≤ 2, fail > 2; parameter grads pass ≤ 3, warn ≤ 5, fail > 5;
+  parameter grads also fail when ``|‖T‖/‖R‖ − 1| > 0.1``; activations warn when the error
+  balance exceeds 0.05 — measured against the golden, warning where ``EB(T, G) > max(0.05,
+  2·EB(R, G))``, on tensors of ≥ 65536 elements. Deviation from numerics.md (EB(T, R) > 0.05 on
+  every activation), measured on samples/gpt: with 4096-element activations whose bf16 errors
+  are correlated (one rounding spreads over a row), EB(T, G) reached 0.126 and EB(R, G) 0.110 on
+  correct migrations, so EB is sampling noise there; EB(T, R) is still reported as a column;
+* without R: the absolute bounds rel_l2(T16, G) ≤ 0.02 (activations) / 0.1 (grads) — and the
+  result says so;
+* NaN/Inf in T where G has none fails, naming the first such tensor;
+* report-only msprobe columns against R (cosine fp64, max_abs, max_rel, one-thousandth ratio).
+
+Localisation: the first failing tensor in forward order (forward tensors and routing, then the
+loss, then backward, parameter grads and optimizer updates), fp32 logic failures first, named by
+its *scope* module — where the diverging value was computed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import metrics as M
+
+PASS, WARN, FAIL = "pass", "warn", "fail"
+_RANK = {PASS: 0, WARN: 1, FAIL: 2}
+
+CATEGORY = {"forward_input": "forward", "forward_output": "forward", "backward": "backward",
+            "param_grad": "param_grad", "loss": "loss", "api": "routing", "optimizer": "optimizer"}
+_ORDER = {"forward": 0, "routing": 0, "loss": 1, "backward": 2, "param_grad": 3, "optimizer": 4}
+
+
+def worst_status(statuses) -> str:
+    out = PASS
+    for s in statuses:
+        if _RANK.get(s, 0) > _RANK[out]:
+            out = s
+    return out
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    """numerics.md §3.3 defaults."""
+
+    fp32_pass: float = 1e-5
+    fp32_warn: float = 1e-4
+    cross_device_factor: float = 10.0
+    act_pass: float = 1.5
+    act_warn: float = 2.0
+    grad_pass: float = 3.0
+    grad_warn: float = 5.0
+    grad_norm_fail: float = 0.1
+    loss_rtol: float = 2.0 ** -8
+    eb_warn: float = 0.05
+    eb_min_numel: int = 65536
+    eb_report_numel: int = 4096
+    abs_act: float = 0.02
+    abs_grad: float = 0.1
+    routing_warn: float = 0.01
+
+
+@dataclass(frozen=True)
+class Check:
+    metric: str
+    value: float
+    threshold: float
+    status: str
+
+
+@dataclass(frozen=True)
+class TensorVerdict:
+    name: str          # the tensor's msprobe-style name in the run under test
+    match: str
+    category: str
+    scope: Optional[str]
+    scope_cls: Optional[str]
+    order: int
+    status: str
+    checks: Tuple[Check, ...]
+    columns: Dict[str, float] = field(default_factory=dict)
+    label: str = ""     # e.g. "step0" or "rank1/step0"
+
+    def check(self, metric: str) -> Optional[Check]:
+        for c in self.checks:
+            if c.metric == metric:
+                return c
+        return None
+
+
+@dataclass
+class Comparison:
+    verdicts: List[TensorVerdict] = field(default_factory=list)
+    unmatched: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)
+    nonfinite: Optional[str] = None
+
+    def extend(self, other: "Comparison") -> None:
+        self.verdicts.extend(other.verdicts)
+        self.unmatched.extend(other.unmatched)
+        for n in other.notes:
+            if n not in self.notes:
+                self.notes.append(n)
+        if self.nonfinite is None:
+            self.nonfinite = other.nonfinite
+
+    @property
+    def status(self) -> str:
+        return worst_status(v.status for v in self.verdicts)
+
+
+class Run:
+    """One recorded run: events in order and tensors, indexed by match key."""
+
+    def __init__(self, doc: Dict[str, Any], tensors: Dict[str, Any]) -> None:
+        self.doc = doc
+        self.tensors = tensors
+        self.events = doc.get("migrate", {}).get("events", [])
+        self.by_match: Dict[str, Dict[str, Any]] = {}
+        for e in self.events:
+            self.by_match.setdefault(e["match"], e)
+        self.classes = {e["module"]: e["cls"] for e in self.events if e["kind"].startswith("forward")}
+
+    @classmethod
+    def load(cls, run_dir: Optional[str]) -> Optional["Run"]:
+        if not run_dir:
+            return None
+        from .recorder import load_dump
+
+        return cls(*load_dump(run_dir))
+
+    def tensor(self, match: str):
+        e = self.by_match.get(match)
+        if e is None or e.get("missing") or e.get("stats_only"):
+            return None
+        return self.tensors.get(e["name"])
+
+    @property
+    def loss(self) -> Optional[float]:
+        return self.doc.get("migrate", {}).get("loss")
+
+
+def _grade(value: float, pass_at: float, warn_at: float) -> str:
+    if math.isnan(value):
+        return FAIL
+    if value <= pass_at:
+        return PASS
+    if value <= warn_at:
+        return WARN
+    return FAIL
+
+
+def _has_nonfinite(t) -> bool:
+    import torch
+
+    return t.is_floating_point() and not bool(torch.isfinite(t).all())
+
+
+def compare_runs(G: Run, R: Optional[Run], T32: Optional[Run], T16: Optional[Run], *, label: str = "",
+                 th: Thresholds = Thresholds(), cross_device: bool = False) -> Comparison:
+    """Verdicts for every tensor of the run under test (T16, else T32). See the module docstring."""
+    out = Comparison()
+    under_test = T16 or T32
+    if under_test is None:
+        return out
+    f32_pass = th.fp32_pass * (th.cross_device_factor if cross_device else 1.0)
+    f32_warn = th.fp32_warn * (th.cross_device_factor if cross_device else 1.0)
+    if T16 is not None and R is None:
+        out.notes.append("no reference run R in the bf16 policy: absolute bounds against the golden "
+                         f"(activations rel_l2 <= {th.abs_act}, grads <= {th.abs_grad}); these miss LN-eps-sized bugs")
+    for order, event in enumerate(under_test.events):
+        match, category = event["match"], CATEGORY.get(event["kind"], "forward")
+        g_event = G.by_match.get(match)
+        if g_event is None:
+            out.unmatched.append(f"{label}{event['name']} (not in the golden run)")
+            continue
+        if event.get("missing") or g_event.get("missing"):
+            g = G.tensor(match)
+            if event.get("missing") and g is not None and float(g.double().abs().max()) != 0.0:
+                out.verdicts.append(_verdict(event, category, order, label, FAIL,
+                                             [Check("grad_missing", 1.0, 0.0, FAIL)], under_test))
+            continue
+        if event.get("stats_only") or g_event.get("stats_only"):
+            # beyond --max-dump-mb only statistics exist: |‖T‖ - ‖G‖| / ‖G‖ (a lower bound of rel_l2)
+            t32_event = T32.by_match.get(match) if T32 is not None else None
+            t_norm = (t32_event or {}).get("norm")
+            g_norm = g_event.get("norm")
+            if t_norm is None or g_norm is None or tuple(event.get("shape") or ()) != tuple(g_event.get("shape") or ()):
+                out.unmatched.append(f"{label}{event['name']} (statistics only)")
+                continue
+            e = abs(t_norm - g_norm) / g_norm if g_norm else (0.0 if t_norm == 0 else math.inf)
+            check = Check("norm_rel_fp32", e, f32_warn, _grade(e, f32_pass, f32_warn))
+            out.verdicts.append(_verdict(event, category, order, label, check.status, [check], under_test))
+            continue
+        g = G.tensor(match)
+        t = under_test.tensor(match)
+        if g is None or t is None:
+            out.unmatched.append(f"{label}{event['name']} (no tensor data)")
+            continue
+        if tuple(g.shape) != tuple(t.shape):
+            out.unmatched.append(f"{label}{event['name']} (shape {tuple(t.shape)} vs golden {tuple(g.shape)})")
+            continue
+        checks: List[Check] = []
+        columns: Dict[str, float] = {}
+        t32 = T32.tensor(match) if T32 is not None else None
+        if t32 is not None and tuple(t32.shape) != tuple(g.shape):
+            t32 = None
+        r = R.tensor(match) if R is not None else None
+        if r is not None and tuple(r.shape) != tuple(g.shape):
+            r = None
+
+        if category == "routing" or not g.is_floating_point():
+            if t32 is not None:
+                mis = M.mismatch_fraction(t32, g)
+                checks.append(Check("mismatch_fp32", mis, 0.0, PASS if mis == 0.0 else FAIL))
+            if T16 is not None and t is not None and T16 is under_test:
+                mis_t = M.mismatch_fraction(t, g)
+                mis_r = M.mismatch_fraction(r, g) if r is not None else 0.0
+                limit = max(2 * mis_r, th.routing_warn)
+                checks.append(Check("mismatch_bf16", mis_t, limit, PASS if mis_t <= limit else WARN))
+            status = worst_status(c.status for c in checks)
+            out.verdicts.append(_verdict(event, category, order, label, status, checks, under_test))
+            continue
+
+        if t32 is not None:
+            e32 = M.rel_l2(t32, g)
+            checks.append(Check("rel_l2_fp32", e32, f32_warn, _grade(e32, f32_pass, f32_warn)))
+            if category == "param_grad":
+                columns["norm_ratio_fp32"] = M.norm_ratio(t32, g)
+        if T16 is not None and T16 is under_test:
+            if _has_nonfinite(t) and not _has_nonfinite(g) and out.nonfinite is None:
+                out.nonfinite = f"{label}{event['name']}"
+            e_t = M.rel_l2(t, g)
+            if category == "loss":
+                ref = r if r is not None else g
+                rel = abs(float(t.double()) - float(ref.double())) / max(abs(float(ref.double())), 1e-30)
+                checks.append(Check("loss_rel", rel, th.loss_rtol, PASS if rel <= th.loss_rtol else FAIL))
+            elif category == "optimizer":
+                pass
+            elif r is not None:
+                e_r = M.rel_l2(r, g)
+                ratio = M.ratio(e_t, e_r)
+                if category == "param_grad":
+                    checks.append(Check("ratio", ratio, th.grad_warn, _grade(ratio, th.grad_pass, th.grad_warn)))
+                    nr = abs(M.norm_ratio(t, r) - 1.0)
+                    checks.append(Check("grad_norm", nr, th.grad_norm_fail, PASS if nr <= th.grad_norm_fail else FAIL))
+                else:
+                    checks.append(Check("ratio", ratio, th.act_warn, _grade(ratio, th.act_pass, th.act_warn)))
+                if category == "forward" and t.numel() >= th.eb_report_numel:
+                    columns["error_balance_vs_ref"] = M.error_balance(t, r)
+                if category == "forward" and t.numel() >= th.eb_min_numel:
+                    eb_t, eb_r = M.error_balance(t, g), M.error_balance(r, g)
+                    limit = max(th.eb_warn, 2.0 * eb_r)
+                    checks.append(Check("error_balance", eb_t, limit, PASS if eb_t <= limit else WARN))
+                columns.update(M.report_columns(t, r))
+                columns.update(rel_l2_vs_golden=e_t, rel_l2_ref_vs_golden=e_r)
+            else:
+                bound = th.abs_grad if category in ("param_grad", "backward") else th.abs_act
+                checks.append(Check("rel_l2_abs", e_t, bound, PASS if e_t <= bound else FAIL))
+                columns.update(M.report_columns(t, g))
+                columns.update(rel_l2_vs_golden=e_t)
+        elif T32 is under_test and category == "optimizer":
+            pass
+        status = worst_status(c.status for c in checks)
+        out.verdicts.append(_verdict(event, category, order, label, status, checks, under_test, columns))
+    return out
+
+
+def _verdict(event, category, order, label, status, checks, run: Run, columns=None) -> TensorVerdict:
+    scope = event.get("scope")
+    return TensorVerdict(
+        name=event["name"], match=event["match"], category=category, scope=scope,
+        scope_cls=(run.classes.get(scope) or (event.get("cls") if scope == event.get("module") else None)) if scope else None,
+        order=_ORDER[category] * 1_000_000 + order, status=status, checks=tuple(checks),
+        columns=dict(columns or {}), label=label,
+    )
+
+
+def compare_optimizer(ref: Run, test: Run, *, th: Thresholds = Thresholds(), cross_device: bool = False) -> Comparison:
+    """fp32 updates of the two optimizers fed the same fp32 grads (rel_l2 per parameter and step)."""
+    out = Comparison()
+    f32_pass = th.fp32_pass * (th.cross_device_factor if cross_device else 1.0)
+    f32_warn = th.fp32_warn * (th.cross_device_factor if cross_device else 1.0)
+    for order, event in enumerate(test.events):
+        r = ref.tensor(event["match"])
+        t = test.tensor(event["match"])
+        if r is None or t is None or tuple(r.shape) != tuple(t.shape):
+            out.unmatched.append(f"{event['name']} (no counterpart in the original optimizer run)")
+            continue
+        e = M.rel_l2(t, r)
+        status = _grade(e, f32_pass, f32_warn)
+        out.verdicts.append(TensorVerdict(
+            name=event["name"], match=event["match"], category="optimizer", scope="optimizer",
+            scope_cls=event.get("cls"), order=_ORDER["optimizer"] * 1_000_000 + order, status=status,
+            checks=(Check("rel_l2_fp32", e, f32_warn, status),), label="optimizer/"))
+    return out
+
+
+# ------------------------------------------------------------------------------ localisation
+@dataclass(frozen=True)
+class Localisation:
+    tensor: str
+    module: str
+    metric: str
+    value: float
+    threshold: float
+    note: str = ""
+
+    def text(self) -> str:
+        return (f"{self.module}: first failing tensor {self.tensor} "
+                f"({self.metric} {_fmt(self.value)} > {_fmt(self.threshold)})" + (f"; {self.note}" if self.note else ""))
+
+
+def _fmt(v: float) -> str:
+    if math.isinf(v):
+        return "inf"
+    return f"{v:.3g}"
+
+
+def module_label(v: TensorVerdict) -> str:
+    if v.category == "loss":
+        return "loss_fn"
+    if v.category == "optimizer":
+        return f"optimizer ({v.scope_cls})" if v.scope_cls else "optimizer"
+    if v.scope is None:
+        return "inputs (make_batch)"
+    return f"{v.scope} ({v.scope_cls})" if v.scope_cls else v.scope
+
+
+def _common_factor(verdicts: List[TensorVerdict]) -> Optional[float]:
+    """The grad-norm factor shared by these parameter grads (within 1 %), if any."""
+    factors = [v.columns.get("norm_ratio_fp32") for v in verdicts]
+    factors = [f for f in factors if f is not None and math.isfinite(f) and f > 0]
+    if not factors or len(factors) < len(verdicts):
+        return None
+    lo, hi = min(factors), max(factors)
+    if abs(hi / lo - 1) > 0.01 or abs(lo - 1) < 0.01:
+        return None
+    return (lo + hi) / 2
+
+
+def localise(verdicts: List[TensorVerdict]) -> Optional[Localisation]:
+    """First failing tensor in forward order; fp32 logic failures take precedence. When only
+    parameter grads fail and they share one scale factor, the reduction is named: with (nearly)
+    every grad off it is the gradient reduction itself, else the first off module plus the factor."""
+    failing = [v for v in verdicts if v.status == FAIL]
+    if not failing:
+        return None
+    for metric_group in (("rel_l2_fp32", "mismatch_fp32", "grad_missing", "norm_rel_fp32"), None):
+        candidates = []
+        for v in failing:
+            bad = [c for c in v.checks if c.status == FAIL and (metric_group is None or c.metric in metric_group)]
+            if bad:
+                candidates.append((v, bad[0]))
+        if not candidates:
+            continue
+        v, c = min(candidates, key=lambda vc: (vc[0].order, vc[0].label))
+        module, note = module_label(v), ""
+        failed_categories = {x.category for x, _ in candidates}
+        if failed_categories == {"param_grad"}:
+            group = v.label.split("/")[0]
+            grads = [x for x in verdicts if x.category == "param_grad" and x.label.split("/")[0] == group]
+            bad_grads = [x for x, _ in candidates if x.label.split("/")[0] == group]
+            factor = _common_factor(bad_grads)
+            if factor is not None:
+                note = f"{len(bad_grads)} of {len(grads)} parameter grads scaled by {factor:.3g}"
+                if len(bad_grads) >= 0.9 * len(grads):
+                    module = "gradient reduction (the parallel wrapper / sync_grads)"
+                else:
+                    note += " (a reduction or scaling factor on these parameters only)"
+        return Localisation(tensor=f"{v.label}{v.name}", module=module, metric=c.metric, value=c.value,
+                            threshold=c.threshold, note=note)
+    return None
+
+
+PRIMARY = {"forward": ("ratio", "rel_l2_abs"), "backward": ("ratio", "rel_l2_abs"),
+           "param_grad": ("ratio", "rel_l2_abs"), "loss": ("loss_rel",), "optimizer": ("rel_l2_fp32",),
+           "routing": ("mismatch_fp32", "mismatch_bf16")}
+
+
+def worst_rows(verdicts: List[TensorVerdict], per_group: int = 3, limit: int = 24) -> List[Dict[str, Any]]:
+    """The schema's ``worst`` rows, worst first: per category the top tensors by its gating metric
+    (the bf16 ratio; the loss difference; the fp32 rel_l2 of optimizer updates), the worst fp32
+    logic value, and every other check that warned or failed."""
+    groups: Dict[Tuple[str, str], List[Tuple[Tuple[int, float], TensorVerdict, Check]]] = {}
+    for v in verdicts:
+        for c in v.checks:
+            groups.setdefault((v.category, c.metric), []).append((_sort_key(c), v, c))
+    rows = []
+    for (category, metric), items in groups.items():
+        items.sort(key=lambda x: x[0], reverse=True)
+        primary = metric in PRIMARY.get(category, ())
+        if primary:
+            chosen = items[:per_group]
+        elif metric == "rel_l2_fp32":
+            chosen = items[:1] + [x for x in items[1:per_group] if x[2].status != PASS]
+        else:
+            chosen = [x for x in items[:per_group] if x[2].status != PASS]
+        for _, v, c in chosen:
+            rows.append({"tensor": f"{v.label}{v.name}", "category": category, "metric": metric,
+                         "value": _json_num(c.value), "threshold": _json_num(c.threshold), "status": c.status,
+                         "module": module_label(v)})
+    rows.sort(key=lambda r: (-_RANK[r["status"]], _ORDER.get(r["category"], 9), r["metric"] != "ratio",
+                             r["metric"], -r["value"]))
+    return rows[:limit]
+
+
+def _sort_key(c: Check) -> Tuple[int, float]:
+    scale = c.threshold if c.threshold > 0 else 1.0
+    value = c.value / scale if math.isfinite(c.value) else math.inf
+    return _RANK[c.status], value
+
+
+def _json_num(v: float) -> float:
+    if math.isnan(v) or math.isinf(v):
+        return 1.7976931348623157e308
+    return float(v)
+
+
+def summary_counts(verdicts: List[TensorVerdict]) -> Dict[str, Dict[str, int]]:
+    counts: Dict[str, Dict[str, int]] = {}
+    for v in verdicts:
+        bucket = counts.setdefault(v.category, {PASS: 0, WARN: 0, FAIL: 0})
+        bucket[v.status] += 1
+    return counts

@@ -1,0 +1,289 @@
+"""One forward/backward run of a protocol model under a dtype policy (child side).
+
+Policies: ``fp32`` (the golden G, and the migrated fp32 logic check) and the bf16 policy, either
+``amp`` (``torch.autocast(device, bfloat16)`` over fp32 master weights, what the samples' train.py
+do) or ``pure`` (``model.to(bfloat16)``). Weights are rounded to bf16 once and loaded everywhere
+(numerics.md §3.4), batches are shared by file; both are hashed (sha256) into the manifest.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import time
+from typing import Any, Dict, List, Tuple
+
+POLICIES = ("fp32", "bf16")
+OPTIMIZER_STEPS = 3
+
+
+# ---------------------------------------------------------------------------- hashing / files
+def tensor_hash(tensors: Dict[str, Any]) -> str:
+    """sha256 over (name, dtype, shape, bytes) in sorted name order."""
+    import torch
+
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().to("cpu").contiguous()
+        h.update(name.encode())
+        h.update(str(t.dtype).encode())
+        h.update(str(tuple(t.shape)).encode())
+        if t.dtype == torch.bfloat16:
+            t = t.view(torch.int16)
+        h.update(t.numpy().tobytes())
+    return h.hexdigest()
+
+
+def round_weights(model) -> Dict[str, Any]:
+    """State dict with every floating tensor rounded to bf16 once (kept as fp32 values)."""
+    import torch
+
+    out = {}
+    for name, value in model.state_dict().items():
+        if torch.is_tensor(value):
+            value = value.detach().to("cpu")
+            out[name] = value.to(torch.bfloat16).float() if value.is_floating_point() else value.clone()
+    return out
+
+
+def save_tensors(tensors: Dict[str, Any], path: str) -> None:
+    from safetensors.torch import save_file
+
+    tmp = path + ".tmp"
+    save_file({k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}, tmp)
+    os.replace(tmp, path)
+
+
+def load_tensors(path: str) -> Dict[str, Any]:
+    from safetensors.torch import load_file
+
+    return load_file(path)
+
+
+def _flatten_batch(value: Any, prefix: str, tensors: Dict[str, Any]) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        key = prefix or "batch"
+        tensors[key] = value.detach().to("cpu").contiguous()
+        return {"__tensor__": key}
+    if isinstance(value, dict):
+        return {"__dict__": {k: _flatten_batch(v, f"{prefix}.{k}" if prefix else str(k), tensors)
+                             for k, v in value.items()}}
+    if isinstance(value, (list, tuple)):
+        kind = "__tuple__" if isinstance(value, tuple) else "__list__"
+        return {kind: [_flatten_batch(v, f"{prefix}.{i}" if prefix else str(i), tensors)
+                       for i, v in enumerate(value)]}
+    if isinstance(value, (int, float, str, bool)) or value is None:
+        return value
+    raise TypeError(f"batch element of type {type(value).__name__} cannot be recorded "
+                    "(use tensors, numbers, strings, dicts, lists, tuples)")
+
+
+def _unflatten_batch(spec: Any, tensors: Dict[str, Any]) -> Any:
+    if isinstance(spec, dict):
+        if "__tensor__" in spec:
+            return tensors[spec["__tensor__"]]
+        if "__dict__" in spec:
+            return {k: _unflatten_batch(v, tensors) for k, v in spec["__dict__"].items()}
+        if "__tuple__" in spec:
+            return tuple(_unflatten_batch(v, tensors) for v in spec["__tuple__"])
+        if "__list__" in spec:
+            return [_unflatten_batch(v, tensors) for v in spec["__list__"]]
+    return spec
+
+
+def save_batch(batch: Any, path_prefix: str) -> str:
+    """Write ``<prefix>.safetensors`` + ``<prefix>.json``; return the batch hash."""
+    tensors: Dict[str, Any] = {}
+    spec = _flatten_batch(batch, "", tensors)
+    save_tensors(tensors, path_prefix + ".safetensors")
+    with open(path_prefix + ".json", "w", encoding="utf-8") as fh:
+        json.dump(spec, fh)
+    return batch_hash(batch)
+
+
+def load_batch(path_prefix: str) -> Any:
+    with open(path_prefix + ".json", encoding="utf-8") as fh:
+        spec = json.load(fh)
+    return _unflatten_batch(spec, load_tensors(path_prefix + ".safetensors"))
+
+
+def batch_hash(batch: Any) -> str:
+    tensors: Dict[str, Any] = {}
+    spec = _flatten_batch(batch, "", tensors)
+    h = hashlib.sha256(json.dumps(spec, sort_keys=True).encode())
+    h.update(tensor_hash(tensors).encode())
+    return h.hexdigest()
+
+
+# ---------------------------------------------------------------------------- batches
+def map_tensors(value: Any, fn) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, dict):
+        return {k: map_tensors(v, fn) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(map_tensors(v, fn) for v in value)
+    return value
+
+
+def prepare_batch(batch: Any, device: str, policy: str, bf16_policy: str) -> Any:
+    """Move tensors to ``device``; under the pure-bf16 policy float inputs become bf16."""
+    import torch
+
+    def fn(t):
+        t = t.to(device)
+        if policy == "bf16" and bf16_policy == "pure" and t.is_floating_point():
+            t = t.to(torch.bfloat16)
+        return t
+
+    return map_tensors(batch, fn)
+
+
+def split_batch(batch: Any, parts: int) -> List[Any]:
+    """Split a batch along dim 0 into ``parts`` equal micro-batches (for programs whose
+    ``make_batch`` does not take a rank). Every tensor must have the same leading size."""
+    sizes = set()
+
+    def collect(t):
+        sizes.add(t.shape[0] if t.dim() else None)
+        return t
+
+    map_tensors(batch, collect)
+    if len(sizes) != 1 or None in sizes:
+        raise ValueError("cannot split this batch over ranks: its tensors do not share one leading batch "
+                         "dimension (give make_batch(step, rank, world_size))")
+    (size,) = sizes
+    if size % parts:
+        raise ValueError(f"batch size {size} does not divide over {parts} ranks (give make_batch(step, rank, "
+                         "world_size) or a larger batch)")
+    chunk = size // parts
+    return [map_tensors(batch, lambda t, i=i: t[i * chunk:(i + 1) * chunk].clone()) for i in range(parts)]
+
+
+def concat_batches(batches: List[Any]) -> Any:
+    import torch
+
+    first = batches[0]
+    if isinstance(first, torch.Tensor):
+        return torch.cat(batches)
+    if isinstance(first, dict):
+        return {k: concat_batches([b[k] for b in batches]) for k in first}
+    if isinstance(first, (list, tuple)):
+        return type(first)(concat_batches([b[i] for b in batches]) for i in range(len(first)))
+    return first
+
+
+# ---------------------------------------------------------------------------- running
+class WeightsMismatch(Exception):
+    """The model's parameters do not match the shared weights (names or shapes)."""
+
+
+def build_model(entry, weights: Dict[str, Any], device: str, policy: str, bf16_policy: str):
+    """``make_model(dropout=0.0)``, load the shared weights (strict), move, set the dtype policy."""
+    import torch
+
+    model = entry.make_model(dropout=0.0)
+    own = model.state_dict()
+    missing = sorted(set(own) - set(weights))
+    unexpected = sorted(set(weights) - set(own))
+    shapes = [k for k in own if k in weights and tuple(own[k].shape) != tuple(weights[k].shape)]
+    if missing or unexpected or shapes:
+        parts = []
+        if missing:
+            parts.append(f"not in the shared weights: {', '.join(missing[:5])}")
+        if unexpected:
+            parts.append(f"not in this model: {', '.join(unexpected[:5])}")
+        if shapes:
+            parts.append("shape differs: " + ", ".join(
+                f"{k} {tuple(own[k].shape)} vs {tuple(weights[k].shape)}" for k in shapes[:5]))
+        raise WeightsMismatch("unmatched state_dict: " + "; ".join(parts))
+    model.load_state_dict(weights, strict=True)
+    model.to(device)
+    model.train()
+    if policy == "bf16" and bf16_policy == "pure":
+        model.to(torch.bfloat16)
+    return model
+
+
+def autocast(policy: str, bf16_policy: str, device: str):
+    import torch
+
+    if policy == "bf16" and bf16_policy == "amp":
+        return torch.autocast(device_type=device, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def model_inputs(entry, batch) -> Tuple[tuple, dict]:
+    if isinstance(batch, dict):
+        if entry.input_keys is not None:
+            return (), {k: batch[k] for k in entry.input_keys if k in batch}
+        return (), dict(batch)
+    if isinstance(batch, (tuple, list)):
+        return tuple(batch), {}
+    return (batch,), {}
+
+
+def forward_backward(entry, model, call_model, batch, policy: str, bf16_policy: str, device: str, recorder,
+                     loss_scale: float = 1.0):
+    """Run ``loss_fn(model(batch), batch)`` and its backward under the recorder; return the loss."""
+    args, kwargs = model_inputs(entry, batch)
+    with recorder.api_mode(), autocast(policy, bf16_policy, device):
+        out = call_model(*args, **kwargs)
+        loss = entry.loss_fn(out, batch)
+    recorder.record_loss(loss)
+    (loss * loss_scale if loss_scale != 1.0 else loss).backward()
+    return loss
+
+
+def param_grads(model) -> List[Tuple[str, Any]]:
+    return [(name, p.grad) for name, p in model.named_parameters()]
+
+
+# ---------------------------------------------------------------------------- optimizer in isolation
+def synthetic_grads(weights: Dict[str, Any], names: List[str], seed: int) -> Dict[str, Any]:
+    """Deterministic fp32 grads, identical on both sides: N(0, 1e-3²) with 1 % exact zeros."""
+    import torch
+
+    grads = {}
+    for i, name in enumerate(names):
+        g = torch.Generator().manual_seed(seed * 100003 + i)
+        shape = weights[name].shape
+        grad = torch.randn(shape, generator=g) * 1e-3
+        grad[torch.rand(shape, generator=g) < 0.01] = 0.0
+        grads[name] = grad
+    return grads
+
+
+def optimizer_updates(entry, weights, device: str, seed: int, recorder_cls) -> Tuple[Any, str]:
+    """fp32 master params through ``make_optimizer(model)`` for ``OPTIMIZER_STEPS`` steps with the
+    same synthetic fp32 grads; records each step's update ``p_after - p_before`` (numerics.md §3.2:
+    optimizers compared in isolation, never by step-1 bf16 updates)."""
+    model = build_model(entry, weights, device, "fp32", "amp")
+    optimizer = entry.make_optimizer(model)
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    grads = synthetic_grads({n: p.detach().cpu() for n, p in named}, [n for n, _ in named], seed)
+    rec = recorder_cls(model)
+    for step in range(OPTIMIZER_STEPS):
+        before = {n: p.detach().clone() for n, p in named}
+        for n, p in named:
+            p.grad = grads[n].to(device=p.device, dtype=p.dtype).clone()
+        optimizer.step()
+        for n, p in named:
+            delta = (p.detach() - before[n]).float()
+            rec._event(f"Optimizer.{type(optimizer).__name__}.step.{step}.{n}", f"optim.step{step}.{n}",
+                       "optimizer", n.rpartition(".")[0] or "_root", type(optimizer).__name__, "optimizer", delta)
+    return rec, type(optimizer).__name__
+
+
+class Timer:
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def __call__(self) -> float:
+        return round(time.perf_counter() - self.t0, 3)

@@ -1,0 +1,174 @@
+"""Start harness children and ``torch.distributed.run`` (parent side).
+
+Every child is ``python -m migrator.validation.worker JOB.json`` in its own process group (so a
+timeout ends the whole tree, launched ranks included), with the determinism environment of
+:mod:`.determinism`, the checkout's ``migrator`` on ``PYTHONPATH`` and no inherited
+``RANK``/``WORLD_SIZE``. N ranks always go through torchrun (``python -m torch.distributed.run``);
+on one node ``--standalone``, on a cluster the same command with ``--nnodes`` and a rendezvous
+endpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+_DIST_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR",
+             "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS")
+
+
+def package_root() -> str:
+    import migrator
+
+    return os.path.dirname(os.path.dirname(os.path.abspath(migrator.__file__)))
+
+
+def child_env(seed: int, threads: int, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    from .determinism import environment
+
+    env = {k: v for k, v in os.environ.items() if k not in _DIST_ENV}
+    env.update(environment(seed, threads))
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root(), os.environ.get("PYTHONPATH")]))
+    env["MIGRATE_VALIDATION_CHILD"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop("PYTHONSTARTUP", None)
+    if extra:
+        env.update(extra)
+    return env
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen
+    out: str
+    log: str
+    started: float
+    ranks: int = 0
+    timeout: float = 600.0
+
+    def done(self) -> bool:
+        return self.proc.poll() is not None
+
+
+@dataclass
+class ChildResult:
+    name: str
+    returncode: Optional[int]
+    seconds: float
+    statuses: List[Dict[str, Any]] = field(default_factory=list)
+    log_tail: str = ""
+    timed_out: bool = False
+    expected: int = 1
+
+    @property
+    def status(self) -> Dict[str, Any]:
+        return self.statuses[0] if self.statuses else {}
+
+    @property
+    def ok(self) -> bool:
+        return len(self.statuses) >= self.expected and all(s.get("ok") for s in self.statuses)
+
+    def failure(self) -> Optional[Dict[str, Any]]:
+        """The most telling failed status (a program failure beats a 'skipped' or harness one)."""
+        bad = [s for s in self.statuses if not s.get("ok")]
+        if not bad:
+            if self.timed_out:
+                return {"phase": "harness", "error": {"summary": f"timed out after {self.seconds:.0f} s"}}
+            if len(self.statuses) < self.expected:
+                return {"phase": "harness", "error": {"summary": f"{self.expected - len(self.statuses)} of "
+                                                      f"{self.expected} process(es) exited (code {self.returncode}) "
+                                                      f"without a status; log: {self.log_tail[-600:]}"}}
+            return None
+        rank = {"entry": 0, "run": 1, "harness": 2, "skipped": 3}
+        return sorted(bad, key=lambda s: rank.get(s.get("phase", "harness"), 2))[0]
+
+
+def _write_job(job: Dict[str, Any], path: str) -> None:
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(job, fh, indent=1)
+
+
+def start(job: Dict[str, Any], name: str, env: Dict[str, str], timeout: float = 600.0) -> Child:
+    """Start ``python -m migrator.validation.worker`` for ``job`` (its ``out`` folder gets the log)."""
+    out = job["out"]
+    os.makedirs(out, exist_ok=True)
+    job_path = os.path.join(out, "job.json")
+    _write_job(job, job_path)
+    log = os.path.join(out, "log.txt")
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "migrator.validation.worker", job_path], stdout=fh,
+                                stderr=subprocess.STDOUT, env=env, cwd=out, start_new_session=True)
+    return Child(name, proc, out, log, time.monotonic(), timeout=timeout)
+
+
+def start_torchrun(job: Dict[str, Any], name: str, env: Dict[str, str], nproc_per_node: int, *, nnodes: int = 1,
+                   rdzv_endpoint: Optional[str] = None, timeout: float = 600.0) -> Child:
+    """N ranks of the worker through ``torch.distributed.run`` (the torchrun engine)."""
+    out = job["out"]
+    os.makedirs(out, exist_ok=True)
+    job_path = os.path.join(out, "job.json")
+    _write_job(job, job_path)
+    log = os.path.join(out, "log.txt")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc_per_node),
+           "--nnodes", str(nnodes), "--max-restarts", "0", "--monitor-interval", "0.1"]
+    if nnodes == 1 and not rdzv_endpoint:
+        cmd.append("--standalone")
+    else:
+        cmd += ["--rdzv-backend", "c10d", "--rdzv-endpoint", rdzv_endpoint or "localhost:29400",
+                "--rdzv-id", f"migrate-validate-{name}"]
+    cmd += ["-m", "migrator.validation.worker", job_path]
+    with open(log, "wb") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=out, start_new_session=True)
+    return Child(name, proc, out, log, time.monotonic(), ranks=nproc_per_node * nnodes, timeout=timeout)
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # the group this launcher created for the child
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover
+        pass
+
+
+def wait(child: Child) -> ChildResult:
+    """Wait for ``child`` (killing its process group on timeout) and read its status file(s)."""
+    timed_out = False
+    remaining = child.timeout - (time.monotonic() - child.started)
+    try:
+        child.proc.wait(timeout=max(remaining, 0.1))
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill(child.proc)
+    seconds = time.monotonic() - child.started
+    statuses = []
+    names = ["status.json"] if not child.ranks else [f"status_rank{r}.json" for r in range(child.ranks)]
+    for n in names:
+        path = os.path.join(child.out, n)
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as fh:
+                statuses.append(json.load(fh))
+    tail = ""
+    try:
+        with open(child.log, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            fh.seek(max(fh.tell() - 4000, 0))
+            tail = fh.read().decode("utf-8", "replace")
+    except OSError:
+        pass
+    return ChildResult(child.name, child.proc.returncode, seconds, statuses, tail, timed_out, max(child.ranks, 1))
+
+
+def kill(child: Child) -> None:
+    if not child.done():
+        _kill(child.proc)

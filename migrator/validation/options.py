@@ -1,0 +1,39 @@
+"""What ``migrate validate`` should do (built by ``api.validate``; no torch here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+ALL_STAGES = ("S0", "S1", "S2", "S3")
+
+
+@dataclass(frozen=True)
+class Options:
+    original: str
+    migrated: Optional[str] = None
+    stages: Tuple[str, ...] = ALL_STAGES
+    force: bool = False
+    entry: Optional[str] = None
+    seed: int = 0
+    steps: Tuple[int, ...] = (0, 1)          # S1 batches (gpt: step 0 dense Sq != Skv, step 1 varlen)
+    parallel_steps: Tuple[int, ...] = (0,)   # S2/S3 batches
+    world_size: int = 2                      # S2/S3 processes per node
+    nnodes: int = 1
+    rdzv_endpoint: Optional[str] = None
+    plan_world_size: int = 8                 # S0: the real target world size (8, 64, 384, ...)
+    plan_tp: Optional[int] = None            # S0: tensor-parallel degree (default 2 when "tp" is declared)
+    dp_variants: Tuple[str, ...] = ("ddp", "fsdp2")
+    mp_variants: Tuple[str, ...] = ("tp", "ep")
+    bf16_policy: str = "amp"                 # "amp": autocast over fp32 master weights; "pure": model.to(bf16)
+    threads: int = 1
+    timeout: float = 600.0
+    work_dir: Optional[str] = None
+    keep_work_dir: bool = False
+    record: Optional[str] = None
+    compare: Optional[str] = None
+    export_msprobe: Optional[str] = None
+    script: Optional[str] = None
+    script_args: Tuple[str, ...] = ()
+    curve_steps: int = 5
+    max_bytes: int = 1 << 30                 # full tensors per run; statistics only beyond

@@ -1,0 +1,341 @@
+"""One rank of S2 (data parallel) / S3 (tensor / expert parallel), launched by torchrun (child side).
+
+Per step, every rank:
+
+1. builds the full model from the seed, rounds the weights to bf16 once and checks that every
+   rank got the same weights (sha256 all-gathered);
+2. runs the *reference*: the unsharded model on this rank's micro-batch (DDP, FSDP2, EP) or on
+   the shared batch (TP), fp32 (G) and bf16 (R); reference grads of micro-batches are
+   all-gathered and summed in rank order with 1/N — the 1-rank run at the global batch for mean
+   losses, and exactly the parallel objective when the loss has per-rank terms (MoE aux loss);
+3. runs each variant, fp32 (T32) and bf16 (T16): ``parallelize(model, mesh, stage)`` from the
+   protocol (``dp``, ``fsdp``, ``tp``, ``ep``); without one for ``dp``/``fsdp``, the harness's own
+   ``DistributedDataParallel`` / ``fully_shard`` (FSDP2); then ``sync_grads`` if the protocol has it;
+4. un-shards the grads before comparing: DTensor ``full_tensor()``; Megatron-style
+   ``p.tp_shard = (dim, parts)`` (all-gather, re-interleave fused parts); expert-parallel
+   ``ModuleList`` slices (a list shorter by N after ``parallelize``: local index i on rank r is
+   global ``r * len + i``) all-gathered. Activations of expert-local modules are not compared
+   (their tokens differ by design); routing indices and per-expert counts are, exactly.
+
+Rank 0's status lists every rank's dumps; the parent compares (:mod:`.stages`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+STAGE_OF = {"ddp": "dp", "fsdp2": "fsdp", "tp": "tp", "ep": "ep"}
+DATA_PARALLEL = ("ddp", "fsdp2", "ep")
+
+
+class Unsupported(Exception):
+    """The program declares no plan for this variant."""
+
+
+def _declares(entry, stage: str, model, mesh) -> Tuple[bool, Any]:
+    """(declared, parallelized model): call the protocol's ``parallelize``; a ``ValueError`` means
+    the program does not implement ``stage``."""
+    if entry.parallelize is None:
+        return False, None
+    try:
+        return True, entry.parallelize(model, mesh, stage)
+    except ValueError as exc:
+        text = str(exc)
+        if stage in text or "support" in text.lower():
+            return False, text
+        raise
+
+
+def _generic_ddp(model, mesh):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    return DDP(model, process_group=mesh.get_group(), find_unused_parameters=True)
+
+
+def _generic_fsdp2(model, mesh):
+    import torch
+    from torch.distributed.fsdp import fully_shard
+
+    for module in list(model.modules()):
+        if isinstance(module, torch.nn.ModuleList):
+            for child in module:
+                fully_shard(child, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model
+
+
+def apply_variant(entry, model, mesh, variant: str, generic_ok: bool):
+    """Parallelize ``model`` for ``variant``; returns (wrapped model, how it was done)."""
+    stage = STAGE_OF[variant]
+    declared, result = _declares(entry, stage, model, mesh)
+    if declared:
+        return (result if result is not None else model), f"parallelize(model, mesh, {stage!r})"
+    if variant in ("tp", "ep"):
+        raise Unsupported(f"the program declares no {stage!r} plan" + (f" ({result})" if isinstance(result, str) else ""))
+    if not generic_ok:
+        raise Unsupported("the program declares no data-parallel plan ('dp'/'fsdp'); its parallelize covers "
+                          "other stages only")
+    if variant == "ddp":
+        return _generic_ddp(model, mesh), "harness DistributedDataParallel (no 'dp' plan declared)"
+    return _generic_fsdp2(model, mesh), "harness fully_shard / FSDP2 (no 'fsdp' plan declared)"
+
+
+def _inner(pmodel):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    return pmodel.module if isinstance(pmodel, DDP) else pmodel
+
+
+def _module_lists(model) -> Dict[str, int]:
+    import torch
+
+    return {name: len(m) for name, m in model.named_modules() if isinstance(m, torch.nn.ModuleList)}
+
+
+def _gather(t, world: int, group=None) -> List[Any]:
+    import torch
+    import torch.distributed as dist
+
+    t = t.detach().contiguous()
+    out = [torch.empty_like(t) for _ in range(world)]
+    dist.all_gather(out, t, group=group)
+    return out
+
+
+def unshard_grads(inner, full_names: List[str], ep_lists: Dict[str, Tuple[int, int]], world: int,
+                  rank: int) -> List[Tuple[str, Any]]:
+    """Full (un-sharded, reduced) grads in the full model's parameter order. Collective."""
+    import torch
+
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # pragma: no cover
+        DTensor = ()
+    grads: Dict[str, Any] = {}
+    for name, p in inner.named_parameters():
+        g = p.grad
+        if DTensor and isinstance(g, DTensor):
+            grads[name] = g.full_tensor()
+            continue
+        ep_prefix = next((pre for pre in ep_lists if name.startswith(pre + ".")), None)
+        if ep_prefix is not None:
+            full_len, local_len = ep_lists[ep_prefix]
+            rest = name[len(ep_prefix) + 1:]
+            idx, _, tail = rest.partition(".")
+            local = g if g is not None else torch.zeros_like(p)
+            pieces = _gather(local.float() if local.dtype != p.dtype else local, world)
+            for r, piece in enumerate(pieces):
+                grads[f"{ep_prefix}.{r * local_len + int(idx)}.{tail}"] = piece
+            continue
+        if hasattr(p, "tp_shard"):
+            dim, parts = p.tp_shard
+            local = g if g is not None else torch.zeros_like(p)
+            pieces = _gather(local, world)
+            grads[name] = torch.cat([torch.cat([x.chunk(parts, dim)[i] for x in pieces], dim) for i in range(parts)], dim)
+            continue
+        grads[name] = g
+    ordered = [(n, grads.pop(n, None)) for n in full_names]
+    return ordered + sorted(grads.items())
+
+
+def _accumulate(model, world: int) -> List[Tuple[str, Any]]:
+    """Each parameter's grad summed over ranks in rank order (all-gather, then a local fixed-order
+    sum in fp64) and divided by N. A rank without a grad contributes zeros."""
+    import torch
+
+    out = []
+    for name, p in model.named_parameters():
+        g = p.grad
+        flags = _gather(torch.tensor([0.0 if g is None else 1.0]), world)
+        if all(float(f) == 0.0 for f in flags):
+            out.append((name, None))
+            continue
+        local = g.detach().float() if g is not None else torch.zeros(p.shape)
+        pieces = _gather(local, world)
+        total = pieces[0].double()
+        for piece in pieces[1:]:
+            total = total + piece.double()
+        out.append((name, (total / world).float()))
+    return out
+
+
+def _grad_digest(grads: List[Tuple[str, Any]]) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for name, g in grads:
+        h.update(name.encode())
+        if g is not None:
+            h.update(g.detach().float().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
+
+
+def run_rank(job: Dict[str, Any]) -> Dict[str, Any]:
+    from . import determinism, execute, protocol
+    from .errors import describe
+    from .recorder import Recorder
+
+    rank = int(os.environ.get("RANK", "0"))
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    tree, out = job["tree"], job["out"]
+    status: Dict[str, Any] = {"ok": False, "rank": rank, "world_size": world, "variants": {}, "skipped": {},
+                              "notes": []}
+    try:
+        layers = protocol.install_layers("migrated")
+        status["layers"] = layers.used
+        status["device"] = layers.device
+        status["manifest"] = determinism.apply(job["seed"], job["threads"], layers.device)
+        entry = protocol.load_entry(tree, job.get("entry"))
+    except protocol.EntryError as exc:
+        status.update(phase="entry", error={"summary": str(exc)})
+        return status
+    except Exception as exc:  # noqa: BLE001
+        status.update(phase="entry", error=describe(exc, tree))
+        return status
+
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    device, bf16_policy = layers.device, job["bf16_policy"]
+    recorder: Optional[Recorder] = None
+    phase = "init"
+    timer = execute.Timer()
+    try:
+        if device != "cpu":  # one accelerator per rank (HCCL/NCCL need it before the group is built)
+            getattr(torch, device).set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(backend=layers.backend)
+        status["backend"] = dist.get_backend()
+        mesh = init_device_mesh(device, (world,), mesh_dim_names=("dp" if job["stage"] == "S2" else "mp",))
+        phase = "weights"
+        determinism.seed_all(job["seed"])
+        full = entry.make_model(dropout=0.0)
+        weights = execute.round_weights(full)
+        digest = execute.tensor_hash(weights)
+        digests = [None] * world
+        dist.all_gather_object(digests, digest)
+        if len(set(digests)) != 1:
+            raise RuntimeError("make_model(dropout=0.0) built different weights on different ranks with the same seed")
+        status["weights_sha256"] = digest
+        full_names = [n for n, _ in full.named_parameters()]
+        full_lists = _module_lists(full)
+        del full
+
+        generic_ok = True
+        if entry.parallelize is not None:
+            generic_ok = any(_probe(entry, s, weights, device, bf16_policy, mesh) for s in ("dp", "fsdp"))
+
+        for step in job["steps"]:
+            refs: Dict[str, Dict[str, str]] = {}
+            for variant in job["variants"]:
+                phase = f"{variant} step {step}"
+                t_variant = execute.Timer()
+                kind = "micro" if variant in DATA_PARALLEL else "full"
+                if kind == "micro":
+                    if entry.batch_takes_rank:
+                        mine = entry.make_batch(step, rank, world)
+                    else:
+                        mine = execute.split_batch(entry.batch(step), world)[rank]
+                else:
+                    mine = entry.batch(step, 0, 1) if entry.batch_takes_rank else entry.batch(step)
+                runs: Dict[str, str] = {}
+                try:
+                    for policy in ("fp32", "bf16"):
+                        determinism.seed_all(job["seed"])
+                        model = execute.build_model(entry, weights, device, policy, bf16_policy)
+                        pmodel, how = apply_variant(entry, model, mesh, variant, generic_ok)
+                        inner = _inner(pmodel)
+                        lists = _module_lists(inner)
+                        ep_lists = {p: (full_lists[p], n) for p, n in lists.items()
+                                    if p in full_lists and n < full_lists[p] and full_lists[p] == n * world}
+                        recorder = Recorder(inner, max_bytes=job.get("max_bytes", 1 << 30))
+                        recorder.skip_prefixes = tuple(ep_lists)
+                        recorder.attach()
+                        data = execute.prepare_batch(mine, device, policy, bf16_policy)
+                        execute.forward_backward(entry, inner, pmodel, data, policy, bf16_policy, device, recorder)
+                        if entry.sync_grads is not None:
+                            entry.sync_grads(pmodel, mesh, STAGE_OF[variant])
+                        grads = unshard_grads(inner, full_names, ep_lists, world, rank)
+                        if variant == "ddp":
+                            digests = [None] * world
+                            dist.all_gather_object(digests, _grad_digest(grads))
+                            status.setdefault("replicas", {})[f"{variant}/{policy}"] = len(set(digests)) == 1
+                        if rank == 0:
+                            recorder.record_param_grads(grads)
+                        recorder.detach()
+                        run_dir = _run_dir(out, variant, step, policy, rank)
+                        recorder.save(run_dir, {"variant": variant, "policy": policy, "step": step, "rank": rank,
+                                                "how": how, "expert_parallel_lists": ep_lists})
+                        runs[policy] = run_dir
+                        recorder = None
+                        del model, pmodel, inner
+                except Unsupported as exc:
+                    status["skipped"][variant] = str(exc)
+                    recorder = None
+                    continue
+                if kind not in refs:
+                    phase = f"reference ({kind} batch) step {step}"
+                    refs[kind] = _reference(entry, weights, device, bf16_policy, mine, kind, job, rank, world,
+                                            full_names, step, out)
+                info = status["variants"].setdefault(variant, {"how": how, "runs": {}, "checks": []})
+                ranks = range(world) if kind == "micro" else [0]
+                info["runs"][f"step{step}"] = {
+                    str(r): {"fp32": _run_dir(out, variant, step, "fp32", r),
+                             "bf16": _run_dir(out, variant, step, "bf16", r),
+                             "ref_fp32": _run_dir(out, f"ref_{kind}", step, "fp32", r),
+                             "ref_bf16": _run_dir(out, f"ref_{kind}", step, "bf16", r)} for r in ranks}
+                if variant == "ddp":
+                    same = all(status.get("replicas", {}).get(f"ddp/{p}", True) for p in ("fp32", "bf16"))
+                    info["checks"].append({"check": "reduced grads identical on every rank", "status": "pass" if same else "fail",
+                                           "message": "" if same else "ranks hold different grads after DDP's reduction"})
+                info["seconds"] = info.get("seconds", 0) + t_variant()
+        status["timings"] = {"total": timer()}
+        status["ok"] = True
+    except Exception as exc:  # noqa: BLE001 - the program failed on this rank
+        active = recorder.active_modules() if recorder is not None else []
+        status.update(phase="run", error=describe(exc, tree, during=phase, active_modules=active))
+    finally:
+        if dist.is_initialized():
+            try:
+                dist.destroy_process_group()
+            except Exception:  # noqa: BLE001
+                pass
+    return status
+
+
+def _run_dir(out: str, what: str, step: int, policy: str, rank: int) -> str:
+    return os.path.join(out, what, f"step{step}", policy, f"rank{rank}")
+
+
+def _probe(entry, stage, weights, device, bf16_policy, mesh) -> bool:
+    from . import execute
+
+    model = execute.build_model(entry, weights, device, "fp32", bf16_policy)
+    try:
+        declared, _ = _declares(entry, stage, model, mesh)
+    except Exception:  # noqa: BLE001 - a broken plan still counts as declared; the run reports it
+        return True
+    return declared
+
+
+def _reference(entry, weights, device, bf16_policy, mine, kind, job, rank, world, full_names, step, out):
+    """The unsharded reference on this rank's batch, fp32 and bf16; grads accumulated over ranks."""
+    from . import determinism, execute
+    from .recorder import Recorder
+
+    dirs = {}
+    for policy in ("fp32", "bf16"):
+        determinism.seed_all(job["seed"])
+        model = execute.build_model(entry, weights, device, policy, bf16_policy)
+        rec = Recorder(model, max_bytes=job.get("max_bytes", 1 << 30)).attach()
+        data = execute.prepare_batch(mine, device, policy, bf16_policy)
+        execute.forward_backward(entry, model, model, data, policy, bf16_policy, device, rec)
+        rec.detach()
+        grads = _accumulate(model, world) if kind == "micro" else execute.param_grads(model)
+        if rank == 0:
+            rec.record_param_grads(grads)
+        run_dir = _run_dir(out, f"ref_{kind}", step, policy, rank)
+        rec.save(run_dir, {"reference": kind, "policy": policy, "step": step, "rank": rank})
+        dirs[policy] = run_dir
+    return dirs

@@ -1,0 +1,158 @@
+"""Load the validation protocol of a tree in a child process, with the right reference layers.
+
+The protocol (``validate.py`` at the tree root, or ``--entry module[:object]``):
+
+* ``make_model(dropout=0.0) -> nn.Module`` (required): the harness turns dropout off only here;
+* ``make_batch(step) -> batch`` (required); ``make_batch(step, rank, world_size)`` when the
+  program shards its data itself (then S2/EP ranks each get their own batch);
+* ``loss_fn(out, batch) -> scalar`` (required);
+* ``INPUT_KEYS`` (optional): the model is called as ``model(**{k: batch[k] for k in INPUT_KEYS})``;
+  without it a dict batch is passed as keyword arguments, a tuple positionally;
+* ``parallelize(model, mesh, stage)`` (optional): ``stage`` in ``dp``, ``fsdp``, ``tp``, ``ep``;
+  raises ``ValueError`` for a stage the program does not implement;
+* ``sync_grads(model, mesh, stage)`` (optional): what the program does between ``backward()``
+  and ``optimizer.step()`` (e.g. expert-parallel grad scaling);
+* ``make_optimizer(model)`` (optional): the program's optimizer, compared in isolation.
+
+Reference layers (``install_layers``), only where the real package is absent, and always named in
+the result: the ORIGINAL side gets the CUDA-library references (flash_attn / apex / xformers,
+:mod:`.cuda_reference`) and, without a GPU, the device remap cuda→cpu, nccl→gloo, ``torch.cuda.*``
+→ CPU no-ops (:mod:`.cuda_reference.device_remap`); the MIGRATED side gets the torch_npu emulation
+(npu→cpu, hccl→gloo, custom ops; :mod:`.npu_emulation`) unless a real torch_npu imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Optional, Tuple
+
+REQUIRED = ("make_model", "make_batch", "loss_fn")
+
+
+class EntryError(Exception):
+    """The protocol cannot be loaded (import error, missing function): exit 2."""
+
+
+@dataclass
+class Entry:
+    """The loaded protocol of one tree."""
+
+    source: str
+    make_model: Callable
+    make_batch: Callable
+    loss_fn: Callable
+    parallelize: Optional[Callable] = None
+    sync_grads: Optional[Callable] = None
+    make_optimizer: Optional[Callable] = None
+    input_keys: Optional[Tuple[str, ...]] = None
+    batch_takes_rank: bool = False
+
+    def batch(self, step: int, rank: int = 0, world_size: int = 1):
+        if self.batch_takes_rank:
+            return self.make_batch(step, rank, world_size)
+        return self.make_batch(step)
+
+
+@dataclass
+class Layers:
+    """Which reference layers this process runs under (recorded in the result)."""
+
+    side: str
+    device: str
+    used: Dict[str, str] = field(default_factory=dict)
+    backend: str = "gloo"
+
+
+def install_layers(side: str) -> Layers:
+    """Install the reference layers for ``side`` (``original`` or ``migrated``) in this process."""
+    import torch
+
+    if side == "original":
+        from . import cuda_reference
+
+        used = cuda_reference.install()
+        layers = Layers(side, "cuda" if torch.cuda.is_available() else "cpu")
+        if used:
+            layers.used["cuda_reference"] = (f"CPU references for {', '.join(used)} "
+                                             "(migrator.validation.cuda_reference, not the CUDA kernels)")
+        if layers.device == "cpu":
+            from .cuda_reference import device_remap
+
+            device_remap.install()
+            layers.used["device_remap"] = ("cuda->cpu, nccl->gloo, torch.cuda.* -> CPU no-ops "
+                                           "(migrator.validation.cuda_reference.device_remap)")
+            layers.backend = "gloo"
+        else:
+            layers.backend = "nccl"
+        return layers
+    if side == "migrated":
+        from . import npu_emulation
+
+        info = npu_emulation.install()
+        if info.get("real_torch_npu"):
+            return Layers(side, "npu", {"torch_npu": "real torch_npu (Ascend)"}, backend="hccl")
+        layers = Layers(side, "cpu", backend="hccl")  # the emulation maps hccl -> gloo
+        layers.used["npu_emulation"] = npu_emulation.EMULATION_LABEL + "; npu->cpu, hccl->gloo"
+        if info.get("real_import_error"):
+            layers.used["npu_emulation"] += f" (torch_npu present but not importable: {info['real_import_error']})"
+        return layers
+    raise ValueError(f"unknown side {side!r}")
+
+
+def _takes_rank(fn: Callable) -> bool:
+    try:
+        params = [p for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return False
+    names = [p.name for p in params]
+    return len(params) >= 3 or "rank" in names or "world_size" in names
+
+
+def load_entry(tree: str, entry: Optional[str] = None) -> Entry:
+    """Import the protocol of ``tree`` (``validate.py`` or ``entry`` = ``module[:object]``).
+
+    The tree root goes first on ``sys.path`` and becomes the working directory, as when the
+    program runs from its own folder. Raises :class:`EntryError` with the reason.
+    """
+    tree = os.path.abspath(tree)
+    spec = entry or "validate"
+    module_name, _, obj_name = spec.partition(":")
+    if not entry and not os.path.exists(os.path.join(tree, "validate.py")):
+        raise EntryError(f"{tree}: no validate.py at the tree root (give --entry module:object or --script)")
+    if tree not in sys.path:
+        sys.path.insert(0, tree)
+    os.chdir(tree)
+    try:
+        module = importlib.import_module(module_name)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit from a script counts too
+        from .errors import summarize
+
+        raise EntryError(f"cannot import {module_name!r} from {tree}: {summarize(exc, tree)}") from None
+    target: Any = module
+    if obj_name:
+        try:
+            for part in obj_name.split("."):
+                target = getattr(target, part)
+        except AttributeError:
+            raise EntryError(f"{module_name}: has no attribute {obj_name!r}") from None
+    missing = [n for n in REQUIRED if not callable(getattr(target, n, None))]
+    if missing:
+        raise EntryError(f"{spec}: missing protocol function(s) {', '.join(missing)} "
+                         "(need make_model(dropout=0.0), make_batch(step), loss_fn(out, batch))")
+    keys = getattr(target, "INPUT_KEYS", None)
+    return Entry(
+        source=f"{os.path.join(tree, module_name.replace('.', os.sep))}.py" + (f":{obj_name}" if obj_name else ""),
+        make_model=target.make_model,
+        make_batch=target.make_batch,
+        loss_fn=target.loss_fn,
+        parallelize=getattr(target, "parallelize", None),
+        sync_grads=getattr(target, "sync_grads", None),
+        make_optimizer=getattr(target, "make_optimizer", None),
+        input_keys=tuple(keys) if keys is not None else None,
+        batch_takes_rank=_takes_rank(target.make_batch),
+    )

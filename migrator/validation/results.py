@@ -1,0 +1,183 @@
+"""Validation results: frozen dataclasses, JSON (``migrator/schema/validation.schema.json``), Markdown, text.
+
+The JSON keeps the schema's required fields (``schema_version``, ``stages[]`` with ``id, name,
+status, worst``) and adds, per stage, ``summary`` (one line), ``checks`` (named sub-checks such as
+the fp32 logic check or S0's shape checks), ``counts`` (tensors per category and verdict),
+``unmatched``, ``notes``; at the top level ``tool``, ``original``, ``migrated``, ``layers`` (the
+reference layers each side ran under), ``manifest`` (seeds, determinism flags, weight / batch
+sha256), ``exit_code`` and ``markdown`` (the summary ``migrate report --validation`` embeds).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional, Tuple
+
+STAGE_NAMES = {"S0": "plan", "S1": "parity-1card", "S2": "parity-dp", "S3": "parity-mp"}
+STATUS_ORDER = ("pass", "warn", "fail", "not_run", "error")
+
+
+@dataclass(frozen=True)
+class StageResult:
+    id: str
+    status: str
+    summary: str = ""
+    reason: Optional[str] = None
+    first_divergence: Optional[str] = None
+    worst: Tuple[Dict[str, Any], ...] = ()
+    checks: Tuple[Dict[str, Any], ...] = ()
+    counts: Dict[str, Any] = field(default_factory=dict)
+    bench: Dict[str, Any] = field(default_factory=dict)
+    unmatched: Tuple[str, ...] = ()
+    notes: Tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return STAGE_NAMES[self.id]
+
+    def to_json(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {"id": self.id, "name": self.name, "status": self.status,
+                               "worst": [_clean(dict(r)) for r in self.worst]}
+        if self.reason:
+            out["reason"] = self.reason
+        if self.first_divergence:
+            out["first_divergence"] = self.first_divergence
+        if self.bench:
+            out["bench"] = _clean(self.bench)
+        out["summary"] = self.summary
+        out["checks"] = [_clean(c) for c in self.checks]
+        out["counts"] = _clean(self.counts)
+        out["unmatched"] = {"count": len(self.unmatched), "examples": list(self.unmatched[:20])}
+        out["notes"] = list(self.notes)
+        return out
+
+
+@dataclass(frozen=True)
+class ValidationResult:
+    original: str
+    migrated: Optional[str]
+    stages: Tuple[StageResult, ...]
+    layers: Dict[str, Any] = field(default_factory=dict)
+    manifest: Dict[str, Any] = field(default_factory=dict)
+    work_dir: Optional[str] = None
+    notes: Tuple[str, ...] = ()
+    mode: str = "protocol"
+
+    @property
+    def exit_code(self) -> int:
+        """0: every run stage passes or warns; 1: a stage fails; 2: the validation could not run."""
+        statuses = [s.status for s in self.stages]
+        if "error" in statuses:
+            return 2
+        if "fail" in statuses:
+            return 1
+        return 0
+
+    def stage(self, sid: str) -> Optional[StageResult]:
+        for s in self.stages:
+            if s.id == sid:
+                return s
+        return None
+
+    def to_json(self) -> Dict[str, Any]:
+        from migrator import __version__
+
+        return {
+            "schema_version": 1,
+            "tool": {"name": "ascend-migrate", "version": __version__, "command": "migrate validate"},
+            "mode": self.mode,
+            "original": self.original,
+            "migrated": self.migrated,
+            "exit_code": self.exit_code,
+            "stages": [s.to_json() for s in self.stages],
+            "layers": _clean(self.layers),
+            "manifest": _clean(self.manifest),
+            "notes": list(self.notes),
+            "markdown": self.markdown(),
+        }
+
+    # ------------------------------------------------------------------ renderings
+    def text(self) -> str:
+        lines = [f"migrate validate: {self.original} -> {self.migrated or '(none)'}", ""]
+        width = max(len(s.name) for s in self.stages) if self.stages else 12
+        lines.append(f"{'stage':<6}{'name':<{width + 2}}{'status':<9}details")
+        for s in self.stages:
+            detail = s.summary or s.reason or ""
+            lines.append(f"{s.id:<6}{s.name:<{width + 2}}{s.status:<9}{detail}")
+            if s.first_divergence and s.status in ("fail", "warn"):
+                lines.append(f"{'':<{width + 17}}first divergence: {s.first_divergence}")
+            if s.reason and s.summary and s.status in ("fail", "error", "not_run"):
+                lines.append(f"{'':<{width + 17}}{s.reason}")
+        lines.append("")
+        for line in self._layer_lines():
+            lines.append(line)
+        for note in self.notes:
+            lines.append(f"note: {note}")
+        return "\n".join(lines) + "\n"
+
+    def _layer_lines(self):
+        for side in ("original", "migrated"):
+            used = (self.layers or {}).get(side)
+            if used:
+                lines = "; ".join(f"{k}: {v}" for k, v in used.items())
+                yield f"{side} side ran under reference layers -> {lines}"
+            elif side in (self.layers or {}):
+                yield f"{side} side ran on the real packages and device (no reference layer)"
+
+    def markdown(self) -> str:
+        out = ["### `migrate validate`", "",
+               f"Original `{self.original}` → migrated `{self.migrated or '(none)'}` — exit code **{self.exit_code}**.", "",
+               "| Stage | Name | Status | Details |", "|---|---|---|---|"]
+        for s in self.stages:
+            detail = _md(s.summary or s.reason or "")
+            if s.first_divergence and s.status in ("fail", "warn"):
+                detail += f"<br>first divergence: `{_md(s.first_divergence)}`"
+            if s.reason and s.summary and s.status in ("fail", "error", "not_run"):
+                detail += f"<br>{_md(s.reason)}"
+            out.append(f"| {s.id} | {s.name} | **{s.status}** | {detail} |")
+        out.append("")
+        for s in self.stages:
+            rows = [r for r in s.worst if r.get("status") in ("fail", "warn")][:8] or list(s.worst[:4])
+            if not rows:
+                continue
+            out += [f"<details><summary>{s.id} worst tensors</summary>", "",
+                    "| tensor | category | metric | value | threshold | status |", "|---|---|---|---|---|---|"]
+            for r in rows:
+                out.append(f"| `{_md(r['tensor'])}` | {r['category']} | {r['metric']} | {_num(r['value'])} | "
+                           f"{_num(r.get('threshold'))} | {r.get('status', '')} |")
+            out += ["", "</details>", ""]
+        layers = list(self._layer_lines())
+        if layers:
+            out += ["", "Reference layers (CPU stand-ins, used only where the real package is absent):", ""]
+            out += [f"- {_md(line)}" for line in layers]
+        for note in self.notes:
+            out.append(f"- note: {_md(note)}")
+        return "\n".join(out) + "\n"
+
+
+def _md(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _num(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, float):
+        if v >= 1e300:
+            return "inf"
+        return f"{v:.3g}"
+    return str(v)
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe copy: non-finite floats become the largest double (the schema wants numbers)."""
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return 1.7976931348623157e308 if (math.isinf(value) and value > 0) or math.isnan(value) else -1.7976931348623157e308
+        return value
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value

@@ -1,0 +1,495 @@
+"""S0–S3 orchestration and gating (parent side; the programs run only in children).
+
+Each stage is gated on the one before (a failing or erroring stage leaves the later ones
+"not run" unless ``force``). S1 runs the original side (G, R) and the migrated side (T32, T16)
+as two concurrent children; S0 is one child on the fake process group; S2 and S3 are N ranks
+through torchrun, each rank running the unsharded reference on its own micro-batch and the
+parallel variants (DDP, FSDP2 / TP, EP).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tarfile
+import tempfile
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from .compare import (FAIL, Comparison, Run, compare_optimizer, compare_runs, localise,
+                      summary_counts, worst_rows, worst_status)
+from .options import ALL_STAGES, Options
+from .results import StageResult, ValidationResult
+
+Progress = Optional[Callable[[str], None]]
+
+
+class ValidationSetupError(Exception):
+    """The validation cannot start (bad arguments, no migrated tree): exit 2."""
+
+
+# ------------------------------------------------------------------------------------ helpers
+def _say(progress: Progress, text: str) -> None:
+    if progress is not None:
+        progress(text)
+
+
+def _fmt(v: Optional[float]) -> str:
+    if v is None:
+        return "-"
+    if v >= 1e300:
+        return "inf"
+    return f"{v:.3g}"
+
+
+def _failure_text(status: Dict[str, Any]) -> str:
+    err = status.get("error") or {}
+    text = err.get("summary", "unknown error")
+    during = err.get("during")
+    return f"during {during}: {text}" if during else text
+
+
+def _crash_module(status: Dict[str, Any]) -> Optional[str]:
+    active = (status.get("error") or {}).get("active_modules") or []
+    return f"{active[-1]} (raised while running)" if active else None
+
+
+def check_rows(verdicts) -> List[Dict[str, Any]]:
+    """Named sub-checks of a numeric stage, each with its worst value and verdict."""
+    groups = {
+        "fp32 logic (T32 vs G, rel_l2)": ("rel_l2_fp32", "mismatch_fp32", "grad_missing", "norm_rel_fp32"),
+        "bf16 tolerance (ratio to golden)": ("ratio", "rel_l2_abs"),
+        "grad-norm ratio |‖T‖/‖R‖-1|": ("grad_norm",),
+        "loss at step 0 (vs R, 2^-8)": ("loss_rel",),
+        "error balance vs G, above R's own (activations)": ("error_balance",),
+        "routing (exact)": ("mismatch_bf16",),
+    }
+    rows = []
+    for label, metrics in groups.items():
+        found = [(c, v) for v in verdicts if v.category != "optimizer" for c in v.checks if c.metric in metrics]
+        if not found:
+            continue
+        worst_c, worst_v = max(found, key=lambda cv: (cv[0].status == FAIL, cv[0].status == "warn",
+                                                      cv[0].value / cv[0].threshold if cv[0].threshold else cv[0].value))
+        rows.append({"check": label, "status": worst_status(c.status for c, _ in found), "tensors": len(found),
+                     "worst": worst_c.value, "worst_tensor": f"{worst_v.label}{worst_v.name}"})
+    opt = [v for v in verdicts if v.category == "optimizer"]
+    if opt:
+        worst = max(opt, key=lambda v: v.checks[0].value)
+        rows.append({"check": "optimizer in isolation (fp32 updates, rel_l2)", "status": worst_status(v.status for v in opt),
+                     "tensors": len(opt), "worst": worst.checks[0].value, "worst_tensor": worst.name})
+    return rows
+
+
+def _numeric_summary(verdicts, extra: str = "") -> str:
+    def worst(metric, cats=None):
+        vals = [c.value for v in verdicts if cats is None or v.category in cats for c in v.checks if c.metric == metric]
+        return max(vals) if vals else None
+
+    parts = [f"{len(verdicts)} tensors"]
+    f32 = worst("rel_l2_fp32")
+    if f32 is not None:
+        parts.append(f"fp32 max rel_l2 {_fmt(f32)}")
+    ratios = [(lbl, worst("ratio", cats)) for lbl, cats in (("fwd", ("forward",)), ("bwd", ("backward",)),
+                                                             ("grad", ("param_grad",)))]
+    if any(r is not None for _, r in ratios):
+        parts.append("bf16 worst ratio " + " / ".join(f"{lbl} {_fmt(r)}" for lbl, r in ratios if r is not None))
+    absolute = worst("rel_l2_abs")
+    if absolute is not None:
+        parts.append(f"bf16 max rel_l2 vs golden {_fmt(absolute)} (absolute bounds)")
+    opt = worst("rel_l2_fp32", ("optimizer",))
+    if opt is not None:
+        parts.append(f"optimizer max rel_l2 {_fmt(opt)}")
+    return "; ".join(parts) + (f"; {extra}" if extra else "")
+
+
+def numeric_stage(sid: str, comparison: Comparison, *, bench: Dict[str, Any], notes: List[str],
+                  extra_summary: str = "", extra_checks: Tuple[Dict[str, Any], ...] = ()) -> StageResult:
+    verdicts = comparison.verdicts
+    status = worst_status([v.status for v in verdicts] + [c["status"] for c in extra_checks])
+    loc = localise(verdicts)
+    reason = None
+    if comparison.nonfinite:
+        reason = f"NaN/Inf in the migrated run, first in {comparison.nonfinite}"
+    elif status == FAIL and loc is not None:
+        reason = f"{loc.metric} {_fmt(loc.value)} > {_fmt(loc.threshold)} at {loc.tensor}"
+    elif status == FAIL:
+        failed = [c for c in extra_checks if c["status"] == FAIL]
+        reason = failed[0].get("message") if failed else None
+    if not verdicts and status != FAIL:
+        status = "error"
+        reason = "no tensors could be compared"
+    stats_only = sum(1 for v in verdicts if v.check("norm_rel_fp32") is not None)
+    if stats_only:
+        notes = notes + [f"{stats_only} tensor(s) beyond --max-dump-mb compared by statistics only "
+                         "(|‖T32‖-‖G‖|/‖G‖, a lower bound of rel_l2; no bf16 ratio)"]
+    return StageResult(
+        id=sid, status=status, summary=_numeric_summary(verdicts, extra_summary), reason=reason,
+        first_divergence=loc.text() if loc is not None else None,
+        worst=tuple(worst_rows(verdicts)), checks=tuple(check_rows(verdicts)) + tuple(extra_checks),
+        counts=summary_counts(verdicts), bench=bench, unmatched=tuple(comparison.unmatched),
+        notes=tuple(notes + comparison.notes),
+    )
+
+
+# ------------------------------------------------------------------------------------ S1
+def _s1_jobs(opts: Options, original: str, migrated: str, work: str, shared: str) -> Tuple[Dict, Dict]:
+    common = {"kind": "side", "seed": opts.seed, "threads": opts.threads, "steps": list(opts.steps),
+              "policies": ["fp32", "bf16"], "bf16_policy": opts.bf16_policy, "entry": opts.entry,
+              "shared": shared, "max_bytes": opts.max_bytes, "wait_timeout": opts.timeout}
+    orig = dict(common, side="original", tree=original, out=shared)
+    mig = dict(common, side="migrated", tree=migrated, out=os.path.join(work, "s1", "migrated"))
+    return orig, mig
+
+
+def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: Dict[str, Any],
+           progress: Progress = None) -> StageResult:
+    from . import launcher
+
+    t0 = time.monotonic()
+    shared = ctx["shared"]
+    orig_job, mig_job = _s1_jobs(opts, original, migrated, work, shared)
+    env = launcher.child_env(opts.seed, opts.threads)
+    children = []
+    if not ctx.get("recorded"):
+        _say(progress, "S1: original side (G fp32, R bf16) and migrated side (T) in two child processes")
+        children.append(launcher.start(orig_job, "original", env, opts.timeout))
+    else:
+        _say(progress, f"S1: migrated side against the recorded reference {opts.compare}")
+    children.append(launcher.start(mig_job, "migrated", env, opts.timeout))
+    results = [launcher.wait(c) for c in children]
+    by_name = {r.name: r for r in results}
+    orig_status = ctx["recorded_status"] if ctx.get("recorded") else by_name["original"].status
+    mig_res = by_name["migrated"]
+    ctx["layers"] = {"original": orig_status.get("layers", {}), "migrated": mig_res.status.get("layers", {})}
+    ctx["s1_status"] = {"original": orig_status, "migrated": mig_res.status}
+    bench = {"seconds": round(time.monotonic() - t0, 2)}
+    for r in results:
+        bench[f"{r.name}_seconds"] = round(r.seconds, 2)
+
+    for side, res in (("original", None if ctx.get("recorded") else by_name["original"]), ("migrated", mig_res)):
+        status = orig_status if side == "original" and ctx.get("recorded") else res.status
+        failure = None
+        if res is not None:
+            failure = res.failure()
+        elif not status.get("ok"):
+            failure = status
+        if failure is None:
+            continue
+        phase = failure.get("phase")
+        if phase == "skipped":
+            continue
+        if phase in ("entry", "harness"):
+            return StageResult("S1", "error", reason=f"{side} side could not run: {_failure_text(failure)}",
+                               bench=bench, summary=f"{side} side could not run")
+        return StageResult("S1", FAIL, summary=f"the {side} program failed",
+                           reason=f"{side} program failed {_failure_text(failure)}",
+                           first_divergence=_crash_module(failure) if side == "migrated" else None, bench=bench)
+
+    comparison = Comparison()
+    cross = orig_status.get("device") != mig_res.status.get("device")
+    notes: List[str] = []
+    if cross:
+        notes.append(f"cross-device comparison ({orig_status.get('device')} vs {mig_res.status.get('device')}): "
+                     "fp32 logic bounds x10 (to calibrate on hardware)")
+    for step in opts.steps:
+        key = f"step{step}"
+        G = Run.load(orig_status["runs"].get(f"fp32/{key}"))
+        R = Run.load(orig_status["runs"].get(f"bf16/{key}"))
+        T32 = Run.load(mig_res.status["runs"].get(f"fp32/{key}"))
+        T16 = Run.load(mig_res.status["runs"].get(f"bf16/{key}"))
+        comparison.extend(compare_runs(G, R, T32, T16, label=f"{key}/", cross_device=cross))
+    opt_o, opt_m = orig_status.get("optimizer"), mig_res.status.get("optimizer")
+    if opt_o and opt_m:
+        comparison.extend(compare_optimizer(Run.load(opt_o["dir"]), Run.load(opt_m["dir"]), cross_device=cross))
+        notes.append(f"optimizer in isolation: {opt_m['class']} (migrated) vs {opt_o['class']} (original), "
+                     "same fp32 grads, fp32 master params")
+    elif opt_o or opt_m:
+        notes.append("make_optimizer exists on one side only: optimizer not compared")
+    own = mig_res.status.get("own_batch_sha256", {})
+    shared_hash = mig_res.status.get("batch_sha256", {})
+    differing = [s for s in own if own[s] != shared_hash.get(s)]
+    if differing:
+        notes.append(f"the migrated make_batch gives different batches (steps {', '.join(differing)}); "
+                     "the original's batches were used")
+    if orig_status.get("dropout_active"):
+        notes.append("dropout still active after make_model(dropout=0.0): " + ", ".join(orig_status["dropout_active"]))
+    ctx["manifest"].update({
+        "weights_sha256": orig_status.get("weights_sha256"),
+        "batch_sha256": orig_status.get("batch_sha256"),
+        "migrated_weights_sha256": mig_res.status.get("weights_sha256"),
+        "determinism": {"original": orig_status.get("manifest"), "migrated": mig_res.status.get("manifest")},
+        "devices": {"original": orig_status.get("device"), "migrated": mig_res.status.get("device")},
+    })
+    bench["compare_seconds"] = round(time.monotonic() - t0 - max(r.seconds for r in results), 2)
+    return numeric_stage("S1", comparison, bench=bench, notes=notes,
+                         extra_summary=f"{len(opts.steps)} step(s), bf16 policy {opts.bf16_policy}")
+
+
+# ------------------------------------------------------------------------------------ S0, S2, S3
+def run_s0(opts: Options, migrated: str, work: str, ctx: Dict[str, Any], progress: Progress = None) -> StageResult:
+    from . import launcher
+
+    _say(progress, f"S0: parallel plan at world size {opts.plan_world_size} on the fake process group")
+    t0 = time.monotonic()
+    job = {"kind": "plan", "tree": migrated, "entry": opts.entry, "seed": opts.seed, "threads": opts.threads,
+           "world_size": opts.plan_world_size, "tp": opts.plan_tp, "out": os.path.join(work, "s0"),
+           "dp_variants": list(opts.dp_variants), "batch_step": opts.parallel_steps[0]}
+    res = launcher.wait(launcher.start(job, "plan", launcher.child_env(opts.seed, opts.threads), opts.timeout))
+    status = res.status
+    bench = {"seconds": round(time.monotonic() - t0, 2), "world_size": opts.plan_world_size}
+    failure = res.failure()
+    if failure is not None and failure.get("phase") in ("entry", "harness"):
+        return StageResult("S0", "error", reason=f"plan check could not run: {_failure_text(failure)}", bench=bench,
+                           summary="plan check could not run")
+    ctx.setdefault("layers", {}).setdefault("migrated", status.get("layers", {}))
+    checks = tuple(status.get("checks", []))
+    bench.update(status.get("bench", {}))
+    ctx["declared_stages"] = status.get("declared", [])
+    st = worst_status(c["status"] for c in checks) if checks else "error"
+    failed = [c for c in checks if c["status"] == FAIL]
+    reason = "; ".join(f"{c['check']}: {c.get('message', '')}" for c in failed[:3]) or None
+    if not checks:
+        reason = _failure_text(status) if status else "no plan checks ran"
+    return StageResult("S0", st, summary=status.get("summary", ""), reason=reason, checks=checks, bench=bench,
+                       notes=tuple(status.get("notes", [])))
+
+
+def run_parallel_stage(sid: str, opts: Options, migrated: str, work: str, ctx: Dict[str, Any],
+                       progress: Progress = None) -> StageResult:
+    """S2 (data parallel: DDP, FSDP2) or S3 (model parallel: TP, EP) through torchrun."""
+    from . import launcher
+
+    variants = list(opts.dp_variants if sid == "S2" else opts.mp_variants)
+    nprocs = opts.world_size * opts.nnodes
+    declared = ctx.get("declared_stages")  # known when S0 ran: skip a launch that has nothing to run
+    if declared is not None:
+        if sid == "S3":
+            variants = [v for v in variants if v in declared]
+            if not variants:
+                return StageResult(sid, "not_run", summary="no tensor/expert-parallel plan",
+                                   reason="the program declares no 'tp' or 'ep' stage (parallelize(model, mesh, stage))")
+        elif declared and not {"dp", "fsdp"} & set(declared):
+            return StageResult(sid, "not_run", summary="no data-parallel plan",
+                               reason=f"the program's parallelize declares {', '.join(declared)} only "
+                                      "(its data parallelism is checked in S3)")
+    _say(progress, f"{sid}: {', '.join(variants)} on {nprocs} ranks (torchrun) against the unsharded run")
+    t0 = time.monotonic()
+    out = os.path.join(work, sid.lower())
+    job = {"kind": "parallel", "stage": sid, "variants": variants, "tree": migrated, "entry": opts.entry,
+           "seed": opts.seed, "threads": opts.threads, "steps": list(opts.parallel_steps),
+           "bf16_policy": opts.bf16_policy, "out": out, "max_bytes": opts.max_bytes}
+    child = launcher.start_torchrun(job, sid, launcher.child_env(opts.seed, opts.threads), opts.world_size,
+                                    nnodes=opts.nnodes, rdzv_endpoint=opts.rdzv_endpoint, timeout=opts.timeout)
+    res = launcher.wait(child)
+    bench = {"seconds": round(time.monotonic() - t0, 2), "ranks": nprocs}
+    failure = res.failure()
+    if failure is not None:
+        phase = failure.get("phase")
+        if phase in ("entry", "harness"):
+            return StageResult(sid, "error", summary="could not run", bench=bench,
+                               reason=f"{sid} could not run: {_failure_text(failure)}")
+        return StageResult(sid, FAIL, summary="the migrated program failed on the ranks", bench=bench,
+                           reason=f"migrated program failed {_failure_text(failure)}",
+                           first_divergence=_crash_module(failure))
+    rank0 = res.statuses[0]
+    ran = rank0.get("variants", {})
+    skipped = rank0.get("skipped", {})
+    if not ran:
+        why = "; ".join(f"{v}: {w}" for v, w in skipped.items()) or "no variant applies"
+        return StageResult(sid, "not_run", summary="nothing to run", reason=why, bench=bench)
+    comparison = Comparison()
+    extra_checks: List[Dict[str, Any]] = []
+    for variant, info in ran.items():
+        for step_key, per_rank in info["runs"].items():
+            for rank, dirs in sorted(per_rank.items(), key=lambda kv: int(kv[0])):
+                G, R = Run.load(dirs["ref_fp32"]), Run.load(dirs["ref_bf16"])
+                T32, T16 = Run.load(dirs["fp32"]), Run.load(dirs["bf16"])
+                comparison.extend(compare_runs(G, R, T32, T16, label=f"{variant}/{step_key}/rank{rank}/"))
+        for check in info.get("checks", []):
+            extra_checks.append(dict(check, check=f"{variant}: {check['check']}"))
+    notes = [f"{v}: skipped ({w})" for v, w in skipped.items()]
+    notes.append("reference: the unsharded model on one process running each rank's micro-batch, grads "
+                 "accumulated with 1/N (= the 1-rank run at the global batch for mean losses)")
+    for s in res.statuses:
+        for n in s.get("notes", []):
+            if n not in notes:
+                notes.append(n)
+    bench.update({f"{v}_seconds": info.get("seconds") for v, info in ran.items()})
+    return numeric_stage(sid, comparison, bench=bench, notes=notes,
+                         extra_summary=", ".join(f"{v} x{nprocs}" for v in ran),
+                         extra_checks=tuple(extra_checks))
+
+
+# ------------------------------------------------------------------------------------ record / compare
+def _pack(src: str, dest: str) -> None:
+    if dest.endswith((".tar", ".tar.gz", ".tgz")):
+        os.makedirs(os.path.dirname(os.path.abspath(dest)) or ".", exist_ok=True)
+        mode = "w:gz" if dest.endswith(("gz", "tgz")) else "w"
+        with tarfile.open(dest, mode) as tar:
+            tar.add(src, arcname="reference")
+    else:
+        if os.path.exists(dest):
+            shutil.rmtree(dest)
+        shutil.copytree(src, dest)
+
+
+def _unpack(src: str, dest: str) -> str:
+    if os.path.isdir(src):
+        shutil.copytree(src, dest)
+        return dest
+    with tarfile.open(src) as tar:
+        tar.extractall(os.path.dirname(dest), filter="data")
+    extracted = os.path.join(os.path.dirname(dest), "reference")
+    if extracted != dest:
+        os.replace(extracted, dest)
+    return dest
+
+
+def _relocate(status: Dict[str, Any], old_root: str, new_root: str) -> Dict[str, Any]:
+    """Recorded statuses hold absolute paths of the recording host: point them at the unpacked copy."""
+    def fix(value):
+        if isinstance(value, str) and value.startswith(old_root):
+            return new_root + value[len(old_root):]
+        if isinstance(value, dict):
+            return {k: fix(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [fix(v) for v in value]
+        return value
+
+    return fix(status)
+
+
+# ------------------------------------------------------------------------------------ entry point
+def _migrate(original: str, work: str, progress: Progress) -> str:
+    from migrator import api
+
+    out = os.path.join(work, "migrated")
+    _say(progress, f"migrate fix --target npu --out {out}")
+    outcome = api.fix([original], root=original, target="npu", out_dir=out)
+    if outcome.errors:
+        raise ValidationSetupError("migrate fix failed: " + "; ".join(f"{p}: {e}" for p, e in outcome.errors))
+    return out
+
+
+def run(opts: Options, progress: Progress = None) -> ValidationResult:
+    """Run the selected stages; never raises for a failing program (that is a result)."""
+    import json
+
+    original = os.path.abspath(opts.original)
+    if not os.path.isdir(original):
+        raise ValidationSetupError(f"{opts.original}: not a directory")
+    unknown = [s for s in opts.stages if s not in ALL_STAGES]
+    if unknown:
+        raise ValidationSetupError(f"unknown stage(s) {', '.join(unknown)}; choose from {', '.join(ALL_STAGES)}")
+    if opts.record and opts.compare:
+        raise ValidationSetupError("--record and --compare exclude each other")
+    if opts.script:
+        from .script_mode import run_script_mode
+
+        return run_script_mode(opts, progress)
+    work = os.path.abspath(opts.work_dir) if opts.work_dir else tempfile.mkdtemp(prefix="migrate-validate-")
+    os.makedirs(work, exist_ok=True)
+    ctx: Dict[str, Any] = {"manifest": {"seed": opts.seed, "steps": list(opts.steps), "bf16_policy": opts.bf16_policy,
+                                        "threads": opts.threads, "world_size": opts.world_size * opts.nnodes,
+                                        "plan_world_size": opts.plan_world_size}}
+    notes: List[str] = []
+    try:
+        shared = os.path.join(work, "s1", "original")
+        if opts.compare:
+            if not os.path.exists(opts.compare):
+                raise ValidationSetupError(f"{opts.compare}: no such recorded reference")
+            shared = _unpack(opts.compare, os.path.join(work, "s1", "recorded"))
+            with open(os.path.join(shared, "status.json"), encoding="utf-8") as fh:
+                recorded = json.load(fh)
+            recorded = _relocate(recorded, recorded.get("shared_root", shared), shared)
+            if not recorded.get("ok"):
+                raise ValidationSetupError(f"{opts.compare}: the recorded reference side had failed")
+            steps = tuple(int(s) for s in recorded.get("batch_sha256", {}))
+            if steps and tuple(opts.steps) != steps:
+                opts = _replace(opts, steps=steps)
+            ctx.update(recorded=True, recorded_status=recorded)
+            notes.append(f"reference side recorded elsewhere ({opts.compare}; device {recorded.get('device')})")
+        ctx["shared"] = shared
+
+        if opts.record:
+            return _record(opts, original, work, ctx, progress)
+
+        migrated = os.path.abspath(opts.migrated) if opts.migrated else _migrate(original, work, progress)
+        if not os.path.isdir(migrated):
+            raise ValidationSetupError(f"{opts.migrated}: not a directory")
+        if not opts.migrated:
+            kept = opts.keep_work_dir or opts.work_dir
+            notes.append(f"migrated copy written by `migrate fix --target npu --out {migrated}`"
+                         + ("" if kept else " (temporary: give --work-dir to keep it)"))
+
+        stages: List[StageResult] = []
+        blocked: Optional[str] = None
+        for sid in ALL_STAGES:
+            if sid not in opts.stages:
+                stages.append(StageResult(sid, "not_run", reason="not selected (--stages)"))
+                continue
+            if blocked:
+                stages.append(StageResult(sid, "not_run", reason=f"{blocked} did not pass (--force runs it anyway)"))
+                continue
+            if sid == "S0":
+                result = run_s0(opts, migrated, work, ctx, progress)
+            elif sid == "S1":
+                result = run_s1(opts, original, migrated, work, ctx, progress)
+            else:
+                result = run_parallel_stage(sid, opts, migrated, work, ctx, progress)
+            stages.append(result)
+            if result.status in ("fail", "error") and not opts.force:
+                blocked = sid
+        if opts.export_msprobe:
+            from .msprobe_export import export_tree
+
+            count = export_tree(work, opts.export_msprobe)
+            notes.append(f"msprobe layout: {count} dump(s) under {opts.export_msprobe}")
+        if opts.keep_work_dir or opts.work_dir:
+            notes.append(f"dumps kept in {work}")
+        return ValidationResult(original=original, migrated=migrated, stages=tuple(stages),
+                                layers=ctx.get("layers", {}), manifest=ctx["manifest"],
+                                work_dir=work if (opts.keep_work_dir or opts.work_dir) else None,
+                                notes=tuple(notes))
+    finally:
+        if not (opts.keep_work_dir or opts.work_dir):
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _replace(opts: Options, **changes) -> Options:
+    from dataclasses import replace
+
+    return replace(opts, **changes)
+
+
+def _record(opts: Options, original: str, work: str, ctx: Dict[str, Any], progress: Progress) -> ValidationResult:
+    """``--record``: run the reference side only and save weights, batches, dumps and manifest."""
+    from . import launcher
+
+    shared = ctx["shared"]
+    orig_job, _ = _s1_jobs(opts, original, original, work, shared)
+    _say(progress, f"recording the reference side (G fp32, R bf16) into {opts.record}")
+    res = launcher.wait(launcher.start(orig_job, "original", launcher.child_env(opts.seed, opts.threads), opts.timeout))
+    failure = res.failure()
+    layers = {"original": res.status.get("layers", {})}
+    if failure is not None:
+        status = "error" if failure.get("phase") in ("entry", "harness") else FAIL
+        stage = StageResult("S1", status, summary="reference side failed", reason=f"original {_failure_text(failure)}")
+    else:
+        status_doc = dict(res.status, shared_root=shared)
+        import json
+
+        with open(os.path.join(shared, "status.json"), "w", encoding="utf-8") as fh:
+            json.dump(status_doc, fh, indent=1)
+        _pack(shared, opts.record)
+        stage = StageResult("S1", "not_run", summary="reference recorded",
+                            reason=f"reference side recorded to {opts.record}; run `migrate validate --compare "
+                                   f"{opts.record}` where the migrated side runs",
+                            bench={"seconds": round(res.seconds, 2)})
+    ctx["manifest"].update(weights_sha256=res.status.get("weights_sha256"), batch_sha256=res.status.get("batch_sha256"),
+                           determinism={"original": res.status.get("manifest")}, devices={"original": res.status.get("device")})
+    others = [StageResult(s, "not_run", reason="--record runs the reference side only") for s in ("S0", "S2", "S3")]
+    stages = (others[0], stage, *others[1:])
+    return ValidationResult(original=original, migrated=None, stages=stages, layers=layers, manifest=ctx["manifest"],
+                            notes=(f"reference recorded to {opts.record}",), mode="record")

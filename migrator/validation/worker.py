@@ -1,0 +1,199 @@
+"""Child-process entry point: ``python -m migrator.validation.worker JOB.json``.
+
+The program under validation only ever runs here (never in the user's own process). A job is a
+JSON object; ``kind`` selects what runs:
+
+* ``side``: S1 on one side (``original``: writes the shared bf16-rounded weights and batches, then
+  G = fp32 and R = bf16 runs; ``migrated``: waits for them, then T32 and T16 runs), plus the
+  isolated optimizer check when the protocol has ``make_optimizer``;
+* ``plan``: S0 on the fake process group (:mod:`.plan`);
+* ``parallel``: one rank of S2/S3 under ``torch.distributed.run`` (:mod:`.parallel`);
+* ``script``: an unmodified training script under global hooks (:mod:`.script_mode`).
+
+Every job writes ``status.json`` (``status_rank<r>.json`` for ranks) into its ``out`` folder:
+``ok``, ``phase`` of a failure (``entry`` = the protocol could not be loaded: exit 2;
+``run`` = the program failed), a summary, the active module stack, layers, manifest.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+from typing import Any, Dict
+
+READY = "weights.ready"
+FAILED = "original.failed"
+
+
+def write_status(out: str, status: Dict[str, Any], name: str = "status.json") -> None:
+    os.makedirs(out, exist_ok=True)
+    tmp = os.path.join(out, f".{name}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(status, fh, indent=1, default=str)
+    os.replace(tmp, os.path.join(out, name))
+
+
+def _wait_for(shared: str, timeout: float) -> str:
+    """Wait for the original side's weights; returns 'ready', 'failed' or 'timeout'."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.exists(os.path.join(shared, READY)):
+            return "ready"
+        if os.path.exists(os.path.join(shared, FAILED)):
+            return "failed"
+        time.sleep(0.05)
+    return "timeout"
+
+
+def run_side(job: Dict[str, Any]) -> Dict[str, Any]:
+    """S1 on one side. See the module docstring."""
+    from . import determinism, execute, protocol
+    from .errors import describe
+    from .recorder import Recorder
+
+    side, tree, out = job["side"], job["tree"], job["out"]
+    shared = job["shared"]  # original side's folder: weights + batches
+    status: Dict[str, Any] = {"ok": False, "side": side, "tree": tree, "runs": {}}
+    timer = execute.Timer()
+    recorder = None
+    try:
+        layers = protocol.install_layers(side)
+        status["layers"] = layers.used
+        status["device"] = layers.device
+        status["manifest"] = determinism.apply(job["seed"], job["threads"], layers.device)
+        import torch
+
+        status["manifest"]["torch"] = torch.__version__
+        tnpu = sys.modules.get("torch_npu")
+        status["manifest"]["torch_npu"] = getattr(tnpu, "__version__", None) if tnpu else None
+        entry = protocol.load_entry(tree, job.get("entry"))
+        status["entry"] = entry.source
+    except protocol.EntryError as exc:
+        status.update(phase="entry", error={"summary": str(exc)})
+        _mark_failed(side, shared)
+        return status
+    except Exception as exc:  # noqa: BLE001
+        status.update(phase="entry", error=describe(exc, tree))
+        _mark_failed(side, shared)
+        return status
+    status["timings"] = {"setup": timer()}
+
+    phase = "weights"
+    try:
+        import torch
+
+        bf16_policy, device, steps = job["bf16_policy"], status["device"], job["steps"]
+        if side == "original" and not job.get("recorded"):
+            os.makedirs(shared, exist_ok=True)
+            determinism.seed_all(job["seed"])
+            model = entry.make_model(dropout=0.0)
+            status["dropout_active"] = determinism.dropout_modules(model)
+            weights = execute.round_weights(model)
+            del model
+            execute.save_tensors(weights, os.path.join(shared, "weights.safetensors"))
+            status["weights_sha256"] = execute.tensor_hash(weights)
+            status["batch_sha256"] = {}
+            for step in steps:
+                batch = entry.batch(step)
+                status["batch_sha256"][str(step)] = execute.save_batch(batch, os.path.join(shared, f"batch_step{step}"))
+            with open(os.path.join(shared, READY), "w") as fh:
+                fh.write(status["weights_sha256"])
+        else:
+            waited = _wait_for(shared, job.get("wait_timeout", 600))
+            if waited != "ready":
+                status.update(phase="skipped", error={"summary": "the original side produced no weights "
+                                                      f"({'it failed' if waited == 'failed' else 'timeout'})"})
+                return status
+            weights = execute.load_tensors(os.path.join(shared, "weights.safetensors"))
+            status["weights_sha256"] = execute.tensor_hash(weights)
+            status["batch_sha256"] = {}
+            status["own_batch_sha256"] = {}
+            for step in steps:
+                batch = execute.load_batch(os.path.join(shared, f"batch_step{step}"))
+                status["batch_sha256"][str(step)] = execute.batch_hash(batch)
+                try:
+                    status["own_batch_sha256"][str(step)] = execute.batch_hash(entry.batch(step))
+                except Exception as exc:  # noqa: BLE001 - reported, the shared batch is used
+                    status["own_batch_sha256"][str(step)] = f"error: {describe(exc, tree)['summary']}"
+        status["timings"]["weights"] = timer()
+
+        for policy in job["policies"]:
+            for step in steps:
+                phase = f"{policy} step {step}"
+                batch = execute.load_batch(os.path.join(shared, f"batch_step{step}"))
+                determinism.seed_all(job["seed"])
+                model = execute.build_model(entry, weights, device, policy, bf16_policy)
+                recorder = Recorder(model, max_bytes=job.get("max_bytes", 1 << 30)).attach()
+                data = execute.prepare_batch(batch, device, policy, bf16_policy)
+                execute.forward_backward(entry, model, model, data, policy, bf16_policy, device, recorder)
+                recorder.record_param_grads(execute.param_grads(model))
+                recorder.detach()
+                run_dir = os.path.join(out, policy, f"step{step}", "rank0")
+                recorder.save(run_dir, {"side": side, "policy": policy, "bf16_policy": bf16_policy, "step": step,
+                                        "rank": 0, "device": device})
+                status["runs"][f"{policy}/step{step}"] = run_dir
+                recorder = None
+                del model
+        status["timings"]["runs"] = timer()
+
+        if entry.make_optimizer is not None and job.get("optimizer", True):
+            phase = "optimizer"
+            rec, name = execute.optimizer_updates(entry, weights, device, job["seed"], Recorder)
+            run_dir = os.path.join(out, "optimizer")
+            rec.save(run_dir, {"side": side, "optimizer": name})
+            status["optimizer"] = {"class": name, "dir": run_dir}
+            status["timings"]["optimizer"] = timer()
+        status["ok"] = True
+    except Exception as exc:  # noqa: BLE001 - the program failed: that is a result
+        active = recorder.active_modules() if recorder is not None else []
+        status.update(phase="run", error=describe(exc, tree, during=phase, active_modules=active))
+        if side == "original":
+            _mark_failed(side, shared)
+    return status
+
+
+def _mark_failed(side: str, shared: str) -> None:
+    if side == "original":
+        os.makedirs(shared, exist_ok=True)
+        with open(os.path.join(shared, FAILED), "w") as fh:
+            fh.write("failed")
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    with open(argv[0], encoding="utf-8") as fh:
+        job = json.load(fh)
+    kind = job["kind"]
+    try:
+        if kind == "side":
+            status = run_side(job)
+            write_status(job["out"], status)
+        elif kind == "plan":
+            from .plan import run_plan
+
+            write_status(job["out"], run_plan(job))
+        elif kind == "parallel":
+            from .parallel import run_rank
+
+            rank = int(os.environ.get("RANK", "0"))
+            write_status(job["out"], run_rank(job), f"status_rank{rank}.json")
+        elif kind == "script":
+            from .script_mode import run_script
+
+            write_status(job["out"], run_script(job))
+        else:
+            raise ValueError(f"unknown job kind {kind!r}")
+    except BaseException as exc:  # noqa: BLE001 - last resort: always leave a status
+        name = "status.json" if kind != "parallel" else f"status_rank{os.environ.get('RANK', '0')}.json"
+        write_status(job["out"], {"ok": False, "phase": "harness",
+                                  "error": {"summary": f"{type(exc).__name__}: {exc}",
+                                            "traceback": traceback.format_exc()[-4000:]}}, name)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""Seeded migration bugs: text edits applied to the output of ``migrate fix`` on a sample.
+
+Each mutation names the file of the migrated copy, the exact text it replaces (every occurrence;
+the text must be there, so a change in the rewriter's output breaks the test loudly instead of
+silently testing nothing), the stage that must catch it and the module the report must name.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Tuple
+
+
+@dataclass(frozen=True)
+class Mutation:
+    name: str
+    sample: str                       # "gpt" or "moe"
+    file: str
+    edits: Tuple[Tuple[str, str], ...]  # (old, new): every occurrence of old is replaced
+    stage: str                        # first stage that can see it
+    module: str                       # substring of the localised module
+    what: str
+
+    def apply(self, migrated: Path, dest: Path) -> Path:
+        shutil.copytree(migrated, dest)
+        path = dest / self.file
+        text = path.read_text()
+        for old, new in self.edits:
+            assert old in text, f"{self.name}: {old!r} not found in the migrated {self.file}"
+            text = text.replace(old, new)
+        path.write_text(text)
+        return dest
+
+
+_SDPA_POLARITY_MASK = (
+    "        Sq, Skv = q.shape[1], k.shape[1]\n"
+    "        mask = torch.ones(Sq, Skv, dtype=torch.bool, device=q.device).tril(Skv - Sq)  # SDPA: True = keep\n"
+    "        sparse_mode = 0\n"
+)
+
+MUTATIONS = (
+    Mutation("attn_scale", "gpt", "model.py", (("scale=scale, ", ""),), "S1", "blocks.0.attn (Attention)",
+             "npu_fusion_attention scale left at its default 1.0 instead of 1/sqrt(head_dim)"),
+    Mutation("mask_polarity", "gpt", "model.py",
+             (("        mask = torch.triu(torch.ones(2048, 2048, dtype=torch.bool, device=q.device), diagonal=1)\n"
+               "        sparse_mode = 3 if causal_align == \"bottom_right\" else 2\n", _SDPA_POLARITY_MASK),),
+             "S1", "blocks.0.attn (Attention)",
+             "an SDPA-style keep-mask (True = attend) passed as atten_mask (True = masked out)"),
+    Mutation("causal_top_left", "gpt", "model.py", (('causal_align="bottom_right"', 'causal_align="top_left"'),),
+             "S1", "blocks.0.attn (Attention)",
+             "causal mask aligned top-left (sparse_mode 2) on the Sq != Skv memory-slot path; flash-attn is bottom-right"),
+    Mutation("layout_bnsd", "gpt", "model.py", (('q, k, v, q.shape[2], "BSND",', 'q, k, v, q.shape[2], "BNSD",'),),
+             "S1", "blocks.0.attn (Attention)", "(B, S, N, D) tensors declared as BNSD"),
+    Mutation("keep_prob", "gpt", "model.py", (("keep_prob=1.0 - dropout_p", "keep_prob=0.9"),), "S1",
+             "blocks.0.attn (Attention)", "keep_prob hard-coded to 0.9 instead of 1 - dropout_p"),
+    Mutation("rmsnorm_eps", "gpt", "model.py", (("epsilon=self.eps)[0]", ")[0]"),), "S1",
+             "blocks.0.attn_norm (_MigrateRMSNorm)", "npu_rms_norm called without epsilon: its 1e-6 default, not 1e-5"),
+    Mutation("layernorm_eps", "gpt", "model.py", (("nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps,", "nn.LayerNorm(cfg.n_embd, eps=1e-6,"),),
+             "S1", "ln_f (LayerNorm)", "final LayerNorm eps 1e-6 instead of the configured 1e-5"),
+    Mutation("adam_weight_decay", "gpt", "validate.py", (("weight_decay=0.0, ", ""),), "S1", "optimizer",
+             "FusedAdam's weight_decay default (0) lost: the replacement optimizer's default 1e-2 applies"),
+    Mutation("loss_sum", "gpt", "validate.py",
+             (('batch["targets"].flatten())', 'batch["targets"].flatten(), reduction="sum")'),), "S1", "loss_fn",
+             "loss reduced with sum instead of mean"),
+    Mutation("ddp_no_average", "gpt", "validate.py",
+             (("    return DDP(model, process_group=mesh.get_group() if mesh is not None else None)",
+               "    ddp = DDP(model, process_group=mesh.get_group() if mesh is not None else None)\n"
+               "    import torch.distributed as dist\n\n"
+               "    def allreduce_sum(group, bucket):  # a hand-written HCCL hook that forgot the 1/N\n"
+               "        work = dist.all_reduce(bucket.buffer(), group=group, async_op=True)\n"
+               "        return work.get_future().then(lambda fut: fut.value()[0])\n\n"
+               "    ddp.register_comm_hook(ddp.process_group, allreduce_sum)\n"
+               "    return ddp"),),
+             "S2", "gradient reduction", "DDP gradient summed over ranks without the 1/N average"),
+    Mutation("ep_no_average", "moe", "train.py", (("            p.grad.div_(dp)\n", "            pass\n"),), "S3",
+             "moe.experts", "expert-parallel grads not divided by N"),
+)
