@@ -84,7 +84,8 @@ def scan(
     coverage_on = any(settings_selector(settings).enabled(r.code, r.default_enabled) for r in catalogue.by_family("coverage"))
     summary = replace(summary, coverage=coverage_summary(ops, settings) if coverage_on else None)
     tool = ToolInfo("ascend-migrate", __version__, catalogue.digest, coverage_table_name(settings))
-    return RunResult(tool=tool, summary=summary, findings=findings, skipped=output.skipped)
+    result = RunResult(tool=tool, summary=summary, findings=findings, skipped=output.skipped)
+    return _mark_manual(result, _recorded_declines(settings.root))
 
 
 def settings_selector(settings: Settings):
@@ -181,13 +182,13 @@ def fix(
     plan = plan_fixes(before, settings.root, options, extra_files=extra)
     if not write:
         remaining = _remaining_in_memory(before, plan, settings)
-        return FixOutcome(plan, None, None, remaining)
+        return FixOutcome(plan, None, None, _declined_are_manual(remaining, plan))
     out = Path(out_dir).absolute() if out_dir else None
     record = write_plan(plan, out, before)
     rescan_root = out or settings.root
     rescan_paths = [rescan_root / Path(p).relative_to(settings.root) if _inside(p, settings.root) else p for p in resolved]
     remaining = scan(rescan_paths, settings=replace(settings, root=rescan_root))
-    return FixOutcome(plan, out or settings.root, record, remaining)
+    return FixOutcome(plan, out or settings.root, record, _declined_are_manual(remaining, plan))
 
 
 def _inside(path: Path, root: Path) -> bool:
@@ -202,6 +203,45 @@ def _scanned_sources(settings: Settings, resolved: list[Path]) -> set[str]:
     from migrator.engine.discover import Candidate, discover
 
     return {c.rel for c in discover(settings.root, resolved, None) if isinstance(c, Candidate) and c.kind in ("python", "shell")}
+
+
+def _declined_are_manual(remaining: RunResult, plan) -> RunResult:
+    """A site the fixer declined is manual from now on, and says why (it is not "auto-fixable")."""
+    reasons: dict[tuple[str, str, str], list[str]] = {}
+    for change in plan.changes:
+        for finding, why in change.declined:
+            reasons.setdefault((change.path, finding.code, finding.symbol), []).append(why)
+    return _mark_manual(remaining, reasons)
+
+
+def _recorded_declines(root: Path) -> dict[tuple[str, str, str], list[str]]:
+    """Declined sites from the last `migrate fix` at this root (`.migrate/fix-record.json`)."""
+    import json
+
+    try:
+        record = json.loads((root / ".migrate" / "fix-record.json").read_text(encoding="utf-8"))
+        entries = record.get("declined") or []
+        reasons: dict[tuple[str, str, str], list[str]] = {}
+        for e in entries:
+            reasons.setdefault((e["path"], e["code"], e["symbol"]), []).append(str(e["reason"]))
+        return reasons
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}  # no record, or one we cannot read: findings stay as the catalogue says
+
+
+def _mark_manual(remaining: RunResult, reasons: dict[tuple[str, str, str], list[str]]) -> RunResult:
+    if not reasons:
+        return remaining
+    findings = []
+    for f in remaining.findings:
+        queue = reasons.get((f.path, f.code, f.symbol))
+        if f.fix is not None and queue:
+            why = queue.pop(0) if len(queue) > 1 else queue[0]
+            f = replace(f, fix=None, message=f"{f.message} (not fixed automatically: {why})")
+        findings.append(f)
+    s = remaining.summary
+    summary = replace(s, findings=len(findings), **finding_counts(findings))
+    return replace(remaining, findings=tuple(findings), summary=summary)
 
 
 def _remaining_in_memory(before: RunResult, plan, settings: Settings) -> RunResult:
@@ -333,7 +373,8 @@ def validate(original: str | Path, *, progress: Callable[[str], None] | None = N
     """`migrate validate ORIGINAL`: staged BF16 diff validation of the migrated program (S0 plan,
     S1 parity-1card, S2 parity-dp, S3 parity-mp). Keyword options are the fields of
     `migrator.validation.options.Options` (`migrated`, `stages`, `force`, `entry`, `seed`, `steps`,
-    `world_size`, `plan_world_size`, `record`, `compare`, `script`, ...). Without `migrated` the tree
+    `world_size`, `plan_world_size`, `record`, `compare`, `script`, `bench`, `bench_steps`, `repeats`,
+    `peak_tflops`, ...). Without `migrated` the tree
     is first migrated with `fix(target="npu", out_dir=<temp>)`. The programs run only in child
     processes. Returns a frozen `migrator.validation.results.ValidationResult` (its `exit_code` is
     0 pass/warn, 1 a stage fails, 2 the validation could not run); bad arguments raise UsageError."""

@@ -73,13 +73,16 @@ class FileScan:
         ambiguous: bool = False,
         message: str | None = None,
         coverage=None,
+        manual_reason: str | None = None,
     ) -> None:
         if rule is None or not self.enabled(rule):
             return
         text = message or rule.message_for(symbol, replacement)
-        fix = None if ambiguous else rule.fix_info(symbol, replacement)
+        fix = None if ambiguous or manual_reason else rule.fix_info(symbol, replacement)
         if ambiguous:
             text += " (the name is bound by several imports, so no automatic fix)"
+        elif manual_reason and rule.fix_kind != "manual":
+            text += f" ({manual_reason})"
         self.findings.append(
             Finding(
                 code=rule.code,
@@ -292,7 +295,8 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes):
         end_line = getattr(node, "end_lineno", None) or line
         col = source.char_column(line, getattr(node, "col_offset", 0))
         end_col = source.char_column(end_line, getattr(node, "end_col_offset", None) or 0)
-        scan.add(rule, line, col, end_line, end_col, symbol, replacement, extra.get("ambiguous", False))
+        scan.add(rule, line, col, end_line, end_col, symbol, replacement, extra.get("ambiguous", False),
+                 manual_reason=extra.get("manual_reason"))
     if scan.rel == "setup.py" or scan.rel.endswith("/setup.py"):
         _setup_requirements(scan, tree, source, checker.docstrings)
     ops = []

@@ -105,6 +105,10 @@ class _NameCounter(cst.CSTVisitor):
     def visit_ImportFrom(self, node) -> bool:
         return False
 
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)  # `x.GradScaler` uses x, not a name GradScaler
+        return False
+
     def visit_Name(self, node: cst.Name) -> None:
         self.counts[node.value] = self.counts.get(node.value, 0) + 1
 

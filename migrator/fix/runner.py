@@ -306,4 +306,10 @@ def fix_record(plan: FixPlan) -> dict[str, Any]:
             for c in plan.changes
             if c.changed and c.edits
         ],
+        # sites the fixer would not rewrite, with the reason: `migrate scan` reports them as manual
+        "declined": [
+            {"path": c.path, "code": f.code, "symbol": f.symbol, "reason": why}
+            for c in plan.changes
+            for f, why in c.declined
+        ],
     }

@@ -135,7 +135,8 @@ class Catalogue:
         for prefix, rule, replacement in self._wild:
             if qualname.startswith(prefix) or (prefix.endswith(".") and qualname == prefix[:-1]):
                 if replacement and replacement.endswith("*"):
-                    replacement = replacement[:-1] + qualname[len(prefix) :]
+                    # `torch.cuda.amp.*` -> `torch.npu.amp.*`; the module itself maps to `torch.npu.amp`
+                    replacement = (replacement[:-1] + qualname[len(prefix) :]).rstrip(".")
                 return SymbolMatch(rule, replacement, prefix + "*")
         return None
 

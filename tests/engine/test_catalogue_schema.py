@@ -79,3 +79,10 @@ def test_generated_rule_docs_are_current():
     assert committed == catalogue_markdown(list(load_catalogue().rules.values())), (
         "regenerate with: migrate rules --format md -o docs/rules.md"
     )
+
+
+def test_scanner_knows_which_fixes_rewrite_whole_calls():
+    from migrator.engine.python_checker import CALL_LEVEL_TRANSFORMS
+    from migrator.fix.transforms import CALL_LEVEL
+
+    assert CALL_LEVEL_TRANSFORMS == frozenset(CALL_LEVEL)

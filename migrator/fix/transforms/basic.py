@@ -126,7 +126,7 @@ def is_cuda(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.C
     return cst.parse_expression(f'({code(node.value)}.device.type != "cpu")')
 
 
-DEVICE_LITERAL = re.compile(r"^(?P<prefix>[rRbBuU]*)(?P<q>['\"]{1,3})cuda(?P<rest>(:\d+)?)(?P=q)$")
+DEVICE_LITERAL = re.compile(r"^(?P<prefix>[rRbBuU]*)(?P<q>['\"]{1,3})cuda(?P<rest>(:(\d+|\{\w*\}|%d|%s))?)(?P=q)$")
 
 
 @register("device-string")
@@ -138,7 +138,7 @@ def device_string(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) ->
         return new
     if isinstance(node, cst.SimpleString):
         m = DEVICE_LITERAL.match(node.value)
-        if m:
+        if m and (m.group("rest")[1:].isdigit() or not m.group("rest")):
             index = m.group("rest")[1:]
             if not index:
                 return _device_type(ctx)
