@@ -363,9 +363,15 @@ def _int_list(text: str | None, name: str) -> tuple[int, ...] | None:
 @click.option("--markdown", type=click.Path(dir_okay=False), help="Write the Markdown summary to FILE.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text", show_default=True, help="What to print.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
+@click.option("--bench", is_flag=True, help="Stage benchmarks: step time, tokens/s, TFLOP/s, MFU, communication share, crash rate.")
+@click.option("--bench-steps", type=click.IntRange(min=1), default=5, show_default=True, help="--bench: timed steps per repeat (after 2 warm-up steps).")
+@click.option("--repeats", type=click.IntRange(min=1), default=2, show_default=True, help="--bench: repeats per stage and side (crash / hang / NaN rate).")
+@click.option("--peak-tflops", type=click.FloatRange(min=0, min_open=True), help="--bench: device peak TFLOP/s for MFU [default: the sourced table].")
+@click.option("--bench-timeout", type=click.FloatRange(min=1), default=300, show_default=True, help="--bench: seconds per repeat before it counts as a hang.")
 def validate(original, script_args, migrated, stages, force, entry, script, curve_steps, seed, steps, nproc, nnodes,
              rdzv_endpoint, plan_world_size, plan_tp, bf16_policy, threads, timeout, work_dir, record, compare,
-             export_msprobe, max_dump_mb, output, markdown, fmt, quiet):
+             export_msprobe, max_dump_mb, output, markdown, fmt, quiet, bench, bench_steps, repeats, peak_tflops,
+             bench_timeout):
     """Staged BF16 diff validation of a migrated program against ORIGINAL.
 
     Exit codes: 0 every run stage passes or warns, 1 a stage fails, 2 the validation could not run.
@@ -388,6 +394,9 @@ def validate(original, script_args, migrated, stages, force, entry, script, curv
                        plan_tp=plan_tp, bf16_policy=bf16_policy, threads=threads, timeout=timeout, work_dir=work_dir,
                        record=record, compare=compare, export_msprobe=export_msprobe, script=script,
                        script_args=tuple(script_args), curve_steps=curve_steps, max_bytes=max_dump_mb << 20)
+        if bench:
+            options.update(bench=True, bench_steps=bench_steps, repeats=repeats, peak_tflops=peak_tflops,
+                           bench_timeout=bench_timeout)
         parsed = _int_list(steps, "--steps")
         if parsed:
             options["steps"] = parsed

@@ -217,19 +217,39 @@ def _validation(data: dict[str, Any] | None) -> dict | None:
                     {**w, "threshold": w.get("threshold"), "ok": None if w.get("threshold") is None else w["value"] <= w["threshold"]}
                     for w in st["worst"]
                 ],
-                "bench": [(k, v if isinstance(v, (int, float, str)) else str(v)) for k, v in bench.items()]
+                "bench": [(k, v if isinstance(v, (int, float, str)) else str(v)) for k, v in bench.items() if k != "perf"]
                 if isinstance(bench, dict)
                 else [],
+                "perf": _perf(bench.get("perf") if isinstance(bench, dict) else None),
             }
         )
     statuses = [s["status"] for s in stages]
     overall = next((s for s in STATUS_ORDER if s in statuses), "not_run")
     markdown = data.get("markdown")
+    scaling = (data.get("bench") or {}).get("scaling") if isinstance(data.get("bench"), dict) else None
     return {
         "stages": stages,
         "overall": overall,
         "markdown": markdown if isinstance(markdown, str) else "",
+        "scaling": _scaling(scaling),
     }
+
+
+def _perf(perf: Any) -> dict | None:
+    """The stage benchmark table (migrate validate --bench): original | migrated | ratio."""
+    if not isinstance(perf, dict) or perf.get("skipped"):
+        return None
+    from migrator.validation.benchreport import perf_caption, perf_rows
+
+    return {"caption": perf_caption(perf), "rows": perf_rows(perf)}
+
+
+def _scaling(lines: Any) -> str:
+    if not isinstance(lines, list) or not lines:
+        return ""
+    from migrator.validation.benchreport import scaling_text
+
+    return scaling_text(lines)
 
 
 def build_context(data: ReportData) -> dict[str, Any]:
@@ -436,8 +456,9 @@ def render_html(data: ReportData) -> str:
         r["html"] = md_to_html(shift_headings(r["markdown"], 1))
     for g in ctx["manual_groups"]:
         g["use_instead_html"] = md_to_html(g["use_instead"]) if g["use_instead"] else ""
-    if ctx["validation"] and ctx["validation"]["markdown"]:
-        ctx["validation"]["markdown_html"] = md_to_html(ctx["validation"]["markdown"])
+    if ctx["validation"]:
+        markdown = ctx["validation"]["markdown"]
+        ctx["validation"]["markdown_html"] = md_to_html(markdown) if markdown else ""
     return _env(True).get_template("report.html.j2").render(**ctx, script=Markup(js), script_hash=js_hash)
 
 

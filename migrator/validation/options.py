@@ -37,3 +37,10 @@ class Options:
     script_args: Tuple[str, ...] = ()
     curve_steps: int = 5
     max_bytes: int = 1 << 30                 # full tensors per run; statistics only beyond
+    bench: bool = False                      # --bench: stage benchmarks (off: nothing is timed or profiled)
+    bench_steps: int = 5                     # timed steps per repeat (after warm-up)
+    bench_warmup: int = 2
+    bench_profile_steps: int = 2             # steps under torch.profiler for the communication share
+    repeats: int = 2                         # repeats per stage and side (stability: crash / hang / NaN)
+    peak_tflops: Optional[float] = None      # overrides the sourced peak table (migrator/validation/peaks.py)
+    bench_timeout: float = 300.0             # seconds per repeat before it counts as a hang

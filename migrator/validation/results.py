@@ -63,6 +63,7 @@ class ValidationResult:
     work_dir: Optional[str] = None
     notes: Tuple[str, ...] = ()
     mode: str = "protocol"
+    bench: Dict[str, Any] = field(default_factory=dict)   # --bench: {"scaling": [...]}
 
     @property
     def exit_code(self) -> int:
@@ -94,6 +95,7 @@ class ValidationResult:
             "layers": _clean(self.layers),
             "manifest": _clean(self.manifest),
             "notes": list(self.notes),
+            **({"bench": _clean(self.bench)} if self.bench else {}),
             "markdown": self.markdown(),
         }
 
@@ -109,6 +111,13 @@ class ValidationResult:
                 lines.append(f"{'':<{width + 17}}first divergence: {s.first_divergence}")
             if s.reason and s.summary and s.status in ("fail", "error", "not_run"):
                 lines.append(f"{'':<{width + 17}}{s.reason}")
+            perf = (s.bench or {}).get("perf")
+            if perf:
+                lines += _perf_text(perf)
+        if (self.bench or {}).get("scaling"):
+            from .benchreport import scaling_text
+
+            lines.append(scaling_text(self.bench["scaling"]))
         lines.append("")
         for line in self._layer_lines():
             lines.append(line)
@@ -147,6 +156,19 @@ class ValidationResult:
                 out.append(f"| `{_md(r['tensor'])}` | {r['category']} | {r['metric']} | {_num(r['value'])} | "
                            f"{_num(r.get('threshold'))} | {r.get('status', '')} |")
             out += ["", "</details>", ""]
+        for s in self.stages:
+            perf = (s.bench or {}).get("perf")
+            if perf and not perf.get("skipped"):
+                from .benchreport import perf_caption, perf_rows
+
+                out += [f"**{s.id} benchmark** ({_md(perf_caption(perf))})", "",
+                        "| metric | original | migrated | migrated/original |", "|---|---|---|---|"]
+                out += [f"| {a} | {_md(b)} | {_md(c)} | {d} |" for a, b, c, d in perf_rows(perf)]
+                out.append("")
+        if (self.bench or {}).get("scaling"):
+            from .benchreport import scaling_text
+
+            out += [_md(scaling_text(self.bench["scaling"])), ""]
         layers = list(self._layer_lines())
         if layers:
             out += ["", "Reference layers (CPU stand-ins, used only where the real package is absent):", ""]
@@ -154,6 +176,18 @@ class ValidationResult:
         for note in self.notes:
             out.append(f"- note: {_md(note)}")
         return "\n".join(out) + "\n"
+
+
+def _perf_text(perf: Dict[str, Any]):
+    from .benchreport import perf_caption, perf_rows
+
+    if perf.get("skipped"):
+        return [f"{'':6}bench: {perf['skipped']}"]
+    out = [f"{'':6}bench: {perf_caption(perf)}",
+           f"{'':8}{'metric':<28}{'original':<30}{'migrated':<30}migrated/original"]
+    for a, b, c, d in perf_rows(perf):
+        out.append(f"{'':8}{a:<28}{b:<30}{c:<30}{d}")
+    return out
 
 
 def _md(text: str) -> str:

@@ -384,6 +384,10 @@ def run(opts: Options, progress: Progress = None) -> ValidationResult:
         raise ValidationSetupError(f"unknown stage(s) {', '.join(unknown)}; choose from {', '.join(ALL_STAGES)}")
     if opts.record and opts.compare:
         raise ValidationSetupError("--record and --compare exclude each other")
+    if opts.bench and (opts.script or opts.record):
+        raise ValidationSetupError("--bench times the protocol's stages: not with --script or --record")
+    if opts.bench and (opts.bench_steps < 1 or opts.repeats < 1 or opts.bench_warmup < 0):
+        raise ValidationSetupError("--bench-steps and --repeats must be >= 1")
     if opts.script:
         from .script_mode import run_script_mode
 
@@ -438,6 +442,12 @@ def run(opts: Options, progress: Progress = None) -> ValidationResult:
                 result = run_s1(opts, original, migrated, work, ctx, progress)
             else:
                 result = run_parallel_stage(sid, opts, migrated, work, ctx, progress)
+            if opts.bench and sid != "S0" and result.status in ("pass", "warn", "fail"):
+                from .benchstage import bench_stage  # only with --bench: nothing is timed otherwise
+
+                perf = bench_stage(sid, opts, original, migrated, work, ctx, progress)
+                if perf is not None:
+                    result = _replace(result, bench=dict(result.bench, perf=perf))
             stages.append(result)
             if result.status in ("fail", "error") and not opts.force:
                 blocked = sid
@@ -448,10 +458,15 @@ def run(opts: Options, progress: Progress = None) -> ValidationResult:
             notes.append(f"msprobe layout: {count} dump(s) under {opts.export_msprobe}")
         if opts.keep_work_dir or opts.work_dir:
             notes.append(f"dumps kept in {work}")
+        bench: Dict[str, Any] = {}
+        if opts.bench:
+            from .benchstage import scaling
+
+            bench = {"scaling": scaling(stages, opts)}
         return ValidationResult(original=original, migrated=migrated, stages=tuple(stages),
                                 layers=ctx.get("layers", {}), manifest=ctx["manifest"],
                                 work_dir=work if (opts.keep_work_dir or opts.work_dir) else None,
-                                notes=tuple(notes))
+                                notes=tuple(notes), bench=bench)
     finally:
         if not (opts.keep_work_dir or opts.work_dir):
             shutil.rmtree(work, ignore_errors=True)

@@ -8,7 +8,8 @@ JSON object; ``kind`` selects what runs:
   isolated optimizer check when the protocol has ``make_optimizer``;
 * ``plan``: S0 on the fake process group (:mod:`.plan`);
 * ``parallel``: one rank of S2/S3 under ``torch.distributed.run`` (:mod:`.parallel`);
-* ``script``: an unmodified training script under global hooks (:mod:`.script_mode`).
+* ``script``: an unmodified training script under global hooks (:mod:`.script_mode`);
+* ``bench``: one benchmark repeat of one side (``--bench`` only; :mod:`.bench`).
 
 Every job writes ``status.json`` (``status_rank<r>.json`` for ranks) into its ``out`` folder:
 ``ok``, ``phase`` of a failure (``entry`` = the protocol could not be loaded: exit 2;
@@ -180,6 +181,11 @@ def main(argv=None) -> int:
 
             rank = int(os.environ.get("RANK", "0"))
             write_status(job["out"], run_rank(job), f"status_rank{rank}.json")
+        elif kind == "bench":
+            from .bench import run_bench
+
+            rank = os.environ.get("RANK")
+            write_status(job["out"], run_bench(job), "status.json" if rank is None else f"status_rank{rank}.json")
         elif kind == "script":
             from .script_mode import run_script
 
@@ -188,6 +194,8 @@ def main(argv=None) -> int:
             raise ValueError(f"unknown job kind {kind!r}")
     except BaseException as exc:  # noqa: BLE001 - last resort: always leave a status
         name = "status.json" if kind != "parallel" else f"status_rank{os.environ.get('RANK', '0')}.json"
+        if kind == "bench" and "RANK" in os.environ:
+            name = f"status_rank{os.environ['RANK']}.json"
         write_status(job["out"], {"ok": False, "phase": "harness",
                                   "error": {"summary": f"{type(exc).__name__}: {exc}",
                                             "traceback": traceback.format_exc()[-4000:]}}, name)

@@ -154,3 +154,19 @@ def test_templates_ship_in_the_package():
 def test_schema_files_are_documented(name):
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     assert name in readme
+
+
+def test_validation_without_markdown_renders(tmp_path):
+    """A validation result whose `markdown` is empty still renders (it used to raise UndefinedError)."""
+    import json
+
+    from tests.conftest import run_cli
+
+    result = {"schema_version": 1, "stages": [{"id": "S1", "name": "parity-1card", "status": "pass", "worst": []}],
+              "markdown": ""}
+    path = tmp_path / "validation.json"
+    path.write_text(json.dumps(result))
+    out = tmp_path / "r.html"
+    proc = run_cli("report", "samples/gpt", "--validation", str(path), "-o", str(out), "--no-cache")
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "parity-1card" in out.read_text()

@@ -182,7 +182,7 @@ DEVICE_MODULE_HELPER = '''def _migrate_device_module():
     stand-in: no-op synchronisation, seeding and memory statistics, wall-clock events. Added by ascend-migrate."""
     if torch.accelerator.is_available():
         return torch.get_device_module(torch.accelerator.current_accelerator())
-    return _MigrateCpuRuntime
+    return _MIGRATE_CPU_RUNTIME
 
 
 class _MigrateCpuRuntime:
@@ -209,27 +209,51 @@ class _MigrateCpuRuntime:
         def elapsed_time(self, end):
             return (end.time - self.time) * 1000.0
 
-    @staticmethod
-    def Stream(device=None, priority=0, **kwargs):
+    ANSWERS = {
+        "is_available": False, "device_count": 0, "is_initialized": True, "get_device_name": "cpu",
+        "is_bf16_supported": True, "mem_get_info": (0, 0), "memory_allocated": 0, "max_memory_allocated": 0,
+        "memory_reserved": 0, "max_memory_reserved": 0, "memory_cached": 0, "max_memory_cached": 0,
+        "memory_stats": {}, "memory_summary": "", "current_device": 0,
+    }
+    NO_OPS = {
+        "synchronize", "set_device", "manual_seed", "manual_seed_all", "seed", "seed_all", "empty_cache", "init",
+        "reset_peak_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached", "ipc_collect",
+        "set_rng_state_all", "set_per_process_memory_fraction",
+    }
+
+    def Stream(self, device=None, priority=0, **kwargs):
         return torch.cpu.Stream(priority)
 
-    stream = staticmethod(torch.cpu.stream)
-    current_stream = staticmethod(torch.cpu.current_stream)
+    def stream(self, stream):
+        return torch.cpu.stream(stream)
 
-    @staticmethod
-    def is_available():
-        return False
+    def current_stream(self, device=None):
+        return torch.cpu.current_stream()
 
-    @staticmethod
-    def device_count():
-        return 0
+    def device(self, index):
+        import contextlib
 
-    @staticmethod
-    def get_device_name(device=None):
-        return "cpu"
+        return contextlib.nullcontext()
 
-    # nothing to synchronise, seed or measure apart from the CPU itself
-    synchronize = set_device = manual_seed = manual_seed_all = seed = seed_all = staticmethod(lambda *a, **k: None)
-    empty_cache = reset_peak_memory_stats = reset_max_memory_allocated = ipc_collect = staticmethod(lambda *a, **k: None)
-    memory_allocated = max_memory_allocated = memory_reserved = max_memory_reserved = staticmethod(lambda *a, **k: 0)
+    def get_rng_state(self, device=None):
+        return torch.get_rng_state()
+
+    def set_rng_state(self, state, device=None):
+        torch.set_rng_state(state)
+
+    def get_rng_state_all(self):
+        return [torch.get_rng_state()]
+
+    def __getattr__(self, name):
+        if name in self.ANSWERS:
+            value = self.ANSWERS[name]
+            return lambda *args, **kwargs: value
+        if name in self.NO_OPS:
+            return lambda *args, **kwargs: None
+        if name.endswith(("Tensor", "Storage")) and hasattr(torch, name):
+            return getattr(torch, name)  # torch.cuda.FloatTensor -> the CPU tensor type
+        raise AttributeError(f"torch.cuda.{name} has no CPU stand-in (added by ascend-migrate)")
+
+
+_MIGRATE_CPU_RUNTIME = _MigrateCpuRuntime()
 '''

@@ -1,0 +1,191 @@
+"""Stage benchmarks (parent side of ``migrate validate --bench``; no torch here).
+
+Per benchmarked stage (S1 one card, S2 data parallel, S3 model parallel) and per side (original,
+migrated): ``repeats`` child runs of :mod:`.bench` (torchrun for S2/S3), one after the other so
+they never share the machine. Each repeat is its own process so a crash, hang (killed at
+``bench_timeout``) or NaN is counted and explained without losing the others. The figures are
+pooled over the repeats that finished; ``crash_rate`` is failed repeats / repeats.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from typing import Any, Dict, List, Optional
+
+from .options import Options
+
+CPU_LABEL = "CPU run: proves the measurement machinery, not hardware speed"
+
+
+def _variant(sid: str, opts: Options, ctx: Dict[str, Any]) -> Optional[str]:
+    from .parallel import STAGE_OF
+
+    if sid == "S1":
+        return None
+    variants = list(opts.dp_variants if sid == "S2" else opts.mp_variants)
+    declared = ctx.get("declared_stages")
+    if declared:
+        hit = [v for v in variants if STAGE_OF[v] in declared]
+        if hit:
+            return hit[0]
+    if sid == "S3":
+        return None if declared is not None else (variants[0] if variants else None)
+    return variants[0] if variants else None
+
+
+def _repeat(job: Dict[str, Any], name: str, opts: Options, ranks: int) -> Dict[str, Any]:
+    from . import launcher
+
+    env = launcher.child_env(opts.seed, opts.threads)
+    if ranks > 1 or job.get("variant"):
+        child = launcher.start_torchrun(job, name, env, opts.world_size, nnodes=opts.nnodes,
+                                        rdzv_endpoint=opts.rdzv_endpoint, timeout=opts.bench_timeout)
+    else:
+        child = launcher.start(job, name, env, opts.bench_timeout)
+    res = launcher.wait(child)
+    if res.timed_out:
+        done = [s for s in res.statuses if s.get("ok")]
+        return {"ok": False, "kind": "hang", "reason": f"no finish within {opts.bench_timeout:g} s (killed; "
+                f"{len(done)} of {res.expected} rank(s) had finished)", "statuses": res.statuses}
+    nan = [s for s in res.statuses if s.get("phase") == "nan"]
+    if nan:
+        return {"ok": False, "kind": "nan", "reason": nan[0]["error"]["summary"], "statuses": res.statuses}
+    failure = res.failure()
+    if failure is not None:
+        err = failure.get("error") or {}
+        text = err.get("summary", "unknown error")
+        if err.get("during"):
+            text = f"during {err['during']}: {text}"
+        kind = "error" if failure.get("phase") in ("entry", "harness") else "crash"
+        return {"ok": False, "kind": kind, "reason": text, "statuses": res.statuses}
+    return {"ok": True, "statuses": sorted(res.statuses, key=lambda s: s.get("rank", 0))}
+
+
+def _side(sid: str, side: str, tree: str, variant: Optional[str], opts: Options, work: str,
+          progress) -> Dict[str, Any]:
+    from .bench import summarize_times
+    from .peaks import lookup
+
+    ranks = 1 if sid == "S1" else opts.world_size * opts.nnodes
+    runs, failures = [], []
+    for r in range(opts.repeats):
+        out = os.path.join(work, "bench", sid.lower(), side, f"repeat{r}")
+        job = {"kind": "bench", "side": side, "tree": tree, "entry": opts.entry, "seed": opts.seed,
+               "threads": opts.threads, "stage": sid, "variant": variant, "bf16_policy": opts.bf16_policy,
+               "steps": opts.bench_steps, "warmup": opts.bench_warmup, "profile_steps": opts.bench_profile_steps,
+               "batch_step": opts.parallel_steps[0] if sid != "S1" else opts.steps[0], "out": out}
+        if progress is not None:
+            progress(f"{sid} bench: {side} side, repeat {r + 1}/{opts.repeats} ({ranks} rank(s))")
+        rep = _repeat(job, f"bench-{sid}-{side}-{r}", opts, ranks)
+        if rep["ok"]:
+            runs.append(rep["statuses"])
+        else:
+            failures.append({"repeat": r, "kind": rep["kind"], "reason": rep["reason"][:400]})
+    out: Dict[str, Any] = {"ranks": ranks, "repeats": opts.repeats, "ok_repeats": len(runs),
+                           "crash_rate": round(len(failures) / opts.repeats, 4) if opts.repeats else 0.0,
+                           "failures": failures}
+    if not runs:
+        return out
+    first = runs[0][0]
+    device = first.get("device", "cpu")
+    # the slowest rank defines a step
+    times = [max(vals) for statuses in runs for vals in zip(*[s["step_times"] for s in statuses])]
+    t = summarize_times(times)
+    data_parallel = variant in ("ddp", "fsdp2", "ep")
+    per_rank = lambda key: [s.get(key) for s in runs[0]]  # noqa: E731
+    samples = per_rank("samples_per_step")
+    tokens = per_rank("tokens_per_step")
+    samples_step = (sum(samples) if data_parallel else samples[0]) if None not in samples else None
+    tokens_step = (sum(tokens) if data_parallel else tokens[0]) if None not in tokens else None
+    flops_step = sum(s.get("flops_per_step", 0) for s in runs[0])
+    med = t["median_s"]
+    achieved = flops_step / med / 1e12 if med > 0 else None
+    peak = lookup(first.get("device_name"), first.get("dtype", "bfloat16"), opts.peak_tflops)
+    mfu = achieved / (peak["tflops"] * ranks) if peak.get("tflops") and achieved is not None else None
+    shares = [s.get("comm_share", {}) for statuses in runs for s in statuses]
+    comm = {}
+    for key in ("total", "all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
+        vals = [c[key] for c in shares if key in c]
+        comm[key] = round(statistics.fmean(vals), 6) if vals else None
+    mems = [s.get("peak_memory", {}) for statuses in runs for s in statuses]
+    out.update({
+        "device": device, "device_name": first.get("device_name"), "dtype": first.get("dtype"),
+        "how": first.get("how"), "label": CPU_LABEL if device == "cpu" else None,
+        "step_time": {k: (round(v, 6) if isinstance(v, float) else v) for k, v in t.items()},
+        "samples_per_step": samples_step, "tokens_per_step": tokens_step,
+        "samples_per_s": round(samples_step / med, 3) if samples_step and med > 0 else None,
+        "tokens_per_s": round(tokens_step / med, 3) if tokens_step and med > 0 else None,
+        "flops_per_step": flops_step, "achieved_tflops": achieved,
+        "peak_tflops": peak.get("tflops"), "peak_source": peak.get("source") or peak.get("why"),
+        "mfu": mfu, "mfu_note": None if mfu is not None else peak.get("why", "n/a: unknown peak"),
+        "comm_share": comm,
+        "peak_memory_bytes": max(m.get("bytes", 0) for m in mems) if mems else None,
+        "peak_memory_kind": mems[0].get("kind") if mems else None,
+    })
+    return out
+
+
+RATIO_KEYS = (("step_time_median_s", lambda s: (s.get("step_time") or {}).get("median_s")),
+              ("samples_per_s", lambda s: s.get("samples_per_s")),
+              ("tokens_per_s", lambda s: s.get("tokens_per_s")),
+              ("achieved_tflops", lambda s: s.get("achieved_tflops")),
+              ("mfu", lambda s: s.get("mfu")),
+              ("peak_memory_bytes", lambda s: s.get("peak_memory_bytes")))
+
+
+def bench_stage(sid: str, opts: Options, original: str, migrated: str, work: str, ctx: Dict[str, Any],
+                progress=None) -> Optional[Dict[str, Any]]:
+    """The ``perf`` object of stage ``sid`` (None for S0: a plan check, nothing is timed)."""
+    if sid == "S0":
+        return None
+    variant = _variant(sid, opts, ctx)
+    if sid == "S3" and variant is None:
+        return {"skipped": "no tensor/expert-parallel plan to benchmark"}
+    perf: Dict[str, Any] = {"config": {"steps": opts.bench_steps, "warmup": opts.bench_warmup,
+                                       "repeats": opts.repeats, "profile_steps": opts.bench_profile_steps,
+                                       "timeout_s": opts.bench_timeout, "bf16_policy": opts.bf16_policy,
+                                       "variant": variant,
+                                       "step": "forward + backward (optimizer step not included)"}}
+    sides = [("migrated", migrated)] if ctx.get("recorded") else [("original", original), ("migrated", migrated)]
+    for side, tree in sides:
+        perf[side] = _side(sid, side, tree, variant, opts, work, progress)
+    if ctx.get("recorded"):
+        perf["original"] = {"skipped": "reference side recorded elsewhere (--compare): not benchmarked here"}
+    ratio = {}
+    for key, get in RATIO_KEYS:
+        a, b = get(perf.get("original", {})), get(perf.get("migrated", {}))
+        ratio[key] = round(b / a, 4) if isinstance(a, (int, float)) and isinstance(b, (int, float)) and a else None
+    perf["ratio"] = ratio
+    perf["ratio_note"] = "migrated / original"
+    labels = {perf[s].get("label") for s, _ in sides if perf[s].get("label")}
+    if labels:
+        perf["label"] = CPU_LABEL
+    return perf
+
+
+def scaling(stages, opts: Options) -> List[Dict[str, Any]]:
+    """1 card (S1) → N ranks (S2, S3) → supernode layout: throughput and efficiency
+    throughput(N) / (N × throughput(1)) of the migrated side."""
+    perfs = {s.id: (s.bench or {}).get("perf") for s in stages}
+    base = (perfs.get("S1") or {}).get("migrated") or {}
+    unit = "tokens_per_s" if base.get("tokens_per_s") else "samples_per_s"
+    one = base.get(unit)
+    lines: List[Dict[str, Any]] = []
+    if one:
+        lines.append({"layout": "1 card (S1)", "ranks": 1, "throughput": one, "unit": unit, "efficiency": 1.0,
+                      "measured": True})
+    for sid in ("S2", "S3"):
+        mig = (perfs.get(sid) or {}).get("migrated") or {}
+        thr = mig.get(unit)
+        if thr:
+            n = mig["ranks"]
+            variant = ((perfs.get(sid) or {}).get("config") or {}).get("variant")
+            lines.append({"layout": f"{n} ranks ({sid} {variant})", "ranks": n, "throughput": thr, "unit": unit,
+                          "efficiency": round(thr / (n * one), 4) if one else None, "measured": True})
+    if lines:
+        lines.append({"layout": f"supernode plan ({opts.plan_world_size} ranks)", "ranks": opts.plan_world_size,
+                      "throughput": None, "unit": unit, "efficiency": None, "measured": False,
+                      "note": "not measured: S0 checks this layout on the fake process group only; run "
+                              "--nproc-per-node/--nnodes at that size on the cluster to time it"})
+    return lines

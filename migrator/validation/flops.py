@@ -1,0 +1,36 @@
+"""Model FLOPs per training step, counted with ``torch.utils.flop_counter.FlopCounterMode``.
+
+The count covers forward and backward (what runs inside the counted function); the optimizer
+step is not part of the benchmarked step. FlopCounterMode counts matmul/conv/attention FLOPs
+(2 per multiply-add), not elementwise work, so a dense transformer lands near the usual
+6 · params · tokens (+ attention), and a stack of ``nn.Linear`` exactly at
+6 · batch · Σ in·out (bias adds not counted).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Tuple
+
+
+def count(fn: Callable[[], Any]) -> Tuple[int, Dict[str, int], Any]:
+    """Run ``fn()`` once under the FLOP counter: (total FLOPs, per-op FLOPs, fn's return)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    counter = FlopCounterMode(display=False)
+    with counter:
+        result = fn()
+    counts = counter.get_flop_counts()
+    top = counts.get("Global", {})  # the module-level totals (every op once)
+    per_op: Dict[str, int] = {str(op).replace("aten.", ""): int(n) for op, n in top.items()}
+    return int(counter.get_total_flops()), per_op, result
+
+
+def linear_stack_flops(batch: int, dims) -> int:
+    """Exact forward+backward FLOPs of ``nn.Linear(d0, d1), nn.Linear(d1, d2), ...`` on ``batch`` rows
+    when the input needs no grad: forward 2·b·in·out per layer, backward 2·b·in·out (weight grad)
+    plus 2·b·in·out (input grad) for every layer but the first."""
+    total = 0
+    for i, (d_in, d_out) in enumerate(zip(dims, dims[1:])):
+        mm = 2 * batch * d_in * d_out
+        total += mm + mm + (mm if i > 0 else 0)
+    return total

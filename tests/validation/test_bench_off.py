@@ -1,0 +1,68 @@
+"""--bench off costs nothing: no bench module imported, no profiler, no timed repeats; the peak
+table never guesses."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from migrator.validation import stages
+from migrator.validation.options import Options
+from migrator.validation.results import StageResult
+
+
+def test_validation_modules_do_not_import_bench():
+    code = ("import sys, migrator.validation.worker, migrator.validation.parallel, migrator.validation.stages, "
+            "migrator.validation.execute, migrator.validation.results;"
+            "bad = [m for m in sys.modules if m.startswith(('migrator.validation.bench', 'migrator.validation.flops',"
+            " 'torch.profiler', 'torch.utils.flop_counter'))]; print(bad); assert not bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _fake_run(monkeypatch, tmp_path, bench: bool):
+    calls = []
+    monkeypatch.setattr(stages, "run_s1", lambda *a, **k: StageResult("S1", "pass", summary="fake"))
+    for mod in [m for m in sys.modules if m.startswith("migrator.validation.bench")]:
+        monkeypatch.delitem(sys.modules, mod)
+    if bench:
+        import migrator.validation.benchstage as bs
+
+        monkeypatch.setattr(bs, "bench_stage", lambda sid, *a, **k: calls.append(sid) or {"migrated": {}})
+    opts = Options(original=str(tmp_path), migrated=str(tmp_path), stages=("S1",), bench=bench)
+    return stages.run(opts), calls
+
+
+def test_bench_off_installs_nothing(monkeypatch, tmp_path):
+    result, _ = _fake_run(monkeypatch, tmp_path, bench=False)
+    assert "migrator.validation.bench" not in sys.modules
+    assert "migrator.validation.benchstage" not in sys.modules
+    assert "perf" not in result.stage("S1").bench
+    assert "bench" not in result.to_json()
+
+
+def test_bench_on_benchmarks_each_run_stage(monkeypatch, tmp_path):
+    result, calls = _fake_run(monkeypatch, tmp_path, bench=True)
+    assert calls == ["S1"]
+    assert "perf" in result.stage("S1").bench
+    assert "scaling" in result.to_json()["bench"]
+
+
+def test_bench_rejects_script_mode(tmp_path):
+    with pytest.raises(stages.ValidationSetupError):
+        stages.run(Options(original=str(tmp_path), bench=True, script="train.py"))
+
+
+@pytest.mark.parametrize("name,expect", [("NVIDIA H100 80GB HBM3", 989.4), ("NVIDIA A100-SXM4-80GB", 312.0),
+                                         ("NVIDIA H200", 989.4), ("NVIDIA H100 PCIe", None), ("NVIDIA H200 NVL", None),
+                                         ("Ascend910B3", None), ("Ascend (emulated on CPU)", None), ("cpu (x86_64)", None)])
+def test_peak_table(name, expect):
+    from migrator.validation.peaks import PEAKS, lookup
+
+    got = lookup(name, "bfloat16")
+    assert got["tflops"] == expect
+    if expect is None:
+        assert got["why"].startswith("n/a")
+    assert all(p.source.count("http") >= 1 for p in PEAKS)
+    assert lookup(name, "bfloat16", override=400.0)["tflops"] == 400.0

@@ -1,0 +1,45 @@
+"""The benchmark table in the result JSON, the terminal text and `migrate report --validation`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+SAMPLE = Path(__file__).with_name("bench_result_sample.json")  # `migrate validate samples/gpt --bench --stages S1,S2`
+
+
+def test_sample_matches_schema():
+    import jsonschema
+
+    schema = json.loads((Path(__file__).resolve().parents[2] / "migrator/schema/validation.schema.json").read_text())
+    jsonschema.validate(json.loads(SAMPLE.read_text()), schema)
+
+
+def test_rows_and_scaling_text():
+    from migrator.validation.benchreport import perf_rows, scaling_text
+
+    doc = json.loads(SAMPLE.read_text())
+    s2 = next(s for s in doc["stages"] if s["id"] == "S2")["bench"]["perf"]
+    rows = {r[0]: r for r in perf_rows(s2)}
+    for metric in ("step time (median)", "tokens/s", "achieved TFLOP/s", "MFU", "communication share", "crash rate"):
+        assert metric in rows
+    assert rows["MFU"][2].startswith("n/a")
+    assert rows["crash rate"][2].startswith("0 %")
+    text = scaling_text(doc["bench"]["scaling"])
+    assert "1 card (S1)" in text and "2 ranks (S2 ddp)" in text and "efficiency" in text and "not measured" in text
+
+
+def test_html_report_shows_benchmark(tmp_path):
+    from migrator.cli import main
+
+    out = tmp_path / "report.html"
+    res = CliRunner().invoke(main, ["report", str(Path(__file__).resolve().parents[2] / "samples/gpt"),
+                                    "--validation", str(SAMPLE), "-o", str(out), "--no-cache"])
+    assert res.exit_code in (0, 1), res.output
+    html = out.read_text()
+    assert "S2 benchmark" in html and "Migrated/original" in html
+    for text in ("tokens/s", "TFLOP/s", "MFU", "communication share", "crash rate", "n/a: CPU run",
+                 "scaling (migrated)", "efficiency"):
+        assert text in html, text
