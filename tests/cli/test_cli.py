@@ -156,7 +156,7 @@ def test_light_commands_do_not_import_libcst_or_torch(project, args):
     args = tuple(a.format(clean=project / "clean.py") for a in args)
     proc = run_cli(*args, env={"PYTHONPROFILEIMPORTTIME": "1"})
     imported = {line.split("|")[-1].strip() for line in proc.stderr.splitlines() if "|" in line}
-    assert "libcst" not in imported and "torch" not in imported, args
+    assert not imported & {"libcst", "torch", "jinja2", "rich"}, args
     assert "click" in imported  # the probe works
 
 
