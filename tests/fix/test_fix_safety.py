@@ -141,3 +141,16 @@ def test_user_alias_is_kept(repo):
     (repo / "alias.py").write_text("import torch as t\nt.cuda.synchronize()\n")
     api.fix([repo], use_cache=False)
     assert (repo / "alias.py").read_text() == "import torch as t\nimport torch_npu\nt.npu.synchronize()\n"
+
+
+def test_cli_diff_and_check_exit_codes(repo):
+    from tests.conftest import run_cli
+
+    diff = run_cli("fix", str(repo), "--diff", "--no-cache")
+    assert diff.returncode == 1 and "+import torch_npu" in diff.stdout and "would change 1 file" in diff.stderr
+    assert "torch.cuda.synchronize()" in (repo / "train.py").read_text()  # --diff wrote nothing
+    assert run_cli("fix", str(repo), "--check", "--no-cache").returncode == 1
+    applied = run_cli("fix", str(repo), "--no-cache")
+    assert applied.returncode == 1 and "DIST005" in applied.stdout  # DataParallel remains: manual, an error
+    assert run_cli("fix", str(repo), "--check", "--no-cache").returncode == 0  # already fixed
+    assert run_cli("fix", str(repo / "nope"), "--check").returncode == 2
