@@ -363,7 +363,7 @@ def _torch_npu_pairing(version: str, line: int, column: int, end: int) -> Iterat
     except CoverageError:
         return
     if release:
-        yield TextHit("impl:torch-npu-release", line, column, end, f"torch=={version}",
+        yield TextHit("impl:torch-npu-release", line, column, end, f"torch=={version}", f"torch-npu=={release}",
                       message=f"torch {version} pairs with torch-npu {release}: add `torch-npu=={release}` for Ascend")
     else:
         yield TextHit("impl:torch-npu-pairing-unknown", line, column, end, f"torch=={version}",
@@ -371,7 +371,17 @@ def _torch_npu_pairing(version: str, line: int, column: int, end: int) -> Iterat
                       "check PyPI's torch-npu releases for it")
 
 
+HAS_TORCH_NPU = re.compile(r"(?im)^\s*torch[-_]npu\b")
+
+
 def check_requirements(lines: tuple[str, ...]) -> Iterator[TextHit]:
+    has_torch_npu = any(HAS_TORCH_NPU.match(line) for line in lines)
+    for hit in _requirement_lines(lines):
+        if not (has_torch_npu and hit.key == "impl:torch-npu-release"):  # already paired
+            yield hit
+
+
+def _requirement_lines(lines: tuple[str, ...]) -> Iterator[TextHit]:
     for number, raw in enumerate(lines, 1):
         code = raw.split(" #", 1)[0]
         if not code.strip() or code.lstrip().startswith("#"):

@@ -29,6 +29,9 @@ def fix_text(text: str, findings: list[Finding], target: str) -> tuple[str, list
     declined: list[tuple[Finding, str]] = []
     lines = text.splitlines(keepends=True)
     for f in sorted(findings, key=lambda f: (f.line, f.column), reverse=True):
+        if f.code == "OPS008":
+            _add_torch_npu(lines, f, target, applied, declined)
+            continue
         new = _replacement(f) if target == "npu" else None
         if new is None:
             declined.append((f, "launch scripts are rewritten for the npu target only" if target != "npu" else "no exact rewrite"))
@@ -41,6 +44,33 @@ def fix_text(text: str, findings: list[Finding], target: str) -> tuple[str, list
         lines[f.line - 1] = line[:start] + new + line[end:]
         applied.append(f)
     return "".join(lines), applied, declined
+
+
+def _add_torch_npu(lines: list[str], f: Finding, target: str, applied: list, declined: list) -> None:
+    """`torch==X` gains a `torch-npu==Y` line right after it (the pairing is exact: ascend-facts §a)."""
+    if target != "npu":
+        declined.append((f, "torch-npu is added for the npu target only (portable code keeps one requirements set)"))
+        return
+    from pathlib import Path
+
+    from migrator.engine.discover import file_kind
+
+    if file_kind(Path(f.path)) != "requirements":
+        declined.append((f, "add the torch-npu pin by hand here (only requirements files are edited)"))
+        return
+    from migrator.coverage import torch_npu_release_for_torch
+
+    version = f.symbol.split("==", 1)[-1]
+    release = torch_npu_release_for_torch(version)
+    line = lines[f.line - 1]
+    if not release or f.symbol not in line.replace(" ", ""):
+        declined.append((f, "the torch pin changed"))
+        return
+    ending = line[len(line.rstrip("\r\n")) :] or "\n"
+    if not line.endswith(("\n", "\r")):
+        lines[f.line - 1] = line + ending
+    lines.insert(f.line, f"torch-npu=={release}{ending}")
+    applied.append(f)
 
 
 def newline_of(text: str) -> str:

@@ -154,3 +154,15 @@ def test_cli_diff_and_check_exit_codes(repo):
     assert applied.returncode == 1 and "DIST005" in applied.stdout  # DataParallel remains: manual, an error
     assert run_cli("fix", str(repo), "--check", "--no-cache").returncode == 0  # already fixed
     assert run_cli("fix", str(repo / "nope"), "--check").returncode == 2
+
+
+def test_requirements_gain_the_paired_torch_npu_pin(tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\ndependencies = ["torch==2.13.0"]\n')
+    (tmp_path / "requirements.txt").write_text("torch==2.13.0\r\nnumpy\r\n")
+    outcome = api.fix([tmp_path], use_cache=False)
+    assert (tmp_path / "requirements.txt").read_bytes() == b"torch==2.13.0\r\ntorch-npu==2.13.0\r\nnumpy\r\n"
+    assert "torch-npu" not in (tmp_path / "pyproject.toml").read_text()  # TOML arrays are not edited
+    remaining = {(f.path, f.code, f.fix is None) for f in outcome.remaining.findings}
+    assert ("pyproject.toml", "OPS008", True) in remaining
+    assert not any(p == "requirements.txt" for p, _, _ in remaining)
+    assert api.fix([tmp_path], write=False, use_cache=False).changed_files == []
