@@ -106,6 +106,11 @@ def coverage_table_name(settings: Settings) -> str | None:
 MAX_OP_SITES = 20
 
 
+def _site(op) -> str:
+    """`path:line`, or `path:cell N:line` for a notebook (whose lines count within the cell)."""
+    return f"{op.path}:cell {op.cell}:{op.line}" if op.cell is not None else f"{op.path}:{op.line}"
+
+
 def coverage_summary(ops, settings: Settings) -> dict[str, Any]:
     """Distinct torch ops used, with status and call sites, for the summary and the report."""
     by_name: dict[str, list] = {}
@@ -121,7 +126,7 @@ def coverage_summary(ops, settings: Settings) -> dict[str, Any]:
             "dtypes": list(first.dtypes),
             "npu_name": first.npu_name,
             "count": len(sites),
-            "sites": [f"{s.path}:{s.line}" for s in sites[:MAX_OP_SITES]],
+            "sites": [_site(s) for s in sites[:MAX_OP_SITES]],
         })
     by_status = Counter(r["status"] for r in rows)
     from migrator.coverage import STATUSES

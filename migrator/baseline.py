@@ -7,7 +7,8 @@ A finding is identified by (path, code, fingerprint, occurrence), never by its l
 inserting or deleting lines elsewhere does not make old findings "new":
 
 * fingerprint = first 16 hex digits of sha1(code NUL symbol NUL source line), where the source line
-  is the finding's first line with runs of whitespace collapsed (re-indenting keeps it);
+  is the finding's first line with runs of whitespace collapsed (re-indenting keeps it); in a
+  notebook it is that line of the finding's cell, not a line of the JSON file;
 * occurrence = index among the findings of the same file with the same code and fingerprint, in
   line order (two identical `x.cuda()` lines are two entries; a third one is new).
 
@@ -48,11 +49,13 @@ def fingerprint(code: str, symbol: str, line: str | None) -> str:
 
 def keys(findings: Iterable[Finding], lines_of: LinesOf) -> list[tuple[Finding, Key]]:
     """Each finding with its baseline key, in the findings' (path, line, column) order."""
+    from migrator.sources import CellLines
+
+    source = CellLines(lines_of)  # a notebook finding's line is a line of its cell
     seen: Counter = Counter()
     out = []
     for f in sorted(findings, key=Finding.sort_key):
-        lines = lines_of(f.path)
-        text = lines[f.line - 1] if lines is not None and 1 <= f.line <= len(lines) else None
+        text = source.line(f.path, f.line, f.cell)
         fp = fingerprint(f.code, f.symbol, text)
         group = (f.path, f.code, fp)
         out.append((f, (f.path, f.code, fp, seen[group])))

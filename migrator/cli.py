@@ -125,7 +125,7 @@ def scan(paths, fmt, output, select, ignore, fail_on, exit_zero, jobs, no_cache,
         color = fmt == "text" and not output and sys.stdout.isatty() and "NO_COLOR" not in os.environ
         from migrator.sources import SourceLines
 
-        text = render(result, fmt, color=color, lines_of=SourceLines(result.summary.root) if fmt == "sarif" else None)
+        text = render(result, fmt, color=color, lines_of=SourceLines(result.summary.root) if fmt in ("sarif", "github") else None)
         if quiet and fmt == "text":
             from migrator.reporters.text import render as render_text
 

@@ -1,6 +1,7 @@
 """Everything the reviewer report shows besides the scan itself, gathered once (I/O lives here).
 
-`gather()` reads the flagged files back (for excerpts), asks git for the commit, and loads the
+`gather()` reads the flagged files back (for excerpts; a notebook's cells as their own lines,
+since its findings' lines count within a cell), asks git for the commit, and loads the
 optional fix record (written by `migrate fix`) and validation result (written by
 `migrate validate`), checking them against `migrator/schema/*.schema.json`. The renderers in
 `migrator.reporters.report` are then pure functions of the returned `ReportData`.
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from migrator.model import RunResult
-from migrator.sources import SourceLines
+from migrator.sources import CellLines, SourceLines
 
 DEFAULT_FIX_RECORD = ".migrate/fix-record.json"
 
@@ -48,6 +49,7 @@ class AppliedEdit:
     symbol: str
     line: int | None  # where the replacement is now (new.line, else original.line)
     original_line: int | None
+    cell: int | None = None  # notebooks: the edited cell (1-based); the lines count within it
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,8 @@ class ReportData:
     result: RunResult
     meta: Meta
     sources: Mapping[str, tuple[str, ...] | None] = field(default_factory=dict)
+    # notebooks with cell findings: path -> cell -> that cell's source lines (findings' lines count in it)
+    cells: Mapping[str, Mapping[int, tuple[str, ...]]] = field(default_factory=dict)
     diffs: Mapping[str, str] | None = None  # path -> unified diff text
     diffs_applied: bool = False
     fix_record: FixRecord | None = None
@@ -168,9 +172,10 @@ def load_fix_record(path: str | Path, scan_root: Path) -> FixRecord:
                     symbol=e.get("symbol", ""),
                     line=new.get("line", old.get("line")),
                     original_line=old.get("line"),
+                    cell=e.get("cell") if isinstance(e.get("cell"), int) else None,
                 )
             )
-    edits.sort(key=lambda e: (e.path, e.line or 0, e.code))
+    edits.sort(key=lambda e: (e.path, e.cell or 0, e.line or 0, e.code))
     return FixRecord(source=str(path), target=data.get("target"), edits=tuple(edits), files=tuple(files))
 
 
@@ -211,10 +216,17 @@ def gather(
     lines_of = SourceLines(root)
     paths = sorted({f.path for f in result.findings} | set(diffs or {}))
     sources = {p: (tuple(lines) if (lines := lines_of(p)) is not None else None) for p in paths}
+    cell_lines = CellLines(lines_of)
+    cells = {}
+    for p in sorted({f.path for f in result.findings if f.cell is not None}):
+        view = cell_lines.notebook(p)
+        if view is not None:
+            cells[p] = {n: tuple(lines) for n, lines in view.cells.items()}
     return ReportData(
         result=result,
         meta=meta,
         sources=sources,
+        cells=cells,
         diffs=dict(diffs) if diffs else None,
         diffs_applied=diffs_applied,
         fix_record=record,

@@ -11,7 +11,8 @@ FORMATS = ("text", "json", "sarif", "github")
 
 
 def render(result, fmt: str, color: bool = False, lines_of=None) -> str:
-    """`lines_of(path) -> list[str] | None` gives SARIF its partialFingerprints (optional)."""
+    """`lines_of(path) -> list[str] | None` gives SARIF its partialFingerprints, and places notebook
+    findings (SARIF, github) in the raw file (optional)."""
     if fmt == "json":
         from migrator.reporters import json_report
 
@@ -23,7 +24,7 @@ def render(result, fmt: str, color: bool = False, lines_of=None) -> str:
     if fmt == "github":
         from migrator.reporters import github
 
-        return github.render(result)
+        return github.render(result, lines_of=lines_of)
     from migrator.reporters import text
 
     return text.render(result, color=color)

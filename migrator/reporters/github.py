@@ -4,7 +4,9 @@
 
 Levels: error -> `error`, warning -> `warning`, info -> `notice`. Escaping follows the runner's
 rules: in the message `%`, CR and LF are percent-encoded; in properties also `:` and `,`.
-`endColumn` is inclusive here (the findings' end column is exclusive).
+`endColumn` is inclusive here (the findings' end column is exclusive). A notebook finding (`cell`
+set; its line counts within the cell) points at the raw JSON line holding its source line, and its
+message starts with "cell N, line L: ".
 """
 
 from __future__ import annotations
@@ -22,18 +24,42 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def render(result: RunResult) -> str:
+def _position(f, source) -> tuple[int, int, int, int] | None:
+    """(line, col, end line, end col exclusive) in the file; a notebook finding counts within its cell,
+    so it is mapped to the raw JSON line holding that source line (None when unknown)."""
+    if f.cell is None:
+        return f.line, f.column, max(f.end_line, f.line), f.end_column
+    start = source.raw_position(f.path, f.cell, f.line, f.column) if source is not None else None
+    if start is None:
+        return None
+    end = source.raw_position(f.path, f.cell, max(f.end_line, f.line), f.end_column)
+    if end is None or end < start:
+        end = (start[0], start[1] + 1)
+    return start[0], start[1], end[0], end[1]
+
+
+def render(result: RunResult, lines_of=None) -> str:
+    """`lines_of(path) -> list[str] | None` reads files back, to place notebook findings (without
+    it they are file-level annotations, the cell named in the message)."""
+    source = None
+    if lines_of is not None:
+        from migrator.sources import CellLines
+
+        source = CellLines(lines_of)
     out = []
     for f in result.findings:
-        props = [("file", f.path), ("line", str(f.line))]
-        end_line = max(f.end_line, f.line)
-        props.append(("endLine", str(end_line)))
-        props.append(("col", str(f.column)))
-        end_col = f.end_column - 1  # inclusive
-        if (end_line > f.line and end_col >= 1) or end_col >= f.column:
-            props.append(("endColumn", str(end_col)))
+        props = [("file", f.path)]
+        where = _position(f, source)
+        if where is not None:
+            line, col, end_line, end_column = where
+            props += [("line", str(line)), ("endLine", str(end_line)), ("col", str(col))]
+            end_col = end_column - 1  # inclusive
+            if (end_line > line and end_col >= 1) or end_col >= col:
+                props.append(("endColumn", str(end_col)))
         props.append(("title", f"{f.code} {f.name}"))
         message = f.message
+        if f.cell is not None:
+            message = f"cell {f.cell}, line {f.line}: {message}"
         if f.fix:
             message += f"\nFix ({f.fix.kind}): {f.fix.title}"
         else:

@@ -12,6 +12,7 @@ import base64
 import hashlib
 import re
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
 
@@ -84,8 +85,27 @@ def _rule_anchor(code: str) -> str:
     return f"rule-{code.lower()}"
 
 
-def _excerpt(lines: tuple[str, ...] | None, findings: list[Finding], lang: str) -> list[dict] | None:
-    """Blocks of source around the findings: [{start, rows: [{no, html, text, hits}]}]."""
+def _file_excerpt(
+    lines: tuple[str, ...] | None, cells: Mapping[int, tuple[str, ...]] | None, findings: list[Finding], lang: str
+) -> list[dict] | None:
+    """The excerpt of a file; in a notebook, findings with a cell are shown in that cell's source
+    (their lines count within it), one group of blocks per cell, Python-highlighted."""
+    if cells is None or all(f.cell is None for f in findings):
+        return _excerpt(lines, findings, lang)
+    plain = [f for f in findings if f.cell is None]
+    blocks = (_excerpt(lines, plain, lang) or []) if plain else []
+    for cell in sorted({f.cell for f in findings if f.cell is not None}):
+        blocks += _excerpt(cells.get(cell, ()), [f for f in findings if f.cell == cell], "python", cell) or []
+    return blocks
+
+
+def _row_key(cell: int | None, line: int) -> str | int:
+    return line if cell is None else f"c{cell}-{line}"
+
+
+def _excerpt(lines: tuple[str, ...] | None, findings: list[Finding], lang: str, cell: int | None = None) -> list[dict] | None:
+    """Blocks of source around the findings: [{start, cell, rows: [{no, key, html, text, hits}]}]
+    (`cell`: the notebook cell the lines belong to, else None; `key` names the row's anchor)."""
     if lines is None:
         return None
     wanted: set[int] = set()
@@ -105,11 +125,12 @@ def _excerpt(lines: tuple[str, ...] | None, findings: list[Finding], lang: str) 
     previous = None
     for n in sorted(wanted):
         if previous is None or n != previous + 1:
-            blocks.append({"start": n, "rows": []})
+            blocks.append({"start": n, "cell": cell, "rows": []})
         text = lines[n - 1]
         blocks[-1]["rows"].append(
             {
                 "no": n,
+                "key": _row_key(cell, n),
                 "text": visible(text),
                 "html": highlight_spans(text, spans[n], lang) if n in spans else highlight(text, lang),
                 "hits": by_line.get(n, []),
@@ -126,7 +147,9 @@ def _excerpt_text(blocks: list[dict] | None) -> str | None:
     width = max((len(str(row["no"])) for b in blocks for row in b["rows"]), default=1)
     out = []
     for i, block in enumerate(blocks):
-        if i:
+        if block.get("cell") is not None and (i == 0 or blocks[i - 1].get("cell") != block["cell"]):
+            out.append(f"[cell {block['cell']}]")
+        elif i:
             out.append(" " * (width + 2) + "...")
         for row in block["rows"]:
             out.append(f"{'>' if row['hits'] else ' '} {row['no']:>{width}} | {row['text']}".rstrip())
@@ -287,22 +310,22 @@ def build_context(data: ReportData) -> dict[str, Any]:
                 "manual": sum(1 for f in fs if f.fix is None),
                 "diff": _diff_rows(diff, lang) if diff else None,
                 "diff_text": visible(diff) if diff else None,
-                "excerpt": None if diff else _excerpt(data.sources.get(p), fs, lang),
+                "excerpt": None if diff else _file_excerpt(data.sources.get(p), data.cells.get(p), fs, lang),
             }
         )
 
     for entry in files:
         entry["excerpt_text"] = _excerpt_text(entry["excerpt"])
-    shown: set[tuple[str, int]] = set()
+    shown: set[tuple[str, int | None, int]] = set()
     for entry in files:
-        placed = {row["no"] for block in entry["excerpt"] or [] for row in block["rows"]}
-        shown |= {(entry["path"], n) for n in placed}
-        entry["unplaced"] = [f for f in entry["findings"] if f.line not in placed]
+        placed = {(block.get("cell"), row["no"]) for block in entry["excerpt"] or [] for row in block["rows"]}
+        shown |= {(entry["path"], cell, n) for cell, n in placed}
+        entry["unplaced"] = [f for f in entry["findings"] if (f.cell, f.line) not in placed]
 
     def link(f: Finding) -> str:
         """Anchor of a finding: its source line in the excerpt, else its file section."""
-        if (f.path, f.line) in shown:
-            return f"L{file_index[f.path]}-{f.line}"
+        if (f.path, f.cell, f.line) in shown:
+            return f"L{file_index[f.path]}-{_row_key(f.cell, f.line)}"
         return f"file-{file_index[f.path]}"
 
     families = []

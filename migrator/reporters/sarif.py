@@ -3,7 +3,9 @@
 One run; `tool.driver.rules` holds every rule that has a result, with its documentation from the
 catalogue (`help.markdown` is the `migrate rule CODE` page). Locations are relative to the
 `SRCROOT` base (the scan root); regions use 1-based character columns with an exclusive end
-(`columnKind: unicodeCodePoints`), exactly the findings' own positions.
+(`columnKind: unicodeCodePoints`), exactly the findings' own positions. A notebook finding's
+position counts within its cell: its region points at the raw JSON line holding that source line
+(read back through `lines_of`), and the message starts with "cell N, line L: ".
 
 `fixes` needs concrete replacement text, which only `migrate fix` computes: pass
 ``replacements={finding: [Replacement, ...]}`` to emit them; without it the fix title and kind
@@ -88,6 +90,27 @@ def _region(line: int, column: int, end_line: int, end_column: int) -> dict:
     return region
 
 
+def _where(f: Finding) -> str:
+    return f"cell {f.cell}, line {f.line}: " if f.cell is not None else ""
+
+
+def _physical(f: Finding, source) -> dict:
+    """A notebook finding's `line`/`column` count within its cell: the region points into the raw
+    JSON file instead (the cell position is in the message and `properties.cell`); no region when the
+    file cannot be read back (no `lines_of`)."""
+    location: dict = {"artifactLocation": {"uri": _uri(f.path), "uriBaseId": "SRCROOT"}}
+    if f.cell is None:
+        location["region"] = _region(f.line, f.column, f.end_line, f.end_column)
+        return location
+    start = source.raw_position(f.path, f.cell, f.line, f.column) if source is not None else None
+    if start is not None:
+        end = source.raw_position(f.path, f.cell, max(f.end_line, f.line), f.end_column)
+        if end is None or end < start:
+            end = (start[0], start[1] + 1)
+        location["region"] = _region(start[0], start[1], end[0], end[1])
+    return location
+
+
 def render(
     result: RunResult,
     lines_of: Callable[[str], list[str] | None] | None = None,
@@ -106,6 +129,11 @@ def render(
         else:  # a code the installed catalogue does not know (should not happen)
             rules.append({"id": code, "shortDescription": {"text": code}})
 
+    source = None
+    if lines_of is not None:
+        from migrator.sources import CellLines
+
+        source = CellLines(lines_of)
     prints: dict[int, str] = {}
     if lines_of is not None:
         from migrator.baseline import keys
@@ -119,15 +147,8 @@ def render(
             "ruleId": f.code,
             "ruleIndex": index[f.code],
             "level": LEVEL[f.severity],
-            "message": {"text": f.message + (f" (fix: {f.fix.title})" if f.fix else "")},
-            "locations": [
-                {
-                    "physicalLocation": {
-                        "artifactLocation": {"uri": _uri(f.path), "uriBaseId": "SRCROOT"},
-                        "region": _region(f.line, f.column, f.end_line, f.end_column),
-                    }
-                }
-            ],
+            "message": {"text": _where(f) + f.message + (f" (fix: {f.fix.title})" if f.fix else "")},
+            "locations": [{"physicalLocation": _physical(f, source)}],
         }
         if id(f) in prints:
             item["partialFingerprints"] = {FINGERPRINT_KEY: prints[id(f)]}
@@ -139,6 +160,8 @@ def render(
             props["fix"] = {"kind": f.fix.kind, "title": f.fix.title}
         if f.coverage is not None:
             props["coverage"] = f.coverage.to_dict()
+        if f.cell is not None:
+            props["cell"] = {"index": f.cell, "line": f.line, "column": f.column, "end_line": f.end_line, "end_column": f.end_column}
         item["properties"] = props
         results.append(item)
 
