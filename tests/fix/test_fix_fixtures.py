@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import ast
 import os
-import shutil
 from pathlib import Path
 
 import pytest
