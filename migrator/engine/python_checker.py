@@ -60,10 +60,6 @@ def call_level(rule) -> bool:
 DEVICE_KWARGS = {"device", "map_location", "device_type", "device_id", "pin_memory_device"}
 
 
-class Emitted(tuple):
-    """(rule, node, symbol, replacement, extra) — a raw hit before positions are computed."""
-
-
 INDEX_NAME = re.compile(r"(?i)(rank|gpu|idx|index|device_id|dev_id|^id$|_id$|^i$|^n$)")
 
 
