@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,8 +12,18 @@ import pathspec
 
 ALWAYS_SKIPPED_DIRS = {
     ".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox",
-    "node_modules", ".migrate", ".eggs", ".ipynb_checkpoints",
+    "node_modules", ".migrate", ".eggs", ".ipynb_checkpoints", ".venv", "site-packages", ".conda",
 }
+SUBMODULE_PATH = re.compile(r"^\s*path\s*=\s*(.+?)\s*$", re.MULTILINE)
+
+
+def submodules(root: Path) -> set[str]:
+    """Paths of git submodules (other projects' code, e.g. a vendored CUTLASS): scanned only on request."""
+    try:
+        text = (root / ".gitmodules").read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return set()
+    return {m.group(1).strip("/") for m in SUBMODULE_PATH.finditer(text)}
 
 
 def file_kind(path: Path) -> str | None:
@@ -121,6 +132,7 @@ def discover(
 
 def _walk(root, start: Path, excluded, inside_root, seen: set[str]) -> Iterator[Candidate | Skip]:
     visited_dirs: set[tuple[int, int]] = set()
+    vendored = submodules(root)
     ignores: list[tuple[Path, pathspec.PathSpec]] = []
     # .gitignore files between the root and the starting folder apply too
     for parent in [*reversed(start.parents), start]:
@@ -171,6 +183,9 @@ def _walk(root, start: Path, excluded, inside_root, seen: set[str]) -> Iterator[
                 is_dir = False
             if is_dir:
                 if entry.name in ALWAYS_SKIPPED_DIRS or ignored(path, True) or excluded(rel + "/"):
+                    continue
+                if rel in vendored and path != start:
+                    yield Skip(rel, "git submodule (another project's code): scan it by naming it")
                     continue
                 if entry.is_symlink() and not inside_root(path):
                     yield Skip(rel, "symlink pointing outside the scan root")

@@ -175,3 +175,17 @@ def test_broken_requirements_and_pyproject_dependencies(repo):
     result = _scan(repo)
     [f] = [f for f in result.findings if f.path == "sub/pyproject.toml"]
     assert f.code == "MIG001" and "TOML" in f.message
+
+
+def test_git_submodules_and_virtualenvs_are_skipped(repo):
+    (repo / ".gitmodules").write_text('[submodule "cutlass"]\n\tpath = csrc/cutlass\n\turl = https://example.invalid/cutlass\n')
+    (repo / "csrc" / "cutlass").mkdir(parents=True)
+    (repo / "csrc" / "cutlass" / "gemm.cu").write_text("__global__ void k() {}\n")
+    (repo / "csrc" / "mine.cu").write_text("__global__ void k() {}\n")
+    (repo / ".venv" / "lib").mkdir(parents=True)
+    (repo / ".venv" / "lib" / "torch_stuff.py").write_text("x.cuda()\n")
+    result = _scan(repo)
+    assert {f.path for f in result.findings} == {"good.py", "csrc/mine.cu"}
+    assert [(s.path, "submodule" in s.reason) for s in result.skipped] == [("csrc/cutlass", True)]
+    named = api.scan([repo / "csrc" / "cutlass"], root=repo, use_cache=False)  # asked for by name
+    assert [f.path for f in named.findings] == ["csrc/cutlass/gemm.cu"]
