@@ -168,6 +168,7 @@ def fix(
     strip_annotations: bool = False,
     write: bool = True,
     out_dir: str | Path | None = None,
+    record: bool = True,
     **overrides,
 ) -> FixOutcome:
     """Rewrite what can be rewritten. `write=False` computes the changes only (for --diff/--check)."""
@@ -189,11 +190,11 @@ def fix(
         remaining = _remaining_in_memory(before, plan, settings)
         return FixOutcome(plan, None, None, _declined_are_manual(remaining, plan))
     out = Path(out_dir).absolute() if out_dir else None
-    record = write_plan(plan, out, before)
+    record_path = write_plan(plan, out, before, record=record)
     rescan_root = out or settings.root
     rescan_paths = [rescan_root / Path(p).relative_to(settings.root) if _inside(p, settings.root) else p for p in resolved]
     remaining = scan(rescan_paths, settings=replace(settings, root=rescan_root))
-    return FixOutcome(plan, out or settings.root, record, _declined_are_manual(remaining, plan))
+    return FixOutcome(plan, out or settings.root, record_path, _declined_are_manual(remaining, plan))
 
 
 def _inside(path: Path, root: Path) -> bool:

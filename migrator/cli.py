@@ -179,13 +179,15 @@ def _progress_bar():
 @click.option("--exact-only", is_flag=True, help="Apply only exact fixes (pure renames); leave numerics fixes as findings.")
 @click.option("--annotate", is_flag=True, help="Mark each site left for a person with `# MIGRATE(CODE): reason`.")
 @click.option("--strip-annotations", is_flag=True, help="Remove `# MIGRATE(...)` markers.")
+@click.option("--no-record", is_flag=True, help="Do not write .migrate/fix-record.json (e.g. in a pre-commit hook).")
 @click.option("--select", multiple=True, help="Only fix these codes, prefixes or families.")
 @click.option("--ignore", multiple=True, help="Do not fix these codes, prefixes or families.")
 @click.option("--fail-on", type=FAIL_CHOICES, help="Lowest severity of remaining findings that makes the exit code 1.")
 @click.option("--root", type=click.Path(file_okay=False, exists=True))
 @click.option("--no-cache", is_flag=True)
 @click.option("--quiet", "-q", is_flag=True, help="Only the change summary, not the remaining findings.")
-def fix(paths, target, show_diff, check, out_dir, exact_only, annotate, strip_annotations, select, ignore, fail_on, root, no_cache, quiet):
+def fix(paths, target, show_diff, check, out_dir, exact_only, annotate, strip_annotations, no_record, select, ignore,
+        fail_on, root, no_cache, quiet):
     """Rewrite CUDA-only code in place (or --out DIR), keeping formatting; writes .migrate/fix-record.json."""
     with _Errors():
         from migrator import api
@@ -197,7 +199,7 @@ def fix(paths, target, show_diff, check, out_dir, exact_only, annotate, strip_an
         target = target or settings.target
         dry = show_diff or check
         outcome = api.fix(resolved, settings=settings, target=target, exact_only=exact_only, annotate=annotate,
-                          strip_annotations=strip_annotations, write=not dry, out_dir=out_dir)
+                          strip_annotations=strip_annotations, write=not dry, out_dir=out_dir, record=not no_record)
         for path, error in outcome.errors:
             click.echo(f"{path}: error: {error}", err=True)
         changed = outcome.changed_files

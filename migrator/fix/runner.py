@@ -254,7 +254,7 @@ def _annotate(rel, text, findings, applied, declined, options) -> str:
     return text_fixer.annotate(text, notes)
 
 
-def write_plan(plan: FixPlan, out_dir: Path | None, scan: RunResult) -> Path:
+def write_plan(plan: FixPlan, out_dir: Path | None, scan: RunResult, record: bool = True) -> Path | None:
     """Write changed files (in place, or a full copy under out_dir) and the fix record."""
     target_root = out_dir or plan.root
     if out_dir is not None:
@@ -266,10 +266,26 @@ def write_plan(plan: FixPlan, out_dir: Path | None, scan: RunResult) -> Path:
         data = src.read_bytes()
         enc = sniff(data, _encoding_of(change.path, data))
         atomic_write(target_root / change.path, enc.encode(change.after))
-    record = fix_record(plan)
+    if not record:
+        return None
     path = target_root / RECORD_PATH
-    atomic_write(path, (json.dumps(record, indent=2) + "\n").encode("utf-8"))
+    data = _merged_record(path, fix_record(plan), {c.path for c in plan.changes})
+    atomic_write(path, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
     return path
+
+
+def _merged_record(path: Path, new: dict[str, Any], planned: set[str]) -> dict[str, Any]:
+    """A run over some files (pre-commit passes only the staged ones) keeps what an earlier run
+    recorded for the others; a record that cannot be read is replaced."""
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+        if old.get("target") != new["target"]:
+            return new
+        files = [f for f in old.get("files", []) if f.get("path") not in planned] + new["files"]
+        declined = [d for d in old.get("declined", []) if d.get("path") not in planned] + new["declined"]
+    except (OSError, ValueError, AttributeError, TypeError):
+        return new
+    return {**new, "files": sorted(files, key=lambda f: f["path"]), "declined": declined}
 
 
 def _encoding_of(rel: str, data: bytes) -> str:

@@ -166,3 +166,23 @@ def test_requirements_gain_the_paired_torch_npu_pin(tmp_path):
     assert ("pyproject.toml", "OPS008", True) in remaining
     assert not any(p == "requirements.txt" for p, _, _ in remaining)
     assert api.fix([tmp_path], write=False, use_cache=False).changed_files == []
+
+
+def test_fixing_some_files_keeps_the_record_of_the_others(repo):
+    import json
+
+    (repo / "other.py").write_text("import torch\nm = torch.nn.DataParallel(m)\nx = y.cuda()\n")
+    api.fix([repo], use_cache=False)
+    first = json.loads((repo / ".migrate" / "fix-record.json").read_text())
+    assert {f["path"] for f in first["files"]} == {"train.py", "other.py"}
+    (repo / "train.py").write_text("import torch\nz = w.cuda()\n")
+    api.fix([repo / "train.py"], root=repo, use_cache=False)  # the pre-commit case: one file
+    second = json.loads((repo / ".migrate" / "fix-record.json").read_text())
+    assert {f["path"] for f in second["files"]} == {"train.py", "other.py"}
+    assert [e["symbol"] for f in second["files"] if f["path"] == "train.py" for e in f["edits"]] == [".cuda()"]
+
+
+def test_no_record(repo):
+    outcome = api.fix([repo], record=False, use_cache=False)
+    assert outcome.record is None and not (repo / ".migrate").exists()
+    assert "x = y.npu()" in (repo / "train.py").read_text()
