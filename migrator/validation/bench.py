@@ -158,17 +158,11 @@ def run_bench(job: Dict[str, Any]) -> Dict[str, Any]:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     side, tree = job["side"], job["tree"]
     status: Dict[str, Any] = {"ok": False, "side": side, "rank": rank, "world_size": world}
-    try:
-        layers = protocol.install_layers(side)
-        status["layers"] = layers.used
-        device = status["device"] = layers.device
-        entry = protocol.load_entry(tree, job.get("entry"))
-    except protocol.EntryError as exc:
-        status.update(phase="entry", error={"summary": str(exc)})
+    started = protocol.prepare(side, tree, job.get("entry"), status)
+    if started is None:
         return status
-    except Exception as exc:  # noqa: BLE001
-        status.update(phase="entry", error=describe(exc, tree))
-        return status
+    entry, layers = started
+    device = layers.device
 
     import torch
     import torch.distributed as dist

@@ -181,18 +181,10 @@ def run_rank(job: Dict[str, Any]) -> Dict[str, Any]:
     tree, out = job["tree"], job["out"]
     status: Dict[str, Any] = {"ok": False, "rank": rank, "world_size": world, "variants": {}, "skipped": {},
                               "notes": []}
-    try:
-        layers = protocol.install_layers("migrated")
-        status["layers"] = layers.used
-        status["device"] = layers.device
-        status["manifest"] = determinism.apply(job["seed"], job["threads"], layers.device)
-        entry = protocol.load_entry(tree, job.get("entry"))
-    except protocol.EntryError as exc:
-        status.update(phase="entry", error={"summary": str(exc)})
+    started = protocol.prepare("migrated", tree, job.get("entry"), status, seed=job["seed"], threads=job["threads"])
+    if started is None:
         return status
-    except Exception as exc:  # noqa: BLE001
-        status.update(phase="entry", error=describe(exc, tree))
-        return status
+    entry, layers = started
 
     import torch
     import torch.distributed as dist

@@ -232,17 +232,11 @@ def run_plan(job: Dict[str, Any]) -> Dict[str, Any]:
     rank = W - 1
     status: Dict[str, Any] = {"ok": False, "checks": [], "notes": [], "bench": {}}
     t0 = time.perf_counter()
-    try:
-        layers = protocol.install_layers("migrated")
-        status["layers"] = layers.used
-        determinism.apply(job["seed"], job["threads"], "cpu")
-        entry = protocol.load_entry(job["tree"], job.get("entry"))
-    except protocol.EntryError as exc:
-        status.update(phase="entry", error={"summary": str(exc)})
+    entry = protocol.prepare("migrated", job["tree"], job.get("entry"), status, seed=job["seed"],
+                             threads=job["threads"], determinism_device="cpu")
+    if entry is None:
         return status
-    except Exception as exc:  # noqa: BLE001
-        status.update(phase="entry", error=describe(exc, job["tree"]))
-        return status
+    entry = entry[0]
 
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh

@@ -103,6 +103,31 @@ def install_layers(side: str) -> Layers:
     raise ValueError(f"unknown side {side!r}")
 
 
+def prepare(side: str, tree: str, entry_spec: Optional[str], status: Dict[str, Any], *,
+            seed: Optional[int] = None, threads: Optional[int] = None, determinism_device: Optional[str] = None,
+            extra: Optional[Callable[[Any], None]] = None) -> Optional[Tuple["Entry", "Layers"]]:
+    """Start of every child process: the reference layers for `side`, determinism (when `seed` is
+    given), then the protocol entry. Returns (entry, layers); on failure `status` says why (phase
+    "entry") and None is returned."""
+    from . import determinism
+    from .errors import describe
+
+    try:
+        layers = install_layers(side)
+        status["layers"] = layers.used
+        status["device"] = layers.device
+        if seed is not None:
+            status["manifest"] = determinism.apply(seed, threads, determinism_device or layers.device)
+        if extra is not None:
+            extra(layers)
+        return load_entry(tree, entry_spec), layers
+    except EntryError as exc:
+        status.update(phase="entry", error={"summary": str(exc)})
+    except Exception as exc:  # noqa: BLE001 - the user's program may raise anything on import
+        status.update(phase="entry", error=describe(exc, tree))
+    return None
+
+
 def _takes_rank(fn: Callable) -> bool:
     try:
         params = [p for p in inspect.signature(fn).parameters.values()

@@ -60,31 +60,23 @@ def run_side(job: Dict[str, Any]) -> Dict[str, Any]:
     status: Dict[str, Any] = {"ok": False, "side": side, "tree": tree, "runs": {}}
     timer = execute.Timer()
     recorder = None
-    try:
-        layers = protocol.install_layers(side)
-        status["layers"] = layers.used
-        status["device"] = layers.device
-        status["manifest"] = determinism.apply(job["seed"], job["threads"], layers.device)
+    def versions(layers) -> None:
         import torch
 
-        status["manifest"]["torch"] = torch.__version__
         tnpu = sys.modules.get("torch_npu")
-        status["manifest"]["torch_npu"] = getattr(tnpu, "__version__", None) if tnpu else None
-        entry = protocol.load_entry(tree, job.get("entry"))
-        status["entry"] = entry.source
-    except protocol.EntryError as exc:
-        status.update(phase="entry", error={"summary": str(exc)})
+        status["manifest"].update(torch=torch.__version__, torch_npu=getattr(tnpu, "__version__", None) if tnpu else None)
+
+    started = protocol.prepare(side, tree, job.get("entry"), status, seed=job["seed"], threads=job["threads"],
+                               extra=versions)
+    if started is None:
         _mark_failed(side, shared)
         return status
-    except Exception as exc:  # noqa: BLE001
-        status.update(phase="entry", error=describe(exc, tree))
-        _mark_failed(side, shared)
-        return status
+    entry = started[0]
+    status["entry"] = entry.source
     status["timings"] = {"setup": timer()}
 
     phase = "weights"
     try:
-        import torch
 
         bf16_policy, device, steps = job["bf16_policy"], status["device"], job["steps"]
         if side == "original" and not job.get("recorded"):
