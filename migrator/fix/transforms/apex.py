@@ -71,39 +71,36 @@ def fused_sgd(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CS
     return with_args(call, ctx.expr_for("torch.optim.SGD"), [_first(args, "params"), *explicit])
 
 
-def _is_mixed(finding: Finding) -> bool:
-    return "MixedFused" in finding.symbol
+def _norm_args(ctx: FixContext, call: cst.Call, finding: Finding, kind: str) -> list[cst.Arg] | None:
+    """(normalized_shape, eps=..., elementwise_affine=...) with Apex's defaults written out."""
+    if "MixedFused" in finding.symbol:
+        ctx.decline(finding, f"MixedFused{kind} keeps fp32 parameters for half inputs; port by hand")
+        return None
+    args = bind(call, ["normalized_shape", "eps", "elementwise_affine"])
+    if args is None or "normalized_shape" not in args:
+        ctx.decline(finding, f"unusual Fused{kind} arguments")
+        return None
+    explicit = _explicit(args, ["eps", "elementwise_affine"], {"eps": "1e-5", "elementwise_affine": "True"})
+    return [_first(args, "normalized_shape"), *explicit]
 
 
 @register("apex-layer-norm", level="call")
 def layer_norm(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode | None:
-    if _is_mixed(finding):
-        ctx.decline(finding, "MixedFusedLayerNorm keeps fp32 parameters for half inputs; port by hand")
-        return None
-    args = bind(call, ["normalized_shape", "eps", "elementwise_affine"])
-    if args is None or "normalized_shape" not in args:
-        ctx.decline(finding, "unusual FusedLayerNorm arguments")
-        return None
-    explicit = _explicit(args, ["eps", "elementwise_affine"], {"eps": "1e-5", "elementwise_affine": "True"})
-    return with_args(call, ctx.expr_for("torch.nn.LayerNorm"), [_first(args, "normalized_shape"), *explicit])
+    args = _norm_args(ctx, call, finding, "LayerNorm")
+    return None if args is None else with_args(call, ctx.expr_for("torch.nn.LayerNorm"), args)
 
 
 @register("apex-rms-norm", level="call")
 def rms_norm(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode | None:
-    if _is_mixed(finding):
-        ctx.decline(finding, "MixedFusedRMSNorm keeps fp32 parameters for half inputs; port by hand")
+    args = _norm_args(ctx, call, finding, "RMSNorm")
+    if args is None:
         return None
-    args = bind(call, ["normalized_shape", "eps", "elementwise_affine"])
-    if args is None or "normalized_shape" not in args:
-        ctx.decline(finding, "unusual FusedRMSNorm arguments")
-        return None
-    explicit = _explicit(args, ["eps", "elementwise_affine"], {"eps": "1e-5", "elementwise_affine": "True"})
     if ctx.target == "npu":
         ctx.needs_torch_npu = True
         func = ctx.helper("_MigrateRMSNorm", RMS_NORM_NPU)
     else:
         func = ctx.expr_for("torch.nn.RMSNorm")
-    return with_args(call, func, [_first(args, "normalized_shape"), *explicit])
+    return with_args(call, func, args)
 
 
 APEX_DDP_DROPPED = {"message_size", "delay_allreduce", "shared_param", "allreduce_trigger_params",
