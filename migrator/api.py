@@ -222,17 +222,17 @@ def _declined_are_manual(remaining: RunResult, plan) -> RunResult:
 
 def _recorded_declines(root: Path) -> dict[tuple[str, str, str], list[str]]:
     """Declined sites from the last `migrate fix` at this root (`.migrate/fix-record.json`)."""
-    import json
+    from migrator.jsonfile import read_json_or_none
 
     try:
-        record = json.loads((root / ".migrate" / "fix-record.json").read_text(encoding="utf-8"))
+        record = read_json_or_none(root / ".migrate" / "fix-record.json") or {}
         entries = record.get("declined") or []
         reasons: dict[tuple[str, str, str], list[str]] = {}
         for e in entries:
             reasons.setdefault((e["path"], e["code"], e["symbol"]), []).append(str(e["reason"]))
         return reasons
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return {}  # no record, or one we cannot read: findings stay as the catalogue says
+    except (KeyError, TypeError, AttributeError):
+        return {}  # a record we cannot read: findings stay as the catalogue says
 
 
 def _mark_manual(remaining: RunResult, reasons: dict[tuple[str, str, str], list[str]]) -> RunResult:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from migrator.jsonfile import read_json
 from migrator.model import Finding, RunResult, finding_counts
 
 SCHEMA_VERSION = 1
@@ -103,17 +104,8 @@ def parse(data: object, source: str) -> Baseline:
 
 def load(path: str | Path) -> Baseline:
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BaselineError(f"{path}: baseline file not found (create it with `migrate scan --write-baseline {path}`)") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BaselineError(f"{path}: cannot read the baseline: {exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BaselineError(f"{path}: not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    return parse(data, str(path))
+    hint = f" (create it with `migrate scan --write-baseline {path}`)"
+    return parse(read_json(path, "baseline file", BaselineError, hint), str(path))
 
 
 def split(result: RunResult, baseline: Baseline, lines_of: LinesOf) -> tuple[list[Finding], list[Finding]]:

@@ -9,7 +9,6 @@ optional fix record (written by `migrate fix`) and validation result (written by
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 from collections.abc import Mapping
@@ -18,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from migrator.jsonfile import read_json
 from migrator.model import RunResult
 from migrator.sources import CellLines, SourceLines
 
@@ -112,16 +112,7 @@ def report_date(now: datetime | None = None) -> str:
 
 
 def _load_json(path: Path, what: str) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ReportDataError(f"{path}: {what} not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReportDataError(f"{path}: cannot read the {what}: {exc}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ReportDataError(f"{path}: the {what} is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    return read_json(path, what, ReportDataError)
 
 
 def load_validation(path: str | Path) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from migrator import __version__
 from migrator.engine.source import UnreadableSource, decode_python, decode_text
 from migrator.fix import text_fixer
 from migrator.fix.writer import atomic_write, sniff
+from migrator.jsonfile import read_json_or_none
 from migrator.model import Finding, RunResult
 from migrator.rules.catalogue import load_catalogue
 
@@ -277,13 +278,13 @@ def write_plan(plan: FixPlan, out_dir: Path | None, scan: RunResult, record: boo
 def _merged_record(path: Path, new: dict[str, Any], planned: set[str]) -> dict[str, Any]:
     """A run over some files (pre-commit passes only the staged ones) keeps what an earlier run
     recorded for the others; a record that cannot be read is replaced."""
+    old = read_json_or_none(path)
     try:
-        old = json.loads(path.read_text(encoding="utf-8"))
         if old.get("target") != new["target"]:
             return new
         files = [f for f in old.get("files", []) if f.get("path") not in planned] + new["files"]
         declined = [d for d in old.get("declined", []) if d.get("path") not in planned] + new["declined"]
-    except (OSError, ValueError, AttributeError, TypeError):
+    except (AttributeError, TypeError):
         return new
     return {**new, "files": sorted(files, key=lambda f: f["path"]), "declined": declined}
 
