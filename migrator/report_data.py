@@ -111,36 +111,27 @@ def report_date(now: datetime | None = None) -> str:
     return now.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _load_json(path: Path, what: str) -> Any:
-    return read_json(path, what, ReportDataError)
-
-
-def load_validation(path: str | Path) -> dict[str, Any]:
+def _load_checked(path: str | Path, what: str, schema: str) -> Any:
+    """A JSON file of ours, validated against `migrator/schema/<schema>`; clear errors naming the file."""
     from migrator.schema_check import SchemaMismatch, check
 
     path = Path(path)
-    data = _load_json(path, "validation result")
+    data = read_json(path, what, ReportDataError)
     try:
-        check(data, "validation.schema.json")
+        check(data, schema)
     except SchemaMismatch as exc:
-        raise ReportDataError(
-            f"{path}: does not match the validation result schema (migrator/schema/validation.schema.json): {exc}"
-        ) from None
+        raise ReportDataError(f"{path}: does not match the {what} schema (migrator/schema/{schema}): {exc}") from None
     return data
+
+
+def load_validation(path: str | Path) -> dict[str, Any]:
+    return _load_checked(path, "validation result", "validation.schema.json")
 
 
 def load_fix_record(path: str | Path, scan_root: Path) -> FixRecord:
     """Tolerant: unknown keys are ignored, only files[].path and edits[].code are required."""
-    from migrator.schema_check import SchemaMismatch, check
-
     path = Path(path)
-    data = _load_json(path, "fix record")
-    try:
-        check(data, "fix-record.schema.json")
-    except SchemaMismatch as exc:
-        raise ReportDataError(
-            f"{path}: does not match the fix record schema (migrator/schema/fix-record.schema.json): {exc}"
-        ) from None
+    data = _load_checked(path, "fix record", "fix-record.schema.json")
     record_root = Path(data["root"]) if isinstance(data.get("root"), str) and data.get("root") else None
     edits: list[AppliedEdit] = []
     files: list[str] = []
