@@ -263,7 +263,7 @@ def bench_cli(tree: Path, one_file: Path, reps: int, jobs: int | None, work: Pat
     # "first run with cache": a fresh cache dir each time (cold scan + writing the cache);
     # "warm": one cache dir primed once, then every run is all hits
     cache_dir = Path(tempfile.mkdtemp(dir=work, prefix="warm-"))
-    for i in range(reps):
+    for _ in range(reps):
         prime_dir = Path(tempfile.mkdtemp(dir=work, prefix="prime-"))
         t, _ = run_cli(scan_args([tree], out, jobs, no_cache=False), prime_dir)
         prime.times.append(t)
@@ -279,7 +279,7 @@ def bench_cli(tree: Path, one_file: Path, reps: int, jobs: int | None, work: Pat
     else:
         warm.note = "findings identical to the cold run"
 
-    for i in range(reps):
+    for _ in range(reps):
         fresh = Path(tempfile.mkdtemp(dir=work, prefix="one-"))
         t, _ = run_cli(scan_args([one_file], out, jobs, no_cache=True), fresh)
         one_cold.times.append(t)

@@ -7,13 +7,13 @@ repository root. Callers never need to know which.
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
-@lru_cache(maxsize=None)
+@cache
 def data_dir(name: str) -> Path:
     """Folder of a shipped data set: "rules" or "op_coverage"."""
     for candidate in (_PACKAGE_DIR / "_data" / name, _PACKAGE_DIR.parent / name):

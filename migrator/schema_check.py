@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import re
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from migrator.resources import schema_path
@@ -34,7 +34,7 @@ class SchemaMismatch(ValueError):
     """The data does not follow the schema; the message names the JSON path and the rule broken."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_schema(name: str) -> dict[str, Any]:
     schema = json.loads(schema_path(name).read_text(encoding="utf-8"))
     unknown = sorted(_keywords(schema) - SUPPORTED)

@@ -35,9 +35,9 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
 
 import yaml
 
@@ -49,10 +49,10 @@ from migrator.coverage._names import (  # noqa: E402
     DTYPES,
     aten_candidates,
     index_by_base,
-    pick_overload,
     is_non_op_name,
     normalize_dtype,
     normalize_name,
+    pick_overload,
 )
 
 GENERATOR_VERSION = "1.0.0"
@@ -1203,7 +1203,7 @@ def build_table(inp: Inputs) -> dict:
             e["flags"][s].add("npu_native")
 
     # -- bf16 undocumented ------------------------------------------------------------------
-    for name, e in entries.items():
+    for e in entries.values():
         bf16u = []
         for soc in SOCS:
             dts = e.get("dtypes", {}).get(soc)
@@ -1599,7 +1599,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--allow-unpinned-torch", action="store_true",
                         help="accept torch files whose sha256 differs from the pins (output not reproducible)")
     parser.add_argument("--output-dir", type=Path, default=REPO_ROOT / "op_coverage",
-                        help="where to write %s (default: %%(default)s)" % output_name())
+                        help=f"where to write {output_name()} (default: %(default)s)")
     parser.add_argument("--check", action="store_true", help="do not write; exit 1 if the table would change")
     args = parser.parse_args(argv)
     try:

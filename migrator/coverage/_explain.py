@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Union
+from collections.abc import Iterable, Mapping
 
 from ._model import CoverageEntry
 from ._table import lookup
@@ -24,13 +24,13 @@ def explain(names: Iterable[str], soc: str = "A2", version: str | None = None, d
     return out
 
 
-def _get(entry: Union[CoverageEntry, Mapping], key: str, default=None):
+def _get(entry: CoverageEntry | Mapping, key: str, default=None):
     if isinstance(entry, Mapping):
         return entry.get(key, default)
     return getattr(entry, key, default)
 
 
-def format_text(entries: Iterable[Union[CoverageEntry, Mapping]]) -> str:
+def format_text(entries: Iterable[CoverageEntry | Mapping]) -> str:
     """Plain-text rendering of lookups / :func:`explain` records for a terminal (no colour)."""
     blocks = []
     for entry in entries:

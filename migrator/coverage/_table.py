@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import re
 import threading
-from functools import lru_cache
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
+from functools import cache, lru_cache
 
 from ._model import STATUSES, CoverageEntry, CoverageError
 from ._names import (
@@ -115,7 +115,7 @@ def _load(version: str) -> _Table:
         return _load_cached(version)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _load_cached(version: str) -> _Table:
     item = _files()[version]
     try:

@@ -7,7 +7,6 @@ import re
 import tokenize
 from dataclasses import dataclass
 
-
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 

@@ -43,8 +43,7 @@ def _shell_code(line: str) -> str:
 
 def check_shell(lines: tuple[str, ...]) -> Iterator[TextHit]:
     install_lines: set[int] = set()
-    for hit in _command_hits(lines, install_lines):
-        yield hit
+    yield from _command_hits(lines, install_lines)
     for number, raw in enumerate(lines, 1):
         directive = SCHEDULER_DIRECTIVE.match(raw)
         if directive:

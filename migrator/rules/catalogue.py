@@ -17,7 +17,6 @@ from migrator.model import FAMILIES, FAMILY_PREFIX, FIX_KINDS, SEVERITIES, FixIn
 from migrator.resources import data_dir
 
 
-
 class CatalogueError(ValueError):
     """The shipped or user-supplied catalogue is malformed (exit 2, never a traceback)."""
 

@@ -20,7 +20,7 @@ import re
 import resource
 import statistics
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
 _KIND_RE = (("reduce-scatter", re.compile(r"reduce_?scatter", re.I)),
@@ -31,7 +31,7 @@ _SKIP_RE = re.compile(r"record_param_comms|reducer::|ddp\.|ProcessGroup.*(init|b
 STEP_MARK = "migrate_bench_step"
 
 
-def collective_kind(name: str) -> Optional[str]:
+def collective_kind(name: str) -> str | None:
     """The collective kind of a profiler event name, or None."""
     if _SKIP_RE.search(name):
         return None
@@ -41,7 +41,7 @@ def collective_kind(name: str) -> Optional[str]:
     return None
 
 
-def _union(intervals: List[Tuple[float, float]]) -> float:
+def _union(intervals: list[tuple[float, float]]) -> float:
     total, end = 0.0, None
     start = None
     for s, e in sorted(intervals):
@@ -56,14 +56,14 @@ def _union(intervals: List[Tuple[float, float]]) -> float:
     return total
 
 
-def comm_share(events, step_mark: str = STEP_MARK) -> Dict[str, Any]:
+def comm_share(events, step_mark: str = STEP_MARK) -> dict[str, Any]:
     """Collective time / step time from profiler events (``name``, ``time_range`` in µs).
 
     Only the parts of collective intervals inside a marked step count; intervals of one kind are
     merged (the CPU enqueue op and the worker-thread / device work overlap), ``total`` merges all
     kinds."""
-    steps: List[Tuple[float, float]] = []
-    coll: Dict[str, List[Tuple[float, float]]] = {k: [] for k in KINDS}
+    steps: list[tuple[float, float]] = []
+    coll: dict[str, list[tuple[float, float]]] = {k: [] for k in KINDS}
     for e in events:
         name = e.name
         tr = e.time_range
@@ -112,7 +112,7 @@ def _device_name(device: str) -> str:
         return device
 
 
-def _peak_memory(device: str) -> Dict[str, Any]:
+def _peak_memory(device: str) -> dict[str, Any]:
     import torch
 
     if device != "cpu":
@@ -124,12 +124,12 @@ def _peak_memory(device: str) -> Dict[str, Any]:
     return {"bytes": int(rss), "kind": "host peak RSS (CPU run: process memory, not device memory)"}
 
 
-def batch_size(batch: Any) -> Tuple[Optional[int], Optional[int]]:
+def batch_size(batch: Any) -> tuple[int | None, int | None]:
     """(samples, tokens) of a batch: samples = leading size of its first tensor; tokens = the
     element count of its first integer tensor of rank >= 2 (token ids), else None."""
     import torch
 
-    tensors: List[Any] = []
+    tensors: list[Any] = []
 
     def walk(v):
         if isinstance(v, torch.Tensor):
@@ -149,7 +149,7 @@ def batch_size(batch: Any) -> Tuple[Optional[int], Optional[int]]:
     return samples, (int(ids.numel()) if ids is not None else None)
 
 
-def run_bench(job: Dict[str, Any]) -> Dict[str, Any]:
+def run_bench(job: dict[str, Any]) -> dict[str, Any]:
     """One repeat; returns the status dict (``ok``, ``phase`` on failure, the measurements)."""
     from . import determinism, execute, flops, protocol
     from .errors import describe
@@ -157,7 +157,7 @@ def run_bench(job: Dict[str, Any]) -> Dict[str, Any]:
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     side, tree = job["side"], job["tree"]
-    status: Dict[str, Any] = {"ok": False, "side": side, "rank": rank, "world_size": world}
+    status: dict[str, Any] = {"ok": False, "side": side, "rank": rank, "world_size": world}
     started = protocol.prepare(side, tree, job.get("entry"), status)
     if started is None:
         return status
@@ -240,7 +240,7 @@ def run_bench(job: Dict[str, Any]) -> Dict[str, Any]:
         checked(loss, "FLOP count")
         status["flops_per_step"] = total
         status["flops_by_op"] = per_op
-        times: List[float] = []
+        times: list[float] = []
         for _ in range(int(job["steps"])):
             phase = f"timed step {step_no}"
             _sync(device)
@@ -277,7 +277,7 @@ class _NonFinite(Exception):
     pass
 
 
-def _profile(step, device: str, n: int, checked) -> Dict[str, Any]:
+def _profile(step, device: str, n: int, checked) -> dict[str, Any]:
     import torch
     from torch.profiler import ProfilerActivity, record_function
 
@@ -301,7 +301,7 @@ def _profile(step, device: str, n: int, checked) -> Dict[str, Any]:
     return comm_share(prof.events())
 
 
-def summarize_times(times: List[float]) -> Dict[str, float]:
+def summarize_times(times: list[float]) -> dict[str, float]:
     """Median and spread of step times (seconds)."""
     ordered = sorted(times)
     q = statistics.quantiles(ordered, n=4) if len(ordered) >= 2 else [ordered[0]] * 3

@@ -3,12 +3,12 @@ terminal output, the Markdown summary and ``migrate report --validation``. No to
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
 
 
-def _si(v: Optional[float]) -> str:
+def _si(v: float | None) -> str:
     if v is None:
         return "-"
     for div, unit in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
@@ -17,7 +17,7 @@ def _si(v: Optional[float]) -> str:
     return f"{v:.3g}"
 
 
-def _time(st: Dict[str, Any]) -> str:
+def _time(st: dict[str, Any]) -> str:
     if not st:
         return "-"
     med, iqr = st.get("median_s"), st.get("iqr_s", 0.0)
@@ -27,19 +27,19 @@ def _time(st: Dict[str, Any]) -> str:
     return f"{med * scale:.3g} {unit} (IQR {iqr * scale:.2g}, n={st.get('n')})"
 
 
-def _tflops(v: Optional[float]) -> str:
+def _tflops(v: float | None) -> str:
     if v is None:
         return "-"
     return f"{v:.3g}" if v >= 0.01 else f"{v:.2e}"
 
 
-def _mfu(side: Dict[str, Any]) -> str:
+def _mfu(side: dict[str, Any]) -> str:
     if side.get("mfu") is not None:
         return f"{side['mfu'] * 100:.3g} %"
     return side.get("mfu_note") or "n/a: unknown peak"
 
 
-def _comm(side: Dict[str, Any]) -> str:
+def _comm(side: dict[str, Any]) -> str:
     comm = side.get("comm_share") or {}
     total = comm.get("total")
     if total is None:
@@ -48,7 +48,7 @@ def _comm(side: Dict[str, Any]) -> str:
     return f"{total * 100:.3g} %" + (f" ({', '.join(parts)})" if parts else "")
 
 
-def _mem(side: Dict[str, Any]) -> str:
+def _mem(side: dict[str, Any]) -> str:
     b = side.get("peak_memory_bytes")
     if b is None:
         return "-"
@@ -56,7 +56,7 @@ def _mem(side: Dict[str, Any]) -> str:
     return f"{b / 2 ** 20:.4g} MiB" + (" (host RSS)" if "RSS" in kind else "")
 
 
-def _crash(side: Dict[str, Any]) -> str:
+def _crash(side: dict[str, Any]) -> str:
     if "repeats" not in side:
         return "-"
     failed = side["repeats"] - side.get("ok_repeats", 0)
@@ -66,11 +66,11 @@ def _crash(side: Dict[str, Any]) -> str:
     return text
 
 
-def _ratio(v: Optional[float]) -> str:
+def _ratio(v: float | None) -> str:
     return "-" if v is None else f"{v:.3g}x"
 
 
-def perf_rows(perf: Dict[str, Any]) -> List[Tuple[str, str, str, str]]:
+def perf_rows(perf: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """(metric, original, migrated, migrated/original) rows of one stage's benchmark."""
     o, m, r = perf.get("original") or {}, perf.get("migrated") or {}, perf.get("ratio") or {}
     rows = [
@@ -88,7 +88,7 @@ def perf_rows(perf: Dict[str, Any]) -> List[Tuple[str, str, str, str]]:
     return rows
 
 
-def perf_caption(perf: Dict[str, Any]) -> str:
+def perf_caption(perf: dict[str, Any]) -> str:
     cfg = perf.get("config") or {}
     m = perf.get("migrated") or {}
     parts = [f"{cfg.get('steps')} timed steps after {cfg.get('warmup')} warm-up x {cfg.get('repeats')} repeats",
@@ -101,7 +101,7 @@ def perf_caption(perf: Dict[str, Any]) -> str:
     return "; ".join(p for p in parts if p)
 
 
-def scaling_text(lines: List[Dict[str, Any]]) -> str:
+def scaling_text(lines: list[dict[str, Any]]) -> str:
     if not lines:
         return ""
     unit = lines[0].get("unit", "samples_per_s").replace("_per_s", "/s")

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import os
 import statistics
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from .options import Options
 
 CPU_LABEL = "CPU run: proves the measurement machinery, not hardware speed"
 
 
-def _variant(sid: str, opts: Options, ctx: Dict[str, Any]) -> Optional[str]:
+def _variant(sid: str, opts: Options, ctx: dict[str, Any]) -> str | None:
     from .parallel import STAGE_OF
 
     if sid == "S1":
@@ -34,7 +34,7 @@ def _variant(sid: str, opts: Options, ctx: Dict[str, Any]) -> Optional[str]:
     return variants[0] if variants else None
 
 
-def _repeat(job: Dict[str, Any], name: str, opts: Options, ranks: int) -> Dict[str, Any]:
+def _repeat(job: dict[str, Any], name: str, opts: Options, ranks: int) -> dict[str, Any]:
     from . import launcher
 
     env = launcher.child_env(opts.seed, opts.threads)
@@ -62,8 +62,8 @@ def _repeat(job: Dict[str, Any], name: str, opts: Options, ranks: int) -> Dict[s
     return {"ok": True, "statuses": sorted(res.statuses, key=lambda s: s.get("rank", 0))}
 
 
-def _side(sid: str, side: str, tree: str, variant: Optional[str], opts: Options, work: str,
-          progress) -> Dict[str, Any]:
+def _side(sid: str, side: str, tree: str, variant: str | None, opts: Options, work: str,
+          progress) -> dict[str, Any]:
     from .bench import summarize_times
     from .peaks import lookup
 
@@ -82,7 +82,7 @@ def _side(sid: str, side: str, tree: str, variant: Optional[str], opts: Options,
             runs.append(rep["statuses"])
         else:
             failures.append({"repeat": r, "kind": rep["kind"], "reason": rep["reason"][:400]})
-    out: Dict[str, Any] = {"ranks": ranks, "repeats": opts.repeats, "ok_repeats": len(runs),
+    out: dict[str, Any] = {"ranks": ranks, "repeats": opts.repeats, "ok_repeats": len(runs),
                            "crash_rate": round(len(failures) / opts.repeats, 4) if opts.repeats else 0.0,
                            "failures": failures}
     if not runs:
@@ -134,15 +134,15 @@ RATIO_KEYS = (("step_time_median_s", lambda s: (s.get("step_time") or {}).get("m
               ("peak_memory_bytes", lambda s: s.get("peak_memory_bytes")))
 
 
-def bench_stage(sid: str, opts: Options, original: str, migrated: str, work: str, ctx: Dict[str, Any],
-                progress=None) -> Optional[Dict[str, Any]]:
+def bench_stage(sid: str, opts: Options, original: str, migrated: str, work: str, ctx: dict[str, Any],
+                progress=None) -> dict[str, Any] | None:
     """The ``perf`` object of stage ``sid`` (None for S0: a plan check, nothing is timed)."""
     if sid == "S0":
         return None
     variant = _variant(sid, opts, ctx)
     if sid == "S3" and variant is None:
         return {"skipped": "no tensor/expert-parallel plan to benchmark"}
-    perf: Dict[str, Any] = {"config": {"steps": opts.bench_steps, "warmup": opts.bench_warmup,
+    perf: dict[str, Any] = {"config": {"steps": opts.bench_steps, "warmup": opts.bench_warmup,
                                        "repeats": opts.repeats, "profile_steps": opts.bench_profile_steps,
                                        "timeout_s": opts.bench_timeout, "bf16_policy": opts.bf16_policy,
                                        "variant": variant,
@@ -164,14 +164,14 @@ def bench_stage(sid: str, opts: Options, original: str, migrated: str, work: str
     return perf
 
 
-def scaling(stages, opts: Options) -> List[Dict[str, Any]]:
+def scaling(stages, opts: Options) -> list[dict[str, Any]]:
     """1 card (S1) → N ranks (S2, S3) → supernode layout: throughput and efficiency
     throughput(N) / (N × throughput(1)) of the migrated side."""
     perfs = {s.id: (s.bench or {}).get("perf") for s in stages}
     base = (perfs.get("S1") or {}).get("migrated") or {}
     unit = "tokens_per_s" if base.get("tokens_per_s") else "samples_per_s"
     one = base.get(unit)
-    lines: List[Dict[str, Any]] = []
+    lines: list[dict[str, Any]] = []
     if one:
         lines.append({"layout": "1 card (S1)", "ranks": 1, "throughput": one, "unit": unit, "efficiency": 1.0,
                       "measured": True})

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 from . import metrics as M
 
@@ -82,15 +82,15 @@ class TensorVerdict:
     name: str          # the tensor's msprobe-style name in the run under test
     match: str
     category: str
-    scope: Optional[str]
-    scope_cls: Optional[str]
+    scope: str | None
+    scope_cls: str | None
     order: int
     status: str
-    checks: Tuple[Check, ...]
-    columns: Dict[str, float] = field(default_factory=dict)
+    checks: tuple[Check, ...]
+    columns: dict[str, float] = field(default_factory=dict)
     label: str = ""     # e.g. "step0" or "rank1/step0"
 
-    def check(self, metric: str) -> Optional[Check]:
+    def check(self, metric: str) -> Check | None:
         for c in self.checks:
             if c.metric == metric:
                 return c
@@ -99,12 +99,12 @@ class TensorVerdict:
 
 @dataclass
 class Comparison:
-    verdicts: List[TensorVerdict] = field(default_factory=list)
-    unmatched: List[str] = field(default_factory=list)
-    notes: List[str] = field(default_factory=list)
-    nonfinite: Optional[str] = None
+    verdicts: list[TensorVerdict] = field(default_factory=list)
+    unmatched: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    nonfinite: str | None = None
 
-    def extend(self, other: "Comparison") -> None:
+    def extend(self, other: Comparison) -> None:
         self.verdicts.extend(other.verdicts)
         self.unmatched.extend(other.unmatched)
         for n in other.notes:
@@ -121,17 +121,17 @@ class Comparison:
 class Run:
     """One recorded run: events in order and tensors, indexed by match key."""
 
-    def __init__(self, doc: Dict[str, Any], tensors: Dict[str, Any]) -> None:
+    def __init__(self, doc: dict[str, Any], tensors: dict[str, Any]) -> None:
         self.doc = doc
         self.tensors = tensors
         self.events = doc.get("migrate", {}).get("events", [])
-        self.by_match: Dict[str, Dict[str, Any]] = {}
+        self.by_match: dict[str, dict[str, Any]] = {}
         for e in self.events:
             self.by_match.setdefault(e["match"], e)
         self.classes = {e["module"]: e["cls"] for e in self.events if e["kind"].startswith("forward")}
 
     @classmethod
-    def load(cls, run_dir: Optional[str]) -> Optional["Run"]:
+    def load(cls, run_dir: str | None) -> Run | None:
         if not run_dir:
             return None
         from .recorder import load_dump
@@ -145,7 +145,7 @@ class Run:
         return self.tensors.get(e["name"])
 
     @property
-    def loss(self) -> Optional[float]:
+    def loss(self) -> float | None:
         return self.doc.get("migrate", {}).get("loss")
 
 
@@ -165,7 +165,7 @@ def _has_nonfinite(t) -> bool:
     return t.is_floating_point() and not bool(torch.isfinite(t).all())
 
 
-def compare_runs(G: Run, R: Optional[Run], T32: Optional[Run], T16: Optional[Run], *, label: str = "",
+def compare_runs(G: Run, R: Run | None, T32: Run | None, T16: Run | None, *, label: str = "",
                  th: Thresholds = Thresholds(), cross_device: bool = False) -> Comparison:
     """Verdicts for every tensor of the run under test (T16, else T32). See the module docstring."""
     out = Comparison()
@@ -209,8 +209,8 @@ def compare_runs(G: Run, R: Optional[Run], T32: Optional[Run], T16: Optional[Run
         if tuple(g.shape) != tuple(t.shape):
             out.unmatched.append(f"{label}{event['name']} (shape {tuple(t.shape)} vs golden {tuple(g.shape)})")
             continue
-        checks: List[Check] = []
-        columns: Dict[str, float] = {}
+        checks: list[Check] = []
+        columns: dict[str, float] = {}
         t32 = T32.tensor(match) if T32 is not None else None
         if t32 is not None and tuple(t32.shape) != tuple(g.shape):
             t32 = None
@@ -336,7 +336,7 @@ def module_label(v: TensorVerdict) -> str:
     return f"{v.scope} ({v.scope_cls})" if v.scope_cls else v.scope
 
 
-def _common_factor(verdicts: List[TensorVerdict]) -> Optional[float]:
+def _common_factor(verdicts: list[TensorVerdict]) -> float | None:
     """The grad-norm factor shared by these parameter grads (within 1 %), if any."""
     factors = [v.columns.get("norm_ratio_fp32") for v in verdicts]
     factors = [f for f in factors if f is not None and math.isfinite(f) and f > 0]
@@ -348,7 +348,7 @@ def _common_factor(verdicts: List[TensorVerdict]) -> Optional[float]:
     return (lo + hi) / 2
 
 
-def localise(verdicts: List[TensorVerdict]) -> Optional[Localisation]:
+def localise(verdicts: list[TensorVerdict]) -> Localisation | None:
     """First failing tensor in forward order; fp32 logic failures take precedence. When only
     parameter grads fail and they share one scale factor, the reduction is named: with (nearly)
     every grad off it is the gradient reduction itself, else the first off module plus the factor."""
@@ -387,11 +387,11 @@ PRIMARY = {"forward": ("ratio", "rel_l2_abs"), "backward": ("ratio", "rel_l2_abs
            "routing": ("mismatch_fp32", "mismatch_bf16")}
 
 
-def worst_rows(verdicts: List[TensorVerdict], per_group: int = 3, limit: int = 24) -> List[Dict[str, Any]]:
+def worst_rows(verdicts: list[TensorVerdict], per_group: int = 3, limit: int = 24) -> list[dict[str, Any]]:
     """The schema's ``worst`` rows, worst first: per category the top tensors by its gating metric
     (the bf16 ratio; the loss difference; the fp32 rel_l2 of optimizer updates), the worst fp32
     logic value, and every other check that warned or failed."""
-    groups: Dict[Tuple[str, str], List[Tuple[Tuple[int, float], TensorVerdict, Check]]] = {}
+    groups: dict[tuple[str, str], list[tuple[tuple[int, float], TensorVerdict, Check]]] = {}
     for v in verdicts:
         for c in v.checks:
             groups.setdefault((v.category, c.metric), []).append((_sort_key(c), v, c))
@@ -414,7 +414,7 @@ def worst_rows(verdicts: List[TensorVerdict], per_group: int = 3, limit: int = 2
     return rows[:limit]
 
 
-def _sort_key(c: Check) -> Tuple[int, float]:
+def _sort_key(c: Check) -> tuple[int, float]:
     scale = c.threshold if c.threshold > 0 else 1.0
     value = c.value / scale if math.isfinite(c.value) else math.inf
     return _RANK[c.status], value
@@ -426,8 +426,8 @@ def _json_num(v: float) -> float:
     return float(v)
 
 
-def summary_counts(verdicts: List[TensorVerdict]) -> Dict[str, Dict[str, int]]:
-    counts: Dict[str, Dict[str, int]] = {}
+def summary_counts(verdicts: list[TensorVerdict]) -> dict[str, dict[str, int]]:
+    counts: dict[str, dict[str, int]] = {}
     for v in verdicts:
         bucket = counts.setdefault(v.category, {PASS: 0, WARN: 0, FAIL: 0})
         bucket[v.status] += 1

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import random
-from typing import Any, Dict, List
+from typing import Any
 
 #: msprobe's ``seed_all`` set for NPU (§1.1) plus cuBLAS' deterministic workspace (§3.5).
 DETERMINISTIC_ENV = {
@@ -23,7 +23,7 @@ DETERMINISTIC_ENV = {
 }
 
 
-def environment(seed: int, threads: int) -> Dict[str, str]:
+def environment(seed: int, threads: int) -> dict[str, str]:
     """Environment variables for a child process (set before it starts)."""
     env = dict(DETERMINISTIC_ENV)
     env.update(PYTHONHASHSEED=str(seed), OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
@@ -49,7 +49,7 @@ def seed_all(seed: int) -> None:
         npu.manual_seed_all(seed)
 
 
-def apply(seed: int, threads: int, device: str) -> Dict[str, Any]:
+def apply(seed: int, threads: int, device: str) -> dict[str, Any]:
     """Apply seeds and flags in this process; return the manifest record of what was set.
 
     ``device`` is the real device type the side runs on (``cpu``, ``cuda`` or ``npu``): TF32 is
@@ -64,7 +64,7 @@ def apply(seed: int, threads: int, device: str) -> Dict[str, Any]:
         pass
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.set_float32_matmul_precision("highest")
-    flags: Dict[str, Any] = {
+    flags: dict[str, Any] = {
         "seed": seed,
         "threads": threads,
         "deterministic_algorithms": True,
@@ -88,7 +88,7 @@ def apply(seed: int, threads: int, device: str) -> Dict[str, Any]:
     return flags
 
 
-def dropout_modules(model) -> List[str]:
+def dropout_modules(model) -> list[str]:
     """Names of dropout modules with ``p > 0`` (should be none after ``make_model(dropout=0.0)``)."""
     import torch
 

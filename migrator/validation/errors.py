@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 import traceback
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 
-def _frames(exc: BaseException) -> List[traceback.FrameSummary]:
+def _frames(exc: BaseException) -> list[traceback.FrameSummary]:
     return list(traceback.extract_tb(exc.__traceback__))
 
 
-def user_frame(exc: BaseException, tree: Optional[str]) -> Optional[traceback.FrameSummary]:
+def user_frame(exc: BaseException, tree: str | None) -> traceback.FrameSummary | None:
     """The innermost frame inside ``tree`` (the program's own code), else the innermost frame."""
     frames = _frames(exc)
     if tree:
@@ -22,7 +22,7 @@ def user_frame(exc: BaseException, tree: Optional[str]) -> Optional[traceback.Fr
     return frames[-1] if frames else None
 
 
-def summarize(exc: BaseException, tree: Optional[str] = None) -> str:
+def summarize(exc: BaseException, tree: str | None = None) -> str:
     """``Type: message (at file:line in func: code)`` — one line, the program's frame preferred."""
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
@@ -35,7 +35,7 @@ def summarize(exc: BaseException, tree: Optional[str] = None) -> str:
     return text
 
 
-def describe(exc: BaseException, tree: Optional[str] = None, **extra: Any) -> Dict[str, Any]:
+def describe(exc: BaseException, tree: str | None = None, **extra: Any) -> dict[str, Any]:
     """JSON-able description of a failure: summary, short traceback (last 6 frames), extras."""
     tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
     short = "".join(tb[-7:]) if len(tb) > 7 else "".join(tb)

@@ -13,14 +13,14 @@ import hashlib
 import json
 import os
 import time
-from typing import Any, Dict, List, Tuple
+from typing import Any
 
 POLICIES = ("fp32", "bf16")
 OPTIMIZER_STEPS = 3
 
 
 # ---------------------------------------------------------------------------- hashing / files
-def tensor_hash(tensors: Dict[str, Any]) -> str:
+def tensor_hash(tensors: dict[str, Any]) -> str:
     """sha256 over (name, dtype, shape, bytes) in sorted name order."""
     import torch
 
@@ -36,7 +36,7 @@ def tensor_hash(tensors: Dict[str, Any]) -> str:
     return h.hexdigest()
 
 
-def round_weights(model) -> Dict[str, Any]:
+def round_weights(model) -> dict[str, Any]:
     """State dict with every floating tensor rounded to bf16 once (kept as fp32 values)."""
     import torch
 
@@ -48,7 +48,7 @@ def round_weights(model) -> Dict[str, Any]:
     return out
 
 
-def save_tensors(tensors: Dict[str, Any], path: str) -> None:
+def save_tensors(tensors: dict[str, Any], path: str) -> None:
     from safetensors.torch import save_file
 
     tmp = path + ".tmp"
@@ -56,13 +56,13 @@ def save_tensors(tensors: Dict[str, Any], path: str) -> None:
     os.replace(tmp, path)
 
 
-def load_tensors(path: str) -> Dict[str, Any]:
+def load_tensors(path: str) -> dict[str, Any]:
     from safetensors.torch import load_file
 
     return load_file(path)
 
 
-def _flatten_batch(value: Any, prefix: str, tensors: Dict[str, Any]) -> Any:
+def _flatten_batch(value: Any, prefix: str, tensors: dict[str, Any]) -> Any:
     import torch
 
     if isinstance(value, torch.Tensor):
@@ -82,7 +82,7 @@ def _flatten_batch(value: Any, prefix: str, tensors: Dict[str, Any]) -> Any:
                     "(use tensors, numbers, strings, dicts, lists, tuples)")
 
 
-def _unflatten_batch(spec: Any, tensors: Dict[str, Any]) -> Any:
+def _unflatten_batch(spec: Any, tensors: dict[str, Any]) -> Any:
     if isinstance(spec, dict):
         if "__tensor__" in spec:
             return tensors[spec["__tensor__"]]
@@ -97,7 +97,7 @@ def _unflatten_batch(spec: Any, tensors: Dict[str, Any]) -> Any:
 
 def save_batch(batch: Any, path_prefix: str) -> str:
     """Write ``<prefix>.safetensors`` + ``<prefix>.json``; return the batch hash."""
-    tensors: Dict[str, Any] = {}
+    tensors: dict[str, Any] = {}
     spec = _flatten_batch(batch, "", tensors)
     save_tensors(tensors, path_prefix + ".safetensors")
     with open(path_prefix + ".json", "w", encoding="utf-8") as fh:
@@ -112,7 +112,7 @@ def load_batch(path_prefix: str) -> Any:
 
 
 def batch_hash(batch: Any) -> str:
-    tensors: Dict[str, Any] = {}
+    tensors: dict[str, Any] = {}
     spec = _flatten_batch(batch, "", tensors)
     h = hashlib.sha256(json.dumps(spec, sort_keys=True).encode())
     h.update(tensor_hash(tensors).encode())
@@ -145,7 +145,7 @@ def prepare_batch(batch: Any, device: str, policy: str, bf16_policy: str) -> Any
     return map_tensors(batch, fn)
 
 
-def split_batch(batch: Any, parts: int) -> List[Any]:
+def split_batch(batch: Any, parts: int) -> list[Any]:
     """Split a batch along dim 0 into ``parts`` equal micro-batches (for programs whose
     ``make_batch`` does not take a rank). Every tensor must have the same leading size."""
     sizes = set()
@@ -166,7 +166,7 @@ def split_batch(batch: Any, parts: int) -> List[Any]:
     return [map_tensors(batch, lambda t, i=i: t[i * chunk:(i + 1) * chunk].clone()) for i in range(parts)]
 
 
-def concat_batches(batches: List[Any]) -> Any:
+def concat_batches(batches: list[Any]) -> Any:
     import torch
 
     first = batches[0]
@@ -184,7 +184,7 @@ class WeightsMismatch(Exception):
     """The model's parameters do not match the shared weights (names or shapes)."""
 
 
-def build_model(entry, weights: Dict[str, Any], device: str, policy: str, bf16_policy: str):
+def build_model(entry, weights: dict[str, Any], device: str, policy: str, bf16_policy: str):
     """``make_model(dropout=0.0)``, load the shared weights (strict), move, set the dtype policy."""
     import torch
 
@@ -219,7 +219,7 @@ def autocast(policy: str, bf16_policy: str, device: str):
     return contextlib.nullcontext()
 
 
-def model_inputs(entry, batch) -> Tuple[tuple, dict]:
+def model_inputs(entry, batch) -> tuple[tuple, dict]:
     if isinstance(batch, dict):
         if entry.input_keys is not None:
             return (), {k: batch[k] for k in entry.input_keys if k in batch}
@@ -241,12 +241,12 @@ def forward_backward(entry, model, call_model, batch, policy: str, bf16_policy: 
     return loss
 
 
-def param_grads(model) -> List[Tuple[str, Any]]:
+def param_grads(model) -> list[tuple[str, Any]]:
     return [(name, p.grad) for name, p in model.named_parameters()]
 
 
 # ---------------------------------------------------------------------------- optimizer in isolation
-def synthetic_grads(weights: Dict[str, Any], names: List[str], seed: int) -> Dict[str, Any]:
+def synthetic_grads(weights: dict[str, Any], names: list[str], seed: int) -> dict[str, Any]:
     """Deterministic fp32 grads, identical on both sides: N(0, 1e-3²) with 1 % exact zeros."""
     import torch
 
@@ -260,7 +260,7 @@ def synthetic_grads(weights: Dict[str, Any], names: List[str], seed: int) -> Dic
     return grads
 
 
-def optimizer_updates(entry, weights, device: str, seed: int, recorder_cls) -> Tuple[Any, str]:
+def optimizer_updates(entry, weights, device: str, seed: int, recorder_cls) -> tuple[Any, str]:
     """fp32 master params through ``make_optimizer(model)`` for ``OPTIMIZER_STEPS`` steps with the
     same synthetic fp32 grads; records each step's update ``p_after - p_before`` (numerics.md §3.2:
     optimizers compared in isolation, never by step-1 bf16 updates)."""

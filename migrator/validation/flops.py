@@ -9,10 +9,11 @@ step is not part of the benchmarked step. FlopCounterMode counts matmul/conv/att
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Tuple
+from collections.abc import Callable
+from typing import Any
 
 
-def count(fn: Callable[[], Any]) -> Tuple[int, Dict[str, int], Any]:
+def count(fn: Callable[[], Any]) -> tuple[int, dict[str, int], Any]:
     """Run ``fn()`` once under the FLOP counter: (total FLOPs, per-op FLOPs, fn's return)."""
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -21,7 +22,7 @@ def count(fn: Callable[[], Any]) -> Tuple[int, Dict[str, int], Any]:
         result = fn()
     counts = counter.get_flop_counts()
     top = counts.get("Global", {})  # the module-level totals (every op once)
-    per_op: Dict[str, int] = {str(op).replace("aten.", ""): int(n) for op, n in top.items()}
+    per_op: dict[str, int] = {str(op).replace("aten.", ""): int(n) for op, n in top.items()}
     return int(counter.get_total_flops()), per_op, result
 
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 _DIST_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR",
              "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS")
@@ -29,7 +29,7 @@ def package_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(migrator.__file__)))
 
 
-def child_env(seed: int, threads: int, extra: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+def child_env(seed: int, threads: int, extra: dict[str, str] | None = None) -> dict[str, str]:
     from .determinism import environment
 
     env = {k: v for k, v in os.environ.items() if k not in _DIST_ENV}
@@ -60,22 +60,22 @@ class Child:
 @dataclass
 class ChildResult:
     name: str
-    returncode: Optional[int]
+    returncode: int | None
     seconds: float
-    statuses: List[Dict[str, Any]] = field(default_factory=list)
+    statuses: list[dict[str, Any]] = field(default_factory=list)
     log_tail: str = ""
     timed_out: bool = False
     expected: int = 1
 
     @property
-    def status(self) -> Dict[str, Any]:
+    def status(self) -> dict[str, Any]:
         return self.statuses[0] if self.statuses else {}
 
     @property
     def ok(self) -> bool:
         return len(self.statuses) >= self.expected and all(s.get("ok") for s in self.statuses)
 
-    def failure(self) -> Optional[Dict[str, Any]]:
+    def failure(self) -> dict[str, Any] | None:
         """The most telling failed status (a program failure beats a 'skipped' or harness one)."""
         bad = [s for s in self.statuses if not s.get("ok")]
         if not bad:
@@ -90,13 +90,13 @@ class ChildResult:
         return sorted(bad, key=lambda s: rank.get(s.get("phase", "harness"), 2))[0]
 
 
-def _write_job(job: Dict[str, Any], path: str) -> None:
+def _write_job(job: dict[str, Any], path: str) -> None:
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(job, fh, indent=1)
 
 
-def start(job: Dict[str, Any], name: str, env: Dict[str, str], timeout: float = 600.0) -> Child:
+def start(job: dict[str, Any], name: str, env: dict[str, str], timeout: float = 600.0) -> Child:
     """Start ``python -m migrator.validation.worker`` for ``job`` (its ``out`` folder gets the log)."""
     out = job["out"]
     os.makedirs(out, exist_ok=True)
@@ -109,8 +109,8 @@ def start(job: Dict[str, Any], name: str, env: Dict[str, str], timeout: float = 
     return Child(name, proc, out, log, time.monotonic(), timeout=timeout)
 
 
-def start_torchrun(job: Dict[str, Any], name: str, env: Dict[str, str], nproc_per_node: int, *, nnodes: int = 1,
-                   rdzv_endpoint: Optional[str] = None, timeout: float = 600.0) -> Child:
+def start_torchrun(job: dict[str, Any], name: str, env: dict[str, str], nproc_per_node: int, *, nnodes: int = 1,
+                   rdzv_endpoint: str | None = None, timeout: float = 600.0) -> Child:
     """N ranks of the worker through ``torch.distributed.run`` (the torchrun engine)."""
     out = job["out"]
     os.makedirs(out, exist_ok=True)

@@ -21,7 +21,6 @@ Non-finite values propagate as ``inf`` (never NaN) so that a verdict can always 
 from __future__ import annotations
 
 import math
-from typing import Dict
 
 RATIO_FLOOR = 2e-4  # §3.3: about 1/20 of the bf16 unit roundoff
 SMALL_VALUE = 2.0 ** -10  # msprobe bf16/fp16 small-value boundary (§1.1)
@@ -144,7 +143,7 @@ def mismatch_fraction(t, r) -> float:
     return float((tt != rr).double().mean())
 
 
-def stats(t) -> Dict[str, float]:
+def stats(t) -> dict[str, float]:
     """msprobe's per-tensor statistics ``Max, Min, Mean, Norm`` (plain floats; ``None`` when empty)."""
     x = _f64(t)
     if x.numel() == 0:
@@ -152,7 +151,7 @@ def stats(t) -> Dict[str, float]:
     return {"Max": _num(x.max()), "Min": _num(x.min()), "Mean": _num(x.mean()), "Norm": _num(x.norm())}
 
 
-def report_columns(t, r) -> Dict[str, float]:
+def report_columns(t, r) -> dict[str, float]:
     """msprobe's report-only columns for one pair (not gated on)."""
     return {"cosine": cosine(t, r), "max_abs": max_abs(t, r), "max_rel": max_rel(t, r),
             "thousandth": thousandth(t, r)}

@@ -17,13 +17,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from typing import Dict, List, Tuple
 
 _STEP = re.compile(r"^step(\d+)$")
 _RANK = re.compile(r"^rank(\d+)$")
 
 
-def _runs(work: str) -> List[Tuple[str, int, int, str]]:
+def _runs(work: str) -> list[tuple[str, int, int, str]]:
     """(run id, step, rank, folder) for every recorded run under ``work``."""
     found = []
     for folder, _dirs, files in os.walk(work):
@@ -58,7 +57,7 @@ def export_run(run_dir: str, dest: str) -> int:
         count += 1
     out = dict(doc)
     out["dump_data_dir"] = os.path.abspath(data_dir)
-    construct: Dict[str, str] = {}
+    construct: dict[str, str] = {}
     for e in doc.get("migrate", {}).get("events", []):
         if e.get("kind", "").startswith("forward") and e.get("module") and e.get("scope") and e["scope"] != e["module"]:
             construct.setdefault(f"Module.{e['module']}.{e['cls']}.forward", f"Module.{e['scope']}")

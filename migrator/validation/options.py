@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
 
 ALL_STAGES = ("S0", "S1", "S2", "S3")
 
@@ -11,30 +10,30 @@ ALL_STAGES = ("S0", "S1", "S2", "S3")
 @dataclass(frozen=True)
 class Options:
     original: str
-    migrated: Optional[str] = None
-    stages: Tuple[str, ...] = ALL_STAGES
+    migrated: str | None = None
+    stages: tuple[str, ...] = ALL_STAGES
     force: bool = False
-    entry: Optional[str] = None
+    entry: str | None = None
     seed: int = 0
-    steps: Tuple[int, ...] = (0, 1)          # S1 batches (gpt: step 0 dense Sq != Skv, step 1 varlen)
-    parallel_steps: Tuple[int, ...] = (0,)   # S2/S3 batches
+    steps: tuple[int, ...] = (0, 1)          # S1 batches (gpt: step 0 dense Sq != Skv, step 1 varlen)
+    parallel_steps: tuple[int, ...] = (0,)   # S2/S3 batches
     world_size: int = 2                      # S2/S3 processes per node
     nnodes: int = 1
-    rdzv_endpoint: Optional[str] = None
+    rdzv_endpoint: str | None = None
     plan_world_size: int = 8                 # S0: the real target world size (8, 64, 384, ...)
-    plan_tp: Optional[int] = None            # S0: tensor-parallel degree (default 2 when "tp" is declared)
-    dp_variants: Tuple[str, ...] = ("ddp", "fsdp2")
-    mp_variants: Tuple[str, ...] = ("tp", "ep")
+    plan_tp: int | None = None            # S0: tensor-parallel degree (default 2 when "tp" is declared)
+    dp_variants: tuple[str, ...] = ("ddp", "fsdp2")
+    mp_variants: tuple[str, ...] = ("tp", "ep")
     bf16_policy: str = "amp"                 # "amp": autocast over fp32 master weights; "pure": model.to(bf16)
     threads: int = 1
     timeout: float = 600.0
-    work_dir: Optional[str] = None
+    work_dir: str | None = None
     keep_work_dir: bool = False
-    record: Optional[str] = None
-    compare: Optional[str] = None
-    export_msprobe: Optional[str] = None
-    script: Optional[str] = None
-    script_args: Tuple[str, ...] = ()
+    record: str | None = None
+    compare: str | None = None
+    export_msprobe: str | None = None
+    script: str | None = None
+    script_args: tuple[str, ...] = ()
     curve_steps: int = 5
     max_bytes: int = 1 << 30                 # full tensors per run; statistics only beyond
     bench: bool = False                      # --bench: stage benchmarks (off: nothing is timed or profiled)
@@ -42,5 +41,5 @@ class Options:
     bench_warmup: int = 2
     bench_profile_steps: int = 2             # steps under torch.profiler for the communication share
     repeats: int = 2                         # repeats per stage and side (stability: crash / hang / NaN)
-    peak_tflops: Optional[float] = None      # overrides the sourced peak table (migrator/validation/peaks.py)
+    peak_tflops: float | None = None      # overrides the sourced peak table (migrator/validation/peaks.py)
     bench_timeout: float = 300.0             # seconds per repeat before it counts as a hang

@@ -23,7 +23,7 @@ Rank 0's status lists every rank's dumps; the parent compares (:mod:`.stages`).
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 STAGE_OF = {"ddp": "dp", "fsdp2": "fsdp", "tp": "tp", "ep": "ep"}
 DATA_PARALLEL = ("ddp", "fsdp2", "ep")
@@ -33,7 +33,7 @@ class Unsupported(Exception):
     """The program declares no plan for this variant."""
 
 
-def _declares(entry, stage: str, model, mesh) -> Tuple[bool, Any]:
+def _declares(entry, stage: str, model, mesh) -> tuple[bool, Any]:
     """(declared, parallelized model): call the protocol's ``parallelize``; a ``ValueError`` means
     the program does not implement ``stage``."""
     if entry.parallelize is None:
@@ -87,13 +87,13 @@ def _inner(pmodel):
     return pmodel.module if isinstance(pmodel, DDP) else pmodel
 
 
-def _module_lists(model) -> Dict[str, int]:
+def _module_lists(model) -> dict[str, int]:
     import torch
 
     return {name: len(m) for name, m in model.named_modules() if isinstance(m, torch.nn.ModuleList)}
 
 
-def _gather(t, world: int, group=None) -> List[Any]:
+def _gather(t, world: int, group=None) -> list[Any]:
     import torch
     import torch.distributed as dist
 
@@ -103,8 +103,8 @@ def _gather(t, world: int, group=None) -> List[Any]:
     return out
 
 
-def unshard_grads(inner, full_names: List[str], ep_lists: Dict[str, Tuple[int, int]], world: int,
-                  rank: int) -> List[Tuple[str, Any]]:
+def unshard_grads(inner, full_names: list[str], ep_lists: dict[str, tuple[int, int]], world: int,
+                  rank: int) -> list[tuple[str, Any]]:
     """Full (un-sharded, reduced) grads in the full model's parameter order. Collective."""
     import torch
 
@@ -112,7 +112,7 @@ def unshard_grads(inner, full_names: List[str], ep_lists: Dict[str, Tuple[int, i
         from torch.distributed.tensor import DTensor
     except ImportError:  # pragma: no cover
         DTensor = ()
-    grads: Dict[str, Any] = {}
+    grads: dict[str, Any] = {}
     for name, p in inner.named_parameters():
         g = p.grad
         if DTensor and isinstance(g, DTensor):
@@ -139,7 +139,7 @@ def unshard_grads(inner, full_names: List[str], ep_lists: Dict[str, Tuple[int, i
     return ordered + sorted(grads.items())
 
 
-def _accumulate(model, world: int) -> List[Tuple[str, Any]]:
+def _accumulate(model, world: int) -> list[tuple[str, Any]]:
     """Each parameter's grad summed over ranks in rank order (all-gather, then a local fixed-order
     sum in fp64) and divided by N. A rank without a grad contributes zeros."""
     import torch
@@ -160,7 +160,7 @@ def _accumulate(model, world: int) -> List[Tuple[str, Any]]:
     return out
 
 
-def _grad_digest(grads: List[Tuple[str, Any]]) -> str:
+def _grad_digest(grads: list[tuple[str, Any]]) -> str:
     import hashlib
 
     h = hashlib.sha256()
@@ -171,7 +171,7 @@ def _grad_digest(grads: List[Tuple[str, Any]]) -> str:
     return h.hexdigest()
 
 
-def run_rank(job: Dict[str, Any]) -> Dict[str, Any]:
+def run_rank(job: dict[str, Any]) -> dict[str, Any]:
     from . import determinism, execute, protocol
     from .errors import describe
     from .recorder import Recorder
@@ -179,7 +179,7 @@ def run_rank(job: Dict[str, Any]) -> Dict[str, Any]:
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
     tree, out = job["tree"], job["out"]
-    status: Dict[str, Any] = {"ok": False, "rank": rank, "world_size": world, "variants": {}, "skipped": {},
+    status: dict[str, Any] = {"ok": False, "rank": rank, "world_size": world, "variants": {}, "skipped": {},
                               "notes": []}
     started = protocol.prepare("migrated", tree, job.get("entry"), status, seed=job["seed"], threads=job["threads"])
     if started is None:
@@ -191,7 +191,7 @@ def run_rank(job: Dict[str, Any]) -> Dict[str, Any]:
     from torch.distributed.device_mesh import init_device_mesh
 
     device, bf16_policy = layers.device, job["bf16_policy"]
-    recorder: Optional[Recorder] = None
+    recorder: Recorder | None = None
     phase = "init"
     timer = execute.Timer()
     try:
@@ -219,7 +219,7 @@ def run_rank(job: Dict[str, Any]) -> Dict[str, Any]:
             generic_ok = any(_probe(entry, s, weights, device, bf16_policy, mesh) for s in ("dp", "fsdp"))
 
         for step in job["steps"]:
-            refs: Dict[str, Dict[str, str]] = {}
+            refs: dict[str, dict[str, str]] = {}
             for variant in job["variants"]:
                 phase = f"{variant} step {step}"
                 t_variant = execute.Timer()
@@ -231,7 +231,7 @@ def run_rank(job: Dict[str, Any]) -> Dict[str, Any]:
                         mine = execute.split_batch(entry.batch(step), world)[rank]
                 else:
                     mine = entry.batch(step, 0, 1) if entry.batch_takes_rank else entry.batch(step)
-                runs: Dict[str, str] = {}
+                runs: dict[str, str] = {}
                 try:
                     for policy in ("fp32", "bf16"):
                         determinism.seed_all(job["seed"])

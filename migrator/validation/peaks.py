@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
 
 
 @dataclass(frozen=True)
 class Peak:
     device: str
     pattern: str                 # regex on the device name (torch.cuda/npu.get_device_name)
-    tflops: Dict[str, float]     # dense (no 2:4 sparsity) tensor-core peak per dtype
+    tflops: dict[str, float]     # dense (no 2:4 sparsity) tensor-core peak per dtype
     source: str
 
     def matches(self, name: str) -> bool:
@@ -30,7 +29,7 @@ class Peak:
 
 
 # Datasheets quote BF16/FP16 "with sparsity"; the dense figure is half of it.
-PEAKS: Tuple[Peak, ...] = (
+PEAKS: tuple[Peak, ...] = (
     Peak("NVIDIA H100 SXM5", r"H100(?!.*(PCIe|NVL))", {"bfloat16": 989.4, "float16": 989.4},
          "NVIDIA H100 Tensor Core GPU datasheet (https://www.nvidia.com/en-us/data-center/h100/): BF16/FP16 "
          "Tensor Core 1,979 TFLOPS with sparsity for H100 SXM, i.e. 989.4 dense; dense matrix BF16 989.4 also "
@@ -44,7 +43,7 @@ PEAKS: Tuple[Peak, ...] = (
 )
 
 
-def lookup(device_name: Optional[str], dtype: str, override: Optional[float] = None) -> Dict[str, object]:
+def lookup(device_name: str | None, dtype: str, override: float | None = None) -> dict[str, object]:
     """``{"tflops": float | None, "device": ..., "source": ..., "why": ...}`` for MFU."""
     if override is not None:
         return {"tflops": float(override), "device": device_name, "source": "--peak-tflops (user override)"}

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any
 
 HEAD_ATTRS = ("n_head", "n_heads", "num_heads", "num_attention_heads", "n_kv_head", "num_key_value_heads")
 COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_single", "reduce_scatter_tensor",
@@ -35,10 +35,10 @@ class CollectiveShim:
     """Counts Python-level collectives and completes them symmetrically (see the module docstring)."""
 
     def __init__(self) -> None:
-        self.counts: Dict[str, int] = {}
-        self._saved: List[Tuple[Any, str, Any]] = []
+        self.counts: dict[str, int] = {}
+        self._saved: list[tuple[Any, str, Any]] = []
 
-    def install(self) -> "CollectiveShim":
+    def install(self) -> CollectiveShim:
         import torch.distributed as dist
         from torch.distributed import distributed_c10d as c10d
 
@@ -113,11 +113,11 @@ def _ddp_hook(state, bucket):
     return fut
 
 
-def _check(name: str, ok: bool, message: str = "", status_if_bad: str = "fail") -> Dict[str, Any]:
+def _check(name: str, ok: bool, message: str = "", status_if_bad: str = "fail") -> dict[str, Any]:
     return {"check": name, "status": "pass" if ok else status_if_bad, "message": message}
 
 
-def _declared(entry, stage: str, model, mesh) -> Tuple[bool, Optional[str]]:
+def _declared(entry, stage: str, model, mesh) -> tuple[bool, str | None]:
     from .parallel import _declares
 
     try:
@@ -127,13 +127,13 @@ def _declared(entry, stage: str, model, mesh) -> Tuple[bool, Optional[str]]:
     return declared, None
 
 
-def _module_lists(model) -> Dict[str, int]:
+def _module_lists(model) -> dict[str, int]:
     import torch
 
     return {n: len(m) for n, m in model.named_modules() if isinstance(m, torch.nn.ModuleList)}
 
 
-def _shape_checks(full, inner, tp: int, ep: int, ep_lists: Dict[str, Tuple[int, int]]) -> List[Dict[str, Any]]:
+def _shape_checks(full, inner, tp: int, ep: int, ep_lists: dict[str, tuple[int, int]]) -> list[dict[str, Any]]:
     """Local shapes and placements of ``inner``'s parameters against the full model."""
     try:
         from torch.distributed.tensor import DTensor
@@ -141,7 +141,7 @@ def _shape_checks(full, inner, tp: int, ep: int, ep_lists: Dict[str, Tuple[int, 
     except ImportError:  # pragma: no cover
         DTensor, compute_local_shape_and_global_offset = (), None
     full_shapes = {n: tuple(p.shape) for n, p in full.named_parameters()}
-    problems: List[str] = []
+    problems: list[str] = []
     sharded = replicated = dtensors = experts = 0
     for name, p in inner.named_parameters():
         ep_prefix = next((pre for pre in ep_lists if name.startswith(pre + ".")), None)
@@ -184,7 +184,7 @@ def _shape_checks(full, inner, tp: int, ep: int, ep_lists: Dict[str, Tuple[int, 
     return [_check("local shapes and placements as declared", not problems, msg)]
 
 
-def _divisibility(full, tp: int, ep: int, ep_lists, full_lists, declared_ep: bool) -> List[Dict[str, Any]]:
+def _divisibility(full, tp: int, ep: int, ep_lists, full_lists, declared_ep: bool) -> list[dict[str, Any]]:
     problems = []
     if tp > 1:
         for name, m in full.named_modules():
@@ -202,7 +202,7 @@ def _divisibility(full, tp: int, ep: int, ep_lists, full_lists, declared_ep: boo
     return [_check("heads / experts / hidden sizes divide", not problems, "; ".join(problems[:4]))]
 
 
-def _run_plan_step(entry, pmodel, inner, batch, shim: CollectiveShim) -> Tuple[Dict[str, Any], Dict[str, int]]:
+def _run_plan_step(entry, pmodel, inner, batch, shim: CollectiveShim) -> tuple[dict[str, Any], dict[str, int]]:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from .execute import model_inputs, prepare_batch
@@ -224,13 +224,13 @@ def _run_plan_step(entry, pmodel, inner, batch, shim: CollectiveShim) -> Tuple[D
     return {"note": note}, issued
 
 
-def run_plan(job: Dict[str, Any]) -> Dict[str, Any]:
+def run_plan(job: dict[str, Any]) -> dict[str, Any]:
     from . import determinism, execute, protocol
     from .errors import describe
 
     W = int(job["world_size"])
     rank = W - 1
-    status: Dict[str, Any] = {"ok": False, "checks": [], "notes": [], "bench": {}}
+    status: dict[str, Any] = {"ok": False, "checks": [], "notes": [], "bench": {}}
     t0 = time.perf_counter()
     entry = protocol.prepare("migrated", job["tree"], job.get("entry"), status, seed=job["seed"],
                              threads=job["threads"], determinism_device="cpu")
@@ -242,7 +242,7 @@ def run_plan(job: Dict[str, Any]) -> Dict[str, Any]:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    checks: List[Dict[str, Any]] = status["checks"]
+    checks: list[dict[str, Any]] = status["checks"]
     shim = CollectiveShim()
     try:
         dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=W)
@@ -270,7 +270,7 @@ def run_plan(job: Dict[str, Any]) -> Dict[str, Any]:
         dp_mesh = mesh["dp"] if tp > 1 else mesh
         checks.append(_check("mesh builds", True, f"{W} ranks as dp {dp} x tp {tp}" if tp > 1 else f"{W} ranks (dp)"))
 
-        plans: List[Tuple[str, List[Tuple[str, Any]]]] = []
+        plans: list[tuple[str, list[tuple[str, Any]]]] = []
         mp = [(s, mesh["tp"] if s == "tp" else dp_mesh) for s in ("tp", "ep") if declared[s]]
         if mp:
             plans.append(("+".join(s for s, _ in mp) + ("+dp" if declared["dp"] else ""),

@@ -27,8 +27,9 @@ import importlib
 import inspect
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any
 
 REQUIRED = ("make_model", "make_batch", "loss_fn")
 
@@ -45,10 +46,10 @@ class Entry:
     make_model: Callable
     make_batch: Callable
     loss_fn: Callable
-    parallelize: Optional[Callable] = None
-    sync_grads: Optional[Callable] = None
-    make_optimizer: Optional[Callable] = None
-    input_keys: Optional[Tuple[str, ...]] = None
+    parallelize: Callable | None = None
+    sync_grads: Callable | None = None
+    make_optimizer: Callable | None = None
+    input_keys: tuple[str, ...] | None = None
     batch_takes_rank: bool = False
 
     def batch(self, step: int, rank: int = 0, world_size: int = 1):
@@ -63,7 +64,7 @@ class Layers:
 
     side: str
     device: str
-    used: Dict[str, str] = field(default_factory=dict)
+    used: dict[str, str] = field(default_factory=dict)
     backend: str = "gloo"
 
 
@@ -103,9 +104,9 @@ def install_layers(side: str) -> Layers:
     raise ValueError(f"unknown side {side!r}")
 
 
-def prepare(side: str, tree: str, entry_spec: Optional[str], status: Dict[str, Any], *,
-            seed: Optional[int] = None, threads: Optional[int] = None, determinism_device: Optional[str] = None,
-            extra: Optional[Callable[[Any], None]] = None) -> Optional[Tuple["Entry", "Layers"]]:
+def prepare(side: str, tree: str, entry_spec: str | None, status: dict[str, Any], *,
+            seed: int | None = None, threads: int | None = None, determinism_device: str | None = None,
+            extra: Callable[[Any], None] | None = None) -> tuple[Entry, Layers] | None:
     """Start of every child process: the reference layers for `side`, determinism (when `seed` is
     given), then the protocol entry. Returns (entry, layers); on failure `status` says why (phase
     "entry") and None is returned."""
@@ -138,7 +139,7 @@ def _takes_rank(fn: Callable) -> bool:
     return len(params) >= 3 or "rank" in names or "world_size" in names
 
 
-def load_entry(tree: str, entry: Optional[str] = None) -> Entry:
+def load_entry(tree: str, entry: str | None = None) -> Entry:
     """Import the protocol of ``tree`` (``validate.py`` or ``entry`` = ``module[:object]``).
 
     The tree root goes first on ``sys.path`` and becomes the working directory, as when the

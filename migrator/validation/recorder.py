@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from collections.abc import Iterator
+from typing import Any
 
 ROOT = "_root"
 API_FUNCS = ("topk", "bincount")
 
 
-def _flatten(value: Any, prefix: str = "") -> Iterator[Tuple[str, Any]]:
+def _flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
     """Yield (dotted index, leaf) for nested tuples/lists/dicts; leaves are tensors or builtins."""
     import torch
 
@@ -64,11 +65,11 @@ def _plain(t):
     return t.detach().to("cpu", copy=True).contiguous()
 
 
-def tensor_record(t, name: Optional[str], stats_only: bool) -> Dict[str, Any]:
+def tensor_record(t, name: str | None, stats_only: bool) -> dict[str, Any]:
     """msprobe's per-tensor record (§1.1 dump format)."""
     from .metrics import stats
 
-    rec: Dict[str, Any] = {"type": "torch.Tensor", "dtype": str(t.dtype), "shape": list(t.shape)}
+    rec: dict[str, Any] = {"type": "torch.Tensor", "dtype": str(t.dtype), "shape": list(t.shape)}
     if t.is_floating_point():
         rec.update(stats(t))
     else:
@@ -79,7 +80,7 @@ def tensor_record(t, name: Optional[str], stats_only: bool) -> Dict[str, Any]:
     return rec
 
 
-def _builtin_record(v: Any) -> Optional[Dict[str, Any]]:
+def _builtin_record(v: Any) -> dict[str, Any] | None:
     if isinstance(v, (bool, int, float, str)) or v is None:
         return {"type": type(v).__name__, "value": v}
     return None
@@ -89,27 +90,27 @@ class Recorder:
     """Attach to a model, run one step, then :meth:`save`. See the module docstring."""
 
     def __init__(self, model, *, record_inputs: bool = True, record_grads: bool = True,
-                 api_funcs: Tuple[str, ...] = API_FUNCS, max_bytes: int = 1 << 30) -> None:
+                 api_funcs: tuple[str, ...] = API_FUNCS, max_bytes: int = 1 << 30) -> None:
         self.model = model
         self.record_inputs = record_inputs
         self.record_grads = record_grads
         self.api_funcs = api_funcs
         self.max_bytes = max_bytes
-        self.events: List[Dict[str, Any]] = []
-        self.tensors: Dict[str, Any] = {}
-        self.dump: Dict[str, Dict[str, Any]] = {}
-        self.loss: Optional[float] = None
+        self.events: list[dict[str, Any]] = []
+        self.tensors: dict[str, Any] = {}
+        self.dump: dict[str, dict[str, Any]] = {}
+        self.loss: float | None = None
         self._bytes = 0
-        self._stack: List[str] = []
-        self._classes: Dict[str, str] = {}
-        self._calls: Dict[str, int] = {}
-        self._api_calls: Dict[str, int] = {}
+        self._stack: list[str] = []
+        self._classes: dict[str, str] = {}
+        self._calls: dict[str, int] = {}
+        self._api_calls: dict[str, int] = {}
         self._handles: list = []
         self._names = {id(m): (name or ROOT, type(m).__name__) for name, m in model.named_modules()}
-        self.skip_prefixes: Tuple[str, ...] = ()
+        self.skip_prefixes: tuple[str, ...] = ()
 
     # ------------------------------------------------------------------ hooks
-    def attach(self) -> "Recorder":
+    def attach(self) -> Recorder:
         for name, module in self.model.named_modules():
             path = name or ROOT
             self._handles.append(module.register_forward_pre_hook(self._pre_hook(path), with_kwargs=True))
@@ -121,12 +122,12 @@ class Recorder:
             h.remove()
         self._handles.clear()
 
-    def active_modules(self) -> List[str]:
+    def active_modules(self) -> list[str]:
         """Modules whose forward started and has not returned (the call stack, outermost first),
         as ``path (Class)``."""
         return [f"{p} ({self._classes.get(p, '?')})" for p in self._stack]
 
-    def _store(self, name: str, t) -> Tuple[Any, bool]:
+    def _store(self, name: str, t) -> tuple[Any, bool]:
         plain = _plain(t)
         nbytes = plain.numel() * plain.element_size()
         if self._bytes + nbytes > self.max_bytes:
@@ -135,7 +136,7 @@ class Recorder:
         self.tensors[name] = plain
         return plain, False
 
-    def _event(self, name: str, match: str, kind: str, module: str, cls: str, scope: Optional[str], t) -> Dict:
+    def _event(self, name: str, match: str, kind: str, module: str, cls: str, scope: str | None, t) -> dict:
         plain, stats_only = self._store(name, t)
         rec = tensor_record(plain, name, stats_only)
         self.events.append({"name": name, "match": match, "kind": kind, "module": module, "cls": cls,
@@ -269,7 +270,7 @@ class Recorder:
                           loss.detach().float().reshape(()))
         self.dump["Loss.loss_fn.forward.0"] = {"input_args": [], "input_kwargs": {}, "output": [rec]}
 
-    def record_param_grads(self, grads: List[Tuple[str, Any]]) -> None:
+    def record_param_grads(self, grads: list[tuple[str, Any]]) -> None:
         """``grads``: (full parameter name, reduced grad or None) in parameter order."""
         for pname, grad in grads:
             modpath, _, leaf = pname.rpartition(".")
@@ -289,7 +290,7 @@ class Recorder:
             entry[leaf] = [self._event(f"{key}.{leaf}", f"{pname}.grad", "param_grad", path, cls, path, grad)]
 
     # ------------------------------------------------------------------ output
-    def save(self, out_dir: str, meta: Optional[Dict[str, Any]] = None) -> str:
+    def save(self, out_dir: str, meta: dict[str, Any] | None = None) -> str:
         """Write ``tensors.safetensors`` and ``dump.json`` (msprobe format + a ``migrate`` section)."""
         from safetensors.torch import save_file
 
@@ -314,7 +315,7 @@ def _json_default(value):
     return str(value)
 
 
-def load_dump(run_dir: str) -> Tuple[Dict[str, Any], Dict[str, Any]]:
+def load_dump(run_dir: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(dump.json document, {tensor name: tensor}) of a saved run."""
     from safetensors.torch import load_file
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional, Tuple
+from typing import Any
 
 STAGE_NAMES = {"S0": "plan", "S1": "parity-1card", "S2": "parity-dp", "S3": "parity-mp"}
 STATUS_ORDER = ("pass", "warn", "fail", "not_run", "error")
@@ -23,21 +23,21 @@ class StageResult:
     id: str
     status: str
     summary: str = ""
-    reason: Optional[str] = None
-    first_divergence: Optional[str] = None
-    worst: Tuple[Dict[str, Any], ...] = ()
-    checks: Tuple[Dict[str, Any], ...] = ()
-    counts: Dict[str, Any] = field(default_factory=dict)
-    bench: Dict[str, Any] = field(default_factory=dict)
-    unmatched: Tuple[str, ...] = ()
-    notes: Tuple[str, ...] = ()
+    reason: str | None = None
+    first_divergence: str | None = None
+    worst: tuple[dict[str, Any], ...] = ()
+    checks: tuple[dict[str, Any], ...] = ()
+    counts: dict[str, Any] = field(default_factory=dict)
+    bench: dict[str, Any] = field(default_factory=dict)
+    unmatched: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
         return STAGE_NAMES[self.id]
 
-    def to_json(self) -> Dict[str, Any]:
-        out: Dict[str, Any] = {"id": self.id, "name": self.name, "status": self.status,
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "name": self.name, "status": self.status,
                                "worst": [_clean(dict(r)) for r in self.worst]}
         if self.reason:
             out["reason"] = self.reason
@@ -56,14 +56,14 @@ class StageResult:
 @dataclass(frozen=True)
 class ValidationResult:
     original: str
-    migrated: Optional[str]
-    stages: Tuple[StageResult, ...]
-    layers: Dict[str, Any] = field(default_factory=dict)
-    manifest: Dict[str, Any] = field(default_factory=dict)
-    work_dir: Optional[str] = None
-    notes: Tuple[str, ...] = ()
+    migrated: str | None
+    stages: tuple[StageResult, ...]
+    layers: dict[str, Any] = field(default_factory=dict)
+    manifest: dict[str, Any] = field(default_factory=dict)
+    work_dir: str | None = None
+    notes: tuple[str, ...] = ()
     mode: str = "protocol"
-    bench: Dict[str, Any] = field(default_factory=dict)   # --bench: {"scaling": [...]}
+    bench: dict[str, Any] = field(default_factory=dict)   # --bench: {"scaling": [...]}
 
     @property
     def exit_code(self) -> int:
@@ -75,13 +75,13 @@ class ValidationResult:
             return 1
         return 0
 
-    def stage(self, sid: str) -> Optional[StageResult]:
+    def stage(self, sid: str) -> StageResult | None:
         for s in self.stages:
             if s.id == sid:
                 return s
         return None
 
-    def to_json(self) -> Dict[str, Any]:
+    def to_json(self) -> dict[str, Any]:
         from migrator import __version__
 
         return {
@@ -178,7 +178,7 @@ class ValidationResult:
         return "\n".join(out) + "\n"
 
 
-def _perf_text(perf: Dict[str, Any]):
+def _perf_text(perf: dict[str, Any]):
     from .benchreport import perf_caption, perf_rows
 
     if perf.get("skipped"):

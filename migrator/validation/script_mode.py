@@ -26,7 +26,7 @@ import os
 import runpy
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 CURVE_WARN = 2e-3
 
@@ -49,18 +49,18 @@ def _force_autocast_off(patches: list) -> None:
 
 
 class _ScriptHooks:
-    def __init__(self, job: Dict[str, Any]) -> None:
+    def __init__(self, job: dict[str, Any]) -> None:
         from .recorder import Recorder
 
         self.job = job
         self.recorder_cls = Recorder
-        self.recorder: Optional[Any] = None
+        self.recorder: Any | None = None
         self.root = None
         self.steps = 0
-        self.losses: List[float] = []
+        self.losses: list[float] = []
         self.handles: list = []
-        self.status: Dict[str, Any] = {}
-        self.param_names: Dict[int, str] = {}
+        self.status: dict[str, Any] = {}
+        self.param_names: dict[int, str] = {}
         self.in_backward = False
 
     # ------------------------------------------------------------- module hooks (global)
@@ -156,11 +156,11 @@ class _ScriptHooks:
             raise StopScript()
 
 
-def run_script(job: Dict[str, Any]) -> Dict[str, Any]:
+def run_script(job: dict[str, Any]) -> dict[str, Any]:
     from . import determinism, protocol
     from .errors import describe
 
-    status: Dict[str, Any] = {"ok": False, "side": job["side"], "policy": job["policy"]}
+    status: dict[str, Any] = {"ok": False, "side": job["side"], "policy": job["policy"]}
     tree = job["tree"]
     try:
         layers = protocol.install_layers(job["side"])

@@ -14,14 +14,24 @@ import shutil
 import tarfile
 import tempfile
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from collections.abc import Callable
+from typing import Any
 
-from .compare import (FAIL, Comparison, Run, compare_optimizer, compare_runs, localise,
-                      summary_counts, worst_rows, worst_status)
+from .compare import (
+    FAIL,
+    Comparison,
+    Run,
+    compare_optimizer,
+    compare_runs,
+    localise,
+    summary_counts,
+    worst_rows,
+    worst_status,
+)
 from .options import ALL_STAGES, Options
 from .results import StageResult, ValidationResult
 
-Progress = Optional[Callable[[str], None]]
+Progress = Callable[[str], None] | None
 
 
 class ValidationSetupError(Exception):
@@ -34,7 +44,7 @@ def _say(progress: Progress, text: str) -> None:
         progress(text)
 
 
-def _fmt(v: Optional[float]) -> str:
+def _fmt(v: float | None) -> str:
     if v is None:
         return "-"
     if v >= 1e300:
@@ -42,19 +52,19 @@ def _fmt(v: Optional[float]) -> str:
     return f"{v:.3g}"
 
 
-def _failure_text(status: Dict[str, Any]) -> str:
+def _failure_text(status: dict[str, Any]) -> str:
     err = status.get("error") or {}
     text = err.get("summary", "unknown error")
     during = err.get("during")
     return f"during {during}: {text}" if during else text
 
 
-def _crash_module(status: Dict[str, Any]) -> Optional[str]:
+def _crash_module(status: dict[str, Any]) -> str | None:
     active = (status.get("error") or {}).get("active_modules") or []
     return f"{active[-1]} (raised while running)" if active else None
 
 
-def check_rows(verdicts) -> List[Dict[str, Any]]:
+def check_rows(verdicts) -> list[dict[str, Any]]:
     """Named sub-checks of a numeric stage, each with its worst value and verdict."""
     groups = {
         "fp32 logic (T32 vs G, rel_l2)": ("rel_l2_fp32", "mismatch_fp32", "grad_missing", "norm_rel_fp32"),
@@ -103,8 +113,8 @@ def _numeric_summary(verdicts, extra: str = "") -> str:
     return "; ".join(parts) + (f"; {extra}" if extra else "")
 
 
-def numeric_stage(sid: str, comparison: Comparison, *, bench: Dict[str, Any], notes: List[str],
-                  extra_summary: str = "", extra_checks: Tuple[Dict[str, Any], ...] = ()) -> StageResult:
+def numeric_stage(sid: str, comparison: Comparison, *, bench: dict[str, Any], notes: list[str],
+                  extra_summary: str = "", extra_checks: tuple[dict[str, Any], ...] = ()) -> StageResult:
     verdicts = comparison.verdicts
     status = worst_status([v.status for v in verdicts] + [c["status"] for c in extra_checks])
     loc = localise(verdicts)
@@ -133,7 +143,7 @@ def numeric_stage(sid: str, comparison: Comparison, *, bench: Dict[str, Any], no
 
 
 # ------------------------------------------------------------------------------------ S1
-def _s1_jobs(opts: Options, original: str, migrated: str, work: str, shared: str) -> Tuple[Dict, Dict]:
+def _s1_jobs(opts: Options, original: str, migrated: str, work: str, shared: str) -> tuple[dict, dict]:
     common = {"kind": "side", "seed": opts.seed, "threads": opts.threads, "steps": list(opts.steps),
               "policies": ["fp32", "bf16"], "bf16_policy": opts.bf16_policy, "entry": opts.entry,
               "shared": shared, "max_bytes": opts.max_bytes, "wait_timeout": opts.timeout}
@@ -142,7 +152,7 @@ def _s1_jobs(opts: Options, original: str, migrated: str, work: str, shared: str
     return orig, mig
 
 
-def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: Dict[str, Any],
+def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: dict[str, Any],
            progress: Progress = None) -> StageResult:
     from . import launcher
 
@@ -188,7 +198,7 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: Dict[str
 
     comparison = Comparison()
     cross = orig_status.get("device") != mig_res.status.get("device")
-    notes: List[str] = []
+    notes: list[str] = []
     if cross:
         notes.append(f"cross-device comparison ({orig_status.get('device')} vs {mig_res.status.get('device')}): "
                      "fp32 logic bounds x10 (to calibrate on hardware)")
@@ -227,7 +237,7 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: Dict[str
 
 
 # ------------------------------------------------------------------------------------ S0, S2, S3
-def run_s0(opts: Options, migrated: str, work: str, ctx: Dict[str, Any], progress: Progress = None) -> StageResult:
+def run_s0(opts: Options, migrated: str, work: str, ctx: dict[str, Any], progress: Progress = None) -> StageResult:
     from . import launcher
 
     _say(progress, f"S0: parallel plan at world size {opts.plan_world_size} on the fake process group")
@@ -255,7 +265,7 @@ def run_s0(opts: Options, migrated: str, work: str, ctx: Dict[str, Any], progres
                        notes=tuple(status.get("notes", [])))
 
 
-def run_parallel_stage(sid: str, opts: Options, migrated: str, work: str, ctx: Dict[str, Any],
+def run_parallel_stage(sid: str, opts: Options, migrated: str, work: str, ctx: dict[str, Any],
                        progress: Progress = None) -> StageResult:
     """S2 (data parallel: DDP, FSDP2) or S3 (model parallel: TP, EP) through torchrun."""
     from . import launcher
@@ -299,7 +309,7 @@ def run_parallel_stage(sid: str, opts: Options, migrated: str, work: str, ctx: D
         why = "; ".join(f"{v}: {w}" for v, w in skipped.items()) or "no variant applies"
         return StageResult(sid, "not_run", summary="nothing to run", reason=why, bench=bench)
     comparison = Comparison()
-    extra_checks: List[Dict[str, Any]] = []
+    extra_checks: list[dict[str, Any]] = []
     for variant, info in ran.items():
         for step_key, per_rank in info["runs"].items():
             for rank, dirs in sorted(per_rank.items(), key=lambda kv: int(kv[0])):
@@ -346,7 +356,7 @@ def _unpack(src: str, dest: str) -> str:
     return dest
 
 
-def _relocate(status: Dict[str, Any], old_root: str, new_root: str) -> Dict[str, Any]:
+def _relocate(status: dict[str, Any], old_root: str, new_root: str) -> dict[str, Any]:
     """Recorded statuses hold absolute paths of the recording host: point them at the unpacked copy."""
     def fix(value):
         if isinstance(value, str) and value.startswith(old_root):
@@ -394,10 +404,10 @@ def run(opts: Options, progress: Progress = None) -> ValidationResult:
         return run_script_mode(opts, progress)
     work = os.path.abspath(opts.work_dir) if opts.work_dir else tempfile.mkdtemp(prefix="migrate-validate-")
     os.makedirs(work, exist_ok=True)
-    ctx: Dict[str, Any] = {"manifest": {"seed": opts.seed, "steps": list(opts.steps), "bf16_policy": opts.bf16_policy,
+    ctx: dict[str, Any] = {"manifest": {"seed": opts.seed, "steps": list(opts.steps), "bf16_policy": opts.bf16_policy,
                                         "threads": opts.threads, "world_size": opts.world_size * opts.nnodes,
                                         "plan_world_size": opts.plan_world_size}}
-    notes: List[str] = []
+    notes: list[str] = []
     try:
         shared = os.path.join(work, "s1", "original")
         if opts.compare:
@@ -427,8 +437,8 @@ def run(opts: Options, progress: Progress = None) -> ValidationResult:
             notes.append(f"migrated copy written by `migrate fix --target npu --out {migrated}`"
                          + ("" if kept else " (temporary: give --work-dir to keep it)"))
 
-        stages: List[StageResult] = []
-        blocked: Optional[str] = None
+        stages: list[StageResult] = []
+        blocked: str | None = None
         for sid in ALL_STAGES:
             if sid not in opts.stages:
                 stages.append(StageResult(sid, "not_run", reason="not selected (--stages)"))
@@ -458,7 +468,7 @@ def run(opts: Options, progress: Progress = None) -> ValidationResult:
             notes.append(f"msprobe layout: {count} dump(s) under {opts.export_msprobe}")
         if opts.keep_work_dir or opts.work_dir:
             notes.append(f"dumps kept in {work}")
-        bench: Dict[str, Any] = {}
+        bench: dict[str, Any] = {}
         if opts.bench:
             from .benchstage import scaling
 
@@ -478,7 +488,7 @@ def _replace(opts: Options, **changes) -> Options:
     return replace(opts, **changes)
 
 
-def _record(opts: Options, original: str, work: str, ctx: Dict[str, Any], progress: Progress) -> ValidationResult:
+def _record(opts: Options, original: str, work: str, ctx: dict[str, Any], progress: Progress) -> ValidationResult:
     """``--record``: run the reference side only and save weights, batches, dumps and manifest."""
     from . import launcher
 

@@ -23,13 +23,13 @@ import os
 import sys
 import time
 import traceback
-from typing import Any, Dict
+from typing import Any
 
 READY = "weights.ready"
 FAILED = "original.failed"
 
 
-def write_status(out: str, status: Dict[str, Any], name: str = "status.json") -> None:
+def write_status(out: str, status: dict[str, Any], name: str = "status.json") -> None:
     os.makedirs(out, exist_ok=True)
     tmp = os.path.join(out, f".{name}.tmp")
     with open(tmp, "w", encoding="utf-8") as fh:
@@ -49,7 +49,7 @@ def _wait_for(shared: str, timeout: float) -> str:
     return "timeout"
 
 
-def run_side(job: Dict[str, Any]) -> Dict[str, Any]:
+def run_side(job: dict[str, Any]) -> dict[str, Any]:
     """S1 on one side. See the module docstring."""
     from . import determinism, execute, protocol
     from .errors import describe
@@ -57,7 +57,7 @@ def run_side(job: Dict[str, Any]) -> Dict[str, Any]:
 
     side, tree, out = job["side"], job["tree"], job["out"]
     shared = job["shared"]  # original side's folder: weights + batches
-    status: Dict[str, Any] = {"ok": False, "side": side, "tree": tree, "runs": {}}
+    status: dict[str, Any] = {"ok": False, "side": side, "tree": tree, "runs": {}}
     timer = execute.Timer()
     recorder = None
     def versions(layers) -> None:

@@ -7,7 +7,6 @@ import zipfile
 
 import pytest
 
-
 # -- codegen yaml --------------------------------------------------------------------------
 
 
@@ -278,7 +277,7 @@ def test_build_is_deterministic_and_schema_valid(gen, cov, mini_table):
 def test_counts_header(mini_table):
     counts = mini_table["counts"]
     assert counts["entries"] == len(mini_table["entries"])
-    for soc, by_status in counts["status_by_soc"].items():
+    for _soc, by_status in counts["status_by_soc"].items():
         assert sum(by_status.values()) == counts["entries"]
     assert counts["aten_by_kernel"] == {
         "npu_kernel": 6, "npu_kernel_via_delegate": 1, "decomposes": 4, "composite_explicit": 1, "cpu_fallback": 2,

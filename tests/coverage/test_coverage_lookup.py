@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -10,8 +11,7 @@ import time
 import pytest
 
 import migrator.coverage as coverage
-from migrator.coverage import CoverageEntry, CoverageError, lookup
-from migrator.coverage import _table
+from migrator.coverage import CoverageEntry, CoverageError, _table, lookup
 
 
 @pytest.fixture
@@ -30,7 +30,7 @@ def test_versions_and_socs():
 def test_entry_is_frozen_dataclass():
     e = lookup("torch.matmul")
     assert isinstance(e, CoverageEntry)
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         e.status = "supported"  # type: ignore[misc]
     d = e.to_dict()
     assert d["dtypes"] == ["fp16", "fp32"] and json.dumps(d)

@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from migrator.resources import data_dir, schema_path
-from migrator.rules.catalogue import CatalogueError, FAMILY_PREFIX, catalogue_files, load_catalogue
+from migrator.rules.catalogue import FAMILY_PREFIX, CatalogueError, catalogue_files, load_catalogue
 
 SCHEMA = json.loads(schema_path("catalogue.schema.json").read_text())
 

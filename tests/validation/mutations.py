@@ -10,7 +10,6 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Tuple
 
 
 @dataclass(frozen=True)
@@ -18,7 +17,7 @@ class Mutation:
     name: str
     sample: str                       # "gpt" or "moe"
     file: str
-    edits: Tuple[Tuple[str, str], ...]  # (old, new): every occurrence of old is replaced
+    edits: tuple[tuple[str, str], ...]  # (old, new): every occurrence of old is replaced
     stage: str                        # first stage that can see it
     module: str                       # substring of the localised module
     what: str

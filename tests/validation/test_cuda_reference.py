@@ -21,17 +21,22 @@ from migrator.validation import cuda_reference  # noqa: E402
 from migrator.validation.cuda_reference import device_remap  # noqa: E402
 from migrator.validation.cuda_reference.apex import amp  # noqa: E402
 from migrator.validation.cuda_reference.apex.amp._amp_state import _amp_state  # noqa: E402
-from migrator.validation.cuda_reference.apex.normalization import (  # noqa: E402
-    FusedLayerNorm, FusedRMSNorm, MixedFusedLayerNorm)
+from migrator.validation.cuda_reference.apex.normalization import FusedLayerNorm, FusedRMSNorm, MixedFusedLayerNorm  # noqa: E402
 from migrator.validation.cuda_reference.apex.normalization.fused_layer_norm import manual_rms_norm  # noqa: E402
 from migrator.validation.cuda_reference.apex.optimizers import FusedAdam, FusedLAMB, FusedSGD  # noqa: E402
 from migrator.validation.cuda_reference.apex.parallel import SyncBatchNorm, convert_syncbn_model  # noqa: E402
-from migrator.validation.cuda_reference.flash_attn import flash_attn_interface as fai  # noqa: E402
 from migrator.validation.cuda_reference.flash_attn import (  # noqa: E402
-    flash_attn_func, flash_attn_kvpacked_func, flash_attn_qkvpacked_func, flash_attn_varlen_func)
+    flash_attn_func,
+    flash_attn_kvpacked_func,
+    flash_attn_qkvpacked_func,
+    flash_attn_varlen_func,
+)
+from migrator.validation.cuda_reference.flash_attn import flash_attn_interface as fai  # noqa: E402
 from migrator.validation.cuda_reference.xformers.ops import (  # noqa: E402
-    LowerTriangularFromBottomRightMask, LowerTriangularMask, memory_efficient_attention)
-
+    LowerTriangularFromBottomRightMask,
+    LowerTriangularMask,
+    memory_efficient_attention,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -477,9 +482,9 @@ def test_install_into_sys_modules_and_uninstall():
         pytest.skip("a flash_attn/apex/xformers module is already loaded")
     try:
         assert cuda_reference.install() == ["flash_attn", "apex", "xformers"]
-        from flash_attn import flash_attn_func as f  # noqa: F401
-        from apex.optimizers import FusedAdam as A
         import xformers.ops
+        from apex.optimizers import FusedAdam as A
+        from flash_attn import flash_attn_func as f  # noqa: F401
 
         assert A is FusedAdam and xformers.ops.LowerTriangularMask is LowerTriangularMask
         assert cuda_reference.active() == ["flash_attn", "apex", "xformers"]

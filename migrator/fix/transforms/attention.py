@@ -10,9 +10,8 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.fix.context import FixContext
-from migrator.fix.transforms import register
+from migrator.fix.transforms import helpers, register
 from migrator.fix.transforms.args import NOT_LITERAL, bind, code, kwarg, literal, with_args
-from migrator.fix.transforms import helpers
 from migrator.model import Finding
 
 FLASH_PARAMS = [

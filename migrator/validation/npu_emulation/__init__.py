@@ -47,7 +47,8 @@ import importlib.machinery
 import importlib.util
 import sys
 import types
-from typing import Any, Dict, Iterator, Optional
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 
@@ -78,8 +79,8 @@ _MODULE_NAMES = ("torch_npu", "torch_npu.npu", "torch_npu.npu.amp", "torch_npu.o
 
 class _Installation:
     def __init__(self) -> None:
-        self.patches: Optional[PatchSet] = None
-        self.modules: Dict[str, types.ModuleType] = {}
+        self.patches: PatchSet | None = None
+        self.modules: dict[str, types.ModuleType] = {}
 
 
 _INSTALLATION = _Installation()
@@ -96,7 +97,7 @@ def _not_emulated(module_name: str):
     return __getattr__
 
 
-def _new_module(name: str, doc: str, attrs: Dict[str, Any], package: bool = False) -> types.ModuleType:
+def _new_module(name: str, doc: str, attrs: dict[str, Any], package: bool = False) -> types.ModuleType:
     module = types.ModuleType(name, doc)
     module.__spec__ = importlib.machinery.ModuleSpec(name, loader=None, origin="npu-emulation",
                                                      is_package=package)
@@ -115,7 +116,7 @@ def _torch_base_version() -> str:
     return torch.__version__.split("+")[0]
 
 
-def build_modules() -> Dict[str, types.ModuleType]:
+def build_modules() -> dict[str, types.ModuleType]:
     """Build fresh emulated module objects (ascend-facts §a: what ``import torch_npu`` provides)."""
     amp_mod = _new_module("torch_npu.npu.amp", f"{EMULATION_LABEL}: torch_npu.npu.amp.",
                           {n: getattr(_amp, n) for n in _amp.__all__} | {"__all__": list(_amp.__all__)},
@@ -128,7 +129,7 @@ def build_modules() -> Dict[str, types.ModuleType]:
                             {n: getattr(_optim, n) for n in _optim.__all__} | {"__all__": list(_optim.__all__)})
     utils_mod = _new_module("torch_npu.utils", f"{EMULATION_LABEL}: torch_npu.utils (minimal).",
                             {"__all__": []}, package=True)
-    top_attrs: Dict[str, Any] = dict(CUSTOM_OPS)
+    top_attrs: dict[str, Any] = dict(CUSTOM_OPS)
     top_attrs.update(
         npu=npu_mod, optim=optim_mod, utils=utils_mod,
         __version__=f"{_torch_base_version()}+emulated",
@@ -145,7 +146,7 @@ def is_installed() -> bool:
     return _INSTALLATION.patches is not None
 
 
-def _real_torch_npu() -> tuple[bool, Optional[str]]:
+def _real_torch_npu() -> tuple[bool, str | None]:
     """(importable, error): is a real torch_npu present and importable? (ascend-facts §a)."""
     existing = sys.modules.get("torch_npu")
     if existing is not None:
@@ -167,7 +168,7 @@ def _real_torch_npu() -> tuple[bool, Optional[str]]:
         return False, f"{type(exc).__name__}: {exc}"
 
 
-def install(*, force: bool = False, amp_dtype: torch.dtype = torch.bfloat16, device_count: int = 1) -> Dict[str, Any]:
+def install(*, force: bool = False, amp_dtype: torch.dtype = torch.bfloat16, device_count: int = 1) -> dict[str, Any]:
     """Install the CPU emulation of torch_npu (ascend-facts §a, §b, §c, §d). Idempotent.
 
     If a real ``torch_npu`` is importable (and ``force`` is False) nothing is changed and the result
@@ -180,7 +181,7 @@ def install(*, force: bool = False, amp_dtype: torch.dtype = torch.bfloat16, dev
     ``already_installed``, ``real_torch_npu`` (a real one is importable), ``real_import_error``
     (why a present torch_npu could not be imported), ``label``, ``message``, ``patched`` (names).
     """
-    result: Dict[str, Any] = {"emulated": False, "installed_now": False, "already_installed": False,
+    result: dict[str, Any] = {"emulated": False, "installed_now": False, "already_installed": False,
                               "real_torch_npu": False, "real_import_error": None, "label": EMULATION_LABEL,
                               "patched": []}
     if is_installed():
@@ -220,7 +221,7 @@ def install(*, force: bool = False, amp_dtype: torch.dtype = torch.bfloat16, dev
     return result
 
 
-def uninstall() -> Dict[str, Any]:
+def uninstall() -> dict[str, Any]:
     """Remove the emulation (undo of :func:`install`, ascend-facts §a/§b): restore every patched torch
     attribute and ``sys.modules`` entry, and the post-import hooks."""
     patches = _INSTALLATION.patches
@@ -234,7 +235,7 @@ def uninstall() -> Dict[str, Any]:
 
 
 @contextlib.contextmanager
-def emulated(**kwargs: Any) -> Iterator[Dict[str, Any]]:
+def emulated(**kwargs: Any) -> Iterator[dict[str, Any]]:
     """Context manager around :func:`install`/:func:`uninstall` (ascend-facts §a): installs on entry and
     uninstalls on exit if this call installed it."""
     info = install(**kwargs)

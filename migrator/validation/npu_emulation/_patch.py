@@ -10,7 +10,8 @@ that was inherited or absent is deleted again (``torch.Tensor.to`` is inherited 
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, List, Tuple
+from collections.abc import Callable
+from typing import Any
 
 _MISSING = object()
 
@@ -19,10 +20,10 @@ class PatchSet:
     """Records ``setattr``/``sys.modules`` changes and undoes them in reverse order."""
 
     def __init__(self) -> None:
-        self._attrs: List[Tuple[Any, str, Any]] = []
-        self._modules: List[Tuple[str, Any]] = []
-        self._undo: List[Callable[[], None]] = []
-        self.names: List[str] = []
+        self._attrs: list[tuple[Any, str, Any]] = []
+        self._modules: list[tuple[str, Any]] = []
+        self._undo: list[Callable[[], None]] = []
+        self.names: list[str] = []
 
     def setattr(self, owner: Any, name: str, value: Any, label: str | None = None) -> None:
         """Set ``owner.name = value`` and remember what was there (own attribute or not)."""

@@ -51,7 +51,7 @@ Semantics implemented (each from ascend-facts §c.1 unless noted):
 from __future__ import annotations
 
 import functools
-from typing import List, Optional, Sequence, Tuple
+from collections.abc import Sequence
 
 import torch
 
@@ -72,7 +72,7 @@ def _expected_compressed(rows: int, cols: int, device: torch.device) -> torch.Te
     return torch.cat([top, bottom], 0)
 
 
-def _check_compressed_mask(atten_mask: Optional[torch.Tensor], sparse_mode: int) -> None:
+def _check_compressed_mask(atten_mask: torch.Tensor | None, sparse_mode: int) -> None:
     """Modes 2/3/4/7/8 need the 2048² compressed ``triu`` mask, mode 6 the 3072×2048 one (§c.1)."""
     rows = 3072 if sparse_mode == 6 else COMPRESSED_SIZE
     how = ("torch.triu(torch.ones(2048, 2048), diagonal=1).bool()" if rows == COMPRESSED_SIZE
@@ -110,13 +110,13 @@ def _check_mask_dtype(atten_mask: torch.Tensor) -> torch.Tensor:
     return atten_mask.bool() if atten_mask.dtype != torch.bool else atten_mask
 
 
-def _ij(sq: int, skv: int, device: torch.device) -> Tuple[torch.Tensor, torch.Tensor]:
+def _ij(sq: int, skv: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     i = torch.arange(sq, device=device).unsqueeze(1)
     j = torch.arange(skv, device=device).unsqueeze(0)
     return i, j
 
 
-def _band_top_left(sq: int, skv: int, pre: int, nxt: int, device: torch.device) -> Optional[torch.Tensor]:
+def _band_top_left(sq: int, skv: int, pre: int, nxt: int, device: torch.device) -> torch.Tensor | None:
     """Mode 0 band: masked iff ``j - i > next`` or ``i - j > pre`` (None if nothing is masked)."""
     if pre >= sq and nxt >= skv:
         return None
@@ -144,7 +144,7 @@ def _band_bottom_right(sq: int, skv: int, pre: int, nxt: int, device: torch.devi
     return (j > d + nxt) | (j < d - pre)
 
 
-def _or(a: Optional[torch.Tensor], b: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+def _or(a: torch.Tensor | None, b: torch.Tensor | None) -> torch.Tensor | None:
     if a is None:
         return b
     if b is None:
@@ -221,9 +221,9 @@ def _dims(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, head_num:
     return nq, nkv, query.shape[-1], value.shape[-1]
 
 
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[torch.Tensor],
-            pse: Optional[torch.Tensor], scale: float, keep: Optional[torch.Tensor], keep_prob: float,
-            sink: Optional[torch.Tensor]):
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+            pse: torch.Tensor | None, scale: float, keep: torch.Tensor | None, keep_prob: float,
+            sink: torch.Tensor | None):
     """Core: q (B,N,Sq,D), k/v (B,N,Skv,·) already head-expanded, in the compute dtype."""
     s = torch.matmul(q, k.transpose(-1, -2))
     if pse is not None:
@@ -247,10 +247,10 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: Optional[to
     return out, m.detach(), denom.detach()
 
 
-def _seq_bounds(cum: Sequence[int], total: int, name: str) -> List[Tuple[int, int]]:
+def _seq_bounds(cum: Sequence[int], total: int, name: str) -> list[tuple[int, int]]:
     """Cumulative lengths without a leading 0 → [(start, end)] (§c.1)."""
     values = [int(c) for c in cum]
-    bounds: List[Tuple[int, int]] = []
+    bounds: list[tuple[int, int]] = []
     prev = 0
     for idx, c in enumerate(values):
         if c == 0 and prev > 0 and all(x == 0 for x in values[idx:]):
@@ -265,7 +265,7 @@ def _seq_bounds(cum: Sequence[int], total: int, name: str) -> List[Tuple[int, in
     return bounds
 
 
-def _as_int_list(value, name: str) -> List[int]:
+def _as_int_list(value, name: str) -> list[int]:
     if value is None:
         raise ValueError(f"npu_fusion_attention: input_layout 'TND' requires {name} (cumulative lengths "
                          "without a leading 0, ascend-facts §c.1)")
@@ -274,7 +274,7 @@ def _as_int_list(value, name: str) -> List[int]:
     return [int(v) for v in value]
 
 
-def _dropout_keep(shape, keep_prob: float, generator: Optional[torch.Generator], device) -> Optional[torch.Tensor]:
+def _dropout_keep(shape, keep_prob: float, generator: torch.Generator | None, device) -> torch.Tensor | None:
     if keep_prob >= 1.0:
         return None
     return torch.rand(shape, generator=generator, device=device) < keep_prob
@@ -431,9 +431,9 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
     if mask_in is not None and sparse_mode in (0, 1) and mask_in.dim() != 2:
         raise ValueError("npu_fusion_attention: varlen (TND) atten_mask must be SS (maxSq x maxSkv)")
     dev = query.device
-    outs: List[torch.Tensor] = []
-    maxes: List[torch.Tensor] = []
-    sums: List[torch.Tensor] = []
+    outs: list[torch.Tensor] = []
+    maxes: list[torch.Tensor] = []
+    sums: list[torch.Tensor] = []
     numels = 0
     covered = 0
     for idx in range(nb):

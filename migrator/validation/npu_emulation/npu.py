@@ -13,7 +13,7 @@ import collections
 import functools
 import os
 import time
-from typing import Any, Optional
+from typing import Any
 
 import torch
 
@@ -29,7 +29,7 @@ class _State:
         self.device_count = 1
         self.current_device = 0
         self.amp_dtype = torch.bfloat16
-        self.current_stream: Optional["Stream"] = None
+        self.current_stream: Stream | None = None
         self.mstx_stack: list = []
         self.mstx_next_id = 1
 
@@ -301,7 +301,7 @@ memory_cached = memory_reserved
 max_memory_cached = max_memory_reserved
 
 
-def memory_stats(device: Any = None) -> "collections.defaultdict[str, int]":
+def memory_stats(device: Any = None) -> collections.defaultdict[str, int]:
     """Emulated ``torch.npu.memory_stats`` (§b.1): stub; every key (e.g.
     ``"allocated_bytes.all.peak"``) reads 0."""
     return collections.defaultdict(int)
@@ -360,13 +360,13 @@ class Stream:
     def device(self) -> torch.device:
         return torch.device("cpu")
 
-    def wait_event(self, event: "Event") -> None:
+    def wait_event(self, event: Event) -> None:
         pass
 
-    def wait_stream(self, stream: "Stream") -> None:
+    def wait_stream(self, stream: Stream) -> None:
         pass
 
-    def record_event(self, event: Optional["Event"] = None) -> "Event":
+    def record_event(self, event: Event | None = None) -> Event:
         event = event if event is not None else Event()
         event.record(self)
         return event
@@ -377,7 +377,7 @@ class Stream:
     def synchronize(self) -> None:
         pass
 
-    def __enter__(self) -> "Stream":
+    def __enter__(self) -> Stream:
         self._ctx = stream(self)
         self._ctx.__enter__()
         return self
@@ -399,12 +399,12 @@ class Event:
 
     def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
         self.enable_timing = enable_timing
-        self._time: Optional[float] = None
+        self._time: float | None = None
 
-    def record(self, stream: Optional[Stream] = None) -> None:
+    def record(self, stream: Stream | None = None) -> None:
         self._time = time.perf_counter()
 
-    def wait(self, stream: Optional[Stream] = None) -> None:
+    def wait(self, stream: Stream | None = None) -> None:
         pass
 
     def query(self) -> bool:
@@ -413,7 +413,7 @@ class Event:
     def synchronize(self) -> None:
         pass
 
-    def elapsed_time(self, end_event: "Event") -> float:
+    def elapsed_time(self, end_event: Event) -> float:
         if not (self.enable_timing and end_event.enable_timing):
             raise RuntimeError("Both events must be created with enable_timing=True to use elapsed_time")
         if self._time is None or end_event._time is None:
@@ -439,11 +439,11 @@ def set_stream(stream_: Stream) -> None:
 class StreamContext:
     """Emulated ``torch.npu.StreamContext`` (§b.1): sets ``current_stream()`` inside the block."""
 
-    def __init__(self, stream_: Optional[Stream]) -> None:
+    def __init__(self, stream_: Stream | None) -> None:
         self.stream = stream_
-        self.prev: Optional[Stream] = None
+        self.prev: Stream | None = None
 
-    def __enter__(self) -> Optional[Stream]:
+    def __enter__(self) -> Stream | None:
         self.prev = STATE.current_stream
         if self.stream is not None:
             STATE.current_stream = self.stream
@@ -454,7 +454,7 @@ class StreamContext:
         return False
 
 
-def stream(stream_: Optional[Stream]) -> StreamContext:
+def stream(stream_: Stream | None) -> StreamContext:
     """Emulated ``torch.npu.stream(s)`` context manager (§b.1)."""
     return StreamContext(stream_)
 

@@ -11,8 +11,6 @@ backward for rms_norm, rotary_mul and swiglu; add_rms_norm has none on the devic
 
 from __future__ import annotations
 
-from typing import Optional, Tuple
-
 import torch
 
 from .attention import no_autocast
@@ -27,7 +25,7 @@ def _compute_dtype(t: torch.Tensor) -> torch.dtype:
     return torch.float64 if t.dtype == torch.float64 else torch.float32
 
 
-def _rms(x: torch.Tensor, gamma: torch.Tensor, epsilon: float) -> Tuple[torch.Tensor, torch.Tensor]:
+def _rms(x: torch.Tensor, gamma: torch.Tensor, epsilon: float) -> tuple[torch.Tensor, torch.Tensor]:
     g = gamma.dim()
     if g == 0 or tuple(x.shape[x.dim() - g:]) != tuple(gamma.shape):
         raise ValueError(f"npu_rms_norm: gamma shape {tuple(gamma.shape)} must equal the trailing dims of x "
@@ -41,7 +39,7 @@ def _rms(x: torch.Tensor, gamma: torch.Tensor, epsilon: float) -> Tuple[torch.Te
 
 
 @no_autocast
-def npu_rms_norm(self: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-06) -> Tuple[torch.Tensor, torch.Tensor]:
+def npu_rms_norm(self: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-06) -> tuple[torch.Tensor, torch.Tensor]:
     """Emulated ``torch_npu.npu_rms_norm`` (ascend-facts §c.3).
 
     ``[0] = x / sqrt(mean(x², over gamma's dims) + eps) · gamma`` in the dtype of ``x``;
@@ -59,7 +57,7 @@ def npu_rms_norm(self: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-06
 
 @no_autocast
 def npu_add_rms_norm(x1: torch.Tensor, x2: torch.Tensor, gamma: torch.Tensor,
-                     epsilon: float = 1e-06) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+                     epsilon: float = 1e-06) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Emulated ``torch_npu.npu_add_rms_norm`` (ascend-facts §c.3): returns **(y, rstd, x)**.
 
     ``x = x1 + x2`` (returned in the input dtype), ``y = RMSNorm(x) · gamma`` computed from the fp32
@@ -77,7 +75,7 @@ def npu_add_rms_norm(x1: torch.Tensor, x2: torch.Tensor, gamma: torch.Tensor,
 
 @no_autocast
 def npu_rotary_mul(self: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor, rotary_mode: str = "half",
-                   rotate: Optional[torch.Tensor] = None) -> torch.Tensor:
+                   rotate: torch.Tensor | None = None) -> torch.Tensor:
     """Emulated ``torch_npu.npu_rotary_mul`` (ascend-facts §c.3): ``x·r1 + rotate(x)·r2``.
 
     ``r1`` = cos, ``r2`` = sin over the full head dim, broadcast against ``x`` (3-D/4-D).

@@ -20,7 +20,8 @@ parameter receives a gradient on every step).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 from torch import inf
@@ -61,7 +62,7 @@ class NpuFusedOptimizerBase(Optimizer):
         """Hook for whole-optimizer work done before the per-group updates (Lamb's global norm)."""
 
     @torch.no_grad()
-    def step(self, closure: Optional[Callable[[], Any]] = None) -> Any:
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One update of every parameter group (ascend-facts §d)."""
         loss = None
         if closure is not None:

@@ -28,7 +28,8 @@ import functools
 import inspect
 import re
 import sys
-from typing import Any, Callable, Dict, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 
@@ -143,7 +144,7 @@ def wrap_device_callable(fn: Callable, *, int_positional: bool = False) -> Calla
     return wrapper
 
 
-def wrap_bound(fn: Callable, transform: Callable[[Dict[str, Any]], None]) -> Callable:
+def wrap_bound(fn: Callable, transform: Callable[[dict[str, Any]], None]) -> Callable:
     """Wrap ``fn`` so its bound arguments pass through ``transform`` (edited in place) first (§b.2/§b.3
     rules for constructors such as DDP, DeviceMesh, GradScaler, autocast).
 
@@ -332,8 +333,8 @@ def apply(patches: PatchSet, npu_module: Any, stream_type: type) -> None:
     _apply_distributed(patches)
 
 
-def _remap_key(key: str, fn: Callable[[Any], Any]) -> Callable[[Dict[str, Any]], None]:
-    def transform(arguments: Dict[str, Any]) -> None:
+def _remap_key(key: str, fn: Callable[[Any], Any]) -> Callable[[dict[str, Any]], None]:
+    def transform(arguments: dict[str, Any]) -> None:
         if key in arguments:
             arguments[key] = fn(arguments[key])
 
@@ -389,7 +390,7 @@ def _apply_distributed(patches: PatchSet) -> None:
         return
     from torch.distributed import distributed_c10d as c10d
 
-    def pg_transform(arguments: Dict[str, Any]) -> None:
+    def pg_transform(arguments: dict[str, Any]) -> None:
         if "backend" in arguments:
             arguments["backend"] = remap_backend(arguments["backend"])
         if "device_id" in arguments:
@@ -410,7 +411,7 @@ def _apply_distributed(patches: PatchSet) -> None:
 
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    def ddp_transform(arguments: Dict[str, Any]) -> None:
+    def ddp_transform(arguments: dict[str, Any]) -> None:
         if "device_ids" in arguments:
             arguments["device_ids"] = _drop_ids_if_npu(arguments["device_ids"])
         if "output_device" in arguments:

@@ -109,7 +109,7 @@ class FusedRMSNorm(_FusedNormBase):
 
 def _mixed_init(self, parent, normalized_shape, eps, memory_efficient, kwargs):
     if "elementwise_affine" in kwargs:
-        warnings.warn(f"{type(self).__name__} does not support `elementwise_affine` argument")
+        warnings.warn(f"{type(self).__name__} does not support `elementwise_affine` argument", stacklevel=2)
         if not kwargs.pop("elementwise_affine"):
             raise RuntimeError(f"{type(self).__name__} does not support `elementwise_affine = False`")
     parent.__init__(self, normalized_shape, eps=eps, elementwise_affine=True, memory_efficient=memory_efficient)

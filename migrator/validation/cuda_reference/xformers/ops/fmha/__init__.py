@@ -9,7 +9,6 @@ returned in the query dtype (or ``output_dtype``); ``op`` is ignored; dropout us
 
 from __future__ import annotations
 
-
 from ...._attention import attention_bshd
 from . import attn_bias
 from .attn_bias import AttentionBias, LowerTriangularFromBottomRightMask, LowerTriangularMask

@@ -51,7 +51,7 @@ class LowerTriangularMask(AttentionBias):
     def keep_mask(self, m, n, device=None):
         return band_keep_mask(m, n, causal=True, bottom_right=self._bottom_right, device=device)
 
-    def add_bias(self, bias: torch.Tensor) -> "LowerTriangularMaskWithTensorBias":
+    def add_bias(self, bias: torch.Tensor) -> LowerTriangularMaskWithTensorBias:
         return LowerTriangularMaskWithTensorBias(bias)
 
 
