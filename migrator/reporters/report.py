@@ -437,11 +437,20 @@ def build_context(data: ReportData) -> dict[str, Any]:
 # ---------------------------------------------------------------- rendering
 
 
+def _shown(value: Any) -> Any:
+    """Every `{{ value }}` of both templates: text from the user's tree (names, reasons, symbols) with
+    control bytes and undecodable bytes shown as escapes; already-built HTML (`Markup`) as it is."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return visible(value)
+    return value
+
+
 @lru_cache(maxsize=2)
 def _env(autoescape: bool):
     import jinja2
 
     env = jinja2.Environment(
+        finalize=_shown,
         loader=jinja2.PackageLoader("migrator.reporters", "templates"),
         autoescape=autoescape,
         undefined=jinja2.StrictUndefined,
