@@ -164,3 +164,12 @@ def test_sanitiser_forms():
     assert safe == {"path": "d\\xfe/x.py", "path_bytes": base64.b64encode(b"d\xfe/x.py").decode(),
                     "other": ["d\\xfe/x.py"], "root": "fine"}
     json.dumps(safe, ensure_ascii=False).encode("utf-8")
+
+
+@pytest.mark.parametrize("out", ["report.html", "report.md"])
+def test_reports_show_hostile_names_and_source_as_text(tree, out):
+    _hostile_tree(tree)
+    proc = _cli("report", ".", "-o", out, "--diffs", "--no-cache", cwd=tree)
+    assert proc.returncode == 0, proc.stderr
+    _assert_terminal_safe((tree / out).read_bytes())
+    assert "evil\\x1b]52;c;aGVsbG8=\\x07" in (tree / out).read_text()
