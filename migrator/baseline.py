@@ -21,7 +21,6 @@ new again, which is what a reviewer wants to see. Pure functions over a RunResul
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -77,7 +76,10 @@ def make(result: RunResult, lines_of: LinesOf) -> dict:
 
 
 def dumps(data: dict) -> str:
-    return json.dumps(data, indent=1, ensure_ascii=False) + "\n"
+    """An undecodable file name is written escaped, with its exact bytes in `path_bytes` (safe_text)."""
+    from migrator.safe_text import dumps as safe_dumps
+
+    return safe_dumps(data, indent=1) + "\n"
 
 
 @dataclass(frozen=True)
@@ -96,9 +98,11 @@ def parse(data: object, source: str) -> Baseline:
         check(data, "baseline.schema.json")
     except SchemaMismatch as exc:
         raise BaselineError(f"{source}: not an ascend-migrate baseline: {exc}") from None
+    from migrator.safe_text import name_from_json
+
     return Baseline(
         source,
-        frozenset((e["path"], e["code"], e["fingerprint"], e["occurrence"]) for e in data["findings"]),  # type: ignore[index]
+        frozenset((name_from_json(e), e["code"], e["fingerprint"], e["occurrence"]) for e in data["findings"]),  # type: ignore[index]
     )
 
 

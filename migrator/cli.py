@@ -5,6 +5,7 @@ Only click and small modules are imported at start-up, so `--help`, `rules` and 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import tempfile
@@ -19,7 +20,9 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
 def _fail(message: str) -> None:
-    click.echo(f"migrate: error: {message}", err=True)
+    from migrator.safe_text import visible
+
+    click.echo(f"migrate: error: {visible(message)}", err=True)
     sys.exit(EXIT_ERROR)
 
 
@@ -29,6 +32,7 @@ def write_output(text: str, path: str | None) -> None:
         click.echo(text, nl=False)
         return
     target = Path(path)
+    tmp = None
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
@@ -38,8 +42,13 @@ def write_output(text: str, path: str | None) -> None:
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is meant to be shared
         os.replace(tmp, target)
+        tmp = None
     except OSError as exc:
         _fail(f"cannot write {path}: {exc.strerror or exc}")
+    finally:
+        if tmp is not None:  # failed before the rename (also on an encoding error): no temp file left
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def _split_codes(values: tuple[str, ...]) -> tuple[str, ...] | None:
@@ -57,7 +66,10 @@ class _Errors:
         return self
 
     def __exit__(self, kind, exc, tb):
-        if exc is None or isinstance(exc, (SystemExit, KeyboardInterrupt, click.exceptions.Exit, click.ClickException)):
+        if isinstance(exc, KeyboardInterrupt):
+            click.echo("migrate: interrupted", err=True)
+            sys.exit(130)  # 128 + SIGINT, as a shell reports Ctrl-C
+        if exc is None or isinstance(exc, (SystemExit, click.exceptions.Exit, click.ClickException)):
             return False
         from migrator.api import ConfigError, UsageError
         from migrator.rules.catalogue import CatalogueError
@@ -200,11 +212,13 @@ def fix(paths, target, show_diff, check, out_dir, exact_only, annotate, strip_an
         dry = show_diff or check
         outcome = api.fix(resolved, settings=settings, target=target, exact_only=exact_only, annotate=annotate,
                           strip_annotations=strip_annotations, write=not dry, out_dir=out_dir, record=not no_record)
+        from migrator.safe_text import one_line
+
         for path, error in outcome.errors:
-            click.echo(f"{path}: error: {error}", err=True)
+            click.echo(one_line(f"{path}: error: {error}"), err=True)
         changed = outcome.changed_files
         if show_diff:
-            click.echo("".join(c.diff() for c in outcome.plan.changes if c.changed), nl=False)
+            click.echo("".join(_safe_diff(c.path, c.diff()) for c in outcome.plan.changes if c.changed), nl=False)
         edits = [e for c in outcome.plan.changes if c.changed for e in c.edits]
         kinds = {k: sum(1 for e in edits if e.fix_kind == k) for k in ("exact", "numerics")}
         verb = "would change" if dry else "changed"
@@ -216,7 +230,7 @@ def fix(paths, target, show_diff, check, out_dir, exact_only, annotate, strip_an
             err=stream_err,
         )
         if outcome.record is not None:
-            click.echo(f"fix record: {outcome.record}", err=stream_err)
+            click.echo(one_line(f"fix record: {outcome.record}"), err=stream_err)
         if dry:
             sys.exit(EXIT_ERROR if outcome.errors else (EXIT_FINDINGS if changed else EXIT_CLEAN))
         if not quiet and outcome.remaining.findings:
@@ -226,6 +240,18 @@ def fix(paths, target, show_diff, check, out_dir, exact_only, annotate, strip_an
         if outcome.errors:
             sys.exit(EXIT_ERROR)
         sys.exit(_exit_code(outcome.remaining, settings.fail_on, False))
+
+
+def _safe_diff(path: str, diff: str) -> str:
+    """A file's unified diff fit for a terminal: the name on one line in the `---`/`+++` headers,
+    control bytes in the body shown as escapes (normal text, LF and CRLF line ends unchanged)."""
+    from migrator.safe_text import one_line, visible_block
+
+    head = f"--- a/{path}\n+++ b/{path}\n"
+    if diff.startswith(head):
+        name = one_line(path)
+        return f"--- a/{name}\n+++ b/{name}\n" + visible_block(diff[len(head):])
+    return visible_block(diff)
 
 
 @main.command("ops")

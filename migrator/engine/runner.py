@@ -1,11 +1,19 @@
-"""Run the scan over many files: discovery, cache, optional process pool, progress callback."""
+"""Run the scan over many files: discovery, cache, optional process pool, progress callback.
+
+The pool's workers die with the scan: SIGTERM or SIGINT to the parent terminates them before it
+exits (by the same signal), and each worker also watches its parent (`PR_SET_PDEATHSIG` on Linux,
+a parent-pid check elsewhere), so even a parent killed with SIGKILL leaves no worker behind.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +49,80 @@ def _coverage_digest() -> str:
 
 def _scan_one(args: tuple[Path, str, str, ScanOptions]) -> FileResult:
     return scan_file(*args)
+
+
+PARENT_POLL_S = 1.0
+
+
+def _die_with_parent(parent: int) -> None:
+    """Pool initializer: exit when the scan that started this worker is gone."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent stops us
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler, inherited by fork
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: SIGTERM when the parent dies
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before we got here
+        os._exit(1)
+
+    def watch() -> None:  # portable fallback (and a forkserver parent): poll the parent pid
+        while os.getppid() == parent:
+            threading.Event().wait(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived while the pool was running (raised in the main thread)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum, frame) -> None:
+    raise _Terminated(signum)
+
+
+def _stop(pool: ProcessPoolExecutor) -> None:
+    """Cancel what is queued and terminate the workers now (no waiting for running files)."""
+    procs = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        proc.join(timeout=5)
+        if proc.is_alive():
+            proc.kill()
+
+
+@contextmanager
+def worker_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
+    """A process pool whose workers never outlive the caller: on SIGTERM, Ctrl-C or an error they
+    are terminated; after SIGTERM the process then exits by that signal."""
+    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_die_with_parent, initargs=(os.getpid(),))
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main else None
+    try:
+        yield pool
+    except _Terminated as exc:
+        _stop(pool)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), exc.signum)  # exit as a SIGTERM'd process does
+        raise SystemExit(128 + exc.signum) from None  # (if the signal is blocked)
+    except BaseException:
+        _stop(pool)
+        raise
+    else:
+        pool.shutdown(wait=True)
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
 def run(settings: Settings, paths: list[Path], progress: Progress | None = None, extra_key: str = "") -> EngineOutput:
@@ -90,7 +172,7 @@ def run(settings: Settings, paths: list[Path], progress: Progress | None = None,
     work = [(c.path, c.rel, c.kind, options) for c, _ in todo]
     with ExitStack() as stack:
         if jobs > 1 and len(work) >= POOL_THRESHOLD:
-            pool = stack.enter_context(ProcessPoolExecutor(max_workers=jobs))
+            pool = stack.enter_context(worker_pool(jobs))
             outputs = pool.map(_scan_one, work, chunksize=max(1, min(16, len(work) // (jobs * 4))))
         else:
             outputs = map(_scan_one, work)

@@ -3,7 +3,9 @@
     ::warning file=train.py,line=3,endLine=3,col=33,endColumn=38,title=DIST001 nccl-backend::message
 
 Levels: error -> `error`, warning -> `warning`, info -> `notice`. Escaping follows the runner's
-rules: in the message `%`, CR and LF are percent-encoded; in properties also `:` and `,`.
+rules: in the message `%`, CR and LF are percent-encoded; in properties also `:` and `,`. Other
+control bytes, bidi overrides and undecodable bytes of a name are shown as escapes first
+(`migrator.safe_text.visible`), so nothing reaches the log viewer as a terminal sequence.
 `endColumn` is inclusive here (the findings' end column is exclusive). A notebook finding (`cell`
 set; its line counts within the cell) points at the raw JSON line holding its source line, and its
 message starts with "cell N, line L: ".
@@ -12,11 +14,13 @@ message starts with "cell N, line L: ".
 from __future__ import annotations
 
 from migrator.model import RunResult
+from migrator.safe_text import visible
 
 LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
 
 
 def escape_data(text: str) -> str:
+    text = "\r".join(visible(part) for part in text.split("\r"))  # CR kept for %0D below
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 

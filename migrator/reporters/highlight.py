@@ -1,8 +1,8 @@
 """Tiny line-based syntax highlighting for the HTML report (no external assets, no pygments).
 
-Everything that comes from a user's file passes through `visible()` (control characters, ANSI
-escapes and bidirectional overrides become visible placeholders) and is HTML-escaped here; the
-result is `markupsafe.Markup` of `<span class="tk-...">` runs and nothing else.
+Everything that comes from a user's file passes through `migrator.safe_text.visible()` (control
+characters, ANSI escapes, bidi overrides and undecodable bytes become visible placeholders) and is
+HTML-escaped here; the result is `markupsafe.Markup` of `<span class="tk-...">` runs and nothing else.
 """
 
 from __future__ import annotations
@@ -11,19 +11,9 @@ import re
 
 from markupsafe import Markup, escape
 
-# control characters as escapes a reader can see in any font: ESC -> \x1b (tab and LF kept)
-_CONTROL = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F) if c not in (0x09, 0x0A)}
-_BIDI = "\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
-for _ch in _BIDI:
-    _CONTROL[ord(_ch)] = f"<U+{ord(_ch):04X}>"
-for _c in range(0x80, 0xA0):  # C1 controls (CSI etc.)
-    _CONTROL[_c] = f"\\x{_c:02x}"
+from migrator.safe_text import visible
 
-
-def visible(text: str) -> str:
-    """Control characters (ESC of ANSI sequences included) and bidi overrides shown, not obeyed."""
-    return text.translate(_CONTROL)
-
+__all__ = ["highlight", "highlight_block", "highlight_spans", "language", "visible"]
 
 PY_KEYWORDS = (
     "False None True and as assert async await break class continue def del elif else except finally "

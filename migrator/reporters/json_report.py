@@ -1,14 +1,17 @@
-"""JSON output (schema: migrator/schema/findings.schema.json)."""
+"""JSON output (schema: migrator/schema/findings.schema.json).
+
+A file name that is not valid UTF-8 is written escaped (`\\xNN` per undecodable byte) with the exact
+name as base64 in `path_bytes` (`root_bytes` for the root): see `migrator.safe_text.json_safe`.
+"""
 
 from __future__ import annotations
 
-import json
-
 from migrator.model import RunResult
+from migrator.safe_text import dumps
 
 SCHEMA_VERSION = 1
 
 
 def render(result: RunResult) -> str:
     data = {"schema_version": SCHEMA_VERSION, **result.to_dict()}
-    return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    return dumps(data, indent=2) + "\n"

@@ -14,7 +14,6 @@ go into the result's `properties`.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from pathlib import PurePosixPath
 from urllib.parse import quote
 
 from migrator.model import Finding, RunResult
+from migrator.safe_text import dumps
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -41,11 +41,12 @@ class Replacement:
 
 
 def _uri(path: str) -> str:
-    return quote(PurePosixPath(path).as_posix(), safe="/")
+    """Percent-encoded; the bytes of an undecodable name as themselves (`bad%FFname.py`, lossless)."""
+    return quote(PurePosixPath(path).as_posix(), safe="/", errors="surrogateescape")
 
 
 def _root_uri(root: str) -> str:
-    uri = "file://" + quote(root if root.startswith("/") else "/" + root, safe="/:")
+    uri = "file://" + quote(root if root.startswith("/") else "/" + root, safe="/:", errors="surrogateescape")
     return uri if uri.endswith("/") else uri + "/"
 
 
@@ -185,7 +186,7 @@ def render(
         },
     }
     doc = {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return dumps(doc, indent=2) + "\n"  # other text with undecodable bytes: escaped (safe_text.json_safe)
 
 
 def _fix(f: Finding, edits: Sequence[Replacement]) -> dict:

@@ -1,10 +1,15 @@
-"""Terminal output: one line per finding (file:line:col), then a summary and the worst problems."""
+"""Terminal output: one line per finding (file:line:col), then a summary and the worst problems.
+
+Every name and message passes through `migrator.safe_text.one_line`: control bytes are shown, not
+obeyed, and a newline in a file name or a recorded reason cannot start a forged finding line.
+"""
 
 from __future__ import annotations
 
 import click
 
 from migrator.model import FAMILIES, RunResult
+from migrator.safe_text import one_line
 
 SEVERITY_STYLE = {"error": "red", "warning": "yellow", "info": "cyan"}
 
@@ -23,12 +28,12 @@ def render(result: RunResult, color: bool = False, show_summary: bool = True, sh
     for f in result.findings:
         if folded(f) and not show_all:
             continue
-        where = _style(f"{f.location()}:", color, bold=True)  # notebooks: path:cell N:line:col
+        where = _style(f"{one_line(f.location())}:", color, bold=True)  # notebooks: path:cell N:line:col
         code = _style(f.code, color, fg=SEVERITY_STYLE[f.severity], bold=True)
         fix = f" [fix: {f.fix.kind}]" if f.fix else ""
-        out.append(f"{where} {code} {f.severity}: {f.message}{fix}")
+        out.append(f"{where} {code} {f.severity}: {one_line(f.message)}{fix}")
     for s in result.skipped:
-        out.append(_style(f"{s.path}: skipped: {s.reason}", color, dim=True))
+        out.append(_style(one_line(f"{s.path}: skipped: {s.reason}"), color, dim=True))
     if show_summary:
         if out:
             out.append("")
@@ -38,7 +43,7 @@ def render(result: RunResult, color: bool = False, show_summary: bool = True, sh
 
 def summary_lines(result: RunResult, color: bool = False) -> list[str]:
     s = result.summary
-    lines = [_style("Summary", color, bold=True) + f" (root: {s.root})"]
+    lines = [_style("Summary", color, bold=True) + f" (root: {one_line(s.root)})"]
     sev = ", ".join(f"{k} {v}" for k, v in s.by_severity.items()) or "none"
     lines.append(
         f"  files scanned {s.files_scanned}, skipped {s.files_skipped}; "
@@ -72,5 +77,5 @@ def summary_lines(result: RunResult, color: bool = False) -> list[str]:
         lines.append(_style("Worst first:", color, bold=True))
         for i, f in enumerate(worst, 1):
             cell = f"cell {f.cell}:" if f.cell is not None else ""
-            lines.append(f"  {i}. {f.path}:{cell}{f.line}: {f.code} {f.message}")
+            lines.append(one_line(f"  {i}. {f.path}:{cell}{f.line}: {f.code} {f.message}"))
     return lines
