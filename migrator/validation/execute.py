@@ -247,7 +247,10 @@ def param_grads(model) -> list[tuple[str, Any]]:
 
 # ---------------------------------------------------------------------------- optimizer in isolation
 def synthetic_grads(weights: dict[str, Any], names: list[str], seed: int) -> dict[str, Any]:
-    """Deterministic fp32 grads, identical on both sides: N(0, 1e-3²) with 1 % exact zeros."""
+    """Deterministic fp32 grads, identical on both sides: N(0, 1e-3²) with 1 % exact zeros.
+
+    Each optimizer step draws fresh ones (the seed includes the step): with one constant gradient,
+    bias-corrected Adam's update is lr·sign(g) whatever the betas, so a lost beta would pass."""
     import torch
 
     grads = {}
@@ -267,9 +270,10 @@ def optimizer_updates(entry, weights, device: str, seed: int, recorder_cls) -> t
     model = build_model(entry, weights, device, "fp32", "amp")
     optimizer = entry.make_optimizer(model)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    grads = synthetic_grads({n: p.detach().cpu() for n, p in named}, [n for n, _ in named], seed)
+    shapes = {n: p.detach().cpu() for n, p in named}
     rec = recorder_cls(model)
     for step in range(OPTIMIZER_STEPS):
+        grads = synthetic_grads(shapes, [n for n, _ in named], seed * 1009 + step)
         before = {n: p.detach().clone() for n, p in named}
         for n, p in named:
             p.grad = grads[n].to(device=p.device, dtype=p.dtype).clone()

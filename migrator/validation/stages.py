@@ -73,6 +73,9 @@ def check_rows(verdicts) -> list[dict[str, Any]]:
         "loss at step 0 (vs R, 2^-8)": ("loss_rel",),
         "error balance vs G, above R's own (activations)": ("error_balance",),
         "routing (exact)": ("mismatch_bf16",),
+        "same tensors and shapes on both sides": ("unmatched",),
+        "dtypes under the bf16 policy (narrower than the original: warn)": ("dtype",),
+        "precision policy (share of activations in a wider dtype)": ("dtype_policy",),
     }
     rows = []
     for label, metrics in groups.items():
@@ -110,6 +113,9 @@ def _numeric_summary(verdicts, extra: str = "") -> str:
     opt = worst("rel_l2_fp32", ("optimizer",))
     if opt is not None:
         parts.append(f"optimizer max rel_l2 {_fmt(opt)}")
+    unmatched = sum(1 for v in verdicts for c in v.checks if c.metric == "unmatched")
+    if unmatched:
+        parts.append(f"{unmatched} tensor(s) on one side only or of another shape")
     return "; ".join(parts) + (f"; {extra}" if extra else "")
 
 
@@ -208,7 +214,7 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: dict[str
         R = Run.load(orig_status["runs"].get(f"bf16/{key}"))
         T32 = Run.load(mig_res.status["runs"].get(f"fp32/{key}"))
         T16 = Run.load(mig_res.status["runs"].get(f"bf16/{key}"))
-        comparison.extend(compare_runs(G, R, T32, T16, label=f"{key}/", cross_device=cross))
+        comparison.extend(compare_runs(G, R, T32, T16, label=f"{key}/", cross_device=cross, gate_unmatched=True))
     opt_o, opt_m = orig_status.get("optimizer"), mig_res.status.get("optimizer")
     if opt_o and opt_m:
         comparison.extend(compare_optimizer(Run.load(opt_o["dir"]), Run.load(opt_m["dir"]), cross_device=cross))

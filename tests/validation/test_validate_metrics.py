@@ -174,6 +174,42 @@ def test_mismatched_shapes_are_unmatched_not_a_crash():
     assert out.verdicts == [] and "shape" in out.unmatched[0]
 
 
+def test_whole_model_runs_fail_on_a_shape_or_one_sided_tensor():
+    """S1 and script mode compare one whole model: an output of another shape (a forward returning
+    torch.cat([out, out]) that the loss slices back) or a tensor on one side only is a failure."""
+    a, b = "head.forward.0.output.0", "extra.forward.0.output.0"
+    G = _run({a: G0, b: G0})
+    doubled = torch.cat([G0, G0])
+    out = compare_runs(G, None, _run({a: doubled}), _run({a: doubled}), gate_unmatched=True)
+    statuses = {v.match: (v.status, v.checks[0].metric) for v in out.verdicts}
+    assert statuses == {a: ("fail", "unmatched"), b: ("fail", "unmatched")}
+    assert out.status == "fail" and len(out.unmatched) == 2
+    assert any("shape" in u for u in out.unmatched) and any("only in the original" in u for u in out.unmatched)
+    loc = localise(out.verdicts)
+    assert loc is not None and loc.metric == "unmatched"
+
+
+def test_dtypes_under_the_bf16_policy_narrower_warns_and_a_wider_policy_is_caught():
+    """A tensor narrower than the original's (fp16 where it was bf16) warns naming both dtypes; one
+    wider tensor is a note (torch's LayerNorm under autocast returns fp32 where apex's returned bf16);
+    most activations wider means autocast was dropped on the migrated side: a policy warning."""
+    keys = [f"m{i}.forward.0.output.0" for i in range(4)]
+    G = _run({k: G0 for k in keys})
+    R = _run({k: _noisy(G0, 1e-2, i).to(torch.bfloat16) for i, k in enumerate(keys)})
+    fp16 = {k: _noisy(G0, 1e-2, 9).to(torch.bfloat16) for k in keys} | {keys[0]: G0.to(torch.float16)}
+    out = compare_runs(G, R, None, _run(fp16))
+    assert out.verdicts[0].check("dtype").status == "warn"
+    assert any("float16 (migrated) vs bfloat16 (original)" in n for n in out.notes)
+    one_wider = {k: _noisy(G0, 1e-2, 9).to(torch.bfloat16) for k in keys} | {keys[0]: G0.clone()}
+    out = compare_runs(G, R, None, _run(one_wider))
+    assert out.status == "pass" and any("1 wider" in n for n in out.notes)
+    no_autocast = compare_runs(G, R, None, _run({k: G0.clone() for k in keys}))
+    assert no_autocast.status == "warn"
+    assert [c.metric for v in no_autocast.verdicts if v.status == "warn" for c in v.checks] == ["dtype_policy"]
+    same = compare_runs(G, R, None, _run({k: _noisy(G0, 1e-2, 2).to(torch.bfloat16) for k in keys}))
+    assert not same.notes and all(v.check("dtype") is None for v in same.verdicts)
+
+
 def test_integer_tensors_compared_exactly():
     key = "api.topk.0.output.1"
     kinds = {key: "api"}
