@@ -431,6 +431,8 @@ def localise(verdicts: list[TensorVerdict]) -> Localisation | None:
     return None
 
 
+MSPROBE_COLUMNS = ("cosine", "max_abs", "max_rel", "thousandth")  # report-only, against R
+
 PRIMARY = {"forward": ("ratio", "rel_l2_abs"), "backward": ("ratio", "rel_l2_abs"),
            "param_grad": ("ratio", "rel_l2_abs"), "loss": ("loss_rel",), "optimizer": ("rel_l2_fp32",),
            "routing": ("mismatch_fp32", "mismatch_bf16")}
@@ -455,9 +457,13 @@ def worst_rows(verdicts: list[TensorVerdict], per_group: int = 3, limit: int = 2
         else:
             chosen = [x for x in items[:per_group] if x[2].status != PASS]
         for _, v, c in chosen:
-            rows.append({"tensor": f"{v.label}{v.name}", "category": category, "metric": metric,
-                         "value": _json_num(c.value), "threshold": _json_num(c.threshold), "status": c.status,
-                         "module": module_label(v)})
+            row = {"tensor": f"{v.label}{v.name}", "category": category, "metric": metric,
+                   "value": _json_num(c.value), "threshold": _json_num(c.threshold), "status": c.status,
+                   "module": module_label(v)}
+            msprobe = {k: _json_num(v.columns[k]) for k in MSPROBE_COLUMNS if v.columns.get(k) is not None}
+            if msprobe:
+                row["msprobe"] = msprobe
+            rows.append(row)
     rows.sort(key=lambda r: (-_RANK[r["status"]], _ORDER.get(r["category"], 9), r["metric"] != "ratio",
                              r["metric"], -r["value"]))
     return rows[:limit]

@@ -85,12 +85,14 @@ def check_rows(verdicts) -> list[dict[str, Any]]:
         worst_c, worst_v = max(found, key=lambda cv: (cv[0].status == FAIL, cv[0].status == "warn",
                                                       cv[0].value / cv[0].threshold if cv[0].threshold else cv[0].value))
         rows.append({"check": label, "status": worst_status(c.status for c, _ in found), "tensors": len(found),
-                     "worst": worst_c.value, "worst_tensor": f"{worst_v.label}{worst_v.name}"})
+                     "worst": worst_c.value, "threshold": worst_c.threshold, "metric": worst_c.metric,
+                     "worst_tensor": f"{worst_v.label}{worst_v.name}"})
     opt = [v for v in verdicts if v.category == "optimizer"]
     if opt:
         worst = max(opt, key=lambda v: v.checks[0].value)
         rows.append({"check": "optimizer in isolation (fp32 updates, rel_l2)", "status": worst_status(v.status for v in opt),
-                     "tensors": len(opt), "worst": worst.checks[0].value, "worst_tensor": worst.name})
+                     "tensors": len(opt), "worst": worst.checks[0].value, "threshold": worst.checks[0].threshold,
+                     "metric": worst.checks[0].metric, "worst_tensor": worst.name})
     return rows
 
 
@@ -238,6 +240,7 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: dict[str
         "devices": {"original": orig_status.get("device"), "migrated": mig_res.status.get("device")},
     })
     bench["compare_seconds"] = round(time.monotonic() - t0 - max(r.seconds for r in results), 2)
+    bench["seconds"] = round(time.monotonic() - t0, 2)  # the stage's time includes the comparison
     return numeric_stage("S1", comparison, bench=bench, notes=notes,
                          extra_summary=f"{len(opts.steps)} step(s), bf16 policy {opts.bf16_policy}")
 

@@ -177,3 +177,22 @@ def test_bad_arguments_exit_2(tmp_path, args, message):
 def test_missing_original_exits_2(tmp_path):
     proc = run_cli("validate", str(tmp_path / "nope"))
     assert proc.returncode == 2 and "no such directory" in proc.stderr
+
+
+def test_missing_validate_extra_is_one_clear_line_before_anything_runs(tmp_path):
+    """Without safetensors the child used to fail and the result read "the original script failed"."""
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['safetensors'] = None  # not installed\n")
+    import os
+
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(blocker), str(repo)]))
+    proc = subprocess.run([sys.executable, "-m", "migrator", "validate", str(repo / "samples" / "gpt"), "--stages", "S1"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "safetensors" in proc.stderr and "pip install 'ascend-migrate[validate]'" in proc.stderr
+    assert "original" not in proc.stdout
