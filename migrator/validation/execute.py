@@ -15,6 +15,8 @@ import os
 import time
 from typing import Any
 
+from .errors import CannotRun
+
 POLICIES = ("fp32", "bf16")
 OPTIMIZER_STEPS = 3
 
@@ -156,11 +158,11 @@ def split_batch(batch: Any, parts: int) -> list[Any]:
 
     map_tensors(batch, collect)
     if len(sizes) != 1 or None in sizes:
-        raise ValueError("cannot split this batch over ranks: its tensors do not share one leading batch "
+        raise CannotRun("cannot split this batch over ranks: its tensors do not share one leading batch "
                          "dimension (give make_batch(step, rank, world_size))")
     (size,) = sizes
     if size % parts:
-        raise ValueError(f"batch size {size} does not divide over {parts} ranks (give make_batch(step, rank, "
+        raise CannotRun(f"batch size {size} does not divide over {parts} ranks (give make_batch(step, rank, "
                          "world_size) or a larger batch)")
     chunk = size // parts
     return [map_tensors(batch, lambda t, i=i: t[i * chunk:(i + 1) * chunk].clone()) for i in range(parts)]

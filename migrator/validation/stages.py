@@ -141,8 +141,11 @@ def numeric_stage(sid: str, comparison: Comparison, *, bench: dict[str, Any], no
     if stats_only:
         notes = notes + [f"{stats_only} tensor(s) beyond --max-dump-mb compared by statistics only "
                          "(|‖T32‖-‖G‖|/‖G‖, a lower bound of rel_l2; no bf16 ratio)"]
+    summary = _numeric_summary(verdicts, extra_summary)
+    if comparison.nonfinite:  # the fp32 figures would read as a clean run
+        summary = f"NaN/Inf in the migrated bf16 run (first: {comparison.nonfinite}); " + summary
     return StageResult(
-        id=sid, status=status, summary=_numeric_summary(verdicts, extra_summary), reason=reason,
+        id=sid, status=status, summary=summary, reason=reason,
         first_divergence=loc.text() if loc is not None else None,
         worst=tuple(worst_rows(verdicts)), checks=tuple(check_rows(verdicts)) + tuple(extra_checks),
         counts=summary_counts(verdicts), bench=bench, unmatched=tuple(comparison.unmatched),

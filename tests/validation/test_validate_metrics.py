@@ -256,3 +256,28 @@ def test_statistics_only_tensors_compared_by_norm():
             e.update(stats_only=True, norm=float(run.tensors[e["name"]].norm()))
     (v,) = compare_runs(G, None, T32, None).verdicts
     assert v.check("norm_rel_fp32").value == pytest.approx(0.01, rel=1e-3) and v.status == "fail"
+
+
+def test_a_batch_that_does_not_split_over_the_ranks_could_not_run():
+    """The harness, not the program, cannot split 6 samples over 4 ranks: exit 2 "could not run",
+    never "the migrated program failed"."""
+    from migrator.validation.errors import CannotRun, failure_phase
+    from migrator.validation.execute import split_batch
+
+    with pytest.raises(CannotRun, match="does not divide over 4 ranks") as info:
+        split_batch({"x": torch.zeros(6, 3)}, 4)
+    assert failure_phase(info.value) == "harness"
+    assert failure_phase(RuntimeError("the program's own bug")) == "run"
+    assert [b["x"].shape[0] for b in split_batch({"x": torch.zeros(8, 3)}, 4)] == [2, 2, 2, 2]
+
+
+def test_nan_in_the_bf16_run_is_named_in_the_summary():
+    from migrator.validation.stages import numeric_stage
+
+    a = "a.forward.0.output.0"
+    bad = G0.clone()
+    bad[0] = float("nan")
+    G = _run({a: G0})
+    out = compare_runs(G, _run({a: _noisy(G0, 1e-2, 1)}), _run({a: G0.clone()}), _run({a: bad}))
+    stage = numeric_stage("S1", out, bench={}, notes=[])
+    assert stage.status == "fail" and stage.summary.startswith("NaN/Inf in the migrated bf16 run (first: ")
