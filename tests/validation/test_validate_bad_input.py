@@ -112,15 +112,18 @@ def test_nan_in_migrated_names_the_first_tensor(tmp_path):
 
 
 @pytest.mark.slow
-def test_mismatched_shapes_are_unmatched(tmp_path):
+def test_mismatched_shapes_fail_s1(tmp_path):
     orig = tree(tmp_path, "orig")
     # same numbers, different intermediate shapes: the fc call sees (1, 8, 16) instead of (8, 16)
     mig = tree(tmp_path, "mig", ("        y = torch.tanh(self.fc(x))", "        y = torch.tanh(self.fc(x.unsqueeze(0))).squeeze(0)"))
     result = validate(orig, mig, stages=("S1",))
     s1 = result.stage("S1")
-    assert s1.status in ("pass", "warn"), result.text()
-    assert any("shape" in u for u in s1.unmatched)
+    # one whole model on both sides: another shape at a module boundary fails, named in every output
+    assert s1.status == "fail", result.text()
+    assert any("shape (1, 8, 16) vs golden (8, 16)" in u for u in s1.unmatched)
     assert result.to_json()["stages"][1]["unmatched"]["count"] == len(s1.unmatched) > 0
+    assert "fail: same tensors and shapes on both sides" in result.text()
+    assert "on one side only or of another shape" in s1.summary
 
 
 @pytest.mark.slow
