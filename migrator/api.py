@@ -390,6 +390,7 @@ def validate(original: str | Path, *, progress: Callable[[str], None] | None = N
     path = Path(original)
     if not path.is_dir():
         raise UsageError(f"{original}: no such directory")
+    _require_validate_extra()
     try:
         opts = Options(original=str(path), **options)
     except TypeError as exc:
@@ -398,6 +399,16 @@ def validate(original: str | Path, *, progress: Callable[[str], None] | None = N
         return run(opts, progress=progress)
     except ValidationSetupError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _require_validate_extra() -> None:
+    """One clear line before anything runs, not a child process failing on its first import."""
+    import importlib.util
+
+    missing = [name for name in ("torch", "numpy", "safetensors") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UsageError(f"migrate validate needs {', '.join(missing)} (the `validate` extra): "
+                         "pip install 'ascend-migrate[validate]' (with the torch build for your machine)")
 
 
 __all__ = ["scan", "fix", "explain", "rules", "resolve_settings", "UsageError", "ConfigError", "FixOutcome"]

@@ -391,6 +391,7 @@ def _int_list(text: str | None, name: str) -> tuple[int, ...] | None:
 @click.option("--markdown", type=click.Path(dir_okay=False), help="Write the Markdown summary to FILE.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text", show_default=True, help="What to print.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
+@click.option("--verbose", "-v", is_flag=True, help="Every check with its metric, value and threshold, passing ones too.")
 @click.option("--bench", is_flag=True, help="Stage benchmarks: step time, tokens/s, TFLOP/s, MFU, communication share, crash rate.")
 @click.option("--bench-steps", type=click.IntRange(min=1), default=5, show_default=True, help="--bench: timed steps per repeat (after 2 warm-up steps).")
 @click.option("--repeats", type=click.IntRange(min=1), default=2, show_default=True, help="--bench: repeats per stage and side (crash / hang / NaN rate).")
@@ -398,8 +399,8 @@ def _int_list(text: str | None, name: str) -> tuple[int, ...] | None:
 @click.option("--bench-timeout", type=click.FloatRange(min=1), default=300, show_default=True, help="--bench: seconds per repeat before it counts as a hang.")
 def validate(original, script_args, migrated, stages, force, entry, script, curve_steps, seed, steps, nproc, nnodes,
              rdzv_endpoint, plan_world_size, plan_tp, bf16_policy, threads, timeout, work_dir, record, compare,
-             export_msprobe, max_dump_mb, output, markdown, fmt, quiet, bench, bench_steps, repeats, peak_tflops,
-             bench_timeout):
+             export_msprobe, max_dump_mb, output, markdown, fmt, quiet, verbose, bench, bench_steps, repeats,
+             peak_tflops, bench_timeout):
     """Staged BF16 diff validation of a migrated program against ORIGINAL.
 
     Exit codes: 0 every run stage passes or warns, 1 a stage fails, 2 the validation could not run.
@@ -444,7 +445,7 @@ def validate(original, script_args, migrated, stages, force, entry, script, curv
         elif fmt == "md":
             click.echo(result.markdown(), nl=False)
         else:
-            click.echo(result.text(), nl=False)
+            click.echo(result.text(verbose=verbose), nl=False)
         sys.exit(result.exit_code)
 
 

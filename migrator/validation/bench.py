@@ -152,7 +152,7 @@ def batch_size(batch: Any) -> tuple[int | None, int | None]:
 def run_bench(job: dict[str, Any]) -> dict[str, Any]:
     """One repeat; returns the status dict (``ok``, ``phase`` on failure, the measurements)."""
     from . import determinism, execute, flops, protocol
-    from .errors import describe
+    from .errors import describe, failure_phase
 
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -263,7 +263,7 @@ def run_bench(job: dict[str, Any]) -> dict[str, Any]:
     except _NonFinite as exc:
         status.update(phase="nan", error={"summary": str(exc)}, nan_step=step_no - 1)
     except Exception as exc:  # noqa: BLE001 - a crash of the program is a result
-        status.update(phase="run", error=describe(exc, tree, during=phase))
+        status.update(phase=failure_phase(exc), error=describe(exc, tree, during=phase))
     finally:
         if dist.is_initialized():
             try:

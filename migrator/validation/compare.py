@@ -67,6 +67,7 @@ class Thresholds:
     abs_act: float = 0.02
     abs_grad: float = 0.1
     routing_warn: float = 0.01
+    policy_share: float = 0.5   # wider dtypes on this share of activations: the policy changed
 
 
 @dataclass(frozen=True)
@@ -165,13 +166,33 @@ def _has_nonfinite(t) -> bool:
     return t.is_floating_point() and not bool(torch.isfinite(t).all())
 
 
+def _unmatched_verdict(out: Comparison, event, category, order, label, why: str, run: Run, gate: bool) -> None:
+    """A tensor on one side only, or of another shape: listed always, a failure where shapes must agree."""
+    out.unmatched.append(f"{label}{event['name']} ({why})")
+    if gate:
+        out.verdicts.append(_verdict(event, category, order, label, FAIL, [Check("unmatched", 1.0, 0.0, FAIL)], run))
+
+
 def compare_runs(G: Run, R: Run | None, T32: Run | None, T16: Run | None, *, label: str = "",
-                 th: Thresholds = Thresholds(), cross_device: bool = False) -> Comparison:
-    """Verdicts for every tensor of the run under test (T16, else T32). See the module docstring."""
+                 th: Thresholds = Thresholds(), cross_device: bool = False,
+                 gate_unmatched: bool = False) -> Comparison:
+    """Verdicts for every tensor of the run under test (T16, else T32). See the module docstring.
+
+    ``gate_unmatched``: both runs are one whole model (S1, script mode), so a tensor present on one
+    side only or with another shape fails; across ranks (S2, S3) sharded tensors differ by design
+    and are only listed."""
     out = Comparison()
     under_test = T16 or T32
     if under_test is None:
         return out
+    dtype_diffs: list[tuple[bool, str]] = []
+    forward_compared = 0
+    if gate_unmatched:
+        seen = {e["match"] for e in under_test.events}
+        for order, g_event in enumerate(G.events):
+            if g_event["match"] not in seen and not g_event.get("missing"):
+                _unmatched_verdict(out, g_event, CATEGORY.get(g_event["kind"], "forward"), order, label,
+                                   "only in the original run", G, True)
     f32_pass = th.fp32_pass * (th.cross_device_factor if cross_device else 1.0)
     f32_warn = th.fp32_warn * (th.cross_device_factor if cross_device else 1.0)
     if T16 is not None and R is None:
@@ -181,7 +202,7 @@ def compare_runs(G: Run, R: Run | None, T32: Run | None, T16: Run | None, *, lab
         match, category = event["match"], CATEGORY.get(event["kind"], "forward")
         g_event = G.by_match.get(match)
         if g_event is None:
-            out.unmatched.append(f"{label}{event['name']} (not in the golden run)")
+            _unmatched_verdict(out, event, category, order, label, "not in the golden run", under_test, gate_unmatched)
             continue
         if event.get("missing") or g_event.get("missing"):
             g = G.tensor(match)
@@ -207,7 +228,8 @@ def compare_runs(G: Run, R: Run | None, T32: Run | None, T16: Run | None, *, lab
             out.unmatched.append(f"{label}{event['name']} (no tensor data)")
             continue
         if tuple(g.shape) != tuple(t.shape):
-            out.unmatched.append(f"{label}{event['name']} (shape {tuple(t.shape)} vs golden {tuple(g.shape)})")
+            _unmatched_verdict(out, event, category, order, label, f"shape {tuple(t.shape)} vs golden {tuple(g.shape)}",
+                               under_test, gate_unmatched)
             continue
         checks: list[Check] = []
         columns: dict[str, float] = {}
@@ -237,6 +259,15 @@ def compare_runs(G: Run, R: Run | None, T32: Run | None, T16: Run | None, *, lab
             if category == "param_grad":
                 columns["norm_ratio_fp32"] = M.norm_ratio(t32, g)
         if T16 is not None and T16 is under_test:
+            if r is not None and t.dtype != r.dtype and category != "optimizer":
+                # narrower than the original or another 16-bit format (fp16 for bf16): a warning;
+                # wider: counted (see below)
+                narrower = _width(t) <= _width(r)
+                if narrower:
+                    checks.append(Check("dtype", 1.0, 0.0, WARN))
+                dtype_diffs.append((narrower, f"{label}{event['name']} {_dtype(t)} (migrated) vs {_dtype(r)} (original)"))
+            if r is not None and category == "forward":
+                forward_compared += 1
             if _has_nonfinite(t) and not _has_nonfinite(g) and out.nonfinite is None:
                 out.nonfinite = f"{label}{event['name']}"
             e_t = M.rel_l2(t, g)
@@ -272,7 +303,25 @@ def compare_runs(G: Run, R: Run | None, T32: Run | None, T16: Run | None, *, lab
             pass
         status = worst_status(c.status for c in checks)
         out.verdicts.append(_verdict(event, category, order, label, status, checks, under_test, columns))
+    if dtype_diffs:
+        wider = [d for narrower, d in dtype_diffs if not narrower]
+        out.notes.append(f"dtypes differ from the original's under the bf16 policy on {len(dtype_diffs)} tensor(s) "
+                         f"({len(dtype_diffs) - len(wider)} narrower, {len(wider)} wider), first: {dtype_diffs[0][1]}")
+        if forward_compared and len(wider) >= th.policy_share * forward_compared:
+            # most activations kept a wider dtype: the precision policy itself changed (autocast off?)
+            out.verdicts.append(TensorVerdict(
+                name=wider[0], match="precision-policy", category="forward", scope=None, scope_cls=None,
+                order=0, status=WARN, label=label,
+                checks=(Check("dtype_policy", len(wider) / forward_compared, th.policy_share, WARN),)))
     return out
+
+
+def _dtype(t) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+def _width(t) -> int:
+    return t.element_size() * 8 if t.is_floating_point() else 0
 
 
 def _verdict(event, category, order, label, status, checks, run: Run, columns=None) -> TensorVerdict:
@@ -382,6 +431,8 @@ def localise(verdicts: list[TensorVerdict]) -> Localisation | None:
     return None
 
 
+MSPROBE_COLUMNS = ("cosine", "max_abs", "max_rel", "thousandth")  # report-only, against R
+
 PRIMARY = {"forward": ("ratio", "rel_l2_abs"), "backward": ("ratio", "rel_l2_abs"),
            "param_grad": ("ratio", "rel_l2_abs"), "loss": ("loss_rel",), "optimizer": ("rel_l2_fp32",),
            "routing": ("mismatch_fp32", "mismatch_bf16")}
@@ -406,9 +457,13 @@ def worst_rows(verdicts: list[TensorVerdict], per_group: int = 3, limit: int = 2
         else:
             chosen = [x for x in items[:per_group] if x[2].status != PASS]
         for _, v, c in chosen:
-            rows.append({"tensor": f"{v.label}{v.name}", "category": category, "metric": metric,
-                         "value": _json_num(c.value), "threshold": _json_num(c.threshold), "status": c.status,
-                         "module": module_label(v)})
+            row = {"tensor": f"{v.label}{v.name}", "category": category, "metric": metric,
+                   "value": _json_num(c.value), "threshold": _json_num(c.threshold), "status": c.status,
+                   "module": module_label(v)}
+            msprobe = {k: _json_num(v.columns[k]) for k in MSPROBE_COLUMNS if v.columns.get(k) is not None}
+            if msprobe:
+                row["msprobe"] = msprobe
+            rows.append(row)
     rows.sort(key=lambda r: (-_RANK[r["status"]], _ORDER.get(r["category"], 9), r["metric"] != "ratio",
                              r["metric"], -r["value"]))
     return rows[:limit]

@@ -7,6 +7,15 @@ import traceback
 from typing import Any
 
 
+class CannotRun(ValueError):
+    """The harness cannot run the program as declared (a batch that does not split over the ranks):
+    the validation could not run (exit 2), the program did not fail."""
+
+
+def failure_phase(exc: BaseException) -> str:
+    return "harness" if isinstance(exc, CannotRun) else "run"
+
+
 def _frames(exc: BaseException) -> list[traceback.FrameSummary]:
     return list(traceback.extract_tb(exc.__traceback__))
 

@@ -15,6 +15,8 @@ import os
 import time
 from typing import Any
 
+from .errors import CannotRun
+
 POLICIES = ("fp32", "bf16")
 OPTIMIZER_STEPS = 3
 
@@ -156,11 +158,11 @@ def split_batch(batch: Any, parts: int) -> list[Any]:
 
     map_tensors(batch, collect)
     if len(sizes) != 1 or None in sizes:
-        raise ValueError("cannot split this batch over ranks: its tensors do not share one leading batch "
+        raise CannotRun("cannot split this batch over ranks: its tensors do not share one leading batch "
                          "dimension (give make_batch(step, rank, world_size))")
     (size,) = sizes
     if size % parts:
-        raise ValueError(f"batch size {size} does not divide over {parts} ranks (give make_batch(step, rank, "
+        raise CannotRun(f"batch size {size} does not divide over {parts} ranks (give make_batch(step, rank, "
                          "world_size) or a larger batch)")
     chunk = size // parts
     return [map_tensors(batch, lambda t, i=i: t[i * chunk:(i + 1) * chunk].clone()) for i in range(parts)]
@@ -247,7 +249,10 @@ def param_grads(model) -> list[tuple[str, Any]]:
 
 # ---------------------------------------------------------------------------- optimizer in isolation
 def synthetic_grads(weights: dict[str, Any], names: list[str], seed: int) -> dict[str, Any]:
-    """Deterministic fp32 grads, identical on both sides: N(0, 1e-3²) with 1 % exact zeros."""
+    """Deterministic fp32 grads, identical on both sides: N(0, 1e-3²) with 1 % exact zeros.
+
+    Each optimizer step draws fresh ones (the seed includes the step): with one constant gradient,
+    bias-corrected Adam's update is lr·sign(g) whatever the betas, so a lost beta would pass."""
     import torch
 
     grads = {}
@@ -267,9 +272,10 @@ def optimizer_updates(entry, weights, device: str, seed: int, recorder_cls) -> t
     model = build_model(entry, weights, device, "fp32", "amp")
     optimizer = entry.make_optimizer(model)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-    grads = synthetic_grads({n: p.detach().cpu() for n, p in named}, [n for n, _ in named], seed)
+    shapes = {n: p.detach().cpu() for n, p in named}
     rec = recorder_cls(model)
     for step in range(OPTIMIZER_STEPS):
+        grads = synthetic_grads(shapes, [n for n, _ in named], seed * 1009 + step)
         before = {n: p.detach().clone() for n, p in named}
         for n, p in named:
             p.grad = grads[n].to(device=p.device, dtype=p.dtype).clone()

@@ -173,7 +173,7 @@ def _grad_digest(grads: list[tuple[str, Any]]) -> str:
 
 def run_rank(job: dict[str, Any]) -> dict[str, Any]:
     from . import determinism, execute, protocol
-    from .errors import describe
+    from .errors import describe, failure_phase
     from .recorder import Recorder
 
     rank = int(os.environ.get("RANK", "0"))
@@ -286,7 +286,7 @@ def run_rank(job: dict[str, Any]) -> dict[str, Any]:
         status["ok"] = True
     except Exception as exc:  # noqa: BLE001 - the program failed on this rank
         active = recorder.active_modules() if recorder is not None else []
-        status.update(phase="run", error=describe(exc, tree, during=phase, active_modules=active))
+        status.update(phase=failure_phase(exc), error=describe(exc, tree, during=phase, active_modules=active))
     finally:
         if dist.is_initialized():
             try:

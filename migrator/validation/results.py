@@ -100,7 +100,9 @@ class ValidationResult:
         }
 
     # ------------------------------------------------------------------ renderings
-    def text(self) -> str:
+    def text(self, verbose: bool = False) -> str:
+        """The stage table; under each run stage its checks (failing and warning ones, every one
+        with ``verbose``) with metric, value and threshold, and the msprobe metrics of its worst tensor."""
         lines = [f"migrate validate: {self.original} -> {self.migrated or '(none)'}", ""]
         width = max(len(s.name) for s in self.stages) if self.stages else 12
         lines.append(f"{'stage':<6}{'name':<{width + 2}}{'status':<9}details")
@@ -111,6 +113,7 @@ class ValidationResult:
                 lines.append(f"{'':<{width + 17}}first divergence: {s.first_divergence}")
             if s.reason and s.summary and s.status in ("fail", "error", "not_run"):
                 lines.append(f"{'':<{width + 17}}{s.reason}")
+            lines += [f"{'':<{width + 17}}{line}" for line in _check_lines(s, verbose)]
             perf = (s.bench or {}).get("perf")
             if perf:
                 lines += _perf_text(perf)
@@ -147,14 +150,23 @@ class ValidationResult:
             out.append(f"| {s.id} | {s.name} | **{s.status}** | {detail} |")
         out.append("")
         for s in self.stages:
+            if s.checks:
+                out += [f"**{s.id} checks**", "", "| check | status | metric | worst | threshold |",
+                        "|---|---|---|---|---|"]
+                out += [f"| {_md(c['check'])} | {c.get('status', '')} | {c.get('metric', '')} | "
+                        f"{_num(c.get('worst'))} | {_num(c.get('threshold'))} |" for c in s.checks]
+                out.append("")
             rows = [r for r in s.worst if r.get("status") in ("fail", "warn")][:8] or list(s.worst[:4])
             if not rows:
                 continue
             out += [f"<details><summary>{s.id} worst tensors</summary>", "",
-                    "| tensor | category | metric | value | threshold | status |", "|---|---|---|---|---|---|"]
+                    "| tensor | category | metric | value | threshold | status | cosine | max abs | max rel | ‰ ratio |",
+                    "|---|---|---|---|---|---|---|---|---|---|"]
             for r in rows:
+                m = r.get("msprobe") or {}
                 out.append(f"| `{_md(r['tensor'])}` | {r['category']} | {r['metric']} | {_num(r['value'])} | "
-                           f"{_num(r.get('threshold'))} | {r.get('status', '')} |")
+                           f"{_num(r.get('threshold'))} | {r.get('status', '')} | {_num(m.get('cosine'))} | "
+                           f"{_num(m.get('max_abs'))} | {_num(m.get('max_rel'))} | {_num(m.get('thousandth'))} |")
             out += ["", "</details>", ""]
         for s in self.stages:
             perf = (s.bench or {}).get("perf")
@@ -176,6 +188,23 @@ class ValidationResult:
         for note in self.notes:
             out.append(f"- note: {_md(note)}")
         return "\n".join(out) + "\n"
+
+
+def _check_lines(stage: StageResult, verbose: bool) -> list[str]:
+    out = []
+    for c in stage.checks:
+        if not verbose and c.get("status") == "pass":
+            continue
+        value = f"{c.get('metric', 'worst')} {_num(c.get('worst'))}" if c.get("worst") is not None else ""
+        bound = f" (threshold {_num(c['threshold'])})" if c.get("threshold") is not None else ""
+        where = f" at {c['worst_tensor']}" if c.get("worst_tensor") else ""
+        tail = f"; {c['message']}" if c.get("message") else ""
+        out.append(f"{c.get('status', '')}: {c['check']}: {value}{bound}{where}{tail}".replace(":  ", ": "))
+    worst = next((r for r in stage.worst if r.get("msprobe")), None)
+    if worst is not None and (verbose or stage.status in ("fail", "warn")):
+        metrics = ", ".join(f"{k} {_num(v)}" for k, v in worst["msprobe"].items())
+        out.append(f"msprobe metrics of {worst['tensor']} vs R: {metrics}")
+    return out
 
 
 def _perf_text(perf: dict[str, Any]):

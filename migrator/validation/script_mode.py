@@ -266,7 +266,7 @@ def run_script_mode(opts, progress=None):
             G, R = Run.load(st["G"]["step0"]), Run.load(st["R"]["step0"])
             same_policy = st["R"]["losses"][:1] == st["G"]["losses"][:1]
             comparison.extend(compare_runs(G, None if same_policy else R, Run.load(st["T32"]["step0"]),
-                                           Run.load(st["T16"]["step0"]), label="step0/"))
+                                           Run.load(st["T16"]["step0"]), label="step0/", gate_unmatched=True))
             curve_t, curve_r = st["T16"]["losses"], st["R"]["losses"]
             n = min(len(curve_t), len(curve_r))
             diffs = [abs(a - b) / max(abs(b), 1e-30) for a, b in zip(curve_t[:n], curve_r[:n])]

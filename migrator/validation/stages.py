@@ -73,6 +73,9 @@ def check_rows(verdicts) -> list[dict[str, Any]]:
         "loss at step 0 (vs R, 2^-8)": ("loss_rel",),
         "error balance vs G, above R's own (activations)": ("error_balance",),
         "routing (exact)": ("mismatch_bf16",),
+        "same tensors and shapes on both sides": ("unmatched",),
+        "dtypes under the bf16 policy (narrower than the original: warn)": ("dtype",),
+        "precision policy (share of activations in a wider dtype)": ("dtype_policy",),
     }
     rows = []
     for label, metrics in groups.items():
@@ -82,12 +85,14 @@ def check_rows(verdicts) -> list[dict[str, Any]]:
         worst_c, worst_v = max(found, key=lambda cv: (cv[0].status == FAIL, cv[0].status == "warn",
                                                       cv[0].value / cv[0].threshold if cv[0].threshold else cv[0].value))
         rows.append({"check": label, "status": worst_status(c.status for c, _ in found), "tensors": len(found),
-                     "worst": worst_c.value, "worst_tensor": f"{worst_v.label}{worst_v.name}"})
+                     "worst": worst_c.value, "threshold": worst_c.threshold, "metric": worst_c.metric,
+                     "worst_tensor": f"{worst_v.label}{worst_v.name}"})
     opt = [v for v in verdicts if v.category == "optimizer"]
     if opt:
         worst = max(opt, key=lambda v: v.checks[0].value)
         rows.append({"check": "optimizer in isolation (fp32 updates, rel_l2)", "status": worst_status(v.status for v in opt),
-                     "tensors": len(opt), "worst": worst.checks[0].value, "worst_tensor": worst.name})
+                     "tensors": len(opt), "worst": worst.checks[0].value, "threshold": worst.checks[0].threshold,
+                     "metric": worst.checks[0].metric, "worst_tensor": worst.name})
     return rows
 
 
@@ -110,6 +115,9 @@ def _numeric_summary(verdicts, extra: str = "") -> str:
     opt = worst("rel_l2_fp32", ("optimizer",))
     if opt is not None:
         parts.append(f"optimizer max rel_l2 {_fmt(opt)}")
+    unmatched = sum(1 for v in verdicts for c in v.checks if c.metric == "unmatched")
+    if unmatched:
+        parts.append(f"{unmatched} tensor(s) on one side only or of another shape")
     return "; ".join(parts) + (f"; {extra}" if extra else "")
 
 
@@ -133,8 +141,11 @@ def numeric_stage(sid: str, comparison: Comparison, *, bench: dict[str, Any], no
     if stats_only:
         notes = notes + [f"{stats_only} tensor(s) beyond --max-dump-mb compared by statistics only "
                          "(|‖T32‖-‖G‖|/‖G‖, a lower bound of rel_l2; no bf16 ratio)"]
+    summary = _numeric_summary(verdicts, extra_summary)
+    if comparison.nonfinite:  # the fp32 figures would read as a clean run
+        summary = f"NaN/Inf in the migrated bf16 run (first: {comparison.nonfinite}); " + summary
     return StageResult(
-        id=sid, status=status, summary=_numeric_summary(verdicts, extra_summary), reason=reason,
+        id=sid, status=status, summary=summary, reason=reason,
         first_divergence=loc.text() if loc is not None else None,
         worst=tuple(worst_rows(verdicts)), checks=tuple(check_rows(verdicts)) + tuple(extra_checks),
         counts=summary_counts(verdicts), bench=bench, unmatched=tuple(comparison.unmatched),
@@ -208,7 +219,7 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: dict[str
         R = Run.load(orig_status["runs"].get(f"bf16/{key}"))
         T32 = Run.load(mig_res.status["runs"].get(f"fp32/{key}"))
         T16 = Run.load(mig_res.status["runs"].get(f"bf16/{key}"))
-        comparison.extend(compare_runs(G, R, T32, T16, label=f"{key}/", cross_device=cross))
+        comparison.extend(compare_runs(G, R, T32, T16, label=f"{key}/", cross_device=cross, gate_unmatched=True))
     opt_o, opt_m = orig_status.get("optimizer"), mig_res.status.get("optimizer")
     if opt_o and opt_m:
         comparison.extend(compare_optimizer(Run.load(opt_o["dir"]), Run.load(opt_m["dir"]), cross_device=cross))
@@ -232,6 +243,7 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: dict[str
         "devices": {"original": orig_status.get("device"), "migrated": mig_res.status.get("device")},
     })
     bench["compare_seconds"] = round(time.monotonic() - t0 - max(r.seconds for r in results), 2)
+    bench["seconds"] = round(time.monotonic() - t0, 2)  # the stage's time includes the comparison
     return numeric_stage("S1", comparison, bench=bench, notes=notes,
                          extra_summary=f"{len(opts.steps)} step(s), bf16 policy {opts.bf16_policy}")
 

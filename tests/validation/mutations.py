@@ -19,8 +19,10 @@ class Mutation:
     file: str
     edits: tuple[tuple[str, str], ...]  # (old, new): every occurrence of old is replaced
     stage: str                        # first stage that can see it
-    module: str                       # substring of the localised module
+    module: str                       # substring of the localised module ("" for a stage-wide warning)
     what: str
+    status: str = "fail"              # "warn" where the check is a warning by design (dtype policy)
+    check: str = ""                   # substring of the check row that must carry that status
 
     def apply(self, migrated: Path, dest: Path) -> Path:
         shutil.copytree(migrated, dest)
@@ -60,6 +62,18 @@ MUTATIONS = (
              "S1", "ln_f (LayerNorm)", "final LayerNorm eps 1e-6 instead of the configured 1e-5"),
     Mutation("adam_weight_decay", "gpt", "validate.py", (("weight_decay=0.0, ", ""),), "S1", "optimizer",
              "FusedAdam's weight_decay default (0) lost: the replacement optimizer's default 1e-2 applies"),
+    Mutation("adam_betas", "gpt", "validate.py", (("betas=(0.9, 0.95)", "betas=(0.9, 0.999)"),), "S1", "optimizer",
+             "FusedAdam's betas (0.9, 0.95) replaced by torch's default (0.9, 0.999): invisible with one constant gradient"),
+    Mutation("autocast_off", "gpt", "model.py",
+             (("    def forward(self, x, cos, sin, cu_seqlens=None, max_seqlen=None):\n"
+               "        x = x + self.attn(self.attn_norm(x), cos, sin, cu_seqlens, max_seqlen)\n"
+               "        return x + self.mlp(self.mlp_norm(x))\n",
+               "    def forward(self, x, cos, sin, cu_seqlens=None, max_seqlen=None):\n"
+               "        with torch.autocast(x.device.type, enabled=False):  # 'fixed' a dtype error\n"
+               "            x = x + self.attn(self.attn_norm(x), cos, sin, cu_seqlens, max_seqlen)\n"
+               "            return x + self.mlp(self.mlp_norm(x))\n"),),
+             "S1", "", "autocast switched off inside every block: fp32 compute where the original ran bf16",
+             status="warn", check="precision policy"),
     Mutation("loss_sum", "gpt", "validate.py",
              (('batch["targets"].flatten())', 'batch["targets"].flatten(), reduction="sum")'),), "S1", "loss_fn",
              "loss reduced with sum instead of mean"),

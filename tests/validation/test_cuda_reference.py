@@ -87,6 +87,17 @@ def test_flash_square_matches_sdpa_forward_and_backward(causal):
         torch.testing.assert_close(a.grad, b.grad, rtol=1e-4, atol=1e-5)
 
 
+def test_flash_outputs_are_contiguous_like_the_cuda_kernel():
+    """FastChat calls `.view()` on flash_attn's output: a strided reference output crashed it."""
+    q, k, v = (rand(2, 8, 4, 16, seed=s) for s in range(3))
+    out = flash_attn_func(q, k, v, causal=True)
+    assert out.is_contiguous()
+    out.view(2, 8, 64)
+    cu = torch.tensor([0, 3, 8], dtype=torch.int32)
+    packed = flash_attn_varlen_func(q[0], k[0], v[0], cu, cu, 5, 5, causal=True)
+    assert packed.is_contiguous()
+
+
 def test_flash_causal_is_bottom_right_when_kv_longer():
     q, k, v = rand(1, 5, 2, 8, seed=1), rand(1, 9, 2, 8, seed=2), rand(1, 9, 2, 8, seed=3)
     out = flash_attn_func(q, k, v, causal=True)

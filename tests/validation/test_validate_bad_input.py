@@ -112,15 +112,18 @@ def test_nan_in_migrated_names_the_first_tensor(tmp_path):
 
 
 @pytest.mark.slow
-def test_mismatched_shapes_are_unmatched(tmp_path):
+def test_mismatched_shapes_fail_s1(tmp_path):
     orig = tree(tmp_path, "orig")
     # same numbers, different intermediate shapes: the fc call sees (1, 8, 16) instead of (8, 16)
     mig = tree(tmp_path, "mig", ("        y = torch.tanh(self.fc(x))", "        y = torch.tanh(self.fc(x.unsqueeze(0))).squeeze(0)"))
     result = validate(orig, mig, stages=("S1",))
     s1 = result.stage("S1")
-    assert s1.status in ("pass", "warn"), result.text()
-    assert any("shape" in u for u in s1.unmatched)
+    # one whole model on both sides: another shape at a module boundary fails, named in every output
+    assert s1.status == "fail", result.text()
+    assert any("shape (1, 8, 16) vs golden (8, 16)" in u for u in s1.unmatched)
     assert result.to_json()["stages"][1]["unmatched"]["count"] == len(s1.unmatched) > 0
+    assert "fail: same tensors and shapes on both sides" in result.text()
+    assert "on one side only or of another shape" in s1.summary
 
 
 @pytest.mark.slow
@@ -177,3 +180,22 @@ def test_bad_arguments_exit_2(tmp_path, args, message):
 def test_missing_original_exits_2(tmp_path):
     proc = run_cli("validate", str(tmp_path / "nope"))
     assert proc.returncode == 2 and "no such directory" in proc.stderr
+
+
+def test_missing_validate_extra_is_one_clear_line_before_anything_runs(tmp_path):
+    """Without safetensors the child used to fail and the result read "the original script failed"."""
+    import subprocess
+    import sys
+
+    blocker = tmp_path / "block"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text("import sys\nsys.modules['safetensors'] = None  # not installed\n")
+    import os
+
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(blocker), str(repo)]))
+    proc = subprocess.run([sys.executable, "-m", "migrator", "validate", str(repo / "samples" / "gpt"), "--stages", "S1"],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "safetensors" in proc.stderr and "pip install 'ascend-migrate[validate]'" in proc.stderr
+    assert "original" not in proc.stdout

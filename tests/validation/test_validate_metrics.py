@@ -174,6 +174,42 @@ def test_mismatched_shapes_are_unmatched_not_a_crash():
     assert out.verdicts == [] and "shape" in out.unmatched[0]
 
 
+def test_whole_model_runs_fail_on_a_shape_or_one_sided_tensor():
+    """S1 and script mode compare one whole model: an output of another shape (a forward returning
+    torch.cat([out, out]) that the loss slices back) or a tensor on one side only is a failure."""
+    a, b = "head.forward.0.output.0", "extra.forward.0.output.0"
+    G = _run({a: G0, b: G0})
+    doubled = torch.cat([G0, G0])
+    out = compare_runs(G, None, _run({a: doubled}), _run({a: doubled}), gate_unmatched=True)
+    statuses = {v.match: (v.status, v.checks[0].metric) for v in out.verdicts}
+    assert statuses == {a: ("fail", "unmatched"), b: ("fail", "unmatched")}
+    assert out.status == "fail" and len(out.unmatched) == 2
+    assert any("shape" in u for u in out.unmatched) and any("only in the original" in u for u in out.unmatched)
+    loc = localise(out.verdicts)
+    assert loc is not None and loc.metric == "unmatched"
+
+
+def test_dtypes_under_the_bf16_policy_narrower_warns_and_a_wider_policy_is_caught():
+    """A tensor narrower than the original's (fp16 where it was bf16) warns naming both dtypes; one
+    wider tensor is a note (torch's LayerNorm under autocast returns fp32 where apex's returned bf16);
+    most activations wider means autocast was dropped on the migrated side: a policy warning."""
+    keys = [f"m{i}.forward.0.output.0" for i in range(4)]
+    G = _run({k: G0 for k in keys})
+    R = _run({k: _noisy(G0, 1e-2, i).to(torch.bfloat16) for i, k in enumerate(keys)})
+    fp16 = {k: _noisy(G0, 1e-2, 9).to(torch.bfloat16) for k in keys} | {keys[0]: G0.to(torch.float16)}
+    out = compare_runs(G, R, None, _run(fp16))
+    assert out.verdicts[0].check("dtype").status == "warn"
+    assert any("float16 (migrated) vs bfloat16 (original)" in n for n in out.notes)
+    one_wider = {k: _noisy(G0, 1e-2, 9).to(torch.bfloat16) for k in keys} | {keys[0]: G0.clone()}
+    out = compare_runs(G, R, None, _run(one_wider))
+    assert out.status == "pass" and any("1 wider" in n for n in out.notes)
+    no_autocast = compare_runs(G, R, None, _run({k: G0.clone() for k in keys}))
+    assert no_autocast.status == "warn"
+    assert [c.metric for v in no_autocast.verdicts if v.status == "warn" for c in v.checks] == ["dtype_policy"]
+    same = compare_runs(G, R, None, _run({k: _noisy(G0, 1e-2, 2).to(torch.bfloat16) for k in keys}))
+    assert not same.notes and all(v.check("dtype") is None for v in same.verdicts)
+
+
 def test_integer_tensors_compared_exactly():
     key = "api.topk.0.output.1"
     kinds = {key: "api"}
@@ -220,3 +256,28 @@ def test_statistics_only_tensors_compared_by_norm():
             e.update(stats_only=True, norm=float(run.tensors[e["name"]].norm()))
     (v,) = compare_runs(G, None, T32, None).verdicts
     assert v.check("norm_rel_fp32").value == pytest.approx(0.01, rel=1e-3) and v.status == "fail"
+
+
+def test_a_batch_that_does_not_split_over_the_ranks_could_not_run():
+    """The harness, not the program, cannot split 6 samples over 4 ranks: exit 2 "could not run",
+    never "the migrated program failed"."""
+    from migrator.validation.errors import CannotRun, failure_phase
+    from migrator.validation.execute import split_batch
+
+    with pytest.raises(CannotRun, match="does not divide over 4 ranks") as info:
+        split_batch({"x": torch.zeros(6, 3)}, 4)
+    assert failure_phase(info.value) == "harness"
+    assert failure_phase(RuntimeError("the program's own bug")) == "run"
+    assert [b["x"].shape[0] for b in split_batch({"x": torch.zeros(8, 3)}, 4)] == [2, 2, 2, 2]
+
+
+def test_nan_in_the_bf16_run_is_named_in_the_summary():
+    from migrator.validation.stages import numeric_stage
+
+    a = "a.forward.0.output.0"
+    bad = G0.clone()
+    bad[0] = float("nan")
+    G = _run({a: G0})
+    out = compare_runs(G, _run({a: _noisy(G0, 1e-2, 1)}), _run({a: G0.clone()}), _run({a: bad}))
+    stage = numeric_stage("S1", out, bench={}, notes=[])
+    assert stage.status == "fail" and stage.summary.startswith("NaN/Inf in the migrated bf16 run (first: ")

@@ -127,3 +127,29 @@ def test_result_json_validates_against_the_schema_and_exit_codes():
     assert "| S1 | parity-1card | **fail** |" in md and "first divergence" in md
     text = failed.text()
     assert "S1    parity-1card" in text and "device_remap" in text
+
+
+def _stage_with_checks() -> ValidationResult:
+    checks = (
+        {"check": "fp32 logic (T32 vs G, rel_l2)", "status": "pass", "tensors": 9, "worst": 1.2e-6,
+         "threshold": 1e-4, "metric": "rel_l2_fp32", "worst_tensor": "step0/Module.fc.Linear.forward.0.output.0"},
+        {"check": "bf16 tolerance (ratio to golden)", "status": "fail", "tensors": 9, "worst": 7.5,
+         "threshold": 2.0, "metric": "ratio", "worst_tensor": "step0/Module.attn.Attention.forward.0.output.0"},
+    )
+    worst = ({"tensor": "step0/Module.attn.Attention.forward.0.output.0", "category": "forward", "metric": "ratio",
+              "value": 7.5, "threshold": 2.0, "status": "fail", "module": "attn (Attention)",
+              "msprobe": {"cosine": 0.9912, "max_abs": 0.25, "max_rel": 3.1, "thousandth": 0.42}},)
+    s1 = StageResult("S1", "fail", summary="9 tensors", checks=checks, worst=worst)
+    return ValidationResult(original="a", migrated="b", stages=(s1,))
+
+
+def test_text_names_metric_value_and_threshold_and_msprobe_metrics():
+    result = _stage_with_checks()
+    text = result.text()
+    assert "fail: bf16 tolerance (ratio to golden): ratio 7.5 (threshold 2)" in text
+    assert "fp32 logic" not in text  # passing checks only with --verbose
+    assert "cosine 0.991, max_abs 0.25, max_rel 3.1, thousandth 0.42" in text
+    assert "pass: fp32 logic (T32 vs G, rel_l2): rel_l2_fp32 1.2e-06 (threshold 0.0001)" in result.text(verbose=True)
+    md = result.markdown()
+    assert "| bf16 tolerance (ratio to golden) | fail | ratio | 7.5 | 2 |" in md
+    assert "| 0.991 | 0.25 | 3.1 | 0.42 |" in md

@@ -127,6 +127,8 @@ RMS_NORM_NPU = '''class _MigrateRMSNorm(torch.nn.Module):
             self.register_buffer("weight", torch.ones(self.normalized_shape), persistent=False)
 
     def forward(self, x):
+        if torch.is_autocast_enabled(x.device.type):  # like apex: normalise in the autocast dtype
+            x = x.to(torch.get_autocast_dtype(x.device.type))
         return torch_npu.npu_rms_norm(x, self.weight.to(x.dtype), epsilon=self.eps)[0]
 '''
 

@@ -113,4 +113,5 @@ def attention_bshd(
         signed = torch.where(kept, p, -p).detach()
         p = p * kept / (1.0 - dropout_p)
     out = torch.einsum("bhqk,bkhd->bqhd", p, v.float())
-    return out.to(q.dtype), lse, signed
+    # contiguous like the CUDA kernel's output: callers `.view()` it (FastChat does)
+    return out.to(q.dtype).contiguous(), lse, signed
