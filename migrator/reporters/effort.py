@@ -30,8 +30,8 @@ SEVERITY_FACTOR = {"error": 2.0, "warning": 1.0, "info": 0.25}
 
 
 def minutes(finding: Finding) -> float:
-    if finding.fix is not None:
-        return 0.0
+    if finding.fix is not None or (finding.route is not None and finding.route.absorbs):
+        return 0.0  # a framework route (--route) covers it: nothing to do but set the route up
     return MINUTES.get(finding.family, 15) * SEVERITY_FACTOR.get(finding.severity, 1.0)
 
 
@@ -77,6 +77,6 @@ MODEL_TEXT = (
     "Effort is estimated for manual findings only (no automatic fix): minutes per finding by family "
     "(device 15, distributed 30, amp 15, apex 45, attention 60, kernels 240, environment 10, "
     "coverage 30, meta 5) times a severity factor (error x2, warning x1, info x0.25); op-coverage "
-    "findings count once per distinct op, not per call site. Automatic fixes count 0 (`migrate fix` applies them; numerics fixes are checked with `migrate validate`). "
+    "findings count once per distinct op, not per call site. Findings a framework route covers (`--route`) count 0. Automatic fixes count 0 (`migrate fix` applies them; numerics fixes are checked with `migrate validate`). "
     "h = hours, d = 8-hour days. A planning aid for the order of magnitude, not a promise."
 )
