@@ -331,11 +331,16 @@ def list_rules(fmt, output):
 @main.command("rule")
 @click.argument("code")
 def show_rule(code):
-    """Explain one rule: what it finds, why, what to use instead, the fix, examples."""
+    """Explain one rule (or a framework route: mindspeed, deepspeed, hf): what it finds, why, the fix, sources."""
     with _Errors():
         from migrator import api
         from migrator.rules.docs import rule_markdown
 
+        if code.lower() in ROUTE_CHOICES[2:]:  # a framework route: `migrate rule mindspeed`
+            from migrator.routes.docs import route_markdown
+
+            click.echo(route_markdown(code.lower()), nl=False)
+            return
         click.echo(rule_markdown(api.explain(code), heading="#"), nl=False)
 
 
