@@ -4,7 +4,7 @@
 
 Op-coverage findings (family `coverage`) count once per distinct op and rule, not per call site:
 an op's dtype limits or workaround are worked out once. Automatic fixes (exact and numerics) count 0 here: `migrate fix` applies them, and numerics fixes
-are checked by `migrate validate` instead. The figures are a planning aid for sizing a port
+are checked by `migrate validate` instead; findings a framework route covers (`--route`) count 0 too. The figures are a planning aid for sizing a port
 (order of magnitude), not a promise; they are printed in every report next to the total.
 """
 
@@ -77,6 +77,6 @@ MODEL_TEXT = (
     "Effort is estimated for manual findings only (no automatic fix): minutes per finding by family "
     "(device 15, distributed 30, amp 15, apex 45, attention 60, kernels 240, environment 10, "
     "coverage 30, meta 5) times a severity factor (error x2, warning x1, info x0.25); op-coverage "
-    "findings count once per distinct op, not per call site. Findings a framework route covers (`--route`) count 0. Automatic fixes count 0 (`migrate fix` applies them; numerics fixes are checked with `migrate validate`). "
+    "findings count once per distinct op, not per call site. Automatic fixes count 0 (`migrate fix` applies them; numerics fixes are checked with `migrate validate`). "
     "h = hours, d = 8-hour days. A planning aid for the order of magnitude, not a promise."
 )
