@@ -67,11 +67,12 @@ def test_pins_from_pyproject_and_setup_py():
 
 def test_hf_flash_attention_2_is_covered_from_4_51_only():
     new = scan("hf_new")
-    (mark,) = [f.route for f in new.findings if f.code == "ATTN021"]
-    assert mark.status == "covered" and mark.condition.startswith("transformers >= 4.51.0")
+    marks = {f.path: f.route for f in new.findings if f.code == "ATTN021"}
+    assert set(marks) == {"model.yaml", "train.py"}  # the config key and the from_pretrained keyword
+    for mark in marks.values():
+        assert mark.status == "covered" and mark.condition.startswith("transformers >= 4.51.0")
     old = scan("hf_old")
-    (finding,) = [f for f in old.findings if f.code == "ATTN021"]
-    assert finding.route is None
+    assert [f.route for f in old.findings if f.code == "ATTN021"] == [None, None]
     assert "no route for transformers 4.50.3" in old.frameworks[0].note
 
 
