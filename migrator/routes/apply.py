@@ -161,15 +161,33 @@ class Enclosing:
         return names
 
 
-def _enclosing_cover(route: Route, enclosing: Enclosing, f: Finding) -> tuple[Cover, str] | None:
-    """A patch row that replaces (not wraps) the definition the finding sits in."""
-    if not route.patch_table:
+def _replacing(route: Route) -> dict[str, Cover]:
+    """Patch rows that replace (not wrap) their target, by target; the enclosing-definition match uses them."""
+    rows: dict[str, Cover] = {}
+    for c in route.covers:
+        if c.replacement and not c.replacement.endswith(("wrapper", "decorator")) and c.status != "left":
+            rows.setdefault(c.target, c)
+    return rows
+
+
+def _module_suffixes(rel: str) -> list[str]:
+    parts = rel[: -len(".py")].replace("/", ".").removesuffix(".__init__").split(".")
+    return [".".join(parts[i:]) for i in range(len(parts))]
+
+
+def _enclosing_cover(rows: dict[str, Cover], enclosing: Enclosing, f: Finding) -> tuple[Cover, str] | None:
+    """A patch row that replaces the definition the finding sits in (files are parsed only when a row names them)."""
+    if not rows or not f.path.endswith(".py"):
+        return None
+    modules = set(_module_suffixes(f.path))
+    if not any(t.startswith(m + ".") for t in rows for m in modules):
         return None
     for name in enclosing.names(f.path, f.line):
-        for c in route.covers:
-            replaced = c.replacement and not c.replacement.endswith(("wrapper", "decorator"))
-            if replaced and c.status != "left" and (name == c.target or name.startswith(c.target + ".")):
-                return c, "enclosing"
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):  # the definition itself, then the class around a method
+            cover = rows.get(".".join(parts[:i]))
+            if cover is not None:
+                return cover, "enclosing"
     return None
 
 
@@ -183,9 +201,10 @@ def apply_routes(result: RunResult, root: Path, choice: str = "auto") -> RunResu
     flags: dict[int, list[str]] = {id(r): [] for _, r, _ in active}
     findings: list[Finding] = []
     enclosing = Enclosing(root)
+    replacing = {id(route): _replacing(route) if route.patch_table else {} for _, route, _ in active}
     for f in result.findings:
         for fw, route, confirmed in active:
-            hit = best_cover(route, f.symbol, f.path, f.code) or _enclosing_cover(route, enclosing, f)
+            hit = best_cover(route, f.symbol, f.path, f.code) or _enclosing_cover(replacing[id(route)], enclosing, f)
             if hit:
                 mark = _mark(route, hit[0], hit[1], fw, confirmed)
                 counts[id(route)][mark.status] += 1
