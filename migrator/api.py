@@ -216,8 +216,9 @@ def fix(
 
 
 def _route_edits(plan, before: RunResult, settings: Settings):
-    """`fix --route NAME`: the route's own one-time edits (MindSpeed: the adaptor import and the pin)."""
-    if settings.route in ("auto", "none") or not before.frameworks:
+    """The route's own one-time edits (MindSpeed: the adaptor import and the pin), with `--route auto` too:
+    what the adaptor patches is left unrewritten, so the adaptor must be there."""
+    if settings.route == "none" or not before.frameworks:
         return plan
     from migrator.routes.fix import add_route_edits
 

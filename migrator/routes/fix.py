@@ -1,4 +1,4 @@
-"""`migrate fix --route mindspeed`: the route's one-time edits, added to the fix plan.
+"""`migrate fix` with the MindSpeed route (auto or `--route mindspeed`): its one-time edits, added to the plan.
 
 * `import mindspeed.megatron_adaptor` directly below the module-level `import torch` of each entry
   point (a `__main__` script that imports megatron), as MindSpeed's README asks;
@@ -63,9 +63,11 @@ def add_route_edits(plan, before: RunResult, choice: str):
     """The plan with the route's edits merged in (entry points and requirements.txt)."""
     from migrator.fix.runner import FileChange, _read
 
-    fw = next((f for f in before.frameworks if f.route is not None and f.route.name == choice), None)
-    if fw is None or choice != "mindspeed":
+    if choice not in ("auto", "mindspeed"):
         return plan
+    fw = next((f for f in before.frameworks if f.route is not None and f.route.name == "mindspeed"), None)
+    if fw is None or not (fw.covered or fw.gated or choice == "mindspeed"):
+        return plan  # auto: nothing the adaptor covers, so nothing relies on it
     root = Path(plan.root)
     pin = next((r.text for r in fw.route.requirements if r.kind == "pin"), None)
     changes = {c.path: c for c in plan.changes}

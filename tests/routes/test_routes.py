@@ -139,6 +139,17 @@ def test_fix_route_mindspeed_adds_adaptor_and_pin_and_keeps_covered_code(tmp_pat
     assert not again.changed_files
 
 
+def test_fix_route_auto_adds_the_adaptor_it_relies_on_and_route_none_rewrites(tmp_path):
+    auto, none = tmp_path / "auto", tmp_path / "none"
+    for tree in (auto, none):
+        shutil.copytree(TREES / "megatron_vendored", tree)
+    api.fix([auto], root=auto, use_cache=False)
+    assert "import mindspeed.megatron_adaptor" in (auto / "pretrain_gpt.py").read_text()
+    api.fix([none], root=none, use_cache=False, route="none")
+    text = (none / "pretrain_gpt.py").read_text()
+    assert "mindspeed" not in text and "from apex.optimizers import FusedAdam" not in text  # today's rewrite
+
+
 def test_cli_route_choices_match_the_package():
     from migrator import cli
     from migrator.routes import CHOICES
