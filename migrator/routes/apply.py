@@ -72,7 +72,7 @@ def _pick(framework: str, version: str | None) -> tuple[Route | None, bool]:
 
 def choose(frameworks: list[Framework], choice: str) -> list[tuple[Framework, Route | None, bool, str]]:
     notes = {n["framework"]: n["text"] for n in _notes()}
-    picked = []
+    picked: list[tuple[Framework, Route | None, bool, str]] = []
     wanted = {ROUTE_FRAMEWORK[choice]} if choice in ROUTE_FRAMEWORK else None
     names = {f.name for f in frameworks}
     if wanted and not wanted & names:  # --route NAME without evidence: apply it anyway, version unknown
@@ -154,7 +154,7 @@ class Enclosing:
         if not rel.endswith(".py"):
             return []
         inside = sorted((s for s in self._spans(rel) if s[0] <= line <= s[1]), key=lambda s: s[0] - s[1])
-        names = []
+        names: list[str] = []
         for _, _, dotted in inside:
             parts = dotted.split(".")
             names.extend(".".join(parts[i:]) for i in range(len(parts) - 1))
@@ -218,7 +218,9 @@ def apply_routes(result: RunResult, root: Path, choice: str = "auto") -> RunResu
                        flags=tuple(flags[id(route)]) if route else (), version_confirmed=confirmed)
         for fw, route, confirmed, note in picked
     )
-    summary = replace(result.summary, **finding_counts(findings))
+    counts_now = finding_counts(findings)  # covered findings are not manual work
+    summary = replace(result.summary, by_family=counts_now["by_family"], by_severity=counts_now["by_severity"],
+                      by_fix_kind=counts_now["by_fix_kind"])
     return replace(result, findings=tuple(findings), summary=summary, frameworks=routes)
 
 

@@ -152,9 +152,9 @@ def detect(root: Path, files: list[tuple[str, Path, str]]) -> list[Framework]:
             continue
         if kind == "python":
             for m in IMPORT_LINE.finditer(text):
-                where = imports.setdefault(IMPORT_FRAMEWORK[m.group(1)], [])
-                if len(where) < MAX_EVIDENCE:
-                    where.append(f"{rel}:{text.count(chr(10), 0, m.start()) + 1}")
+                sites = imports.setdefault(IMPORT_FRAMEWORK[m.group(1)], [])
+                if len(sites) < MAX_EVIDENCE:
+                    sites.append(f"{rel}:{text.count(chr(10), 0, m.start()) + 1}")
             if rel.endswith("megatron/core/package_info.py"):
                 version = vendored_megatron(path)
                 best = vendored.get("megatron-core")

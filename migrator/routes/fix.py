@@ -99,9 +99,9 @@ def add_route_edits(plan, before: RunResult, choice: str):
     req = "requirements.txt"
     if pin and (root / req).is_file():
         change = changes.get(req)
-        got = _read(root, req) if change is None else (change.after,)
-        if got is not None and "mindspeed" not in got[0].lower():
-            text = got[0]
+        got = _read(root, req)
+        text = change.after if change is not None else (got[0] if got is not None else None)
+        if text is not None and "mindspeed" not in text.lower():
             new = text + ("" if text.endswith("\n") or not text else "\n") + pin + "\n"
             edit = _edit(new.count("\n"), pin, f"{fw.route.title}: pin MindSpeed")
             base = change or FileChange(req, text, text)
