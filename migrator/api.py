@@ -85,7 +85,22 @@ def scan(
     summary = replace(summary, coverage=coverage_summary(ops, settings) if coverage_on else None)
     tool = ToolInfo("ascend-migrate", __version__, catalogue.digest, coverage_table_name(settings))
     result = RunResult(tool=tool, summary=summary, findings=findings, skipped=output.skipped)
-    return _mark_manual(result, _recorded_declines(settings.root))
+    return _apply_route(_mark_manual(result, _recorded_declines(settings.root)), settings)
+
+
+def _apply_route(result: RunResult, settings: Settings) -> RunResult:
+    """Framework routes (migrator/routes): `--route none` leaves the result as the rules made it."""
+    if settings.route == "none":
+        return result
+    from migrator.routes import CHOICES, apply_routes
+    from migrator.routes.table import RouteTableError
+
+    if settings.route not in CHOICES:
+        raise UsageError(f"unknown route {settings.route!r}; choose one of {', '.join(CHOICES)}")
+    try:
+        return apply_routes(result, settings.root, settings.route)
+    except RouteTableError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def settings_selector(settings: Settings):
@@ -185,9 +200,12 @@ def fix(
     if annotate or strip_annotations:
         extra |= _scanned_sources(settings, resolved)
     options = FixOptions(target=target, exact_only=exact_only, annotate=annotate, strip_annotations=strip_annotations)
-    plan = plan_fixes(before, settings.root, options, extra_files=extra)
+    # what a framework route covers is not rewritten: the framework handles it at run time
+    to_fix = replace(before, findings=tuple(f for f in before.findings if not (f.route and f.route.absorbs)))
+    plan = plan_fixes(to_fix, settings.root, options, extra_files=extra)
+    plan = _route_edits(plan, before, settings)
     if not write:
-        remaining = _remaining_in_memory(before, plan, settings)
+        remaining = _apply_route(_remaining_in_memory(before, plan, settings), settings)
         return FixOutcome(plan, None, None, _declined_are_manual(remaining, plan))
     out = Path(out_dir).absolute() if out_dir else None
     record_path = write_plan(plan, out, before, record=record)
@@ -195,6 +213,16 @@ def fix(
     rescan_paths = [rescan_root / Path(p).relative_to(settings.root) if _inside(p, settings.root) else p for p in resolved]
     remaining = scan(rescan_paths, settings=replace(settings, root=rescan_root))
     return FixOutcome(plan, out or settings.root, record_path, _declined_are_manual(remaining, plan))
+
+
+def _route_edits(plan, before: RunResult, settings: Settings):
+    """The route's own one-time edits (MindSpeed: the adaptor import and the pin), with `--route auto` too:
+    what the adaptor patches is left unrewritten, so the adaptor must be there."""
+    if settings.route == "none" or not before.frameworks:
+        return plan
+    from migrator.routes.fix import add_route_edits
+
+    return add_route_edits(plan, before, settings.route)
 
 
 def _inside(path: Path, root: Path) -> bool:

@@ -17,6 +17,12 @@ from migrator import __version__
 
 FAIL_CHOICES = click.Choice(["error", "warning", "info", "never"])
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+# the names are repeated from migrator.routes.CHOICES so that --help imports nothing (a test keeps them equal)
+ROUTE_CHOICES = ("auto", "none", "mindspeed", "deepspeed", "hf")
+ROUTE_OPTION = click.option(
+    "--route", type=click.Choice(ROUTE_CHOICES), default=None,
+    help="Framework route: findings MindSpeed / DeepSpeed / transformers handle on Ascend are `covered` [default: auto].",
+)
 
 
 def _fail(message: str) -> None:
@@ -105,8 +111,9 @@ def main() -> None:
 @click.option("--baseline", type=click.Path(dir_okay=False), help="Report only findings not recorded in FILE [config: baseline].")
 @click.option("--write-baseline", type=click.Path(dir_okay=False), help="Record the current findings in FILE and exit 0.")
 @click.option("--torch-npu-version", help="Coverage table to check ops against [default: newest shipped].")
+@ROUTE_OPTION
 def scan(paths, fmt, output, select, ignore, fail_on, exit_zero, jobs, no_cache, root, soc, quiet, baseline, write_baseline,
-         torch_npu_version):
+         torch_npu_version, route):
     """Find CUDA-only dependencies in PATHS (files or folders; default: the current folder)."""
     with _Errors():
         from migrator import api
@@ -122,6 +129,7 @@ def scan(paths, fmt, output, select, ignore, fail_on, exit_zero, jobs, no_cache,
             torch_npu_version=torch_npu_version,
             jobs=jobs,
             use_cache=not no_cache,
+            route=route,
         )
         progress, finish = _progress_bar()
         try:
@@ -154,7 +162,8 @@ def _exit_code(result, fail_on: str, exit_zero: bool) -> int:
     if exit_zero or fail_on == "never":
         return EXIT_CLEAN
     floor = SEVERITY_RANK[fail_on]
-    return EXIT_FINDINGS if any(SEVERITY_RANK[f.severity] >= floor for f in result.findings) else EXIT_CLEAN
+    open_findings = (f for f in result.findings if not (f.route and f.route.absorbs))  # covered by a route
+    return EXIT_FINDINGS if any(SEVERITY_RANK[f.severity] >= floor for f in open_findings) else EXIT_CLEAN
 
 
 def _progress_bar():
@@ -198,15 +207,16 @@ def _progress_bar():
 @click.option("--root", type=click.Path(file_okay=False, exists=True))
 @click.option("--no-cache", is_flag=True)
 @click.option("--quiet", "-q", is_flag=True, help="Only the change summary, not the remaining findings.")
+@ROUTE_OPTION
 def fix(paths, target, show_diff, check, out_dir, exact_only, annotate, strip_annotations, no_record, select, ignore,
-        fail_on, root, no_cache, quiet):
+        fail_on, root, no_cache, quiet, route):
     """Rewrite CUDA-only code in place (or --out DIR), keeping formatting; writes .migrate/fix-record.json."""
     with _Errors():
         from migrator import api
 
         settings, resolved = api.resolve_settings(
             list(paths) or ["."], root=root, select=_split_codes(select), ignore=_split_codes(ignore),
-            fail_on=fail_on, use_cache=not no_cache,
+            fail_on=fail_on, use_cache=not no_cache, route=route,
         )
         target = target or settings.target
         dry = show_diff or check
@@ -302,7 +312,8 @@ def ops(names, soc, torch_npu_version, fmt, list_all, status):
 @click.option("--soc", type=click.Choice(["A2", "A3", "950DT"]), help="Ascend SoC for op coverage [default: A2].")
 @click.option("--root", type=click.Path(file_okay=False, exists=True), help="Scan root (default: nearest folder with pyproject.toml or .git).")
 @click.option("--no-cache", is_flag=True, help="Ignore and do not update the result cache.")
-def report(paths, output, fmt, fix_record, validation, proposed_diffs, select, ignore, target, soc, root, no_cache):
+@ROUTE_OPTION
+def report(paths, output, fmt, fix_record, validation, proposed_diffs, select, ignore, target, soc, root, no_cache, route):
     """Write a reviewer report for PATHS: one self-contained HTML page, or Markdown for a PR comment."""
     with _Errors():
         from migrator.reporters.report import format_for
@@ -316,7 +327,7 @@ def report(paths, output, fmt, fix_record, validation, proposed_diffs, select, i
 
         settings, resolved = api.resolve_settings(
             list(paths) or ["."], root=root, select=_split_codes(select), ignore=_split_codes(ignore),
-            target=target, soc=soc, use_cache=not no_cache,
+            target=target, soc=soc, use_cache=not no_cache, route=route,
         )
         progress, finish = _progress_bar()
         try:
@@ -346,11 +357,16 @@ def list_rules(fmt, output):
 @main.command("rule")
 @click.argument("code")
 def show_rule(code):
-    """Explain one rule: what it finds, why, what to use instead, the fix, examples."""
+    """Explain one rule (or a framework route: mindspeed, deepspeed, hf): what it finds, why, the fix, sources."""
     with _Errors():
         from migrator import api
         from migrator.rules.docs import rule_markdown
 
+        if code.lower() in ROUTE_CHOICES[2:]:  # a framework route: `migrate rule mindspeed`
+            from migrator.routes.docs import route_markdown
+
+            click.echo(route_markdown(code.lower()), nl=False)
+            return
         click.echo(rule_markdown(api.explain(code), heading="#"), nl=False)
 
 

@@ -42,6 +42,7 @@ class Settings:
     use_cache: bool = True
     config_file: Path | None = None
     baseline: Path | None = None  # `baseline = "file"`: report only findings not listed there
+    route: str = "auto"  # framework route (migrator/routes): auto, none, or a route name
 
     def cache_key(self) -> str:
         """Everything that changes a file's findings, except the file itself."""

@@ -48,7 +48,10 @@ def finding_counts(findings) -> dict[str, dict[str, int]]:
         "by_fix_kind": {
             "exact": sum(1 for f in findings if f.fix and f.fix.kind == "exact"),
             "numerics": sum(1 for f in findings if f.fix and f.fix.kind == "numerics"),
-            "manual": sum(1 for f in findings if f.fix is None and not (f.family == "coverage" and f.severity == "info")),
+            "manual": sum(
+                1 for f in findings
+                if f.fix is None and not (f.family == "coverage" and f.severity == "info") and not (f.route and f.route.absorbs)
+            ),
         },
     }
 
@@ -76,6 +79,32 @@ class CoverageInfo:
 
 
 @dataclass(frozen=True)
+class RouteMark:
+    """What a framework route (`--route`) does for a finding: covered, covered only with a flag, or left."""
+
+    status: str  # "covered" | "gated" | "left"
+    route: str  # e.g. "MindSpeed 2.1.0_core_r0.12.1"
+    target: str  # the route's entry that matched (patch target, op module, config value)
+    note: str
+    source: str  # where the fact was read (file:line in MindSpeed, a DeepSpeed builder, ...)
+    flag: str | None = None  # gated: what the user must set
+    condition: str | None = None  # e.g. "transformers >= 4.51.0 (pinned 4.51.3)"
+
+    @property
+    def absorbs(self) -> bool:
+        """Covered (possibly with a flag): no effort, does not fail the exit code."""
+        return self.status in ("covered", "gated")
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {"status": self.status, "route": self.route, "target": self.target, "note": self.note, "source": self.source}
+        if self.flag:
+            data["flag"] = self.flag
+        if self.condition:
+            data["condition"] = self.condition
+        return data
+
+
+@dataclass(frozen=True)
 class Finding:
     code: str
     name: str
@@ -91,6 +120,7 @@ class Finding:
     fix: FixInfo | None = None
     coverage: CoverageInfo | None = None
     cell: int | None = None  # notebooks: 1-based index of the cell among all cells; `line` is within it
+    route: RouteMark | None = None  # set by --route when a framework route handles this finding
 
     def sort_key(self) -> tuple:
         return (self.path, self.cell or 0, self.line, self.column, self.code)
@@ -119,6 +149,8 @@ class Finding:
             data["coverage"] = self.coverage.to_dict()
         if self.cell is not None:
             data["cell"] = self.cell
+        if self.route is not None:
+            data["route"] = self.route.to_dict()
         return data
 
     @classmethod
@@ -144,6 +176,7 @@ class Finding:
             if cov
             else None,
             cell=data.get("cell"),
+            route=RouteMark(**data["route"]) if data.get("route") else None,
         )
 
 
@@ -255,14 +288,18 @@ class RunResult:
     summary: Summary
     findings: tuple[Finding, ...]
     skipped: tuple[SkippedFile, ...] = field(default=())
+    frameworks: tuple[Any, ...] = ()  # migrator.routes.FrameworkRoute per detected framework (--route)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data = {
             "tool": self.tool.to_dict(),
             "summary": self.summary.to_dict(),
             "findings": [f.to_dict() for f in self.findings],
             "skipped": [s.to_dict() for s in self.skipped],
         }
+        if self.frameworks:
+            data["frameworks"] = [fw.to_dict() for fw in self.frameworks]
+        return data
 
     def worst(self, n: int = 3) -> tuple[Finding, ...]:
         """The n most serious findings: errors first, manual before auto-fixable."""
@@ -272,7 +309,7 @@ class RunResult:
 
         picked: list[Finding] = []
         seen: set[tuple[str, str]] = set()
-        for f in sorted(self.findings, key=rank):
+        for f in sorted((f for f in self.findings if not (f.route and f.route.absorbs)), key=rank):
             if (f.code, f.symbol) not in seen:  # the same problem twice is not the second-worst one
                 seen.add((f.code, f.symbol))
                 picked.append(f)

@@ -55,6 +55,9 @@ CALL_LEVEL_TRANSFORMS = frozenset({
 })
 
 
+FLASH_ATTN_IMPLEMENTATIONS = {"flash_attention_2", "flash_attention_3"}
+
+
 def call_level(rule) -> bool:
     return rule.fix.startswith("transform:") and rule.fix.split(":", 1)[1] in CALL_LEVEL_TRANSFORMS
 DEVICE_KWARGS = {"device", "map_location", "device_type", "device_id", "pin_memory_device"}
@@ -353,6 +356,10 @@ class PythonChecker(ast.NodeVisitor):
     def check_call(self, node: ast.Call, func_names: set[str]) -> None:
         func = node.func
         kwargs = {k.arg: k.value for k in node.keywords if k.arg}
+        # transformers `from_pretrained(..., attn_implementation="flash_attention_2")`, as in a config file
+        attn = kwargs.get("attn_implementation")
+        if isinstance(attn, ast.Constant) and attn.value in FLASH_ATTN_IMPLEMENTATIONS:
+            self.emit_impl("config-flash-attention", attn, attn.value)
         # .cuda() on a tensor or module (the receiver is a value, not an imported module)
         if isinstance(func, ast.Attribute) and func.attr == "cuda" and not func_names:
             self.emit_impl("tensor-cuda-call", func, ".cuda()", ".npu()")

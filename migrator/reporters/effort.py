@@ -4,7 +4,7 @@
 
 Op-coverage findings (family `coverage`) count once per distinct op and rule, not per call site:
 an op's dtype limits or workaround are worked out once. Automatic fixes (exact and numerics) count 0 here: `migrate fix` applies them, and numerics fixes
-are checked by `migrate validate` instead. The figures are a planning aid for sizing a port
+are checked by `migrate validate` instead; findings a framework route covers (`--route`) count 0 too. The figures are a planning aid for sizing a port
 (order of magnitude), not a promise; they are printed in every report next to the total.
 """
 
@@ -30,8 +30,8 @@ SEVERITY_FACTOR = {"error": 2.0, "warning": 1.0, "info": 0.25}
 
 
 def minutes(finding: Finding) -> float:
-    if finding.fix is not None:
-        return 0.0
+    if finding.fix is not None or (finding.route is not None and finding.route.absorbs):
+        return 0.0  # a framework route (--route) covers it: nothing to do but set the route up
     return MINUTES.get(finding.family, 15) * SEVERITY_FACTOR.get(finding.severity, 1.0)
 
 

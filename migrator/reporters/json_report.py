@@ -14,4 +14,8 @@ SCHEMA_VERSION = 1
 
 def render(result: RunResult) -> str:
     data = {"schema_version": SCHEMA_VERSION, **result.to_dict()}
+    if result.frameworks:
+        from migrator.reporters.routes import totals
+
+        data["route_summary"] = totals(result)
     return dumps(data, indent=2) + "\n"

@@ -22,10 +22,12 @@ from migrator.model import FAMILIES, SEVERITY_RANK, Finding
 from migrator.report_data import ReportData
 from migrator.reporters import effort
 from migrator.reporters.highlight import highlight, highlight_block, highlight_spans, language, visible
+from migrator.reporters.routes import headlines as route_headlines
 
 FORMATS = ("html", "md")
 EXTENSIONS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 GITHUB_COMMENT_LIMIT = 65536
+MAX_ROUTE_ROWS = 300  # findings a framework route handles, listed with the patch row that covers each
 MARKDOWN_BUDGET = 64000  # characters, leaving room for a bot's own header
 CONTEXT_LINES = 2
 # Very large files stay readable and the page stays small: a shown line is a window of at most
@@ -345,7 +347,7 @@ def build_context(data: ReportData) -> dict[str, Any]:
     findings = list(result.findings)
     core = [f for f in findings if f.family not in NOT_CUDA_SITES]
     auto = [f for f in core if f.fix is not None]
-    manual = [f for f in findings if f.fix is None]
+    manual = [f for f in findings if f.fix is None and not (f.route and f.route.absorbs)]  # routes: covered
     record = data.fix_record
     applied = len(record.edits) if record else 0
 
@@ -494,6 +496,13 @@ def build_context(data: ReportData) -> dict[str, Any]:
         "validation_source": data.validation_source,
         "unattributed": list(s.unattributed),
         "skipped": list(result.skipped),
+        "route_lines": route_headlines(result),
+        "route_rows": [
+            {"where": f.location(), "code": f.code, "symbol": f.symbol, "status": f.route.status,
+             "flag": f.route.flag or "", "target": f.route.target, "source": f.route.source}
+            for f in findings if f.route is not None
+        ][:MAX_ROUTE_ROWS],
+        "route_rows_total": sum(1 for f in findings if f.route is not None),
     }
 
 

@@ -24,14 +24,19 @@ def folded(f) -> bool:
 
 
 def render(result: RunResult, color: bool = False, show_summary: bool = True, show_all: bool = False) -> str:
+    from migrator.reporters.routes import headlines, mark_text
+
     out: list[str] = []
+    heads = headlines(result)
+    if heads and show_summary:
+        out.extend([_style("Framework route", color, bold=True), *heads, ""])
     for f in result.findings:
         if folded(f) and not show_all:
             continue
         where = _style(f"{one_line(f.location())}:", color, bold=True)  # notebooks: path:cell N:line:col
         code = _style(f.code, color, fg=SEVERITY_STYLE[f.severity], bold=True)
         fix = f" [fix: {f.fix.kind}]" if f.fix else ""
-        out.append(f"{where} {code} {f.severity}: {one_line(f.message)}{fix}")
+        out.append(f"{where} {code} {f.severity}: {one_line(f.message)}{fix}{one_line(mark_text(f))}")
     for s in result.skipped:
         out.append(_style(one_line(f"{s.path}: skipped: {s.reason}"), color, dim=True))
     if show_summary:

@@ -31,12 +31,16 @@ def test_wheel_install_runs_scan(tmp_path: Path):
     work = tmp_path / "work"
     work.mkdir()
     (work / "train.py").write_text("import torch\ntorch.cuda.synchronize()\nx.cuda()\n")
+    (work / "model.yaml").write_text("attn_implementation: flash_attention_2\n")  # the HF route covers it
+    (work / "requirements.txt").write_text("transformers>=4.51\n")
     migrate = venv / "bin" / "migrate"
     proc = subprocess.run([str(migrate), "scan", ".", "--format", "json", "--no-cache"], cwd=work,
                           capture_output=True, text=True, env=env, timeout=120)
     assert proc.returncode == 1, proc.stderr
-    codes = [f["code"] for f in json.loads(proc.stdout)["findings"]]
-    assert codes == ["DEV001", "DEV010"]
+    data = json.loads(proc.stdout)
+    codes = [f["code"] for f in data["findings"]]
+    assert codes == ["ATTN021", "DEV001", "DEV010"]
+    assert data["findings"][0]["route"]["status"] == "covered"  # routes.json shipped in the wheel
 
     probe = subprocess.run(
         [str(py), "-c", "import migrator, migrator.resources as r; print(migrator.__file__); print(r.data_dir('rules'))"],

@@ -1,0 +1,75 @@
+"""The route headline every output leads with: framework, version, route, what it covers, what is left.
+
+    megatron-core 0.12.1 → MindSpeed 2.1.0_core_r0.12.1: covers N of M findings (K only with flags …);
+    residual R findings, about E
+
+Effort figures come from migrator/reporters/effort.py (covered findings count 0 there).
+"""
+
+from __future__ import annotations
+
+from migrator.model import RunResult
+from migrator.reporters import effort
+
+
+def residual(result: RunResult):
+    return [f for f in result.findings if not (f.route and f.route.absorbs)]
+
+
+def totals(result: RunResult) -> dict:
+    """Numbers for JSON `route_summary` and the report (minutes from the effort model)."""
+    rest = residual(result)
+    unrouted = [f.__class__(**{**f.__dict__, "route": None}) for f in result.findings]
+    return {
+        "findings": len(result.findings),
+        "covered": sum(1 for f in result.findings if f.route and f.route.status == "covered"),
+        "gated": sum(1 for f in result.findings if f.route and f.route.status == "gated"),
+        "left": sum(1 for f in result.findings if f.route and f.route.status == "left"),
+        "residual": len(rest),
+        "residual_effort_minutes": effort.total(rest),
+        "effort_without_route_minutes": effort.total(unrouted),
+    }
+
+
+def headlines(result: RunResult) -> list[str]:
+    """Route lines per detected framework, then the residual (empty without --route or detection)."""
+    if not result.frameworks:
+        return []
+    t = totals(result)
+    rest = (
+        f"residual {t['residual']} findings, about {effort.human(t['residual_effort_minutes'])} "
+        f"(without the route: {t['findings']} findings, about {effort.human(t['effort_without_route_minutes'])})"
+    )
+    active = [fw for fw in result.frameworks if fw.route is not None]
+    lines = []
+    for fw in result.frameworks:
+        d = fw.framework
+        name = f"{d.name} {d.version or '(version unknown)'} [{d.version_source}]"
+        if fw.route is None:
+            lines.append(f"{name}: no route — {fw.note}")
+            continue
+        gated = f" ({fw.gated} only with flags {', '.join(fw.flags)})" if fw.gated else ""
+        left = f"; {fw.left} left non-functional by the route" if fw.left else ""
+        tail = f"; {rest}" if len(active) == 1 else ""
+        lines.append(f"{name} → {fw.route.title}: covers {fw.covers} of {t['findings']} findings{gated}{left}{tail}")
+        if fw.note:
+            lines.append(f"  note: {fw.note}")
+        for req in fw.route.requirements:
+            lines.append(f"  you add ({req.kind}): {req.text} — {req.where}")
+    if len(active) != 1:
+        lines.append(rest)
+    return lines
+
+
+def mark_text(f) -> str:
+    """` — covered by ROUTE (target, source)` for one finding line; empty when no route touched it."""
+    m = f.route
+    if m is None:
+        return ""
+    where = f"`{m.target}`, {m.source}"
+    if m.status == "covered":
+        cond = f"; when {m.condition}" if m.condition else ""
+        return f" — covered by {m.route} ({where}{cond})"
+    if m.status == "gated":
+        return f" — covered by {m.route} only with {m.flag} ({where})"
+    return f" — {m.route} leaves it: {m.note} ({where})"

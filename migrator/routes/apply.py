@@ -1,0 +1,229 @@
+"""Apply framework routes to a scan result: mark covered / gated / left findings, count what is left.
+
+`--route auto` applies the route of every detected framework (MindSpeed for megatron-core, DeepSpeed's
+NPU accelerator, transformers/accelerate); `--route NAME` applies that route even when the framework
+was not detected; `--route none` returns the result unchanged. Each finding is taken by the first
+route (in that order) with a matching entry; unmatched findings are residual work as before.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from migrator.model import Finding, RouteMark, RunResult, finding_counts
+from migrator.routes.detect import Framework, detect
+from migrator.routes.table import ROUTE_NAMES, Cover, Route, best_cover, load_routes, routes_for
+
+ROUTE_FRAMEWORK = {"mindspeed": "megatron-core", "deepspeed": "deepspeed", "hf": "transformers"}
+CHOICES = ("auto", "none", *ROUTE_NAMES)
+
+
+@dataclass(frozen=True)
+class FrameworkRoute:
+    """One detected framework and what its route does for this scan (JSON: `frameworks[]`)."""
+
+    framework: Framework
+    route: Route | None
+    note: str  # why no route / version caveats
+    covered: int = 0
+    gated: int = 0
+    left: int = 0
+    flags: tuple[str, ...] = ()
+    version_confirmed: bool = True
+
+    @property
+    def covers(self) -> int:
+        return self.covered + self.gated
+
+    def to_dict(self) -> dict:
+        data = {
+            **self.framework.to_dict(),
+            "route": self.route.name if self.route else None,
+            "route_title": self.route.title if self.route else None,
+            "route_version": self.route.route_version if self.route else None,
+            "note": self.note,
+            "covered": self.covered,
+            "gated": self.gated,
+            "left": self.left,
+            "flags": list(self.flags),
+        }
+        if self.route:
+            data["upstream"] = self.route.upstream
+            data["licence"] = self.route.licence
+            data["requirements"] = [r.to_dict() for r in self.route.requirements]
+        return data
+
+
+def _scan_files(root: Path) -> list[tuple[str, Path, str]]:
+    from migrator.engine.discover import Candidate, discover
+
+    return [(c.rel, c.path, c.kind) for c in discover(root, [root], None) if isinstance(c, Candidate)]
+
+
+def _pick(framework: str, version: str | None) -> tuple[Route | None, bool]:
+    """The route for this framework/version, and whether the version is known to fit it."""
+    fitting = routes_for(framework, version)
+    if fitting:
+        return fitting[0], version is not None
+    return None, True
+
+
+def choose(frameworks: list[Framework], choice: str) -> list[tuple[Framework, Route | None, bool, str]]:
+    notes = {n["framework"]: n["text"] for n in _notes()}
+    picked: list[tuple[Framework, Route | None, bool, str]] = []
+    wanted = {ROUTE_FRAMEWORK[choice]} if choice in ROUTE_FRAMEWORK else None
+    names = {f.name for f in frameworks}
+    if wanted and not wanted & names:  # --route NAME without evidence: apply it anyway, version unknown
+        frameworks = [*frameworks, Framework(ROUTE_FRAMEWORK[choice], None, f"--route {choice}", ())]
+    for fw in frameworks:
+        if wanted and fw.name not in wanted:
+            picked.append((fw, None, True, f"not applied (--route {choice})"))
+            continue
+        if fw.name in notes:
+            picked.append((fw, None, True, notes[fw.name]))
+            continue
+        route, confirmed = _pick(fw.name, fw.version)
+        if route is None:
+            ranges = ", ".join(f"{r.title} ({r.framework} {r.framework_versions})" for r in load_routes() if r.framework == fw.name)
+            picked.append((fw, None, True, f"no route for {fw.name} {fw.version}; routes exist for: {ranges}"))
+        else:
+            note = "" if confirmed else f"{fw.name} version unknown: assuming {route.title} ({route.framework_versions})"
+            picked.append((fw, route, confirmed, note))
+    return picked
+
+
+def _notes() -> list[dict]:
+    import json
+
+    from migrator.resources import data_dir
+
+    return json.loads((data_dir("framework_routes") / "routes.json").read_text(encoding="utf-8")).get("notes", [])
+
+
+def _mark(route: Route, cover: Cover, how: str, fw: Framework, confirmed: bool) -> RouteMark:
+    status, flag, condition = cover.status, cover.flag, cover.condition
+    if condition:
+        condition = f"{condition} ({fw.version_source})" if confirmed else f"{condition} (version not confirmed)"
+        if not confirmed and status == "covered":
+            status, flag = "gated", f"pin {cover.condition}"
+    note = cover.note
+    if how == "module":
+        note = f"the route provides this module (`{cover.target}`: {note}); other members are reported on their own"
+    elif how == "enclosing":
+        note = f"inside `{cover.target}`, which the route replaces ({note})"
+    elif cover.gate and status != "gated" and cover.gate != "always":
+        condition = condition or cover.gate
+    source = f"{route.upstream}: {cover.source}"
+    return RouteMark(status=status, route=route.title, target=cover.target, note=note, source=source,
+                     flag=flag, condition=condition)
+
+
+class Enclosing:
+    """Dotted name of the definition around a line (`megatron.core.fusions.fused_softmax.ScaledSoftmax.forward`),
+    so a finding inside a function or class the route replaces wholesale is covered with it."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.spans: dict[str, list[tuple[int, int, str]]] = {}
+
+    def _spans(self, rel: str) -> list[tuple[int, int, str]]:
+        if rel not in self.spans:
+            out: list[tuple[int, int, str]] = []
+            try:
+                tree = ast.parse((self.root / rel).read_text(encoding="utf-8", errors="replace"))
+            except (OSError, SyntaxError, ValueError):
+                tree = None
+            module = rel[: -len(".py")].replace("/", ".").removesuffix(".__init__")
+
+            def walk(body, prefix):
+                for node in body:
+                    if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                        name = f"{prefix}.{node.name}"
+                        out.append((node.lineno, node.end_lineno or node.lineno, name))
+                        walk(node.body, name)
+
+            if tree is not None:
+                walk(tree.body, module)
+            self.spans[rel] = out
+        return self.spans[rel]
+
+    def names(self, rel: str, line: int) -> list[str]:
+        """Innermost first, each with every dotted suffix (a vendored tree may sit under a sub-folder)."""
+        if not rel.endswith(".py"):
+            return []
+        inside = sorted((s for s in self._spans(rel) if s[0] <= line <= s[1]), key=lambda s: s[0] - s[1])
+        names: list[str] = []
+        for _, _, dotted in inside:
+            parts = dotted.split(".")
+            names.extend(".".join(parts[i:]) for i in range(len(parts) - 1))
+        return names
+
+
+def _replacing(route: Route) -> dict[str, Cover]:
+    """Patch rows that replace (not wrap) their target, by target; the enclosing-definition match uses them."""
+    rows: dict[str, Cover] = {}
+    for c in route.covers:
+        if c.replacement and not c.replacement.endswith(("wrapper", "decorator")) and c.status != "left":
+            rows.setdefault(c.target, c)
+    return rows
+
+
+def _module_suffixes(rel: str) -> list[str]:
+    parts = rel[: -len(".py")].replace("/", ".").removesuffix(".__init__").split(".")
+    return [".".join(parts[i:]) for i in range(len(parts))]
+
+
+def _enclosing_cover(rows: dict[str, Cover], enclosing: Enclosing, f: Finding) -> tuple[Cover, str] | None:
+    """A patch row that replaces the definition the finding sits in (files are parsed only when a row names them)."""
+    if not rows or not f.path.endswith(".py"):
+        return None
+    modules = set(_module_suffixes(f.path))
+    if not any(t.startswith(m + ".") for t in rows for m in modules):
+        return None
+    for name in enclosing.names(f.path, f.line):
+        parts = name.split(".")
+        for i in range(len(parts), 0, -1):  # the definition itself, then the class around a method
+            cover = rows.get(".".join(parts[:i]))
+            if cover is not None:
+                return cover, "enclosing"
+    return None
+
+
+def apply_routes(result: RunResult, root: Path, choice: str = "auto") -> RunResult:
+    if choice == "none":
+        return result
+    frameworks = detect(root, _scan_files(root))
+    picked = choose(frameworks, choice)
+    active = [(fw, route, confirmed) for fw, route, confirmed, _ in picked if route is not None]
+    counts: dict[int, dict[str, int]] = {id(r): {"covered": 0, "gated": 0, "left": 0} for _, r, _ in active}
+    flags: dict[int, list[str]] = {id(r): [] for _, r, _ in active}
+    findings: list[Finding] = []
+    enclosing = Enclosing(root)
+    replacing = {id(route): _replacing(route) if route.patch_table else {} for _, route, _ in active}
+    for f in result.findings:
+        for fw, route, confirmed in active:
+            hit = best_cover(route, f.symbol, f.path, f.code) or _enclosing_cover(replacing[id(route)], enclosing, f)
+            if hit:
+                mark = _mark(route, hit[0], hit[1], fw, confirmed)
+                counts[id(route)][mark.status] += 1
+                if mark.flag and mark.flag not in flags[id(route)]:
+                    flags[id(route)].append(mark.flag)
+                f = replace(f, route=mark)
+                break
+        findings.append(f)
+    routes = tuple(
+        FrameworkRoute(fw, route, note, **(counts[id(route)] if route else {}),
+                       flags=tuple(flags[id(route)]) if route else (), version_confirmed=confirmed)
+        for fw, route, confirmed, note in picked
+    )
+    counts_now = finding_counts(findings)  # covered findings are not manual work
+    summary = replace(result.summary, by_family=counts_now["by_family"], by_severity=counts_now["by_severity"],
+                      by_fix_kind=counts_now["by_fix_kind"])
+    return replace(result, findings=tuple(findings), summary=summary, frameworks=routes)
+
+
+def residual(findings) -> list[Finding]:
+    """Findings no route absorbs (left ones included): the work that remains."""
+    return [f for f in findings if not (f.route and f.route.absorbs)]
