@@ -1,0 +1,183 @@
+"""Estimate one layout's step, enumerate the valid layouts, rank them by step time, say why the best wins."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from . import cost
+from .clusters import Cluster
+from .cost import BYTES, Assumptions, Layout
+from .model import ModelShape
+
+RECOMPUTE = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    layout: Layout
+    step_s: float
+    compute_s: float
+    bubble_s: float
+    comm_s: dict[str, float]            # exposed seconds per collective ("tp all-gather/reduce-scatter", ...)
+    links: dict[str, str]               # group -> "domain" | "scale-out"
+    memory: dict[str, float]            # bytes per device
+    fits: bool
+    achieved_tflops: float              # hardware FLOPs (with recomputation) per device per second
+    mfu: float                          # model FLOPs (no recomputation) / peak
+    microbatches: int
+    notes: tuple[str, ...] = ()
+
+    @property
+    def comm_share(self) -> float:
+        return sum(self.comm_s.values()) / self.step_s if self.step_s else 0.0
+
+    @property
+    def bubble(self) -> float:
+        return self.bubble_s / self.step_s if self.step_s else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        lay = self.layout
+        return {
+            "layout": {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep, "zero": lay.zero,
+                       "recompute": lay.recompute, "micro_batch": lay.micro_batch, "world": lay.world},
+            "label": lay.label(), "step_s": self.step_s, "compute_s": self.compute_s, "bubble_s": self.bubble_s,
+            "bubble": self.bubble, "comm_s": self.comm_s, "comm_share": self.comm_share, "links": self.links,
+            "memory_bytes": self.memory, "fits": self.fits, "achieved_tflops": self.achieved_tflops,
+            "mfu": self.mfu, "microbatches": self.microbatches, "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True)
+class Job:
+    model: ModelShape
+    global_batch: int
+    seq: int
+    dtype: str = "bf16"
+    assumptions: Assumptions = field(default_factory=Assumptions)
+
+
+def estimate(job: Job, cluster: Cluster, layout: Layout, force_links: dict[str, str] | None = None) -> Estimate:
+    m_, a = job.model, job.assumptions
+    lay, s = layout, job.seq
+    peak = cluster.peak_tflops(job.dtype) * 1e12
+    micro = job.global_batch // (lay.dp * lay.micro_batch)
+    links = {g: cost.link_of(span, cluster) for g, span in cost.group_spans(lay).items()}
+    links.update(force_links or {})
+    bw = {g: cost.link_gbps(link, cluster) for g, link in links.items()}
+
+    hw_flops = cost.training_flops(m_, job.global_batch, s, lay.recompute)
+    model_flops = cost.training_flops(m_, job.global_batch, s, "none")
+    gemm_s = hw_flops / lay.world / (peak * a.gemm_efficiency)
+    # memory-bound element-wise work: passes over each layer's activation bytes (forward, 2x backward, recompute)
+    traffic = cost.activation_bytes_per_layer(m_, s, lay.micro_batch, lay.tp, "none", a.attention)
+    passes = 3 + {"none": 0.0, "selective": 0.0, "full": 1.0}[lay.recompute]
+    nongemm_s = a.nongemm_passes * passes * traffic * micro * (m_.layers / lay.pp) / cluster.need("hbm_GBps") / 1e9
+    compute_s = gemm_s + nongemm_s
+
+    layers_here = m_.layers / lay.pp
+    act = lay.micro_batch * s * m_.hidden * BYTES          # one layer's [s, b, h] activation
+    comm: dict[str, float] = {}
+    if lay.tp > 1:  # sequence parallel: 2 all-gathers + 2 reduce-scatters per layer forward (and backward)
+        per_layer = (4 + (4 if lay.recompute == "full" else 0)) * 2
+        comm["tp all-gather/reduce-scatter"] = per_layer * micro * layers_here * \
+            cost.all_gather_s(act, lay.tp, bw["tp"], a)
+    if lay.ep > 1 and m_.moe:  # dispatch + combine, forward and backward (and the recomputed forward)
+        calls = 4 + (2 if lay.recompute == "full" else 0)
+        tokens = lay.micro_batch * s / lay.tp
+        comm["ep all-to-all"] = calls * micro * layers_here * \
+            cost.all_to_all_s(tokens * m_.top_k * m_.hidden * BYTES, lay.ep, bw["ep"], a)
+    if lay.pp > 1:
+        comm["pp send/recv"] = 2 * micro * cost.p2p_s(act / lay.tp, bw["pp"], a)
+    pipe_s = compute_s + sum(comm.values())
+    bubble_s = (lay.pp - 1) / micro * pipe_s
+    if lay.dp > 1:
+        params = m_.params()
+        dense_grad = params["dense"] / (lay.tp * lay.pp) * BYTES
+        expert_grad = params["experts"] / (lay.tp * lay.pp * lay.ep) * BYTES
+        factor = 1.5 if lay.zero >= 3 else 1.0  # ZeRO-3 also all-gathers the weights (fwd + bwd)
+        dp_s = factor * (cost.all_reduce_s(dense_grad, lay.dp, bw["dp"], a)
+                         + cost.all_reduce_s(expert_grad, max(1, lay.dp // lay.ep), bw["dp"], a))
+        comm["dp gradient all-reduce"] = dp_s * (1 - a.dp_overlap)
+    step_s = pipe_s + bubble_s + comm.get("dp gradient all-reduce", 0.0)
+
+    memory = cost.model_state_bytes(m_, lay)
+    memory["activations"] = cost.activation_bytes(m_, lay, s, micro, a.attention)
+    memory["total"] = sum(memory.values())
+    fits = memory["total"] <= cluster.need("hbm_GB") * 1e9 * a.memory_headroom
+    return Estimate(lay, step_s, compute_s, bubble_s, comm, links, memory, fits,
+                    hw_flops / lay.world / step_s / 1e12, model_flops / lay.world / step_s / peak, micro)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def layouts(job: Job, world: int, tp_max: int | None = None) -> list[Layout]:
+    """Every layout that divides: tp | heads and kv-heads (and <= the domain when asked), pp | layers,
+    dp | global batch, ep | experts and dp, micro-batch | batch per replica."""
+    m = job.model
+    out = []
+    for tp in _divisors(world):
+        if m.heads % tp or m.kv_heads % tp or (tp_max and tp > tp_max):
+            continue
+        for pp in _divisors(world // tp):
+            dp = world // (tp * pp)
+            if m.layers % pp or job.global_batch % dp:
+                continue
+            eps = [e for e in _divisors(dp) if m.experts % e == 0] if m.moe else [1]
+            per_replica = job.global_batch // dp
+            for ep in eps:
+                for zero in (1, 3) if dp > 1 else (0,):
+                    for rc in RECOMPUTE:
+                        for mb in (1, 2, 4):
+                            if per_replica % mb == 0:
+                                out.append(Layout(tp, pp, dp, ep, zero, rc, mb))
+    return out
+
+
+def search(job: Job, cluster: Cluster, world: int | None = None, top: int = 5) -> dict[str, Any]:
+    world = world or int(cluster.need("devices"))
+    for key in ("domain_size", "hbm_GB", "hbm_GBps", f"peak_tflops_{job.dtype}"):
+        cluster.need(key)  # fail early, naming the missing figure
+    if world > cluster.need("domain_size"):
+        cluster.need("scale_out_GBps")
+    else:
+        cluster.need("domain_GBps")
+    candidates = [estimate(job, cluster, lay) for lay in layouts(job, world)]
+    fitting = sorted((e for e in candidates if e.fits), key=lambda e: e.step_s)
+    result: dict[str, Any] = {"cluster": cluster.name, "world": world, "considered": len(candidates),
+                              "fitting": len(fitting), "top": fitting[:top], "why": []}
+    if not fitting:
+        smallest = min(candidates, key=lambda e: e.memory["total"], default=None)
+        result["why"].append("no layout fits in memory" + (
+            f": the smallest needs {smallest.memory['total'] / 1e9:.1f} GB per device ({smallest.layout.label()})"
+            if smallest else ": no layout divides the model and batch at this world size"))
+        return result
+    result["why"] = explain(job, cluster, fitting)
+    return result
+
+
+def explain(job: Job, cluster: Cluster, ranked: list[Estimate]) -> list[str]:
+    best = ranked[0]
+    why = [f"fastest of {len(ranked)} fitting layouts: {best.step_s * 1e3:.1f} ms per step, "
+           f"MFU {best.mfu:.0%}"]
+    if len(ranked) > 1:
+        why.append(f"the runner-up ({ranked[1].layout.label()}) is {ranked[1].step_s / best.step_s - 1:.1%} slower")
+    for group, size in (("tp", best.layout.tp), ("ep", best.layout.ep)):
+        if size > 1 and best.links[group] == "domain":
+            try:
+                across = estimate(job, cluster, best.layout, {group: "scale-out"})
+            except ValueError:
+                continue
+            why.append(f"{group.upper()} {size} fits inside the {int(cluster.need('domain_size'))}-device domain; "
+                       f"{group.upper()} {size} across the scale-out network would cost "
+                       f"{across.step_s / best.step_s - 1:.0%} more")
+    lay = best.layout
+    if lay.recompute != "none":
+        alt = replace(lay, recompute="none")
+        e = estimate(job, cluster, alt)
+        if not e.fits:
+            why.append(f"{lay.recompute} recomputation because without it the layout needs "
+                       f"{e.memory['total'] / 1e9:.1f} GB per device")
+    return why
