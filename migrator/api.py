@@ -400,5 +400,34 @@ def validate(original: str | Path, *, progress: Callable[[str], None] | None = N
         raise UsageError(str(exc)) from None
 
 
+# ---- the supernode plan (migrator/plan/)
+
+
+def plan(model: str | Path, clusters: Sequence[str], *, global_batch: int, seq: int, root: str | Path | None = None,
+         entry: str | None = None, **options):
+    """`migrate plan`: rank parallel layouts for MODEL (a tree with validate.py, read on the meta device in a
+    child process, or a HF / Megatron config JSON) on each named cluster profile. Options: `dtype`, `devices`,
+    `top`, `failure_rate`, `checkpoint_seconds`. Returns a frozen `migrator.plan.runner.PlanResult`; bad input
+    (unknown cluster, a required figure without a sourced value, unreadable model) raises UsageError."""
+    from migrator.plan import clusters as cluster_profiles
+    from migrator.plan import runner
+    from migrator.plan.model import ModelError, from_config
+    from migrator.plan.probe import probe_tree
+
+    path = Path(model)
+    try:
+        if path.is_dir():
+            shape = probe_tree(str(path), entry)
+        elif path.is_file():
+            shape = from_config(path)
+        else:
+            raise UsageError(f"{model}: no such model tree or config file")
+        found_root = Path(root) if root else find_root([path if path.is_dir() else Path.cwd()])
+        profiles = cluster_profiles.load(list(clusters), found_root)
+        return runner.plan(shape, profiles, global_batch=global_batch, seq=seq, **options)
+    except (ModelError, cluster_profiles.ClusterError) as exc:
+        raise UsageError(str(exc)) from None
+
+
 __all__ = ["scan", "fix", "explain", "rules", "resolve_settings", "UsageError", "ConfigError", "FixOutcome"]
-__all__ += ["apply_baseline", "baseline_text", "report", "validate"]
+__all__ += ["apply_baseline", "baseline_text", "report", "validate", "plan"]

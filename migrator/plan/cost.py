@@ -54,7 +54,8 @@ class Layout:
         if self.ep > 1:
             parts.append(f"EP {self.ep}")
         return " x ".join(parts[:3]) + (f", {parts[3]}" if len(parts) > 3 else "") + \
-            f", ZeRO-{self.zero}, {self.recompute} recompute, micro-batch {self.micro_batch}"
+            f", ZeRO-{self.zero}, {'no' if self.recompute == 'none' else self.recompute} recompute, " \
+            f"micro-batch {self.micro_batch}"
 
 
 # ---- FLOPs (Narayanan et al. 2021, eq. 3)
@@ -101,7 +102,7 @@ def model_state_bytes(model: ModelShape, layout: Layout) -> dict[str, float]:
     the parameters divided over tp x pp (experts also over ep); ZeRO stage 1 shards the 12 optimizer
     bytes over dp, stage 2 also the gradients, stage 3 also the weights. Experts shard over dp / ep."""
     params = model.params()
-    per_stage = 1 / (layout.tp * layout.pp)
+    per_stage = -(-model.layers // layout.pp) / model.layers / layout.tp  # the largest stage
     dense = params["dense"] * per_stage
     experts = params["experts"] * per_stage / layout.ep
     out = {"weights": 0.0, "gradients": 0.0, "optimizer": 0.0}
@@ -117,7 +118,7 @@ def activation_bytes(model: ModelShape, layout: Layout, seq: int, microbatches: 
     per_layer = activation_bytes_per_layer(model, seq, layout.micro_batch, layout.tp, layout.recompute, attention)
     in_flight = min(layout.pp, microbatches)
     logits = 4 * layout.micro_batch * seq * model.vocab / layout.tp  # fp32 logits of the last stage
-    return model.layers / layout.pp * in_flight * per_layer + logits
+    return -(-model.layers // layout.pp) * in_flight * per_layer + logits
 
 
 # ---- collectives (alpha-beta, ring)
@@ -150,8 +151,12 @@ def group_spans(layout: Layout) -> dict[str, int]:
             "pp": layout.tp * layout.dp * layout.pp}
 
 
-def link_of(span: int, cluster: Cluster) -> str:
-    return "domain" if span <= cluster.need("domain_size") else "scale-out"
+def link_of(span: int, cluster: Cluster, world: int) -> str:
+    """Ranks fill domains in order; a group's members sit in one block of `span` consecutive ranks. The
+    group uses the domain's links when every such block of the job lies inside one domain."""
+    domain = int(cluster.need("domain_size"))
+    inside = all(start // domain == (start + span - 1) // domain for start in range(0, world, span))
+    return "domain" if inside else "scale-out"
 
 
 def link_gbps(link: str, cluster: Cluster) -> float:

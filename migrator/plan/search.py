@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import cost
-from .clusters import Cluster
+from .clusters import Cluster, MissingFigure
 from .cost import BYTES, Assumptions, Layout
 from .model import ModelShape
 
@@ -62,7 +62,7 @@ def estimate(job: Job, cluster: Cluster, layout: Layout, force_links: dict[str, 
     lay, s = layout, job.seq
     peak = cluster.peak_tflops(job.dtype) * 1e12
     micro = job.global_batch // (lay.dp * lay.micro_batch)
-    links = {g: cost.link_of(span, cluster) for g, span in cost.group_spans(lay).items()}
+    links = {g: cost.link_of(span, cluster, lay.world) for g, span in cost.group_spans(lay).items()}
     links.update(force_links or {})
     bw = {g: cost.link_gbps(link, cluster) for g, link in links.items()}
 
@@ -72,10 +72,12 @@ def estimate(job: Job, cluster: Cluster, layout: Layout, force_links: dict[str, 
     # memory-bound element-wise work: passes over each layer's activation bytes (forward, 2x backward, recompute)
     traffic = cost.activation_bytes_per_layer(m_, s, lay.micro_batch, lay.tp, "none", a.attention)
     passes = 3 + {"none": 0.0, "selective": 0.0, "full": 1.0}[lay.recompute]
-    nongemm_s = a.nongemm_passes * passes * traffic * micro * (m_.layers / lay.pp) / cluster.need("hbm_GBps") / 1e9
+    stage_share = -(-m_.layers // lay.pp) * lay.pp / m_.layers  # >1 when the stages are uneven
+    gemm_s *= stage_share
+    nongemm_s = a.nongemm_passes * passes * traffic * micro * -(-m_.layers // lay.pp) / cluster.need("hbm_GBps") / 1e9
     compute_s = gemm_s + nongemm_s
 
-    layers_here = m_.layers / lay.pp
+    layers_here = -(-m_.layers // lay.pp)  # uneven stages: the slowest holds ceil(l / pp) layers
     act = lay.micro_batch * s * m_.hidden * BYTES          # one layer's [s, b, h] activation
     comm: dict[str, float] = {}
     if lay.tp > 1:  # sequence parallel: 2 all-gathers + 2 reduce-scatters per layer forward (and backward)
@@ -114,8 +116,8 @@ def _divisors(n: int) -> list[int]:
 
 
 def layouts(job: Job, world: int, tp_max: int | None = None) -> list[Layout]:
-    """Every layout that divides: tp | heads and kv-heads (and <= the domain when asked), pp | layers,
-    dp | global batch, ep | experts and dp, micro-batch | batch per replica."""
+    """Every layout that divides: tp | heads and kv-heads (and <= the domain when asked), pp <= layers
+    (uneven stages allowed), dp | global batch, ep | experts and dp, micro-batch | batch per replica."""
     m = job.model
     out = []
     for tp in _divisors(world):
@@ -123,7 +125,7 @@ def layouts(job: Job, world: int, tp_max: int | None = None) -> list[Layout]:
             continue
         for pp in _divisors(world // tp):
             dp = world // (tp * pp)
-            if m.layers % pp or job.global_batch % dp:
+            if pp > m.layers or job.global_batch % dp:
                 continue
             eps = [e for e in _divisors(dp) if m.experts % e == 0] if m.moe else [1]
             per_replica = job.global_batch // dp
@@ -138,24 +140,43 @@ def layouts(job: Job, world: int, tp_max: int | None = None) -> list[Layout]:
 
 def search(job: Job, cluster: Cluster, world: int | None = None, top: int = 5) -> dict[str, Any]:
     world = world or int(cluster.need("devices"))
-    for key in ("domain_size", "hbm_GB", "hbm_GBps", f"peak_tflops_{job.dtype}"):
-        cluster.need(key)  # fail early, naming the missing figure
-    if world > cluster.need("domain_size"):
-        cluster.need("scale_out_GBps")
-    else:
-        cluster.need("domain_GBps")
-    candidates = [estimate(job, cluster, lay) for lay in layouts(job, world)]
+    required = ["domain_size", "domain_GBps", "hbm_GB", "hbm_GBps", f"peak_tflops_{job.dtype}"]
+    domain = cluster.figure("domain_size").value
+    if domain is None or world > domain:
+        required.append("scale_out_GBps")
+    missing = [k for k in required if cluster.figure(k).value is None]
+    if missing:  # name every missing figure at once
+        raise MissingFigure(
+            f"cluster {cluster.name!r}: no sourced value for {', '.join(missing)} (" +
+            "; ".join(f"{k}: {cluster.figure(k).source}" for k in missing) + "); required inputs: set them in "
+            f"pyproject.toml under [tool.migrate.clusters.{cluster.name}]")
+    candidates: list[Estimate] = []
+    for size in world_sizes(world, cluster):  # every device first; fewer only when the full world cannot divide
+        candidates = [estimate(job, cluster, lay) for lay in layouts(job, size)]
+        if any(e.fits for e in candidates):
+            world = size
+            break
     fitting = sorted((e for e in candidates if e.fits), key=lambda e: e.step_s)
     result: dict[str, Any] = {"cluster": cluster.name, "world": world, "considered": len(candidates),
                               "fitting": len(fitting), "top": fitting[:top], "why": []}
+    if fitting and world < int(cluster.need("devices")):
+        result["why"].append(f"uses {world} of {int(cluster.need('devices'))} devices: no layout of the full "
+                             "world size divides the model and the batch and fits")
     if not fitting:
         smallest = min(candidates, key=lambda e: e.memory["total"], default=None)
         result["why"].append("no layout fits in memory" + (
             f": the smallest needs {smallest.memory['total'] / 1e9:.1f} GB per device ({smallest.layout.label()})"
             if smallest else ": no layout divides the model and batch at this world size"))
         return result
-    result["why"] = explain(job, cluster, fitting)
+    result["why"] = explain(job, cluster, fitting) + result["why"]
     return result
+
+
+def world_sizes(devices: int, cluster: Cluster) -> list[int]:
+    """The full world, then smaller ones in whole machines (or, inside one machine, every size)."""
+    node = int(cluster.figure("devices_per_node").value or 1)
+    step = node if devices > node else 1
+    return list(range(devices, 0, -step)) if devices % step == 0 else [devices, *range(devices - devices % step, 0, -step)]
 
 
 def explain(job: Job, cluster: Cluster, ranked: list[Estimate]) -> list[str]:

@@ -1,0 +1,48 @@
+"""Plain-text rendering of a finished PlanResult (no computation here)."""
+
+from __future__ import annotations
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:.1f} GB"
+
+
+def text(result) -> str:
+    m = result.model
+    p = m.params()
+    lines = [f"model {m.name}: {p['total'] / 1e9:.3g}B parameters ({m.layers} layers, hidden {m.hidden}, "
+             f"{m.heads} heads / {m.kv_heads} kv" + (f", {m.experts} experts top-{m.top_k}" if m.moe else "")
+             + f"; from {m.source})",
+             f"global batch {result.global_batch} x seq {result.seq}, {result.dtype}", ""]
+    for cp in result.clusters:
+        c = cp.cluster
+        lines.append(f"== {c.name}: {c.title}" + ("" if cp.error else
+                                                     f" ({cp.world} devices; {cp.considered} layouts considered)"))
+        if cp.error:
+            lines += [f"   not planned: {cp.error}", ""]
+            continue
+        if not cp.top:
+            lines += [f"   {w}" for w in cp.why] + [""]
+            continue
+        for i, e in enumerate(cp.top, 1):
+            mem = e.memory
+            comm = ", ".join(f"{k} {v / e.step_s:.1%} ({e.links[k.split()[0]]})" for k, v in e.comm_s.items()) or "none"
+            lines += [f"{i}. {e.layout.label()}",
+                      f"   step {e.step_s * 1e3:.1f} ms, MFU {e.mfu:.1%}, {e.achieved_tflops:.0f} TFLOP/s per device",
+                      f"   memory per device {_gb(mem['total'])} (weights {_gb(mem['weights'])}, gradients "
+                      f"{_gb(mem['gradients'])}, optimizer {_gb(mem['optimizer'])}, activations "
+                      f"{_gb(mem['activations'])})",
+                      f"   communication {e.comm_share:.1%}: {comm}; pipeline bubble {e.bubble:.1%}"]
+        lines.append("   why: " + "; ".join(cp.why))
+        f = cp.fault
+        if f:
+            lines.append(f"   faults: {f.failure_rate:.2g} failures per device-hour -> job MTBF {f.mtbf_h:.1f} h; "
+                         f"one failure stops {f.blast_devices} device(s) ({f.blast_reason})")
+            lines.append("   checkpoint: " + (f"write {f.checkpoint_write_s:.0f} s -> every {f.interval_h:.2f} h "
+                                              "(Young/Daly sqrt(2 C MTBF))" if f.interval_h else f.missing))
+        lines.append(f"   S0: {cp.s0['command']}  ({cp.s0['note']})")
+        missing = [k for k, fig in c.figures if fig.flag == "announced"]
+        if missing:
+            lines.append(f"   announced (not verified) figures used: {', '.join(missing)}")
+        lines.append("")
+    return "\n".join(lines)
