@@ -82,18 +82,23 @@ def narayanan_flops(batch: int, seq: int, layers: int, hidden: int, vocab: int, 
 # ---- memory (bytes per device)
 
 def activation_bytes_per_layer(model: ModelShape, seq: int, micro_batch: int, tp: int, recompute: str,
-                               attention: str = "flash") -> float:
+                               attention: str = "flash", value_bytes: int = BYTES) -> float:
     """Korthikanti et al. 2022: s b h (34 + 5 a s / h) without parallelism; / t with TP + sequence parallel;
     selective recomputation (or flash attention, which never stores the s x s scores) s b h 34 / t; full
-    recomputation 2 s b h (the layer input only). The 34 is 11 (attention) + 19 (MLP of width 4h) + 4
-    (norms); other MLP widths scale the MLP's 17 non-input bytes by width / 4h (x1.5 for a gated MLP)."""
+    recomputation 2 s b h (the layer input only).
+
+    The 34 counts 2-byte values and 1-byte dropout masks: attention 10 + mask 1, MLP (width 4h) 18 + mask 1,
+    two norm inputs 4; the 5 a s / h is 4 (softmax output, dropout output) + 1 (mask). Other MLP widths scale
+    the MLP's 16 width-sized bytes by width / 4h (x1.5 for a gated MLP, one more width-sized tensor);
+    `value_bytes` = 4 gives the fp32 figure (masks stay 1 byte)."""
     s, b, h, a = seq, micro_batch, model.hidden, model.heads
+    scale = value_bytes / 2
     if recompute == "full":
-        return 2 * s * b * h
+        return 2 * s * b * h * scale
     width = model.mlp_width_active()
-    mlp = 2 + 17 * (width / (4 * h)) * (1.5 if model.gated_mlp else 1.0)
-    per_token = 11 + mlp + 4
-    scores = 5 * a * s / h if (recompute == "none" and attention == "eager") else 0.0
+    mlp_values = 2 + 16 * (width / (4 * h)) * (1.5 if model.gated_mlp else 1.0)
+    per_token = (10 + mlp_values + 4) * scale + 2          # + the two h-wide dropout masks
+    scores = (4 * scale + 1) * a * s / h if (recompute == "none" and attention == "eager") else 0.0
     return s * b * h * (per_token + scores) / tp
 
 
@@ -113,12 +118,22 @@ def model_state_bytes(model: ModelShape, layout: Layout) -> dict[str, float]:
     return out
 
 
-def activation_bytes(model: ModelShape, layout: Layout, seq: int, microbatches: int, attention: str) -> float:
-    """1F1B: the first stage holds min(pp, m) microbatches of its l / pp layers."""
-    per_layer = activation_bytes_per_layer(model, seq, layout.micro_batch, layout.tp, layout.recompute, attention)
+def activation_bytes(model: ModelShape, layout: Layout, seq: int, microbatches: int, attention: str,
+                     value_bytes: int = BYTES) -> float:
+    """1F1B: the first stage holds min(pp, m) microbatches of its l / pp layers (+ the fp32 logits)."""
+    per_layer = activation_bytes_per_layer(model, seq, layout.micro_batch, layout.tp, layout.recompute, attention,
+                                           value_bytes)
     in_flight = min(layout.pp, microbatches)
-    logits = 4 * layout.micro_batch * seq * model.vocab / layout.tp  # fp32 logits of the last stage
+    logits = 4 * layout.micro_batch * seq * model.vocab / layout.tp
     return -(-model.layers // layout.pp) * in_flight * per_layer + logits
+
+
+def working_bytes(model: ModelShape, layout: Layout, seq: int, attention: str, value_bytes: int = BYTES) -> float:
+    """Backward working set: while a layer's backward runs, the gradients of its saved activations exist
+    next to the stored ones, about one more layer's activations (with full recomputation, the recomputed
+    layer's activations without recomputation, Korthikanti et al. 2022 section 5)."""
+    mode = "none" if layout.recompute == "full" else layout.recompute
+    return activation_bytes_per_layer(model, seq, layout.micro_batch, layout.tp, mode, attention, value_bytes)
 
 
 # ---- collectives (alpha-beta, ring)

@@ -31,7 +31,7 @@ def text(result) -> str:
                       f"   step {e.step_s * 1e3:.1f} ms, MFU {e.mfu:.1%}, {e.achieved_tflops:.0f} TFLOP/s per device",
                       f"   memory per device {_gb(mem['total'])} (weights {_gb(mem['weights'])}, gradients "
                       f"{_gb(mem['gradients'])}, optimizer {_gb(mem['optimizer'])}, activations "
-                      f"{_gb(mem['activations'])})",
+                      f"{_gb(mem['activations'])}, backward working set {_gb(mem['backward working set'])})",
                       f"   communication {e.comm_share:.1%}: {comm}; pipeline bubble {e.bubble:.1%}"]
         lines.append("   why: " + "; ".join(cp.why))
         f = cp.fault

@@ -105,6 +105,7 @@ def estimate(job: Job, cluster: Cluster, layout: Layout, force_links: dict[str, 
 
     memory = cost.model_state_bytes(m_, lay)
     memory["activations"] = cost.activation_bytes(m_, lay, s, micro, a.attention)
+    memory["backward working set"] = cost.working_bytes(m_, lay, s, a.attention)
     memory["total"] = sum(memory.values())
     fits = memory["total"] <= cluster.need("hbm_GB") * 1e9 * a.memory_headroom
     return Estimate(lay, step_s, compute_s, bubble_s, comm, links, memory, fits,
