@@ -416,14 +416,11 @@ def plan(model: str | Path, clusters: Sequence[str], *, global_batch: int, seq: 
 
     path = Path(model)
     try:
-        if path.is_dir():
-            shape = probe_tree(str(path), entry)
-        elif path.is_file():
-            shape = from_config(path)
-        else:
+        if not path.exists():
             raise UsageError(f"{model}: no such model tree or config file")
         found_root = Path(root) if root else find_root([path if path.is_dir() else Path.cwd()])
-        profiles = cluster_profiles.load(list(clusters), found_root)
+        profiles = cluster_profiles.load(list(clusters), found_root)  # before the (slow) probe
+        shape = probe_tree(str(path), entry) if path.is_dir() else from_config(path)
         return runner.plan(shape, profiles, global_batch=global_batch, seq=seq, **options)
     except (ModelError, cluster_profiles.ClusterError) as exc:
         raise UsageError(str(exc)) from None

@@ -49,7 +49,8 @@ def _script(stage: str, layout: Layout, label: str, body: str) -> str:
                          recompute=layout.recompute, mb=layout.micro_batch) + body
 
 
-def write_launch(out: str | Path, stages: dict[str, Layout], per_node: int, script: str = "train.py") -> list[Path]:
+def write_launch(out: str | Path, stages: dict[str, Layout], per_node: int, script: str = "train.py",
+                 notes: dict[str, str] | None = None) -> list[Path]:
     """`stages`: {"1card": layout, "1machine": layout, "supernode": layout}. Writes each as run_<stage>.sh
     (an existing file is replaced only after the new one is written in full)."""
     out = Path(out)
@@ -66,7 +67,11 @@ def write_launch(out: str | Path, stages: dict[str, Layout], per_node: int, scri
             body = MULTI.format(nnodes=nnodes, nnodes_1=nnodes - 1, per_node=per_node, script=script)
         path = out / f"run_{stage}.sh"
         tmp = path.with_suffix(".sh.tmp")
-        tmp.write_text(_script(stage, layout, layout.label(), body), encoding="utf-8")
+        note = (notes or {}).get(stage)
+        text = _script(stage, layout, layout.label(), body)
+        if note:
+            text = text.replace("set -euo pipefail\n", f"# NOTE: {note}\nset -euo pipefail\n", 1)
+        tmp.write_text(text, encoding="utf-8")
         tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
         os.replace(tmp, path)
         written.append(path)

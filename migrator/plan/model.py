@@ -26,6 +26,7 @@ class ModelShape:
     expert_ffn: int = 0
     shared_experts: int = 0
     gated_mlp: bool = False  # SwiGLU-style: three matrices instead of two
+    tied_embeddings: bool = True  # output head shares the input embedding (as in Narayanan et al.)
     source: str = ""
 
     @property
@@ -55,7 +56,8 @@ class ModelShape:
 
     def params(self) -> dict[str, int]:
         """Parameter counts (weights only; biases and norms are < 0.1 % and left out, as in Narayanan et al.)."""
-        dense = self.layers * (self.attention_params() + self.dense_mlp_params()) + self.vocab * self.hidden
+        embeddings = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+        dense = self.layers * (self.attention_params() + self.dense_mlp_params()) + embeddings
         experts = self.layers * self.expert_params()
         return {"dense": dense, "experts": experts, "total": dense + experts}
 
@@ -113,7 +115,8 @@ def from_dict(doc: dict[str, Any], name: str, source: str) -> ModelShape:
         kv_heads=found["kv_heads"] or found["heads"], ffn=ffn, vocab=found["vocab"], experts=experts,
         top_k=(found["top_k"] or (2 if experts else 0)) if experts else 0,
         expert_ffn=(found["expert_ffn"] or ffn) if experts else 0,
-        shared_experts=found["shared_experts"] or 0, gated_mlp=gated, source=source)
+        shared_experts=found["shared_experts"] or 0, gated_mlp=gated, source=source,
+        tied_embeddings=not (doc.get("tie_word_embeddings") is False or doc.get("untie_embeddings_and_output_weights")))
 
 
 def from_config(path: str | Path) -> ModelShape:

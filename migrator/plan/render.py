@@ -41,8 +41,8 @@ def text(result) -> str:
             lines.append("   checkpoint: " + (f"write {f.checkpoint_write_s:.0f} s -> every {f.interval_h:.2f} h "
                                               "(Young/Daly sqrt(2 C MTBF))" if f.interval_h else f.missing))
         lines.append(f"   S0: {cp.s0['command']}  ({cp.s0['note']})")
-        missing = [k for k, fig in c.figures if fig.flag == "announced"]
-        if missing:
-            lines.append(f"   announced (not verified) figures used: {', '.join(missing)}")
+        announced = [k for k, fig in c.figures if fig.flag == "announced" and fig.value is not None]
+        if announced:
+            lines.append(f"   announced, not verified, in this profile: {', '.join(announced)}")
         lines.append("")
     return "\n".join(lines)

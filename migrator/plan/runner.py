@@ -26,13 +26,15 @@ class ClusterPlan:
     stages: dict[str, Layout] = field(default_factory=dict)
     s0: dict[str, Any] = field(default_factory=dict)
     error: str = ""  # a required figure is missing: this cluster was not planned, the others were
+    stage_notes: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster.to_json(), "world": self.world, "considered": self.considered,
                 "error": self.error or None,
                 "top": [e.to_json() for e in self.top], "why": list(self.why),
                 "fault": self.fault.to_json() if self.fault else None,
-                "stages": {k: v.label() for k, v in self.stages.items()}, "s0": self.s0}
+                "stages": {k: {"layout": v.label(), "note": self.stage_notes.get(k, "")} for k, v in self.stages.items()},
+                "s0": self.s0}
 
 
 @dataclass(frozen=True)
@@ -85,21 +87,32 @@ def plan_cluster(job: Job, cluster: Cluster, devices: int | None, top: int, fail
     found = search(job, cluster, top=top)
     ranked: list[Estimate] = found["top"]
     stages: dict[str, Layout] = {"1card": Layout(zero=0)}
+    notes: dict[str, str] = {}
     fault = None
     s0: dict[str, Any] = {}
     if ranked:
         best = ranked[0]
+        one = estimate(job, cluster, Layout(zero=0, recompute="full"))
+        if not one.fits:
+            notes["1card"] = (f"the full model needs {one.memory['total'] / 1e9:.0f} GB on one card: run a reduced "
+                              "configuration (fewer layers) at this stage")
         per_node = int(cluster.figure("devices_per_node").value or cluster.need("domain_size"))
         if per_node < found["world"]:
             machine = search(job, cluster, world=per_node, top=1)["top"]
             if machine:
                 stages["1machine"] = machine[0].layout
+            else:
+                tp = max(t for t in range(1, per_node + 1) if per_node % t == 0 and best.layout.tp % t == 0)
+                stages["1machine"] = Layout(tp=tp, dp=per_node // tp, zero=best.layout.zero,
+                                            recompute=best.layout.recompute)
+                notes["1machine"] = (f"no layout of the full model fits on {per_node} devices: this is the "
+                                     f"supernode plan's TP {tp} on one machine, for a reduced configuration")
         stages["supernode" if found["world"] > per_node else "1machine"] = best.layout
         state = sum(v for k, v in best.memory.items() if k in ("weights", "gradients", "optimizer"))
         fault = plan_faults(best.layout, cluster, state, failure_rate, checkpoint_seconds)
         s0 = s0_check(best.layout, job.model)
     return ClusterPlan(cluster, found["world"], found["considered"], tuple(ranked), tuple(found["why"]), fault,
-                       stages, s0)
+                       stages, s0, stage_notes=notes)
 
 
 def plan(model: ModelShape, clusters: list[Cluster], *, global_batch: int, seq: int, dtype: str = "bf16",
@@ -128,5 +141,5 @@ def write_launch(result: PlanResult, out: str | Path, script: str = "train.py") 
             continue
         per_node = int(cp.cluster.figure("devices_per_node").value or cp.cluster.need("domain_size"))
         folder = Path(out) / cp.cluster.name if len(result.clusters) > 1 else Path(out)
-        written += write(folder, cp.stages, per_node, script)
+        written += write(folder, cp.stages, per_node, script, cp.stage_notes)
     return written
