@@ -30,6 +30,8 @@ class Assumptions:
     dp_overlap: float = 0.0           # share of the data-parallel gradient traffic hidden behind backward
     memory_headroom: float = 0.9      # share of HBM the plan may fill (allocator, workspace, fragmentation)
     attention: str = "flash"          # "flash": no s x s scores kept or re-read; "eager": Korthikanti's 5as/h term
+    cp_min_tokens: int = 4096         # context parallelism only down to this many tokens per device: the GEMM
+                                      # efficiency above is a constant and would flatter ever-smaller GEMMs
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -38,6 +40,7 @@ class Assumptions:
 @dataclass(frozen=True)
 class Layout:
     tp: int = 1
+    cp: int = 1          # context parallel: the sequence split over cp ranks (ring / all-gather attention)
     pp: int = 1
     dp: int = 1
     ep: int = 1          # expert parallel, inside dp (Megatron/DeepSpeed-MoE style)
@@ -47,13 +50,11 @@ class Layout:
 
     @property
     def world(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.cp * self.pp * self.dp
 
     def label(self) -> str:
-        parts = [f"TP {self.tp}", f"PP {self.pp}", f"DP {self.dp}"]
-        if self.ep > 1:
-            parts.append(f"EP {self.ep}")
-        return " x ".join(parts[:3]) + (f", {parts[3]}" if len(parts) > 3 else "") + \
+        parts = [f"TP {self.tp}"] + ([f"CP {self.cp}"] if self.cp > 1 else []) + [f"PP {self.pp}", f"DP {self.dp}"]
+        return " x ".join(parts) + (f", EP {self.ep}" if self.ep > 1 else "") + \
             f", ZeRO-{self.zero}, {'no' if self.recompute == 'none' else self.recompute} recompute, " \
             f"micro-batch {self.micro_batch}"
 
@@ -105,13 +106,15 @@ def activation_bytes_per_layer(model: ModelShape, seq: int, micro_batch: int, tp
 def model_state_bytes(model: ModelShape, layout: Layout) -> dict[str, float]:
     """Mixed-precision Adam: 2 (weights) + 2 (gradients) + 12 (fp32 master, m, v) bytes per parameter,
     the parameters divided over tp x pp (experts also over ep); ZeRO stage 1 shards the 12 optimizer
-    bytes over dp, stage 2 also the gradients, stage 3 also the weights. Experts shard over dp / ep."""
+    bytes over dp (x cp: context-parallel ranks hold the same weights), stage 2 also the gradients,
+    stage 3 also the weights. Experts shard over dp x cp / ep."""
     params = model.params()
     per_stage = -(-model.layers // layout.pp) / model.layers / layout.tp  # the largest stage
     dense = params["dense"] * per_stage
     experts = params["experts"] * per_stage / layout.ep
     out = {"weights": 0.0, "gradients": 0.0, "optimizer": 0.0}
-    for count, group in ((dense, layout.dp), (experts, max(1, layout.dp // layout.ep))):
+    replicas = layout.dp * layout.cp
+    for count, group in ((dense, replicas), (experts, max(1, replicas // layout.ep))):
         out["weights"] += 2 * count / (group if layout.zero >= 3 else 1)
         out["gradients"] += 2 * count / (group if layout.zero >= 2 else 1)
         out["optimizer"] += 12 * count / (group if layout.zero >= 1 else 1)
@@ -120,11 +123,13 @@ def model_state_bytes(model: ModelShape, layout: Layout) -> dict[str, float]:
 
 def activation_bytes(model: ModelShape, layout: Layout, seq: int, microbatches: int, attention: str,
                      value_bytes: int = BYTES) -> float:
-    """1F1B: the first stage holds min(pp, m) microbatches of its l / pp layers (+ the fp32 logits)."""
-    per_layer = activation_bytes_per_layer(model, seq, layout.micro_batch, layout.tp, layout.recompute, attention,
+    """1F1B: the first stage holds min(pp, m) microbatches of its l / pp layers (+ the fp32 logits).
+    Context parallelism holds s / cp tokens per device (flash attention only: no s x s scores)."""
+    local = seq / layout.cp
+    per_layer = activation_bytes_per_layer(model, local, layout.micro_batch, layout.tp, layout.recompute, attention,
                                            value_bytes)
     in_flight = min(layout.pp, microbatches)
-    logits = 4 * layout.micro_batch * seq * model.vocab / layout.tp
+    logits = 4 * layout.micro_batch * local * model.vocab / layout.tp
     return -(-model.layers // layout.pp) * in_flight * per_layer + logits
 
 
@@ -133,7 +138,8 @@ def working_bytes(model: ModelShape, layout: Layout, seq: int, attention: str, v
     next to the stored ones, about one more layer's activations (with full recomputation, the recomputed
     layer's activations without recomputation, Korthikanti et al. 2022 section 5)."""
     mode = "none" if layout.recompute == "full" else layout.recompute
-    return activation_bytes_per_layer(model, seq, layout.micro_batch, layout.tp, mode, attention, value_bytes)
+    return activation_bytes_per_layer(model, seq / layout.cp, layout.micro_batch, layout.tp, mode, attention,
+                                      value_bytes)
 
 
 # ---- collectives (alpha-beta, ring)
@@ -161,9 +167,10 @@ def p2p_s(nbytes: float, gbps: float, a: Assumptions) -> float:
 
 
 def group_spans(layout: Layout) -> dict[str, int]:
-    """Rank order tp (innermost), ep, the rest of dp, pp (outermost): the device span of each group."""
-    return {"tp": layout.tp, "ep": layout.tp * layout.ep, "dp": layout.tp * layout.dp,
-            "pp": layout.tp * layout.dp * layout.pp}
+    """Rank order tp (innermost), cp, ep, the rest of dp, pp (outermost): the device span of each group
+    (the gradient all-reduce group is dp x cp)."""
+    inner = layout.tp * layout.cp
+    return {"tp": layout.tp, "cp": inner, "ep": inner * layout.ep, "dp": inner * layout.dp, "pp": layout.world}
 
 
 def link_of(span: int, cluster: Cluster, world: int) -> str:

@@ -44,13 +44,14 @@ def young_daly_hours(checkpoint_write_s: float, mtbf_h: float) -> float:
 
 def blast_radius(layout: Layout, cluster: Cluster) -> tuple[int, str]:
     domain = int(cluster.need("domain_size"))
-    span = layout.tp * layout.ep
+    span = layout.tp * layout.cp * layout.ep
     world = layout.world
     if span > 1 and span <= domain:
-        return min(domain, world), (f"the failed device's TP x EP group ({span} devices) lies inside one "
-                                    f"{domain}-device high-bandwidth domain, which stops as a unit")
+        return min(domain, world), (f"the failed device's model-parallel group (TP x CP x EP, {span} devices) "
+                                    f"lies inside one {domain}-device high-bandwidth domain, which stops as a unit")
     if span > domain:
-        return span, f"the TP x EP group ({span} devices) spans domains: every domain it touches stops"
+        return span, (f"the model-parallel group (TP x CP x EP, {span} devices) spans domains: every domain "
+                      "it touches stops")
     node = cluster.figure("devices_per_node").value
     return int(node or 1), "data/pipeline parallel only: the failed device's machine is replaced"
 

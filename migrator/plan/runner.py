@@ -65,17 +65,20 @@ class PlanResult:
 
 
 def s0_check(layout: Layout, model: ModelShape) -> dict[str, Any]:
-    """What `migrate validate` S0 can check of this layout on the fake process group. S0 builds dp x tp and
-    puts EP on all of dp, so it runs at the real world size when pp == 1 and EP is absent or equals dp;
-    otherwise at a TP x EP slice, which the note says."""
-    if layout.pp == 1 and (not model.moe or layout.ep == layout.dp):
-        world, note = layout.world, "at the real world size"
-    else:
+    """What `migrate validate` S0 can check of this layout on the fake process group. S0 builds dp x tp,
+    puts EP on all of its DP ranks and has no pipeline or context parallelism: it runs at the real world
+    size when pp = cp = 1 and EP is absent or equals DP; otherwise on the slice it can represent, which
+    the note names."""
+    missing = [f"PP {layout.pp}" for _ in [0] if layout.pp > 1] + [f"CP {layout.cp}" for _ in [0] if layout.cp > 1]
+    if model.moe and layout.ep != layout.dp:
         ep = layout.ep if layout.ep > 1 else max(e for e in range(1, layout.dp + 1)
                                                  if model.experts % e == 0 and layout.dp % e == 0)
         world = layout.tp * ep
-        note = (f"the TP {layout.tp} x EP {ep} slice ({world} ranks) of the {layout.world}-rank layout: "
-                "S0 has no pipeline stages and splits the experts over all of its DP ranks")
+        missing.append(f"DP {layout.dp} beyond EP {ep}")
+    else:
+        world = layout.tp * layout.dp
+    note = ("at the real world size" if not missing else
+            f"a {world}-rank slice of the {layout.world}-rank layout (S0 does not model {', '.join(missing)})")
     return {"plan_world_size": world, "plan_tp": layout.tp, "note": note,
             "command": f"migrate validate TREE --stages S0 --plan-world-size {world} --plan-tp {layout.tp}"}
 

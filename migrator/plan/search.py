@@ -39,7 +39,7 @@ class Estimate:
     def to_json(self) -> dict[str, Any]:
         lay = self.layout
         return {
-            "layout": {"tp": lay.tp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep, "zero": lay.zero,
+            "layout": {"tp": lay.tp, "cp": lay.cp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep, "zero": lay.zero,
                        "recompute": lay.recompute, "micro_batch": lay.micro_batch, "world": lay.world},
             "label": lay.label(), "step_s": self.step_s, "compute_s": self.compute_s, "bubble_s": self.bubble_s,
             "bubble": self.bubble, "comm_s": self.comm_s, "comm_share": self.comm_share, "links": self.links,
@@ -70,7 +70,8 @@ def estimate(job: Job, cluster: Cluster, layout: Layout, force_links: dict[str, 
     model_flops = cost.training_flops(m_, job.global_batch, s, "none")
     gemm_s = hw_flops / lay.world / (peak * a.gemm_efficiency)
     # memory-bound element-wise work: passes over each layer's activation bytes (forward, 2x backward, recompute)
-    traffic = cost.activation_bytes_per_layer(m_, s, lay.micro_batch, lay.tp, "none", a.attention)
+    local = s / lay.cp  # tokens per device of each sequence
+    traffic = cost.activation_bytes_per_layer(m_, local, lay.micro_batch, lay.tp, "none", a.attention)
     passes = 3 + {"none": 0.0, "selective": 0.0, "full": 1.0}[lay.recompute]
     stage_share = -(-m_.layers // lay.pp) * lay.pp / m_.layers  # >1 when the stages are uneven
     gemm_s *= stage_share
@@ -78,7 +79,7 @@ def estimate(job: Job, cluster: Cluster, layout: Layout, force_links: dict[str, 
     compute_s = gemm_s + nongemm_s
 
     layers_here = -(-m_.layers // lay.pp)  # uneven stages: the slowest holds ceil(l / pp) layers
-    act = lay.micro_batch * s * m_.hidden * BYTES          # one layer's [s, b, h] activation
+    act = lay.micro_batch * local * m_.hidden * BYTES      # one layer's [s, b, h] activation
     comm: dict[str, float] = {}
     if lay.tp > 1:  # sequence parallel: 2 all-gathers + 2 reduce-scatters per layer forward (and backward)
         per_layer = (4 + (4 if lay.recompute == "full" else 0)) * 2
@@ -86,20 +87,25 @@ def estimate(job: Job, cluster: Cluster, layout: Layout, force_links: dict[str, 
             cost.all_gather_s(act, lay.tp, bw["tp"], a)
     if lay.ep > 1 and m_.moe:  # dispatch + combine, forward and backward (and the recomputed forward)
         calls = 4 + (2 if lay.recompute == "full" else 0)
-        tokens = lay.micro_batch * s / lay.tp
+        tokens = lay.micro_batch * local / lay.tp
         comm["ep all-to-all"] = calls * micro * layers_here * \
             cost.all_to_all_s(tokens * m_.top_k * m_.hidden * BYTES, lay.ep, bw["ep"], a)
+    if lay.cp > 1:  # all-gather K and V forward; backward all-gathers again and reduce-scatters dK, dV
+        kv = lay.micro_batch * s * 2 * m_.kv_heads * m_.head_dim * BYTES / lay.tp
+        calls = 3 + (1 if lay.recompute == "full" else 0)
+        comm["cp all-gather K/V"] = calls * micro * layers_here * cost.all_gather_s(kv, lay.cp, bw["cp"], a)
     if lay.pp > 1:
         comm["pp send/recv"] = 2 * micro * cost.p2p_s(act / lay.tp, bw["pp"], a)
     pipe_s = compute_s + sum(comm.values())
     bubble_s = (lay.pp - 1) / micro * pipe_s
-    if lay.dp > 1:
+    if lay.dp * lay.cp > 1:
         params = m_.params()
         dense_grad = params["dense"] / (lay.tp * lay.pp) * BYTES
         expert_grad = params["experts"] / (lay.tp * lay.pp * lay.ep) * BYTES
         factor = 1.5 if lay.zero >= 3 else 1.0  # ZeRO-3 also all-gathers the weights (fwd + bwd)
-        dp_s = factor * (cost.all_reduce_s(dense_grad, lay.dp, bw["dp"], a)
-                         + cost.all_reduce_s(expert_grad, max(1, lay.dp // lay.ep), bw["dp"], a))
+        replicas = lay.dp * lay.cp
+        dp_s = factor * (cost.all_reduce_s(dense_grad, replicas, bw["dp"], a)
+                         + cost.all_reduce_s(expert_grad, max(1, replicas // lay.ep), bw["dp"], a))
         comm["dp gradient all-reduce"] = dp_s * (1 - a.dp_overlap)
     step_s = pipe_s + bubble_s + comm.get("dp gradient all-reduce", 0.0)
 
@@ -117,25 +123,32 @@ def _divisors(n: int) -> list[int]:
 
 
 def layouts(job: Job, world: int, tp_max: int | None = None) -> list[Layout]:
-    """Every layout that divides: tp | heads and kv-heads (and <= the domain when asked), pp <= layers
-    (uneven stages allowed), dp | global batch, ep | experts and dp, micro-batch | batch per replica."""
+    """Every layout that divides: tp | heads and kv-heads (and <= the domain when asked), 2 cp | seq
+    (load-balanced causal chunks, cp <= 16, at least `cp_min_tokens` per device, flash attention only),
+    pp <= layers (uneven stages allowed),
+    dp | global batch, ep | experts and dp, micro-batch | batch per replica."""
     m = job.model
     out = []
+    a = job.assumptions
+    cps = [c for c in _divisors(world) if c == 1 or (c <= 16 and job.seq % (2 * c) == 0
+                                                     and job.seq // c >= a.cp_min_tokens)] \
+        if a.attention == "flash" else [1]
     for tp in _divisors(world):
         if m.heads % tp or m.kv_heads % tp or (tp_max and tp > tp_max):
             continue
-        for pp in _divisors(world // tp):
-            dp = world // (tp * pp)
-            if pp > m.layers or job.global_batch % dp:
-                continue
-            eps = [e for e in _divisors(dp) if m.experts % e == 0] if m.moe else [1]
-            per_replica = job.global_batch // dp
-            for ep in eps:
-                for zero in (1, 3) if dp > 1 else (0,):
-                    for rc in RECOMPUTE:
-                        for mb in (1, 2, 4):
-                            if per_replica % mb == 0:
-                                out.append(Layout(tp, pp, dp, ep, zero, rc, mb))
+        for cp in (c for c in cps if (world // tp) % c == 0):
+            for pp in _divisors(world // (tp * cp)):
+                dp = world // (tp * cp * pp)
+                if pp > m.layers or job.global_batch % dp:
+                    continue
+                eps = [e for e in _divisors(dp) if m.experts % e == 0] if m.moe else [1]
+                per_replica = job.global_batch // dp
+                for ep in eps:
+                    for zero in (1, 3) if dp * cp > 1 else (0,):
+                        for rc in RECOMPUTE:
+                            for mb in (1, 2, 4):
+                                if per_replica % mb == 0:
+                                    out.append(Layout(tp, cp, pp, dp, ep, zero, rc, mb))
     return out
 
 
@@ -186,7 +199,7 @@ def explain(job: Job, cluster: Cluster, ranked: list[Estimate]) -> list[str]:
            f"MFU {best.mfu:.0%}"]
     if len(ranked) > 1:
         why.append(f"the runner-up ({ranked[1].layout.label()}) is {ranked[1].step_s / best.step_s - 1:.1%} slower")
-    for group, size in (("tp", best.layout.tp), ("ep", best.layout.ep)):
+    for group, size in (("tp", best.layout.tp), ("cp", best.layout.cp), ("ep", best.layout.ep)):
         if size > 1 and best.links[group] == "domain":
             try:
                 across = estimate(job, cluster, best.layout, {group: "scale-out"})

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import pytest
 
+from migrator.plan import cost
 from migrator.plan.clusters import MissingFigure, load
 from migrator.plan.cost import Layout
 from migrator.plan.model import ModelShape
@@ -37,6 +38,23 @@ def test_moe_on_two_supernodes_keeps_tp_and_ep_inside_the_domain():
     assert any("across the scale-out network would cost" in w for w in result["why"])
     assert all(e.fits for e in result["top"])
     assert [e.step_s for e in result["top"]] == sorted(e.step_s for e in result["top"])
+
+
+def test_long_sequences_bring_context_parallelism_inside_the_domain():
+    llama_8b = ModelShape("llama-8b", 32, 4096, 32, 8, 14336, 128256, gated_mlp=True, tied_embeddings=False)
+    supernode = load(["supernode-384"])[0].with_devices(64)
+    best = search(Job(llama_8b, 64, 131072), supernode)["top"][0]
+    assert best.layout.cp > 1 and 131072 % (2 * best.layout.cp) == 0 and best.links["cp"] == "domain"
+    dgx = load(["h100-dgx"])[0].with_devices(64)
+    assert search(Job(llama_8b, 64, 131072), dgx)["top"][0].layout.cp > 1
+    assert search(Job(llama_8b, 64, 4096), dgx)["top"][0].layout.cp == 1
+
+
+def test_context_parallel_activations_hold_s_over_cp_tokens():
+    model = GPT_39B
+    whole = cost.activation_bytes(model, Layout(tp=8), 32768, 1, "flash")
+    split = cost.activation_bytes(model, Layout(tp=8, cp=4), 32768, 1, "flash")
+    assert split == pytest.approx(whole / 4)
 
 
 def test_dense_model_on_eight_dgx_keeps_tp_inside_nvlink():
