@@ -404,11 +404,13 @@ def validate(original: str | Path, *, progress: Callable[[str], None] | None = N
 
 
 def plan(model: str | Path, clusters: Sequence[str], *, global_batch: int, seq: int, root: str | Path | None = None,
-         entry: str | None = None, **options):
+         entry: str | None = None, check_s0: bool = False, progress: Callable[[str], None] | None = None,
+         **options):
     """`migrate plan`: rank parallel layouts for MODEL (a tree with validate.py, read on the meta device in a
     child process, or a HF / Megatron config JSON) on each named cluster profile. Options: `dtype`, `devices`,
-    `top`, `failure_rate`, `checkpoint_seconds`. Returns a frozen `migrator.plan.runner.PlanResult`; bad input
-    (unknown cluster, a required figure without a sourced value, unreadable model) raises UsageError."""
+    `top`, `failure_rate`, `checkpoint_seconds`. `check_s0` (trees only) runs `validate` S0 on the fake
+    process group for each cluster's best layout and records its status in the plan. Returns a frozen
+    `migrator.plan.runner.PlanResult`; bad input (unknown cluster, unreadable model) raises UsageError."""
     from migrator.plan import clusters as cluster_profiles
     from migrator.plan import runner
     from migrator.plan.model import ModelError, from_config
@@ -421,9 +423,23 @@ def plan(model: str | Path, clusters: Sequence[str], *, global_batch: int, seq: 
         found_root = Path(root) if root else find_root([path if path.is_dir() else Path.cwd()])
         profiles = cluster_profiles.load(list(clusters), found_root)  # before the (slow) probe
         shape = probe_tree(str(path), entry) if path.is_dir() else from_config(path)
-        return runner.plan(shape, profiles, global_batch=global_batch, seq=seq, **options)
+        result = runner.plan(shape, profiles, global_batch=global_batch, seq=seq, **options)
     except (ModelError, cluster_profiles.ClusterError) as exc:
         raise UsageError(str(exc)) from None
+    if not check_s0:
+        return result
+    if not path.is_dir():
+        raise UsageError("--check-s0 needs MODEL to be a tree with the validate.py protocol, not a config file")
+    checked = []
+    for cp in result.clusters:
+        if cp.top:
+            s0 = cp.s0
+            run = validate(str(path), progress=progress, stages=("S0",), entry=entry,
+                           plan_world_size=s0["plan_world_size"], plan_tp=s0["plan_tp"])
+            stage = next(st for st in run.stages if st.id == "S0")
+            cp = replace(cp, s0={**s0, "status": stage.status, "summary": stage.summary})
+        checked.append(cp)
+    return replace(result, clusters=tuple(checked))
 
 
 __all__ = ["scan", "fix", "explain", "rules", "resolve_settings", "UsageError", "ConfigError", "FixOutcome"]

@@ -434,12 +434,13 @@ def validate(original, script_args, migrated, stages, force, entry, script, curv
 @click.option("--failure-rate", type=click.FloatRange(min=0, min_open=True), help="Failures per device-hour [default: 1.97e-5, Llama 3 report].")
 @click.option("--checkpoint-seconds", type=click.FloatRange(min=0, min_open=True), help="Checkpoint write time, for the Young/Daly interval.")
 @click.option("--entry", help="Protocol object as module[:object] [default: validate.py at the tree root].")
+@click.option("--check-s0", is_flag=True, help="Run `migrate validate` S0 (fake process group) on each cluster's best layout.")
 @click.option("--write-launch", type=click.Path(file_okay=False), help="Write per-stage torchrun + HCCL launch scripts (1 card, 1 machine, supernode) here.")
 @click.option("--script", default="train.py", show_default=True, help="--write-launch: the training script the launchers run.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="What to print.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the plan JSON to FILE.")
 def plan_command(model, model_config, clusters, global_batch, seq, dtype, devices, top, failure_rate,
-                 checkpoint_seconds, entry, write_launch, script, fmt, output):
+                 checkpoint_seconds, entry, check_s0, write_launch, script, fmt, output):
     """Propose parallel layouts (TP / PP / DP / EP, ZeRO, recomputation) for MODEL on each cluster.
 
     MODEL is a tree with validate.py (read on the meta device in a child process) or use --model CONFIG.json.
@@ -456,6 +457,7 @@ def plan_command(model, model_config, clusters, global_batch, seq, dtype, device
         if failure_rate:
             options["failure_rate"] = failure_rate
         result = api.plan(model or model_config, clusters, global_batch=global_batch, seq=seq, entry=entry,
+                          check_s0=check_s0, progress=lambda text: click.echo(f"[plan] {text}", err=True),
                           **options)
         doc = result.to_json()
         if output:

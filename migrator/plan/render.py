@@ -28,7 +28,7 @@ def text(result) -> str:
             mem = e.memory
             comm = ", ".join(f"{k} {v / e.step_s:.1%} ({e.links[k.split()[0]]})" for k, v in e.comm_s.items()) or "none"
             lines += [f"{i}. {e.layout.label()}",
-                      f"   step {e.step_s * 1e3:.1f} ms, MFU {e.mfu:.1%}, {e.achieved_tflops:.0f} TFLOP/s per device",
+                      f"   step {e.step_s * 1e3:.4g} ms, MFU {e.mfu:.1%}, {e.achieved_tflops:.0f} TFLOP/s per device",
                       f"   memory per device {_gb(mem['total'])} (weights {_gb(mem['weights'])}, gradients "
                       f"{_gb(mem['gradients'])}, optimizer {_gb(mem['optimizer'])}, activations "
                       f"{_gb(mem['activations'])}, backward working set {_gb(mem['backward working set'])})",
@@ -41,6 +41,8 @@ def text(result) -> str:
             lines.append("   checkpoint: " + (f"write {f.checkpoint_write_s:.0f} s -> every {f.interval_h:.2f} h "
                                               "(Young/Daly sqrt(2 C MTBF))" if f.interval_h else f.missing))
         lines.append(f"   S0: {cp.s0['command']}  ({cp.s0['note']})")
+        if "status" in cp.s0:
+            lines.append(f"   S0 result: {cp.s0['status']}: {cp.s0['summary']}")
         announced = [k for k, fig in c.figures if fig.flag == "announced" and fig.value is not None]
         if announced:
             lines.append(f"   announced, not verified, in this profile: {', '.join(announced)}")

@@ -48,10 +48,12 @@ class PlanResult:
 
     @property
     def exit_code(self) -> int:
-        """0 every cluster planned, 1 one has no fitting layout, 2 one lacks a required figure."""
+        """0 every cluster planned, 1 one has no fitting layout (or its S0 check failed), 2 one lacks a
+        required figure."""
         if any(c.error for c in self.clusters):
             return 2
-        return 1 if any(not c.top for c in self.clusters) else 0
+        failed = any(c.s0.get("status") in ("fail", "error") for c in self.clusters)
+        return 1 if failed or any(not c.top for c in self.clusters) else 0
 
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": SCHEMA_VERSION, "model": self.model.to_json(), "global_batch": self.global_batch,

@@ -195,7 +195,7 @@ def world_sizes(devices: int, cluster: Cluster) -> list[int]:
 
 def explain(job: Job, cluster: Cluster, ranked: list[Estimate]) -> list[str]:
     best = ranked[0]
-    why = [f"fastest of {len(ranked)} fitting layouts: {best.step_s * 1e3:.1f} ms per step, "
+    why = [f"fastest of {len(ranked)} fitting layouts: {best.step_s * 1e3:.4g} ms per step, "
            f"MFU {best.mfu:.0%}"]
     if len(ranked) > 1:
         why.append(f"the runner-up ({ranked[1].layout.label()}) is {ranked[1].step_s / best.step_s - 1:.1%} slower")
