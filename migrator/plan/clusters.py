@@ -140,7 +140,7 @@ def user_profiles(root: Path | None) -> dict[str, Cluster]:
     shipped = builtin()
     out = {}
     for name, raw in section.items():
-        base_name = raw.get("base", name) if isinstance(raw, dict) else name
+        base_name = str(raw.get("base", name)) if isinstance(raw, dict) else name
         if isinstance(raw, dict) and "base" in raw and base_name not in shipped:
             raise ClusterError(f"{path}: cluster {name!r}: unknown base {base_name!r} (known: {', '.join(shipped)})")
         out[name] = _profile(name, raw, str(path), shipped.get(base_name))

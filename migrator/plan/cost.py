@@ -82,7 +82,7 @@ def narayanan_flops(batch: int, seq: int, layers: int, hidden: int, vocab: int, 
 
 # ---- memory (bytes per device)
 
-def activation_bytes_per_layer(model: ModelShape, seq: int, micro_batch: int, tp: int, recompute: str,
+def activation_bytes_per_layer(model: ModelShape, seq: float, micro_batch: int, tp: int, recompute: str,
                                attention: str = "flash", value_bytes: int = BYTES) -> float:
     """Korthikanti et al. 2022: s b h (34 + 5 a s / h) without parallelism; / t with TP + sequence parallel;
     selective recomputation (or flash attention, which never stores the s x s scores) s b h 34 / t; full

@@ -101,21 +101,22 @@ def _pick(doc: dict[str, Any], field: str) -> int | None:
 
 
 def from_dict(doc: dict[str, Any], name: str, source: str) -> ModelShape:
-    found = {f: _pick(doc, f) for f in _KEYS}
-    missing = [f for f in ("layers", "hidden", "heads", "vocab") if not found[f]]
+    found = {f: _pick(doc, f) or 0 for f in _KEYS}
+    required = ["layers", "hidden", "heads", "vocab"] + (["top_k"] if found["experts"] else [])
+    missing = [f for f in required if not found[f]]
     if missing:
         raise ModelError(f"{source}: missing {', '.join(missing)} (looked for "
                          + "; ".join(f"{f}: {'/'.join(_KEYS[f])}" for f in missing) + ")")
     act = str(doc.get("hidden_act") or doc.get("activation") or "").lower()
     gated = bool(doc.get("swiglu")) or any(g in act for g in _GATED)
-    experts = found["experts"] or 0
-    ffn = found["ffn"] or (0 if experts else 4 * found["hidden"])
+    experts = found["experts"]
+    ffn = found["ffn"] or (0 if experts else 4 * found["hidden"])  # GPT's 4h when unstated (Narayanan et al.)
     return ModelShape(
         name=name, layers=found["layers"], hidden=found["hidden"], heads=found["heads"],
         kv_heads=found["kv_heads"] or found["heads"], ffn=ffn, vocab=found["vocab"], experts=experts,
-        top_k=(found["top_k"] or (2 if experts else 0)) if experts else 0,
+        top_k=found["top_k"] if experts else 0,
         expert_ffn=(found["expert_ffn"] or ffn) if experts else 0,
-        shared_experts=found["shared_experts"] or 0, gated_mlp=gated, source=source,
+        shared_experts=found["shared_experts"], gated_mlp=gated, source=source,
         tied_embeddings=not (doc.get("tie_word_embeddings") is False or doc.get("untie_embeddings_and_output_weights")))
 
 

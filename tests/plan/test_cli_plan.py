@@ -37,6 +37,19 @@ def test_json_plan_to_a_file(config, tmp_path):
     assert json.loads(result.output) == doc
 
 
+def test_json_plan_matches_its_schema(config):
+    import jsonschema
+
+    from migrator.resources import schema_path
+
+    result = CliRunner().invoke(main, ["plan", "--model", str(config), "--cluster", "supernode-384",
+                                       "--cluster", "a2-8x", "--format", "json"])
+    assert result.exit_code == 2  # a2-8x lacks figures: still a valid document, with its error
+    doc = json.loads(result.output)
+    jsonschema.validate(doc, json.loads(schema_path("plan.schema.json").read_text()))
+    assert doc["clusters"][1]["error"] and not doc["clusters"][1]["top"]
+
+
 def test_text_plan_names_memory_comm_bubble_mfu_and_faults(config):
     result = CliRunner().invoke(main, ["plan", "--model", str(config), "--cluster", "supernode-384",
                                        "--cluster", "h100-dgx", "--devices", "768"])

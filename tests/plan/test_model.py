@@ -35,6 +35,14 @@ def test_megatron_style_moe_config(tmp_path):
     assert (shape.kv_heads, shape.experts, shape.top_k, shape.expert_ffn, shape.gated_mlp) == (4, 64, 8, 1024, True)
 
 
+def test_a_moe_config_must_say_how_many_experts_a_token_uses(tmp_path):
+    path = tmp_path / "moe.json"
+    path.write_text(json.dumps({"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10,
+                                "num_experts": 8}))
+    with pytest.raises(ModelError, match="missing top_k"):
+        from_config(path)
+
+
 def test_a_config_without_required_keys_names_the_file_and_the_keys(tmp_path):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({"hidden_size": 8}))
