@@ -465,8 +465,9 @@ def plan_command(model, model_config, clusters, global_batch, seq, dtype, device
         if write_launch:
             from migrator.plan.runner import write_launch as write
 
-            for path in write(result, write_launch, script):
-                click.echo(f"[plan] wrote {path}", err=True)
+            written, skipped = write(result, write_launch, script)
+            for line in [f"wrote {path}" for path in written] + skipped:
+                click.echo(f"[plan] {line}", err=True)
         click.echo(json.dumps(doc, indent=1) if fmt == "json" else result.text())
         sys.exit(result.exit_code)
 

@@ -71,7 +71,11 @@ def s0_check(layout: Layout, model: ModelShape) -> dict[str, Any]:
     puts EP on all of its DP ranks and has no pipeline or context parallelism: it runs at the real world
     size when pp = cp = 1 and EP is absent or equals DP; otherwise on the slice it can represent, which
     the note names."""
-    missing = [f"PP {layout.pp}" for _ in [0] if layout.pp > 1] + [f"CP {layout.cp}" for _ in [0] if layout.cp > 1]
+    missing = []
+    if layout.pp > 1:
+        missing.append(f"PP {layout.pp}")
+    if layout.cp > 1:
+        missing.append(f"CP {layout.cp}")
     if model.moe and layout.ep != layout.dp:
         ep = layout.ep if layout.ep > 1 else max(e for e in range(1, layout.dp + 1)
                                                  if model.experts % e == 0 and layout.dp % e == 0)
@@ -101,8 +105,10 @@ def plan_cluster(job: Job, cluster: Cluster, devices: int | None, top: int, fail
         if not one.fits:
             notes["1card"] = (f"the full model needs {one.memory['total'] / 1e9:.0f} GB on one card: run a reduced "
                               "configuration (fewer layers) at this stage")
-        per_node = int(cluster.figure("devices_per_node").value or cluster.need("domain_size"))
-        if per_node < found["world"]:
+        per_node = _per_node(cluster) or found["world"]
+        if _per_node(cluster) is None:
+            notes["1machine"] = f"{cluster.name}: devices_per_node is not known, so there is no one-machine stage"
+        elif per_node < found["world"]:
             machine = search(job, cluster, world=per_node, top=1)["top"]
             if machine:
                 stages["1machine"] = machine[0].layout
@@ -133,18 +139,25 @@ def plan(model: ModelShape, clusters: list[Cluster], *, global_batch: int, seq: 
     return PlanResult(model, global_batch, seq, dtype, job.assumptions, tuple(plans))
 
 
-def one_card(job: Job, cluster: Cluster) -> Estimate:
-    return estimate(job, cluster, Layout(zero=0))
+def _per_node(cluster: Cluster) -> int | None:
+    value = cluster.figure("devices_per_node").value
+    return int(value) if value else None
 
 
-def write_launch(result: PlanResult, out: str | Path, script: str = "train.py") -> list[Path]:
+def write_launch(result: PlanResult, out: str | Path, script: str = "train.py") -> tuple[list[Path], list[str]]:
+    """Launch scripts per cluster (a folder per cluster when there are several). Returns the files written
+    and, for clusters without scripts, why."""
     from .launch import write_launch as write
 
     written: list[Path] = []
+    skipped: list[str] = []
     for cp in result.clusters:
-        if not cp.top:
+        per_node = _per_node(cp.cluster)
+        if not cp.top or per_node is None:
+            skipped.append(f"{cp.cluster.name}: no launch scripts (" +
+                           ("no plan" if not cp.top else "devices_per_node is not known: set it in "
+                            f"[tool.migrate.clusters.{cp.cluster.name}]") + ")")
             continue
-        per_node = int(cp.cluster.figure("devices_per_node").value or cp.cluster.need("domain_size"))
         folder = Path(out) / cp.cluster.name if len(result.clusters) > 1 else Path(out)
         written += write(folder, cp.stages, per_node, script, cp.stage_notes)
-    return written
+    return written, skipped
