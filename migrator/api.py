@@ -343,6 +343,7 @@ def report(
     diffs_applied: bool = False,
     proposed_diffs: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    plan: str | Path | None = None,
     **overrides,
 ):
     """Everything `migrate report` shows, as a `migrator.report_data.ReportData` (render it with
@@ -365,7 +366,7 @@ def report(
     try:
         data = gather(
             result, target=settings.target, soc=settings.soc, fix_record=fix_record,
-            validation=validation, diffs=diffs, diffs_applied=diffs_applied,
+            validation=validation, diffs=diffs, diffs_applied=diffs_applied, plan=plan,
         )
     except ReportDataError as exc:
         raise UsageError(str(exc)) from None

@@ -269,6 +269,7 @@ def ops(names, soc, torch_npu_version, fmt, list_all, status):
 @click.option("--format", "fmt", type=click.Choice(["html", "md"]), help="html (self-contained page) or md (GitHub PR comment) [default: from the -o extension].")
 @click.option("--fix-record", type=click.Path(dir_okay=False), help="Edits applied by `migrate fix` [default: .migrate/fix-record.json in the scan root, when present].")
 @click.option("--validation", type=click.Path(dir_okay=False), help="Validation result JSON (migrator/schema/validation.schema.json).")
+@click.option("--plan", "plan_file", type=click.Path(dir_okay=False), help="Parallel plan JSON from `migrate plan -o` (migrator/schema/plan.schema.json).")
 @click.option("--diffs", "proposed_diffs", is_flag=True, help="Show, per file, the diff `migrate fix` would apply.")
 @click.option("--select", multiple=True, help="Only these codes, prefixes or families (comma-separated).")
 @click.option("--ignore", multiple=True, help="Skip these codes, prefixes or families.")
@@ -276,7 +277,8 @@ def ops(names, soc, torch_npu_version, fmt, list_all, status):
 @click.option("--soc", type=click.Choice(["A2", "A3", "950DT"]), help="Ascend SoC for op coverage [default: A2].")
 @click.option("--root", type=click.Path(file_okay=False, exists=True), help="Scan root (default: nearest folder with pyproject.toml or .git).")
 @click.option("--no-cache", is_flag=True, help="Ignore and do not update the result cache.")
-def report(paths, output, fmt, fix_record, validation, proposed_diffs, select, ignore, target, soc, root, no_cache):
+def report(paths, output, fmt, fix_record, validation, plan_file, proposed_diffs, select, ignore, target, soc, root,
+           no_cache):
     """Write a reviewer report for PATHS: one self-contained HTML page, or Markdown for a PR comment."""
     with _Errors():
         from migrator.reporters.report import format_for
@@ -295,7 +297,7 @@ def report(paths, output, fmt, fix_record, validation, proposed_diffs, select, i
         progress, finish = _progress_bar()
         try:
             data = api.report(resolved, settings=settings, fix_record=fix_record, validation=validation,
-                              proposed_diffs=proposed_diffs, progress=progress)
+                              proposed_diffs=proposed_diffs, progress=progress, plan=plan_file)
         finally:
             finish()
         write_output(render_report(data, fmt), output)

@@ -48,3 +48,33 @@ def text(result) -> str:
             lines.append(f"   announced, not verified, in this profile: {', '.join(announced)}")
         lines.append("")
     return "\n".join(lines)
+
+
+def markdown(result) -> str:
+    """The plan as Markdown (embedded in the plan JSON; `migrate report --plan` shows it)."""
+    m = result.model
+    out = [f"Model **{m.name}**: {m.params()['total'] / 1e9:.3g}B parameters, global batch {result.global_batch} "
+           f"x seq {result.seq}, {result.dtype}.", ""]
+    for cp in result.clusters:
+        out += [f"#### {cp.cluster.name}: {cp.cluster.title}", ""]
+        if cp.error:
+            out += [f"Not planned: {cp.error}", ""]
+            continue
+        if not cp.top:
+            out += ["; ".join(cp.why), ""]
+            continue
+        out += ["| # | layout | step | MFU | memory / device | communication | bubble |", "|---|---|---|---|---|---|---|"]
+        for i, e in enumerate(cp.top, 1):
+            comm = ", ".join(f"{k} {v / e.step_s:.1%} ({e.links[k.split()[0]]})" for k, v in e.comm_s.items())
+            out.append(f"| {i} | {e.layout.label()} | {e.step_s * 1e3:.4g} ms | {e.mfu:.1%} | "
+                       f"{_gb(e.memory['total'])} | {e.comm_share:.1%}: {comm or 'none'} | {e.bubble:.1%} |")
+        out += ["", "Why: " + "; ".join(cp.why) + "."]
+        if cp.fault:
+            f = cp.fault
+            out.append(f"Faults: job MTBF {f.mtbf_h:.1f} h at {f.failure_rate:.2g} failures per device-hour; one "
+                       f"failure stops {f.blast_devices} device(s); checkpoint "
+                       + (f"every {f.interval_h:.2f} h." if f.interval_h else f"interval unknown ({f.missing})."))
+        out.append(f"S0: `{cp.s0['command']}` ({cp.s0['note']})"
+                   + (f": **{cp.s0['status']}**" if "status" in cp.s0 else "") + ".")
+        out.append("")
+    return "\n".join(out)

@@ -58,7 +58,12 @@ class PlanResult:
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": SCHEMA_VERSION, "model": self.model.to_json(), "global_batch": self.global_batch,
                 "seq": self.seq, "dtype": self.dtype, "assumptions": self.assumptions.to_json(),
-                "clusters": [c.to_json() for c in self.clusters]}
+                "clusters": [c.to_json() for c in self.clusters], "markdown": self.markdown()}
+
+    def markdown(self) -> str:
+        from .render import markdown
+
+        return markdown(self)
 
     def text(self) -> str:
         from .render import text
