@@ -2,7 +2,9 @@
 
 Default failure rate: Meta's Llama 3 report (Dubey et al. 2024, "The Llama 3 Herd of Models", §3.3.4):
 419 unexpected interruptions in a 54-day snapshot on 16,384 H100 GPUs, i.e. 419 / (16384 x 54 x 24)
-= 1.97e-5 failures per device-hour. Users pass their own (`--failure-rate`).
+= 1.97e-5 failures per device-hour (figures also reported at
+https://direct.datacenterdynamics.com/en/news/meta-report-details-hundreds-of-gpu-and-hbm3-related-interruptions-to-llama-3-training-run).
+Users pass their own (`--failure-rate`).
 """
 
 from __future__ import annotations
