@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .search import duration
+
 
 def _gb(x: float) -> str:
     return f"{x / 1e9:.1f} GB"
@@ -28,7 +30,7 @@ def text(result) -> str:
             mem = e.memory
             comm = ", ".join(f"{k} {v / e.step_s:.1%} ({e.links[k.split()[0]]})" for k, v in e.comm_s.items()) or "none"
             lines += [f"{i}. {e.layout.label()}",
-                      f"   step {e.step_s * 1e3:.4g} ms, MFU {e.mfu:.1%}, {e.achieved_tflops:.0f} TFLOP/s per device",
+                      f"   step {duration(e.step_s)}, MFU {e.mfu:.1%}, {e.achieved_tflops:.0f} TFLOP/s per device",
                       f"   memory per device {_gb(mem['total'])} (weights {_gb(mem['weights'])}, gradients "
                       f"{_gb(mem['gradients'])}, optimizer {_gb(mem['optimizer'])}, activations "
                       f"{_gb(mem['activations'])}, backward working set {_gb(mem['backward working set'])})",
@@ -66,7 +68,7 @@ def markdown(result) -> str:
         out += ["| # | layout | step | MFU | memory / device | communication | bubble |", "|---|---|---|---|---|---|---|"]
         for i, e in enumerate(cp.top, 1):
             comm = ", ".join(f"{k} {v / e.step_s:.1%} ({e.links[k.split()[0]]})" for k, v in e.comm_s.items())
-            out.append(f"| {i} | {e.layout.label()} | {e.step_s * 1e3:.4g} ms | {e.mfu:.1%} | "
+            out.append(f"| {i} | {e.layout.label()} | {duration(e.step_s)} | {e.mfu:.1%} | "
                        f"{_gb(e.memory['total'])} | {e.comm_share:.1%}: {comm or 'none'} | {e.bubble:.1%} |")
         out += ["", "Why: " + "; ".join(cp.why) + "."]
         if cp.fault:

@@ -193,9 +193,13 @@ def world_sizes(devices: int, cluster: Cluster) -> list[int]:
     return list(range(devices, 0, -step)) if devices % step == 0 else [devices, *range(devices - devices % step, 0, -step)]
 
 
+def duration(seconds: float) -> str:
+    return f"{seconds:.3g} s" if seconds >= 1 else f"{seconds * 1e3:.3g} ms"
+
+
 def explain(job: Job, cluster: Cluster, ranked: list[Estimate]) -> list[str]:
     best = ranked[0]
-    why = [f"fastest of {len(ranked)} fitting layouts: {best.step_s * 1e3:.4g} ms per step, "
+    why = [f"fastest of {len(ranked)} fitting layouts: {duration(best.step_s)} per step, "
            f"MFU {best.mfu:.0%}"]
     if len(ranked) > 1:
         why.append(f"the runner-up ({ranked[1].layout.label()}) is {ranked[1].step_s / best.step_s - 1:.1%} slower")
