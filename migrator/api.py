@@ -371,6 +371,7 @@ def report(
     diffs_applied: bool = False,
     proposed_diffs: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    plan: str | Path | None = None,
     **overrides,
 ):
     """Everything `migrate report` shows, as a `migrator.report_data.ReportData` (render it with
@@ -393,7 +394,7 @@ def report(
     try:
         data = gather(
             result, target=settings.target, soc=settings.soc, fix_record=fix_record,
-            validation=validation, diffs=diffs, diffs_applied=diffs_applied,
+            validation=validation, diffs=diffs, diffs_applied=diffs_applied, plan=plan,
         )
     except ReportDataError as exc:
         raise UsageError(str(exc)) from None
@@ -439,5 +440,47 @@ def _require_validate_extra() -> None:
                          "pip install 'ascend-migrate[validate]' (with the torch build for your machine)")
 
 
+# ---- the supernode plan (migrator/plan/)
+
+
+def plan(model: str | Path, clusters: Sequence[str], *, global_batch: int, seq: int, root: str | Path | None = None,
+         entry: str | None = None, check_s0: bool = False, progress: Callable[[str], None] | None = None,
+         **options):
+    """`migrate plan`: rank parallel layouts for MODEL (a tree with validate.py, read on the meta device in a
+    child process, or a HF / Megatron config JSON) on each named cluster profile. Options: `dtype`, `devices`,
+    `top`, `failure_rate`, `checkpoint_seconds`. `check_s0` (trees only) runs `validate` S0 on the fake
+    process group for each cluster's best layout and records its status in the plan. Returns a frozen
+    `migrator.plan.runner.PlanResult`; bad input (unknown cluster, unreadable model) raises UsageError."""
+    from migrator.plan import clusters as cluster_profiles
+    from migrator.plan import runner
+    from migrator.plan.model import ModelError, from_config
+    from migrator.plan.probe import probe_tree
+
+    path = Path(model)
+    try:
+        if not path.exists():
+            raise UsageError(f"{model}: no such model tree or config file")
+        found_root = Path(root) if root else find_root([path if path.is_dir() else Path.cwd()])
+        profiles = cluster_profiles.load(list(clusters), found_root)  # before the (slow) probe
+        shape = probe_tree(str(path), entry) if path.is_dir() else from_config(path)
+        result = runner.plan(shape, profiles, global_batch=global_batch, seq=seq, **options)
+    except (ModelError, cluster_profiles.ClusterError) as exc:
+        raise UsageError(str(exc)) from None
+    if not check_s0:
+        return result
+    if not path.is_dir():
+        raise UsageError("--check-s0 needs MODEL to be a tree with the validate.py protocol, not a config file")
+    checked = []
+    for cp in result.clusters:
+        if cp.top:
+            s0 = cp.s0
+            run = validate(str(path), progress=progress, stages=("S0",), entry=entry,
+                           plan_world_size=s0["plan_world_size"], plan_tp=s0["plan_tp"])
+            stage = next(st for st in run.stages if st.id == "S0")
+            cp = replace(cp, s0={**s0, "status": stage.status, "summary": stage.summary})
+        checked.append(cp)
+    return replace(result, clusters=tuple(checked))
+
+
 __all__ = ["scan", "fix", "explain", "rules", "resolve_settings", "UsageError", "ConfigError", "FixOutcome"]
-__all__ += ["apply_baseline", "baseline_text", "report", "validate"]
+__all__ += ["apply_baseline", "baseline_text", "report", "validate", "plan"]

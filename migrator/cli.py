@@ -305,6 +305,7 @@ def ops(names, soc, torch_npu_version, fmt, list_all, status):
 @click.option("--format", "fmt", type=click.Choice(["html", "md"]), help="html (self-contained page) or md (GitHub PR comment) [default: from the -o extension].")
 @click.option("--fix-record", type=click.Path(dir_okay=False), help="Edits applied by `migrate fix` [default: .migrate/fix-record.json in the scan root, when present].")
 @click.option("--validation", type=click.Path(dir_okay=False), help="Validation result JSON (migrator/schema/validation.schema.json).")
+@click.option("--plan", "plan_file", type=click.Path(dir_okay=False), help="Parallel plan JSON from `migrate plan -o` (migrator/schema/plan.schema.json).")
 @click.option("--diffs", "proposed_diffs", is_flag=True, help="Show, per file, the diff `migrate fix` would apply.")
 @click.option("--select", multiple=True, help="Only these codes, prefixes or families (comma-separated).")
 @click.option("--ignore", multiple=True, help="Skip these codes, prefixes or families.")
@@ -313,7 +314,8 @@ def ops(names, soc, torch_npu_version, fmt, list_all, status):
 @click.option("--root", type=click.Path(file_okay=False, exists=True), help="Scan root (default: nearest folder with pyproject.toml or .git).")
 @click.option("--no-cache", is_flag=True, help="Ignore and do not update the result cache.")
 @ROUTE_OPTION
-def report(paths, output, fmt, fix_record, validation, proposed_diffs, select, ignore, target, soc, root, no_cache, route):
+def report(paths, output, fmt, fix_record, validation, plan_file, proposed_diffs, select, ignore, target, soc, root,
+           no_cache, route):
     """Write a reviewer report for PATHS: one self-contained HTML page, or Markdown for a PR comment."""
     with _Errors():
         from migrator.reporters.report import format_for
@@ -332,7 +334,7 @@ def report(paths, output, fmt, fix_record, validation, proposed_diffs, select, i
         progress, finish = _progress_bar()
         try:
             data = api.report(resolved, settings=settings, fix_record=fix_record, validation=validation,
-                              proposed_diffs=proposed_diffs, progress=progress)
+                              proposed_diffs=proposed_diffs, progress=progress, plan=plan_file)
         finally:
             finish()
         write_output(render_report(data, fmt), output)
@@ -462,6 +464,56 @@ def validate(original, script_args, migrated, stages, force, entry, script, curv
             click.echo(result.markdown(), nl=False)
         else:
             click.echo(result.text(verbose=verbose), nl=False)
+        sys.exit(result.exit_code)
+
+
+@main.command(name="plan")
+@click.argument("model", required=False, type=click.Path(path_type=str))
+@click.option("--model", "model_config", type=click.Path(dir_okay=False), help="A HF- or Megatron-style config JSON instead of a tree.")
+@click.option("--cluster", "clusters", multiple=True, required=True, help="Cluster profile (repeatable): a100-dgx, h100-dgx, a2-8x, supernode-384, atlas-950-superpod, atlas-960-superpod, or [tool.migrate.clusters.NAME].")
+@click.option("--global-batch", type=click.IntRange(min=1), default=1024, show_default=True, help="Sequences per optimizer step.")
+@click.option("--seq", type=click.IntRange(min=1), default=4096, show_default=True, help="Tokens per sequence.")
+@click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True, help="Matmul dtype (picks the peak TFLOP/s figure).")
+@click.option("--devices", type=click.IntRange(min=1), help="World size [default: the profile's devices].")
+@click.option("--top", type=click.IntRange(min=1), default=3, show_default=True, help="Layouts to show per cluster.")
+@click.option("--failure-rate", type=click.FloatRange(min=0, min_open=True), help="Failures per device-hour [default: 1.97e-5, Llama 3 report].")
+@click.option("--checkpoint-seconds", type=click.FloatRange(min=0, min_open=True), help="Checkpoint write time, for the Young/Daly interval.")
+@click.option("--entry", help="Protocol object as module[:object] [default: validate.py at the tree root].")
+@click.option("--check-s0", is_flag=True, help="Run `migrate validate` S0 (fake process group) on each cluster's best layout.")
+@click.option("--write-launch", type=click.Path(file_okay=False), help="Write per-stage torchrun + HCCL launch scripts (1 card, 1 machine, supernode) here.")
+@click.option("--script", default="train.py", show_default=True, help="--write-launch: the training script the launchers run.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="What to print.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the plan JSON to FILE.")
+def plan_command(model, model_config, clusters, global_batch, seq, dtype, devices, top, failure_rate,
+                 checkpoint_seconds, entry, check_s0, write_launch, script, fmt, output):
+    """Propose parallel layouts (TP / PP / DP / EP, ZeRO, recomputation) for MODEL on each cluster.
+
+    MODEL is a tree with validate.py (read on the meta device in a child process) or use --model CONFIG.json.
+    Prints memory per device, communication share by collective and link, bubble, MFU and the fault domain.
+    """
+    import json
+
+    with _Errors():
+        from migrator import api
+
+        if bool(model) == bool(model_config):
+            _fail("give either MODEL (a tree) or --model CONFIG.json")
+        options = dict(dtype=dtype, devices=devices, top=top, checkpoint_seconds=checkpoint_seconds)
+        if failure_rate:
+            options["failure_rate"] = failure_rate
+        result = api.plan(model or model_config, clusters, global_batch=global_batch, seq=seq, entry=entry,
+                          check_s0=check_s0, progress=lambda text: click.echo(f"[plan] {text}", err=True),
+                          **options)
+        doc = result.to_json()
+        if output:
+            write_output(json.dumps(doc, indent=1) + "\n", output)
+        if write_launch:
+            from migrator.plan.runner import write_launch as write
+
+            written, skipped = write(result, write_launch, script)
+            for line in [f"wrote {path}" for path in written] + skipped:
+                click.echo(f"[plan] {line}", err=True)
+        click.echo(json.dumps(doc, indent=1) if fmt == "json" else result.text())
         sys.exit(result.exit_code)
 
 

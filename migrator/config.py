@@ -20,6 +20,7 @@ FAMILY_WORDS = FAMILY_PREFIX  # family names work wherever codes do: --select at
 KNOWN_KEYS = {
     "select", "ignore", "exclude", "extend-exclude", "per-file-ignores", "fail-on", "target", "soc",
     "torch-npu-version", "baseline",
+    "clusters",  # cluster profiles for `migrate plan` (migrator/plan/clusters.py reads them)
 }
 
 

@@ -72,6 +72,8 @@ class ReportData:
     fix_record: FixRecord | None = None
     validation: dict[str, Any] | None = None
     validation_source: str | None = None
+    plan: dict[str, Any] | None = None  # `migrate plan -o` document (plan.schema.json)
+    plan_source: str | None = None
     notes: tuple[str, ...] = ()  # warnings shown at the top of the report
 
 
@@ -128,6 +130,10 @@ def load_validation(path: str | Path) -> dict[str, Any]:
     return _load_checked(path, "validation result", "validation.schema.json")
 
 
+def load_plan(path: str | Path) -> dict[str, Any]:
+    return _load_checked(path, "plan", "plan.schema.json")
+
+
 def load_fix_record(path: str | Path, scan_root: Path) -> FixRecord:
     """Tolerant: unknown keys are ignored, only files[].path and edits[].code are required."""
     path = Path(path)
@@ -171,6 +177,7 @@ def gather(
     diffs: Mapping[str, str] | None = None,
     diffs_applied: bool = False,
     now: datetime | None = None,
+    plan: str | Path | None = None,
 ) -> ReportData:
     root = Path(result.summary.root)
     notes: list[str] = []
@@ -183,6 +190,7 @@ def gather(
         except ReportDataError as exc:
             notes.append(f"fix record ignored: {exc}")
     validation_data = load_validation(validation) if validation is not None else None
+    plan_data = load_plan(plan) if plan is not None else None
     git = git_info(root)
     coverage = result.summary.coverage or {}
     meta = Meta(
@@ -214,5 +222,7 @@ def gather(
         fix_record=record,
         validation=validation_data,
         validation_source=str(validation) if validation is not None else None,
+        plan=plan_data,
+        plan_source=str(plan) if plan is not None else None,
         notes=tuple(notes),
     )

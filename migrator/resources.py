@@ -1,6 +1,6 @@
-"""One resolver for the data shipped beside the code (rule catalogue, coverage tables, schemas).
+"""One resolver for the data shipped beside the code (rule catalogue, coverage tables, cluster profiles, schemas).
 
-Wheels carry the top-level `rules/`, `op_coverage/` and `framework_routes/` folders as `migrator/_data/...`
+Wheels carry the top-level `rules/`, `op_coverage/`, `framework_routes/` and `clusters/` folders as `migrator/_data/...`
 (see pyproject's force-include); a source checkout or editable install reads them from the
 repository root. Callers never need to know which.
 """
@@ -15,7 +15,7 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 
 @cache
 def data_dir(name: str) -> Path:
-    """Folder of a shipped data set: "rules", "op_coverage" or "framework_routes"."""
+    """Folder of a shipped data set: "rules", "op_coverage", "framework_routes" or "clusters"."""
     for candidate in (_PACKAGE_DIR / "_data" / name, _PACKAGE_DIR.parent / name):
         if candidate.is_dir():
             return candidate

@@ -494,6 +494,8 @@ def build_context(data: ReportData) -> dict[str, Any]:
         "ops_by_status": by_status,
         "validation": _validation(data.validation),
         "validation_source": data.validation_source,
+        "plan": {"markdown": data.plan["markdown"]} if data.plan else None,
+        "plan_source": data.plan_source,
         "unattributed": list(s.unattributed),
         "skipped": list(result.skipped),
         "route_lines": route_headlines(result),
@@ -563,6 +565,8 @@ def render_html(data: ReportData) -> str:
     if ctx["validation"]:
         markdown = ctx["validation"]["markdown"]
         ctx["validation"]["markdown_html"] = md_to_html(markdown) if markdown else ""
+    if ctx["plan"]:
+        ctx["plan"]["markdown_html"] = md_to_html(ctx["plan"]["markdown"])
     return _env(True).get_template("report.html.j2").render(**ctx, script=Markup(js), script_hash=js_hash)
 
 

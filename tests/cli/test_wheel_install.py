@@ -51,3 +51,11 @@ def test_wheel_install_runs_scan(tmp_path: Path):
 
     rule = subprocess.run([str(migrate), "rule", "ATTN001"], cwd=work, capture_output=True, text=True, env=env)
     assert rule.returncode == 0 and "npu_fusion_attention" in rule.stdout
+
+    # cluster profiles come from the wheel's migrator/_data/clusters
+    (work / "gpt.json").write_text(json.dumps({"num_layers": 24, "hidden_size": 2048, "num_attention_heads": 16,
+                                               "vocab_size": 51200}))
+    plan = subprocess.run([str(migrate), "plan", "--model", "gpt.json", "--cluster", "a100-dgx", "--format", "json"],
+                          cwd=work, capture_output=True, text=True, env=env)
+    assert plan.returncode == 0, plan.stderr
+    assert "_data" in json.loads(plan.stdout)["clusters"][0]["cluster"]["origin"]

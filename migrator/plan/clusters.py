@@ -1,0 +1,156 @@
+"""Cluster profiles: the shipped `clusters/profiles.yaml` plus the user's `[tool.migrate.clusters]`.
+
+Every figure keeps its source and flag (verified / announced / user). A figure that is null is never
+guessed: `Cluster.need(key)` raises :class:`MissingFigure`, which names the profile, the key and where
+to set it.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from migrator.resources import data_dir
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+FLAGS = ("verified", "announced", "user")
+KEYS = ("devices", "devices_per_node", "domain_size", "domain_GBps", "scale_out_GBps", "hbm_GB", "hbm_GBps",
+        "storage_write_GBps")
+DTYPES = ("bf16", "fp16", "fp8")
+
+
+class ClusterError(ValueError):
+    """Unknown profile or bad profile data (the message names the file and the key)."""
+
+
+class MissingFigure(ClusterError):
+    """A figure the plan needs has no sourced value."""
+
+
+@dataclass(frozen=True)
+class Figure:
+    value: float | None
+    flag: str
+    source: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": self.value, "flag": self.flag, "source": self.source}
+
+
+@dataclass(frozen=True)
+class Cluster:
+    name: str
+    title: str
+    figures: tuple[tuple[str, Figure], ...]
+    origin: str  # the file it came from
+
+    def figure(self, key: str) -> Figure:
+        return dict(self.figures).get(key, Figure(None, "user", "not in the profile"))
+
+    def need(self, key: str) -> float:
+        fig = self.figure(key)
+        if fig.value is None:
+            raise MissingFigure(
+                f"cluster {self.name!r}: {key} has no sourced value ({fig.source}); it is a required input: "
+                f"set it in pyproject.toml as [tool.migrate.clusters.{self.name}] {key} = <number>")
+        return float(fig.value)
+
+    def peak_tflops(self, dtype: str) -> float:
+        return self.need(f"peak_tflops_{dtype}")
+
+    def with_devices(self, devices: int) -> Cluster:
+        figs = dict(self.figures)
+        figs["devices"] = Figure(devices, "user", "--devices")
+        return Cluster(self.name, self.title, tuple(figs.items()), self.origin)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "title": self.title, "origin": self.origin,
+                "figures": {k: f.to_json() for k, f in self.figures}}
+
+
+def _figure(raw: Any, where: str) -> Figure:
+    if isinstance(raw, dict):
+        value, flag, source = raw.get("value"), raw.get("flag", "user"), raw.get("source", "")
+    else:
+        value, flag, source = raw, "user", ""
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+        raise ClusterError(f"{where}: value must be a positive number or null, got {value!r}")
+    if flag not in FLAGS:
+        raise ClusterError(f"{where}: flag must be one of {', '.join(FLAGS)}, got {flag!r}")
+    if value is not None and flag != "user" and not source:
+        raise ClusterError(f"{where}: a {flag} figure needs a source")
+    return Figure(value, flag, str(source))
+
+
+def _known(key: str) -> bool:
+    return key in KEYS or (key.startswith("peak_tflops_") and key[len("peak_tflops_"):] in DTYPES)
+
+
+def _profile(name: str, raw: Any, origin: str, base: Cluster | None = None) -> Cluster:
+    if not isinstance(raw, dict):
+        raise ClusterError(f"{origin}: cluster {name!r} must be a table")
+    figs = dict(base.figures) if base else {}
+    for key, value in raw.items():
+        if key in ("title", "base"):
+            continue
+        if not _known(key):
+            raise ClusterError(f"{origin}: cluster {name!r}: unknown key {key!r} "
+                               f"(known: {', '.join(KEYS)}, peak_tflops_{{{','.join(DTYPES)}}})")
+        fig = _figure(value, f"{origin}: cluster {name!r} {key}")
+        if origin.endswith("pyproject.toml") and not isinstance(value, dict):
+            fig = Figure(fig.value, "user", origin)
+        figs[key] = fig
+    title = str(raw.get("title") or (base.title if base else name))
+    return Cluster(name, title, tuple(figs.items()), origin)
+
+
+@cache
+def builtin() -> dict[str, Cluster]:
+    import yaml
+
+    path = data_dir("clusters") / "profiles.yaml"
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ClusterError(f"{path}: cannot read cluster profiles: {exc}") from None
+    return {name: _profile(name, raw, str(path)) for name, raw in data.items()}
+
+
+def user_profiles(root: Path | None) -> dict[str, Cluster]:
+    """`[tool.migrate.clusters.NAME]` tables of ROOT/pyproject.toml; `base = "a2-8x"` starts from a shipped one."""
+    if root is None:
+        return {}
+    path = Path(root) / "pyproject.toml"
+    if not path.is_file():
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ClusterError(f"{path}: cannot read configuration: {exc}") from None
+    section = ((data.get("tool") or {}).get("migrate") or {}).get("clusters") or {}
+    if not isinstance(section, dict):
+        raise ClusterError(f"{path}: [tool.migrate.clusters] must be a table of cluster tables")
+    shipped = builtin()
+    out = {}
+    for name, raw in section.items():
+        base_name = str(raw.get("base", name)) if isinstance(raw, dict) else name
+        if isinstance(raw, dict) and "base" in raw and base_name not in shipped:
+            raise ClusterError(f"{path}: cluster {name!r}: unknown base {base_name!r} (known: {', '.join(shipped)})")
+        out[name] = _profile(name, raw, str(path), shipped.get(base_name))
+    return out
+
+
+def load(names: list[str], root: Path | None = None) -> list[Cluster]:
+    known = {**builtin(), **user_profiles(root)}
+    missing = [n for n in names if n not in known]
+    if missing:
+        raise ClusterError(f"unknown cluster(s) {', '.join(missing)} (known: {', '.join(sorted(known))}; "
+                           "add your own as [tool.migrate.clusters.NAME] in pyproject.toml)")
+    return [known[n] for n in names]

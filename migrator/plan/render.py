@@ -1,0 +1,82 @@
+"""Plain-text rendering of a finished PlanResult (no computation here)."""
+
+from __future__ import annotations
+
+from .search import duration
+
+
+def _gb(x: float) -> str:
+    return f"{x / 1e9:.1f} GB"
+
+
+def text(result) -> str:
+    m = result.model
+    p = m.params()
+    lines = [f"model {m.name}: {p['total'] / 1e9:.3g}B parameters ({m.layers} layers, hidden {m.hidden}, "
+             f"{m.heads} heads / {m.kv_heads} kv" + (f", {m.experts} experts top-{m.top_k}" if m.moe else "")
+             + f"; from {m.source})",
+             f"global batch {result.global_batch} x seq {result.seq}, {result.dtype}", ""]
+    for cp in result.clusters:
+        c = cp.cluster
+        lines.append(f"== {c.name}: {c.title}" + ("" if cp.error else
+                                                     f" ({cp.world} devices; {cp.considered} layouts considered)"))
+        if cp.error:
+            lines += [f"   not planned: {cp.error}", ""]
+            continue
+        if not cp.top:
+            lines += [f"   {w}" for w in cp.why] + [""]
+            continue
+        for i, e in enumerate(cp.top, 1):
+            mem = e.memory
+            comm = ", ".join(f"{k} {v / e.step_s:.1%} ({e.links[k.split()[0]]})" for k, v in e.comm_s.items()) or "none"
+            lines += [f"{i}. {e.layout.label()}",
+                      f"   step {duration(e.step_s)}, MFU {e.mfu:.1%}, {e.achieved_tflops:.0f} TFLOP/s per device",
+                      f"   memory per device {_gb(mem['total'])} (weights {_gb(mem['weights'])}, gradients "
+                      f"{_gb(mem['gradients'])}, optimizer {_gb(mem['optimizer'])}, activations "
+                      f"{_gb(mem['activations'])}, backward working set {_gb(mem['backward working set'])})",
+                      f"   communication {e.comm_share:.1%}: {comm}; pipeline bubble {e.bubble:.1%}"]
+        lines.append("   why: " + "; ".join(cp.why))
+        f = cp.fault
+        if f:
+            lines.append(f"   faults: {f.failure_rate:.2g} failures per device-hour -> job MTBF {f.mtbf_h:.1f} h; "
+                         f"one failure stops {f.blast_devices} device(s) ({f.blast_reason})")
+            lines.append("   checkpoint: " + (f"write {f.checkpoint_write_s:.0f} s -> every {f.interval_h:.2f} h "
+                                              "(Young/Daly sqrt(2 C MTBF))" if f.interval_h else f.missing))
+        lines.append(f"   S0: {cp.s0['command']}  ({cp.s0['note']})")
+        if "status" in cp.s0:
+            lines.append(f"   S0 result: {cp.s0['status']}: {cp.s0['summary']}")
+        announced = [k for k, fig in c.figures if fig.flag == "announced" and fig.value is not None]
+        if announced:
+            lines.append(f"   announced, not verified, in this profile: {', '.join(announced)}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def markdown(result) -> str:
+    """The plan as Markdown (embedded in the plan JSON; `migrate report --plan` shows it)."""
+    m = result.model
+    out = [f"Model **{m.name}**: {m.params()['total'] / 1e9:.3g}B parameters, global batch {result.global_batch} "
+           f"x seq {result.seq}, {result.dtype}.", ""]
+    for cp in result.clusters:
+        out += [f"#### {cp.cluster.name}: {cp.cluster.title}", ""]
+        if cp.error:
+            out += [f"Not planned: {cp.error}", ""]
+            continue
+        if not cp.top:
+            out += ["; ".join(cp.why), ""]
+            continue
+        out += ["| # | layout | step | MFU | memory / device | communication | bubble |", "|---|---|---|---|---|---|---|"]
+        for i, e in enumerate(cp.top, 1):
+            comm = ", ".join(f"{k} {v / e.step_s:.1%} ({e.links[k.split()[0]]})" for k, v in e.comm_s.items())
+            out.append(f"| {i} | {e.layout.label()} | {duration(e.step_s)} | {e.mfu:.1%} | "
+                       f"{_gb(e.memory['total'])} | {e.comm_share:.1%}: {comm or 'none'} | {e.bubble:.1%} |")
+        out += ["", "Why: " + "; ".join(cp.why) + "."]
+        if cp.fault:
+            f = cp.fault
+            out.append(f"Faults: job MTBF {f.mtbf_h:.1f} h at {f.failure_rate:.2g} failures per device-hour; one "
+                       f"failure stops {f.blast_devices} device(s); checkpoint "
+                       + (f"every {f.interval_h:.2f} h." if f.interval_h else f"interval unknown ({f.missing})."))
+        out.append(f"S0: `{cp.s0['command']}` ({cp.s0['note']})"
+                   + (f": **{cp.s0['status']}**" if "status" in cp.s0 else "") + ".")
+        out.append("")
+    return "\n".join(out)

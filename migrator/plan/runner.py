@@ -1,0 +1,168 @@
+"""`migrate plan` end to end: model + clusters -> ranked layouts, fault plan, per-stage layouts (data only)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .clusters import Cluster, MissingFigure
+from .cost import Assumptions, Layout
+from .fault import LLAMA3_FAILURES_PER_DEVICE_HOUR, FaultPlan, plan_faults
+from .model import ModelShape
+from .search import Estimate, Job, estimate, search
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    cluster: Cluster
+    world: int
+    considered: int
+    top: tuple[Estimate, ...]
+    why: tuple[str, ...]
+    fault: FaultPlan | None
+    stages: dict[str, Layout] = field(default_factory=dict)
+    s0: dict[str, Any] = field(default_factory=dict)
+    error: str = ""  # a required figure is missing: this cluster was not planned, the others were
+    stage_notes: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"cluster": self.cluster.to_json(), "world": self.world, "considered": self.considered,
+                "error": self.error or None,
+                "top": [e.to_json() for e in self.top], "why": list(self.why),
+                "fault": self.fault.to_json() if self.fault else None,
+                "stages": {k: {"layout": v.label(), "note": self.stage_notes.get(k, "")} for k, v in self.stages.items()},
+                "s0": self.s0}
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    model: ModelShape
+    global_batch: int
+    seq: int
+    dtype: str
+    assumptions: Assumptions
+    clusters: tuple[ClusterPlan, ...]
+
+    @property
+    def exit_code(self) -> int:
+        """0 every cluster planned, 1 one has no fitting layout (or its S0 check failed), 2 one lacks a
+        required figure."""
+        if any(c.error for c in self.clusters):
+            return 2
+        failed = any(c.s0.get("status") in ("fail", "error") for c in self.clusters)
+        return 1 if failed or any(not c.top for c in self.clusters) else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema_version": SCHEMA_VERSION, "model": self.model.to_json(), "global_batch": self.global_batch,
+                "seq": self.seq, "dtype": self.dtype, "assumptions": self.assumptions.to_json(),
+                "clusters": [c.to_json() for c in self.clusters], "markdown": self.markdown()}
+
+    def markdown(self) -> str:
+        from .render import markdown
+
+        return markdown(self)
+
+    def text(self) -> str:
+        from .render import text
+
+        return text(self)
+
+
+def s0_check(layout: Layout, model: ModelShape) -> dict[str, Any]:
+    """What `migrate validate` S0 can check of this layout on the fake process group. S0 builds dp x tp,
+    puts EP on all of its DP ranks and has no pipeline or context parallelism: it runs at the real world
+    size when pp = cp = 1 and EP is absent or equals DP; otherwise on the slice it can represent, which
+    the note names."""
+    missing = []
+    if layout.pp > 1:
+        missing.append(f"PP {layout.pp}")
+    if layout.cp > 1:
+        missing.append(f"CP {layout.cp}")
+    if model.moe and layout.ep != layout.dp:
+        ep = layout.ep if layout.ep > 1 else max(e for e in range(1, layout.dp + 1)
+                                                 if model.experts % e == 0 and layout.dp % e == 0)
+        world = layout.tp * ep
+        missing.append(f"DP {layout.dp} beyond EP {ep}")
+    else:
+        world = layout.tp * layout.dp
+    note = ("at the real world size" if not missing else
+            f"a {world}-rank slice of the {layout.world}-rank layout (S0 does not model {', '.join(missing)})")
+    return {"plan_world_size": world, "plan_tp": layout.tp, "note": note,
+            "command": f"migrate validate TREE --stages S0 --plan-world-size {world} --plan-tp {layout.tp}"}
+
+
+def plan_cluster(job: Job, cluster: Cluster, devices: int | None, top: int, failure_rate: float,
+                 checkpoint_seconds: float | None) -> ClusterPlan:
+    if devices:
+        cluster = cluster.with_devices(devices)
+    found = search(job, cluster, top=top)
+    ranked: list[Estimate] = found["top"]
+    stages: dict[str, Layout] = {"1card": Layout(zero=0)}
+    notes: dict[str, str] = {}
+    fault = None
+    s0: dict[str, Any] = {}
+    if ranked:
+        best = ranked[0]
+        one = estimate(job, cluster, Layout(zero=0, recompute="full"))
+        if not one.fits:
+            notes["1card"] = (f"the full model needs {one.memory['total'] / 1e9:.0f} GB on one card: run a reduced "
+                              "configuration (fewer layers) at this stage")
+        per_node = _per_node(cluster) or found["world"]
+        if _per_node(cluster) is None:
+            notes["1machine"] = f"{cluster.name}: devices_per_node is not known, so there is no one-machine stage"
+        elif per_node < found["world"]:
+            machine = search(job, cluster, world=per_node, top=1)["top"]
+            if machine:
+                stages["1machine"] = machine[0].layout
+            else:
+                tp = max(t for t in range(1, per_node + 1) if per_node % t == 0 and best.layout.tp % t == 0)
+                stages["1machine"] = Layout(tp=tp, dp=per_node // tp, zero=best.layout.zero,
+                                            recompute=best.layout.recompute)
+                notes["1machine"] = (f"no layout of the full model fits on {per_node} devices: this is the "
+                                     f"supernode plan's TP {tp} on one machine, for a reduced configuration")
+        stages["supernode" if found["world"] > per_node else "1machine"] = best.layout
+        state = sum(v for k, v in best.memory.items() if k in ("weights", "gradients", "optimizer"))
+        fault = plan_faults(best.layout, cluster, state, failure_rate, checkpoint_seconds)
+        s0 = s0_check(best.layout, job.model)
+    return ClusterPlan(cluster, found["world"], found["considered"], tuple(ranked), tuple(found["why"]), fault,
+                       stages, s0, stage_notes=notes)
+
+
+def plan(model: ModelShape, clusters: list[Cluster], *, global_batch: int, seq: int, dtype: str = "bf16",
+         devices: int | None = None, top: int = 3, failure_rate: float = LLAMA3_FAILURES_PER_DEVICE_HOUR,
+         checkpoint_seconds: float | None = None, assumptions: Assumptions | None = None) -> PlanResult:
+    job = Job(model, global_batch, seq, dtype, assumptions or Assumptions())
+    plans = []
+    for cluster in clusters:
+        try:
+            plans.append(plan_cluster(job, cluster, devices, top, failure_rate, checkpoint_seconds))
+        except MissingFigure as exc:
+            plans.append(ClusterPlan(cluster, devices or 0, 0, (), (), None, error=str(exc)))
+    return PlanResult(model, global_batch, seq, dtype, job.assumptions, tuple(plans))
+
+
+def _per_node(cluster: Cluster) -> int | None:
+    value = cluster.figure("devices_per_node").value
+    return int(value) if value else None
+
+
+def write_launch(result: PlanResult, out: str | Path, script: str = "train.py") -> tuple[list[Path], list[str]]:
+    """Launch scripts per cluster (a folder per cluster when there are several). Returns the files written
+    and, for clusters without scripts, why."""
+    from .launch import write_launch as write
+
+    written: list[Path] = []
+    skipped: list[str] = []
+    for cp in result.clusters:
+        per_node = _per_node(cp.cluster)
+        if not cp.top or per_node is None:
+            skipped.append(f"{cp.cluster.name}: no launch scripts (" +
+                           ("no plan" if not cp.top else "devices_per_node is not known: set it in "
+                            f"[tool.migrate.clusters.{cp.cluster.name}]") + ")")
+            continue
+        folder = Path(out) / cp.cluster.name if len(result.clusters) > 1 else Path(out)
+        written += write(folder, cp.stages, per_node, script, cp.stage_notes)
+    return written, skipped

@@ -1,0 +1,116 @@
+"""`migrate plan` on the command line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from migrator.cli import main
+from tests.conftest import REPO
+
+MIXTRAL = {"num_hidden_layers": 56, "hidden_size": 6144, "num_attention_heads": 48, "num_key_value_heads": 8,
+           "intermediate_size": 16384, "vocab_size": 32768, "num_local_experts": 8, "num_experts_per_tok": 2,
+           "hidden_act": "silu"}
+
+
+@pytest.fixture
+def config(tmp_path):
+    path = tmp_path / "mixtral.json"
+    path.write_text(json.dumps(MIXTRAL))
+    return path
+
+
+def test_json_plan_to_a_file(config, tmp_path):
+    out = tmp_path / "plan.json"
+    result = CliRunner().invoke(main, ["plan", "--model", str(config), "--cluster", "supernode-384",
+                                       "--format", "json", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(out.read_text())
+    assert doc["schema_version"] == 1 and doc["model"]["experts"] == 8
+    plan = doc["clusters"][0]
+    assert plan["top"] and plan["top"][0]["fits"] and plan["fault"]["mtbf_h"] > 0
+    assert plan["s0"]["command"].startswith("migrate validate TREE --stages S0")
+    assert json.loads(result.output) == doc
+
+
+def test_json_plan_matches_its_schema(config):
+    import jsonschema
+
+    from migrator.resources import schema_path
+
+    result = CliRunner().invoke(main, ["plan", "--model", str(config), "--cluster", "supernode-384",
+                                       "--cluster", "a2-8x", "--format", "json"])
+    assert result.exit_code == 2  # a2-8x lacks figures: still a valid document, with its error
+    doc = json.loads(result.output)
+    jsonschema.validate(doc, json.loads(schema_path("plan.schema.json").read_text()))
+    assert doc["clusters"][1]["error"] and not doc["clusters"][1]["top"]
+
+
+def test_text_plan_names_memory_comm_bubble_mfu_and_faults(config):
+    result = CliRunner().invoke(main, ["plan", "--model", str(config), "--cluster", "supernode-384",
+                                       "--cluster", "h100-dgx", "--devices", "768"])
+    assert result.exit_code == 0, result.output
+    for words in ("memory per device", "communication", "pipeline bubble", "MFU", "faults:", "S0:"):
+        assert words in result.output
+
+
+def test_no_fitting_layout_exits_1(config):
+    result = CliRunner().invoke(main, ["plan", "--model", str(config), "--cluster", "h100-dgx"])
+    assert result.exit_code == 1 and "no layout fits in memory" in result.output
+
+
+def test_missing_figures_exit_2_and_the_other_clusters_still_plan(config):
+    result = CliRunner().invoke(main, ["plan", "--model", str(config), "--cluster", "a2-8x",
+                                       "--cluster", "supernode-384"])
+    assert result.exit_code == 2
+    assert "not planned: cluster 'a2-8x': no sourced value for" in result.output
+    assert "[tool.migrate.clusters.a2-8x]" in result.output and "1. TP" in result.output
+
+
+def test_write_launch_writes_three_valid_scripts(config, tmp_path):
+    out = tmp_path / "launch"
+    result = CliRunner().invoke(main, ["plan", "--model", str(config), "--cluster", "supernode-384",
+                                       "--write-launch", str(out)])
+    assert result.exit_code == 0, result.output
+    scripts = sorted(p.name for p in out.iterdir())
+    assert scripts == ["run_1card.sh", "run_1machine.sh", "run_supernode.sh"]
+    for name in scripts:
+        assert subprocess.run(["bash", "-n", str(out / name)]).returncode == 0
+    supernode = (out / "run_supernode.sh").read_text()
+    assert "torchrun --nnodes" in supernode and "HCCL_CONNECT_TIMEOUT" in supernode and "HCCL_IF_IP" in supernode
+    assert "--nproc-per-node 1" in (out / "run_1card.sh").read_text()
+
+
+def test_bad_arguments():
+    runner = CliRunner()
+    assert runner.invoke(main, ["plan", "--cluster", "supernode-384"]).exit_code == 2
+    bad = runner.invoke(main, ["plan", "--model", "nope.json", "--cluster", "supernode-384"])
+    assert bad.exit_code == 2 and "nope.json" in bad.output
+    unknown = runner.invoke(main, ["plan", "samples/gpt", "--cluster", "nowhere"])
+    assert unknown.exit_code == 2
+
+
+def test_plan_help_imports_no_torch():
+    code = ("import sys; from click.testing import CliRunner; from migrator.cli import main; "
+            "r = CliRunner().invoke(main, ['plan', '--help']); assert r.exit_code == 0; "
+            "print(sorted(m for m in ('torch', 'libcst', 'jinja2', 'rich') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert out.stdout.strip() == "[]", out.stderr
+
+
+@pytest.mark.slow
+def test_moe_sample_top_plan_keeps_ep_and_tp_inside_the_supernode_and_its_s0_passes():
+    from migrator import api
+
+    result = api.plan(REPO / "samples" / "moe", ["supernode-384"], global_batch=16, seq=64, check_s0=True)
+    plan = result.clusters[0]
+    best = plan.top[0]
+    assert best.layout.tp > 1 and best.layout.ep > 1
+    assert best.links["tp"] == "domain" and best.links["ep"] == "domain"
+    assert plan.s0["plan_tp"] == best.layout.tp and plan.s0["plan_world_size"] == best.layout.tp * best.layout.ep
+    assert plan.s0["status"] == "pass", plan.s0
+    assert result.exit_code == 0
