@@ -144,10 +144,11 @@ def coverage_summary(ops, settings: Settings) -> dict[str, Any]:
 class FixOutcome:
     """What `fix` did: per-file changes, where it wrote, and the findings that remain."""
 
-    plan: Any  # migrator.fix.runner.FixPlan
+    plan: Any  # migrator.fix.runner.FixPlan, as written (a file that could not be written has its error)
     written_to: Path | None
     record: Path | None
     remaining: RunResult
+    record_error: str | None = None
 
     @property
     def changed_files(self) -> list[str]:
@@ -155,7 +156,8 @@ class FixOutcome:
 
     @property
     def errors(self) -> list[tuple[str, str]]:
-        return [(c.path, c.error) for c in self.plan.changes if c.error]
+        errors = [(c.path, c.error) for c in self.plan.changes if c.error]
+        return errors + ([(".migrate/fix-record.json", self.record_error)] if self.record_error else [])
 
 
 def fix(
@@ -171,8 +173,12 @@ def fix(
     record: bool = True,
     **overrides,
 ) -> FixOutcome:
-    """Rewrite what can be rewritten. `write=False` computes the changes only (for --diff/--check)."""
-    from migrator.fix.runner import FixOptions, plan_fixes, write_plan
+    """Rewrite what can be rewritten, as a transaction over the tree: every file is planned (fixed,
+    re-parsed, encoded) before any is written; a file that cannot be planned or written is an error
+    of that file only. `write=False` computes the changes only (for --diff/--check)."""
+    from migrator.fix import ledger
+    from migrator.fix.runner import FixOptions, plan_fixes, record_run, write_changes
+    from migrator.fix.writer import UnsafeWrite
 
     if settings is None:
         settings, resolved = resolve_settings(paths, **overrides)
@@ -180,6 +186,14 @@ def fix(
         resolved = [Path(p).absolute() for p in paths]
     if target not in ("npu", "portable"):
         raise UsageError(f"unknown target {target!r}: choose npu or portable")
+    out = Path(out_dir).absolute() if out_dir else None
+    if write:
+        _sweep_temps(settings.root)
+        try:
+            if record:
+                ledger.check_location(out or settings.root)
+        except UnsafeWrite as exc:
+            raise UsageError(str(exc)) from None
     before = scan(resolved, settings=settings)
     extra = {f.path for f in before.findings}
     if annotate or strip_annotations:
@@ -189,12 +203,39 @@ def fix(
     if not write:
         remaining = _remaining_in_memory(before, plan, settings)
         return FixOutcome(plan, None, None, _declined_are_manual(remaining, plan))
-    out = Path(out_dir).absolute() if out_dir else None
-    record_path = write_plan(plan, out, before, record=record)
+    plan = write_changes(plan, out)
     rescan_root = out or settings.root
     rescan_paths = [rescan_root / Path(p).relative_to(settings.root) if _inside(p, settings.root) else p for p in resolved]
-    remaining = scan(rescan_paths, settings=replace(settings, root=rescan_root))
-    return FixOutcome(plan, out or settings.root, record_path, _declined_are_manual(remaining, plan))
+    remaining = _declined_are_manual(scan(rescan_paths, settings=replace(settings, root=rescan_root)), plan)
+    record_path, record_error = None, None
+    if record:
+        try:
+            record_path = record_run(plan, rescan_root, remaining, _covered(settings, rescan_root, rescan_paths))
+        except OSError as exc:
+            record_error = f"cannot write the fix record: {exc.strerror or exc}"
+    return FixOutcome(plan, rescan_root, record_path, remaining, record_error)
+
+
+def _sweep_temps(root: Path) -> None:
+    """Temporary files a killed `migrate fix` left behind (only the tool's own naming scheme)."""
+    from migrator.engine.discover import ALWAYS_SKIPPED_DIRS
+    from migrator.fix.writer import sweep_stale_temps
+
+    sweep_stale_temps(root, ALWAYS_SKIPPED_DIRS - {".migrate"})
+
+
+def _covered(settings: Settings, root: Path, paths: list[Path]) -> Callable[[str, str], bool]:
+    """Whether the rescan after a fix looked for `code` in `rel` (else its recorded declines stay)."""
+    selector = settings_selector(settings)
+    rules = load_catalogue().rules
+
+    def covered(rel: str, code: str) -> bool:
+        rule = rules.get(code)
+        if rule is None or not selector.enabled(code, rule.default_enabled):
+            return False
+        return any(p == root / rel or _inside(root / rel, p) for p in paths)
+
+    return covered
 
 
 def _inside(path: Path, root: Path) -> bool:

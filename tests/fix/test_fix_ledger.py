@@ -1,0 +1,146 @@
+"""The fix record is a ledger: reruns keep what earlier runs applied and declined; entries go only
+when their file is gone or the change is no longer in it; `migrate report` gives the same numbers
+however often fix is rerun."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from migrator import api
+from migrator.reporters.report import build_context, render
+
+ATTN = (
+    "import torch\n"
+    "from flash_attn import flash_attn_func\n"
+    "x = y.cuda()\n"
+    "o = flash_attn_func(q, k, v, window_size=(1, 1))\n"
+    "p = flash_attn_func(q, k, v)\n"
+)
+TRAIN = "import torch\ntorch.cuda.synchronize()\nx = y.cuda()\nm = torch.nn.DataParallel(m)\n"
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    (tmp_path / "pyproject.toml").write_text("[project]\nname='x'\n")
+    (tmp_path / "attn.py").write_text(ATTN)
+    (tmp_path / "train.py").write_text(TRAIN)
+    (tmp_path / "b.py").write_text("import torch\nx = y.cuda()\nz = w.cuda()\n")
+    return tmp_path
+
+
+def record(root: Path) -> dict:
+    return json.loads((root / ".migrate" / "fix-record.json").read_text())
+
+
+def counts(root: Path) -> tuple[int, int]:
+    r = record(root)
+    return sum(len(f["edits"]) for f in r["files"]), len(r["declined"])
+
+
+def report_numbers(root: Path) -> tuple:
+    data = api.report([root], use_cache=False)
+    ctx = build_context(data)
+    md = re.search(r"\*\*(\d+%)\*\* \((\d+) edits applied\)", render(data, "md"))
+    assert md is not None
+    return ctx["migrated_pct"], ctx["applied"], ctx["n_core"], md.groups()
+
+
+def test_rerun_keeps_edits_declines_and_report_numbers(repo):
+    api.fix([repo], use_cache=False)
+    first = counts(repo)
+    assert first[0] >= 5 and first[1] >= 1  # the regression: a rerun dropped these to the new run's 0
+    numbers = report_numbers(repo)
+    for _ in range(2):
+        outcome = api.fix([repo], use_cache=False)
+        assert outcome.changed_files == []
+        assert counts(repo) == first
+        assert report_numbers(repo) == numbers
+    assert all(f.fix is None for f in api.scan([repo], use_cache=False).findings if f.path == "attn.py")
+
+
+def test_record_paths_are_relative_and_carry_hashes(repo):
+    api.fix([repo], use_cache=False)
+    r = record(repo)
+    assert "root" not in r and all(not Path(f["path"]).is_absolute() for f in r["files"])
+    entry = next(f for f in r["files"] if f["path"] == "b.py")
+    assert set(entry) >= {"sha256", "sha256_before", "edits"}
+    assert [e["new"]["text"] for e in entry["edits"]] == ["x = y.npu()", "z = w.npu()"]
+
+
+def test_a_reverted_file_is_not_counted_twice(repo):
+    api.fix([repo], use_cache=False)
+    first = counts(repo)
+    (repo / "b.py").write_text("import torch\nx = y.cuda()\nz = w.cuda()\n")  # back to the original
+    api.fix([repo], use_cache=False)
+    assert counts(repo) == first
+    edits = next(f["edits"] for f in record(repo)["files"] if f["path"] == "b.py")
+    assert [e["new"]["line"] for e in edits] == [2, 3]
+
+
+def test_hand_edits_keep_the_surviving_edits_where_they_are_now(repo):
+    api.fix([repo], use_cache=False)
+    # one fixed line undone by hand, a line added above the other
+    (repo / "b.py").write_text("import torch\n# note\nx = y.cuda()\nz = w.npu()\n")
+    api.fix([repo / "attn.py"], root=repo, use_cache=False)  # b.py not even planned this time
+    edits = next(f["edits"] for f in record(repo)["files"] if f["path"] == "b.py")
+    assert [(e["new"]["line"], e["new"]["text"]) for e in edits] == [(4, "z = w.npu()")]
+    api.fix([repo], use_cache=False)  # fixes line 3 again: one new edit, the old one stays
+    edits = next(f["edits"] for f in record(repo)["files"] if f["path"] == "b.py")
+    assert [(e["new"]["line"], e["new"]["text"]) for e in edits] == [(3, "x = y.npu()"), (4, "z = w.npu()")]
+
+
+def test_two_identical_fixed_lines_count_once_each(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname='x'\n")
+    (tmp_path / "d.py").write_text("import torch\nx = y.cuda()\nx = y.cuda()\n")
+    api.fix([tmp_path], use_cache=False)
+    (tmp_path / "d.py").write_text("import torch\nx = y.npu()\n")  # one of the two removed by hand
+    (tmp_path / "e.py").write_text("import torch\nq = r.cuda()\n")
+    api.fix([tmp_path], use_cache=False)
+    files = {f["path"]: f["edits"] for f in record(tmp_path)["files"]}
+    assert [e["new"]["line"] for e in files["d.py"]] == [2]
+    assert len(files["e.py"]) == 1
+
+
+def test_gone_files_and_gone_sites_leave_the_ledger(repo):
+    api.fix([repo], use_cache=False)
+    (repo / "b.py").unlink()
+    text = (repo / "attn.py").read_text().replace("o = flash_attn_func(q, k, v, window_size=(1, 1))\n", "")
+    text = text.replace("from flash_attn import flash_attn_func\n", "")
+    (repo / "attn.py").write_text(text)
+    api.fix([repo], use_cache=False)
+    r = record(repo)
+    assert "b.py" not in {f["path"] for f in r["files"]}
+    assert not any("window_size" in d["reason"] for d in r["declined"])
+    assert {f["path"] for f in r["files"]} == {"attn.py", "train.py"}
+
+
+def test_a_run_over_other_codes_keeps_the_declines(repo):
+    api.fix([repo], use_cache=False)
+    declined = record(repo)["declined"]
+    api.fix([repo], select=("DEV",), use_cache=False)
+    assert record(repo)["declined"] == declined
+
+
+def test_another_target_starts_a_new_ledger(repo, tmp_path_factory):
+    api.fix([repo], use_cache=False)
+    (repo / "c.py").write_text("import torch\nx = y.cuda()\n")
+    api.fix([repo / "c.py"], root=repo, target="portable", use_cache=False)
+    r = record(repo)
+    assert r["target"] == "portable" and [f["path"] for f in r["files"]] == ["c.py"]
+
+
+def test_cli_report_is_stable_across_fix_reruns(repo):
+    from tests.conftest import run_cli
+
+    assert run_cli("fix", str(repo), "--no-cache", "-q").returncode in (0, 1)
+    outs = []
+    for _ in range(3):
+        report = run_cli("report", str(repo), "--format", "md", "--no-cache")
+        assert report.returncode == 0, report.stderr
+        outs.append(re.search(r"\*\*(\d+%)\*\* \((\d+) edits applied\)", report.stdout).groups())
+        assert run_cli("fix", str(repo), "--no-cache", "-q").returncode in (0, 1)
+    assert outs[0] == outs[1] == outs[2]
