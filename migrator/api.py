@@ -188,7 +188,8 @@ def fix(
         raise UsageError(f"unknown target {target!r}: choose npu or portable")
     out = Path(out_dir).absolute() if out_dir else None
     if write:
-        _sweep_temps(settings.root)
+        if out is None:  # --out leaves the original tree alone, stale files included
+            _sweep_temps(settings.root)
         try:
             if record:
                 ledger.check_location(out or settings.root)

@@ -69,6 +69,10 @@ def test_record_paths_are_relative_and_carry_hashes(repo):
     entry = next(f for f in r["files"] if f["path"] == "b.py")
     assert set(entry) >= {"sha256", "sha256_before", "edits"}
     assert [e["new"]["text"] for e in entry["edits"]] == ["x = y.npu()", "z = w.npu()"]
+    jsonschema = pytest.importorskip("jsonschema")
+    from migrator.resources import schema_path
+
+    jsonschema.validate(r, json.loads(schema_path("fix-record.schema.json").read_text()))
 
 
 def test_a_reverted_file_is_not_counted_twice(repo):
