@@ -62,18 +62,26 @@ def write(root: Path, run: dict[str, Any], states: dict[str, FileState], remaini
     """Merge this run's record into the ledger at `root` and write it atomically; returns its path."""
     check_location(root)
     path = destination(root, RECORD_PATH)
-    merged = merge(read_json_or_none(path), run, lambda rel: states.get(rel) or read_state(root, rel), remaining, covered)
+    seen: dict[str, FileState | None] = {}
+
+    def state_of(rel: str) -> FileState | None:
+        if rel not in seen:
+            seen[rel] = states[rel] if rel in states else read_state(root, rel)
+        return seen[rel]
+
+    merged = merge(read_json_or_none(path), run, state_of, remaining, covered)
     atomic_write(path, (json.dumps(merged, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
     return path
 
 
 def read_state(root: Path, rel: str) -> FileState | None:
-    """A recorded file this run did not plan, as it is now; None when gone or unreadable."""
+    """A recorded file this run did not plan, as it is now; None when gone, outside the root (also
+    through a link) or unreadable."""
     from migrator.engine.source import UnreadableSource, decode_python, decode_text
 
-    path = root / rel
     try:
-        if path.is_symlink() or not path.is_file() or not inside(path.resolve(), root.resolve()):
+        path = (root / rel).resolve()
+        if not path.is_file() or not inside(path, root.resolve()):
             return None
         data = path.read_bytes()
         text = (decode_python(data) if rel.endswith(".py") else decode_text(data)).text

@@ -146,8 +146,8 @@ def _locate(root: Path, real_root: Path, rel: str) -> tuple[str, str | None]:
     except (OSError, RuntimeError) as exc:
         return rel, f"cannot read: {getattr(exc, 'strerror', None) or exc}; file left unchanged"
     if not inside(real, real_root):
-        what = "a symlink to" if (root / rel).is_symlink() else "at"
-        return rel, f"{what} {real}, outside the root {root}: nothing is written outside the root; file left unchanged"
+        where = f"a symlink to {real}, which is" if (root / rel).is_symlink() else "the file is"
+        return rel, f"{where} outside the root {root}; nothing is written outside the root; file left unchanged"
     return real.relative_to(real_root).as_posix(), None
 
 

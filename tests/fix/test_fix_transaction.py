@@ -194,3 +194,13 @@ def test_new_record_is_readable_by_others(repo):
     finally:
         os.umask(umask)
     assert (repo / ".migrate" / "fix-record.json").stat().st_mode & 0o777 == 0o644
+
+
+def test_declines_through_a_link_survive_a_rerun(repo):
+    (repo / "attn.py").write_text("from flash_attn import flash_attn_func\no = flash_attn_func(q, k, v, window_size=(1, 1))\n")
+    (repo / "alias.py").symlink_to("attn.py")
+    api.fix([repo], use_cache=False)
+    first = sorted(d["path"] for d in record(repo)["declined"])
+    assert "alias.py" in first and "attn.py" in first
+    api.fix([repo], use_cache=False)
+    assert sorted(d["path"] for d in record(repo)["declined"]) == first
