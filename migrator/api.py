@@ -178,7 +178,7 @@ def fix(
     of that file only. `write=False` computes the changes only (for --diff/--check)."""
     from migrator.fix import ledger
     from migrator.fix.runner import FixOptions, plan_fixes, record_run, write_changes
-    from migrator.fix.writer import UnsafeWrite
+    from migrator.fix.writer import UnsafeWrite, sweep_stale_temps
 
     if settings is None:
         settings, resolved = resolve_settings(paths, **overrides)
@@ -189,7 +189,7 @@ def fix(
     out = Path(out_dir).absolute() if out_dir else None
     if write:
         if out is None:  # --out leaves the original tree alone, stale files included
-            _sweep_temps(settings.root)
+            sweep_stale_temps(settings.root)
         try:
             if record:
                 ledger.check_location(out or settings.root)
@@ -211,32 +211,11 @@ def fix(
     record_path, record_error = None, None
     if record:
         try:
-            record_path = record_run(plan, rescan_root, remaining, _covered(settings, rescan_root, rescan_paths))
+            covered = ledger.scanned_by(settings_selector(settings), rescan_root, rescan_paths)
+            record_path = record_run(plan, rescan_root, remaining, covered)
         except OSError as exc:
             record_error = f"cannot write the fix record: {exc.strerror or exc}"
     return FixOutcome(plan, rescan_root, record_path, remaining, record_error)
-
-
-def _sweep_temps(root: Path) -> None:
-    """Temporary files a killed `migrate fix` left behind (only the tool's own naming scheme)."""
-    from migrator.engine.discover import ALWAYS_SKIPPED_DIRS
-    from migrator.fix.writer import sweep_stale_temps
-
-    sweep_stale_temps(root, ALWAYS_SKIPPED_DIRS - {".migrate"})
-
-
-def _covered(settings: Settings, root: Path, paths: list[Path]) -> Callable[[str, str], bool]:
-    """Whether the rescan after a fix looked for `code` in `rel` (else its recorded declines stay)."""
-    selector = settings_selector(settings)
-    rules = load_catalogue().rules
-
-    def covered(rel: str, code: str) -> bool:
-        rule = rules.get(code)
-        if rule is None or not selector.enabled(code, rule.default_enabled):
-            return False
-        return any(p == root / rel or _inside(root / rel, p) for p in paths)
-
-    return covered
 
 
 def _inside(path: Path, root: Path) -> bool:

@@ -74,6 +74,22 @@ def write(root: Path, run: dict[str, Any], states: dict[str, FileState], remaini
     return path
 
 
+def scanned_by(selector, root: Path, paths: list[Path]) -> Callable[[str, str], bool]:
+    """Whether a scan of `paths` with `selector` (a config.RuleSelector) looked for `code` in `rel`:
+    only there can a recorded decline be found gone."""
+    from migrator.rules.catalogue import load_catalogue
+
+    rules = load_catalogue().rules
+
+    def covered(rel: str, code: str) -> bool:
+        rule = rules.get(code)
+        if rule is None or not selector.enabled(code, rule.default_enabled):
+            return False
+        return any(p == root / rel or inside(root / rel, p) for p in paths)
+
+    return covered
+
+
 def read_state(root: Path, rel: str) -> FileState | None:
     """A recorded file this run did not plan, as it is now; None when gone, outside the root (also
     through a link) or unreadable."""

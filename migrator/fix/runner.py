@@ -42,10 +42,10 @@ class Edit:
     new_text: str | None = None  # the edited lines after the fix (the ledger looks for them later)
 
     def to_dict(self) -> dict[str, Any]:
-        new = {"line": self.new_line, "column": 1, "end_line": self.new_end_line, "end_column": self.new_end_column}
+        new: dict[str, Any] = {"line": self.new_line, "column": 1, "end_line": self.new_end_line, "end_column": self.new_end_column}
         if self.new_text is not None:
             new["text"] = self.new_text
-        data = {
+        data: dict[str, Any] = {
             "code": self.code,
             "fix_kind": self.fix_kind,
             "title": self.title,

@@ -104,9 +104,13 @@ def _umask() -> int:
     return mask
 
 
-def sweep_stale_temps(root: Path, skip_dirs: set[str] = frozenset()) -> list[Path]:
+def sweep_stale_temps(root: Path) -> list[Path]:
     """Delete the temporary files a killed run of `atomic_write` left under `root` (only names of
-    its own scheme, only regular files; symlinked folders are not followed)."""
+    its own scheme, only regular files; symlinked folders and the scanner's skipped folders, such as
+    .git and virtual environments, are not entered; `.migrate` is)."""
+    from migrator.engine.discover import ALWAYS_SKIPPED_DIRS
+
+    skip_dirs = ALWAYS_SKIPPED_DIRS - {".migrate"}
     removed = []
     for folder, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if d not in skip_dirs]
