@@ -196,11 +196,16 @@ def _relocated(rel: str, edits: list[dict], text: str) -> list[dict]:
         else:
             groups.setdefault((e.get("cell") or 0, new["line"]), []).append(e)
     claimed: set[tuple[int, int]] = set()
+    where: dict[int, dict[str, list[int]]] = {}  # cell -> line text -> its line numbers
     for (cell, start), group in sorted(groups.items()):
         lines = lines_of(cell)
+        if cell not in where:
+            where[cell] = {}
+            for number, line in enumerate(lines, 1):
+                where[cell].setdefault(line, []).append(number)
         blocks = [_new(e)["text"].split("\n") for e in group]
-
-        spots = [s for s in range(1, len(lines) + 1) if (cell, s) not in claimed and _fits(lines, s, blocks)]
+        starts = where[cell].get(blocks[0][0], [])
+        spots = [s for s in starts if (cell, s) not in claimed and _fits(lines, s, blocks)]
         if not spots:
             continue  # the edit's lines are gone: reverted or rewritten by hand
         spot = min(spots, key=lambda s: (abs(s - start), s))

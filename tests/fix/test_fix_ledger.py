@@ -148,3 +148,45 @@ def test_cli_report_is_stable_across_fix_reruns(repo):
         outs.append(re.search(r"\*\*(\d+%)\*\* \((\d+) edits applied\)", report.stdout).groups())
         assert run_cli("fix", str(repo), "--no-cache", "-q").returncode in (0, 1)
     assert outs[0] == outs[1] == outs[2]
+
+
+def test_a_record_of_an_older_version_is_kept_by_a_rerun(repo):
+    api.fix([repo], use_cache=False)
+    old = record(repo)
+    for f in old["files"]:  # what earlier versions wrote: no hashes, no edit text, an absolute root
+        f.pop("sha256"), f.pop("sha256_before")
+        for e in f["edits"]:
+            e["new"].pop("text")
+    old["root"] = repo.as_posix()
+    (repo / ".migrate" / "fix-record.json").write_text(json.dumps(old))
+    api.fix([repo], use_cache=False)
+    new = record(repo)
+    assert [len(f["edits"]) for f in new["files"]] == [len(f["edits"]) for f in old["files"]]
+    assert "root" not in new
+
+
+def test_merge_rule_on_its_own():
+    from collections import Counter
+
+    from migrator.fix.ledger import FileState, merge
+
+    edit = {"code": "DEV010", "new": {"line": 2, "end_line": 2, "text": "x = y.npu()"}}
+    old = {"target": "npu", "files": [{"path": "a.py", "sha256": "after", "sha256_before": "before", "edits": [edit]}],
+           "declined": [{"path": "a.py", "code": "DIST005", "symbol": "s", "reason": "r"}]}
+    run = {"target": "npu", "files": [], "declined": []}
+
+    def state(text, digest):
+        return lambda rel: FileState(text, digest, text, digest)
+
+    def files(merged):
+        return [(f["path"], [e["new"]["line"] for e in f["edits"]]) for f in merged["files"]]
+
+    everywhere = lambda rel, code: True  # noqa: E731
+    same = merge(old, run, state("import torch\nx = y.npu()\n", "after"), Counter({("a.py", "DIST005", "s"): 1}), everywhere)
+    assert files(same) == [("a.py", [2])] and same["declined"] == old["declined"]
+    assert files(merge(old, run, state("import torch\nx = y.cuda()\n", "before"), Counter(), everywhere)) == []
+    moved = merge(old, run, state("# hi\nimport torch\nx = y.npu()\n", "edited"), Counter(), everywhere)
+    assert files(moved) == [("a.py", [3])] and moved["files"][0]["sha256"] == "edited" and moved["declined"] == []
+    assert merge(old, run, lambda rel: None, Counter(), everywhere)["files"] == []  # gone
+    not_scanned = merge(old, run, state("x", "other"), Counter(), lambda rel, code: False)
+    assert not_scanned["declined"] == old["declined"]

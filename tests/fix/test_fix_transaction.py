@@ -131,7 +131,9 @@ def test_nothing_is_written_outside_the_root(repo, tmp_path):
     outside.mkdir()
     (outside / "o.py").write_text(CUDA)
     (repo / "ext.py").symlink_to(outside / "o.py")
-    outcome = api.fix([repo, repo / "ext.py", outside / "o.py"], root=repo, use_cache=False)
+    (repo / "extdir").symlink_to(outside)
+    given = [repo, repo / "ext.py", outside / "o.py", repo / "extdir" / "o.py"]
+    outcome = api.fix(given, root=repo, use_cache=False)
     assert (outside / "o.py").read_text() == CUDA and (repo / "ext.py").is_symlink()
     assert any("outside the root" in why for _, why in outcome.errors)
     assert all(not Path(f["path"]).is_absolute() for f in record(repo)["files"])
