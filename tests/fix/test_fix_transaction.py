@@ -206,3 +206,24 @@ def test_declines_through_a_link_survive_a_rerun(repo):
     assert "alias.py" in first and "attn.py" in first
     api.fix([repo], use_cache=False)
     assert sorted(d["path"] for d in record(repo)["declined"]) == first
+
+
+def test_a_killed_run_leaves_no_temp_files_after_the_next(repo):
+    import signal
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    child = (
+        "import os, signal, sys\n"
+        "from migrator import api\n"
+        "os.replace = lambda *a: os.kill(os.getpid(), signal.SIGKILL)  # dies mid-write, temp file written\n"
+        "api.fix([sys.argv[1]], use_cache=False)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", child, str(repo)], cwd=REPO, capture_output=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == -signal.SIGKILL
+    assert list(repo.rglob("*.migrate-tmp")) and (repo / "a.py").read_text() == CUDA
+    api.fix([repo], use_cache=False)
+    assert list(repo.rglob("*.migrate-tmp")) == [] and "y.npu()" in (repo / "a.py").read_text()
