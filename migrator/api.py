@@ -159,10 +159,11 @@ def coverage_summary(ops, settings: Settings) -> dict[str, Any]:
 class FixOutcome:
     """What `fix` did: per-file changes, where it wrote, and the findings that remain."""
 
-    plan: Any  # migrator.fix.runner.FixPlan
+    plan: Any  # migrator.fix.runner.FixPlan, as written (a file that could not be written has its error)
     written_to: Path | None
     record: Path | None
     remaining: RunResult
+    record_error: str | None = None
 
     @property
     def changed_files(self) -> list[str]:
@@ -170,7 +171,8 @@ class FixOutcome:
 
     @property
     def errors(self) -> list[tuple[str, str]]:
-        return [(c.path, c.error) for c in self.plan.changes if c.error]
+        errors = [(c.path, c.error) for c in self.plan.changes if c.error]
+        return errors + ([(".migrate/fix-record.json", self.record_error)] if self.record_error else [])
 
 
 def fix(
@@ -186,8 +188,12 @@ def fix(
     record: bool = True,
     **overrides,
 ) -> FixOutcome:
-    """Rewrite what can be rewritten. `write=False` computes the changes only (for --diff/--check)."""
-    from migrator.fix.runner import FixOptions, plan_fixes, write_plan
+    """Rewrite what can be rewritten, as a transaction over the tree: every file is planned (fixed,
+    re-parsed, encoded) before any is written; a file that cannot be planned or written is an error
+    of that file only. `write=False` computes the changes only (for --diff/--check)."""
+    from migrator.fix import ledger
+    from migrator.fix.runner import FixOptions, plan_fixes, record_run, write_changes
+    from migrator.fix.writer import UnsafeWrite, sweep_stale_temps
 
     if settings is None:
         settings, resolved = resolve_settings(paths, **overrides)
@@ -195,6 +201,15 @@ def fix(
         resolved = [Path(p).absolute() for p in paths]
     if target not in ("npu", "portable"):
         raise UsageError(f"unknown target {target!r}: choose npu or portable")
+    out = Path(out_dir).absolute() if out_dir else None
+    if write:
+        if out is None:  # --out leaves the original tree alone, stale files included
+            sweep_stale_temps(settings.root)
+        try:
+            if record:
+                ledger.check_location(out or settings.root)
+        except UnsafeWrite as exc:
+            raise UsageError(str(exc)) from None
     before = scan(resolved, settings=settings)
     extra = {f.path for f in before.findings}
     if annotate or strip_annotations:
@@ -207,12 +222,18 @@ def fix(
     if not write:
         remaining = _apply_route(_remaining_in_memory(before, plan, settings), settings)
         return FixOutcome(plan, None, None, _declined_are_manual(remaining, plan))
-    out = Path(out_dir).absolute() if out_dir else None
-    record_path = write_plan(plan, out, before, record=record)
+    plan = write_changes(plan, out)
     rescan_root = out or settings.root
     rescan_paths = [rescan_root / Path(p).relative_to(settings.root) if _inside(p, settings.root) else p for p in resolved]
-    remaining = scan(rescan_paths, settings=replace(settings, root=rescan_root))
-    return FixOutcome(plan, out or settings.root, record_path, _declined_are_manual(remaining, plan))
+    remaining = _declined_are_manual(scan(rescan_paths, settings=replace(settings, root=rescan_root)), plan)
+    record_path, record_error = None, None
+    if record:
+        try:
+            covered = ledger.scanned_by(settings_selector(settings), rescan_root, rescan_paths)
+            record_path = record_run(plan, rescan_root, remaining, covered)
+        except OSError as exc:
+            record_error = f"cannot write the fix record: {exc.strerror or exc}"
+    return FixOutcome(plan, rescan_root, record_path, remaining, record_error)
 
 
 def _route_edits(plan, before: RunResult, settings: Settings):

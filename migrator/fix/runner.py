@@ -4,24 +4,25 @@ from __future__ import annotations
 
 import ast
 import difflib
-import json
 import re
 import shutil
-from dataclasses import dataclass, field
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from migrator import __version__
 from migrator.engine.source import UnreadableSource, decode_python, decode_text
-from migrator.fix import text_fixer
-from migrator.fix.writer import atomic_write, sniff
-from migrator.jsonfile import read_json_or_none
+from migrator.fix import ledger, text_fixer
+from migrator.fix.linemap import line_map as _line_map
+from migrator.fix.writer import atomic_write, destination, inside, sniff
 from migrator.model import Finding, RunResult
 from migrator.rules.catalogue import load_catalogue
 
 MAIN_GUARD = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.MULTILINE)
 LAUNCHED_SCRIPT = re.compile(r"(?:python3?|torchrun|deepspeed|accelerate\s+launch)\b[^\n#]*?\s([\w./-]+\.py)\b")
-RECORD_PATH = ".migrate/fix-record.json"
+RECORD_PATH = ledger.RECORD_PATH
 
 
 @dataclass(frozen=True)
@@ -38,32 +39,23 @@ class Edit:
     new_end_line: int = 0
     new_end_column: int = 1
     cell: int | None = None  # notebooks: 1-based cell; the lines are lines of that cell
+    new_text: str | None = None  # the edited lines after the fix (the ledger looks for them later)
 
     def to_dict(self) -> dict[str, Any]:
-        data = {
+        new: dict[str, Any] = {"line": self.new_line, "column": 1, "end_line": self.new_end_line, "end_column": self.new_end_column}
+        if self.new_text is not None:
+            new["text"] = self.new_text
+        data: dict[str, Any] = {
             "code": self.code,
             "fix_kind": self.fix_kind,
             "title": self.title,
             "symbol": self.symbol,
             "original": {"line": self.line, "column": self.column, "end_line": self.end_line, "end_column": self.end_column},
-            "new": {"line": self.new_line, "column": 1, "end_line": self.new_end_line, "end_column": self.new_end_column},
+            "new": new,
         }
         if self.cell is not None:
             data["cell"] = self.cell
         return data
-
-
-def _line_map(before: str, after: str):
-    """Old line -> (first, last) new line of the block it became (difflib opcodes)."""
-    old, new = before.splitlines(), after.splitlines()
-    mapping: dict[int, tuple[int, int]] = {}
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
-        for i in range(i1, i2):
-            if tag == "equal":
-                mapping[i + 1] = (j1 + (i - i1) + 1, j1 + (i - i1) + 1)
-            else:
-                mapping[i + 1] = (j1 + 1, max(j1 + 1, j2))
-    return mapping, new
 
 
 def _edit_line_map(kind: str | None, before: str, after: str, cell: tuple[str, str] | None):
@@ -85,6 +77,13 @@ class FileChange:
     edits: tuple[Edit, ...] = ()
     declined: tuple[tuple[Finding, str], ...] = ()
     error: str | None = None
+    write_to: str | None = None  # a symlink's target (relative to the root): the file written instead
+    encoded: bytes | None = field(default=None, repr=False, compare=False)  # `after` in the file's encoding
+    before_sha256: str = ""
+
+    @property
+    def real_path(self) -> str:
+        return self.write_to or self.path
 
     @property
     def changed(self) -> bool:
@@ -128,17 +127,62 @@ def _entry_points(root: Path, scan: RunResult, texts: dict[str, str]) -> set[str
     return entries
 
 
-def _read(root: Path, rel: str) -> tuple[str, bytes, str] | None:
-    path = root / rel
+def _read(root: Path, rel: str) -> tuple[str, bytes, str] | str:
+    """(text without BOM, bytes, encoding), or why the file cannot be read."""
     try:
-        data = path.read_bytes()
+        data = (root / rel).read_bytes()
         source = decode_python(data) if rel.endswith(".py") else decode_text(data)
-    except (OSError, UnreadableSource):
-        return None
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}; file left unchanged"
+    except UnreadableSource as exc:
+        return f"cannot decode: {exc}; file left unchanged"
     return source.text if not source.text.startswith("\ufeff") else source.text[1:], data, source.encoding
 
 
+def _locate(root: Path, real_root: Path, rel: str) -> tuple[str, str | None]:
+    """(path, relative to the real root, of the file `rel` is or links to; why it cannot be fixed)."""
+    try:
+        real = (root / rel).resolve(strict=True)
+    except (OSError, RuntimeError) as exc:
+        return rel, f"cannot read: {getattr(exc, 'strerror', None) or exc}; file left unchanged"
+    if not inside(real, real_root):
+        where = f"a symlink to {real}, which is" if (root / rel).is_symlink() else "the file is"
+        return rel, f"{where} outside the root {root}; nothing is written outside the root; file left unchanged"
+    return real.relative_to(real_root).as_posix(), None
+
+
+def _grouped(root: Path, rels: list[str]) -> tuple[dict[str, list[str]], dict[str, str]]:
+    """Real file -> the paths naming it (its own path first when scanned), and per-path errors.
+    A symlink is never replaced: its target is fixed once, and only inside the root."""
+    real_root = root.resolve()
+    groups: dict[str, list[str]] = {}
+    errors: dict[str, str] = {}
+    for rel in rels:
+        real, error = _locate(root, real_root, rel)
+        if error:
+            errors[rel] = error
+        else:
+            groups.setdefault(real, []).append(rel)
+    for real, members in groups.items():
+        members.sort(key=lambda m: (m != real, m))
+    return groups, errors
+
+
+def _encode(data: bytes, encoding: str, text: str) -> tuple[bytes | None, str | None]:
+    """The fixed text in the file's own encoding and BOM, or why it cannot be (a planning error)."""
+    enc = sniff(data, encoding)
+    try:
+        return enc.encode(text), None
+    except UnicodeEncodeError as exc:
+        line = text.count("\n", 0, exc.start) + 1
+        char = text[exc.start]
+        return None, (f"the fixed text cannot be written in the file's encoding {enc.encoding} "
+                      f"({char!r}, U+{ord(char):04X}, line {line}); file left unchanged")
+
+
 def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: set[str] = frozenset()) -> FixPlan:
+    """Every file planned in full (read, fixed, re-parsed, encoded) before anything is written; a file
+    that cannot be planned gets its error and is left unchanged, the others go on."""
     from migrator.engine.discover import file_kind
     from migrator.fix.python_fixer import fix_python
 
@@ -146,15 +190,20 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: se
     by_file: dict[str, list[Finding]] = {}
     for f in scan.findings:
         by_file.setdefault(f.path, []).append(f)
+    groups, errors = _grouped(root, sorted(set(by_file) | set(extra_files)))
     texts: dict[str, str] = {}
     raw: dict[str, tuple[bytes, str]] = {}
-    for rel in sorted(set(by_file) | set(extra_files)):
-        got = _read(root, rel)
-        if got is not None:
-            texts[rel], data, enc = got
-            raw[rel] = (data, enc)
+    real_of: dict[str, str] = {}
+    for real, members in groups.items():
+        got = _read(root, members[0])
+        if isinstance(got, str):
+            errors.update(dict.fromkeys(members, got))
+            continue
+        texts[members[0]], data, enc = got
+        raw[members[0]] = (data, enc)
+        real_of[members[0]] = real
     entries = _entry_points(root, scan, texts)
-    changes: list[FileChange] = []
+    changes: list[FileChange] = [FileChange(rel, "", "", error=why) for rel, why in errors.items()]
     for rel, text in texts.items():
         findings = by_file.get(rel, [])
         fixable = [f for f in findings if f.fix and (not options.exact_only or f.fix.kind == "exact")]
@@ -186,14 +235,18 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: se
         elif fixable:
             new, applied, declined = text_fixer.fix_text(source, fixable, options.target)
         if options.annotate and error is None:
-            new = _annotate(rel, new, findings, applied, declined, options)
+            new = _annotate(rel, new, findings, applied, declined, options, raw[rel][1])
             if rel.endswith(".py"):
                 try:
                     ast.parse(new)
                 except SyntaxError:
                     new = text_fixer.strip_annotations(new) if not options.strip_annotations else new
+        data, enc = raw[rel]
+        encoded = None
+        if error is None and new != text:
+            encoded, error = _encode(data, enc, new)
         if error is not None:
-            new = text
+            new, applied = text, []
         maps: dict = {}
         edits = []
         for f in sorted(applied, key=Finding.sort_key):
@@ -203,10 +256,16 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: se
             first = mapping.get(f.line, (f.line, f.line))[0]
             last = mapping.get(f.end_line, (f.end_line, f.end_line))[1]
             end_col = len(new_lines[last - 1]) + 1 if 0 < last <= len(new_lines) else 1
+            new_text = "\n".join(new_lines[first - 1:last]) if 0 < first <= last <= len(new_lines) else None
             edits.append(Edit(f.code, f.fix.kind if f.fix else "exact", f.fix.title if f.fix else "", f.symbol,
-                              f.line, f.column, f.end_line, f.end_column, first, last, end_col, f.cell))
-        edits = tuple(edits)
-        changes.append(FileChange(rel, text, new, edits, tuple(declined), error))
+                              f.line, f.column, f.end_line, f.end_column, first, last, end_col, f.cell, new_text))
+        real = real_of[rel]
+        digest = ledger.sha256(data)
+        write_to = real if real != rel else None
+        changes.append(FileChange(rel, text, new, tuple(edits), tuple(declined), error, write_to, encoded, digest))
+        for link in groups[real][1:]:  # other names of the same file: fixed once, through its real path
+            changes.append(FileChange(link, text, text, (), tuple(declined), None, real, None, digest))
+    changes.sort(key=lambda c: c.path)
     return FixPlan(root, tuple(changes), options)
 
 
@@ -224,7 +283,7 @@ def _fix_notebook(text, findings, rules, target):
     return result.text, result.applied, result.declined, result.cells, None
 
 
-def _annotate(rel, text, findings, applied, declined, options) -> str:
+def _annotate(rel, text, findings, applied, declined, options, encoding: str = "utf-8") -> str:
     """Mark every site the fix could not handle with `# MIGRATE(CODE): reason` (Python and shell).
 
     Notebooks, container files and configs are not annotated: a comment line inside a JSON string,
@@ -251,49 +310,77 @@ def _annotate(rel, text, findings, applied, declined, options) -> str:
             continue
         why = reasons.get((f.code, f.symbol)) or f.message
         line = starts.get(f.line, f.line) if kind == "shell" else f.line
-        notes.setdefault(line, []).append((f.code, why.replace("\n", " ")[:160]))
+        notes.setdefault(line, []).append((f.code, _encodable(why.replace("\n", " ")[:160], encoding)))
     return text_fixer.annotate(text, notes)
 
 
-def write_plan(plan: FixPlan, out_dir: Path | None, scan: RunResult, record: bool = True) -> Path | None:
-    """Write changed files (in place, or a full copy under out_dir) and the fix record."""
+ASCII_PUNCTUATION = str.maketrans({"\u2014": "-", "\u2013": "-", "\u2018": "'", "\u2019": "'", "\u201c": '"',
+                                   "\u201d": '"', "\u2026": "...", "\u00d7": "x", "\u2192": "->", "\u2265": ">=",
+                                   "\u2264": "<=", "\u221a": "sqrt", "\u00b2": "^2"})
+
+
+def _encodable(note: str, encoding: str) -> str:
+    """A note the file's encoding can hold (a latin-1 file gets `-` for an em dash, `?` for the rest)."""
+    try:
+        note.encode(encoding)
+        return note
+    except UnicodeEncodeError:
+        return note.translate(ASCII_PUNCTUATION).encode(encoding, "replace").decode(encoding)
+    except LookupError:
+        return note
+
+
+def write_changes(plan: FixPlan, out_dir: Path | None) -> FixPlan:
+    """Write every planned change (in place, or into a full copy under out_dir), each atomically and
+    only inside the root; a file that cannot be written gets its error, the others are still written.
+    Returns the plan as it now stands on disk."""
     target_root = out_dir or plan.root
     if out_dir is not None:
         _copy_tree(plan.root, out_dir)
+    done = []
     for change in plan.changes:
-        if not change.changed:
-            continue
-        src = plan.root / change.path
-        data = src.read_bytes()
-        enc = sniff(data, _encoding_of(change.path, data))
-        atomic_write(target_root / change.path, enc.encode(change.after))
-    if not record:
-        return None
-    path = target_root / RECORD_PATH
-    data = _merged_record(path, fix_record(plan), {c.path for c in plan.changes})
-    atomic_write(path, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
-    return path
+        if change.changed:
+            try:
+                atomic_write(destination(target_root, change.real_path), change.encoded or b"")
+            except OSError as exc:
+                why = exc.strerror if exc.strerror else str(exc)
+                change = replace(change, error=f"cannot write: {why}; file left unchanged")
+        done.append(change)
+    return replace(plan, changes=tuple(done))
 
 
-def _merged_record(path: Path, new: dict[str, Any], planned: set[str]) -> dict[str, Any]:
-    """A run over some files (pre-commit passes only the staged ones) keeps what an earlier run
-    recorded for the others; a record that cannot be read is replaced."""
-    old = read_json_or_none(path)
-    try:
-        if old.get("target") != new["target"]:
-            return new
-        files = [f for f in old.get("files", []) if f.get("path") not in planned] + new["files"]
-        declined = [d for d in old.get("declined", []) if d.get("path") not in planned] + new["declined"]
-    except (AttributeError, TypeError):
-        return new
-    return {**new, "files": sorted(files, key=lambda f: f["path"]), "declined": declined}
+def record_run(plan: FixPlan, root: Path, remaining: RunResult, covered: Callable[[str, str], bool]) -> Path:
+    """Merge this (written) run into the fix record at `root` (see migrator/fix/ledger.py)."""
+    states: dict[str, ledger.FileState] = {}
+    for c in plan.changes:
+        if not c.before_sha256:
+            continue  # never read: the ledger looks at the file itself
+        after, digest = (c.after, ledger.sha256(c.encoded or b"")) if c.changed else (c.before, c.before_sha256)
+        if c.changed or c.real_path not in states:
+            states[c.real_path] = ledger.FileState(c.before, c.before_sha256, after, digest)
+    counts = Counter((f.path, f.code, f.symbol) for f in remaining.findings)
+    return ledger.write(root, fix_record(plan), states, counts, covered)
 
 
-def _encoding_of(rel: str, data: bytes) -> str:
-    try:
-        return decode_python(data).encoding if rel.endswith(".py") else decode_text(data).encoding
-    except UnreadableSource:
-        return "utf-8"
+def fix_record(plan: FixPlan) -> dict[str, Any]:
+    """This run alone, paths relative to the root; `ledger.merge` folds it into the earlier runs."""
+    return {
+        "schema_version": 1,
+        "tool": {"name": "ascend-migrate", "version": __version__, "catalogue": load_catalogue().digest},
+        "target": plan.options.target,
+        "files": [
+            {"path": c.real_path, "edits": [e.to_dict() for e in c.edits]}
+            for c in plan.changes
+            if c.changed and c.edits
+        ],
+        # sites the fixer would not rewrite, with the reason: `migrate scan` reports them as manual
+        "declined": [
+            {"path": c.path, "code": f.code, "symbol": f.symbol, "reason": why}
+            for c in plan.changes
+            for f, why in c.declined
+        ],
+        "errors": [{"path": c.path, "error": c.error} for c in plan.changes if c.error],
+    }
 
 
 def _copy_tree(root: Path, out_dir: Path) -> None:
@@ -310,23 +397,3 @@ def _copy_tree(root: Path, out_dir: Path) -> None:
         return skipped
 
     shutil.copytree(root, out_dir, symlinks=True, ignore=_ignore, dirs_exist_ok=True)
-
-
-def fix_record(plan: FixPlan) -> dict[str, Any]:
-    return {
-        "schema_version": 1,
-        "tool": {"name": "ascend-migrate", "version": __version__, "catalogue": load_catalogue().digest},
-        "target": plan.options.target,
-        "root": plan.root.as_posix(),
-        "files": [
-            {"path": c.path, "edits": [e.to_dict() for e in c.edits]}
-            for c in plan.changes
-            if c.changed and c.edits
-        ],
-        # sites the fixer would not rewrite, with the reason: `migrate scan` reports them as manual
-        "declined": [
-            {"path": c.path, "code": f.code, "symbol": f.symbol, "reason": why}
-            for c in plan.changes
-            for f, why in c.declined
-        ],
-    }
