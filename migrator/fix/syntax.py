@@ -77,10 +77,10 @@ def normalise_form_feeds(text: str) -> tuple[str, dict[int, int]]:
     characters were removed. Blank form-feed lines (page breaks) are kept."""
     if "\x0c" not in text:
         return text, {}
-    lines = text.splitlines(keepends=True)
+    lines = io.StringIO(text).readlines()  # not str.splitlines: it splits at form feeds too
     removed: dict[int, int] = {}
     try:
-        tokens = list(tokenize.generate_tokens(io.StringIO(text).readline))
+        tokens = list(tokenize.generate_tokens(iter(lines).__next__))
     except (tokenize.TokenError, SyntaxError):
         return text, {}
     seen: set[int] = set()
