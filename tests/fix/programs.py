@@ -162,3 +162,23 @@ def check_fix_properties(work: Path, text: str, target: str = "npu", neighbour: 
             counts["declined"] += 1
             counts[f"declined: {reason}"] += 1
     return counts
+
+
+def program_strategy(generated_bodies: bool = True):
+    """Hypothesis strategy of (program text, target): shapes and CUDA snippets in random order and
+    number, around a hypothesmith-generated module when `generated_bodies`."""
+    from hypothesis import strategies as st
+
+    shapes = shapes_for()
+    body = st.just("")
+    if generated_bodies:
+        import hypothesmith
+
+        body = hypothesmith.from_grammar().filter(valid_python)
+    return st.tuples(
+        body,
+        st.lists(st.sampled_from(sorted(shapes)), max_size=4).map(lambda names: [shapes[n] for n in names]),
+        st.lists(st.sampled_from(SNIPPETS), min_size=1, max_size=4),
+        st.booleans(),
+        st.sampled_from(["npu", "portable"]),
+    ).map(lambda t: (program(t[0], t[1], t[2], t[3]), t[4]))
