@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 import time
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -31,6 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
+    warnings.filterwarnings("ignore", category=SyntaxWarning)  # hypothesmith's odd-but-valid programs
     try:
         from hypothesis import HealthCheck, assume, given, seed, settings
 

@@ -263,14 +263,14 @@ def ensure_module_imports(module: cst.Module, ctx: FixContext) -> cst.Module:
     additions_after_torch: list[cst.BaseStatement] = []
     if need_torch:
         additions_after_torch.append(cst.parse_statement("import torch\n"))
+    npu_name_used = ctx.target == "npu" and ctx.needs_torch_npu and _torch_npu_used(module, ctx)
     if (ctx.needs_torch_npu or (ctx.target == "portable" and ctx.helpers)) and not _binds_anywhere(module, "torch_npu"):
         if ctx.target == "npu":
-            used = name_counts(module).get("torch_npu", 0) > 0 or any(
-                re.search(r"\btorch_npu\.", source) for source in ctx.helpers.values()
-            )
-            additions_after_torch.append(cst.parse_statement(TORCH_NPU if used else TORCH_NPU_SIDE_EFFECT))
+            additions_after_torch.append(cst.parse_statement(TORCH_NPU if npu_name_used else TORCH_NPU_SIDE_EFFECT))
         else:
             additions_after_torch.append(cst.parse_statement(TORCH_NPU_GUARDED))
+    elif ctx.target == "npu" and ctx.needs_torch_npu and not npu_name_used:
+        body = [_with_noqa(s) for s in body]  # the user's own bare `import torch_npu` now matters too
     if torch_idx is not None and not need_torch:
         insert = torch_idx + 1  # `import torch_npu` right after `import torch`
     else:
@@ -303,6 +303,27 @@ def ensure_module_imports(module: cst.Module, ctx: FixContext) -> cst.Module:
             body[last_import] = nxt.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *_strip_blank(nxt.leading_lines)])
         body[last_import:last_import] = helper_stmts
     return module.with_changes(body=body)
+
+
+def _torch_npu_used(module: cst.Module, ctx: FixContext) -> bool:
+    """Whether the name `torch_npu` is used (by the module or a helper it gets), not only imported."""
+    return name_counts(module).get("torch_npu", 0) > 0 or any(
+        re.search(r"\btorch_npu\.", source) for source in ctx.helpers.values()
+    )
+
+
+def _with_noqa(stmt: cst.BaseStatement) -> cst.BaseStatement:
+    """`import torch_npu` without a comment gets the noqa comment the fixer's own import has."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Import)):
+        return stmt
+    names = stmt.body[0].names
+    if len(names) != 1 or names[0].asname is not None or not isinstance(names[0].name, cst.Name):
+        return stmt
+    if names[0].name.value != "torch_npu" or stmt.trailing_whitespace.comment is not None:
+        return stmt
+    comment = TORCH_NPU_SIDE_EFFECT.split("#", 1)[1].rstrip("\n")
+    trailing = stmt.trailing_whitespace.with_changes(whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment("#" + comment))
+    return stmt.with_changes(trailing_whitespace=trailing)
 
 
 def _strip_blank(lines):

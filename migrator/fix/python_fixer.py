@@ -94,20 +94,22 @@ class _Fixer(cst.CSTTransformer):
             if result is None:
                 continue  # declined, with a reason recorded by the transform
             self.ctx.applied.append(finding)
-            misfit = self._misfit(updated, result)
+            fitted, misfit = self._fit(updated, result)
             if misfit:
                 self.ctx.undo_since(mark, misfit)
                 continue
-            updated = result
+            updated = fitted
         return updated
 
-    def _misfit(self, node: cst.CSTNode, new: cst.CSTNode) -> str | None:
-        """Why `new` cannot replace `node` where it stands, if it cannot."""
+    def _fit(self, node: cst.CSTNode, new: cst.CSTNode) -> tuple[cst.CSTNode, str | None]:
+        """`new` as it may replace `node` where it stands, or why it cannot."""
         if self.pattern_depth and not syntax.fits_pattern(node, new):
-            return syntax.PATTERN_REASON
+            return new, syntax.PATTERN_REASON
         if self.fstring_quotes and not syntax.fits_fstring(node, new, self.fstring_quotes):
-            return syntax.FSTRING_REASON
-        return None
+            new = syntax.requote(new, self.fstring_quotes)  # "npu" -> 'npu' inside f"..."
+            if not syntax.fits_fstring(node, new, self.fstring_quotes):
+                return new, syntax.FSTRING_REASON
+        return new, None
 
     # A statement holding a rewrite must still parse on its own (simple statements, and top-level
     # compound statements for headers: decorators, `with` items, `for` targets); if it does not,

@@ -61,6 +61,27 @@ def fits_fstring(original: cst.CSTNode, new: cst.CSTNode, quotes: list[str]) -> 
     return True
 
 
+class _Requote(cst.CSTTransformer):
+    def __init__(self, avoid: set[str]):
+        super().__init__()
+        self.avoid = avoid
+
+    def leave_SimpleString(self, original: cst.SimpleString, updated: cst.SimpleString) -> cst.SimpleString:
+        value = updated.value
+        start = len(value) - len(value.lstrip("rRbBuU"))
+        prefix, quoted = value[:start], value[start:]
+        quote, body = quoted[0], quoted[1:-1]
+        other = "'" if quote == '"' else '"'
+        if quoted[:3] == quote * 3 or quote not in self.avoid or other in self.avoid or other in body or "\\" in body:
+            return updated
+        return updated.with_changes(value=f"{prefix}{other}{body}{other}")
+
+
+def requote(node: cst.CSTNode, quotes: list[str]) -> cst.CSTNode:
+    """`node` with its single-quoted strings in the quote character the enclosing f-strings do not use."""
+    return node.visit(_Requote({q[0] for q in quotes}))
+
+
 def parses_alone(statement: cst.CSTNode) -> bool:
     try:
         ast.parse(code_of(statement))

@@ -110,12 +110,13 @@ def test_a_case_pattern_keeps_a_literal_rewrite_for_npu(tmp_path):
     assert '        case "npu":\n' in after and "        case torch.npu.Stream():\n" in after
 
 
-def test_a_rewrite_needing_the_f_strings_own_quote_is_declined(tmp_path):
-    text = 'import torch\nprint(f"{torch.device(0)} {x.cuda()}")\n'
+def test_a_rewrite_inside_an_f_string_takes_the_other_quote_or_is_declined(tmp_path):
+    text = 'import torch\nprint(f"{torch.device(0)} {x.cuda()}")\nprint(f\'{f"{torch.device(2)}"}\')\n'
     after, change = _fix(tmp_path, text, "npu")
     assert change.error is None
-    assert 'print(f"{torch.device(0)} {x.npu()}")' in after
-    assert _declined(change) == {"2:10 DEV014": syntax.FSTRING_REASON}
+    assert 'print(f"{torch.device(\'npu\', 0)} {x.npu()}")' in after
+    assert 'print(f\'{f"{torch.device(2)}"}\')' in after  # both quotes taken: no spelling before 3.12
+    assert _declined(change) == {"3:13 DEV014": syntax.FSTRING_REASON}
 
 
 def test_a_statement_the_rewrite_would_break_is_undone(tmp_path):
@@ -168,3 +169,10 @@ def test_all_syntax_shapes_in_one_file(tmp_path, target):
     counts = check_fix_properties(tmp_path, HEADER + "\n\n".join(shapes_for().values()), target)
     assert counts["applied"] > 30
     assert counts["declined: the fix did not apply at this site"] == 0
+
+
+def test_the_users_bare_torch_npu_import_gets_the_noqa_once_it_matters(tmp_path):
+    after, _ = _fix(tmp_path, "import torch\nimport torch_npu\n\ntorch.cuda.synchronize()\n")
+    assert after == f"import torch\n{NOQA}\n\ntorch.npu.synchronize()\n"
+    after, _ = _fix(tmp_path, "import torch\nimport torch_npu\n\ntorch.cuda.synchronize()\ntorch_npu.npu_x()\n", name="used.py")
+    assert after.startswith("import torch\nimport torch_npu\n\n")
