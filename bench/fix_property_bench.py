@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", "--examples", type=int, default=2000)
     parser.add_argument("--shapes-only", action="store_true", help="no hypothesmith bodies (faster)")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--progress", type=int, default=250, metavar="N", help="a summary line every N programs (0: none)")
     args = parser.parse_args(argv)
     sys.path.insert(0, str(REPO))
     warnings.filterwarnings("ignore", category=SyntaxWarning)  # hypothesmith's odd-but-valid programs
@@ -42,6 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
     counts: Counter = Counter()
+    t0 = time.perf_counter()
 
     @settings(max_examples=args.examples, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
@@ -56,26 +58,31 @@ def main(argv: list[str] | None = None) -> int:
         try:
             counts.update(check_fix_properties(work, text, target))
             counts[f"checked ({target})"] += 1
+            if args.progress and (counts["checked (npu)"] + counts["checked (portable)"]) % args.progress == 0:
+                print(_summary(counts, time.perf_counter() - t0), flush=True)
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
     if args.seed is not None:
         run = seed(args.seed)(run)
-    t0 = time.perf_counter()
     status = 0
     try:
         run()
     except AssertionError as exc:
         print(f"COUNTEREXAMPLE: {exc}", file=sys.stderr)
         status = 1
-    seconds = time.perf_counter() - t0
-    checked = counts["checked (npu)"] + counts["checked (portable)"]
-    print(f"{checked} programs checked in {seconds:.1f} s ({checked / seconds:.1f}/s); "
-          f"{counts['generated']} generated, {counts['rejected (does not parse)']} rejected")
+    print(_summary(counts, time.perf_counter() - t0))
     for key, value in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])):
         if key not in ("generated",):
             print(f"{value:8d}  {key}")
     return status
+
+
+def _summary(counts: Counter, seconds: float) -> str:
+    checked = counts["checked (npu)"] + counts["checked (portable)"]
+    return (f"{checked} programs checked in {seconds:.1f} s ({checked / max(seconds, 1e-9):.1f}/s); "
+            f"{counts['generated']} generated, {counts['rejected (does not parse)']} rejected; "
+            f"{counts['applied']} sites applied, {counts['declined']} declined")
 
 
 if __name__ == "__main__":
