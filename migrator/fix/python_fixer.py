@@ -50,9 +50,10 @@ class PythonFixResult:
 class _Fixer(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, ctx: FixContext, findings: dict[Key, list[Finding]], rules: dict[str, Rule]):
+    def __init__(self, ctx: FixContext, findings: dict[Key, list[Finding]], rules: dict[str, Rule], module: cst.Module):
         super().__init__()
         self.ctx = ctx
+        self.module = module  # its indentation and newline settings render a statement on its own
         self.findings = findings
         self.rules = rules
         self.call_funcs: dict[int, Key] = {}  # id(original callee node) -> its range
@@ -128,8 +129,8 @@ class _Fixer(cst.CSTTransformer):
                 mark is not None
                 and len(self.ctx.applied) > mark.applied
                 and isinstance(result, cst.BaseStatement)
-                and not syntax.parses_alone(result)
-                and syntax.parses_alone(original)
+                and not syntax.parses_alone(result, self.module)
+                and syntax.parses_alone(original, self.module)
             ):
                 self.ctx.undo_since(mark, syntax.STATEMENT_REASON)
                 return original
@@ -220,7 +221,7 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
     except cst.ParserSyntaxError as exc:  # syntax newer than the pinned libcst knows
         reason = f"libcst cannot parse this file (line {exc.raw_line}: {exc.message}); fix it by hand"
         return PythonFixResult(original_text, [], [(f, reason) for f in findings])
-    fixer = _Fixer(ctx, by_key, rules)
+    fixer = _Fixer(ctx, by_key, rules, module)
     new_module = MetadataWrapper(module, unsafe_skip_copy=True).visit(fixer)
     candidates = {n for n in fixer.removable} | {
         local for local, quals in aliases.items() if any(q.split(".")[0] in REMOVABLE_ROOTS for q in quals)
@@ -231,7 +232,7 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
             ctx.applied.append(f)
         elif all(f is not a for a in ctx.applied):
             ctx.decline(f, "the import stays while the name is still used")
-    if target == "npu" and ctx.applied and (entry_point or USES_TORCH_NPU.search(new_module.code)):
+    if target == "npu" and ctx.applied and not ctx.needs_torch_npu and (entry_point or USES_TORCH_NPU.search(new_module.code)):
         ctx.needs_torch_npu = True  # `.npu()`, torch.npu and the "npu" device exist once torch_npu is imported
     new_module = ensure_module_imports(new_module, ctx)
     seen = {id(f) for f in ctx.applied} | {id(f) for f, _ in ctx.declined}

@@ -82,9 +82,9 @@ def requote(node: cst.CSTNode, quotes: list[str]) -> cst.CSTNode:
     return node.visit(_Requote({q[0] for q in quotes}))
 
 
-def parses_alone(statement: cst.CSTNode) -> bool:
+def parses_alone(statement: cst.CSTNode, module: cst.Module) -> bool:
     try:
-        ast.parse(code_of(statement))
+        ast.parse(module.code_for_node(statement))
     except (SyntaxError, ValueError):
         return False
     return True

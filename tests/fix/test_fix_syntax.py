@@ -119,13 +119,19 @@ def test_a_rewrite_inside_an_f_string_takes_the_other_quote_or_is_declined(tmp_p
     assert _declined(change) == {"3:13 DEV014": syntax.FSTRING_REASON}
 
 
-def test_a_statement_the_rewrite_would_break_is_undone(tmp_path):
+@pytest.mark.parametrize(
+    "text, column",
+    [
+        ("import torch\nt.is_cuda = 1\nx = y.cuda()\n", 1),  # a simple statement
+        ("import torch\nfor t.is_cuda in y:\n\tif x:\n\t\tx = y.cuda()\n", 5),  # a compound header, tab-indented
+    ],
+)
+def test_a_statement_the_rewrite_would_break_is_undone(tmp_path, text, column):
     # `t.is_cuda` as an assignment target: the portable comparison cannot be assigned to
     rules = load_catalogue().rules
     scanned = scan_text(tmp_path, "import torch\ny = t.is_cuda\n")
     [use] = [f for f in scanned.findings if f.code == "DEV011"]
-    target = dataclasses.replace(use, line=2, column=1, end_line=2, end_column=10)
-    text = "import torch\nt.is_cuda = 1\n"
+    target = dataclasses.replace(use, line=2, column=column, end_line=2, end_column=column + 9)
     result = python_fixer.fix_python(text, [target], rules, "portable", False)
     assert result.text == text and result.applied == []
     assert [reason for _, reason in result.declined] == [syntax.STATEMENT_REASON]
