@@ -4,6 +4,7 @@ and adding `import torch_npu` / `import torch` / helpers once, in the right plac
 from __future__ import annotations
 
 import re
+from typing import TypeVar
 
 import libcst as cst
 
@@ -312,7 +313,10 @@ def _torch_npu_used(module: cst.Module, ctx: FixContext) -> bool:
     )
 
 
-def _with_noqa(stmt: cst.BaseStatement) -> cst.BaseStatement:
+Statement = TypeVar("Statement", bound=cst.BaseStatement)
+
+
+def _with_noqa(stmt: Statement) -> Statement:
     """`import torch_npu` without a comment gets the noqa comment the fixer's own import has."""
     if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Import)):
         return stmt

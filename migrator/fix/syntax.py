@@ -79,7 +79,8 @@ class _Requote(cst.CSTTransformer):
 
 def requote(node: cst.CSTNode, quotes: list[str]) -> cst.CSTNode:
     """`node` with its single-quoted strings in the quote character the enclosing f-strings do not use."""
-    return node.visit(_Requote({q[0] for q in quotes}))
+    new = node.visit(_Requote({q[0] for q in quotes}))
+    return new if isinstance(new, cst.CSTNode) else node
 
 
 def parses_alone(statement: cst.CSTNode, module: cst.Module) -> bool:
