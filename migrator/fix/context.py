@@ -9,6 +9,15 @@ import libcst as cst
 from migrator.model import Finding
 
 
+@dataclass(frozen=True)
+class Checkpoint:
+    applied: int
+    helpers: set[str]
+    imports: set[str]
+    needs_torch: bool
+    needs_torch_npu: bool
+
+
 @dataclass
 class FixContext:
     target: str  # "npu" | "portable"
@@ -24,6 +33,21 @@ class FixContext:
 
     def decline(self, finding: Finding, reason: str) -> None:
         self.declined.append((finding, reason))
+
+    def checkpoint(self) -> Checkpoint:
+        """What rewrites from here on add, so that they can be undone where their site rejects them."""
+        return Checkpoint(len(self.applied), set(self.helpers), set(self.imports), self.needs_torch, self.needs_torch_npu)
+
+    def undo_since(self, mark: Checkpoint, reason: str) -> None:
+        """Forget the rewrites since `mark` (their helpers and imports too) and decline them with `reason`."""
+        undone = self.applied[mark.applied :]
+        del self.applied[mark.applied :]
+        for name in set(self.helpers) - mark.helpers:
+            del self.helpers[name]
+        self.imports &= mark.imports
+        self.needs_torch, self.needs_torch_npu = mark.needs_torch, mark.needs_torch_npu
+        for finding in undone:
+            self.decline(finding, reason)
 
     def helper(self, name: str, source: str) -> cst.Name:
         self.helpers.setdefault(name, source)

@@ -3,6 +3,9 @@ and adding `import torch_npu` / `import torch` / helpers once, in the right plac
 
 from __future__ import annotations
 
+import re
+from typing import TypeVar
+
 import libcst as cst
 
 from migrator.fix.context import FixContext
@@ -34,6 +37,7 @@ def rewrite_import(fixer, original, updated):
     """Apply rename fixes found on import aliases; returns the (possibly split) statement."""
     ctx: FixContext = fixer.ctx
     if isinstance(updated.names, cst.ImportStar):
+        _decline_star(fixer, original)
         return updated
     renamed: dict[int, str] = {}
     for i, alias in enumerate(original.names):
@@ -86,6 +90,16 @@ def rewrite_import(fixer, original, updated):
     return statements[0] if len(statements) == 1 else cst.FlattenSentinel(statements)
 
 
+def _decline_star(fixer, original: cst.ImportFrom) -> None:
+    """`from torch.cuda import *`: the names it binds are unknown here, so nothing is renamed."""
+    for node in (original, original.names, original.module):
+        key = fixer._key(node) if node is not None else None
+        for finding in fixer.findings.get(key, []):
+            if (key, finding.code) not in fixer.done:
+                fixer.done.add((key, finding.code))
+                fixer.ctx.decline(finding, "a star import binds names that cannot be renamed: import them by name")
+
+
 def _bound_name(alias: cst.ImportAlias) -> str:
     if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
         return alias.asname.name.value
@@ -127,6 +141,8 @@ class _ImportRemover(cst.CSTTransformer):
         return _bound_name(alias) not in self.unused
 
     def leave_Import(self, original, updated):
+        if isinstance(updated.names, cst.ImportStar):
+            return updated  # binds no name that could have become unused
         names = [a for a in updated.names if self._keep(a)]
         if len(names) == len(updated.names):
             return updated
@@ -227,6 +243,13 @@ def _insert_at(module: cst.Module) -> int:
     return i
 
 
+TORCH_NPU = "import torch_npu\n"
+# `import torch_npu` registers `torch.npu`, `.npu()` and the "npu" device: unused as a name, so lint
+# tools (pyflakes, `ruff --fix`) would delete it without the noqa while the npu calls stay.
+TORCH_NPU_SIDE_EFFECT = 'import torch_npu  # noqa: F401  registers the Ascend "npu" device\n'
+# Code that reads as using torch_npu once fixed: it must import it.
+USES_TORCH_NPU = re.compile(r"""\.npu\(|\btorch\.npu\b|\btorch_npu\b|\.is_npu\b|["']npu\b|["']hccl\b""")
+
 TORCH_NPU_GUARDED = """try:
     import torch_npu  # noqa: F401  registers the Ascend "npu" device when torch-npu is installed
 except ImportError:
@@ -241,11 +264,14 @@ def ensure_module_imports(module: cst.Module, ctx: FixContext) -> cst.Module:
     additions_after_torch: list[cst.BaseStatement] = []
     if need_torch:
         additions_after_torch.append(cst.parse_statement("import torch\n"))
+    npu_name_used = ctx.target == "npu" and ctx.needs_torch_npu and _torch_npu_used(module, ctx)
     if (ctx.needs_torch_npu or (ctx.target == "portable" and ctx.helpers)) and not _binds_anywhere(module, "torch_npu"):
         if ctx.target == "npu":
-            additions_after_torch.append(cst.parse_statement("import torch_npu\n"))
+            additions_after_torch.append(cst.parse_statement(TORCH_NPU if npu_name_used else TORCH_NPU_SIDE_EFFECT))
         else:
             additions_after_torch.append(cst.parse_statement(TORCH_NPU_GUARDED))
+    elif ctx.target == "npu" and ctx.needs_torch_npu and not npu_name_used:
+        body = [_with_noqa(s) for s in body]  # the user's own bare `import torch_npu` now matters too
     if torch_idx is not None and not need_torch:
         insert = torch_idx + 1  # `import torch_npu` right after `import torch`
     else:
@@ -278,6 +304,30 @@ def ensure_module_imports(module: cst.Module, ctx: FixContext) -> cst.Module:
             body[last_import] = nxt.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *_strip_blank(nxt.leading_lines)])
         body[last_import:last_import] = helper_stmts
     return module.with_changes(body=body)
+
+
+def _torch_npu_used(module: cst.Module, ctx: FixContext) -> bool:
+    """Whether the name `torch_npu` is used (by the module or a helper it gets), not only imported."""
+    return name_counts(module).get("torch_npu", 0) > 0 or any(
+        re.search(r"\btorch_npu\.", source) for source in ctx.helpers.values()
+    )
+
+
+Statement = TypeVar("Statement", bound=cst.BaseStatement)
+
+
+def _with_noqa(stmt: Statement) -> Statement:
+    """`import torch_npu` without a comment gets the noqa comment the fixer's own import has."""
+    if not (isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Import)):
+        return stmt
+    names = stmt.body[0].names
+    if len(names) != 1 or names[0].asname is not None or not isinstance(names[0].name, cst.Name):
+        return stmt
+    if names[0].name.value != "torch_npu" or stmt.trailing_whitespace.comment is not None:
+        return stmt
+    comment = TORCH_NPU_SIDE_EFFECT.split("#", 1)[1].rstrip("\n")
+    trailing = stmt.trailing_whitespace.with_changes(whitespace=cst.SimpleWhitespace("  "), comment=cst.Comment("#" + comment))
+    return stmt.with_changes(trailing_whitespace=trailing)
 
 
 def _strip_blank(lines):

@@ -32,7 +32,7 @@ from migrator.fix.imports import ensure_module_imports
 from migrator.model import Finding
 from migrator.rules.catalogue import Rule
 
-TORCH_NPU_LINE = re.compile(r"^import torch_npu[ \t]*(\r\n|\r|\n)?$")
+TORCH_NPU_LINE = re.compile(r"^import torch_npu[ \t]*(#[^\r\n]*)?(\r\n|\r|\n)?$")
 IMPORTS_TORCH_NPU = re.compile(r"^[ \t]*(import torch_npu\b|from torch_npu\b)", re.MULTILINE)
 IMPORTS_TORCH = re.compile(r"^(import torch\b|from torch\b)", re.MULTILINE)
 NON_ASCII_ESCAPE = re.compile(r"\\u(?:00[89a-fA-F][0-9a-fA-F]|0[1-9a-fA-F][0-9a-fA-F]{2}|[1-9a-fA-F][0-9a-fA-F]{3})")

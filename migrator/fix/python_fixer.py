@@ -10,14 +10,17 @@ from __future__ import annotations
 import ast
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import cast
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from migrator.engine.python_checker import collect_aliases
-from migrator.fix.context import FixContext
+from migrator.fix import syntax
+from migrator.fix.context import Checkpoint, FixContext
 from migrator.fix.imports import (
     REMOVABLE_ROOTS,
+    USES_TORCH_NPU,
     ensure_module_imports,
     remove_unused_imports,
     rewrite_import,
@@ -48,15 +51,19 @@ class PythonFixResult:
 class _Fixer(cst.CSTTransformer):
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self, ctx: FixContext, findings: dict[Key, list[Finding]], rules: dict[str, Rule]):
+    def __init__(self, ctx: FixContext, findings: dict[Key, list[Finding]], rules: dict[str, Rule], module: cst.Module):
         super().__init__()
         self.ctx = ctx
+        self.module = module  # its indentation and newline settings render a statement on its own
         self.findings = findings
         self.rules = rules
         self.call_funcs: dict[int, Key] = {}  # id(original callee node) -> its range
         self.done: set[tuple[Key, str]] = set()
         self.removable: set[str] = set()  # import-bound names whose uses were rewritten
         self.import_findings: list[Finding] = []  # transform findings on import lines
+        self.pattern_depth = 0  # inside a `case` pattern
+        self.fstring_quotes: list[str] = []  # closing quotes of the f-strings around the node
+        self.statements: list[Checkpoint | None] = []  # checkpoints of the statements being fixed
 
     def _key(self, node: cst.CSTNode) -> Key | None:
         try:
@@ -84,12 +91,63 @@ class _Fixer(cst.CSTTransformer):
             if transform is None:
                 self.ctx.decline(finding, f"no automatic fix for `{rule.fix}` yet")
                 continue
+            mark = self.ctx.checkpoint()
             result = transform(self.ctx, updated, finding, rule)
             if result is None:
                 continue  # declined, with a reason recorded by the transform
             self.ctx.applied.append(finding)
-            updated = result
+            fitted, misfit = self._fit(updated, cast(cst.CSTNode, result))
+            if misfit:
+                self.ctx.undo_since(mark, misfit)
+                continue
+            updated = fitted
         return updated
+
+    def _fit(self, node: cst.CSTNode, new: cst.CSTNode) -> tuple[cst.CSTNode, str | None]:
+        """`new` as it may replace `node` where it stands, or why it cannot."""
+        if self.pattern_depth and not syntax.fits_pattern(node, new):
+            return new, syntax.PATTERN_REASON
+        if self.fstring_quotes and not syntax.fits_fstring(node, new, self.fstring_quotes):
+            new = syntax.requote(new, self.fstring_quotes)  # "npu" -> 'npu' inside f"..."
+            if not syntax.fits_fstring(node, new, self.fstring_quotes):
+                return new, syntax.FSTRING_REASON
+        return new, None
+
+    # A statement holding a rewrite must still parse on its own (simple statements, and top-level
+    # compound statements for headers: decorators, `with` items, `for` targets); if it does not,
+    # its rewrites are undone and declined.
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.BaseStatement):
+            checked = isinstance(node, cst.SimpleStatementLine) or not self.statements
+            self.statements.append(self.ctx.checkpoint() if checked else None)
+        return super().on_visit(node)
+
+    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
+        result = super().on_leave(original, updated)
+        if isinstance(original, cst.BaseStatement):
+            mark = self.statements.pop()
+            if (
+                mark is not None
+                and len(self.ctx.applied) > mark.applied
+                and isinstance(result, cst.BaseStatement)
+                and not syntax.parses_alone(result, self.module)
+                and syntax.parses_alone(original, self.module)
+            ):
+                self.ctx.undo_since(mark, syntax.STATEMENT_REASON)
+                return original
+        return result
+
+    def visit_MatchCase_pattern(self, node: cst.MatchCase) -> None:
+        self.pattern_depth += 1
+
+    def leave_MatchCase_pattern(self, node: cst.MatchCase) -> None:
+        self.pattern_depth -= 1
+
+    def visit_FormattedString_parts(self, node: cst.FormattedString) -> None:
+        self.fstring_quotes.append(syntax.fstring_quote(node))
+
+    def leave_FormattedString_parts(self, node: cst.FormattedString) -> None:
+        self.fstring_quotes.pop()
 
     def visit_Call(self, node: cst.Call) -> bool:
         key = self._key(node.func)
@@ -143,15 +201,28 @@ def import_renames(findings: list[Finding], rules: dict[str, Rule], aliases: dic
     return renamed
 
 
-def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], target: str, entry_point: bool) -> PythonFixResult:
+def _keys(findings: list[Finding], shifted: dict[int, int]) -> dict[Key, list[Finding]]:
+    """Findings by source range; `shifted`: characters removed from the start of a line (form feeds)."""
     by_key: dict[Key, list[Finding]] = defaultdict(list)
     for f in findings:
-        by_key[key_of(f)].append(f)
+        line, col, end_line, end_col = key_of(f)
+        by_key[(line, col - shifted.get(line, 0), end_line, end_col - shifted.get(end_line, 0))].append(f)
+    return by_key
+
+
+def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], target: str, entry_point: bool) -> PythonFixResult:
+    original_text = text
+    text, shifted = syntax.normalise_form_feeds(text)
+    by_key = _keys(findings, shifted)
     aliases = collect_aliases(ast.parse(text))
     ctx = FixContext(target=target, aliases=aliases, module_text=text)
     ctx.import_renames = import_renames(findings, rules, aliases, target)
-    module = cst.parse_module(text)
-    fixer = _Fixer(ctx, by_key, rules)
+    try:
+        module = cst.parse_module(text)
+    except cst.ParserSyntaxError as exc:  # syntax newer than the pinned libcst knows
+        reason = f"libcst cannot parse this file (line {exc.raw_line}: {exc.message}); fix it by hand"
+        return PythonFixResult(original_text, [], [(f, reason) for f in findings])
+    fixer = _Fixer(ctx, by_key, rules, module)
     new_module = MetadataWrapper(module, unsafe_skip_copy=True).visit(fixer)
     candidates = {n for n in fixer.removable} | {
         local for local, quals in aliases.items() if any(q.split(".")[0] in REMOVABLE_ROOTS for q in quals)
@@ -162,11 +233,13 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
             ctx.applied.append(f)
         elif all(f is not a for a in ctx.applied):
             ctx.decline(f, "the import stays while the name is still used")
-    if entry_point and target == "npu" and ctx.applied:
-        ctx.needs_torch_npu = True
+    if target == "npu" and ctx.applied and not ctx.needs_torch_npu and (entry_point or USES_TORCH_NPU.search(new_module.code)):
+        ctx.needs_torch_npu = True  # `.npu()`, torch.npu and the "npu" device exist once torch_npu is imported
     new_module = ensure_module_imports(new_module, ctx)
     seen = {id(f) for f in ctx.applied} | {id(f) for f, _ in ctx.declined}
     for f in findings:
         if id(f) not in seen:
             ctx.decline(f, "the fix did not apply at this site")
+    if not ctx.applied:
+        return PythonFixResult(original_text, ctx.applied, ctx.declined)  # no form feed moved for nothing
     return PythonFixResult(new_module.code, ctx.applied, ctx.declined)

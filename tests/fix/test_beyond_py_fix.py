@@ -23,6 +23,8 @@ from migrator.fix.notebook_fixer import merge, rewrite_sources
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "environment"
 DEMO = FIXTURES / "beyond_py"
 GOLDEN = FIXTURES / "beyond_py.npu.diff"
+NOQA = 'import torch_npu  # noqa: F401  registers the Ascend "npu" device'
+NOQA_JSON = NOQA.replace('"', '\\"')
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
     "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@example.invalid",
@@ -136,7 +138,7 @@ def test_notebook_fix_keeps_the_files_json_style(tmp_path, style):
     after = path.read_bytes().decode("utf-8")
     data_before, data_after = json.loads(original), json.loads(after)
     assert data_after["cells"][1]["source"] == [
-        "import torch\n", "import torch_npu\n", "x = torch.ones(2).npu()  # déjà\n", "!nvidia-smi\n", "torch.npu.synchronize()",
+        "import torch\n", f"{NOQA}\n", "x = torch.ones(2).npu()  # déjà\n", "!nvidia-smi\n", "torch.npu.synchronize()",
     ]
     assert data_after["cells"][2]["source"] == "y = x.to(\"npu:1\")\nprint(torch.npu.memory_allocated())"
     for data in (data_before, data_after):
@@ -151,7 +153,7 @@ def test_notebook_fix_keeps_the_files_json_style(tmp_path, style):
     if style == "nbformat":
         changed = [line for line in after.splitlines() if line not in original.splitlines()]
         assert changed == [
-            '    "import torch_npu\\n",', '    "x = torch.ones(2).npu()  # déjà\\n",', '    "torch.npu.synchronize()"',
+            f'    "{NOQA_JSON}\\n",', '    "x = torch.ones(2).npu()  # déjà\\n",', '    "torch.npu.synchronize()"',
             '   "source": "y = x.to(\\"npu:1\\")\\nprint(torch.npu.memory_allocated())"',
         ]
 
@@ -166,7 +168,7 @@ def test_one_torch_npu_import_per_notebook(tmp_path):
     path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1) + "\n")
     api.fix([path], root=tmp_path, use_cache=False)
     sources = ["".join(c["source"]) for c in json.loads(path.read_text())["cells"]]
-    assert sources == ["import os\nimport torch\nimport torch_npu", "torch.npu.synchronize()", "torch.npu.empty_cache()"]
+    assert sources == [f"import os\nimport torch\n{NOQA}", "torch.npu.synchronize()", "torch.npu.empty_cache()"]
 
 
 def test_merge_refuses_a_rewrite_of_a_magic_line():

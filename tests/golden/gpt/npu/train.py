@@ -17,7 +17,7 @@ from contextlib import nullcontext
 from dataclasses import replace
 
 import torch
-import torch_npu
+import torch_npu  # noqa: F401  registers the Ascend "npu" device
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 

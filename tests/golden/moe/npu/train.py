@@ -10,7 +10,7 @@ import itertools
 import os
 
 import torch
-import torch_npu
+import torch_npu  # noqa: F401  registers the Ascend "npu" device
 import torch.distributed as dist
 import torch.nn.functional as F
 

@@ -9,7 +9,7 @@ nvcc we fall back to plain PyTorch, which computes the same thing.
 import os
 
 import torch
-import torch_npu
+import torch_npu  # noqa: F401  registers the Ascend "npu" device
 import torch.nn as nn
 import torch.nn.functional as F
 

@@ -12,7 +12,7 @@ import os
 import time
 
 import torch
-import torch_npu
+import torch_npu  # noqa: F401  registers the Ascend "npu" device
 import torch.backends.cudnn as cudnn
 import torch.distributed as dist
 import torch.nn as nn
