@@ -40,7 +40,19 @@ class TraceOptions:
     seed: int = 0
     threads: int = 1
     timeout: float = 600.0
+    single_rank: bool = True  # script mode: run as rank 0 of 1 (torchrun env), so distributed code paths run
     extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def _single_rank_env() -> dict[str, str]:
+    """What `torchrun --nproc-per-node 1` sets (nccl becomes gloo under the device remap)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0",
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
 
 
 def _job(opts: TraceOptions, out: str) -> dict:
@@ -80,7 +92,8 @@ def trace(opts: TraceOptions, keep_dir: str | None = None) -> Census:
     work = keep_dir or tempfile.mkdtemp(prefix="migrate-census-")
     try:
         job = _job(opts, os.path.join(work, "census"))
-        env = launcher.child_env(opts.seed, opts.threads, opts.extra_env or None)
+        extra = {**(_single_rank_env() if "script" in job and opts.single_rank else {}), **opts.extra_env}
+        env = launcher.child_env(opts.seed, opts.threads, extra or None)
         child = launcher.start(job, "census", env, opts.timeout, module="migrator.census.child")
         result = launcher.wait(child)
         status = result.status
@@ -94,6 +107,7 @@ def trace(opts: TraceOptions, keep_dir: str | None = None) -> Census:
                    "script": job.get("script"), "args": job.get("args", []), "steps": opts.steps, "fake": opts.fake,
                    "bf16_policy": None if "script" in job else opts.bf16_policy,
                    "stopped": status.get("stopped"), "optimizer": status.get("optimizer"),
+                   "single_rank": "script" in job and opts.single_rank,
                    "layers": status.get("layers", {})}
         notes = ["CPU run: autocast follows PyTorch's CPU autocast lists, which differ from the CUDA/NPU ones "
                  "for a few ops (e.g. softmax, layer_norm inputs)"]

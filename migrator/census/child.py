@@ -9,8 +9,9 @@ for ``steps`` full training steps, with the tracer's two modes on, and writes ``
   step ``make_batch(step)``, forward + ``loss_fn`` under the bf16 policy (``amp``: autocast over
   fp32 weights, ``pure``: ``model.to(bfloat16)``, ``fp32``), ``backward()``, ``step()``,
   ``zero_grad()``; with ``fake`` everything runs under ``FakeTensorMode`` (shapes, no memory);
-* script: the unmodified script via ``runpy`` with its arguments, stopped after ``steps``
-  optimizer steps (global optimizer hooks), in its own precision policy.
+* script: the unmodified script via ``runpy`` with its arguments, in its own precision policy,
+  stopped when a module forward starts after ``steps`` optimizer steps (global hooks), so the
+  traced steps' own logging / all_reduce still runs.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ def _hooks(census) -> list:
     def forward_pre(module, args):
         if census.phase in ("setup", "optimizer") or census.after_backward:
             census.step_started()
+        cls = type(module)
+        if cls.__module__.startswith("torch.nn.modules."):  # nn.Linear(...) is what a static scan sees
+            census.record("api", f"torch.nn.{cls.__name__}", args, None)
 
     def opt_pre(optimizer, args, kwargs):
         census.optimizer_started()
@@ -81,6 +85,7 @@ class _Stop(BaseException):
 
 
 def _run_script(job: dict[str, Any], census, status: dict[str, Any]) -> None:
+    from torch.nn.modules import module as module_mod
     from torch.optim import optimizer as optim_mod
 
     from migrator.validation import protocol
@@ -95,10 +100,13 @@ def _run_script(job: dict[str, Any], census, status: dict[str, Any]) -> None:
 
     def opt_post(optimizer, args, kwargs):
         steps["n"] += 1
+
+    def forward_pre(module, args):  # the next step begins: the traced steps' logging etc. have run
         if steps["n"] >= job["steps"]:
             raise _Stop()
 
-    handle = optim_mod.register_optimizer_step_post_hook(opt_post)
+    handles = [optim_mod.register_optimizer_step_post_hook(opt_post),
+               module_mod.register_module_forward_pre_hook(forward_pre)]
     sys.argv = [script, *job.get("args", [])]
     sys.path.insert(0, os.path.dirname(script))
     os.chdir(job["tree"])
@@ -113,17 +121,18 @@ def _run_script(job: dict[str, Any], census, status: dict[str, Any]) -> None:
             status.update(phase="run", error={"summary": f"the script exited with code {exc.code}"})
         status["stopped"] = "script exited"
     finally:
-        handle.remove()
+        for handle in handles:
+            handle.remove()
     status["steps"] = steps["n"]
 
 
 @contextlib.contextmanager
 def _traced(census):
-    from .tracer import ApiMode, AtenMode
+    from .tracer import ApiMode, AtenMode, wrapped_functions
 
     handles = _hooks(census)
     try:
-        with ApiMode(census), AtenMode(census):
+        with wrapped_functions(census), ApiMode(census), AtenMode(census):
             yield
     finally:
         for h in handles:

@@ -71,7 +71,7 @@ def _traced(path: str, mtime_ns: int) -> tuple[tuple[str, tuple[str, ...]], ...]
         return ()
     seen: dict[str, set[str]] = {}
     for op in census.ops:
-        if op.level != "api" or not any(s.phase != "setup" for s in op.sites):
+        if op.level != "api":
             continue
         dtype = first_dtype(op.dtypes)
         bucket = seen.setdefault(op.op, set())

@@ -13,6 +13,9 @@ frames come from one ``sys._getframe`` walk per call, with each code object clas
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib
 import os
 import sys
 from typing import Any
@@ -36,6 +39,11 @@ _MODULE_ALIASES = {"torch._C._nn": "torch.nn.functional", "torch._C._special": "
                    "torch._C._linalg": "torch.linalg", "torch._C._fft": "torch.fft", "torch.functional": "torch",
                    "torch._C._VariableFunctions": "torch", "torch._tensor": "torch"}
 _USER, _LIBRARY, _SKIP = 0, 1, 2
+# public APIs a TorchFunctionMode does not see (no __torch_function__ handling), wrapped instead
+NOT_OVERRIDABLE = tuple(f"torch.distributed.{n}" for n in (
+    "init_process_group", "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+    "reduce_scatter_tensor", "broadcast", "barrier", "all_to_all_single")) + (
+    "torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_")
 
 
 def api_name(func: Any) -> str | None:
@@ -163,6 +171,36 @@ class Census:
                 row["shapes"] = [[int(d) if isinstance(d, int) else str(d) for d in s] for s in shapes]
             out.append(row)
         return out
+
+
+def _recording(census: Census, name: str, real):
+    @functools.wraps(real)
+    def wrapper(*args, **kwargs):
+        census.record("api", name, args, kwargs)
+        return real(*args, **kwargs)
+
+    return wrapper
+
+
+@contextlib.contextmanager
+def wrapped_functions(census: Census):
+    """Record the calls of :data:`NOT_OVERRIDABLE` (module attributes patched, restored after)."""
+    patches = []
+    for qualified in NOT_OVERRIDABLE:
+        module_name, _, attr = qualified.rpartition(".")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        real = getattr(module, attr, None)
+        if callable(real):
+            setattr(module, attr, _recording(census, qualified, real))
+            patches.append((module, attr, real))
+    try:
+        yield
+    finally:
+        for module, attr, real in patches:
+            setattr(module, attr, real)
 
 
 class ApiMode(TorchFunctionMode):
