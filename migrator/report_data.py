@@ -73,6 +73,7 @@ class ReportData:
     validation: dict[str, Any] | None = None
     validation_source: str | None = None
     notes: tuple[str, ...] = ()  # warnings shown at the top of the report
+    census: Any = None  # migrator.census.Census from .migrate/op-trace.json, when present
 
 
 def _git(root: Path, *args: str) -> str | None:
@@ -183,6 +184,11 @@ def gather(
         except ReportDataError as exc:
             notes.append(f"fix record ignored: {exc}")
     validation_data = load_validation(validation) if validation is not None else None
+    from migrator.census.store import load_for_root
+
+    census, census_problem = load_for_root(root)
+    if census_problem:
+        notes.append(census_problem)
     git = git_info(root)
     coverage = result.summary.coverage or {}
     meta = Meta(
@@ -215,4 +221,5 @@ def gather(
         validation=validation_data,
         validation_source=str(validation) if validation is not None else None,
         notes=tuple(notes),
+        census=census,
     )

@@ -51,3 +51,29 @@ def render(census: Census, path: str | None = None, max_rows: int | None = DEFAU
     if path:
         lines.append(f"census written to {path}")
     return "\n".join(lines) + "\n"
+
+
+def annotate_ops(rows: list[dict] | None, census: Census | None) -> tuple[list[dict] | None, dict | None]:
+    """For the report's op-coverage section: mark each static op row `traced` (the dtypes it ran
+    with, its first user line) or `static`, and summarise the census. Unchanged without a census."""
+    if census is None:
+        return rows, None
+    by_name: dict[str, list[TracedOp]] = {}
+    for op in census.ops:
+        if op.level == "api":
+            by_name.setdefault(op.op, []).append(op)
+    out = []
+    for row in rows or []:
+        seen = by_name.get(row["name"], [])
+        site = next((o.first_user_site for o in seen if o.first_user_site is not None), None)
+        out.append({**row, "fact": "traced" if seen else "static",
+                    "traced_dtypes": ", ".join(sorted({d for o in seen for d in o.dtypes})),
+                    "traced_site": site.user.short() if site and site.user else ""})
+    summary = census.summary()
+    info = {"target": census.program.get("target"), "mode": census.program.get("mode"),
+            "fake": bool(census.program.get("fake")), "soc": census.soc,
+            "api": summary["distinct"]["api"], "aten": summary["distinct"]["aten"],
+            "traced_rows": sum(1 for r in out if r["fact"] == "traced"),
+            "findings": [{"code": o.code, "severity": o.severity, "level": o.level, "op": o.op,
+                          "dtypes": ", ".join(o.dtypes), "message": o.message} for o in census.findings]}
+    return (out if rows is not None else None), info
