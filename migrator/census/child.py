@@ -52,15 +52,17 @@ def _run_protocol(job: dict[str, Any], census, status: dict[str, Any]) -> None:
     if started is None:
         return
     entry, layers = started
-    fake = contextlib.nullcontext()
+    fake, real = contextlib.nullcontext(), contextlib.nullcontext
     if job.get("fake"):
-        from torch._subclasses.fake_tensor import FakeTensorMode
+        from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 
-        fake = FakeTensorMode(allow_non_fake_inputs=True)
+        fake, real = FakeTensorMode(allow_non_fake_inputs=True), unset_fake_temporarily
     policy = job.get("bf16_policy", "amp")
     with fake, _traced(census):
         torch.manual_seed(job.get("seed", 0))
-        model = entry.make_model().to(layers.device)
+        model = entry.make_model()
+        if layers.device != "cpu":  # (a FakeTensor parameter cannot be swapped by .to())
+            model.to(layers.device)
         if policy == "pure":
             model.to(torch.bfloat16)
         model.train()
@@ -69,7 +71,9 @@ def _run_protocol(job: dict[str, Any], census, status: dict[str, Any]) -> None:
         status["optimizer"] = type(optimizer).__name__
         for step in range(job["steps"]):
             census.phase, census.after_backward = "setup", False
-            batch = execute.prepare_batch(entry.batch(step), layers.device, "bf16" if policy == "pure" else "fp32", policy)
+            with real():  # the data is real (a batch may need values: token counts, lengths)
+                batch = entry.batch(step)
+            batch = execute.prepare_batch(batch, layers.device, "bf16" if policy == "pure" else "fp32", policy)
             census.step_started()
             args, kwargs = execute.model_inputs(entry, batch)
             with execute.autocast("bf16", policy, layers.device) if policy == "amp" else contextlib.nullcontext():
