@@ -87,6 +87,7 @@ class TracedOp:
     note: str
     sites: tuple[Site, ...]
     dispatched: bool = True  # an API call that ran no ATen op only read metadata: no dtype check
+    host_kernel: bool = False  # an ATen op the CPU backend chose (SDPA's *_for_cpu): not judged
     code: str | None = None
     severity: str | None = None
     message: str | None = None
@@ -99,6 +100,8 @@ class TracedOp:
     def risk(self) -> int:
         """0 = worst: unsupported, CPU fallback, outside the documented dtypes, unverified API, partial,
         unverified ATen op without kernel data, then supported / ATen ops with an NPU kernel."""
+        if self.host_kernel:
+            return 6
         if self.verdict == "unsupported":
             return 0
         if self.verdict == "cpu_fallback":
@@ -119,7 +122,8 @@ class TracedOp:
         return {"level": self.level, "op": self.op, "dtypes": list(self.dtypes), "count": self.count,
                 "phases": list(self.phases), "status": self.status, "verdict": self.verdict,
                 "kernel": self.kernel, "documented_dtypes": list(self.documented_dtypes), "known": self.known,
-                "note": self.note, "dispatched": self.dispatched, "code": self.code, "severity": self.severity, "message": self.message,
+                "note": self.note, "dispatched": self.dispatched,
+                "host_kernel": self.host_kernel, "code": self.code, "severity": self.severity, "message": self.message,
                 "sites": [s.to_json() for s in self.sites]}
 
     @classmethod
@@ -128,7 +132,7 @@ class TracedOp:
                    data["verdict"], data.get("kernel", "unknown"), tuple(data.get("documented_dtypes", ())),
                    bool(data.get("known", False)), data.get("note", ""),
                    tuple(Site.from_json(s) for s in data.get("sites", ())), bool(data.get("dispatched", True)),
-                   data.get("code"),
+                   bool(data.get("host_kernel", False)), data.get("code"),
                    data.get("severity"), data.get("message"))
 
 

@@ -7,16 +7,22 @@ op (metadata only, e.g. `torch.is_complex`: its dtype list is about what it answ
 (severity from the catalogue): OPS002 unsupported (incl. outside the documented dtypes), OPS003
 CPU fallback, OPS006 float64 where the op does not document fp64. Torch-API names count only when
 the table lists them (as in `scan`); ATen overloads count when the table's kernel data says CPU
-fallback or unsupported. Ops of the setup phase (model construction, data) are recorded, not judged.
+fallback or unsupported, except the CPU backend's own kernel choices (`HOST_KERNEL`). Ops of the setup phase (model construction, data) are recorded, not judged.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from functools import lru_cache
 
 from .model import Frame, Site, TracedOp, first_dtype
 
+# ATen ops a composite op picks for the CPU backend this run is on (SDPA -> *_for_cpu, oneDNN):
+# on the NPU the same API picks its own kernel, so they are recorded but not judged.
+HOST_KERNEL = re.compile(r"^aten::(_?mkldnn\w*|\w+_for_cpu(_backward)?)(\.|$)")
+HOST_NOTE = ("the CPU backend's kernel choice (this census ran on the CPU): on the NPU the calling API "
+             "picks its own kernel, so the API-level verdict applies")
 CODES = {"unsupported": "OPS002", "cpu_fallback": "OPS003", "float64": "OPS006"}
 JUDGED_PHASES = ("forward", "backward", "optimizer")
 _PHRASE = {"unsupported": "not supported", "cpu_fallback": "CPU fallback"}
@@ -108,6 +114,9 @@ def judge(rows: Iterable[dict], soc: str, version: str | None) -> tuple[TracedOp
             continue  # profiler::, c10d::, custom namespaces: not in the table
         dispatched = any(row.get("dispatched", True) for row in members)  # False: metadata only (is_complex)
         base, verdict, note, kind = _judge(level, op, dtypes, soc, version, dispatched)
+        host = bool(HOST_KERNEL.match(op))
+        if host:
+            kind, note = None, HOST_NOTE
         sites = _sites(members)
         judged = [s for s in sites if s.phase in JUDGED_PHASES]
         code = severity = message = None
@@ -116,5 +125,5 @@ def judge(rows: Iterable[dict], soc: str, version: str | None) -> tuple[TracedOp
             severity = severities.get(code, "warning")
             message = _message(op, dtypes, verdict, kind, soc, next((s for s in judged if s.user), judged[0]))
         out.append(TracedOp(level, op, dtypes, sum(s.count for s in sites), base.status, verdict, base.kernel,
-                            tuple(base.dtypes), base.known, note, sites, dispatched, code, severity, message))
+                            tuple(base.dtypes), base.known, note, sites, dispatched, host, code, severity, message))
     return tuple(out)

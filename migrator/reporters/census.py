@@ -19,6 +19,8 @@ def _where(op: TracedOp) -> str:
 
 def _row(op: TracedOp) -> tuple[str, ...]:
     verdict = op.verdict if op.verdict == op.status else f"{op.status}->{op.verdict}"
+    if op.host_kernel:
+        verdict = "cpu-backend"
     return (op.code or "", verdict, op.level, op.op, ",".join(dict.fromkeys(op.dtypes)) or "-",
             "/".join(p[:3] for p in op.phases), str(op.count), _where(op))
 
