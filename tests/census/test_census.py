@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -184,3 +185,44 @@ def test_bad_target_is_a_clear_error(tmp_path):
     script.write_text("print('x')\n")
     proc = run_cli("ops", "--trace", str(script), "--fake")
     assert proc.returncode == 2 and "--fake needs" in proc.stderr
+
+
+TRANSFORMERS_PIN = "transformers==5.23.0"
+
+
+@pytest.fixture(scope="module")
+def transformers_path(tmp_path_factory) -> str:
+    """Where the pinned transformers imports from: this environment, or a fresh `pip --target`."""
+    import importlib.metadata
+
+    try:
+        if importlib.metadata.version("transformers") == TRANSFORMERS_PIN.split("==")[1]:
+            return ""
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    target = tmp_path_factory.mktemp("transformers")
+    proc = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(target),
+                           TRANSFORMERS_PIN, "tokenizers", "huggingface-hub", "safetensors", "regex", "tqdm",
+                           "pyyaml", "packaging", "filelock", "fsspec", "typing-extensions", "requests"],
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        pytest.skip(f"{TRANSFORMERS_PIN} cannot be installed: {proc.stderr[-300:]}")
+    return str(target)
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_census_of_a_tiny_transformers_llama(tmp_path, transformers_path):
+    tree = _copy(tmp_path, PROGRAMS / "hf_llama")
+    path = os.pathsep.join(filter(None, [str(REPO), transformers_path]))
+    census, _, _ = api.trace_ops(tree, soc="A2", extra_env={"PYTHONPATH": path})
+    proc = subprocess.run([sys.executable, str(RECORDER), str(tree), "1"], capture_output=True, text=True,
+                          timeout=300, cwd=tree, env={"PYTHONPATH": path, "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    missing = set(json.loads(proc.stdout.strip().splitlines()[-1])) - _aten(census)
+    assert not missing, sorted(missing)
+    said = {row["query"]: row["status"] for row in api.ops(sorted({o.op for o in census.ops}), soc="A2")}
+    assert all(o.status == said[o.op] for o in census.ops)
+    # library frames: transformers' layers, attributed to the user line that called the model
+    from_library = [o for o in census.ops if o.op == "torch.nn.functional.scaled_dot_product_attention"]
+    assert from_library and "transformers/" in from_library[0].sites[0].library.path
