@@ -16,6 +16,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .model import Census, TracedOp
 
@@ -57,8 +58,8 @@ def _single_rank_env() -> dict[str, str]:
 
 def _job(opts: TraceOptions, out: str) -> dict:
     target = os.path.abspath(opts.target)
-    job = {"steps": opts.steps, "fake": opts.fake, "entry": opts.entry, "bf16_policy": opts.bf16_policy,
-           "seed": opts.seed, "out": out, "root": os.path.abspath(opts.root)}
+    job: dict[str, Any] = {"steps": opts.steps, "fake": opts.fake, "entry": opts.entry, "bf16_policy": opts.bf16_policy,
+                           "seed": opts.seed, "out": out, "root": os.path.abspath(opts.root)}
     if os.path.isfile(target):
         if opts.fake:
             raise CensusError(f"{opts.target}: --fake needs a program with the validate.py protocol, not a script")

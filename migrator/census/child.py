@@ -52,7 +52,8 @@ def _run_protocol(job: dict[str, Any], census, status: dict[str, Any]) -> None:
     if started is None:
         return
     entry, layers = started
-    fake, real = contextlib.nullcontext(), contextlib.nullcontext
+    fake: Any = contextlib.nullcontext()
+    real: Any = contextlib.nullcontext
     if job.get("fake"):
         from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 
@@ -70,7 +71,7 @@ def _run_protocol(job: dict[str, Any], census, status: dict[str, Any]) -> None:
                      else torch.optim.AdamW(model.parameters(), lr=1e-4))
         status["optimizer"] = type(optimizer).__name__
         for step in range(job["steps"]):
-            census.phase, census.after_backward = "setup", False
+            census.setup_started()
             with real():  # the data is real (a batch may need values: token counts, lengths)
                 batch = entry.batch(step)
             batch = execute.prepare_batch(batch, layers.device, "bf16" if policy == "pure" else "fp32", policy)
@@ -148,10 +149,10 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
 
     from migrator.validation.errors import describe
 
-    from .tracer import Census
+    from .tracer import Recording
 
     status: dict[str, Any] = {"ok": False, "torch": torch.__version__}
-    census = Census(job["tree"], job.get("root"), record_shapes=True)
+    census = Recording(job["tree"], job.get("root"), record_shapes=True)
     t0 = time.perf_counter()
     try:
         if job.get("script"):

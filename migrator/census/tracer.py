@@ -86,7 +86,7 @@ def _tensors(args: tuple, kwargs: dict | None):
                     yield item
 
 
-class Census:
+class Recording:
     """The counts of one traced run (``rows()`` gives them as JSON-ready dicts)."""
 
     def __init__(self, user_root: str, rel_root: str | None = None, record_shapes: bool = True) -> None:
@@ -116,7 +116,7 @@ class Census:
 
     def frames(self) -> tuple[tuple | None, tuple | None]:
         """(user frame, library frame it called), each (path, line, function) or None."""
-        frame = sys._getframe(2)
+        frame: Any = sys._getframe(2)
         library = None
         while frame is not None:
             code = frame.f_code
@@ -151,6 +151,9 @@ class Census:
             slot[0] += 1
             slot[2] = slot[2] or dispatched
 
+    def setup_started(self) -> None:
+        self.phase, self.after_backward = "setup", False
+
     def step_started(self) -> None:
         self.phase = "forward"
         self.after_backward = False
@@ -173,7 +176,7 @@ class Census:
         return out
 
 
-def _recording(census: Census, name: str, real):
+def _recording(census: Recording, name: str, real):
     @functools.wraps(real)
     def wrapper(*args, **kwargs):
         census.record("api", name, args, kwargs)
@@ -183,7 +186,7 @@ def _recording(census: Census, name: str, real):
 
 
 @contextlib.contextmanager
-def wrapped_functions(census: Census):
+def wrapped_functions(census: Recording):
     """Record the calls of :data:`NOT_OVERRIDABLE` (module attributes patched, restored after)."""
     patches = []
     for qualified in NOT_OVERRIDABLE:
@@ -204,7 +207,7 @@ def wrapped_functions(census: Census):
 
 
 class ApiMode(TorchFunctionMode):
-    def __init__(self, census: Census) -> None:
+    def __init__(self, census: Recording) -> None:
         super().__init__()
         self.census = census
 
@@ -218,7 +221,7 @@ class ApiMode(TorchFunctionMode):
 
 
 class AtenMode(TorchDispatchMode):
-    def __init__(self, census: Census) -> None:
+    def __init__(self, census: Recording) -> None:
         super().__init__()
         self.census = census
 

@@ -76,7 +76,7 @@ def _fp64_ok(entry) -> bool:
     return "fp64" in entry.dtypes
 
 
-def _message(op: str, dtypes: tuple[str, ...], verdict: str, kind: str, soc: str, site: Site | None) -> str:
+def _message(op: str, dtypes: tuple[str, ...], kind: str, soc: str, site: Site | None) -> str:
     what = f"`{op}` in {', '.join(dict.fromkeys(dtypes)) or 'no tensor dtype'}"
     problem = ("float64, which the op does not document on " + soc if kind == "float64"
                else f"{_PHRASE[kind]} on {soc}")
@@ -123,7 +123,7 @@ def judge(rows: Iterable[dict], soc: str, version: str | None) -> tuple[TracedOp
         if kind is not None and judged:
             code = CODES[kind]
             severity = severities.get(code, "warning")
-            message = _message(op, dtypes, verdict, kind, soc, next((s for s in judged if s.user), judged[0]))
+            message = _message(op, dtypes, kind, soc, next((s for s in judged if s.user), judged[0]))
         out.append(TracedOp(level, op, dtypes, sum(s.count for s in sites), base.status, verdict, base.kernel,
                             tuple(base.dtypes), base.known, note, sites, dispatched, host, code, severity, message))
     return tuple(out)
