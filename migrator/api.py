@@ -342,6 +342,29 @@ def ops(names: Sequence[str], soc: str = "A2", version: str | None = None) -> li
     return explain_ops(list(names), soc=soc, version=version)
 
 
+def trace_ops(target: str | Path, *, root: str | Path | None = None, soc: str | None = None,
+              torch_npu_version: str | None = None, write: bool = True, **options):
+    """`migrate ops --trace TARGET`: the runtime op census of a program (migrator/census/).
+
+    TARGET is a tree with the validate.py protocol or a script (`script_args`); options are the
+    fields of `migrator.census.TraceOptions` (`steps`, `fake`, `entry`, `bf16_policy`, `timeout`...).
+    The program runs only in a child process. Returns (census, path written or None, settings)."""
+    from migrator.census import CensusError, TraceOptions, store, trace
+
+    settings, _ = resolve_settings([target], root=root, soc=soc, torch_npu_version=torch_npu_version)
+    try:
+        opts = TraceOptions(target=str(target), root=str(settings.root), soc=settings.soc,
+                            torch_npu_version=settings.torch_npu_version, **options)
+    except TypeError as exc:
+        raise UsageError(f"bad trace option: {exc}") from None
+    try:
+        census = trace(opts)
+    except CensusError as exc:
+        raise UsageError(str(exc)) from None
+    path = store.write(settings.root, census) if write else None
+    return census, path, settings
+
+
 def ops_list(soc: str = "A2", version: str | None = None, status: str | None = None) -> list:
     from migrator.coverage import iter_entries
 
@@ -504,4 +527,4 @@ def plan(model: str | Path, clusters: Sequence[str], *, global_batch: int, seq: 
 
 
 __all__ = ["scan", "fix", "explain", "rules", "resolve_settings", "UsageError", "ConfigError", "FixOutcome"]
-__all__ += ["apply_baseline", "baseline_text", "report", "validate", "plan"]
+__all__ += ["apply_baseline", "baseline_text", "report", "validate", "plan", "trace_ops"]

@@ -271,14 +271,31 @@ def _safe_diff(path: str, diff: str) -> str:
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option("--list", "list_all", is_flag=True, help="List every op in the table (with --status to filter).")
 @click.option("--status", type=click.Choice(["supported", "partial", "unverified", "cpu_fallback", "unsupported"]))
-def ops(names, soc, torch_npu_version, fmt, list_all, status):
-    """Does NAME run on Ascend? Status, dtypes, NPU equivalent and the source of the fact."""
+@click.option("--trace", "trace_target", type=click.Path(exists=True), help="Op census: run this program (a tree with validate.py, or a script with ARGS after --) and check every op it runs.")
+@click.option("--steps", type=click.IntRange(min=1), default=1, show_default=True, help="--trace: training steps to trace.")
+@click.option("--fake", is_flag=True, help="--trace: FakeTensor run (shapes only, no memory): full-size configs in seconds.")
+@click.option("--entry", help="--trace: protocol object as module[:object] [default: validate.py].")
+@click.option("--bf16-policy", type=click.Choice(["amp", "pure", "fp32"]), default="amp", show_default=True, help="--trace, protocol: autocast bf16, model.to(bfloat16), or fp32.")
+@click.option("--fail-on", type=FAIL_CHOICES, help="--trace: lowest finding severity that makes the exit code 1 [default: warning].")
+@click.option("--root", type=click.Path(file_okay=False, exists=True), help="--trace: scan root that gets .migrate/op-trace.json.")
+@click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True, help="--trace: seconds for the traced run.")
+@click.option("--all", "all_rows", is_flag=True, help="--trace: print every traced op, not only the worst 40.")
+def ops(names, soc, torch_npu_version, fmt, list_all, status, trace_target, steps, fake, entry, bf16_policy, fail_on,
+        root, timeout, all_rows):
+    """Does NAME run on Ascend? Status, dtypes, NPU equivalent and the source of the fact.
+
+    Op census: migrate ops --trace TREE_OR_SCRIPT [--fake] [-- SCRIPT_ARGS]
+    """
     with _Errors():
         import json
 
         from migrator import api
         from migrator.coverage import CoverageError, format_text
 
+        if trace_target:
+            _trace_ops(trace_target, names, soc, torch_npu_version, fmt, steps, fake, entry, bf16_policy, fail_on,
+                       root, timeout, all_rows)
+            return
         if not names and not list_all:
             raise click.UsageError("name one or more APIs (e.g. torch.nn.functional.gelu), or use --list")
         try:
@@ -297,6 +314,26 @@ def ops(names, soc, torch_npu_version, fmt, list_all, status):
             write_output(json.dumps(rows, indent=2, ensure_ascii=False) + "\n", None)
         else:
             click.echo(format_text(rows), nl=False)
+
+
+def _trace_ops(target, script_args, soc, torch_npu_version, fmt, steps, fake, entry, bf16_policy, fail_on, root,
+               timeout, all_rows) -> None:
+    import json
+
+    from migrator import api
+    from migrator.model import SEVERITY_RANK
+    from migrator.reporters.census import render as render_census
+
+    census, path, settings = api.trace_ops(target, root=root, soc=soc, torch_npu_version=torch_npu_version,
+                                           script_args=tuple(script_args), steps=steps, fake=fake, entry=entry,
+                                           bf16_policy=bf16_policy, timeout=timeout)
+    if fmt == "json":
+        write_output(json.dumps(census.to_json(), indent=1, ensure_ascii=False) + "\n", None)
+    else:
+        click.echo(render_census(census, str(path) if path else None, None if all_rows else 40), nl=False)
+    floor = fail_on or settings.fail_on
+    if floor != "never" and any(SEVERITY_RANK[o.severity] >= SEVERITY_RANK[floor] for o in census.findings):
+        sys.exit(EXIT_FINDINGS)
 
 
 @main.command()

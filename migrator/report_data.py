@@ -75,6 +75,7 @@ class ReportData:
     plan: dict[str, Any] | None = None  # `migrate plan -o` document (plan.schema.json)
     plan_source: str | None = None
     notes: tuple[str, ...] = ()  # warnings shown at the top of the report
+    census: Any = None  # migrator.census.Census from .migrate/op-trace.json, when present
 
 
 def _git(root: Path, *args: str) -> str | None:
@@ -191,6 +192,11 @@ def gather(
             notes.append(f"fix record ignored: {exc}")
     validation_data = load_validation(validation) if validation is not None else None
     plan_data = load_plan(plan) if plan is not None else None
+    from migrator.census.store import load_for_root
+
+    census, census_problem = load_for_root(root)
+    if census_problem:
+        notes.append(census_problem)
     git = git_info(root)
     coverage = result.summary.coverage or {}
     meta = Meta(
@@ -225,4 +231,5 @@ def gather(
         plan=plan_data,
         plan_source=str(plan) if plan is not None else None,
         notes=tuple(notes),
+        census=census,
     )

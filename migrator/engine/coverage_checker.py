@@ -3,6 +3,10 @@
 Statuses map to rules: unsupported (OPS002), CPU fallback (OPS003), partial with dtype limits
 (OPS004, info), unverified (OPS005, info); float64 use where the op lacks fp64 (OPS006); Tensor
 methods on receivers of unknown type (OPS007, off by default, only unsupported / CPU fallback).
+
+With an op census (`.migrate/op-trace.json`, `migrate ops --trace`), a partial op the traced
+training step ran is judged on the dtypes it really ran with: no note inside the documented
+dtypes, OPS002 outside them.
 """
 
 from __future__ import annotations
@@ -56,8 +60,38 @@ def _message(entry, name: str) -> str:
     return text
 
 
-def coverage_hits(checker, soc: str, version: str | None):
-    """Yield (impl, node, symbol, message, CoverageInfo, op name, status) for one checked module."""
+@lru_cache(maxsize=8192)
+def _outside_documented(name: str, soc: str, version: str | None, dtypes: tuple[str, ...]):
+    """(dtype, entry) for the first traced dtype outside the documented list, else None."""
+    from migrator.coverage import CoverageError, lookup
+
+    for dtype in dtypes:
+        try:
+            entry = lookup(name, soc=soc, version=version, dtype=dtype)
+        except CoverageError:
+            continue  # a dtype the table has no name for
+        if entry.status == "unsupported":
+            return dtype, entry
+    return None
+
+
+def _traced_impl(impl, entry, name: str, soc: str, version: str | None, traced: dict):
+    """(impl, message) for a partial op with traced dtypes; None when the census does not know it."""
+    dtypes = traced.get(name, traced.get(entry.name))
+    if impl != "op-partial" or dtypes is None:
+        return None
+    outside = _outside_documented(entry.name, soc, version, dtypes)
+    if outside is None:
+        return None, ""  # ran within its documented dtypes: no note
+    dtype, _ = outside
+    return "op-unsupported", (f"`{name}` ran in {dtype} in the traced training step (.migrate/op-trace.json): "
+                              f"not among its documented dtypes on {soc} ({_describe(entry)})")
+
+
+def coverage_hits(checker, soc: str, version: str | None, traced: dict | None = None):
+    """Yield (impl, node, symbol, message, CoverageInfo, op name, status) for one checked module.
+    `traced`: API name -> dtypes from the op census (`migrator.census.store.traced_apis`)."""
+    traced = traced or {}
     noted: set[str] = set()
     for name, node in checker.calls:
         if name.startswith(("torch.npu.", "torch_npu.")):
@@ -65,12 +99,15 @@ def coverage_hits(checker, soc: str, version: str | None):
         entry = _lookup(name, soc, version)
         if not entry.known:
             continue
-        impl = STATUS_IMPL.get(entry.status)
-        if impl in INFO_ONCE:
+        impl, message = STATUS_IMPL.get(entry.status), _message(entry, name)
+        judged = _traced_impl(impl, entry, name, soc, version, traced)
+        if judged is not None:
+            impl, message = judged
+        elif impl in INFO_ONCE:
             impl = None if name in noted else impl  # info notes: first call site per file; the summary counts all
             noted.add(name)
         info = CoverageInfo(entry.status, soc, entry.dtypes, entry.note)
-        yield (impl, node.func, name, _message(entry, name), info, name, entry.status)
+        yield (impl, node.func, name, message, info, name, entry.status)
     for receiver, method, node in checker.method_calls:
         known_tensor = receiver is not None and receiver in checker.tensor_names
         if not known_tensor and method in AMBIGUOUS_METHODS:
@@ -81,11 +118,14 @@ def coverage_hits(checker, soc: str, version: str | None):
             continue
         info = CoverageInfo(entry.status, soc, entry.dtypes, entry.note)
         if known_tensor:
-            impl = STATUS_IMPL.get(entry.status)
-            if impl in INFO_ONCE:
+            impl, message = STATUS_IMPL.get(entry.status), _message(entry, name)
+            judged = _traced_impl(impl, entry, name, soc, version, traced)
+            if judged is not None:
+                impl, message = judged
+            elif impl in INFO_ONCE:
                 impl = None if name in noted else impl
                 noted.add(name)
-            yield (impl, node.func, name, _message(entry, name), info, name, entry.status)
+            yield (impl, node.func, name, message, info, name, entry.status)
         elif entry.status in ("unsupported", "cpu_fallback"):
             yield ("tensor-method-unknown-receiver", node.func, name,
                    _message(entry, name) + " (if the receiver is a tensor)", info, None, None)

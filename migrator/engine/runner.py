@@ -20,6 +20,7 @@ from pathlib import Path
 import pathspec
 
 from migrator import __version__
+from migrator.census.store import traced_apis
 from migrator.config import Settings
 from migrator.engine.cache import ScanCache, content_digest
 from migrator.engine.discover import Candidate, Skip, discover
@@ -142,9 +143,12 @@ def run(settings: Settings, paths: list[Path], progress: Progress | None = None,
         per_file_ignores=settings.per_file_ignores,
         soc=settings.soc,
         torch_npu_version=settings.torch_npu_version,
+        traced=traced_apis(settings.root),
     )
+    traced_key = content_digest(repr(options.traced).encode()) if options.traced else ""
     cache = ScanCache(
-        settings.root, f"{__version__}|{catalogue.digest}|{_coverage_digest()}|{settings.cache_key()}|{extra_key}"
+        settings.root,
+        f"{__version__}|{catalogue.digest}|{_coverage_digest()}|{settings.cache_key()}|{extra_key}|{traced_key}",
     )
     if settings.use_cache:
         cache.load()

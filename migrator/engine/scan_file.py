@@ -38,6 +38,7 @@ class ScanOptions:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     soc: str = "A2"
     torch_npu_version: str | None = None
+    traced: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (API, dtypes) from .migrate/op-trace.json
 
     def selector_for(self, rel: str) -> RuleSelector:
         extra: list[str] = []
@@ -300,7 +301,8 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes):
     if scan.rel == "setup.py" or scan.rel.endswith("/setup.py"):
         _setup_requirements(scan, tree, source, checker.docstrings)
     ops = []
-    for impl, node, symbol, message, info, op, status in coverage_hits(checker, scan.options.soc, scan.options.torch_npu_version):
+    for impl, node, symbol, message, info, op, status in coverage_hits(checker, scan.options.soc, scan.options.torch_npu_version,
+                                                                   dict(scan.options.traced)):
         line = node.lineno
         col = source.char_column(line, node.col_offset)
         if op is not None:

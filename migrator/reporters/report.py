@@ -21,6 +21,7 @@ from markupsafe import Markup
 from migrator.model import FAMILIES, SEVERITY_RANK, Finding
 from migrator.report_data import ReportData
 from migrator.reporters import effort
+from migrator.reporters.census import annotate_ops
 from migrator.reporters.highlight import highlight, highlight_block, highlight_spans, language, visible
 from migrator.reporters.routes import headlines as route_headlines
 
@@ -456,6 +457,7 @@ def build_context(data: ReportData) -> dict[str, Any]:
                       "why_short": _first_sentence(rule.docs.why)})
 
     ops, by_status = _ops(s.coverage)
+    ops, census = annotate_ops(ops, data.census)
     worst = list(result.worst(3))
     effort_total = effort.total(findings)
     return {
@@ -491,6 +493,7 @@ def build_context(data: ReportData) -> dict[str, Any]:
         "rules": rules,
         "coverage": s.coverage,
         "ops": ops,
+        "census": census,
         "ops_by_status": by_status,
         "validation": _validation(data.validation),
         "validation_source": data.validation_source,

@@ -96,15 +96,17 @@ def _write_job(job: dict[str, Any], path: str) -> None:
         json.dump(job, fh, indent=1)
 
 
-def start(job: dict[str, Any], name: str, env: dict[str, str], timeout: float = 600.0) -> Child:
-    """Start ``python -m migrator.validation.worker`` for ``job`` (its ``out`` folder gets the log)."""
+def start(job: dict[str, Any], name: str, env: dict[str, str], timeout: float = 600.0,
+          module: str = "migrator.validation.worker") -> Child:
+    """Start ``python -m MODULE JOB.json`` (the harness worker by default) for ``job`` (its ``out``
+    folder gets the log)."""
     out = job["out"]
     os.makedirs(out, exist_ok=True)
     job_path = os.path.join(out, "job.json")
     _write_job(job, job_path)
     log = os.path.join(out, "log.txt")
     with open(log, "wb") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", "migrator.validation.worker", job_path], stdout=fh,
+        proc = subprocess.Popen([sys.executable, "-m", module, job_path], stdout=fh,
                                 stderr=subprocess.STDOUT, env=env, cwd=out, start_new_session=True)
     return Child(name, proc, out, log, time.monotonic(), timeout=timeout)
 

@@ -65,6 +65,13 @@ def expand_kv_heads(k: torch.Tensor, num_q_heads: int) -> torch.Tensor:
     return k if hkv == num_q_heads else k.repeat_interleave(num_q_heads // hkv, dim=2)
 
 
+
+def _no_values(t) -> bool:
+    """A FakeTensor (`migrate ops --trace --fake`) has no values to branch on: take the masked path."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(t, FakeTensor)
+
 def attention_bshd(
     q: torch.Tensor,
     k: torch.Tensor,
@@ -97,7 +104,7 @@ def attention_bshd(
     if keep is not None:
         s = s.masked_fill(~keep, float("-inf"))
         empty = ~keep.any(dim=-1)  # (..., Sq): rows that see no key at all
-        if bool(empty.any()):
+        if _no_values(empty) or bool(empty.any()):
             # softmax of an all -inf row is NaN (and so is its gradient): neutralise those rows.
             s = s.masked_fill(empty.unsqueeze(-1), 0.0)
         else:

@@ -1,0 +1,129 @@
+"""Runtime op census (`migrate ops --trace`): every op a training step really runs, with its dtypes.
+
+Parent side (no torch here): :func:`trace` starts ``python -m migrator.census.child`` (torch only
+there, like `migrate validate`), which runs the ORIGINAL program on the CPU under the CUDA
+reference layers for N training steps and records each op at the torch-API level
+(``TorchFunctionMode``) and the ATen level (``TorchDispatchMode``) with input dtypes, phase,
+count and the user / library frame. :mod:`.verdicts` gives each distinct (op, dtypes) the
+coverage verdict for the SoC; :mod:`.store` writes `.migrate/op-trace.json`
+(`migrator/schema/op-trace.schema.json`), which `scan` and `report` then use.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .model import Census, TracedOp
+
+__all__ = ["Census", "CensusError", "TraceOptions", "TracedOp", "trace"]
+
+
+class CensusError(Exception):
+    """The program could not be traced (no protocol, the script failed, timeout): exit 2."""
+
+
+@dataclass(frozen=True)
+class TraceOptions:
+    target: str  # a program tree (validate.py protocol) or a script file
+    root: str  # the scan root: frames are relative to it, the census is written in it
+    script_args: tuple[str, ...] = ()
+    steps: int = 1
+    soc: str = "A2"
+    torch_npu_version: str | None = None
+    fake: bool = False
+    entry: str | None = None
+    bf16_policy: str = "amp"
+    seed: int = 0
+    threads: int = 1
+    timeout: float = 600.0
+    single_rank: bool = True  # script mode: run as rank 0 of 1 (torchrun env), so distributed code paths run
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+def _single_rank_env() -> dict[str, str]:
+    """What `torchrun --nproc-per-node 1` sets (nccl becomes gloo under the device remap)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": "0",
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+
+
+def _job(opts: TraceOptions, out: str) -> dict:
+    target = os.path.abspath(opts.target)
+    job: dict[str, Any] = {"steps": opts.steps, "fake": opts.fake, "entry": opts.entry, "bf16_policy": opts.bf16_policy,
+                           "seed": opts.seed, "out": out, "root": os.path.abspath(opts.root)}
+    if os.path.isfile(target):
+        if opts.fake:
+            raise CensusError(f"{opts.target}: --fake needs a program with the validate.py protocol, not a script")
+        job.update(tree=os.path.dirname(target), script=os.path.basename(target), args=list(opts.script_args))
+    elif os.path.isdir(target):
+        if opts.script_args:
+            raise CensusError(f"unexpected arguments {' '.join(opts.script_args)!r}: script arguments need a script")
+        job["tree"] = target
+    else:
+        raise CensusError(f"{opts.target}: no such file or directory")
+    return job
+
+
+def _failure(status: dict, log_tail: str) -> str:
+    error = status.get("error") or {}
+    text = error.get("summary") or "the traced program failed"
+    if error.get("location"):
+        text += f" (at {error['location']})"
+    if not status:
+        text = f"the census child left no status; log: {log_tail[-800:]}"
+    return text
+
+
+def trace(opts: TraceOptions, keep_dir: str | None = None) -> Census:
+    """Run the census child for `opts` and judge what it saw. Raises :class:`CensusError`."""
+    from migrator.coverage import default_version
+    from migrator.validation import launcher
+
+    from .verdicts import judge
+
+    work = keep_dir or tempfile.mkdtemp(prefix="migrate-census-")
+    try:
+        job = _job(opts, os.path.join(work, "census"))
+        extra = {**(_single_rank_env() if "script" in job and opts.single_rank else {}), **opts.extra_env}
+        env = launcher.child_env(opts.seed, opts.threads, extra or None)
+        child = launcher.start(job, "census", env, opts.timeout, module="migrator.census.child")
+        result = launcher.wait(child)
+        status = result.status
+        if result.timed_out:
+            raise CensusError(f"the traced program ran past {opts.timeout:.0f} s")
+        if not status.get("ok"):
+            raise CensusError(f"{opts.target}: {_failure(status, result.log_tail)}")
+        version = opts.torch_npu_version or default_version()
+        ops = judge(status.get("rows", ()), opts.soc, version)
+        program = {"target": _rel(job["tree"], opts.root), "mode": "script" if "script" in job else "protocol",
+                   "script": job.get("script"), "args": job.get("args", []), "steps": opts.steps, "fake": opts.fake,
+                   "bf16_policy": None if "script" in job else opts.bf16_policy,
+                   "stopped": status.get("stopped"), "optimizer": status.get("optimizer"),
+                   "single_rank": "script" in job and opts.single_rank,
+                   "layers": status.get("layers", {})}
+        notes = ["CPU run: autocast follows PyTorch's CPU autocast lists, which differ from the CUDA/NPU ones "
+                 "for a few ops (e.g. softmax, layer_norm inputs)"]
+        if status.get("layers", {}).get("cuda_reference"):
+            notes.append("CUDA libraries (flash_attn, apex, xformers) run as CPU references (migrator.validation.cuda_reference): "
+                         "their ops are the reference's, not the CUDA kernels'")
+        return Census(program, opts.soc, version, status.get("torch", ""), float(status.get("seconds", 0.0)),
+                      ops, tuple(notes))
+    finally:
+        if keep_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+def _rel(path: str, root: str) -> str:
+    try:
+        return Path(path).resolve().relative_to(Path(root).resolve()).as_posix() or "."
+    except ValueError:
+        return path
