@@ -188,6 +188,8 @@ def _parse_yaml(text: str) -> ParsedConfig:
 
 _JSON_LITERAL = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity")
 _JSON_WS = re.compile(r"[ \t\n\r]*")
+# the decoder's own string scanner (returns the decoded string and the index past it); not in typeshed
+_scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]
 
 
 def _parse_json(text: str) -> ParsedConfig:
@@ -199,7 +201,7 @@ def _parse_json(text: str) -> ParsedConfig:
     counter = iter(range(1 << 62))
 
     def ws(i: int) -> int:
-        return _JSON_WS.match(text, i).end()
+        return _JSON_WS.match(text, i).end()  # type: ignore[union-attr]  # `[ ...]*` always matches
 
     def value(i: int, path: tuple, key: str | None) -> int:
         i = ws(i)
@@ -212,7 +214,7 @@ def _parse_json(text: str) -> ParsedConfig:
                 return i + 1
             while True:
                 i = ws(i)
-                name, end = json.decoder.scanstring(text, i + 1)
+                name, end = _scanstring(text, i + 1)
                 parsed.entries.append(Entry(path + (name,), name, Scalar(name, True, i, end, next(counter)), True))
                 i = ws(end) + 1  # past ':'
                 i = ws(value(i, path + (name,), name))
@@ -237,10 +239,11 @@ def _parse_json(text: str) -> ParsedConfig:
                 parsed.containers[path] = (start, i + 1)
                 return i + 1
         if c == '"':
-            s, end = json.decoder.scanstring(text, i + 1)
+            s, end = _scanstring(text, i + 1)
             parsed.entries.append(Entry(path, key, Scalar(s, True, i, end, next(counter)), False))
             return end
         m = _JSON_LITERAL.match(text, i)
+        assert m is not None, "json.loads accepted the text, so a literal starts here"
         raw = m.group(0)
         parsed.entries.append(Entry(path, key, Scalar(json.loads(raw), False, i, m.end(), next(counter)), False))
         return m.end()
@@ -488,7 +491,7 @@ def _apply_at(docs: list[Any], hit: ConfigHit) -> list[Any]:
     return docs
 
 
-def _yaml_signature(roots: list[Any], text: str, changes: dict[int, tuple[str, str]] | None = None) -> list[tuple]:
+def _yaml_signature(roots: list[Any], text: str, changes: dict[int, list[tuple[str, str]]] | None = None) -> list[tuple]:
     """Every node once, in document order: kind, tag, value (scalars), alias references by ordinal.
     `changes` maps a scalar's start offset to (old, new) substrings applied to its value."""
     order: dict[int, int] = {}
@@ -532,6 +535,7 @@ def _verify_yaml(before: ParsedConfig, after: ParsedConfig, hits: list[ConfigHit
         i = bisect.bisect_right(starts, h.start) - 1
         if i < 0 or not (spans[i][0] <= h.start and h.end <= spans[i][1]):
             return "no parsed value at the edited position"
+        assert h.replacement is not None, "only exact rewrites are verified"
         by_scalar.setdefault(spans[i][0], []).append((h.old, h.replacement))
     expected = _yaml_signature(before.yaml_roots, before.text, by_scalar)
     if expected != _yaml_signature(after.yaml_roots, after.text):

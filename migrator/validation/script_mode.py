@@ -44,7 +44,7 @@ def _force_autocast_off(patches: list) -> None:
     def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
         real_init(self, device_type, dtype=dtype, enabled=False, cache_enabled=cache_enabled)
 
-    cls.__init__ = __init__
+    cls.__init__ = __init__  # type: ignore[method-assign]
     patches.append((cls, "__init__", real_init))
 
 
@@ -88,7 +88,7 @@ class _ScriptHooks:
             finally:
                 hooks.in_backward = False
 
-        torch.Tensor.backward = backward
+        torch.Tensor.backward = backward  # type: ignore[method-assign, assignment]
 
     def _pre(self, module, args):
         if self.root is None:

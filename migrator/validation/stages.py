@@ -15,7 +15,7 @@ import tarfile
 import tempfile
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 from .compare import (
     FAIL,
@@ -178,7 +178,7 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: dict[str
         bench[f"{r.name}_seconds"] = round(r.seconds, 2)
 
     for side, res in (("original", None if ctx.get("recorded") else by_name["original"]), ("migrated", mig_res)):
-        status = orig_status if side == "original" and ctx.get("recorded") else res.status
+        status = res.status if res is not None else orig_status  # None: the recorded reference
         failure = None
         if res is not None:
             failure = res.failure()
@@ -204,14 +204,15 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: dict[str
                      "fp32 logic bounds x10 (to calibrate on hardware)")
     for step in opts.steps:
         key = f"step{step}"
-        G = Run.load(orig_status["runs"].get(f"fp32/{key}"))
+        G = _required_run(orig_status["runs"].get(f"fp32/{key}"), f"original fp32/{key}")
         R = Run.load(orig_status["runs"].get(f"bf16/{key}"))
         T32 = Run.load(mig_res.status["runs"].get(f"fp32/{key}"))
         T16 = Run.load(mig_res.status["runs"].get(f"bf16/{key}"))
         comparison.extend(compare_runs(G, R, T32, T16, label=f"{key}/", cross_device=cross))
     opt_o, opt_m = orig_status.get("optimizer"), mig_res.status.get("optimizer")
     if opt_o and opt_m:
-        comparison.extend(compare_optimizer(Run.load(opt_o["dir"]), Run.load(opt_m["dir"]), cross_device=cross))
+        comparison.extend(compare_optimizer(_required_run(opt_o["dir"], "original optimizer"),
+                                            _required_run(opt_m["dir"], "migrated optimizer"), cross_device=cross))
         notes.append(f"optimizer in isolation: {opt_m['class']} (migrated) vs {opt_o['class']} (original), "
                      "same fp32 grads, fp32 master params")
     elif opt_o or opt_m:
@@ -313,7 +314,7 @@ def run_parallel_stage(sid: str, opts: Options, migrated: str, work: str, ctx: d
     for variant, info in ran.items():
         for step_key, per_rank in info["runs"].items():
             for rank, dirs in sorted(per_rank.items(), key=lambda kv: int(kv[0])):
-                G, R = Run.load(dirs["ref_fp32"]), Run.load(dirs["ref_bf16"])
+                G, R = _required_run(dirs["ref_fp32"], "reference fp32"), Run.load(dirs["ref_bf16"])
                 T32, T16 = Run.load(dirs["fp32"]), Run.load(dirs["bf16"])
                 comparison.extend(compare_runs(G, R, T32, T16, label=f"{variant}/{step_key}/rank{rank}/"))
         for check in info.get("checks", []):
@@ -331,11 +332,18 @@ def run_parallel_stage(sid: str, opts: Options, migrated: str, work: str, ctx: d
                          extra_checks=tuple(extra_checks))
 
 
+def _required_run(run_dir: str | None, what: str) -> Run:
+    run = Run.load(run_dir)
+    if run is None:
+        raise RuntimeError(f"the {what} run left no dump (status names no folder)")
+    return run
+
+
 # ------------------------------------------------------------------------------------ record / compare
 def _pack(src: str, dest: str) -> None:
     if dest.endswith((".tar", ".tar.gz", ".tgz")):
         os.makedirs(os.path.dirname(os.path.abspath(dest)) or ".", exist_ok=True)
-        mode = "w:gz" if dest.endswith(("gz", "tgz")) else "w"
+        mode: Literal["w:gz", "w"] = "w:gz" if dest.endswith(("gz", "tgz")) else "w"
         with tarfile.open(dest, mode) as tar:
             tar.add(src, arcname="reference")
     else:
@@ -482,10 +490,13 @@ def run(opts: Options, progress: Progress = None) -> ValidationResult:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _replace(opts: Options, **changes) -> Options:
+_Record = TypeVar("_Record", Options, StageResult)
+
+
+def _replace(record: _Record, **changes) -> _Record:
     from dataclasses import replace
 
-    return replace(opts, **changes)
+    return replace(record, **changes)
 
 
 def _record(opts: Options, original: str, work: str, ctx: dict[str, Any], progress: Progress) -> ValidationResult:
@@ -507,6 +518,7 @@ def _record(opts: Options, original: str, work: str, ctx: dict[str, Any], progre
 
         with open(os.path.join(shared, "status.json"), "w", encoding="utf-8") as fh:
             json.dump(status_doc, fh, indent=1)
+        assert opts.record is not None  # _record runs only with --record
         _pack(shared, opts.record)
         stage = StageResult("S1", "not_run", summary="reference recorded",
                             reason=f"reference side recorded to {opts.record}; run `migrate validate --compare "

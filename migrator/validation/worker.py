@@ -176,8 +176,9 @@ def main(argv=None) -> int:
         elif kind == "bench":
             from .bench import run_bench
 
-            rank = os.environ.get("RANK")
-            write_status(job["out"], run_bench(job), "status.json" if rank is None else f"status_rank{rank}.json")
+            bench_rank = os.environ.get("RANK")
+            write_status(job["out"], run_bench(job),
+                         "status.json" if bench_rank is None else f"status_rank{bench_rank}.json")
         elif kind == "script":
             from .script_mode import run_script
 

@@ -103,9 +103,8 @@ class device:
         if self.idx >= 0:
             STATE.current_device = self.idx
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> None:
         STATE.current_device = self.prev_idx
-        return False
 
 
 class device_of(device):
@@ -382,9 +381,8 @@ class Stream:
         self._ctx.__enter__()
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> None:
         self._ctx.__exit__(*exc)
-        return False
 
     def __repr__(self) -> str:
         return f"<torch_npu emulation Stream device=npu:{self.device_index} (CPU, synchronous)>"
@@ -449,9 +447,8 @@ class StreamContext:
             STATE.current_stream = self.stream
         return self.stream
 
-    def __exit__(self, *exc: Any) -> bool:
+    def __exit__(self, *exc: Any) -> None:
         STATE.current_stream = self.prev
-        return False
 
 
 def stream(stream_: Stream | None) -> StreamContext:
