@@ -9,6 +9,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -18,7 +19,7 @@ FAIL_CHOICES = click.Choice(["error", "warning", "info", "never"])
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     click.echo(f"migrate: error: {message}", err=True)
     sys.exit(EXIT_ERROR)
 

@@ -7,6 +7,7 @@ import difflib
 import json
 import re
 import shutil
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ class Edit:
     cell: int | None = None  # notebooks: 1-based cell; the lines are lines of that cell
 
     def to_dict(self) -> dict[str, Any]:
-        data = {
+        data: dict[str, Any] = {
             "code": self.code,
             "fix_kind": self.fix_kind,
             "title": self.title,
@@ -138,7 +139,7 @@ def _read(root: Path, rel: str) -> tuple[str, bytes, str] | None:
     return source.text if not source.text.startswith("\ufeff") else source.text[1:], data, source.encoding
 
 
-def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: set[str] = frozenset()) -> FixPlan:
+def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Collection[str] = frozenset()) -> FixPlan:
     from migrator.engine.discover import file_kind
     from migrator.fix.python_fixer import fix_python
 
@@ -205,8 +206,7 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: se
             end_col = len(new_lines[last - 1]) + 1 if 0 < last <= len(new_lines) else 1
             edits.append(Edit(f.code, f.fix.kind if f.fix else "exact", f.fix.title if f.fix else "", f.symbol,
                               f.line, f.column, f.end_line, f.end_column, first, last, end_col, f.cell))
-        edits = tuple(edits)
-        changes.append(FileChange(rel, text, new, edits, tuple(declined), error))
+        changes.append(FileChange(rel, text, new, tuple(edits), tuple(declined), error))
     return FixPlan(root, tuple(changes), options)
 
 
@@ -270,8 +270,8 @@ def write_plan(plan: FixPlan, out_dir: Path | None, scan: RunResult, record: boo
     if not record:
         return None
     path = target_root / RECORD_PATH
-    data = _merged_record(path, fix_record(plan), {c.path for c in plan.changes})
-    atomic_write(path, (json.dumps(data, indent=2) + "\n").encode("utf-8"))
+    record_data = _merged_record(path, fix_record(plan), {c.path for c in plan.changes})
+    atomic_write(path, (json.dumps(record_data, indent=2) + "\n").encode("utf-8"))
     return path
 
 

@@ -160,7 +160,8 @@ _HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 
 
 def _diff_rows(diff: str, lang: str) -> list[dict]:
-    rows, old, new = [], 0, 0
+    rows: list[dict[str, Any]] = []
+    old = new = 0
     for raw in diff.splitlines():
         if raw.startswith(("--- ", "+++ ", "diff ", "index ")):
             rows.append({"kind": "head", "old": "", "new": "", "sign": "", "html": highlight(raw, "text"), "text": visible(raw)})
@@ -190,14 +191,14 @@ def _ops(coverage: dict[str, Any] | None) -> tuple[list[dict] | None, dict[str, 
     if not coverage:
         return None, {}
     ops = coverage.get("ops")
-    rows = None
+    rows: list[dict[str, Any]] | None = None
     if isinstance(ops, list):
         rows = []
         for op in ops:
             if not isinstance(op, dict):
                 continue
             dtypes = op.get("dtypes")
-            sites = op.get("sites") if isinstance(op.get("sites"), list) else []
+            sites = op["sites"] if isinstance(op.get("sites"), list) else []
             count = op.get("count", len(sites))
             rows.append(
                 {
@@ -295,7 +296,7 @@ def build_context(data: ReportData) -> dict[str, Any]:
     per_file: dict[str, list[Finding]] = defaultdict(list)
     for f in findings:
         per_file[f.path].append(f)
-    files = []
+    files: list[dict[str, Any]] = []
     for p in paths:
         lang = language(p)
         fs = per_file.get(p, [])

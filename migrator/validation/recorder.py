@@ -59,7 +59,7 @@ def _plain(t):
     try:
         from torch.distributed.tensor import DTensor
     except ImportError:  # pragma: no cover
-        DTensor = None  # type: ignore[misc, assignment]
+        DTensor = None
     if DTensor is not None and isinstance(t, DTensor):
         t = t.full_tensor()
     return t.detach().to("cpu", copy=True).contiguous()

@@ -7,8 +7,12 @@ A transform takes (ctx, node, finding, rule) and returns the new node, or None a
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-Transform = Callable[..., object]
+if TYPE_CHECKING:
+    import libcst as cst
+
+Transform = Callable[..., "cst.CSTNode | None"]
 TRANSFORMS: dict[str, Transform] = {}
 CALL_LEVEL: set[str] = set()  # applied to the whole call whose callee carries the finding
 EITHER_LEVEL: set[str] = set()  # applied to the call when called, to the bare name otherwise

@@ -104,7 +104,7 @@ def _new_module(name: str, doc: str, attrs: dict[str, Any], package: bool = Fals
     module.__loader__ = None
     module.__package__ = name if package else name.rpartition(".")[0]
     if package:
-        module.__path__ = []  # type: ignore[attr-defined]
+        module.__path__ = []
     module.__emulated__ = True  # type: ignore[attr-defined]
     for key, value in attrs.items():
         setattr(module, key, value)
