@@ -20,9 +20,27 @@ SUBMODULE_PATH = re.compile(r"^\s*path\s*=\s*(.+?)\s*$", re.MULTILINE)
 
 
 def submodules(root: Path) -> set[str]:
-    """Paths of git submodules (other projects' code, e.g. a vendored CUTLASS): scanned only on request."""
+    """Paths of git submodules (other projects' code, e.g. a vendored CUTLASS): scanned only on request.
+    git itself reads `.gitmodules` (quoting, includes, case rules); without git, a plain `path =` match."""
+    import shutil
+    import subprocess
+
+    gitmodules = root / ".gitmodules"
+    if not gitmodules.is_file():
+        return set()
+    git = shutil.which("git")
+    if git is not None:
+        try:
+            out = subprocess.run([git, "config", "--file", str(gitmodules), "-z", "--get-regexp", r"^submodule\..*\.path$"],
+                                 capture_output=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            out = None
+        if out is not None and out.returncode in (0, 1):  # 1: no submodule paths
+            # -z: "key\nvalue\0" per entry
+            entries = out.stdout.decode("utf-8", "replace").split("\0")
+            return {e.partition("\n")[2].strip("/") for e in entries if "\n" in e}
     try:
-        text = (root / ".gitmodules").read_text(encoding="utf-8", errors="replace")
+        text = gitmodules.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return set()
     return {m.group(1).strip("/") for m in SUBMODULE_PATH.finditer(text)}
