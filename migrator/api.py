@@ -395,9 +395,15 @@ def validate(original: str | Path, *, progress: Callable[[str], None] | None = N
     except TypeError as exc:
         raise UsageError(f"bad validate option: {exc}") from None
     try:
-        return run(opts, progress=progress)
+        return run(opts, progress=progress, migrate=_migrate_for_validation)
     except ValidationSetupError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _migrate_for_validation(original: str, out_dir: str) -> list[str]:
+    """The migrate step `migrate validate` runs when no migrated tree is given; error lines, none when done."""
+    outcome = fix([original], root=original, target="npu", out_dir=out_dir)
+    return [f"{p}: {e}" for p, e in outcome.errors]
 
 
 __all__ = ["scan", "fix", "explain", "rules", "resolve_settings", "UsageError", "ConfigError", "FixOutcome"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.fix.context import FixContext
-from migrator.fix.transforms import register
 from migrator.fix.transforms.args import NOT_LITERAL, bind, keep_or_kwarg, kwarg, literal, positional, with_args
 from migrator.fix.transforms.helpers import APEX_AMP, RMS_NORM_NPU
+from migrator.fix.transforms.registry import register
 from migrator.model import Finding
 
 FUSED_ADAM = ["params", "lr", "bias_correction", "betas", "eps", "adam_w_mode", "weight_decay", "amsgrad",

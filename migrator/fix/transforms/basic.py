@@ -8,9 +8,9 @@ import libcst as cst
 
 from migrator.fix.context import FixContext
 from migrator.fix.imports import dotted_name, symbol_replacement
-from migrator.fix.transforms import register
 from migrator.fix.transforms.args import bind, code, kwarg, positional, with_args
 from migrator.fix.transforms.helpers import BACKEND_HELPER, DEVICE_HELPER, DEVICE_MODULE_HELPER
+from migrator.fix.transforms.registry import register
 from migrator.model import Finding
 from migrator.rules.catalogue import load_catalogue
 
