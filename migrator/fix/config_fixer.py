@@ -2,7 +2,7 @@
 
 No re-dumping: each edit rewrites only the characters of the flagged scalar at the position the
 parser gave, so comments, key order, quoting, indentation and the trailing newline stay as they were.
-The edited text is re-parsed and compared with the original (engine/config_checker.verify): if
+The edited text is re-parsed and compared with the original (engine/config_verify.verify): if
 anything but the intended values changed, nothing is written and every finding is declined.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from migrator.engine import config_checker as cc
+from migrator.engine.config_verify import verify
 from migrator.model import Finding
 from migrator.rules.catalogue import load_catalogue
 
@@ -63,7 +64,7 @@ def fix_config(rel: str, text: str, findings: list[Finding], target: str) -> tup
     if not chosen:
         return text, [], declined
     after = cc.apply_edits(text, [(h.start, h.end, new) for h in chosen if (new := h.replacement) is not None])
-    why = cc.verify(parsed, after, chosen)
+    why = verify(parsed, after, chosen)
     if why:
         return text, [], declined + [(f, why) for f in applied]
     return after, applied, declined
