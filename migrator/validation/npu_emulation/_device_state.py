@@ -3,14 +3,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
 from .remap import is_npu_string
-
-if TYPE_CHECKING:
-    from .npu_streams import Stream
 
 
 class _State:
@@ -20,7 +17,7 @@ class _State:
         self.device_count = 1
         self.current_device = 0
         self.amp_dtype = torch.bfloat16
-        self.current_stream: Stream | None = None
+        self.current_stream: Any = None  # an npu_streams.Stream once one is set
         self.mstx_stack: list = []
         self.mstx_next_id = 1
 
