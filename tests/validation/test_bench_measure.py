@@ -93,6 +93,7 @@ def test_comm_share_from_events():
     assert share["profiled_steps"] == 2
 
 
+@pytest.mark.slow
 def test_one_rank_no_communication_and_flops(tree, tmp_path):
     from migrator.validation import flops
     from migrator.validation.benchstage import _side
@@ -106,6 +107,7 @@ def test_one_rank_no_communication_and_flops(tree, tmp_path):
     assert side["step_time"]["n"] == 2
 
 
+@pytest.mark.slow
 def test_two_ranks_communication_share_positive(tree, tmp_path):
     from migrator.validation import flops
     from migrator.validation.benchstage import _side
@@ -118,6 +120,7 @@ def test_two_ranks_communication_share_positive(tree, tmp_path):
     assert side["flops_per_step"] == flops.linear_stack_flops(8, [16, 32, 8])  # 2 ranks x 4 rows
 
 
+@pytest.mark.slow
 def test_hanging_rank_is_a_hang_within_timeout(tree, tmp_path, monkeypatch):
     from migrator.validation.benchstage import _side
 
@@ -153,6 +156,7 @@ def _survivors(marker: str, grace: float = 5.0) -> list[str]:
         time.sleep(0.2)
 
 
+@pytest.mark.slow
 def test_nan_at_step_k_is_unstable(tree, tmp_path, monkeypatch):
     from migrator.validation.benchstage import _side
 
