@@ -406,5 +406,14 @@ def _migrate_for_validation(original: str, out_dir: str) -> list[str]:
     return [f"{p}: {e}" for p, e in outcome.errors]
 
 
+def cache_clean() -> tuple[Path, int, int]:
+    """`migrate cache clean`: (cache folder, files removed, bytes removed)."""
+    from migrator.engine import cache
+
+    folder = cache.cache_dir()
+    files, size = cache.clean(folder)
+    return folder, files, size
+
+
 __all__ = ["scan", "fix", "explain", "rules", "resolve_settings", "UsageError", "ConfigError", "FixOutcome"]
-__all__ += ["apply_baseline", "baseline_text", "report", "validate"]
+__all__ += ["apply_baseline", "baseline_text", "report", "validate", "cache_clean"]

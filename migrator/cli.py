@@ -423,5 +423,20 @@ def validate(original, script_args, migrated, stages, force, entry, script, curv
         sys.exit(result.exit_code)
 
 
+@main.group("cache")
+def cache_group() -> None:
+    """The scan cache (per-file results keyed by content; old entries are pruned on their own)."""
+
+
+@cache_group.command("clean")
+def cache_clean() -> None:
+    """Delete every cached scan result."""
+    with _Errors():
+        from migrator import api
+
+        folder, files, size = api.cache_clean()
+        click.echo(f"removed {files} cache file(s), {size} bytes, from {folder}")
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
