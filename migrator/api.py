@@ -469,7 +469,7 @@ def validate(original: str | Path, *, progress: Callable[[str], None] | None = N
     except TypeError as exc:
         raise UsageError(f"bad validate option: {exc}") from None
     try:
-        return run(opts, progress=progress)
+        return run(opts, progress=progress, migrate=_migrate_for_validation)
     except ValidationSetupError as exc:
         raise UsageError(str(exc)) from None
 
@@ -526,5 +526,20 @@ def plan(model: str | Path, clusters: Sequence[str], *, global_batch: int, seq: 
     return replace(result, clusters=tuple(checked))
 
 
+def _migrate_for_validation(original: str, out_dir: str) -> list[str]:
+    """The migrate step `migrate validate` runs when no migrated tree is given; error lines, none when done."""
+    outcome = fix([original], root=original, target="npu", out_dir=out_dir)
+    return [f"{p}: {e}" for p, e in outcome.errors]
+
+
+def cache_clean() -> tuple[Path, int, int]:
+    """`migrate cache clean`: (cache folder, files removed, bytes removed)."""
+    from migrator.engine import cache
+
+    folder = cache.cache_dir()
+    files, size = cache.clean(folder)
+    return folder, files, size
+
+
 __all__ = ["scan", "fix", "explain", "rules", "resolve_settings", "UsageError", "ConfigError", "FixOutcome"]
-__all__ += ["apply_baseline", "baseline_text", "report", "validate", "plan", "trace_ops"]
+__all__ += ["apply_baseline", "baseline_text", "report", "validate", "plan", "trace_ops", "cache_clean"]

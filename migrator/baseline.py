@@ -114,7 +114,8 @@ def load(path: str | Path) -> Baseline:
 
 def split(result: RunResult, baseline: Baseline, lines_of: LinesOf) -> tuple[list[Finding], list[Finding]]:
     """(new findings, baselined findings)."""
-    new, known = [], []
+    new: list[Finding] = []
+    known: list[Finding] = []
     for f, key in keys(result.findings, lines_of):
         (known if key in baseline.keys else new).append(f)
     return new, known

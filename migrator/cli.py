@@ -10,6 +10,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
@@ -25,7 +26,7 @@ ROUTE_OPTION = click.option(
 )
 
 
-def _fail(message: str) -> None:
+def _fail(message: str) -> NoReturn:
     from migrator.safe_text import visible
 
     click.echo(f"migrate: error: {visible(message)}", err=True)
@@ -552,6 +553,21 @@ def plan_command(model, model_config, clusters, global_batch, seq, dtype, device
                 click.echo(f"[plan] {line}", err=True)
         click.echo(json.dumps(doc, indent=1) if fmt == "json" else result.text())
         sys.exit(result.exit_code)
+
+
+@main.group("cache")
+def cache_group() -> None:
+    """The scan cache (per-file results keyed by content; old entries are pruned on their own)."""
+
+
+@cache_group.command("clean")
+def cache_clean() -> None:
+    """Delete every cached scan result."""
+    with _Errors():
+        from migrator import api
+
+        folder, files, size = api.cache_clean()
+        click.echo(f"removed {files} cache file(s), {size} bytes, from {folder}")
 
 
 if __name__ == "__main__":  # pragma: no cover

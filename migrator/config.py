@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -57,7 +58,8 @@ class Settings:
 
 def find_root(paths: list[Path]) -> Path:
     """Nearest ancestor of the first path that holds pyproject.toml or .git."""
-    start = paths[0].resolve() if paths else Path.cwd().resolve()
+    # realpath, not resolve(): a symlink loop among the paths is reported per path later, not raised here
+    start = Path(os.path.realpath(paths[0] if paths else Path.cwd()))
     folder = start if start.is_dir() else start.parent
     for candidate in (folder, *folder.parents):
         if (candidate / "pyproject.toml").is_file() or (candidate / ".git").exists():

@@ -7,7 +7,7 @@ Everything here is a frozen dataclass with a `to_dict()` producing the documente
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
@@ -39,7 +39,13 @@ FAMILY_PREFIX = {
 }
 
 
-def finding_counts(findings) -> dict[str, dict[str, int]]:
+class FindingCounts(TypedDict):
+    by_family: dict[str, int]
+    by_severity: dict[str, int]
+    by_fix_kind: dict[str, int]
+
+
+def finding_counts(findings) -> FindingCounts:
     """by_family, by_severity and by_fix_kind for a summary. Info-level op notes are not manual work."""
     findings = list(findings)
     return {

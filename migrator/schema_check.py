@@ -1,33 +1,17 @@
-"""A small JSON Schema checker for the data files users hand us (fix record, validation result,
-baseline), driven by the schema files in `migrator/schema/` so the file stays the one contract.
+"""Checking the data files users hand us (fix record, validation result, baseline) against the schema
+files in `migrator/schema/` (the one contract), with `jsonschema` (Draft 2020-12).
 
-`jsonschema` is a test dependency only; this covers the keywords our own schemas use
-(`type`, `enum`, `const`, `required`, `properties`, `additionalProperties`, `items`, `minimum`,
-`minLength`, `pattern`, `anyOf`, `$ref` to `#/$defs/...`) and refuses any other keyword, so a schema
-edit cannot silently outgrow it (tests check every schema against both this and `jsonschema`).
+`jsonschema` is imported on first use: scanning never loads it. The message names the JSON path of
+the most relevant problem (`jsonschema.exceptions.best_match`) and what is wrong there.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from functools import cache
 from typing import Any
 
 from migrator.resources import schema_path
-
-SUPPORTED = {
-    "$schema", "$id", "$defs", "$ref", "title", "description", "type", "enum", "const", "required",
-    "properties", "additionalProperties", "items", "minimum", "minLength", "pattern", "anyOf",
-    "examples", "default",
-}
-_TYPES = {
-    "object": dict,
-    "array": list,
-    "string": str,
-    "boolean": bool,
-    "null": type(None),
-}
 
 
 class SchemaMismatch(ValueError):
@@ -36,39 +20,19 @@ class SchemaMismatch(ValueError):
 
 @cache
 def load_schema(name: str) -> dict[str, Any]:
-    schema = json.loads(schema_path(name).read_text(encoding="utf-8"))
-    unknown = sorted(_keywords(schema) - SUPPORTED)
-    if unknown:  # pragma: no cover - guarded by tests
-        raise ValueError(f"schema {name} uses keywords this checker does not support: {unknown}")
-    return schema
+    return json.loads(schema_path(name).read_text(encoding="utf-8"))
 
 
-def _keywords(node: Any, in_properties: bool = False) -> set[str]:
-    found: set[str] = set()
-    if isinstance(node, dict):
-        for key, value in node.items():
-            if not in_properties:
-                found.add(key)
-            if key in ("properties", "$defs") and not in_properties:
-                for sub in value.values():
-                    found |= _keywords(sub)
-            elif key in ("items", "additionalProperties") and isinstance(value, dict):
-                found |= _keywords(value)
-            elif key == "anyOf":
-                for sub in value:
-                    found |= _keywords(sub)
-    return found
+@cache
+def _validator(name: str):
+    from jsonschema import Draft202012Validator
+
+    schema = load_schema(name)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)
 
 
-def _is_type(value: Any, name: str) -> bool:
-    if name == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if name == "number":
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    return isinstance(value, _TYPES[name])
-
-
-def _where(path: tuple) -> str:
+def _where(path) -> str:
     out = "$"
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else f".{part}"
@@ -76,70 +40,9 @@ def _where(path: tuple) -> str:
 
 
 def check(data: Any, schema_name: str) -> None:
-    """Raise SchemaMismatch with the first problem found, or return None."""
-    schema = load_schema(schema_name)
-    _check(data, schema, schema, ())
+    """Raise SchemaMismatch naming the most relevant problem, or return None."""
+    from jsonschema.exceptions import best_match
 
-
-def _check(value: Any, node: dict[str, Any], root: dict[str, Any], path: tuple) -> None:
-    if "$ref" in node:
-        ref = node["$ref"]
-        if not ref.startswith("#/$defs/"):  # pragma: no cover - guarded by tests
-            raise ValueError(f"unsupported $ref {ref}")
-        _check(value, root["$defs"][ref.split("/")[-1]], root, path)
-    where = _where(path)
-    if "anyOf" in node:
-        errors = []
-        for option in node["anyOf"]:
-            try:
-                _check(value, option, root, path)
-                break
-            except SchemaMismatch as exc:
-                errors.append(str(exc))
-        else:
-            raise SchemaMismatch(errors[0] if len(errors) == 1 else f"{where}: matches none of: " + "; ".join(errors))
-    if "type" in node:
-        types = node["type"] if isinstance(node["type"], list) else [node["type"]]
-        if not any(_is_type(value, t) for t in types):
-            raise SchemaMismatch(f"{where}: expected {' or '.join(types)}, got {_describe(value)}")
-    if "const" in node and value != node["const"]:
-        raise SchemaMismatch(f"{where}: must be {json.dumps(node['const'])}, got {_describe(value)}")
-    if "enum" in node and value not in node["enum"]:
-        choices = ", ".join(json.dumps(c) for c in node["enum"])
-        raise SchemaMismatch(f"{where}: must be one of {choices}, got {_describe(value)}")
-    if "minimum" in node and _is_type(value, "number") and value < node["minimum"]:
-        raise SchemaMismatch(f"{where}: must be at least {node['minimum']}, got {value}")
-    if isinstance(value, str):
-        if "minLength" in node and len(value) < node["minLength"]:
-            raise SchemaMismatch(f"{where}: must not be empty" if node["minLength"] == 1 else f"{where}: too short")
-        if "pattern" in node and not re.search(node["pattern"], value):
-            raise SchemaMismatch(f"{where}: {value!r} does not match {node['pattern']}")
-    if isinstance(value, dict):
-        for key in node.get("required", ()):
-            if key not in value:
-                raise SchemaMismatch(f"{where}: missing required key {key!r}")
-        props = node.get("properties", {})
-        extra = node.get("additionalProperties", True)
-        for key, item in value.items():
-            if key in props:
-                _check(item, props[key], root, (*path, key))
-            elif extra is False:
-                raise SchemaMismatch(f"{where}: unexpected key {key!r} (allowed: {', '.join(props)})")
-            elif isinstance(extra, dict):
-                _check(item, extra, root, (*path, key))
-    if isinstance(value, list) and isinstance(node.get("items"), dict):
-        for i, item in enumerate(value):
-            _check(item, node["items"], root, (*path, i))
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return f"number {value}"
-    if isinstance(value, str):
-        short = value if len(value) <= 40 else value[:37] + "..."
-        return f"string {short!r}"
-    return type(value).__name__.replace("dict", "object").replace("list", "array")
+    error = best_match(_validator(schema_name).iter_errors(data))
+    if error is not None:
+        raise SchemaMismatch(f"{_where(error.absolute_path)}: {error.message}")

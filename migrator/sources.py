@@ -11,6 +11,10 @@ import io
 import re
 import tokenize
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from migrator.engine.config_checker import LineIndex
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 MAX_BYTES = 8 * 1024 * 1024  # larger files are not read back (excerpts are for humans)
@@ -80,7 +84,7 @@ class NotebookView:
         self.text = text
         self.cells = cell_lines(text)
         self._strings: dict[tuple, int] | None = None  # (cell, element | None) -> offset of the opening quote
-        self._index = None
+        self._index: LineIndex | None = None
 
     def line(self, cell: int, line: int) -> str | None:
         lines = self.cells.get(cell)
@@ -102,6 +106,7 @@ class NotebookView:
                 if not e.is_key and len(p) in (4, 5) and p[:2] == (0, "cells") and p[3] == "source" and e.scalar.is_str:
                     self._strings[(p[2] + 1, p[4] if len(p) == 5 else None)] = e.scalar.start
             self._index = LineIndex(self.text)
+        assert self._index is not None  # built with the string offsets above
         if (cell, None) in self._strings:  # one string: all lines on one JSON line, split by `\n` escapes
             start, want = self._strings[(cell, None)], line
         elif (cell, line - 1) in self._strings:  # a list: one element per line
@@ -109,7 +114,7 @@ class NotebookView:
         else:
             return None
         offset = _json_string_offset(self.text, start, want, column)
-        return self._index.position(start if offset is None else offset)  # type: ignore[union-attr]
+        return self._index.position(start if offset is None else offset)
 
 
 def _json_string_offset(text: str, start: int, line: int, column: int) -> int | None:

@@ -32,3 +32,50 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, input:
         input=input,
         timeout=300,
     )
+
+
+def _processes_under(folder: str) -> list[tuple[int, str]]:
+    """Live processes whose working folder lies under ``folder`` (Linux /proc; empty elsewhere)."""
+    found = []
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return []
+    for pid in pids:
+        if pid == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{pid}/cwd")
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
+        except OSError:
+            continue  # exited, a zombie, or not ours to read
+        if cmd and (cwd == folder or cwd.startswith(folder + os.sep)):
+            found.append((pid, cmd[:200]))
+    return found
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The suite leaves no process behind: anything still running in the session's temporary
+    folders (validation children, torchrun ranks, training runs) fails the run, and is ended."""
+    import signal
+    import time
+
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller checks once, at the end
+        return
+    factory = getattr(session.config, "_tmp_path_factory", None)
+    if factory is None:
+        return
+    base = str(factory.getbasetemp().resolve())
+    deadline = time.monotonic() + 5  # processes still on their way out
+    while (left := _processes_under(base)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if left:
+        for pid, _ in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        lines = "\n".join(f"  {pid}: {cmd}" for pid, cmd in left)
+        session.config.get_terminal_writer().line(f"processes left behind by the tests (now killed):\n{lines}", red=True)
+        session.exitstatus = 1

@@ -7,6 +7,7 @@ import re
 import threading
 from collections.abc import Iterable, Iterator
 from functools import cache, lru_cache
+from typing import TYPE_CHECKING
 
 from ._model import STATUSES, CoverageEntry, CoverageError
 from ._names import (
@@ -19,6 +20,9 @@ from ._names import (
     pick_overload,
 )
 from ._resources import data_path
+
+if TYPE_CHECKING:
+    from ._resources import Traversable
 
 __all__ = [
     "available_versions",
@@ -47,12 +51,12 @@ def _version_key(version: str) -> tuple:
 
 
 @lru_cache(maxsize=1)
-def _files() -> dict[str, object]:
+def _files() -> dict[str, Traversable]:
     try:
         folder = data_path(_TABLE_DIR)
     except FileNotFoundError as exc:
         raise CoverageError(f"no coverage tables installed: {exc}; {_REGENERATE}") from None
-    found = {}
+    found: dict[str, Traversable] = {}
     for item in folder.iterdir():
         match = _FILE_RE.match(item.name)
         if match and item.is_file():
@@ -283,8 +287,8 @@ def _unlisted(table: _Table, name: str) -> dict:
             continue
         suffix = ".".join(parts[cut:])
         statuses = raw["status"] if isinstance(raw["status"], dict) else {s: raw["status"] for s in table.socs}
-        status = {s: ("unsupported" if v == "unsupported" else "unverified") for s, v in statuses.items()}
-        out = {"status": status, "kernel": "none" if raw.get("kernel") == "none" else "unknown",
+        inherited = {s: ("unsupported" if v == "unsupported" else "unverified") for s, v in statuses.items()}
+        out = {"status": inherited, "kernel": "none" if raw.get("kernel") == "none" else "unknown",
                "origin": "member", "sources": list(raw.get("sources", []))}
         if raw.get("npu_name"):
             out["npu_name"] = f"{raw['npu_name']}.{suffix}"

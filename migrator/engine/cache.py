@@ -1,7 +1,10 @@
 """Content-hash cache of per-file results, one pickle per (root, settings) in the user cache dir.
 
 Keyed by tool version, catalogue digest, coverage table and settings, so any change of those
-starts afresh. A cache that cannot be read or written is silently ignored, never an error.
+starts afresh. A cache that cannot be read or written is silently ignored, never an error. The
+folder is the platform's user cache folder (`platformdirs`; `$XDG_CACHE_HOME/ascend-migrate/scan`
+on Linux, `MIGRATE_CACHE_DIR` overrides); files unused for `MAX_AGE_DAYS` are pruned on write,
+and `migrate cache clean` empties it.
 """
 
 from __future__ import annotations
@@ -10,19 +13,57 @@ import hashlib
 import os
 import pickle
 import tempfile
+import time
 from pathlib import Path
 
 from migrator.model import FileResult
 
 FORMAT = 1
+MAX_AGE_DAYS = 30
+SUFFIX = ".pickle"
 
 
 def cache_dir() -> Path:
     explicit = os.environ.get("MIGRATE_CACHE_DIR")
     if explicit:
         return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ascend-migrate" / "scan"
+    from platformdirs import user_cache_path
+
+    return user_cache_path("ascend-migrate", appauthor=False) / "scan"
+
+
+def _cache_files(folder: Path) -> list[Path]:
+    try:
+        return [p for p in folder.iterdir() if p.suffix in (SUFFIX, ".tmp") and p.is_file()]
+    except OSError:
+        return []
+
+
+def prune(folder: Path | None = None, max_age_days: float = MAX_AGE_DAYS, now: float | None = None) -> int:
+    """Delete cache files not written for `max_age_days`; how many went."""
+    cutoff = (time.time() if now is None else now) - max_age_days * 86400
+    removed = 0
+    for path in _cache_files(folder or cache_dir()):
+        try:
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+                removed += 1
+        except OSError:
+            pass
+    return removed
+
+
+def clean(folder: Path | None = None) -> tuple[int, int]:
+    """Delete every cache file; (files, bytes) removed. Other files in the folder are left alone."""
+    files = size = 0
+    for path in _cache_files(folder or cache_dir()):
+        try:
+            length = path.stat().st_size
+            path.unlink()
+        except OSError:
+            continue
+        files, size = files + 1, size + length
+    return files, size
 
 
 def content_digest(data: bytes) -> str:
@@ -32,7 +73,7 @@ def content_digest(data: bytes) -> str:
 class ScanCache:
     def __init__(self, root: Path, key: str):
         name = hashlib.sha256(f"{FORMAT}|{root.resolve()}|{key}".encode()).hexdigest()[:24]
-        self.path = cache_dir() / f"{name}.pickle"
+        self.path = cache_dir() / f"{name}{SUFFIX}"
         self.entries: dict[str, tuple[str, FileResult]] = {}
         self.dirty = False
 
@@ -65,4 +106,5 @@ class ScanCache:
                 pickle.dump(entries, fh, protocol=pickle.HIGHEST_PROTOCOL)
             os.replace(tmp, self.path)
         except OSError:
-            pass
+            return
+        prune(self.path.parent)

@@ -25,7 +25,7 @@ What is reported, by key and value (never by file name):
 Positions come from the parser (PyYAML's composer marks, a small positional JSON scanner, a
 line search for TOML); a fix replaces only the characters of the scalar at that position, so key
 order, comments, quoting and layout are kept by construction, and the fixer re-parses to prove
-that exactly the intended values changed (engine/config_checker.verify).
+that exactly the intended values changed (engine/config_verify.verify).
 """
 
 from __future__ import annotations
@@ -188,6 +188,8 @@ def _parse_yaml(text: str) -> ParsedConfig:
 
 _JSON_LITERAL = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity")
 _JSON_WS = re.compile(r"[ \t\n\r]*")
+# the decoder's own string scanner (returns the decoded string and the index past it); not in typeshed
+_scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]
 
 
 def _parse_json(text: str) -> ParsedConfig:
@@ -199,7 +201,7 @@ def _parse_json(text: str) -> ParsedConfig:
     counter = iter(range(1 << 62))
 
     def ws(i: int) -> int:
-        return _JSON_WS.match(text, i).end()
+        return _JSON_WS.match(text, i).end()  # type: ignore[union-attr]  # `[ ...]*` always matches
 
     def value(i: int, path: tuple, key: str | None) -> int:
         i = ws(i)
@@ -212,7 +214,7 @@ def _parse_json(text: str) -> ParsedConfig:
                 return i + 1
             while True:
                 i = ws(i)
-                name, end = json.decoder.scanstring(text, i + 1)
+                name, end = _scanstring(text, i + 1)
                 parsed.entries.append(Entry(path + (name,), name, Scalar(name, True, i, end, next(counter)), True))
                 i = ws(end) + 1  # past ':'
                 i = ws(value(i, path + (name,), name))
@@ -237,10 +239,11 @@ def _parse_json(text: str) -> ParsedConfig:
                 parsed.containers[path] = (start, i + 1)
                 return i + 1
         if c == '"':
-            s, end = json.decoder.scanstring(text, i + 1)
+            s, end = _scanstring(text, i + 1)
             parsed.entries.append(Entry(path, key, Scalar(s, True, i, end, next(counter)), False))
             return end
         m = _JSON_LITERAL.match(text, i)
+        assert m is not None, "json.loads accepted the text, so a literal starts here"
         raw = m.group(0)
         parsed.entries.append(Entry(path, key, Scalar(json.loads(raw), False, i, m.end(), next(counter)), False))
         return m.end()
@@ -444,96 +447,3 @@ def apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
     for start, end, new in sorted(edits, reverse=True):
         text = text[:start] + new + text[end:]
     return text
-
-
-def verify(before: ParsedConfig, after_text: str, hits: list[ConfigHit]) -> str | None:
-    """None when re-parsing `after_text` shows exactly the intended changes, else why not."""
-    try:
-        after = parse_config(after_text, before.fmt)
-    except ConfigParseError as exc:
-        return f"the edited file would not parse ({exc})"
-    if before.fmt == "yaml":
-        return _verify_yaml(before, after, hits)
-    expected = [_clone(d) for d in before.docs]
-    for h in hits:
-        expected = _apply_at(expected, h)
-    if expected != after.docs:
-        return "re-reading the edited file shows other changes than the intended ones"
-    return None
-
-
-def _clone(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _clone(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_clone(v) for v in obj]
-    return obj
-
-
-def _apply_at(docs: list[Any], hit: ConfigHit) -> list[Any]:
-    """The plain data with one edit applied where the hit points (a value, or a mapping key)."""
-    container: Any = docs
-    key: Any = hit.path[0]
-    for part in hit.path[1:]:
-        container, key = container[key], part
-    if hit.is_key:
-        items = list(container.items())
-        container.clear()
-        for k, v in items:
-            container[k.replace(hit.old, hit.replacement) if k == key else k] = v
-    elif hit.old == container[key]:
-        container[key] = hit.replacement
-    else:
-        container[key] = container[key].replace(hit.old, hit.replacement, 1)
-    return docs
-
-
-def _yaml_signature(roots: list[Any], text: str, changes: dict[int, tuple[str, str]] | None = None) -> list[tuple]:
-    """Every node once, in document order: kind, tag, value (scalars), alias references by ordinal.
-    `changes` maps a scalar's start offset to (old, new) substrings applied to its value."""
-    order: dict[int, int] = {}
-    sig: list[tuple] = []
-
-    def visit(node) -> None:
-        if node is None:
-            sig.append(("empty",))
-            return
-        if id(node) in order:
-            sig.append(("ref", order[id(node)]))
-            return
-        order[id(node)] = len(order)
-        if isinstance(node, yaml.ScalarNode):
-            value = node.value
-            if changes and node.start_mark.index in changes:
-                for old, new in changes[node.start_mark.index]:
-                    value = value.replace(old, new, 1) if old != value else new
-            sig.append(("s", node.tag, value))
-        elif isinstance(node, yaml.MappingNode):
-            sig.append(("m", node.tag, len(node.value)))
-            for k, v in node.value:
-                visit(k)
-                visit(v)
-        else:
-            sig.append(("q", node.tag, len(node.value)))
-            for item in node.value:
-                visit(item)
-
-    for root in roots:
-        sig.append(("doc",))
-        visit(root)
-    return sig
-
-
-def _verify_yaml(before: ParsedConfig, after: ParsedConfig, hits: list[ConfigHit]) -> str | None:
-    by_scalar: dict[int, list[tuple[str, str]]] = {}
-    spans = sorted({(e.scalar.start, e.scalar.end) for e in before.entries if e.scalar.start >= 0})
-    starts = [start for start, _ in spans]
-    for h in hits:
-        i = bisect.bisect_right(starts, h.start) - 1
-        if i < 0 or not (spans[i][0] <= h.start and h.end <= spans[i][1]):
-            return "no parsed value at the edited position"
-        by_scalar.setdefault(spans[i][0], []).append((h.old, h.replacement))
-    expected = _yaml_signature(before.yaml_roots, before.text, by_scalar)
-    if expected != _yaml_signature(after.yaml_roots, after.text):
-        return "re-reading the edited YAML shows other changes than the intended ones"
-    return None

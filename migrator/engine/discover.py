@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +20,27 @@ SUBMODULE_PATH = re.compile(r"^\s*path\s*=\s*(.+?)\s*$", re.MULTILINE)
 
 
 def submodules(root: Path) -> set[str]:
-    """Paths of git submodules (other projects' code, e.g. a vendored CUTLASS): scanned only on request."""
+    """Paths of git submodules (other projects' code, e.g. a vendored CUTLASS): scanned only on request.
+    git itself reads `.gitmodules` (quoting, includes, case rules); without git, a plain `path =` match."""
+    import shutil
+    import subprocess
+
+    gitmodules = root / ".gitmodules"
+    if not gitmodules.is_file():
+        return set()
+    git = shutil.which("git")
+    if git is not None:
+        try:
+            out = subprocess.run([git, "config", "--file", str(gitmodules), "-z", "--get-regexp", r"^submodule\..*\.path$"],
+                                 capture_output=True, timeout=30, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            out = None
+        if out is not None and out.returncode in (0, 1):  # 1: no submodule paths
+            # -z: "key\nvalue\0" per entry
+            entries = out.stdout.decode("utf-8", "replace").split("\0")
+            return {e.partition("\n")[2].strip("/") for e in entries if "\n" in e}
     try:
-        text = (root / ".gitmodules").read_text(encoding="utf-8", errors="replace")
+        text = gitmodules.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return set()
     return {m.group(1).strip("/") for m in SUBMODULE_PATH.finditer(text)}
@@ -87,6 +107,27 @@ def _gitignore(folder: Path) -> pathspec.PathSpec | None:
         return None
 
 
+def unreadable_reason(path: Path) -> str | None:
+    """Why a path that is not a folder is never opened: a symlink loop, or not a regular file (a FIFO,
+    socket or device could block the scan, or never end). None for a regular file or a folder."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        return "symlink loop" if exc.errno == errno.ELOOP else None  # other errors: the read reports them
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+        return None
+    what = ("FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode)
+            else "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "special file")
+    return f"not a regular file ({what}): not opened"
+
+
+def _is_regular(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_file()  # no extra system call for a plain file
+    except OSError:  # e.g. a symlink loop
+        return False
+
+
 def rel_to(root: Path, path: Path) -> str:
     try:
         return path.relative_to(root).as_posix()
@@ -113,7 +154,7 @@ def discover(
 
     for start in paths:
         rel = rel_to(root, start)
-        if start.is_file() or (start.is_symlink() and not start.is_dir()):
+        if not start.is_dir():
             kind = file_kind(start)
             if rel in seen:
                 continue
@@ -122,6 +163,8 @@ def discover(
                 kind = "python"  # an explicit file is scanned as Python unless its name says otherwise
             if excluded(rel):
                 yield Skip(rel, "excluded by configuration")
+            elif why := unreadable_reason(start):
+                yield Skip(rel, why)
             elif start.is_symlink() and not inside_root(start):
                 yield Skip(rel, "symlink pointing outside the scan root")
             else:
@@ -197,6 +240,9 @@ def _walk(root, start: Path, excluded, inside_root, seen: set[str]) -> Iterator[
                 continue
             seen.add(rel)
             if excluded(rel):
+                continue
+            if not _is_regular(entry) and (why := unreadable_reason(path)):
+                yield Skip(rel, why)
                 continue
             if entry.is_symlink() and not inside_root(path):
                 yield Skip(rel, "symlink pointing outside the scan root")

@@ -214,7 +214,7 @@ def read_notebook(text: str) -> Notebook:
             f"nbformat {version!r} notebooks are not read (only nbformat 4); convert with "
             "`jupyter nbconvert --to notebook --nbformat 4`"
         )
-    metadata = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    metadata = data["metadata"] if isinstance(data.get("metadata"), dict) else {}
     language = None
     for section, key in (("kernelspec", "language"), ("language_info", "name")):
         value = metadata.get(section)

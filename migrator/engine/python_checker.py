@@ -201,7 +201,7 @@ class PythonChecker(ast.NodeVisitor):
         m, name, ambiguous = hit
         if m.rule.scope == "imports" and not decorator:
             return True  # the import already carries the finding
-        extra = {"ambiguous": ambiguous}
+        extra: dict[str, object] = {"ambiguous": ambiguous}
         if call_level(m.rule) and id(node) not in self.callees and m.rule.fix_kind != "manual":
             parts = _dotted(node)
             if parts:
@@ -223,7 +223,7 @@ class PythonChecker(ast.NodeVisitor):
                 self.report_symbol(target, decorator=True)
         self.generic_visit(node)
 
-    visit_AsyncFunctionDef = visit_FunctionDef
+    visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]  # same fields for both
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         if not node.name.startswith(MIGRATE_HELPER_PREFIXES):
@@ -321,7 +321,7 @@ class PythonChecker(ast.NodeVisitor):
             self.check_string(node, node.value)
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
-        text = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+        text = "".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values)
         if id(node) not in self.claimed:
             self.check_string(node, text)
         for value in node.values:
@@ -397,9 +397,9 @@ class PythonChecker(ast.NodeVisitor):
             if isinstance(node.args[0].value, int) and not isinstance(node.args[0].value, bool):
                 self.emit_impl("bare-int-device", node, f"torch.device({node.args[0].value})")
         if isinstance(func, ast.Attribute) and func.attr in ("to", "to_empty") and len(node.args) == 1:
-            arg = node.args[0]
-            if isinstance(arg, ast.Constant) and type(arg.value) is int:
-                self.emit_impl("bare-int-device", arg, f".to({arg.value})")
+            target = node.args[0]
+            if isinstance(target, ast.Constant) and type(target.value) is int:
+                self.emit_impl("bare-int-device", target, f".to({target.value})")
         for key in DEVICE_KWARGS & kwargs.keys():
             value = kwargs[key]
             if isinstance(value, ast.Constant) and type(value.value) is int:

@@ -300,20 +300,20 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes):
                  manual_reason=extra.get("manual_reason"))
     if scan.rel == "setup.py" or scan.rel.endswith("/setup.py"):
         _setup_requirements(scan, tree, source, checker.docstrings)
-    ops = []
+    op_uses: list[OpUse] = []
     for impl, node, symbol, message, info, op, status in coverage_hits(checker, scan.options.soc, scan.options.torch_npu_version,
                                                                    dict(scan.options.traced)):
         line = node.lineno
         col = source.char_column(line, node.col_offset)
         if op is not None:
-            ops.append(OpUse(op, scan.rel, line, col, status, info.dtypes if info else ()))
-        rule = scan.impl.get(impl) if impl else None
-        if rule is None:
+            op_uses.append(OpUse(op, scan.rel, line, col, status, info.dtypes if info else ()))
+        impl_rule = scan.impl.get(impl) if impl else None
+        if impl_rule is None:
             continue
         end_line = node.end_lineno or line
-        scan.add(rule, line, col, end_line, source.char_column(end_line, node.end_col_offset or 0), symbol,
+        scan.add(impl_rule, line, col, end_line, source.char_column(end_line, node.end_col_offset or 0), symbol,
                  message=message, coverage=info)
-    ops = tuple(ops)
+    ops = tuple(op_uses)
     doc_lines: set[int] = set()
     for node in checker.docstring_nodes:
         doc_lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
@@ -380,7 +380,7 @@ def _apply_suppressions(scan: FileScan, directives: Directives) -> tuple[list[Fi
 def _unattributed(
     rel: str, kind: str, source: SourceText, findings: list[Finding], doc_lines: set[int]
 ) -> tuple[Marker, ...]:
-    claimed = set()
+    claimed: set[int] = set()
     for f in findings:
         claimed.update(range(f.line, f.end_line + 1))
     out = []

@@ -237,8 +237,8 @@ def _install_hits(words: list[tuple[str, int]], starts) -> Iterator[TextHit]:
             name = word.split("::", 1)[1].split("=", 1)[0].lower()
         if CUDA_SYSTEM_PACKAGE.match(name):
             yield TextHit("impl:cuda-system-package", line, col, col + len(word), name)
-        elif manager == "conda" and name != "apex" and normalise(name) in CUDA_ONLY_PACKAGES:
-            yield TextHit("impl:cuda-only-requirement", line, col, col + len(word), normalise(name))
+        elif manager == "conda" and name != "apex" and canonical_name(name) in CUDA_ONLY_PACKAGES:
+            yield TextHit("impl:cuda-only-requirement", line, col, col + len(word), canonical_name(name))
 
 
 # ---- container files -----------------------------------------------------------------------
@@ -330,8 +330,10 @@ GIT_APEX = re.compile(r"(?i)(git\+\S*nvidia/apex|#egg=apex\b|^\s*apex\s*@\s*git\
 CUDA_TORCH_BUILD = re.compile(r"(\+cu\d+|download\.pytorch\.org/whl/cu\d+|/whl/nightly/cu\d+)")
 
 
-def normalise(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+def canonical_name(name: str) -> str:
+    from packaging.utils import canonicalize_name
+
+    return canonicalize_name(name)
 
 
 def requirement_hit(spec: str, line: int, column: int) -> Iterator[TextHit]:
@@ -339,19 +341,44 @@ def requirement_hit(spec: str, line: int, column: int) -> Iterator[TextHit]:
     if GIT_APEX.search(spec):
         yield TextHit("impl:cuda-only-requirement", line, column, column + len(spec), "apex")
         return
-    m = REQ_LINE.match(spec)
-    if m:
-        name = normalise(re.split(r"[\[\s<>=!~;@]", m.group("spec"), maxsplit=1)[0])
-        if name != "apex" and (
-            name in CUDA_ONLY_PACKAGES or name.startswith(("nvidia-", "cupy-cuda")) or name.endswith("-cu12")
-        ):
-            yield TextHit("impl:cuda-only-requirement", line, column, column + len(spec.rstrip()), name)
+    req = _parse_requirement(spec)
+    name = None
+    if req is not None:
+        name = canonical_name(req.name)
+    elif m := REQ_LINE.match(spec):  # not PEP 508 (`-e`, `--hash`, ...): the leading name only
+        name = canonical_name(re.split(r"[\[\s<>=!~;@]", m.group("spec"), maxsplit=1)[0])
+    if name is not None and name != "apex" and (
+        name in CUDA_ONLY_PACKAGES or name.startswith(("nvidia-", "cupy-cuda")) or name.endswith("-cu12")
+    ):
+        yield TextHit("impl:cuda-only-requirement", line, column, column + len(spec.rstrip()), name)
     build = CUDA_TORCH_BUILD.search(spec)
     if build:
         yield TextHit("impl:cuda-torch-build", line, column + build.start(), column + build.end(), build.group(0))
-    pin = TORCH_PIN.match(spec)
-    if pin:
-        yield from _torch_npu_pairing(pin.group("ver"), line, column, column + len(spec.rstrip()))
+    version = _torch_pin(req) if req is not None else None
+    if version:
+        yield from _torch_npu_pairing(version, line, column, column + len(spec.rstrip()))
+
+
+def _parse_requirement(spec: str):
+    """The PEP 508 requirement (``packaging``), or None when the text is not one."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    try:
+        return Requirement(spec.strip())
+    except InvalidRequirement:
+        return None
+
+
+def _torch_pin(req) -> str | None:
+    """``X.Y[.Z]`` of an exact (``==``) or compatible (``~=``) torch pin."""
+    if canonical_name(req.name) != "torch":
+        return None
+    for clause in req.specifier:
+        if clause.operator in ("==", "~="):
+            m = TORCH_PIN_VERSION.match(clause.version)
+            if m:
+                return m.group(0)
+    return None
 
 
 def _torch_npu_pairing(version: str, line: int, column: int, end: int) -> Iterator[TextHit]:
@@ -432,4 +459,4 @@ def check_cuda_source(lines: tuple[str, ...]) -> Iterator[TextHit]:
     yield TextHit("impl:cuda-source-file", 1, 1, len(first) + 1, "CUDA source file")
 
 
-TORCH_PIN = re.compile(r"^\s*torch\s*(==|~=)\s*(?P<ver>\d+\.\d+(\.\d+)?)")
+TORCH_PIN_VERSION = re.compile(r"\d+\.\d+(\.\d+)?")

@@ -2,7 +2,7 @@
 
 No re-dumping: each edit rewrites only the characters of the flagged scalar at the position the
 parser gave, so comments, key order, quoting, indentation and the trailing newline stay as they were.
-The edited text is re-parsed and compared with the original (engine/config_checker.verify): if
+The edited text is re-parsed and compared with the original (engine/config_verify.verify): if
 anything but the intended values changed, nothing is written and every finding is declined.
 """
 
@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from migrator.engine import config_checker as cc
+from migrator.engine.config_verify import verify
 from migrator.model import Finding
 from migrator.rules.catalogue import load_catalogue
 
@@ -35,20 +36,21 @@ def fix_config(rel: str, text: str, findings: list[Finding], target: str) -> tup
     except cc.ConfigParseError as exc:
         return text, [], [(f, f"cannot parse the file: {exc}") for f in findings]
     index = cc.LineIndex(text)
-    hits = {}
+    hits: dict[tuple[int, int, str], cc.ConfigHit] = {}
     for hit in cc.config_hits(parsed):
         line, col = index.position(hit.start)
         hits.setdefault((line, col, hit.symbol), hit)
     chosen: list[cc.ConfigHit] = []
     applied: list[Finding] = []
     for f in findings:
-        hit = hits.get((f.line, f.column, f.symbol))
+        found = hits.get((f.line, f.column, f.symbol))
         if f.code not in EXACT_CODES or f.fix is None:
             declined.append((f, "no exact rewrite"))
             continue
-        if hit is None:
+        if found is None:
             declined.append((f, "the text at this position changed"))
             continue
+        hit = found
         if hit.shared:
             declined.append((f, "the value is shared through a YAML anchor or merge key; rewriting it would change "
                                 "every place that uses it: edit by hand"))
@@ -61,8 +63,8 @@ def fix_config(rel: str, text: str, findings: list[Finding], target: str) -> tup
         applied.append(f)
     if not chosen:
         return text, [], declined
-    after = cc.apply_edits(text, [(h.start, h.end, h.replacement) for h in chosen])
-    why = cc.verify(parsed, after, chosen)
+    after = cc.apply_edits(text, [(h.start, h.end, new) for h in chosen if (new := h.replacement) is not None])
+    why = verify(parsed, after, chosen)
     if why:
         return text, [], declined + [(f, why) for f in applied]
     return after, applied, declined

@@ -103,10 +103,10 @@ def _decline_star(fixer, original: cst.ImportFrom) -> None:
 def _bound_name(alias: cst.ImportAlias) -> str:
     if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
         return alias.asname.name.value
-    name = alias.name
+    name: cst.BaseExpression = alias.name
     while isinstance(name, cst.Attribute):
         name = name.value
-    return name.value  # type: ignore[union-attr]
+    return name.value  # type: ignore[attr-defined]  # the innermost part is a Name
 
 
 class _NameCounter(cst.CSTVisitor):
@@ -237,7 +237,7 @@ def _insert_at(module: cst.Module) -> int:
             i = 1
     while i < len(body) and isinstance(body[i], cst.SimpleStatementLine) and any(
         isinstance(s, cst.ImportFrom) and s.module is not None and dotted_name(s.module) == "__future__"
-        for s in body[i].body
+        for s in body[i].body  # type: ignore[union-attr]  # a SimpleStatementLine, checked above
     ):
         i += 1
     return i
@@ -277,7 +277,7 @@ def ensure_module_imports(module: cst.Module, ctx: FixContext) -> cst.Module:
     else:
         insert = _insert_at(module)
     if additions_after_torch:
-        body[insert:insert] = additions_after_torch
+        body[insert:insert] = additions_after_torch  # type: ignore[assignment]  # parsed statements
     stdlib = [cst.parse_statement(f"import {name}\n") for name in sorted(ctx.imports) if not _binds_anywhere(module, name)]
     if stdlib:  # standard-library imports join the first import block, at its top
         top = _insert_at(module)
@@ -302,7 +302,7 @@ def ensure_module_imports(module: cst.Module, ctx: FixContext) -> cst.Module:
         if helper_stmts and last_import < len(body):
             nxt = body[last_import]
             body[last_import] = nxt.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *_strip_blank(nxt.leading_lines)])
-        body[last_import:last_import] = helper_stmts
+        body[last_import:last_import] = helper_stmts  # type: ignore[assignment]  # parsed statements
     return module.with_changes(body=body)
 
 

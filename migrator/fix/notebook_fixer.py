@@ -85,7 +85,7 @@ def fix_notebook(text: str, findings: list[Finding], rules: dict[str, Rule], tar
     python_changed: set[int] = set()
     for index, fs in sorted(by_cell.items(), key=lambda item: item[0] or 0):
         cell = cells.get(index) if index is not None else None
-        if cell is None or cell.kind not in ("python", "shell"):
+        if index is None or cell is None or cell.kind not in ("python", "shell"):
             declined.extend((f, "no automatic fix for this part of the notebook") for f in fs)
             continue
         shell_fs = [f for f in fs if cell.kind == "shell" or f.line in cell.special]
@@ -115,7 +115,7 @@ def fix_notebook(text: str, findings: list[Finding], rules: dict[str, Rule], tar
                         ast.parse(result.text)
                         merged = merge(view, result.text, source, cell.special, h)
                     except SyntaxError as exc:
-                        why = f"the fixed cell would not parse ({exc.msg}, line {exc.lineno - h}); cell left unchanged"
+                        why = f"the fixed cell would not parse ({exc.msg}, line {(exc.lineno or 1) - h}); cell left unchanged"
                 if merged is None:
                     declined.extend((f, why) for f in py_fs)
                 else:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import cast
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
@@ -96,7 +95,7 @@ class _Fixer(cst.CSTTransformer):
             if result is None:
                 continue  # declined, with a reason recorded by the transform
             self.ctx.applied.append(finding)
-            fitted, misfit = self._fit(updated, cast(cst.CSTNode, result))
+            fitted, misfit = self._fit(updated, result)
             if misfit:
                 self.ctx.undo_since(mark, misfit)
                 continue

@@ -7,7 +7,7 @@ import difflib
 import re
 import shutil
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -180,7 +180,7 @@ def _encode(data: bytes, encoding: str, text: str) -> tuple[bytes | None, str | 
                       f"({char!r}, U+{ord(char):04X}, line {line}); file left unchanged")
 
 
-def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: set[str] = frozenset()) -> FixPlan:
+def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Collection[str] = frozenset()) -> FixPlan:
     """Every file planned in full (read, fixed, re-parsed, encoded) before anything is written; a file
     that cannot be planned gets its error and is left unchanged, the others go on."""
     from migrator.engine.discover import file_kind

@@ -89,8 +89,8 @@ def annotate(text: str, notes: dict[int, list[tuple[str, str]]]) -> str:
         if number in notes:
             existing = set()
             k = len(out) - 1
-            while k >= 0 and ANNOTATION.match(out[k]):
-                existing.add(ANNOTATION.match(out[k]).group("code"))
+            while k >= 0 and (note := ANNOTATION.match(out[k])):
+                existing.add(note.group("code"))
                 k -= 1
             indent = line[: len(line) - len(line.lstrip(" \t"))]
             for code, reason in notes[number]:

@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import Any
 from urllib.parse import quote
 
 from migrator.model import Finding, RunResult
@@ -121,7 +122,8 @@ def render(
 
     catalogue = load_catalogue()
     codes = sorted({f.code for f in result.findings})
-    rules, index = [], {}
+    rules: list[dict[str, Any]] = []
+    index: dict[str, int] = {}
     for code in codes:
         rule = catalogue.get(code)
         index[code] = len(rules)

@@ -42,17 +42,17 @@ def collective_kind(name: str) -> str | None:
 
 
 def _union(intervals: list[tuple[float, float]]) -> float:
-    total, end = 0.0, None
-    start = None
+    total = 0.0
+    merged: tuple[float, float] | None = None  # the interval being grown
     for s, e in sorted(intervals):
-        if end is None or s > end:
-            if end is not None:
-                total += end - start
-            start, end = s, e
+        if merged is None or s > merged[1]:
+            if merged is not None:
+                total += merged[1] - merged[0]
+            merged = (s, e)
         else:
-            end = max(end, e)
-    if end is not None:
-        total += end - start
+            merged = (merged[0], max(merged[1], e))
+    if merged is not None:
+        total += merged[1] - merged[0]
     return total
 
 

@@ -17,7 +17,7 @@ def _si(v: float | None) -> str:
     return f"{v:.3g}"
 
 
-def _time(st: dict[str, Any]) -> str:
+def _time(st: dict[str, Any] | None) -> str:
     if not st:
         return "-"
     med, iqr = st.get("median_s"), st.get("iqr_s", 0.0)

@@ -70,11 +70,11 @@ def _side(sid: str, side: str, tree: str, variant: str | None, opts: Options, wo
     ranks = 1 if sid == "S1" else opts.world_size * opts.nnodes
     runs, failures = [], []
     for r in range(opts.repeats):
-        out = os.path.join(work, "bench", sid.lower(), side, f"repeat{r}")
+        repeat_dir = os.path.join(work, "bench", sid.lower(), side, f"repeat{r}")
         job = {"kind": "bench", "side": side, "tree": tree, "entry": opts.entry, "seed": opts.seed,
                "threads": opts.threads, "stage": sid, "variant": variant, "bf16_policy": opts.bf16_policy,
                "steps": opts.bench_steps, "warmup": opts.bench_warmup, "profile_steps": opts.bench_profile_steps,
-               "batch_step": opts.parallel_steps[0] if sid != "S1" else opts.steps[0], "out": out}
+               "batch_step": opts.parallel_steps[0] if sid != "S1" else opts.steps[0], "out": repeat_dir}
         if progress is not None:
             progress(f"{sid} bench: {side} side, repeat {r + 1}/{opts.repeats} ({ranks} rank(s))")
         rep = _repeat(job, f"bench-{sid}-{side}-{r}", opts, ranks)
@@ -104,7 +104,7 @@ def _side(sid: str, side: str, tree: str, variant: str | None, opts: Options, wo
     peak = lookup(first.get("device_name"), first.get("dtype", "bfloat16"), opts.peak_tflops)
     mfu = achieved / (peak["tflops"] * ranks) if peak.get("tflops") and achieved is not None else None
     shares = [s.get("comm_share", {}) for statuses in runs for s in statuses]
-    comm = {}
+    comm: dict[str, float | None] = {}
     for key in ("total", "all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
         vals = [c[key] for c in shares if key in c]
         comm[key] = round(statistics.fmean(vals), 6) if vals else None

@@ -387,8 +387,8 @@ def module_label(v: TensorVerdict) -> str:
 
 def _common_factor(verdicts: list[TensorVerdict]) -> float | None:
     """The grad-norm factor shared by these parameter grads (within 1 %), if any."""
-    factors = [v.columns.get("norm_ratio_fp32") for v in verdicts]
-    factors = [f for f in factors if f is not None and math.isfinite(f) and f > 0]
+    found = [v.columns.get("norm_ratio_fp32") for v in verdicts]
+    factors = [f for f in found if f is not None and math.isfinite(f) and f > 0]
     if not factors or len(factors) < len(verdicts):
         return None
     lo, hi = min(factors), max(factors)
@@ -446,7 +446,7 @@ def worst_rows(verdicts: list[TensorVerdict], per_group: int = 3, limit: int = 2
     for v in verdicts:
         for c in v.checks:
             groups.setdefault((v.category, c.metric), []).append((_sort_key(c), v, c))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (category, metric), items in groups.items():
         items.sort(key=lambda x: x[0], reverse=True)
         primary = metric in PRIMARY.get(category, ())

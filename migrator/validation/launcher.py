@@ -1,7 +1,8 @@
 """Start harness children and ``torch.distributed.run`` (parent side).
 
-Every child is ``python -m migrator.validation.worker JOB.json`` in its own process group (so a
-timeout ends the whole tree, launched ranks included), with the determinism environment of
+Every child is ``python -m migrator.validation.worker JOB.json`` in its own process group; a
+timeout kills that group and the group of every process below it (torchrun's ranks run in sessions of
+their own), with the determinism environment of
 :mod:`.determinism`, the checkout's ``migrator`` on ``PYTHONPATH`` and no inherited
 ``RANK``/``WORLD_SIZE``. N ranks always go through torchrun (``python -m torch.distributed.run``);
 on one node ``--standalone``, on a cluster the same command with ``--nnodes`` and a rendezvous
@@ -132,11 +133,46 @@ def start_torchrun(job: dict[str, Any], name: str, env: dict[str, str], nproc_pe
     return Child(name, proc, out, log, time.monotonic(), ranks=nproc_per_node * nnodes, timeout=timeout)
 
 
-def _kill(proc: subprocess.Popen) -> None:
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, read from ``/proc`` (empty where there is none)."""
+    children: dict[int, list[int]] = {}
     try:
-        os.killpg(proc.pid, signal.SIGKILL)  # the group this launcher created for the child
-    except (ProcessLookupError, PermissionError):
-        pass
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue  # exited meanwhile
+        fields = stat[stat.rindex(b")") + 2:].split()  # after "pid (comm) ": state, ppid, ...
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """SIGKILL the child's process group and the group of every process below it: torch's launcher
+    starts each rank in a session of its own, so the launcher's group alone would orphan the ranks."""
+    groups = {proc.pid}  # the group this launcher created for the child
+    for pid in _descendants(proc.pid):
+        try:
+            groups.add(os.getpgid(pid))
+        except (ProcessLookupError, PermissionError):
+            pass
+    groups.discard(os.getpgrp())  # never our own
+    for group in groups:
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
     try:
         proc.wait(timeout=10)
     except subprocess.TimeoutExpired:  # pragma: no cover

@@ -143,7 +143,7 @@ def mismatch_fraction(t, r) -> float:
     return float((tt != rr).double().mean())
 
 
-def stats(t) -> dict[str, float]:
+def stats(t) -> dict[str, float | None]:
     """msprobe's per-tensor statistics ``Max, Min, Mean, Norm`` (plain floats; ``None`` when empty)."""
     x = _f64(t)
     if x.numel() == 0:

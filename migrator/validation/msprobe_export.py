@@ -32,10 +32,10 @@ def _runs(work: str) -> list[tuple[str, int, int, str]]:
         step = rank = None
         rest = []
         for p in parts:
-            if _STEP.match(p) and step is None:
-                step = int(_STEP.match(p).group(1))
-            elif _RANK.match(p) and rank is None:
-                rank = int(_RANK.match(p).group(1))
+            if (m := _STEP.match(p)) and step is None:
+                step = int(m.group(1))
+            elif (m := _RANK.match(p)) and rank is None:
+                rank = int(m.group(1))
             else:
                 rest.append(p)
         found.append(("-".join(rest) or "run", step or 0, rank or 0, folder))

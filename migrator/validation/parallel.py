@@ -111,11 +111,11 @@ def unshard_grads(inner, full_names: list[str], ep_lists: dict[str, tuple[int, i
     try:
         from torch.distributed.tensor import DTensor
     except ImportError:  # pragma: no cover
-        DTensor = ()
+        DTensor = None  # type: ignore[misc, assignment]
     grads: dict[str, Any] = {}
     for name, p in inner.named_parameters():
         g = p.grad
-        if DTensor and isinstance(g, DTensor):
+        if DTensor is not None and isinstance(g, DTensor):
             grads[name] = g.full_tensor()
             continue
         ep_prefix = next((pre for pre in ep_lists if name.startswith(pre + ".")), None)

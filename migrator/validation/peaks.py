@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ PEAKS: tuple[Peak, ...] = (
 )
 
 
-def lookup(device_name: str | None, dtype: str, override: float | None = None) -> dict[str, object]:
+def lookup(device_name: str | None, dtype: str, override: float | None = None) -> dict[str, Any]:
     """``{"tflops": float | None, "device": ..., "source": ..., "why": ...}`` for MFU."""
     if override is not None:
         return {"tflops": float(override), "device": device_name, "source": "--peak-tflops (user override)"}

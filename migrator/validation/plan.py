@@ -139,7 +139,7 @@ def _shape_checks(full, inner, tp: int, ep: int, ep_lists: dict[str, tuple[int, 
         from torch.distributed.tensor import DTensor
         from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
     except ImportError:  # pragma: no cover
-        DTensor, compute_local_shape_and_global_offset = (), None
+        DTensor = compute_local_shape_and_global_offset = None  # type: ignore[misc, assignment]
     full_shapes = {n: tuple(p.shape) for n, p in full.named_parameters()}
     problems: list[str] = []
     sharded = replicated = dtensors = experts = 0
@@ -154,7 +154,7 @@ def _shape_checks(full, inner, tp: int, ep: int, ep_lists: dict[str, tuple[int, 
                 problems.append(f"{name}: local {tuple(p.shape)} != expert shape {full_shapes.get(global_name)}")
             continue
         want = full_shapes.get(name)
-        if DTensor and isinstance(p, DTensor):
+        if DTensor is not None and isinstance(p, DTensor):
             dtensors += 1
             if tuple(p.shape) != want:
                 problems.append(f"{name}: global shape {tuple(p.shape)} != {want}")
@@ -171,10 +171,10 @@ def _shape_checks(full, inner, tp: int, ep: int, ep_lists: dict[str, tuple[int, 
                 continue
             if want[dim] % (parts * tp):
                 problems.append(f"{name}: dim {dim} of size {want[dim]} does not divide into {parts} part(s) x tp {tp}")
-            expected = list(want)
-            expected[dim] = want[dim] // tp
-            if tuple(p.shape) != tuple(expected):
-                problems.append(f"{name}: local {tuple(p.shape)} != {tuple(expected)} (1/{tp} of dim {dim})")
+            shard_shape = list(want)
+            shard_shape[dim] = want[dim] // tp
+            if tuple(p.shape) != tuple(shard_shape):
+                problems.append(f"{name}: local {tuple(p.shape)} != {tuple(shard_shape)} (1/{tp} of dim {dim})")
             continue
         replicated += 1
         if want is not None and tuple(p.shape) != want:
@@ -232,11 +232,11 @@ def run_plan(job: dict[str, Any]) -> dict[str, Any]:
     rank = W - 1
     status: dict[str, Any] = {"ok": False, "checks": [], "notes": [], "bench": {}}
     t0 = time.perf_counter()
-    entry = protocol.prepare("migrated", job["tree"], job.get("entry"), status, seed=job["seed"],
-                             threads=job["threads"], determinism_device="cpu")
-    if entry is None:
+    prepared = protocol.prepare("migrated", job["tree"], job.get("entry"), status, seed=job["seed"],
+                                threads=job["threads"], determinism_device="cpu")
+    if prepared is None:
         return status
-    entry = entry[0]
+    entry = prepared[0]
 
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh

@@ -118,6 +118,8 @@ def prepare(side: str, tree: str, entry_spec: str | None, status: dict[str, Any]
         status["layers"] = layers.used
         status["device"] = layers.device
         if seed is not None:
+            if threads is None:
+                raise ValueError("protocol.prepare: seed given without threads")
             status["manifest"] = determinism.apply(seed, threads, determinism_device or layers.device)
         if extra is not None:
             extra(layers)

@@ -59,8 +59,8 @@ def _plain(t):
     try:
         from torch.distributed.tensor import DTensor
     except ImportError:  # pragma: no cover
-        DTensor = ()
-    if DTensor and isinstance(t, DTensor):
+        DTensor = None
+    if DTensor is not None and isinstance(t, DTensor):
         t = t.full_tensor()
     return t.detach().to("cpu", copy=True).contiguous()
 

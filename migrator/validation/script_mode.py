@@ -44,7 +44,7 @@ def _force_autocast_off(patches: list) -> None:
     def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
         real_init(self, device_type, dtype=dtype, enabled=False, cache_enabled=cache_enabled)
 
-    cls.__init__ = __init__
+    cls.__init__ = __init__  # type: ignore[method-assign]
     patches.append((cls, "__init__", real_init))
 
 
@@ -88,7 +88,7 @@ class _ScriptHooks:
             finally:
                 hooks.in_backward = False
 
-        torch.Tensor.backward = backward
+        torch.Tensor.backward = backward  # type: ignore[method-assign, assignment]
 
     def _pre(self, module, args):
         if self.root is None:
@@ -104,7 +104,7 @@ class _ScriptHooks:
         import torch
 
         from . import execute
-        from .worker import READY, _wait_for
+        from .handoff import READY, _wait_for
 
         shared = self.job["shared"]
         state = root.state_dict()
@@ -190,7 +190,7 @@ def run_script(job: dict[str, Any]) -> dict[str, Any]:
     except SystemExit as exc:
         if exc.code not in (0, None):
             if job.get("writes_weights"):
-                from .worker import _mark_failed
+                from .handoff import _mark_failed
 
                 _mark_failed("original", job["shared"])
             status.update(phase="run", error={"summary": f"the script exited with code {exc.code}"})
@@ -198,7 +198,7 @@ def run_script(job: dict[str, Any]) -> dict[str, Any]:
         status["stopped"] = "script exited"
     except BaseException as exc:  # noqa: BLE001 - the program failed: a result
         if job.get("writes_weights"):
-            from .worker import _mark_failed
+            from .handoff import _mark_failed
 
             _mark_failed("original", job["shared"])
         active = hooks.recorder.active_modules() if hooks.recorder is not None else []
@@ -214,7 +214,7 @@ def run_script(job: dict[str, Any]) -> dict[str, Any]:
     return status
 
 
-def run_script_mode(opts, progress=None):
+def run_script_mode(opts, progress=None, migrate=None):
     """Parent side of script mode: four children, then S1 + the loss curve."""
     import shutil
     import tempfile
@@ -222,13 +222,13 @@ def run_script_mode(opts, progress=None):
     from . import launcher
     from .compare import Comparison, Run, compare_runs
     from .results import StageResult, ValidationResult
-    from .stages import _failure_text, _migrate, numeric_stage
+    from .stage_common import _failure_text, _migrate, numeric_stage
 
     original = os.path.abspath(opts.original)
     work = os.path.abspath(opts.work_dir) if opts.work_dir else tempfile.mkdtemp(prefix="migrate-validate-")
     os.makedirs(work, exist_ok=True)
     try:
-        migrated = os.path.abspath(opts.migrated) if opts.migrated else _migrate(original, work, progress)
+        migrated = os.path.abspath(opts.migrated) if opts.migrated else _migrate(original, work, progress, migrate)
         shared = os.path.join(work, "script", "shared")
         runs = {"R": ("original", "as_is", True), "G": ("original", "fp32", False),
                 "T16": ("migrated", "as_is", False), "T32": ("migrated", "fp32", False)}

@@ -14,8 +14,7 @@ import shutil
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, TypeVar
 
 from .compare import (
     FAIL,
@@ -23,137 +22,23 @@ from .compare import (
     Run,
     compare_optimizer,
     compare_runs,
-    localise,
-    summary_counts,
-    worst_rows,
     worst_status,
 )
 from .options import ALL_STAGES, Options
 from .results import StageResult, ValidationResult
+from .stage_common import (
+    MigrateStep,
+    Progress,
+    ValidationSetupError,
+    _crash_module,
+    _failure_text,
+    _migrate,
+    _say,
+    numeric_stage,
+)
 
-Progress = Callable[[str], None] | None
+__all__ = ["ValidationSetupError", "run"]
 
-
-class ValidationSetupError(Exception):
-    """The validation cannot start (bad arguments, no migrated tree): exit 2."""
-
-
-# ------------------------------------------------------------------------------------ helpers
-def _say(progress: Progress, text: str) -> None:
-    if progress is not None:
-        progress(text)
-
-
-def _fmt(v: float | None) -> str:
-    if v is None:
-        return "-"
-    if v >= 1e300:
-        return "inf"
-    return f"{v:.3g}"
-
-
-def _failure_text(status: dict[str, Any]) -> str:
-    err = status.get("error") or {}
-    text = err.get("summary", "unknown error")
-    during = err.get("during")
-    return f"during {during}: {text}" if during else text
-
-
-def _crash_module(status: dict[str, Any]) -> str | None:
-    active = (status.get("error") or {}).get("active_modules") or []
-    return f"{active[-1]} (raised while running)" if active else None
-
-
-def check_rows(verdicts) -> list[dict[str, Any]]:
-    """Named sub-checks of a numeric stage, each with its worst value and verdict."""
-    groups = {
-        "fp32 logic (T32 vs G, rel_l2)": ("rel_l2_fp32", "mismatch_fp32", "grad_missing", "norm_rel_fp32"),
-        "bf16 tolerance (ratio to golden)": ("ratio", "rel_l2_abs"),
-        "grad-norm ratio |‖T‖/‖R‖-1|": ("grad_norm",),
-        "loss at step 0 (vs R, 2^-8)": ("loss_rel",),
-        "error balance vs G, above R's own (activations)": ("error_balance",),
-        "routing (exact)": ("mismatch_bf16",),
-        "same tensors and shapes on both sides": ("unmatched",),
-        "dtypes under the bf16 policy (narrower than the original: warn)": ("dtype",),
-        "precision policy (share of activations in a wider dtype)": ("dtype_policy",),
-    }
-    rows = []
-    for label, metrics in groups.items():
-        found = [(c, v) for v in verdicts if v.category != "optimizer" for c in v.checks if c.metric in metrics]
-        if not found:
-            continue
-        worst_c, worst_v = max(found, key=lambda cv: (cv[0].status == FAIL, cv[0].status == "warn",
-                                                      cv[0].value / cv[0].threshold if cv[0].threshold else cv[0].value))
-        rows.append({"check": label, "status": worst_status(c.status for c, _ in found), "tensors": len(found),
-                     "worst": worst_c.value, "threshold": worst_c.threshold, "metric": worst_c.metric,
-                     "worst_tensor": f"{worst_v.label}{worst_v.name}"})
-    opt = [v for v in verdicts if v.category == "optimizer"]
-    if opt:
-        worst = max(opt, key=lambda v: v.checks[0].value)
-        rows.append({"check": "optimizer in isolation (fp32 updates, rel_l2)", "status": worst_status(v.status for v in opt),
-                     "tensors": len(opt), "worst": worst.checks[0].value, "threshold": worst.checks[0].threshold,
-                     "metric": worst.checks[0].metric, "worst_tensor": worst.name})
-    return rows
-
-
-def _numeric_summary(verdicts, extra: str = "") -> str:
-    def worst(metric, cats=None):
-        vals = [c.value for v in verdicts if cats is None or v.category in cats for c in v.checks if c.metric == metric]
-        return max(vals) if vals else None
-
-    parts = [f"{len(verdicts)} tensors"]
-    f32 = worst("rel_l2_fp32")
-    if f32 is not None:
-        parts.append(f"fp32 max rel_l2 {_fmt(f32)}")
-    ratios = [(lbl, worst("ratio", cats)) for lbl, cats in (("fwd", ("forward",)), ("bwd", ("backward",)),
-                                                             ("grad", ("param_grad",)))]
-    if any(r is not None for _, r in ratios):
-        parts.append("bf16 worst ratio " + " / ".join(f"{lbl} {_fmt(r)}" for lbl, r in ratios if r is not None))
-    absolute = worst("rel_l2_abs")
-    if absolute is not None:
-        parts.append(f"bf16 max rel_l2 vs golden {_fmt(absolute)} (absolute bounds)")
-    opt = worst("rel_l2_fp32", ("optimizer",))
-    if opt is not None:
-        parts.append(f"optimizer max rel_l2 {_fmt(opt)}")
-    unmatched = sum(1 for v in verdicts for c in v.checks if c.metric == "unmatched")
-    if unmatched:
-        parts.append(f"{unmatched} tensor(s) on one side only or of another shape")
-    return "; ".join(parts) + (f"; {extra}" if extra else "")
-
-
-def numeric_stage(sid: str, comparison: Comparison, *, bench: dict[str, Any], notes: list[str],
-                  extra_summary: str = "", extra_checks: tuple[dict[str, Any], ...] = ()) -> StageResult:
-    verdicts = comparison.verdicts
-    status = worst_status([v.status for v in verdicts] + [c["status"] for c in extra_checks])
-    loc = localise(verdicts)
-    reason = None
-    if comparison.nonfinite:
-        reason = f"NaN/Inf in the migrated run, first in {comparison.nonfinite}"
-    elif status == FAIL and loc is not None:
-        reason = f"{loc.metric} {_fmt(loc.value)} > {_fmt(loc.threshold)} at {loc.tensor}"
-    elif status == FAIL:
-        failed = [c for c in extra_checks if c["status"] == FAIL]
-        reason = failed[0].get("message") if failed else None
-    if not verdicts and status != FAIL:
-        status = "error"
-        reason = "no tensors could be compared"
-    stats_only = sum(1 for v in verdicts if v.check("norm_rel_fp32") is not None)
-    if stats_only:
-        notes = notes + [f"{stats_only} tensor(s) beyond --max-dump-mb compared by statistics only "
-                         "(|‖T32‖-‖G‖|/‖G‖, a lower bound of rel_l2; no bf16 ratio)"]
-    summary = _numeric_summary(verdicts, extra_summary)
-    if comparison.nonfinite:  # the fp32 figures would read as a clean run
-        summary = f"NaN/Inf in the migrated bf16 run (first: {comparison.nonfinite}); " + summary
-    return StageResult(
-        id=sid, status=status, summary=summary, reason=reason,
-        first_divergence=loc.text() if loc is not None else None,
-        worst=tuple(worst_rows(verdicts)), checks=tuple(check_rows(verdicts)) + tuple(extra_checks),
-        counts=summary_counts(verdicts), bench=bench, unmatched=tuple(comparison.unmatched),
-        notes=tuple(notes + comparison.notes),
-    )
-
-
-# ------------------------------------------------------------------------------------ S1
 def _s1_jobs(opts: Options, original: str, migrated: str, work: str, shared: str) -> tuple[dict, dict]:
     common = {"kind": "side", "seed": opts.seed, "threads": opts.threads, "steps": list(opts.steps),
               "policies": ["fp32", "bf16"], "bf16_policy": opts.bf16_policy, "entry": opts.entry,
@@ -189,7 +74,7 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: dict[str
         bench[f"{r.name}_seconds"] = round(r.seconds, 2)
 
     for side, res in (("original", None if ctx.get("recorded") else by_name["original"]), ("migrated", mig_res)):
-        status = orig_status if side == "original" and ctx.get("recorded") else res.status
+        status = res.status if res is not None else orig_status  # None: the recorded reference
         failure = None
         if res is not None:
             failure = res.failure()
@@ -215,14 +100,15 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: dict[str
                      "fp32 logic bounds x10 (to calibrate on hardware)")
     for step in opts.steps:
         key = f"step{step}"
-        G = Run.load(orig_status["runs"].get(f"fp32/{key}"))
+        G = _required_run(orig_status["runs"].get(f"fp32/{key}"), f"original fp32/{key}")
         R = Run.load(orig_status["runs"].get(f"bf16/{key}"))
         T32 = Run.load(mig_res.status["runs"].get(f"fp32/{key}"))
         T16 = Run.load(mig_res.status["runs"].get(f"bf16/{key}"))
         comparison.extend(compare_runs(G, R, T32, T16, label=f"{key}/", cross_device=cross, gate_unmatched=True))
     opt_o, opt_m = orig_status.get("optimizer"), mig_res.status.get("optimizer")
     if opt_o and opt_m:
-        comparison.extend(compare_optimizer(Run.load(opt_o["dir"]), Run.load(opt_m["dir"]), cross_device=cross))
+        comparison.extend(compare_optimizer(_required_run(opt_o["dir"], "original optimizer"),
+                                            _required_run(opt_m["dir"], "migrated optimizer"), cross_device=cross))
         notes.append(f"optimizer in isolation: {opt_m['class']} (migrated) vs {opt_o['class']} (original), "
                      "same fp32 grads, fp32 master params")
     elif opt_o or opt_m:
@@ -325,7 +211,7 @@ def run_parallel_stage(sid: str, opts: Options, migrated: str, work: str, ctx: d
     for variant, info in ran.items():
         for step_key, per_rank in info["runs"].items():
             for rank, dirs in sorted(per_rank.items(), key=lambda kv: int(kv[0])):
-                G, R = Run.load(dirs["ref_fp32"]), Run.load(dirs["ref_bf16"])
+                G, R = _required_run(dirs["ref_fp32"], "reference fp32"), Run.load(dirs["ref_bf16"])
                 T32, T16 = Run.load(dirs["fp32"]), Run.load(dirs["bf16"])
                 comparison.extend(compare_runs(G, R, T32, T16, label=f"{variant}/{step_key}/rank{rank}/"))
         for check in info.get("checks", []):
@@ -343,11 +229,18 @@ def run_parallel_stage(sid: str, opts: Options, migrated: str, work: str, ctx: d
                          extra_checks=tuple(extra_checks))
 
 
+def _required_run(run_dir: str | None, what: str) -> Run:
+    run = Run.load(run_dir)
+    if run is None:
+        raise RuntimeError(f"the {what} run left no dump (status names no folder)")
+    return run
+
+
 # ------------------------------------------------------------------------------------ record / compare
 def _pack(src: str, dest: str) -> None:
     if dest.endswith((".tar", ".tar.gz", ".tgz")):
         os.makedirs(os.path.dirname(os.path.abspath(dest)) or ".", exist_ok=True)
-        mode = "w:gz" if dest.endswith(("gz", "tgz")) else "w"
+        mode: Literal["w:gz", "w"] = "w:gz" if dest.endswith(("gz", "tgz")) else "w"
         with tarfile.open(dest, mode) as tar:
             tar.add(src, arcname="reference")
     else:
@@ -383,19 +276,9 @@ def _relocate(status: dict[str, Any], old_root: str, new_root: str) -> dict[str,
 
 
 # ------------------------------------------------------------------------------------ entry point
-def _migrate(original: str, work: str, progress: Progress) -> str:
-    from migrator import api
-
-    out = os.path.join(work, "migrated")
-    _say(progress, f"migrate fix --target npu --out {out}")
-    outcome = api.fix([original], root=original, target="npu", out_dir=out)
-    if outcome.errors:
-        raise ValidationSetupError("migrate fix failed: " + "; ".join(f"{p}: {e}" for p, e in outcome.errors))
-    return out
-
-
-def run(opts: Options, progress: Progress = None) -> ValidationResult:
-    """Run the selected stages; never raises for a failing program (that is a result)."""
+def run(opts: Options, progress: Progress = None, migrate: MigrateStep | None = None) -> ValidationResult:
+    """Run the selected stages; never raises for a failing program (that is a result). ``migrate`` makes
+    the migrated tree when ``opts.migrated`` is not given (the api passes `migrate fix` in)."""
     import json
 
     original = os.path.abspath(opts.original)
@@ -413,7 +296,7 @@ def run(opts: Options, progress: Progress = None) -> ValidationResult:
     if opts.script:
         from .script_mode import run_script_mode
 
-        return run_script_mode(opts, progress)
+        return run_script_mode(opts, progress, migrate)
     work = os.path.abspath(opts.work_dir) if opts.work_dir else tempfile.mkdtemp(prefix="migrate-validate-")
     os.makedirs(work, exist_ok=True)
     ctx: dict[str, Any] = {"manifest": {"seed": opts.seed, "steps": list(opts.steps), "bf16_policy": opts.bf16_policy,
@@ -441,7 +324,7 @@ def run(opts: Options, progress: Progress = None) -> ValidationResult:
         if opts.record:
             return _record(opts, original, work, ctx, progress)
 
-        migrated = os.path.abspath(opts.migrated) if opts.migrated else _migrate(original, work, progress)
+        migrated = os.path.abspath(opts.migrated) if opts.migrated else _migrate(original, work, progress, migrate)
         if not os.path.isdir(migrated):
             raise ValidationSetupError(f"{opts.migrated}: not a directory")
         if not opts.migrated:
@@ -494,10 +377,13 @@ def run(opts: Options, progress: Progress = None) -> ValidationResult:
             shutil.rmtree(work, ignore_errors=True)
 
 
-def _replace(opts: Options, **changes) -> Options:
+_Record = TypeVar("_Record", Options, StageResult)
+
+
+def _replace(record: _Record, **changes) -> _Record:
     from dataclasses import replace
 
-    return replace(opts, **changes)
+    return replace(record, **changes)
 
 
 def _record(opts: Options, original: str, work: str, ctx: dict[str, Any], progress: Progress) -> ValidationResult:
@@ -519,6 +405,7 @@ def _record(opts: Options, original: str, work: str, ctx: dict[str, Any], progre
 
         with open(os.path.join(shared, "status.json"), "w", encoding="utf-8") as fh:
             json.dump(status_doc, fh, indent=1)
+        assert opts.record is not None  # _record runs only with --record
         _pack(shared, opts.record)
         stage = StageResult("S1", "not_run", summary="reference recorded",
                             reason=f"reference side recorded to {opts.record}; run `migrate validate --compare "

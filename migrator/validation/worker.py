@@ -21,12 +21,10 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 import traceback
 from typing import Any
 
-READY = "weights.ready"
-FAILED = "original.failed"
+from .handoff import READY, _mark_failed, _wait_for
 
 
 def write_status(out: str, status: dict[str, Any], name: str = "status.json") -> None:
@@ -35,18 +33,6 @@ def write_status(out: str, status: dict[str, Any], name: str = "status.json") ->
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(status, fh, indent=1, default=str)
     os.replace(tmp, os.path.join(out, name))
-
-
-def _wait_for(shared: str, timeout: float) -> str:
-    """Wait for the original side's weights; returns 'ready', 'failed' or 'timeout'."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if os.path.exists(os.path.join(shared, READY)):
-            return "ready"
-        if os.path.exists(os.path.join(shared, FAILED)):
-            return "failed"
-        time.sleep(0.05)
-    return "timeout"
 
 
 def run_side(job: dict[str, Any]) -> dict[str, Any]:
@@ -148,13 +134,6 @@ def run_side(job: dict[str, Any]) -> dict[str, Any]:
     return status
 
 
-def _mark_failed(side: str, shared: str) -> None:
-    if side == "original":
-        os.makedirs(shared, exist_ok=True)
-        with open(os.path.join(shared, FAILED), "w") as fh:
-            fh.write("failed")
-
-
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     with open(argv[0], encoding="utf-8") as fh:
@@ -176,8 +155,9 @@ def main(argv=None) -> int:
         elif kind == "bench":
             from .bench import run_bench
 
-            rank = os.environ.get("RANK")
-            write_status(job["out"], run_bench(job), "status.json" if rank is None else f"status_rank{rank}.json")
+            bench_rank = os.environ.get("RANK")
+            write_status(job["out"], run_bench(job),
+                         "status.json" if bench_rank is None else f"status_rank{bench_rank}.json")
         elif kind == "script":
             from .script_mode import run_script
 

@@ -6,7 +6,6 @@ import dataclasses
 import json
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -178,31 +177,24 @@ def test_corrupt_table_is_a_coverage_error(fresh_cache, monkeypatch, tmp_path, c
         lookup("torch.matmul")
 
 
-def test_import_is_light_and_fast(cov):
+def test_import_is_light(cov):
+    """A lookup imports neither torch, libcst nor torch_npu (how long it takes: bench/coverage_lookup_bench.py)."""
     code = (
-        "import sys, time\n"
-        "t = time.perf_counter()\n"
+        "import sys\n"
         "import migrator.coverage as c\n"
         "e = c.lookup('torch.matmul')\n"
-        "dt = time.perf_counter() - t\n"
-        "print(dt, 'torch' in sys.modules, 'libcst' in sys.modules, 'torch_npu' in sys.modules)\n"
+        "print('torch' in sys.modules, 'libcst' in sys.modules, 'torch_npu' in sys.modules)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=cov.REPO_ROOT, capture_output=True, text=True, check=True)
-    dt, has_torch, has_libcst, has_npu = out.stdout.split()
-    assert (has_torch, has_libcst, has_npu) == ("False", "False", "False")
-    assert float(dt) < 0.3
+    assert out.stdout.split() == ["False", "False", "False"]
 
 
-def test_table_cached_per_process(fresh_cache):
-    t0 = time.perf_counter()
+def test_table_read_once_per_process(fresh_cache):
     lookup("torch.matmul")
-    first = time.perf_counter() - t0
-    t0 = time.perf_counter()
     for _ in range(100):
         lookup("torch.nn.functional.gelu")
-    repeated = (time.perf_counter() - t0) / 100
-    assert first < 0.3
-    assert repeated < 0.005
+    info = _table._load_cached.cache_info()
+    assert info.misses == 1 and info.hits >= 1  # one read, then the cached table
 
 
 def test_data_path_prefers_packaged_data(monkeypatch, tmp_path):

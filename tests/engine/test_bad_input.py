@@ -189,3 +189,38 @@ def test_git_submodules_and_virtualenvs_are_skipped(repo):
     assert [(s.path, "submodule" in s.reason) for s in result.skipped] == [("csrc/cutlass", True)]
     named = api.scan([repo / "csrc" / "cutlass"], root=repo, use_cache=False)  # asked for by name
     assert [f.path for f in named.findings] == ["csrc/cutlass/gemm.cu"]
+
+
+def _in_child(code: str, cwd: Path, timeout: float = 120) -> str:
+    """Run ``code`` in a fresh interpreter: a regression that blocks on a FIFO fails at the timeout
+    instead of hanging the suite."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", code], cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_fifo_named_py_is_skipped_not_opened(repo):
+    os.mkfifo(repo / "pipe.py")
+    code = (
+        "from pathlib import Path\nfrom migrator import api\n"
+        "r = api.scan([Path('.')], root=Path('.').absolute(), use_cache=False)\n"
+        "print(sorted(f.path for f in r.findings)); print([(s.path, s.reason) for s in r.skipped])\n"
+        "print(api.fix([Path('.')], root=Path('.').absolute(), target='npu', use_cache=False, record=False))\n"
+    )
+    findings, skipped, _ = _in_child(code, repo).splitlines()
+    assert findings == "['good.py']"
+    assert skipped == "[('pipe.py', 'not a regular file (FIFO): not opened')]"
+    assert "torch.npu.synchronize" in (repo / "good.py").read_text()
+
+
+def test_explicit_symlink_loop_is_a_per_path_message(repo):
+    os.symlink("loop.py", repo / "loop.py")
+    result = _scan(repo, repo / "loop.py", repo / "good.py")
+    assert [(s.path, s.reason) for s in result.skipped] == [("loop.py", "symlink loop")]
+    assert _codes(result, "good.py") == ["DEV001"]
+    folder = _scan(repo)
+    assert [(s.path, s.reason) for s in folder.skipped] == [("loop.py", "symlink loop")]

@@ -24,5 +24,23 @@ def test_fixed_example(tmp_path, rule, example):
     assert path.read_text() == example.fixed
 
 
-def test_catalogue_has_fixed_examples():
-    assert len(CASES) >= 1
+def test_every_fixed_text_in_the_yaml_is_a_case():
+    """The loader keeps each `fixed:` text of the YAML (none is silently dropped), and each one is a real
+    rewrite of its example, so every case above checks an edit."""
+    import yaml
+
+    from migrator.rules.catalogue import catalogue_files
+
+    written = [
+        (rule["code"], ex["fixed"])
+        for path in catalogue_files()
+        for rule in yaml.safe_load(path.read_text(encoding="utf-8"))["rules"]
+        for ex in (rule.get("examples") or {}).get("invalid") or []
+        if isinstance(ex, dict) and ex.get("fixed") is not None
+    ]
+    loaded = [(p.values[0].code, p.values[1].fixed) for p in CASES]
+    assert sorted(loaded) == sorted(written)
+    assert written, "the catalogue has no `fixed` example: the rewrite of no rule is pinned"
+    for p in CASES:
+        rule, example = p.values
+        assert example.fixed != example.code, f"{rule.code}: `fixed` equals the example, nothing is rewritten"

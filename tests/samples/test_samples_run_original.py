@@ -147,6 +147,7 @@ def _losses(runs, name, expected_steps):
     return losses, out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["gpt_fp16", "gpt_bf16_packed_ddp"])
 def test_gpt_trains_and_loss_decreases(runs, name):
     losses, out = _losses(runs, name, 8)
@@ -156,12 +157,14 @@ def test_gpt_trains_and_loss_decreases(runs, name):
         assert "world 1" in out  # took the DDP / init_process_group("nccl"->"gloo") path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["moe_single", "moe_ep2"])
 def test_moe_trains_single_process_and_expert_parallel(runs, name):
     losses, _ = _losses(runs, name, 6)
     assert losses[-1] < losses[0], losses
 
 
+@pytest.mark.slow
 def test_moe_parallelize_matches_unsharded_fp32(runs):
     rc, out, err = runs["moe_parity"]
     assert rc == 0, err[-3000:]
@@ -169,11 +172,13 @@ def test_moe_parallelize_matches_unsharded_fp32(runs):
     assert set(errors) == {"tp", "ep"} and all(float(e) < 1e-5 for e in errors.values()), errors
 
 
+@pytest.mark.slow
 def test_resnet_trains_with_apex_amp_and_kernel_fallback(runs):
     losses, out = _losses(runs, "resnet", 8)  # nn.DataParallel path
     assert "[resnet] fused bias+ReLU kernel unavailable" in out  # load_inline tried, fallback used
 
 
+@pytest.mark.slow
 def test_resnet_apex_ddp_with_syncbn_on_two_ranks(runs):
     _losses(runs, "resnet_ddp2_syncbn", 4)  # 128 samples / (16 per rank x 2 ranks)
 

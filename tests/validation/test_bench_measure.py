@@ -93,6 +93,7 @@ def test_comm_share_from_events():
     assert share["profiled_steps"] == 2
 
 
+@pytest.mark.slow
 def test_one_rank_no_communication_and_flops(tree, tmp_path):
     from migrator.validation import flops
     from migrator.validation.benchstage import _side
@@ -106,6 +107,7 @@ def test_one_rank_no_communication_and_flops(tree, tmp_path):
     assert side["step_time"]["n"] == 2
 
 
+@pytest.mark.slow
 def test_two_ranks_communication_share_positive(tree, tmp_path):
     from migrator.validation import flops
     from migrator.validation.benchstage import _side
@@ -118,6 +120,7 @@ def test_two_ranks_communication_share_positive(tree, tmp_path):
     assert side["flops_per_step"] == flops.linear_stack_flops(8, [16, 32, 8])  # 2 ranks x 4 rows
 
 
+@pytest.mark.slow
 def test_hanging_rank_is_a_hang_within_timeout(tree, tmp_path, monkeypatch):
     from migrator.validation.benchstage import _side
 
@@ -128,8 +131,32 @@ def test_hanging_rank_is_a_hang_within_timeout(tree, tmp_path, monkeypatch):
     assert side["crash_rate"] == 1.0
     assert side["failures"][0]["kind"] == "hang"
     assert "12 s" in side["failures"][0]["reason"]
+    assert _survivors(str(tmp_path)) == [], "a rank outlived the timeout (torchrun starts ranks in their own session)"
 
 
+def _survivors(marker: str, grace: float = 5.0) -> list[str]:
+    """Command lines of live processes that mention ``marker`` (the run's folder), after a grace period."""
+    import os
+
+    if not os.path.isdir("/proc"):
+        pytest.skip("needs /proc to list processes")
+    deadline = time.monotonic() + grace
+    while True:
+        found = []
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                    cmd = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
+            except OSError:
+                continue
+            if marker in cmd:
+                found.append(f"{pid}: {cmd}")
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
+
+
+@pytest.mark.slow
 def test_nan_at_step_k_is_unstable(tree, tmp_path, monkeypatch):
     from migrator.validation.benchstage import _side
 

@@ -458,6 +458,7 @@ os._exit(0)
 """
 
 
+@pytest.mark.slow
 def test_sync_batchnorm_and_apex_ddp_over_two_gloo_ranks(tmp_path):
     import os
     import subprocess

@@ -6,24 +6,8 @@ A transform takes (ctx, node, finding, rule) and returns the new node, or None a
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from migrator.fix.transforms.registry import CALL_LEVEL, EITHER_LEVEL, TRANSFORMS, Transform, register
 
-Transform = Callable[..., object]
-TRANSFORMS: dict[str, Transform] = {}
-CALL_LEVEL: set[str] = set()  # applied to the whole call whose callee carries the finding
-EITHER_LEVEL: set[str] = set()  # applied to the call when called, to the bare name otherwise
+__all__ = ["CALL_LEVEL", "EITHER_LEVEL", "TRANSFORMS", "Transform", "register"]
 
-
-def register(name: str, level: str = "node"):
-    def wrap(fn: Transform) -> Transform:
-        TRANSFORMS[name] = fn
-        if level == "call":
-            CALL_LEVEL.add(name)
-        elif level == "either":
-            EITHER_LEVEL.add(name)
-        return fn
-
-    return wrap
-
-
-from migrator.fix.transforms import apex, attention, basic  # noqa: E402,F401  (registration)
+from migrator.fix.transforms import apex, attention, basic  # noqa: E402,F401  (they register themselves)

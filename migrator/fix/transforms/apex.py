@@ -5,9 +5,9 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.fix.context import FixContext
-from migrator.fix.transforms import register
 from migrator.fix.transforms.args import NOT_LITERAL, bind, keep_or_kwarg, kwarg, literal, positional, with_args
 from migrator.fix.transforms.helpers import APEX_AMP, RMS_NORM_NPU
+from migrator.fix.transforms.registry import register
 from migrator.model import Finding
 
 FUSED_ADAM = ["params", "lr", "bias_correction", "betas", "eps", "adam_w_mode", "weight_decay", "amsgrad",
@@ -17,7 +17,8 @@ FUSED_ADAM_DEFAULTS = {"lr": "1e-3", "betas": "(0.9, 0.999)", "eps": "1e-8", "we
 
 def _explicit(args: dict[str, cst.Arg], order: list[str], defaults: dict[str, str]) -> list[cst.Arg]:
     """Every hyper-parameter written out: the user's argument where given, else the old default."""
-    return [keep_or_kwarg(args, name, defaults.get(name)) for name in order if name in args or name in defaults]
+    picked = (keep_or_kwarg(args, name, defaults.get(name)) for name in order if name in args or name in defaults)
+    return [a for a in picked if a is not None]
 
 
 def _first(args: dict[str, cst.Arg], name: str) -> cst.Arg:
@@ -97,7 +98,7 @@ def rms_norm(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CST
         return None
     if ctx.target == "npu":
         ctx.needs_torch_npu = True
-        func = ctx.helper("_MigrateRMSNorm", RMS_NORM_NPU)
+        func: cst.BaseExpression = ctx.helper("_MigrateRMSNorm", RMS_NORM_NPU)
     else:
         func = ctx.expr_for("torch.nn.RMSNorm")
     return with_args(call, func, args)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import libcst as cst
 
 from migrator.fix.context import FixContext
-from migrator.fix.transforms import helpers, register
+from migrator.fix.transforms import helpers
 from migrator.fix.transforms.args import NOT_LITERAL, bind, code, kwarg, literal, with_args
+from migrator.fix.transforms.registry import register
 from migrator.model import Finding
 
 FLASH_PARAMS = [

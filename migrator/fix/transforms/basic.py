@@ -8,9 +8,9 @@ import libcst as cst
 
 from migrator.fix.context import FixContext
 from migrator.fix.imports import dotted_name, symbol_replacement
-from migrator.fix.transforms import register
 from migrator.fix.transforms.args import bind, code, kwarg, positional, with_args
 from migrator.fix.transforms.helpers import BACKEND_HELPER, DEVICE_HELPER, DEVICE_MODULE_HELPER
+from migrator.fix.transforms.registry import register
 from migrator.model import Finding
 from migrator.rules.catalogue import load_catalogue
 
@@ -42,7 +42,7 @@ def _rename_use(ctx: FixContext, node: cst.BaseExpression, replacement: str) -> 
     return ctx.expr_for(replacement)
 
 
-def _string_token_rename(node: cst.BaseExpression, old: str, new: str) -> cst.BaseExpression | None:
+def _string_token_rename(node: cst.CSTNode, old: str, new: str) -> cst.BaseExpression | None:
     if isinstance(node, cst.SimpleString):
         if old not in node.value:
             return None
@@ -189,7 +189,7 @@ def device_type_compare(ctx: FixContext, node: cst.CSTNode, finding: Finding, ru
         return None
 
     def swap(expr: cst.BaseExpression) -> cst.BaseExpression:
-        if isinstance(expr, cst.SimpleString) and DEVICE_LITERAL.match(expr.value) and not DEVICE_LITERAL.match(expr.value).group("rest"):
+        if isinstance(expr, cst.SimpleString) and (m := DEVICE_LITERAL.match(expr.value)) and not m.group("rest"):
             if ctx.target == "npu":
                 return expr.with_changes(value=expr.value.replace("cuda", "npu"))
             return _device_type(ctx)

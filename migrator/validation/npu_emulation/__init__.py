@@ -104,11 +104,11 @@ def _new_module(name: str, doc: str, attrs: dict[str, Any], package: bool = Fals
     module.__loader__ = None
     module.__package__ = name if package else name.rpartition(".")[0]
     if package:
-        module.__path__ = []  # type: ignore[attr-defined]
+        module.__path__ = []
     module.__emulated__ = True  # type: ignore[attr-defined]
     for key, value in attrs.items():
         setattr(module, key, value)
-    module.__getattr__ = _not_emulated(name)  # type: ignore[attr-defined]
+    module.__getattr__ = _not_emulated(name)  # type: ignore[method-assign]
     return module
 
 
@@ -197,7 +197,7 @@ def install(*, force: bool = False, amp_dtype: torch.dtype = torch.bfloat16, dev
             return result
         result["real_import_error"] = error
 
-    _npu.STATE.__init__()
+    _npu.STATE.__init__()  # type: ignore[misc]  # reset the singleton in place
     _npu.STATE.amp_dtype = amp_dtype
     _npu.STATE.device_count = int(device_count)
     modules = build_modules()
@@ -230,7 +230,7 @@ def uninstall() -> dict[str, Any]:
     patches.restore()
     _INSTALLATION.patches = None
     _INSTALLATION.modules = {}
-    _npu.STATE.__init__()
+    _npu.STATE.__init__()  # type: ignore[misc]  # reset the singleton in place
     return {"uninstalled": True, "message": "torch_npu emulation removed; torch restored"}
 
 

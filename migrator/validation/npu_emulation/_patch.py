@@ -107,7 +107,7 @@ class PostImportHook:
             self._busy = False
         if spec is None or spec.loader is None:
             return None
-        spec.loader = _LoaderProxy(spec.loader, self.callback)
+        spec.loader = _LoaderProxy(spec.loader, self.callback)  # type: ignore[assignment]  # duck-typed Loader
         return spec
 
     def install(self) -> None:

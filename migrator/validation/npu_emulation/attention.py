@@ -96,7 +96,7 @@ def _check_compressed_mask(atten_mask: torch.Tensor | None, sparse_mode: int) ->
             f"({rows}, {COMPRESSED_SIZE}) mask has different contents (the device would read it as that "
             "pattern anyway)")
     try:
-        atten_mask._npu_emulation_checked_version = atten_mask._version
+        atten_mask._npu_emulation_checked_version = atten_mask._version  # type: ignore[attr-defined]
     except (AttributeError, RuntimeError):  # pragma: no cover - exotic tensor subclasses
         pass
 

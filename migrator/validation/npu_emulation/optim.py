@@ -191,8 +191,8 @@ class NpuFusedSGD(NpuFusedOptimizerBase):
     nesterov uses ``d + m·buf``; ``p -= lr·d``.
     """
 
-    def __init__(self, params: Iterable, lr: float = required, momentum: float = 0.0, dampening: float = 0.0,
-                 weight_decay: float = 0.0, nesterov: bool = False) -> None:
+    def __init__(self, params: Iterable, lr: Any = required, momentum: float = 0.0, dampening: float = 0.0,
+                 weight_decay: float = 0.0, nesterov: bool = False) -> None:  # lr: a float or torch's `required`
         if lr is not required and lr < 0.0:
             raise ValueError(f"Invalid learning rate: {lr}")
         if momentum < 0.0:

@@ -201,7 +201,7 @@ class DeviceProxy(metaclass=_ProxyMeta):
 
     _real = _REAL_DEVICE
 
-    def __new__(cls, *args: Any, **kwargs: Any):  # type: ignore[misc]
+    def __new__(cls, *args: Any, **kwargs: Any):
         first = args[0] if args else kwargs.get("type")
         if is_npu_string(first) or (_is_plain_int(first) and len(args) <= 1 and not kwargs):
             return _REAL_DEVICE("cpu")
@@ -218,7 +218,7 @@ class GeneratorProxy(metaclass=_ProxyMeta):
 
     _real = _REAL_GENERATOR
 
-    def __new__(cls, device: Any = "cpu"):  # type: ignore[misc]
+    def __new__(cls, device: Any = "cpu"):
         return _REAL_GENERATOR(device=remap_device(device))
 
 

@@ -1,0 +1,150 @@
+"""What the stages share (parent side): setup errors, progress lines, the migrate step handed in by
+the api, failure texts and the StageResult of a numeric comparison."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from .compare import FAIL, Comparison, localise, summary_counts, worst_rows, worst_status
+from .results import StageResult
+
+Progress = Callable[[str], None] | None
+
+
+
+class ValidationSetupError(Exception):
+    """The validation cannot start (bad arguments, no migrated tree): exit 2."""
+
+
+# ------------------------------------------------------------------------------------ helpers
+def _say(progress: Progress, text: str) -> None:
+    if progress is not None:
+        progress(text)
+
+
+def _fmt(v: float | None) -> str:
+    if v is None:
+        return "-"
+    if v >= 1e300:
+        return "inf"
+    return f"{v:.3g}"
+
+
+def _failure_text(status: dict[str, Any]) -> str:
+    err = status.get("error") or {}
+    text = err.get("summary", "unknown error")
+    during = err.get("during")
+    return f"during {during}: {text}" if during else text
+
+
+def _crash_module(status: dict[str, Any]) -> str | None:
+    active = (status.get("error") or {}).get("active_modules") or []
+    return f"{active[-1]} (raised while running)" if active else None
+
+
+def check_rows(verdicts) -> list[dict[str, Any]]:
+    """Named sub-checks of a numeric stage, each with its worst value and verdict."""
+    groups = {
+        "fp32 logic (T32 vs G, rel_l2)": ("rel_l2_fp32", "mismatch_fp32", "grad_missing", "norm_rel_fp32"),
+        "bf16 tolerance (ratio to golden)": ("ratio", "rel_l2_abs"),
+        "grad-norm ratio |‖T‖/‖R‖-1|": ("grad_norm",),
+        "loss at step 0 (vs R, 2^-8)": ("loss_rel",),
+        "error balance vs G, above R's own (activations)": ("error_balance",),
+        "routing (exact)": ("mismatch_bf16",),
+        "same tensors and shapes on both sides": ("unmatched",),
+        "dtypes under the bf16 policy (narrower than the original: warn)": ("dtype",),
+        "precision policy (share of activations in a wider dtype)": ("dtype_policy",),
+    }
+    rows = []
+    for label, metrics in groups.items():
+        found = [(c, v) for v in verdicts if v.category != "optimizer" for c in v.checks if c.metric in metrics]
+        if not found:
+            continue
+        worst_c, worst_v = max(found, key=lambda cv: (cv[0].status == FAIL, cv[0].status == "warn",
+                                                      cv[0].value / cv[0].threshold if cv[0].threshold else cv[0].value))
+        rows.append({"check": label, "status": worst_status(c.status for c, _ in found), "tensors": len(found),
+                     "worst": worst_c.value, "threshold": worst_c.threshold, "metric": worst_c.metric,
+                     "worst_tensor": f"{worst_v.label}{worst_v.name}"})
+    opt = [v for v in verdicts if v.category == "optimizer"]
+    if opt:
+        worst = max(opt, key=lambda v: v.checks[0].value)
+        rows.append({"check": "optimizer in isolation (fp32 updates, rel_l2)", "status": worst_status(v.status for v in opt),
+                     "tensors": len(opt), "worst": worst.checks[0].value, "threshold": worst.checks[0].threshold,
+                     "metric": worst.checks[0].metric, "worst_tensor": worst.name})
+    return rows
+
+
+def _numeric_summary(verdicts, extra: str = "") -> str:
+    def worst(metric, cats=None):
+        vals = [c.value for v in verdicts if cats is None or v.category in cats for c in v.checks if c.metric == metric]
+        return max(vals) if vals else None
+
+    parts = [f"{len(verdicts)} tensors"]
+    f32 = worst("rel_l2_fp32")
+    if f32 is not None:
+        parts.append(f"fp32 max rel_l2 {_fmt(f32)}")
+    ratios = [(lbl, worst("ratio", cats)) for lbl, cats in (("fwd", ("forward",)), ("bwd", ("backward",)),
+                                                             ("grad", ("param_grad",)))]
+    if any(r is not None for _, r in ratios):
+        parts.append("bf16 worst ratio " + " / ".join(f"{lbl} {_fmt(r)}" for lbl, r in ratios if r is not None))
+    absolute = worst("rel_l2_abs")
+    if absolute is not None:
+        parts.append(f"bf16 max rel_l2 vs golden {_fmt(absolute)} (absolute bounds)")
+    opt = worst("rel_l2_fp32", ("optimizer",))
+    if opt is not None:
+        parts.append(f"optimizer max rel_l2 {_fmt(opt)}")
+    unmatched = sum(1 for v in verdicts for c in v.checks if c.metric == "unmatched")
+    if unmatched:
+        parts.append(f"{unmatched} tensor(s) on one side only or of another shape")
+    return "; ".join(parts) + (f"; {extra}" if extra else "")
+
+
+def numeric_stage(sid: str, comparison: Comparison, *, bench: dict[str, Any], notes: list[str],
+                  extra_summary: str = "", extra_checks: tuple[dict[str, Any], ...] = ()) -> StageResult:
+    verdicts = comparison.verdicts
+    status = worst_status([v.status for v in verdicts] + [c["status"] for c in extra_checks])
+    loc = localise(verdicts)
+    reason = None
+    if comparison.nonfinite:
+        reason = f"NaN/Inf in the migrated run, first in {comparison.nonfinite}"
+    elif status == FAIL and loc is not None:
+        reason = f"{loc.metric} {_fmt(loc.value)} > {_fmt(loc.threshold)} at {loc.tensor}"
+    elif status == FAIL:
+        failed = [c for c in extra_checks if c["status"] == FAIL]
+        reason = failed[0].get("message") if failed else None
+    if not verdicts and status != FAIL:
+        status = "error"
+        reason = "no tensors could be compared"
+    stats_only = sum(1 for v in verdicts if v.check("norm_rel_fp32") is not None)
+    if stats_only:
+        notes = notes + [f"{stats_only} tensor(s) beyond --max-dump-mb compared by statistics only "
+                         "(|‖T32‖-‖G‖|/‖G‖, a lower bound of rel_l2; no bf16 ratio)"]
+    summary = _numeric_summary(verdicts, extra_summary)
+    if comparison.nonfinite:  # the fp32 figures would read as a clean run
+        summary = f"NaN/Inf in the migrated bf16 run (first: {comparison.nonfinite}); " + summary
+    return StageResult(
+        id=sid, status=status, summary=summary, reason=reason,
+        first_divergence=loc.text() if loc is not None else None,
+        worst=tuple(worst_rows(verdicts)), checks=tuple(check_rows(verdicts)) + tuple(extra_checks),
+        counts=summary_counts(verdicts), bench=bench, unmatched=tuple(comparison.unmatched),
+        notes=tuple(notes + comparison.notes),
+    )
+
+
+
+MigrateStep = Callable[[str, str], list[str]]
+"""``migrate(original, out_dir)``: write the migrated tree into ``out_dir``; return error lines (none: done).
+The api passes `migrate fix --target npu` in, so this package never imports the api."""
+
+
+def _migrate(original: str, work: str, progress: Progress, migrate: MigrateStep | None) -> str:
+    if migrate is None:
+        raise ValidationSetupError("no migrated tree given (--migrated) and no migrate step to make one")
+    out = os.path.join(work, "migrated")
+    _say(progress, f"migrate fix --target npu --out {out}")
+    errors = migrate(original, out)
+    if errors:
+        raise ValidationSetupError("migrate fix failed: " + "; ".join(errors))
+    return out

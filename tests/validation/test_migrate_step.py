@@ -1,0 +1,51 @@
+"""The validation package gets its migrate step from the api (it never imports the api)."""
+
+from __future__ import annotations
+
+import pytest
+
+from migrator.validation import stages
+from migrator.validation.options import Options
+from migrator.validation.results import StageResult
+
+
+def _fake_s1(monkeypatch, seen):
+    def fake(opts, original, migrated, *a, **k):
+        seen.append(migrated)
+        return StageResult("S1", "pass", summary="fake")
+
+    monkeypatch.setattr(stages, "run_s1", fake)
+
+
+def test_the_given_migrate_step_makes_the_migrated_tree(monkeypatch, tmp_path):
+    seen: list[str] = []
+    _fake_s1(monkeypatch, seen)
+    calls = []
+
+    def migrate(original: str, out: str) -> list[str]:
+        calls.append((original, out))
+        (tmp_path / "work" / "migrated").mkdir()
+        return []
+
+    opts = Options(original=str(tmp_path), stages=("S1",), work_dir=str(tmp_path / "work"))
+    stages.run(opts, migrate=migrate)
+    assert calls == [(str(tmp_path), str(tmp_path / "work" / "migrated"))]
+    assert seen == [str(tmp_path / "work" / "migrated")]
+
+
+def test_migrate_errors_and_a_missing_step_are_setup_errors(monkeypatch, tmp_path):
+    _fake_s1(monkeypatch, [])
+    opts = Options(original=str(tmp_path), stages=("S1",), work_dir=str(tmp_path / "work"))
+    with pytest.raises(stages.ValidationSetupError, match="migrate fix failed: a.py: boom"):
+        stages.run(opts, migrate=lambda original, out: ["a.py: boom"])
+    with pytest.raises(stages.ValidationSetupError, match="no migrate step"):
+        stages.run(opts)
+
+
+def test_api_passes_migrate_fix(monkeypatch, tmp_path):
+    from migrator import api
+
+    (tmp_path / "train.py").write_text("import torch\ntorch.cuda.synchronize()\n")
+    _fake_s1(monkeypatch, [])
+    api.validate(tmp_path, stages=("S1",), work_dir=str(tmp_path / "work"))
+    assert "torch.npu.synchronize" in (tmp_path / "work" / "migrated" / "train.py").read_text()
