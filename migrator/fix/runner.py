@@ -14,6 +14,7 @@ from typing import Any
 from migrator import __version__
 from migrator.engine.source import UnreadableSource, decode_python, decode_text
 from migrator.fix import text_fixer
+from migrator.fix.line_map import line_map as _line_map
 from migrator.fix.writer import atomic_write, sniff
 from migrator.jsonfile import read_json_or_none
 from migrator.model import Finding, RunResult
@@ -51,19 +52,6 @@ class Edit:
         if self.cell is not None:
             data["cell"] = self.cell
         return data
-
-
-def _line_map(before: str, after: str):
-    """Old line -> (first, last) new line of the block it became (difflib opcodes)."""
-    old, new = before.splitlines(), after.splitlines()
-    mapping: dict[int, tuple[int, int]] = {}
-    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes():
-        for i in range(i1, i2):
-            if tag == "equal":
-                mapping[i + 1] = (j1 + (i - i1) + 1, j1 + (i - i1) + 1)
-            else:
-                mapping[i + 1] = (j1 + 1, max(j1 + 1, j2))
-    return mapping, new
 
 
 def _edit_line_map(kind: str | None, before: str, after: str, cell: tuple[str, str] | None):
