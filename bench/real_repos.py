@@ -254,12 +254,19 @@ def main(argv: list[str] | None = None) -> int:
     except BenchError as exc:
         print(f"real_repos: error: {exc}", file=sys.stderr)
         return 2
+    meta = {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     reports: list[RunReport] = []
     with tempfile.TemporaryDirectory(prefix="real-repos-") as tmp:
         for name in names:
             for target in targets:
                 log(f"{name} {PACKAGES[name].pin.version}, target {target} ...")
-                reports.append(run_one(PACKAGES[name], target, trees[name], Path(tmp), log))
+                report = run_one(PACKAGES[name], target, trees[name], Path(tmp), log)
+                reports.append(report)
+                log("  " + " | ".join(row_of(report)) + ("\n  " + problems([report]).replace("\n", "\n  ")
+                                                          if not report.clean else ""))
+                if args.json:  # after every run: a long corpus run that is stopped keeps what it did
+                    args.json.write_text(json.dumps({"meta": meta, "runs": [r.as_dict() for r in reports]}, indent=2) + "\n")
     w = sys.stdout.write
     if args.markdown:
         w(markdown_table(reports))
@@ -271,10 +278,6 @@ def main(argv: list[str] | None = None) -> int:
     found = problems(reports)
     if found:
         w("\nproblems\n" + found + "\n")
-    if args.json:
-        meta = {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
-                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-        args.json.write_text(json.dumps({"meta": meta, "runs": [r.as_dict() for r in reports]}, indent=2) + "\n")
     return 0 if all(r.clean for r in reports) else 1
 
 
