@@ -88,7 +88,8 @@ def _align(old: list[str], new: list[str], i1: int, i2: int, j1: int, j2: int, o
 def line_opcodes(old: list[str], new: list[str]) -> list[Opcode]:
     """difflib-style opcodes turning `old` into `new`, in order, covering both lists."""
     if len(old) <= EXACT_GAP and len(new) <= EXACT_GAP:  # small files: difflib as it is
-        return difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()
+        return [(tag, i1, i2, j1, j2) for tag, i1, i2, j1, j2 in
+                difflib.SequenceMatcher(a=old, b=new, autojunk=False).get_opcodes()]
     out: list[Opcode] = []
     _align(old, new, 0, len(old), 0, len(new), out)
     return out
