@@ -6,9 +6,9 @@
 
 What it does (see bench/README.md for the details):
 
-1. `pip download --no-deps --no-binary :all:` the pinned sdist into the cache folder, with the
-   sha256 below handed to pip (`--require-hashes`) and checked again here; any mismatch is refused.
-2. Unpacks it (path-traversal safe) under the cache folder; nothing is ever committed.
+1. Downloads the pinned sdist from PyPI into the cache folder outside the repository
+   (`bench/sdists.py`: sha256 checked, any mismatch refused) and unpacks it there, path-traversal
+   safe; nothing is ever committed.
 3. Times the CLI in subprocesses (what a user feels, interpreter start-up included) and the
    in-process `migrator.api.scan(...)` call: cold (`--no-cache`, fresh MIGRATE_CACHE_DIR), warm
    (cache primed once, then re-used), one explicit file (the pre-commit case), and import time
@@ -22,7 +22,6 @@ Exit status: 0 when the measurements ran (targets met or not), 2 when they could
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import platform
@@ -30,11 +29,12 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from sdists import BenchError, Pin, default_cache, fetch_tree
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -54,86 +54,8 @@ HEAVY_MODULES = ("libcst", "torch")
 PLAIN_SOURCE = '"""A plain module."""\n\n\ndef add(a, b):\n    return a + b\n'
 
 
-class BenchError(Exception):
-    """The benchmark cannot run (download, digest, unpack, CLI failure): exit 2 with the message."""
-
-
 # -- input --------------------------------------------------------------------------------------
-def default_cache() -> Path:
-    return REPO / "bench" / ".cache"  # git-ignored
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def fetch_sdist(cache: Path, log) -> Path:
-    """The verified sdist in `cache/sdist/`, downloaded with pip when missing."""
-    folder = cache / "sdist"
-    target = folder / SDIST
-    if not target.is_file():
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(dir=cache) as tmp:
-            req = Path(tmp) / "requirements.txt"
-            # pip checks the digest itself before it builds anything from the download
-            req.write_text(f"{PACKAGE}=={VERSION} --hash=sha256:{SHA256}\n")
-            cmd = [
-                sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-                "--require-hashes", "-r", str(req), "-d", tmp, "--quiet",
-            ]
-            log(f"downloading {PACKAGE}=={VERSION} (sdist) with pip ...")
-            proc = subprocess.run(cmd, capture_output=True, text=True)
-            if proc.returncode != 0:
-                raise BenchError(f"pip download failed (exit {proc.returncode}):\n{proc.stderr.strip()[-2000:]}")
-            got = Path(tmp) / SDIST
-            if not got.is_file():
-                raise BenchError(f"pip did not produce {SDIST}; found {sorted(p.name for p in Path(tmp).iterdir())}")
-            digest = sha256_of(got)
-            if digest != SHA256:
-                raise BenchError(f"refusing {SDIST}: sha256 {digest} != pinned {SHA256}")
-            shutil.move(str(got), target)
-    digest = sha256_of(target)
-    if digest != SHA256:
-        raise BenchError(
-            f"refusing {target}: sha256 {digest} != pinned {SHA256} (delete the file to download it again)"
-        )
-    return target
-
-
-def _safe_members(tar: tarfile.TarFile, dest: Path):
-    real = dest.resolve()
-    for member in tar.getmembers():
-        if not (member.isfile() or member.isdir()):
-            continue  # no links, devices or fifos from an archive
-        path = (dest / member.name).resolve()
-        if path != real and real not in path.parents:
-            raise BenchError(f"refusing archive member outside the target folder: {member.name}")
-        yield member
-
-
-def unpack(sdist: Path, cache: Path, log) -> Path:
-    """Unpack once into `cache/src/<name>`; a stamp file records the digest it came from."""
-    dest = cache / "src"
-    tree = dest / SDIST[: -len(".tar.gz")]
-    stamp = tree / ".bench-unpacked"
-    if stamp.is_file() and stamp.read_text().strip() == SHA256:
-        return tree
-    if tree.exists():
-        shutil.rmtree(tree)
-    dest.mkdir(parents=True, exist_ok=True)
-    log(f"unpacking {sdist.name} ...")
-    with tarfile.open(sdist, "r:gz") as tar:
-        members = list(_safe_members(tar, dest))
-        kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-        tar.extractall(dest, members=members, **kwargs)
-    if not (tree / "pyproject.toml").is_file():
-        raise BenchError(f"unexpected sdist layout: {tree}/pyproject.toml missing")
-    stamp.write_text(SHA256 + "\n")
-    return tree
+MEGATRON = Pin(PACKAGE, VERSION, SDIST, SHA256)
 
 
 def plain_project(cache: Path) -> Path:
@@ -457,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         return worker_main(*argv[1:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", "--reps", type=int, default=5, help="repetitions per measurement (default 5)")
-    parser.add_argument("--cache", type=Path, default=None, help="download/unpack folder (default bench/.cache)")
+    parser.add_argument("--cache", type=Path, default=None, help="download/unpack folder (default $MIGRATE_BENCH_CACHE or ~/.cache/ascend-migrate-bench)")
     parser.add_argument("--jobs", type=int, default=None, help="pass --jobs N to the scanner (default: its own default)")
     parser.add_argument("--json", type=Path, help="also write the results as JSON to this file")
     parser.add_argument("--skip-api", action="store_true", help="skip the in-process api.scan() timings")
@@ -478,9 +400,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cache = (args.cache or default_cache()).absolute()
     try:
-        cache.mkdir(parents=True, exist_ok=True)
-        sdist = fetch_sdist(cache, log)
-        tree = unpack(sdist, cache, log)
+        tree = fetch_tree(MEGATRON, cache, log)
         one_file = tree / ONE_FILE
         if not one_file.is_file():
             raise BenchError(f"{ONE_FILE} missing from the unpacked tree")

@@ -5,88 +5,25 @@ Only click and small modules are imported at start-up, so `--help`, `rules` and 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-import tempfile
-from pathlib import Path
-from typing import NoReturn
 
 import click
 
 from migrator import __version__
-
-FAIL_CHOICES = click.Choice(["error", "warning", "info", "never"])
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-# the names are repeated from migrator.routes.CHOICES so that --help imports nothing (a test keeps them equal)
-ROUTE_CHOICES = ("auto", "none", "mindspeed", "deepspeed", "hf")
-ROUTE_OPTION = click.option(
-    "--route", type=click.Choice(ROUTE_CHOICES), default=None,
-    help="Framework route: findings MindSpeed / DeepSpeed / transformers handle on Ascend are `covered` [default: auto].",
+from migrator.cli_programs import plan_command, validate
+from migrator.cli_support import (
+    EXIT_CLEAN,
+    EXIT_ERROR,
+    EXIT_FINDINGS,
+    FAIL_CHOICES,
+    ROUTE_CHOICES,
+    ROUTE_OPTION,
+    _Errors,
+    _fail,
+    _split_codes,
+    write_output,
 )
-
-
-def _fail(message: str) -> NoReturn:
-    from migrator.safe_text import visible
-
-    click.echo(f"migrate: error: {visible(message)}", err=True)
-    sys.exit(EXIT_ERROR)
-
-
-def write_output(text: str, path: str | None) -> None:
-    """Print, or write atomically to a file (parent folders created); never a partial file."""
-    if not path or path == "-":
-        click.echo(text, nl=False)
-        return
-    target = Path(path)
-    tmp = None
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        umask = os.umask(0o022)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is meant to be shared
-        os.replace(tmp, target)
-        tmp = None
-    except OSError as exc:
-        _fail(f"cannot write {path}: {exc.strerror or exc}")
-    finally:
-        if tmp is not None:  # failed before the rename (also on an encoding error): no temp file left
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-
-
-def _split_codes(values: tuple[str, ...]) -> tuple[str, ...] | None:
-    if not values:
-        return None
-    from migrator.config import normalise_code
-
-    return tuple(normalise_code(c) for v in values for c in v.split(",") if c.strip())
-
-
-class _Errors:
-    """Turn expected errors into exit 2 with one clear line; unexpected ones into a short report."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, kind, exc, tb):
-        if isinstance(exc, KeyboardInterrupt):
-            click.echo("migrate: interrupted", err=True)
-            sys.exit(130)  # 128 + SIGINT, as a shell reports Ctrl-C
-        if exc is None or isinstance(exc, (SystemExit, click.exceptions.Exit, click.ClickException)):
-            return False
-        from migrator.api import ConfigError, UsageError
-        from migrator.rules.catalogue import CatalogueError
-
-        if isinstance(exc, (UsageError, ConfigError, CatalogueError, FileNotFoundError)):
-            _fail(str(exc))
-        if os.environ.get("MIGRATE_DEBUG"):
-            return False
-        _fail(f"internal error: {exc.__class__.__name__}: {exc} (set MIGRATE_DEBUG=1 for the traceback)")
-        return False
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -410,151 +347,6 @@ def show_rule(code):
         click.echo(rule_markdown(api.explain(code), heading="#"), nl=False)
 
 
-def _int_list(text: str | None, name: str) -> tuple[int, ...] | None:
-    if text is None:
-        return None
-    try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        _fail(f"{name}: expected comma-separated integers, got {text!r}")
-
-
-@main.command(context_settings={"allow_interspersed_args": True})
-@click.argument("original", type=click.Path(path_type=str))
-@click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
-@click.option("--migrated", type=click.Path(file_okay=False), help="The migrated tree [default: `migrate fix --target npu` into a temp dir].")
-@click.option("--stages", default="S0,S1,S2,S3", show_default=True, help="Stages to run (comma-separated): S0 plan, S1 parity-1card, S2 parity-dp, S3 parity-mp.")
-@click.option("--force", is_flag=True, help="Run later stages even after a stage fails.")
-@click.option("--entry", help="Protocol object as module[:object] [default: validate.py at the tree root].")
-@click.option("--script", help="Script mode: run this unmodified training script (ARGS after --) on both sides.")
-@click.option("--curve-steps", type=click.IntRange(min=1), default=5, show_default=True, help="Script mode: steps of the loss curve (a smoke check, not a gate).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for weights, data order and every RNG.")
-@click.option("--steps", help="S1 batches, e.g. 0,1 [default: 0,1].")
-@click.option("--nproc-per-node", "--world-size", "nproc", type=click.IntRange(min=1), default=2, show_default=True, help="S2/S3 ranks per node.")
-@click.option("--nnodes", type=click.IntRange(min=1), default=1, show_default=True, help="S2/S3 nodes (a real cluster; with --rdzv-endpoint).")
-@click.option("--rdzv-endpoint", help="torchrun rendezvous HOST:PORT for --nnodes > 1.")
-@click.option("--plan-world-size", type=click.IntRange(min=1), default=8, show_default=True, help="S0: the real target world size (8, 64, 384, ...).")
-@click.option("--plan-tp", type=click.IntRange(min=1), help="S0: tensor-parallel degree [default: 2 when the program declares tp].")
-@click.option("--bf16-policy", type=click.Choice(["amp", "pure"]), default="amp", show_default=True, help="amp: autocast over fp32 master weights; pure: model.to(bfloat16).")
-@click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True, help="Threads per child process (fixed for determinism).")
-@click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True, help="Seconds per child process.")
-@click.option("--work-dir", type=click.Path(file_okay=False), help="Keep dumps (safetensors + dump.json) here.")
-@click.option("--record", type=click.Path(), help="Run the reference side only and save it (dir, or .tar/.tar.gz).")
-@click.option("--compare", type=click.Path(), help="Validate the migrated side against a --record'ed reference.")
-@click.option("--export-msprobe", type=click.Path(file_okay=False), help="Also write msprobe's layout (step<k>/rank<r>/dump_tensor_data/*.pt).")
-@click.option("--max-dump-mb", type=click.IntRange(min=0), default=1024, show_default=True, help="Full tensors per recorded run; statistics only beyond.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON (validation.schema.json) to FILE.")
-@click.option("--markdown", type=click.Path(dir_okay=False), help="Write the Markdown summary to FILE.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text", show_default=True, help="What to print.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
-@click.option("--verbose", "-v", is_flag=True, help="Every check with its metric, value and threshold, passing ones too.")
-@click.option("--bench", is_flag=True, help="Stage benchmarks: step time, tokens/s, TFLOP/s, MFU, communication share, crash rate.")
-@click.option("--bench-steps", type=click.IntRange(min=1), default=5, show_default=True, help="--bench: timed steps per repeat (after 2 warm-up steps).")
-@click.option("--repeats", type=click.IntRange(min=1), default=2, show_default=True, help="--bench: repeats per stage and side (crash / hang / NaN rate).")
-@click.option("--peak-tflops", type=click.FloatRange(min=0, min_open=True), help="--bench: device peak TFLOP/s for MFU [default: the sourced table].")
-@click.option("--bench-timeout", type=click.FloatRange(min=1), default=300, show_default=True, help="--bench: seconds per repeat before it counts as a hang.")
-def validate(original, script_args, migrated, stages, force, entry, script, curve_steps, seed, steps, nproc, nnodes,
-             rdzv_endpoint, plan_world_size, plan_tp, bf16_policy, threads, timeout, work_dir, record, compare,
-             export_msprobe, max_dump_mb, output, markdown, fmt, quiet, verbose, bench, bench_steps, repeats,
-             peak_tflops, bench_timeout):
-    """Staged BF16 diff validation of a migrated program against ORIGINAL.
-
-    Exit codes: 0 every run stage passes or warns, 1 a stage fails, 2 the validation could not run.
-    Script mode: migrate validate ORIGINAL --script train.py -- ARGS
-    """
-    import json
-
-    with _Errors():
-        from migrator import api
-
-        if script_args and not script:
-            _fail(f"unexpected arguments {' '.join(script_args)!r} (script arguments need --script)")
-        if nnodes > 1 and not rdzv_endpoint:
-            _fail("--nnodes > 1 needs --rdzv-endpoint HOST:PORT")
-        chosen = tuple(s.strip().upper() for s in stages.split(",") if s.strip())
-        if chosen == ("ALL",):
-            chosen = ("S0", "S1", "S2", "S3")
-        options = dict(migrated=migrated, stages=chosen, force=force, entry=entry, seed=seed,
-                       world_size=nproc, nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, plan_world_size=plan_world_size,
-                       plan_tp=plan_tp, bf16_policy=bf16_policy, threads=threads, timeout=timeout, work_dir=work_dir,
-                       record=record, compare=compare, export_msprobe=export_msprobe, script=script,
-                       script_args=tuple(script_args), curve_steps=curve_steps, max_bytes=max_dump_mb << 20)
-        if bench:
-            options.update(bench=True, bench_steps=bench_steps, repeats=repeats, peak_tflops=peak_tflops,
-                           bench_timeout=bench_timeout)
-        parsed = _int_list(steps, "--steps")
-        if parsed:
-            options["steps"] = parsed
-
-        def progress(text: str) -> None:
-            if not quiet:
-                click.echo(f"[validate] {text}", err=True)
-
-        result = api.validate(original, progress=progress, **options)
-        doc = result.to_json()
-        if output:
-            write_output(json.dumps(doc, indent=1) + "\n", output)
-        if markdown:
-            write_output(result.markdown(), markdown)
-        if fmt == "json":
-            click.echo(json.dumps(doc, indent=1))
-        elif fmt == "md":
-            click.echo(result.markdown(), nl=False)
-        else:
-            click.echo(result.text(verbose=verbose), nl=False)
-        sys.exit(result.exit_code)
-
-
-@main.command(name="plan")
-@click.argument("model", required=False, type=click.Path(path_type=str))
-@click.option("--model", "model_config", type=click.Path(dir_okay=False), help="A HF- or Megatron-style config JSON instead of a tree.")
-@click.option("--cluster", "clusters", multiple=True, required=True, help="Cluster profile (repeatable): a100-dgx, h100-dgx, a2-8x, supernode-384, atlas-950-superpod, atlas-960-superpod, or [tool.migrate.clusters.NAME].")
-@click.option("--global-batch", type=click.IntRange(min=1), default=1024, show_default=True, help="Sequences per optimizer step.")
-@click.option("--seq", type=click.IntRange(min=1), default=4096, show_default=True, help="Tokens per sequence.")
-@click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True, help="Matmul dtype (picks the peak TFLOP/s figure).")
-@click.option("--devices", type=click.IntRange(min=1), help="World size [default: the profile's devices].")
-@click.option("--top", type=click.IntRange(min=1), default=3, show_default=True, help="Layouts to show per cluster.")
-@click.option("--failure-rate", type=click.FloatRange(min=0, min_open=True), help="Failures per device-hour [default: 1.97e-5, Llama 3 report].")
-@click.option("--checkpoint-seconds", type=click.FloatRange(min=0, min_open=True), help="Checkpoint write time, for the Young/Daly interval.")
-@click.option("--entry", help="Protocol object as module[:object] [default: validate.py at the tree root].")
-@click.option("--check-s0", is_flag=True, help="Run `migrate validate` S0 (fake process group) on each cluster's best layout.")
-@click.option("--write-launch", type=click.Path(file_okay=False), help="Write per-stage torchrun + HCCL launch scripts (1 card, 1 machine, supernode) here.")
-@click.option("--script", default="train.py", show_default=True, help="--write-launch: the training script the launchers run.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="What to print.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the plan JSON to FILE.")
-def plan_command(model, model_config, clusters, global_batch, seq, dtype, devices, top, failure_rate,
-                 checkpoint_seconds, entry, check_s0, write_launch, script, fmt, output):
-    """Propose parallel layouts (TP / PP / DP / EP, ZeRO, recomputation) for MODEL on each cluster.
-
-    MODEL is a tree with validate.py (read on the meta device in a child process) or use --model CONFIG.json.
-    Prints memory per device, communication share by collective and link, bubble, MFU and the fault domain.
-    """
-    import json
-
-    with _Errors():
-        from migrator import api
-
-        if bool(model) == bool(model_config):
-            _fail("give either MODEL (a tree) or --model CONFIG.json")
-        options = dict(dtype=dtype, devices=devices, top=top, checkpoint_seconds=checkpoint_seconds)
-        if failure_rate:
-            options["failure_rate"] = failure_rate
-        result = api.plan(model or model_config, clusters, global_batch=global_batch, seq=seq, entry=entry,
-                          check_s0=check_s0, progress=lambda text: click.echo(f"[plan] {text}", err=True),
-                          **options)
-        doc = result.to_json()
-        if output:
-            write_output(json.dumps(doc, indent=1) + "\n", output)
-        if write_launch:
-            from migrator.plan.runner import write_launch as write
-
-            written, skipped = write(result, write_launch, script)
-            for line in [f"wrote {path}" for path in written] + skipped:
-                click.echo(f"[plan] {line}", err=True)
-        click.echo(json.dumps(doc, indent=1) if fmt == "json" else result.text())
-        sys.exit(result.exit_code)
-
-
 @main.group("cache")
 def cache_group() -> None:
     """The scan cache (per-file results keyed by content; old entries are pruned on their own)."""
@@ -568,6 +360,10 @@ def cache_clean() -> None:
 
         folder, files, size = api.cache_clean()
         click.echo(f"removed {files} cache file(s), {size} bytes, from {folder}")
+
+
+main.add_command(validate)
+main.add_command(plan_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

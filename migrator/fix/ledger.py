@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from migrator.fix.linemap import line_map
+from migrator.fix.line_map import line_map
 from migrator.fix.writer import UnsafeWrite, atomic_write, destination, inside
 from migrator.jsonfile import read_json_or_none
 

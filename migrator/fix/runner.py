@@ -15,7 +15,7 @@ from typing import Any
 from migrator import __version__
 from migrator.engine.source import UnreadableSource, decode_python, decode_text
 from migrator.fix import ledger, text_fixer
-from migrator.fix.linemap import line_map as _line_map
+from migrator.fix.line_map import line_map as _line_map
 from migrator.fix.writer import atomic_write, destination, inside, sniff
 from migrator.model import Finding, RunResult
 from migrator.rules.catalogue import load_catalogue
@@ -330,6 +330,20 @@ def _encodable(note: str, encoding: str) -> str:
         return note
 
 
+def with_text(root: Path, rel: str, after: str, edits: tuple[Edit, ...], change: FileChange | None = None) -> FileChange:
+    """`change` (or a new change of `rel`) ending at `after` with `edits`, re-encoded as the file on disk
+    is (a route's one-time edits after planning); a file that cannot be read or encoded gets its error."""
+    got = _read(root, change.real_path if change is not None else rel)
+    base = change or FileChange(rel, after, after)
+    if isinstance(got, str):
+        return replace(base, error=got)
+    text, data, enc = got
+    encoded, error = _encode(data, enc, after)
+    before = base.before if change is not None else text
+    return replace(base, before=before, after=after, edits=edits, encoded=encoded, error=error,
+                   before_sha256=base.before_sha256 or ledger.sha256(data))
+
+
 def write_changes(plan: FixPlan, out_dir: Path | None) -> FixPlan:
     """Write every planned change (in place, or into a full copy under out_dir), each atomically and
     only inside the root; a file that cannot be written gets its error, the others are still written.
@@ -339,9 +353,12 @@ def write_changes(plan: FixPlan, out_dir: Path | None) -> FixPlan:
         _copy_tree(plan.root, out_dir)
     done = []
     for change in plan.changes:
-        if change.changed:
+        encoded = change.encoded
+        if change.changed and encoded is None:  # never an empty file for a change nobody encoded
+            change = replace(change, error="internal error: the fixed text was not encoded; file left unchanged")
+        elif change.changed and encoded is not None:
             try:
-                atomic_write(destination(target_root, change.real_path), change.encoded or b"")
+                atomic_write(destination(target_root, change.real_path), encoded)
             except OSError as exc:
                 why = exc.strerror if exc.strerror else str(exc)
                 change = replace(change, error=f"cannot write: {why}; file left unchanged")

@@ -61,7 +61,7 @@ def _edit(code_line: int, symbol: str, title: str):
 
 def add_route_edits(plan, before: RunResult, choice: str):
     """The plan with the route's edits merged in (entry points and requirements.txt)."""
-    from migrator.fix.runner import FileChange, _read
+    from migrator.fix.runner import _read, with_text
 
     if choice not in ("auto", "mindspeed"):
         return plan
@@ -82,7 +82,7 @@ def add_route_edits(plan, before: RunResult, choice: str):
         current = change.after if change is not None else None
         if current is None:
             got = _read(root, cand.rel)
-            if got is None:
+            if isinstance(got, str):  # unreadable: the scan already reported it
                 continue
             current = got[0]
         if not (MAIN_GUARD.search(current) and IMPORTS_MEGATRON.search(current)):
@@ -92,18 +92,14 @@ def add_route_edits(plan, before: RunResult, choice: str):
             continue
         at = new.splitlines().index(ADAPTOR) + 1
         edit = _edit(at, ADAPTOR, f"{fw.route.title}: add the adaptor import below `import torch`")
-        if change is None:
-            changes[cand.rel] = FileChange(cand.rel, current, new, (edit,))
-        else:
-            changes[cand.rel] = replace(change, after=new, edits=(*change.edits, edit))
+        changes[cand.rel] = with_text(root, cand.rel, new, (*(change.edits if change else ()), edit), change)
     req = "requirements.txt"
     if pin and (root / req).is_file():
         change = changes.get(req)
         got = _read(root, req)
-        text = change.after if change is not None else (got[0] if got is not None else None)
+        text = change.after if change is not None else (got[0] if not isinstance(got, str) else None)
         if text is not None and "mindspeed" not in text.lower():
             new = text + ("" if text.endswith("\n") or not text else "\n") + pin + "\n"
             edit = _edit(new.count("\n"), pin, f"{fw.route.title}: pin MindSpeed")
-            base = change or FileChange(req, text, text)
-            changes[req] = replace(base, after=new, edits=(*base.edits, edit))
+            changes[req] = with_text(root, req, new, (*(change.edits if change else ()), edit), change)
     return replace(plan, changes=tuple(changes[k] for k in sorted(changes)))

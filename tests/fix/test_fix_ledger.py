@@ -82,7 +82,7 @@ def test_a_reverted_file_is_not_counted_twice(repo):
     api.fix([repo], use_cache=False)
     assert counts(repo) == first
     edits = next(f["edits"] for f in record(repo)["files"] if f["path"] == "b.py")
-    assert [e["new"]["line"] for e in edits] == [2, 3]
+    assert [e["new"]["line"] for e in edits] == [3, 4]  # below the added `import torch_npu`
 
 
 def test_hand_edits_keep_the_surviving_edits_where_they_are_now(repo):
@@ -92,9 +92,10 @@ def test_hand_edits_keep_the_surviving_edits_where_they_are_now(repo):
     api.fix([repo / "attn.py"], root=repo, use_cache=False)  # b.py not even planned this time
     edits = next(f["edits"] for f in record(repo)["files"] if f["path"] == "b.py")
     assert [(e["new"]["line"], e["new"]["text"]) for e in edits] == [(4, "z = w.npu()")]
-    api.fix([repo], use_cache=False)  # fixes line 3 again: one new edit, the old one stays
+    api.fix([repo], use_cache=False)  # fixes x again (and re-adds torch_npu): one new edit, the old one stays
     edits = next(f["edits"] for f in record(repo)["files"] if f["path"] == "b.py")
-    assert [(e["new"]["line"], e["new"]["text"]) for e in edits] == [(3, "x = y.npu()"), (4, "z = w.npu()")]
+    assert (repo / "b.py").read_text().splitlines()[3:] == ["x = y.npu()", "z = w.npu()"]
+    assert [(e["new"]["line"], e["new"]["text"]) for e in edits] == [(4, "x = y.npu()"), (5, "z = w.npu()")]
 
 
 def test_two_identical_fixed_lines_count_once_each(tmp_path):

@@ -15,6 +15,9 @@ from migrator.fix import python_fixer, runner
 
 CUDA = "import torch\nx = y.cuda()\n"
 
+# `.npu()` exists once torch_npu is imported: fix adds it (with the noqa that keeps linters off it)
+FIXED = 'import torch\nimport torch_npu  # noqa: F401  registers the Ascend "npu" device\nx = y.npu()\n'
+
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
@@ -38,7 +41,7 @@ def test_annotating_a_latin1_file_with_an_em_dash_message_fixes_every_file(repo)
     assert outcome.errors == []
     text = latin.read_bytes().decode("latin-1")
     assert "café" in text and "x = y.npu()" in text and "# MIGRATE(OPS001):" in text and "float64 on Ascend - " in text
-    assert all((repo / n).read_text() == "import torch\nx = y.npu()\n" for n in ("a.py", "zz.py"))
+    assert all((repo / n).read_text() == FIXED for n in ("a.py", "zz.py"))
     assert {f["path"] for f in record(repo)["files"]} == {"a.py", "m.py", "zz.py"}
 
 
@@ -112,7 +115,7 @@ def test_a_symlink_inside_the_root_stays_a_link_and_its_target_is_fixed_once(rep
     assert outcome.errors == []
     assert (repo / "link.py").is_symlink() and os.readlink(repo / "link.py") == "a.py"
     assert (repo / "sub" / "other.py").is_symlink()
-    assert (repo / "a.py").read_text() == "import torch\nx = y.npu()\n"
+    assert (repo / "a.py").read_text() == FIXED
     files = record(repo)["files"]
     assert [f["path"] for f in files] == ["a.py", "zz.py"] and len(files[0]["edits"]) == 1
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from migrator.reporters.report import MAX_FLAGGED_LINES, MAX_LINE_WIDTH, clip_line
+from migrator.reporters.excerpts import MAX_FLAGGED_LINES, MAX_LINE_WIDTH, clip_line
 from tests.conftest import run_cli
 
 LINE_CHARS = 2_000_000

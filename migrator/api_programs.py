@@ -1,0 +1,88 @@
+"""The api of the commands that run the user's program in child processes: `migrate validate` and
+`migrate plan`. The migrate step comes in from `migrator.api` as a callable, so nothing here imports it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from migrator.config import find_root
+from migrator.usage_error import UsageError
+
+
+def validate(original: str | Path, *, migrate: Callable[[str, str], list[str]] | None = None,
+             progress: Callable[[str], None] | None = None, **options):
+    """`migrate validate ORIGINAL`: staged BF16 diff validation of the migrated program (S0 plan,
+    S1 parity-1card, S2 parity-dp, S3 parity-mp). Keyword options are the fields of
+    `migrator.validation.options.Options` (`migrated`, `stages`, `force`, `entry`, `seed`, `steps`,
+    `world_size`, `plan_world_size`, `record`, `compare`, `script`, `bench`, `bench_steps`, `repeats`,
+    `peak_tflops`, ...). Without `migrated` the tree
+    is first migrated with `fix(target="npu", out_dir=<temp>)`. The programs run only in child
+    processes. Returns a frozen `migrator.validation.results.ValidationResult` (its `exit_code` is
+    0 pass/warn, 1 a stage fails, 2 the validation could not run); bad arguments raise UsageError."""
+    from migrator.validation.options import Options
+    from migrator.validation.stages import ValidationSetupError, run
+
+    path = Path(original)
+    if not path.is_dir():
+        raise UsageError(f"{original}: no such directory")
+    _require_validate_extra()
+    try:
+        opts = Options(original=str(path), **options)
+    except TypeError as exc:
+        raise UsageError(f"bad validate option: {exc}") from None
+    try:
+        return run(opts, progress=progress, migrate=migrate)
+    except ValidationSetupError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _require_validate_extra() -> None:
+    """One clear line before anything runs, not a child process failing on its first import."""
+    import importlib.util
+
+    missing = [name for name in ("torch", "numpy", "safetensors") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UsageError(f"migrate validate needs {', '.join(missing)} (the `validate` extra): "
+                         "pip install 'ascend-migrate[validate]' (with the torch build for your machine)")
+
+
+def plan(model: str | Path, clusters: Sequence[str], *, global_batch: int, seq: int, root: str | Path | None = None,
+         entry: str | None = None, check_s0: bool = False, progress: Callable[[str], None] | None = None,
+         validate: Callable[..., Any] = validate, **options):
+    """`migrate plan`: rank parallel layouts for MODEL (a tree with validate.py, read on the meta device in a
+    child process, or a HF / Megatron config JSON) on each named cluster profile. Options: `dtype`, `devices`,
+    `top`, `failure_rate`, `checkpoint_seconds`. `check_s0` (trees only) runs `validate` S0 on the fake
+    process group for each cluster's best layout and records its status in the plan. Returns a frozen
+    `migrator.plan.runner.PlanResult`; bad input (unknown cluster, unreadable model) raises UsageError."""
+    from migrator.plan import clusters as cluster_profiles
+    from migrator.plan import runner
+    from migrator.plan.model import ModelError, from_config
+    from migrator.plan.probe import probe_tree
+
+    path = Path(model)
+    try:
+        if not path.exists():
+            raise UsageError(f"{model}: no such model tree or config file")
+        found_root = Path(root) if root else find_root([path if path.is_dir() else Path.cwd()])
+        profiles = cluster_profiles.load(list(clusters), found_root)  # before the (slow) probe
+        shape = probe_tree(str(path), entry) if path.is_dir() else from_config(path)
+        result = runner.plan(shape, profiles, global_batch=global_batch, seq=seq, **options)
+    except (ModelError, cluster_profiles.ClusterError) as exc:
+        raise UsageError(str(exc)) from None
+    if not check_s0:
+        return result
+    if not path.is_dir():
+        raise UsageError("--check-s0 needs MODEL to be a tree with the validate.py protocol, not a config file")
+    checked = []
+    for cp in result.clusters:
+        if cp.top:
+            s0 = cp.s0
+            run = validate(str(path), progress=progress, stages=("S0",), entry=entry,
+                           plan_world_size=s0["plan_world_size"], plan_tp=s0["plan_tp"])
+            stage = next(st for st in run.stages if st.id == "S0")
+            cp = replace(cp, s0={**s0, "status": stage.status, "summary": stage.summary})
+        checked.append(cp)
+    return replace(result, clusters=tuple(checked))

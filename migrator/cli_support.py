@@ -1,0 +1,96 @@
+"""What every command shares: exit codes, option choices, the error line and the atomic output writer.
+
+Only click and the standard library: imported on every run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import NoReturn
+
+import click
+
+FAIL_CHOICES = click.Choice(["error", "warning", "info", "never"])
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+# the names are repeated from migrator.routes.CHOICES so that --help imports nothing (a test keeps them equal)
+ROUTE_CHOICES = ("auto", "none", "mindspeed", "deepspeed", "hf")
+ROUTE_OPTION = click.option(
+    "--route", type=click.Choice(ROUTE_CHOICES), default=None,
+    help="Framework route: findings MindSpeed / DeepSpeed / transformers handle on Ascend are `covered` [default: auto].",
+)
+
+
+def _fail(message: str) -> NoReturn:
+    from migrator.safe_text import visible
+
+    click.echo(f"migrate: error: {visible(message)}", err=True)
+    sys.exit(EXIT_ERROR)
+
+
+def write_output(text: str, path: str | None) -> None:
+    """Print, or write atomically to a file (parent folders created); never a partial file."""
+    if not path or path == "-":
+        click.echo(text, nl=False)
+        return
+    target = Path(path)
+    tmp = None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        umask = os.umask(0o022)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is meant to be shared
+        os.replace(tmp, target)
+        tmp = None
+    except OSError as exc:
+        _fail(f"cannot write {path}: {exc.strerror or exc}")
+    finally:
+        if tmp is not None:  # failed before the rename (also on an encoding error): no temp file left
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+
+
+def _split_codes(values: tuple[str, ...]) -> tuple[str, ...] | None:
+    if not values:
+        return None
+    from migrator.config import normalise_code
+
+    return tuple(normalise_code(c) for v in values for c in v.split(",") if c.strip())
+
+
+class _Errors:
+    """Turn expected errors into exit 2 with one clear line; unexpected ones into a short report."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if isinstance(exc, KeyboardInterrupt):
+            click.echo("migrate: interrupted", err=True)
+            sys.exit(130)  # 128 + SIGINT, as a shell reports Ctrl-C
+        if exc is None or isinstance(exc, (SystemExit, click.exceptions.Exit, click.ClickException)):
+            return False
+        from migrator.api import ConfigError, UsageError
+        from migrator.rules.catalogue import CatalogueError
+
+        if isinstance(exc, (UsageError, ConfigError, CatalogueError, FileNotFoundError)):
+            _fail(str(exc))
+        if os.environ.get("MIGRATE_DEBUG"):
+            return False
+        _fail(f"internal error: {exc.__class__.__name__}: {exc} (set MIGRATE_DEBUG=1 for the traceback)")
+        return False
+
+
+def _int_list(text: str | None, name: str) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        _fail(f"{name}: expected comma-separated integers, got {text!r}")
