@@ -99,6 +99,11 @@ def line_opcodes(old: list[str], new: list[str]) -> list[Opcode]:
 ALIGN_CELLS = 4096
 
 
+def _ends(line: str, width: int = 80) -> str:
+    """What the similarity of two lines is judged on: their ends (bounded cost on a megabyte line)."""
+    return line if len(line) <= 2 * width else line[:width] + line[-width:]
+
+
 def _block(old: list[str], new: list[str], i1: int, i2: int, j1: int, j2: int) -> list[tuple[int, int]]:
     """For a replaced block, the new line each old line became (0-based), in order.
 
@@ -114,8 +119,9 @@ def _block(old: list[str], new: list[str], i1: int, i2: int, j1: int, j2: int) -
     j = j1
     for k in range(n_old):
         last = j2 - (n_old - k)  # leave one new line for each old line still to place
+        here = _ends(old[i1 + k])
         best = max(range(j, last + 1),
-                   key=lambda c: difflib.SequenceMatcher(None, old[i1 + k], new[c], autojunk=False).ratio())
+                   key=lambda c: difflib.SequenceMatcher(None, here, _ends(new[c]), autojunk=False).ratio())
         out.append((best, best))
         j = best + 1
     return out

@@ -68,3 +68,24 @@ def test_many_edits_in_a_large_file_are_never_diffed_as_one_block(matcher_sizes)
     assert matcher_sizes, "the map still comes from difflib on the short gaps"
     assert max(matcher_sizes) <= EXACT_GAP * EXACT_GAP
     assert sum(matcher_sizes) < len(before.splitlines()) * 100  # linear in the lines, not their square
+
+
+def test_an_import_inserted_before_a_huge_edited_line_maps_in_bounded_work():
+    """The in-block alignment looks at line ends only: a 4 MB line costs no more than a short one."""
+    import difflib
+
+    calls = []
+    real = difflib.SequenceMatcher.ratio
+
+    def counting(self):
+        calls.append(len(self.a) + len(self.b))
+        return real(self)
+
+    difflib.SequenceMatcher.ratio = counting
+    try:
+        huge = "x = y.cuda()  # " + "a" * 4_000_000
+        mapping, _ = line_map(f"import torch\n{huge}\n", f"import torch\nimport torch_npu\n{huge.replace('cuda', 'npu')}\n")
+    finally:
+        difflib.SequenceMatcher.ratio = real
+    assert mapping[2] == (3, 3)
+    assert calls and max(calls) <= 4 * 80
