@@ -221,7 +221,7 @@ def fix(
         return FixOutcome(plan, None, None, _declined_are_manual(remaining, plan))
     plan = write_changes(plan, out)
     rescan_root = out or settings.root
-    rescan_paths = [rescan_root / Path(p).relative_to(settings.root) if _inside(p, settings.root) else p for p in resolved]
+    rescan_paths = [rescan_root / Path(p).relative_to(settings.root) if Path(p).is_relative_to(settings.root) else p for p in resolved]
     remaining = _declined_are_manual(scan(rescan_paths, settings=replace(settings, root=rescan_root)), plan)
     record_path, record_error = None, None
     if record:
@@ -241,14 +241,6 @@ def _route_edits(plan, before: RunResult, settings: Settings):
     from migrator.routes.fix import add_route_edits
 
     return add_route_edits(plan, before, settings.route)
-
-
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.relative_to(root)
-        return True
-    except ValueError:
-        return False
 
 
 def _scanned_sources(settings: Settings, resolved: list[Path]) -> set[str]:

@@ -257,14 +257,15 @@ except ImportError:
 """
 
 
-def ensure_module_imports(module: cst.Module, ctx: FixContext) -> cst.Module:
+def ensure_module_imports(module: cst.Module, ctx: FixContext, code: str | None = None) -> cst.Module:
+    """`code`: the module's text when the caller has it (saves a walk of the whole tree)."""
     body = list(module.body)
     torch_idx = next((i for i, s in enumerate(body) if _is_import_of(s, "torch")), None)
     need_torch = (ctx.needs_torch or ctx.helpers) and not _binds_anywhere(module, "torch")
     additions_after_torch: list[cst.BaseStatement] = []
     if need_torch:
         additions_after_torch.append(cst.parse_statement("import torch\n"))
-    npu_name_used = ctx.target == "npu" and ctx.needs_torch_npu and _torch_npu_used(module, ctx)
+    npu_name_used = ctx.target == "npu" and ctx.needs_torch_npu and _torch_npu_used(module, ctx, code)
     if (ctx.needs_torch_npu or (ctx.target == "portable" and ctx.helpers)) and not _binds_anywhere(module, "torch_npu"):
         if ctx.target == "npu":
             additions_after_torch.append(cst.parse_statement(TORCH_NPU if npu_name_used else TORCH_NPU_SIDE_EFFECT))
@@ -306,11 +307,18 @@ def ensure_module_imports(module: cst.Module, ctx: FixContext) -> cst.Module:
     return module.with_changes(body=body)
 
 
-def _torch_npu_used(module: cst.Module, ctx: FixContext) -> bool:
-    """Whether the name `torch_npu` is used (by the module or a helper it gets), not only imported."""
-    return name_counts(module).get("torch_npu", 0) > 0 or any(
-        re.search(r"\btorch_npu\.", source) for source in ctx.helpers.values()
-    )
+_IMPORT_LINE = re.compile(r"^[ \t]*(?:import|from)[ \t].*$", re.MULTILINE)
+_TORCH_NPU_NAME = re.compile(r"\btorch_npu\b")
+
+
+def _torch_npu_used(module: cst.Module, ctx: FixContext, code: str | None = None) -> bool:
+    """Whether the name `torch_npu` is used (by the module or a helper it gets), not only imported.
+    With the module's text, import lines aside, a word match decides (it only picks the noqa comment)."""
+    if code is not None:
+        used = _TORCH_NPU_NAME.search(_IMPORT_LINE.sub("", code)) is not None
+    else:
+        used = name_counts(module).get("torch_npu", 0) > 0
+    return used or any(re.search(r"\btorch_npu\.", source) for source in ctx.helpers.values())
 
 
 Statement = TypeVar("Statement", bound=cst.BaseStatement)

@@ -263,9 +263,10 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
             ctx.applied.append(f)
         elif all(f is not a for a in ctx.applied):
             ctx.decline(f, "the import stays while the name is still used")
-    if target == "npu" and ctx.applied and not ctx.needs_torch_npu and (entry_point or USES_TORCH_NPU.search(new_module.code)):
+    code = new_module.code if target == "npu" and ctx.applied else None  # one rendering for both questions
+    if code is not None and not ctx.needs_torch_npu and (entry_point or USES_TORCH_NPU.search(code)):
         ctx.needs_torch_npu = True  # `.npu()`, torch.npu and the "npu" device exist once torch_npu is imported
-    new_module = ensure_module_imports(new_module, ctx)
+    new_module = ensure_module_imports(new_module, ctx, code)
     seen = {id(f) for f in ctx.applied} | {id(f) for f, _ in ctx.declined}
     for f in findings:
         if id(f) not in seen:

@@ -38,11 +38,7 @@ def sniff(data: bytes, encoding: str) -> Encoded:
 
 
 def inside(path: Path, real_root: Path) -> bool:
-    try:
-        path.relative_to(real_root)
-        return True
-    except ValueError:
-        return False
+    return path.is_relative_to(real_root)
 
 
 def destination(root: Path, rel: str) -> Path:

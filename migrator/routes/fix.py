@@ -24,7 +24,8 @@ ROUTE_CODE = "ROUTE"
 
 
 def insert_adaptor(text: str, line: str = ADAPTOR) -> str | None:
-    """The text with `line` below the first module-level `import torch`; None when already there or unparsable."""
+    """The text with `line` below the first module-level `import torch`; None when already there, when the
+    module does not import torch at module level, or when it does not parse."""
     if line in text:
         return None
     try:
@@ -39,17 +40,9 @@ def insert_adaptor(text: str, line: str = ADAPTOR) -> str | None:
             if not lines[at - 1].endswith(("\n", "\r")):
                 lines[at - 1] += newline
             return "".join(lines[:at] + [line + newline] + lines[at:])
-    # no `import torch` at module level: add both after the docstring and __future__ imports
-    at = 0
-    for node in tree.body:
-        is_doc = isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
-        if is_doc or (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
-            at = node.end_lineno or node.lineno
-            continue
-        break
-    if at and not lines[at - 1].endswith(("\n", "\r")):
-        lines[at - 1] += "\n"
-    return "".join(lines[:at] + [f"import torch\n{line}\n"] + lines[at:])
+    # no module-level `import torch`: not a training entry point (a script that only imports
+    # megatron when it is *not* __main__, say); nothing to patch, so the file is left alone
+    return None
 
 
 def _edit(code_line: int, symbol: str, title: str):

@@ -31,6 +31,4 @@ def test_real_package_fixes_cleanly(tmp_path, target, monkeypatch):
     assert report.unparsable == []
     assert report.cuda_free_touched == []
     assert report.check_exit == 0, report.check_output
-    assert [p for p in report.non_idempotent if p != real_repos.RECORD] == []
-    if report.non_idempotent:  # remove once the record keeps earlier edits (issue 12, fix/runner.py)
-        pytest.xfail("the second fix rewrites .migrate/fix-record.json and drops earlier edits")
+    assert report.non_idempotent == []  # the second fix changes nothing, the fix record included

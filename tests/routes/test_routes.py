@@ -187,3 +187,14 @@ def test_megatron_core_sdist_with_mindspeed_route():
     assert all(re.search(r"\(mindspeed/\S+\.py:\d+\)", f.route.source) for f in covered)  # links the patch row
     rest = [f for f in routed.findings if not (f.route and f.route.absorbs)]
     assert effort.total(rest) < effort.total(plain.findings) / 2
+
+
+def test_the_adaptor_goes_only_into_modules_that_import_torch():
+    """megatron-core's ssm/mamba_hybrid_layer_allocation.py has a __main__ block and imports megatron
+    only when it is not __main__: it is no training entry point, and fix must not touch it."""
+    from migrator.routes.fix import ADAPTOR, insert_adaptor
+
+    tool = 'import logging\nif __name__ != "__main__":\n    from megatron.core.utils import x\n\nif __name__ == "__main__":\n    pass\n'
+    assert insert_adaptor(tool) is None
+    entry = "import os\nimport torch\nfrom megatron.training import pretrain\n"
+    assert insert_adaptor(entry).splitlines()[2] == ADAPTOR
