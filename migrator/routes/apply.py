@@ -175,12 +175,18 @@ def _module_suffixes(rel: str) -> list[str]:
     return [".".join(parts[i:]) for i in range(len(parts))]
 
 
-def _enclosing_cover(rows: dict[str, Cover], enclosing: Enclosing, f: Finding) -> tuple[Cover, str] | None:
+def _parents(rows: dict[str, Cover]) -> frozenset[str]:
+    """Every dotted parent of a row's target (`a.b.C` -> `a`, `a.b`): a file whose module is none of
+    them holds no replaced definition."""
+    return frozenset(".".join(parts[:i]) for t in rows for parts in [t.split(".")] for i in range(1, len(parts)))
+
+
+def _enclosing_cover(rows: dict[str, Cover], parents: frozenset[str], enclosing: Enclosing,
+                     f: Finding) -> tuple[Cover, str] | None:
     """A patch row that replaces the definition the finding sits in (files are parsed only when a row names them)."""
     if not rows or not f.path.endswith(".py"):
         return None
-    modules = set(_module_suffixes(f.path))
-    if not any(t.startswith(m + ".") for t in rows for m in modules):
+    if parents.isdisjoint(_module_suffixes(f.path)):
         return None
     for name in enclosing.names(f.path, f.line):
         parts = name.split(".")
@@ -202,9 +208,11 @@ def apply_routes(result: RunResult, root: Path, choice: str = "auto") -> RunResu
     findings: list[Finding] = []
     enclosing = Enclosing(root)
     replacing = {id(route): _replacing(route) if route.patch_table else {} for _, route, _ in active}
+    parents = {key: _parents(rows) for key, rows in replacing.items()}
     for f in result.findings:
         for fw, route, confirmed in active:
-            hit = best_cover(route, f.symbol, f.path, f.code) or _enclosing_cover(replacing[id(route)], enclosing, f)
+            hit = best_cover(route, f.symbol, f.path, f.code) or _enclosing_cover(
+                replacing[id(route)], parents[id(route)], enclosing, f)
             if hit:
                 mark = _mark(route, hit[0], hit[1], fw, confirmed)
                 counts[id(route)][mark.status] += 1

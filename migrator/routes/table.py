@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 
 from packaging.specifiers import SpecifierSet
 
@@ -87,6 +87,14 @@ class Route:
     covers: tuple[Cover, ...]
     patch_table: str | None = None
 
+    @cached_property
+    def by_root(self) -> dict[str, tuple[Cover, ...]]:
+        """Entries by the first dotted part of their target; path entries under ""."""
+        index: dict[str, list[Cover]] = {}
+        for c in self.covers:
+            index.setdefault("" if c.match == "path" else c.target.split(".", 1)[0], []).append(c)
+        return {k: tuple(v) for k, v in index.items()}
+
     def applies_to(self, framework: str, version: str | None) -> bool:
         if framework != self.framework:
             return False
@@ -125,8 +133,10 @@ def routes_for(framework: str, version: str | None) -> list[Route]:
 
 
 def best_cover(route: Route, symbol: str, path: str, code: str) -> tuple[Cover, str] | None:
-    """The entry that matches best: exact before prefix before path before module; covered before left."""
-    hits = [(c, how) for c in route.covers if (how := c.matches(symbol, path, code))]
+    """The entry that matches best: exact before prefix before path before module; covered before left.
+    Symbol matches share the symbol's first dotted part, so only those entries (and path ones) are tried."""
+    candidates = route.by_root.get(symbol.split(".", 1)[0], ()) + route.by_root.get("", ())
+    hits = [(c, how) for c in candidates if (how := c.matches(symbol, path, code))]
     if not hits:
         return None
     return min(hits, key=lambda h: (MATCH_RANK[h[1]], STATUS_RANK[h[0].status], -len(h[0].target)))
