@@ -211,7 +211,8 @@ def fix(
     extra = {f.path for f in before.findings}
     if annotate or strip_annotations:
         extra |= _scanned_sources(settings, resolved)
-    options = FixOptions(target=target, exact_only=exact_only, annotate=annotate, strip_annotations=strip_annotations)
+    options = FixOptions(target=target, exact_only=exact_only, annotate=annotate, strip_annotations=strip_annotations,
+                         jobs=settings.jobs)
     # what a framework route covers is not rewritten: the framework handles it at run time
     to_fix = replace(before, findings=tuple(f for f in before.findings if not (f.route and f.route.absorbs)))
     plan = plan_fixes(to_fix, settings.root, options, extra_files=extra)

@@ -10,12 +10,9 @@ from __future__ import annotations
 import ast
 import bisect
 from collections import defaultdict
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import cast
 
 import libcst as cst
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from migrator.engine.python_checker import collect_aliases
 from migrator.fix import syntax
@@ -28,6 +25,7 @@ from migrator.fix.imports import (
     rewrite_import,
     symbol_replacement,
 )
+from migrator.fix.positions import NodePositions, node_positions
 from migrator.fix.transforms import CALL_LEVEL, EITHER_LEVEL, TRANSFORMS
 from migrator.model import Finding
 from migrator.rules.catalogue import Rule
@@ -50,25 +48,15 @@ class PythonFixResult:
     declined: list[tuple[Finding, str]]
 
 
-def node_positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
-    """libcst's PositionProvider map. Resolved through `MetadataWrapper.resolve`, libcst also walks the
-    whole tree once more for its (here empty) batch of batchable providers; generating the one
-    provider directly saves that walk, about a fifth of the fix time of a typical module."""
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    try:
-        return cast(Mapping[cst.CSTNode, CodeRange], PositionProvider()._gen(wrapper))
-    except (AttributeError, TypeError):  # a libcst without that internal: the public way
-        return wrapper.resolve(PositionProvider)
-
-
 class _Fixer(cst.CSTTransformer):
     def __init__(self, ctx: FixContext, findings: dict[Key, list[Finding]], rules: dict[str, Rule], module: cst.Module,
-                 positions: Mapping[cst.CSTNode, CodeRange], import_lines: set[int]):
+                 work_lines: list[int], positions: NodePositions):
         super().__init__()
         self.ctx = ctx
-        self.positions = positions
+        self.positions = positions.ranges
+        self.skipped = positions.skipped  # top-level statements without work: not walked into
         # lines where something may be rewritten: a statement holding none of them is not walked into
-        self.work_lines = sorted({k[0] for k in findings} | import_lines)
+        self.work_lines = work_lines
         self.module = module  # its indentation and newline settings render a statement on its own
         self.findings = findings
         self.rules = rules
@@ -127,21 +115,22 @@ class _Fixer(cst.CSTTransformer):
                 return new, syntax.FSTRING_REASON
         return new, None
 
-    # A statement holding a rewrite must still parse on its own (simple statements, and top-level
-    # compound statements for headers: decorators, `with` items, `for` targets); if it does not,
-    # its rewrites are undone and declined.
+    # A statement holding a rewrite must still parse on its own (simple statements whole, compound
+    # statements by their headers: decorators, `with` items, `for` targets); if it does not, its
+    # rewrites are undone and declined.
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.BaseStatement):
             if self._nothing_inside(node):
                 self.statements.append(None)  # on_leave still runs and pops it
                 return False  # nothing to rewrite in here: keep it as it is, unvisited
-            checked = isinstance(node, cst.SimpleStatementLine) or not self.statements
-            self.statements.append(self.ctx.checkpoint() if checked else None)
+            self.statements.append(self.ctx.checkpoint())
         return super().on_visit(node)
 
     def _nothing_inside(self, node: cst.BaseStatement) -> bool:
         # Only statements are skipped: their range holds everything inside them once decorators are
         # counted (a parameter's range, say, leaves out its default value, so expressions are not).
+        if id(node) in self.skipped:
+            return True
         r = self.positions.get(node)
         if r is None:
             return False
@@ -244,7 +233,6 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
     by_key = _keys(findings, shifted)
     tree = ast.parse(text)
     aliases = collect_aliases(tree)
-    import_lines = {n.lineno for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))}
     ctx = FixContext(target=target, aliases=aliases, module_text=text)
     ctx.import_renames = import_renames(findings, rules, aliases, target)
     try:
@@ -252,7 +240,9 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
     except cst.ParserSyntaxError as exc:  # syntax newer than the pinned libcst knows
         reason = f"libcst cannot parse this file (line {exc.raw_line}: {exc.message}); fix it by hand"
         return PythonFixResult(original_text, [], [(f, reason) for f in findings])
-    fixer = _Fixer(ctx, by_key, rules, module, node_positions(module), import_lines)
+    work_lines = sorted({k[0] for k in by_key})  # an import without a finding is left as it is here
+    positions = node_positions(module, tree, text, work_lines)
+    fixer = _Fixer(ctx, by_key, rules, module, work_lines, positions)
     new_module = module.visit(fixer)
     candidates = {n for n in fixer.removable} | {
         local for local, quals in aliases.items() if any(q.split(".")[0] in REMOVABLE_ROOTS for q in quals)
@@ -263,7 +253,8 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
             ctx.applied.append(f)
         elif all(f is not a for a in ctx.applied):
             ctx.decline(f, "the import stays while the name is still used")
-    code = new_module.code if target == "npu" and ctx.applied else None  # one rendering for both questions
+    rendered: dict[int, tuple[cst.CSTNode, str]] = {}
+    code = render(new_module, rendered) if target == "npu" and ctx.applied else None  # for both questions
     if code is not None and not ctx.needs_torch_npu and (entry_point or USES_TORCH_NPU.search(code)):
         ctx.needs_torch_npu = True  # `.npu()`, torch.npu and the "npu" device exist once torch_npu is imported
     new_module = ensure_module_imports(new_module, ctx, code)
@@ -273,4 +264,20 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
             ctx.decline(f, "the fix did not apply at this site")
     if not ctx.applied:
         return PythonFixResult(original_text, ctx.applied, ctx.declined)  # no form feed moved for nothing
-    return PythonFixResult(new_module.code, ctx.applied, ctx.declined)
+    return PythonFixResult(render(new_module, rendered), ctx.applied, ctx.declined)
+
+
+def render(module: cst.Module, memo: dict[int, tuple[cst.CSTNode, str]]) -> str:
+    """`module.code`, rendering each top-level statement once across calls: the imports added last
+    leave the other statements as they were, and rendering megatron-core's modules twice cost a fifth
+    of its fix time."""
+    if not module.has_trailing_newline or not module.body:
+        return module.code  # libcst trims or adds the final newline token: leave that to it
+    parts = [module.code_for_node(line) for line in module.header]
+    for stmt in module.body:
+        known = memo.get(id(stmt))
+        if known is None or known[0] is not stmt:
+            known = memo[id(stmt)] = (stmt, module.code_for_node(stmt))
+        parts.append(known[1])
+    parts.extend(module.code_for_node(line) for line in module.footer)
+    return "".join(parts)

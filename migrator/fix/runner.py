@@ -16,6 +16,7 @@ from migrator import __version__
 from migrator.engine.source import UnreadableSource, decode_python, decode_text
 from migrator.fix import ledger, text_fixer
 from migrator.fix.line_map import line_map as _line_map
+from migrator.fix.pool import PythonJob, PythonOutcome, fix_modules
 from migrator.fix.writer import atomic_write, destination, inside, sniff
 from migrator.model import Finding, RunResult
 from migrator.rules.catalogue import load_catalogue
@@ -106,6 +107,7 @@ class FixOptions:
     exact_only: bool = False
     annotate: bool = False
     strip_annotations: bool = False
+    jobs: int = 0  # worker processes for big trees; 0 = one per CPU
 
 
 @dataclass(frozen=True)
@@ -184,7 +186,6 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
     """Every file planned in full (read, fixed, re-parsed, encoded) before anything is written; a file
     that cannot be planned gets its error and is left unchanged, the others go on."""
     from migrator.engine.discover import file_kind
-    from migrator.fix.python_fixer import fix_python
 
     rules = load_catalogue().rules
     by_file: dict[str, list[Finding]] = {}
@@ -203,15 +204,15 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
         raw[members[0]] = (data, enc)
         real_of[members[0]] = real
     entries = _entry_points(root, scan, texts)
+    modules = _fix_modules(texts, by_file, entries, options)
     changes: list[FileChange] = [FileChange(rel, "", "", error=why) for rel, why in errors.items()]
     for rel, text in texts.items():
         findings = by_file.get(rel, [])
-        fixable = [f for f in findings if f.fix and (not options.exact_only or f.fix.kind == "exact")]
-        source = text_fixer.strip_annotations(text) if options.strip_annotations else text
+        fixable = _fixable(findings, options)
+        source = _source(text, options)
         new, applied, declined, error = source, [], [], None
         cell_texts: dict[int, tuple[str, str]] = {}
         kind = file_kind(Path(rel))
-        is_entry = rel in entries and "import torch" in text
         if kind == "notebook":
             if fixable:
                 new, applied, declined, cell_texts, error = _fix_notebook(source, fixable, rules, options.target)
@@ -221,12 +222,9 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
 
                 new, applied, declined = fix_config(rel, source, fixable, options.target)
         elif rel.endswith(".py"):
-            if fixable or (is_entry and options.target == "npu" and "torch_npu" not in text and findings):
-                try:
-                    result = fix_python(source, fixable, rules, options.target, is_entry)
-                    new, applied, declined = result.text, result.applied, result.declined
-                except Exception as exc:  # noqa: BLE001 - one bad file never stops the run
-                    error = f"internal fixer error ({exc.__class__.__name__}: {exc}); file left unchanged"
+            if rel in modules:
+                outcome = modules[rel]
+                new, applied, declined, error = outcome.text, outcome.applied, outcome.declined, outcome.error
             if error is None and new != source:
                 try:
                     ast.parse(new)
@@ -267,6 +265,31 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
             changes.append(FileChange(link, text, text, (), tuple(declined), None, real, None, digest))
     changes.sort(key=lambda c: c.path)
     return FixPlan(root, tuple(changes), options)
+
+
+def _fixable(findings: list[Finding], options: FixOptions) -> list[Finding]:
+    return [f for f in findings if f.fix and (not options.exact_only or f.fix.kind == "exact")]
+
+
+def _source(text: str, options: FixOptions) -> str:
+    return text_fixer.strip_annotations(text) if options.strip_annotations else text
+
+
+def _fix_modules(texts: dict[str, str], by_file: dict[str, list[Finding]], entries: Collection[str],
+                 options: FixOptions) -> dict[str, PythonOutcome]:
+    """The Python modules to fix, fixed (in parallel where the tree is big enough)."""
+    from migrator.engine.discover import file_kind
+
+    jobs: dict[str, PythonJob] = {}
+    for rel, text in texts.items():
+        if not rel.endswith(".py") or file_kind(Path(rel)) in ("notebook", "config"):
+            continue
+        findings = by_file.get(rel, [])
+        fixable = _fixable(findings, options)
+        is_entry = rel in entries and "import torch" in text
+        if fixable or (is_entry and options.target == "npu" and "torch_npu" not in text and findings):
+            jobs[rel] = PythonJob(_source(text, options), tuple(fixable), options.target, is_entry)
+    return dict(zip(jobs, fix_modules(list(jobs.values()), options.jobs)))
 
 
 def _fix_notebook(text, findings, rules, target):

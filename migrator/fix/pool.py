@@ -1,0 +1,83 @@
+"""Fix Python modules in parallel: libcst is pure Python, so a big tree is fixed one module per worker.
+
+Workers are the scan's (`engine.runner.worker_pool`: they never outlive the caller). A worker gets
+(text, findings, target, entry point) and returns the new text with the *indices* of the findings it
+applied or declined, so the caller keeps its own Finding objects. A module the fixer raised on is an
+error of that module only, as in the serial path.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from migrator.model import Finding
+
+# below this much Python source a pool costs more (worker start, libcst import) than it saves
+POOL_MIN_BYTES = 400_000
+POOL_MIN_FILES = 4
+
+
+@dataclass(frozen=True)
+class PythonJob:
+    text: str
+    findings: tuple[Finding, ...]
+    target: str
+    entry_point: bool
+
+
+@dataclass(frozen=True)
+class PythonOutcome:
+    text: str
+    applied: list[Finding]
+    declined: list[tuple[Finding, str]]
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class _Indexed:
+    text: str
+    applied: tuple[int, ...]
+    declined: tuple[tuple[int, str], ...]
+    error: str | None
+
+
+def _fix_one(job: PythonJob) -> _Indexed:
+    from migrator.fix.python_fixer import fix_python
+    from migrator.rules.catalogue import load_catalogue
+
+    try:
+        result = fix_python(job.text, list(job.findings), load_catalogue().rules, job.target, job.entry_point)
+        index = {id(f): i for i, f in enumerate(job.findings)}
+        return _Indexed(
+            result.text,
+            tuple(index[id(f)] for f in result.applied),
+            tuple((index[id(f)], why) for f, why in result.declined),
+            None,
+        )
+    except Exception as exc:  # noqa: BLE001 - one bad file never stops the run
+        return _Indexed(job.text, (), (), f"internal fixer error ({exc.__class__.__name__}: {exc}); file left unchanged")
+
+
+def _outcome(job: PythonJob, got: _Indexed) -> PythonOutcome:
+    return PythonOutcome(
+        got.text, [job.findings[i] for i in got.applied], [(job.findings[i], why) for i, why in got.declined], got.error
+    )
+
+
+def fix_modules(jobs: Sequence[PythonJob], workers: int = 0) -> list[PythonOutcome]:
+    """One outcome per job, in order; in a pool when there is enough work and more than one CPU."""
+    from migrator.engine.runner import worker_pool
+
+    workers = min(workers or (os.cpu_count() or 1), len(jobs))
+    big = len(jobs) >= POOL_MIN_FILES and sum(len(j.text) for j in jobs) >= POOL_MIN_BYTES
+    if workers < 2 or not big:
+        return [_outcome(job, _fix_one(job)) for job in jobs]
+    # largest modules first, so that one big module does not start last and run alone
+    order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i].text))
+    results: dict[int, _Indexed] = {}
+    with worker_pool(workers) as pool:
+        for i, got in zip(order, pool.map(_fix_one, [jobs[i] for i in order])):
+            results[i] = got
+    return [_outcome(job, results[i]) for i, job in enumerate(jobs)]

@@ -1,0 +1,55 @@
+"""Fixing modules in worker processes gives exactly what fixing them in this process gives."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from migrator import api
+from migrator.fix import pool
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _fix(tree: Path, monkeypatch: pytest.MonkeyPatch, parallel: bool) -> dict[str, object]:
+    from migrator.engine import runner
+
+    pools: list[int] = []
+    real_pool = runner.worker_pool
+
+    def counting_pool(workers: int):
+        pools.append(workers)
+        return real_pool(workers)
+
+    monkeypatch.setattr(runner, "worker_pool", counting_pool)
+    if parallel:
+        monkeypatch.setattr(pool, "POOL_MIN_BYTES", 0)
+        monkeypatch.setattr(pool, "POOL_MIN_FILES", 2)
+    outcome = api.fix([tree], write=False, jobs=2 if parallel else 1, use_cache=False)
+    monkeypatch.undo()
+    assert bool(pools) == parallel, pools
+    return {c.path: (c.after, [e.code for e in c.edits], [(f.code, why) for f, why in c.declined], c.error)
+            for c in outcome.plan.changes}
+
+
+@pytest.mark.parametrize("sample", ["gpt", "resnet"])
+def test_pool_and_serial_plans_agree(sample: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = tmp_path / sample
+    shutil.copytree(REPO / "samples" / sample, tree)
+    serial = _fix(tree, monkeypatch, parallel=False)
+    parallel = _fix(tree, monkeypatch, parallel=True)
+    assert serial == parallel
+    assert any(edits for _, edits, _, _ in serial.values()), "the sample has nothing to fix: the test proves nothing"
+
+
+def test_a_module_the_fixer_raises_on_is_that_module_s_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("migrator.fix.python_fixer.fix_python", broken)
+    job = pool.PythonJob("import torch\nx = 1\n", (), "npu", False)
+    [outcome] = pool.fix_modules([job], workers=1)
+    assert outcome.error is not None and "RuntimeError: boom" in outcome.error
+    assert outcome.text == job.text and outcome.applied == []

@@ -1,0 +1,94 @@
+"""The partial position map agrees with libcst's full map wherever it has an answer."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from migrator.fix import syntax
+from migrator.fix.positions import full_positions, node_positions
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCES = sorted(
+    p for folder in ("samples", "tests/fixtures", "tests/golden", "migrator/fix") for p in (REPO / folder).rglob("*.py")
+)
+
+TRICKY = '''\
+"""doc"""
+# header comment
+
+import torch
+
+@torch.no_grad()
+
+# between decorators
+@staticmethod
+def f(x):
+    return x.cuda()
+a = 1; b = torch.cuda.is_available()
+(
+    torch.cuda.empty_cache()
+)
+class C:
+    def g(self):
+        pass
+    # trailing comment in the block
+# dedented comment
+if a:
+    pass
+else:
+    torch.cuda.synchronize()
+x = 1'''
+
+
+def _compare(text: str, work_lines: list[int], partial_expected: bool = False) -> tuple[int, int]:
+    text, _ = syntax.normalise_form_feeds(text)
+    module = cst.parse_module(text)
+    partial = node_positions(module, ast.parse(text), text, work_lines)
+    full = full_positions(module).ranges
+    assert not (partial_expected and partial.complete), "fell back to the full map"
+    for node, where in partial.ranges.items():
+        assert full[node] == where, (type(node).__name__, where, full[node])
+    skipped = [s for s in module.body if id(s) in partial.skipped]
+    for stmt in skipped:
+        r = full[stmt]
+        assert not any(r.start.line <= line <= r.end.line for line in work_lines)
+    return len(partial.ranges), len(skipped)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(REPO)))
+def test_partial_map_matches_libcst(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    try:
+        ast.parse(text)
+    except SyntaxError:
+        pytest.skip("not valid Python on purpose")
+    lines = text.count("\n") + 1
+    _compare(text, list(range(1, lines + 1, 3)))
+
+
+def test_tricky_layouts_every_line() -> None:
+    lines = TRICKY.count("\n") + 1
+    for line in range(1, lines + 1):
+        computed, _ = _compare(TRICKY, [line], partial_expected=True)
+        if TRICKY.splitlines()[line - 1].strip() and not TRICKY.splitlines()[line - 1].lstrip().startswith("#"):
+            assert computed, f"line {line} holds code but no position was computed"
+
+
+def test_statements_without_work_are_skipped() -> None:
+    computed, skipped = _compare(TRICKY, [11], partial_expected=True)  # inside f only
+    assert computed and skipped == len(cst.parse_module(TRICKY).body) - 1
+
+
+@pytest.mark.parametrize("text", [TRICKY, TRICKY + "\n", "\n", "# only a comment\n", "x = 1\r\ny = 2\r\n", "if x:\n    pass\n# end\n"])
+def test_render_equals_libcst_code(text: str) -> None:
+    from migrator.fix.python_fixer import render
+
+    module = cst.parse_module(text)
+    memo: dict = {}
+    assert render(module, memo) == module.code == text
+    extended = module.with_changes(body=[cst.parse_statement("import torch_npu\n"), *module.body])
+    assert render(extended, memo) == extended.code
