@@ -55,9 +55,11 @@ def scan(
     paths: Sequence[str | Path],
     settings: Settings | None = None,
     progress: Callable[[int, int], None] | None = None,
+    memo: dict | None = None,
     **overrides,
 ) -> RunResult:
-    """Scan files and folders; findings are sorted by path, line and column."""
+    """Scan files and folders; findings are sorted by path, line and column. `memo`: an empty dict
+    shared by several scans of one command, so that unchanged files are scanned once."""
     from migrator.engine.runner import run
 
     if settings is None:
@@ -66,7 +68,7 @@ def scan(
         resolved = [Path(p).absolute() for p in paths]
     catalogue = load_catalogue()
     _check_codes(settings.select + settings.ignore, catalogue.rules)
-    output = run(settings, resolved, progress)
+    output = run(settings, resolved, progress, memo=memo)
     findings = tuple(sorted((f for r in output.files for f in r.findings), key=Finding.sort_key))
     markers = tuple(m for r in output.files for m in r.markers)
     summary = summarize(
@@ -207,7 +209,8 @@ def fix(
                 ledger.check_location(out or settings.root)
         except UnsafeWrite as exc:
             raise UsageError(str(exc)) from None
-    before = scan(resolved, settings=settings)
+    memo: dict = {}  # the rescan after writing reuses the results of the files fix left alone
+    before = scan(resolved, settings=settings, memo=memo)
     extra = {f.path for f in before.findings}
     if annotate or strip_annotations:
         extra |= _scanned_sources(settings, resolved)
@@ -223,7 +226,7 @@ def fix(
     plan = write_changes(plan, out)
     rescan_root = out or settings.root
     rescan_paths = [rescan_root / Path(p).relative_to(settings.root) if Path(p).is_relative_to(settings.root) else p for p in resolved]
-    remaining = _declined_are_manual(scan(rescan_paths, settings=replace(settings, root=rescan_root)), plan)
+    remaining = _declined_are_manual(scan(rescan_paths, settings=replace(settings, root=rescan_root), memo=memo), plan)
     record_path, record_error = None, None
     if record:
         try:

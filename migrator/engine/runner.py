@@ -126,7 +126,14 @@ def worker_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
-def run(settings: Settings, paths: list[Path], progress: Progress | None = None, extra_key: str = "") -> EngineOutput:
+# results of one process's earlier scans, by cache key, then path: (content digest, result)
+ScanMemo = dict[str, dict[str, tuple[str, FileResult]]]
+
+
+def run(settings: Settings, paths: list[Path], progress: Progress | None = None, extra_key: str = "",
+        memo: ScanMemo | None = None) -> EngineOutput:
+    """`memo`: shared by the scans of one command (fix scans before and after writing): a file whose
+    bytes did not change is not scanned again, with or without the disk cache."""
     catalogue = load_catalogue()
     exclude = pathspec.GitIgnoreSpec.from_lines(settings.exclude) if settings.exclude else None
     candidates: list[Candidate] = []
@@ -146,25 +153,29 @@ def run(settings: Settings, paths: list[Path], progress: Progress | None = None,
         traced=traced_apis(settings.root),
     )
     traced_key = content_digest(repr(options.traced).encode()) if options.traced else ""
-    cache = ScanCache(
-        settings.root,
-        f"{__version__}|{catalogue.digest}|{_coverage_digest()}|{settings.cache_key()}|{extra_key}|{traced_key}",
-    )
+    key = f"{__version__}|{catalogue.digest}|{_coverage_digest()}|{settings.cache_key()}|{extra_key}|{traced_key}"
+    cache = ScanCache(settings.root, key)
     if settings.use_cache:
         cache.load()
+    known = memo.setdefault(key, {}) if memo is not None else None
 
     results: dict[str, FileResult] = {}
     todo: list[tuple[Candidate, str | None]] = []
     for cand in candidates:
         digest = None
-        if settings.use_cache:
+        if settings.use_cache or known is not None:
             try:
                 digest = content_digest(cand.path.read_bytes())
             except OSError:
                 digest = None
-            hit = cache.get(cand.rel, digest) if digest else None
+            remembered = known.get(cand.rel) if known is not None and digest else None
+            hit = remembered[1] if remembered and remembered[0] == digest else None
+            if hit is None and settings.use_cache and digest:
+                hit = cache.get(cand.rel, digest)
             if hit is not None:
                 results[cand.rel] = hit
+                if known is not None and digest:
+                    known[cand.rel] = (digest, hit)
                 continue
         todo.append((cand, digest))
 
@@ -184,6 +195,8 @@ def run(settings: Settings, paths: list[Path], progress: Progress | None = None,
             results[cand.rel] = result
             if digest and settings.use_cache:
                 cache.put(cand.rel, digest, result)
+            if digest and known is not None:
+                known[cand.rel] = (digest, result)
             done += 1
             if progress:
                 progress(done, total)
