@@ -1,11 +1,12 @@
-"""Source positions of libcst nodes, computed only for the top-level statements a fix may touch.
+"""Source positions of libcst nodes, computed only for the statements a fix may touch.
 
 libcst's `PositionProvider` renders the whole module once with position tracking; on megatron-core
-that was the largest single cost of `migrate fix` (a 2 000-line module with one `.cuda()` paid for
-every token). Here each top-level statement that holds a line of work is rendered on its own,
-starting at the line where `ast` says it stands; the rendered text must equal the source at that
-line, or the whole module falls back to libcst's full map. Statements without work are listed as
-skippable instead: the fixer does not walk into them.
+that was the largest single cost of `migrate fix` (a 2 000-line class with one `.cuda()` paid for
+every token). Here only the statements that hold a line of work are rendered, each on its own,
+starting where `ast` says it stands; a big compound statement (a class, a function, an `if`) is
+rendered as its header plus, recursively, the statements of its blocks that hold work. Every
+rendering must equal the source text at its line, or the whole module falls back to libcst's full
+map. Statements without work are listed as skippable: the fixer does not walk into them.
 """
 
 from __future__ import annotations
@@ -16,20 +17,21 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import cast
+from typing import Any, cast
 
 import libcst as cst
-from libcst._position import CodePosition
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 _NEWLINE = re.compile(r"\r\n?|\n")
+SMALL_STATEMENT_LINES = 25  # a compound statement this short is rendered whole
+_END = "__migrate_header_end__"  # stands in for a block's body when only a header is rendered
 
 
 @dataclass
 class NodePositions:
     ranges: Mapping[cst.CSTNode, CodeRange]
-    skipped: set[int] = field(default_factory=set)  # ids of top-level statements with no work inside
+    skipped: set[int] = field(default_factory=set)  # ids of statements with no work inside
     complete: bool = False  # libcst's full map (every node)
 
 
@@ -43,88 +45,172 @@ def full_positions(module: cst.Module) -> NodePositions:
         return NodePositions(wrapper.resolve(PositionProvider), complete=True)
 
 
-def _first_lines(module: cst.Module, tree: ast.Module) -> list[tuple[int, int]] | None:
-    """(first syntactic line, last line) of each top-level libcst statement, from `ast`; None when
-    the two trees do not pair up (then the caller uses the full map)."""
-    spans: list[tuple[int, int]] = []
+class _Misplaced(Exception):
+    """A rendering did not match the source, or the trees did not pair up."""
+
+
+def _pair(stmts: Sequence[cst.BaseStatement], nodes: Sequence[ast.stmt]) -> list[tuple[cst.BaseStatement, ast.stmt, int, int]]:
+    """(statement, its first ast node, first syntactic line, last line) per libcst statement."""
+    paired = []
     at = 0
-    for stmt in module.body:
+    for stmt in stmts:
         count = len(stmt.body) if isinstance(stmt, cst.SimpleStatementLine) else 1
-        nodes = tree.body[at:at + count]
-        if len(nodes) != count:
-            return None
+        group = nodes[at:at + count]
+        if len(group) != count or count == 0:
+            raise _Misplaced
         at += count
-        first = nodes[0]
-        decorators = getattr(first, "decorator_list", None)
-        start = decorators[0].lineno if decorators else first.lineno
-        spans.append((start, max(n.end_lineno or n.lineno for n in nodes)))
-    return spans if at == len(tree.body) else None
+        decorators = getattr(group[0], "decorator_list", None)
+        first = decorators[0].lineno if decorators else group[0].lineno
+        paired.append((stmt, group[0], first, max(n.end_lineno or n.lineno for n in group)))
+    if at != len(nodes):
+        raise _Misplaced
+    return paired
 
 
-def _lines_before_first_token(stmt: cst.BaseStatement) -> int:
-    count = len(getattr(stmt, "leading_lines", ()))  # every statement class has them; the base does not say
-    decorators: Sequence[cst.Decorator] = getattr(stmt, "decorators", ())
+def _lines_before_first_token(node: cst.CSTNode) -> int:
+    count = len(getattr(node, "leading_lines", ()))
+    decorators: Sequence[cst.Decorator] = getattr(node, "decorators", ())
     if decorators:
         count += len(decorators[0].leading_lines)
     return count
 
 
-def node_positions(module: cst.Module, tree: ast.Module, text: str, work_lines: Sequence[int]) -> NodePositions:
-    """Positions of the nodes in the top-level statements that hold one of `work_lines` (sorted);
-    the ids of the other top-level statements in `skipped`."""
-    spans = _first_lines(module, tree)
-    if spans is None:
-        return full_positions(module)
-    line_starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
-    ranges: dict[cst.CSTNode, CodeRange] = {}
-    skipped: set[int] = set()
+def _header_only(stmt: Any) -> Any:
+    """`stmt` with its first block replaced by a marker statement and no else/except parts."""
+    block = stmt.body.with_changes(body=[cst.SimpleStatementLine([cst.Expr(cst.Name(_END))])], footer=[])
+    changes: dict[str, Any] = {"body": block}
+    if hasattr(stmt, "orelse"):
+        changes["orelse"] = None
+    return stmt.with_changes(**changes)
 
-    provider = SimpleNamespace(_computed=ranges)  # what the codegen state records into
-    previous_last = 0
-    for stmt, (first, last) in zip(module.body, spans):
-        earliest, previous_last = previous_last + 1, last
-        at = bisect.bisect_left(work_lines, first)
-        if at == len(work_lines) or work_lines[at] > last:
-            skipped.add(id(stmt))
-            continue
+
+class _Placer:
+    def __init__(self, module: cst.Module, text: str, work_lines: Sequence[int]):
+        self.module = module
+        self.text = text
+        self.work_lines = work_lines
+        self.line_starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
+        self.ranges: dict[cst.CSTNode, CodeRange] = {}
+        self.skipped: set[int] = set()
+        self.provider = SimpleNamespace(_computed=self.ranges)  # what the codegen state records into
+
+    def _has_work(self, first: int, last: int) -> bool:
+        at = bisect.bisect_left(self.work_lines, first)
+        return at < len(self.work_lines) and self.work_lines[at] <= last
+
+    def _render(self, node: cst.CSTNode, line: int, indent: list[str], header: bool = False, **kwargs: Any) -> None:
         state = PositionProvidingCodegenState(
-            default_indent=module.default_indent, default_newline=module.default_newline,
-            provider=provider,  # type: ignore[arg-type]  # it only writes `_computed`
+            default_indent=self.module.default_indent, default_newline=self.module.default_newline,
+            provider=self.provider,  # type: ignore[arg-type]  # it only writes `_computed`
         )
-        state.line = start = first - _lines_before_first_token(stmt)
-        stmt._codegen(state)
+        state.line = line
+        state.indent_tokens = list(indent)
+        node._codegen(state, **kwargs)
         rendered = "".join(state.tokens)
-        if stmt is module.body[-1] and not module.has_trailing_newline:
-            rendered = rendered.removesuffix(module.default_newline)  # libcst drops it at the module's end
-        shift = _shift_to_source(text, line_starts, rendered, start, earliest)
-        if shift is None:
-            return full_positions(module)  # the statement is not where ast put it: trust libcst alone
-        if shift:
-            _shift(ranges, stmt, shift)
-    return NodePositions(ranges, skipped)
+        if header:  # up to the end of the header line(s); the marker is not source
+            rendered = rendered[: rendered.rindex("\n", 0, rendered.index(_END)) + 1]
+            block = node.body  # type: ignore[attr-defined]
+            for made_here in (node, block, *_subtree(block.body[0])):  # the copy's own nodes are not in the tree
+                self.ranges.pop(made_here, None)
+        if not 1 <= line <= len(self.line_starts):
+            raise _Misplaced
+        offset = self.line_starts[line - 1]
+        if self.text[offset:offset + len(rendered)] == rendered:
+            return
+        at_end = rendered.removesuffix(self.module.default_newline)  # libcst drops it at a file's end
+        if self.module.has_trailing_newline or self.text[offset:] != at_end:
+            raise _Misplaced
+
+    def block(self, stmts: Sequence[cst.BaseStatement], nodes: Sequence[ast.stmt], indent: list[str]) -> None:
+        for stmt, node, first, last in _pair(stmts, nodes):
+            if not self._has_work(first, last):
+                self.skipped.add(id(stmt))
+            elif isinstance(stmt, cst.SimpleStatementLine) or last - first < SMALL_STATEMENT_LINES:
+                self._render(stmt, first - _lines_before_first_token(stmt), indent)
+            else:
+                self.compound(stmt, node, first, indent)
+
+    def _inner(self, block: cst.BaseSuite, indent: list[str]) -> list[str]:
+        assert isinstance(block, cst.IndentedBlock)
+        return [*indent, self.module.default_indent if block.indent is None else block.indent]
+
+    def compound(self, stmt: cst.BaseStatement, node: ast.stmt, first: int, indent: list[str], **kwargs: Any) -> None:
+        body = getattr(stmt, "body", None)
+        if not _blocks_only(stmt) or not isinstance(body, cst.IndentedBlock):
+            self._render(stmt, first - _lines_before_first_token(stmt), indent, **kwargs)  # one-line body, match, ...
+            return
+        if not isinstance(stmt, cst.Try):  # `try:` has nothing to find in its header
+            self._render(_header_only(stmt), first - _lines_before_first_token(stmt), indent, header=True, **kwargs)
+        self.block(body.body, node.body, self._inner(body, indent))  # type: ignore[attr-defined]
+        if isinstance(stmt, cst.Try):
+            assert isinstance(node, ast.Try)
+            if len(stmt.handlers) != len(node.handlers):
+                raise _Misplaced
+            for handler, ast_handler in zip(stmt.handlers, node.handlers):
+                handler_body = handler.body
+                assert isinstance(handler_body, cst.IndentedBlock)
+                if not self._has_work(ast_handler.lineno, ast_handler.end_lineno or ast_handler.lineno):
+                    self.skipped.update(id(inner) for inner in handler_body.body)
+                    continue
+                self._render(_header_only(handler), ast_handler.lineno - len(handler.leading_lines), indent, header=True)
+                self.block(handler_body.body, ast_handler.body, self._inner(handler_body, indent))
+            if stmt.finalbody is not None:
+                self._else(stmt.finalbody.body, node.finalbody, indent)
+        orelse = getattr(stmt, "orelse", None)
+        ast_orelse: list[ast.stmt] = getattr(node, "orelse", [])
+        if isinstance(orelse, cst.If):  # elif
+            if len(ast_orelse) != 1 or not isinstance(ast_orelse[0], ast.If):
+                raise _Misplaced
+            elif_node = ast_orelse[0]
+            if self._has_work(elif_node.lineno, elif_node.end_lineno or elif_node.lineno):
+                self.compound(orelse, elif_node, elif_node.lineno, indent, is_elif=True)
+            else:
+                self.skipped.add(id(orelse))
+        elif isinstance(orelse, cst.Else):
+            self._else(orelse.body, ast_orelse, indent)
+
+    def _else(self, body: cst.BaseSuite, nodes: Sequence[ast.stmt], indent: list[str]) -> None:
+        assert isinstance(body, cst.IndentedBlock)
+        self.block(body.body, nodes, self._inner(body, indent))
 
 
-def _shift_to_source(text: str, line_starts: list[int], rendered: str, line: int, earliest: int) -> int | None:
-    """Lines to move the rendering by so that it stands where the source has it (0 almost always; an
-    opening parenthesis on a line of its own puts ast's line after libcst's), or None."""
-    for candidate in range(line, max(earliest, 1) - 1, -1):
-        if candidate > len(line_starts):
-            continue
-        offset = line_starts[candidate - 1]
-        if text[offset:offset + len(rendered)] == rendered:
-            return candidate - line
-    return None
+def _subtree(node: cst.CSTNode) -> list[cst.CSTNode]:
+    nodes: list[cst.CSTNode] = []
 
-
-def _shift(ranges: dict[cst.CSTNode, CodeRange], stmt: cst.CSTNode, lines: int) -> None:
-    class _Nodes(cst.CSTVisitor):
-        def on_visit(self, node: cst.CSTNode) -> bool:
-            where = ranges.get(node)
-            if where is not None:
-                ranges[node] = CodeRange(
-                    CodePosition(where.start.line + lines, where.start.column),
-                    CodePosition(where.end.line + lines, where.end.column),
-                )
+    class _Collect(cst.CSTVisitor):
+        def on_visit(self, visited: cst.CSTNode) -> bool:
+            nodes.append(visited)
             return True
 
-    stmt.visit(_Nodes())
+    node.visit(_Collect())
+    return nodes
+
+
+_SPLITTABLE = (cst.FunctionDef, cst.ClassDef, cst.With, cst.For, cst.While, cst.If, cst.Try)
+
+
+def _blocks_only(stmt: cst.BaseStatement) -> bool:
+    """Whether `stmt` is split into header and blocks here: every block of it, down its elif chain,
+    is indented (a one-line `else: x` has no statement of its own to place)."""
+    if not isinstance(stmt, _SPLITTABLE):
+        return False
+    suites: list[Any] = [stmt.body]
+    if isinstance(stmt, cst.Try):
+        suites += [h.body for h in stmt.handlers] + ([stmt.finalbody.body] if stmt.finalbody else [])
+    orelse = getattr(stmt, "orelse", None)
+    if isinstance(orelse, cst.Else):
+        suites.append(orelse.body)
+    elif isinstance(orelse, cst.If) and not _blocks_only(orelse):
+        return False
+    return all(isinstance(suite, cst.IndentedBlock) for suite in suites)
+
+
+def node_positions(module: cst.Module, tree: ast.Module, text: str, work_lines: Sequence[int]) -> NodePositions:
+    """Positions of the nodes in the statements that hold one of `work_lines` (sorted); the ids
+    of statements without any in `skipped`."""
+    placer = _Placer(module, text, work_lines)
+    try:
+        placer.block(module.body, tree.body, [])
+    except _Misplaced:
+        return full_positions(module)
+    return NodePositions(placer.ranges, placer.skipped)

@@ -41,7 +41,43 @@ if a:
     pass
 else:
     torch.cuda.synchronize()
-x = 1'''
+x = 1
+class Big:
+    """A class long enough to be split into its header and its blocks."""
+
+    @property
+    def device(self):
+        return torch.device("cuda")
+
+    def step(self, batch):
+        if batch is None:
+            return None
+        elif batch.is_cuda:  # comment
+            batch = batch.cuda()
+        else:
+            batch = batch.to("cuda")
+        try:
+            torch.cuda.synchronize()
+        except (RuntimeError,
+                torch.cuda.OutOfMemoryError) as exc:
+            raise exc
+        finally:
+            torch.cuda.empty_cache()
+        for i in range(3):
+            with torch.cuda.amp.autocast(
+                enabled=True,
+            ):
+                pass
+        else:
+            while False:
+                torch.cuda.synchronize()
+        if batch: x = 1
+        else: x = 2
+        match batch:
+            case "cuda":
+                pass
+        return batch
+y = 2'''
 
 
 def _compare(text: str, work_lines: list[int], partial_expected: bool = False) -> tuple[int, int]:
@@ -52,7 +88,8 @@ def _compare(text: str, work_lines: list[int], partial_expected: bool = False) -
     assert not (partial_expected and partial.complete), "fell back to the full map"
     for node, where in partial.ranges.items():
         assert full[node] == where, (type(node).__name__, where, full[node])
-    skipped = [s for s in module.body if id(s) in partial.skipped]
+    skipped = [node for node in full if id(node) in partial.skipped]
+    assert len(skipped) == len(partial.skipped)
     for stmt in skipped:
         r = full[stmt]
         assert not any(r.start.line <= line <= r.end.line for line in work_lines)
@@ -81,6 +118,10 @@ def test_tricky_layouts_every_line() -> None:
 def test_statements_without_work_are_skipped() -> None:
     computed, skipped = _compare(TRICKY, [11], partial_expected=True)  # inside f only
     assert computed and skipped == len(cst.parse_module(TRICKY).body) - 1
+    line = TRICKY.splitlines().index("            batch = batch.cuda()") + 1
+    computed, skipped = _compare(TRICKY, [line], partial_expected=True)  # one line deep inside Big
+    everything = len(full_positions(cst.parse_module(TRICKY)).ranges)
+    assert 0 < computed < everything / 3 and skipped > len(cst.parse_module(TRICKY).body)
 
 
 @pytest.mark.parametrize("text", [TRICKY, TRICKY + "\n", "\n", "# only a comment\n", "x = 1\r\ny = 2\r\n", "if x:\n    pass\n# end\n"])
