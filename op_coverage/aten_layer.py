@@ -14,9 +14,6 @@ from migrator.coverage._names import (
 )
 from op_coverage.facts import GenerationError, op_name_of, yaml_load
 
-# --------------------------------------------------------------------------------------------
-# 1. torch-npu codegen yaml
-
 
 @dataclass
 class CodegenInfo:
@@ -49,10 +46,6 @@ def parse_codegen_yaml(text: str) -> CodegenInfo:
             elif isinstance(tags, list):
                 rec["tags"].update(str(t) for t in tags)
     return info
-
-
-# --------------------------------------------------------------------------------------------
-# 2. torch native_functions.yaml
 
 
 @dataclass

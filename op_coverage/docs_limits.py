@@ -13,9 +13,6 @@ from migrator.coverage._names import (
 )
 from op_coverage.facts import SOC_TERMS, SOCS, has_cjk, sorted_dtypes
 
-# --------------------------------------------------------------------------------------------
-# 3. Ascend native-API docs (markdown)
-
 
 @dataclass
 class DocRow:

@@ -10,9 +10,7 @@ from pathlib import Path
 
 import yaml
 
-from migrator.coverage._names import (
-    DTYPES,
-)
+from migrator.coverage._names import DTYPES
 
 GENERATOR_VERSION = "1.0.0"
 FORMAT_VERSION = 1
@@ -132,8 +130,8 @@ class GenerationError(RuntimeError):
     """An input is missing, unpinned or malformed; the message says what to do."""
 
 
-# --------------------------------------------------------------------------------------------
-# small helpers
+def short_commit(commit: str) -> str:
+    return commit[:7] if re.fullmatch(r"[0-9a-f]{40}", commit or "") else (commit or "unknown")
 
 
 def sha256_bytes(data: bytes) -> str:

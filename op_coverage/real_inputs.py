@@ -8,6 +8,7 @@ import hashlib
 import subprocess
 import sys
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from op_coverage.facts import (
@@ -33,9 +34,6 @@ from op_coverage.facts import (
 )
 from op_coverage.table_build import Inputs
 from op_coverage.wheel_sources import parse_sources_md
-
-# --------------------------------------------------------------------------------------------
-# 9. gathering the real inputs
 
 
 def ensure_wheel(wheel: Path | None, cache_dir: Path, offline: bool) -> Path:
@@ -109,7 +107,43 @@ def installed_torch_version() -> str | None:
 def gather_inputs(args: argparse.Namespace) -> Inputs:
     wheel_path = ensure_wheel(args.wheel, args.wheel_cache, args.offline)
     wheel, wheel_shas = read_wheel(wheel_path)
+    torch_files, torch_meta = _torch_files(args)
+    torch_version = installed_torch_version() if not args.native_functions else None
+    snapshot = _shared_snapshot(Path(args.shared_data))
+    meta = {
+        "torch_npu_wheel": {
+            "package": "torch-npu",
+            "version": TORCH_NPU_VERSION,
+            "file": WHEEL_FILE,
+            "sha256": WHEEL_SHA256,
+            "licence": "BSD-3-Clause",
+            "members_sha256": dict(sorted(wheel_shas.items())),
+        },
+        "torch": {
+            "package": "torch",
+            "version": TORCH_VERSION,
+            "files_sha256": dict(sorted(torch_meta.items())),
+            "licence": "BSD-3-Clause",
+            "note": "torch-npu 2.14.0's kernel list (codegen yaml) is byte-identical to 2.13.0's; the docs snapshot is for PyTorch 2.13",
+        },
+        **snapshot.meta,
+    }
+    if torch_version is not None and torch_version.split("+")[0] != TORCH_VERSION and not args.allow_unpinned_torch:
+        raise GenerationError(f"installed torch is {torch_version}, the table is pinned to torch {TORCH_VERSION}")
+    return Inputs(
+        wheel=wheel,
+        native_functions=torch_files[NATIVE_FUNCTIONS_REL],
+        torch_cuda_init=torch_files[TORCH_CUDA_INIT_REL],
+        docs=snapshot.docs,
+        derivatives=snapshot.derivatives,
+        meta=meta,
+        docs_commit=snapshot.docs_commit,
+        op_plugin_commit=snapshot.op_plugin_commit,
+    )
 
+
+def _torch_files(args: argparse.Namespace) -> tuple[dict[str, str], dict[str, str]]:
+    """(rel -> text, rel -> sha256) of the pinned torch files, refused when their digest differs."""
     torch_files = {}
     torch_meta = {}
     overrides = {NATIVE_FUNCTIONS_REL: args.native_functions, TORCH_CUDA_INIT_REL: args.torch_cuda_init}
@@ -126,9 +160,20 @@ def gather_inputs(args: argparse.Namespace) -> Inputs:
             )
         torch_files[rel] = data.decode("utf-8")
         torch_meta[rel] = digest
-    torch_version = installed_torch_version() if not args.native_functions else None
+    return torch_files, torch_meta
 
-    shared = Path(args.shared_data)
+
+@dataclass(frozen=True)
+class _Snapshot:
+    docs: dict[str, str]
+    derivatives: str
+    docs_commit: str
+    op_plugin_commit: str
+    meta: dict  # the header's "inputs" sections for the docs and derivatives
+
+
+def _shared_snapshot(shared: Path) -> _Snapshot:
+    """The docs and derivatives.yaml of the shared data folder, each checked against its SOURCES.md."""
     sources_md = shared / "SOURCES.md"
     if not sources_md.is_file():
         raise GenerationError(f"{sources_md} not found; pass --shared-data pointing at the shared data snapshot")
@@ -157,23 +202,7 @@ def gather_inputs(args: argparse.Namespace) -> Inputs:
     derivatives = verified(DERIVATIVES_FILE)
     docs_commit = sources[f"{DOCS_DIR}/{doc_files[0]}"]["commit"]
     op_plugin_commit = sources[DERIVATIVES_FILE]["commit"]
-
     meta = {
-        "torch_npu_wheel": {
-            "package": "torch-npu",
-            "version": TORCH_NPU_VERSION,
-            "file": WHEEL_FILE,
-            "sha256": WHEEL_SHA256,
-            "licence": "BSD-3-Clause",
-            "members_sha256": dict(sorted(wheel_shas.items())),
-        },
-        "torch": {
-            "package": "torch",
-            "version": TORCH_VERSION,
-            "files_sha256": dict(sorted(torch_meta.items())),
-            "licence": "BSD-3-Clause",
-            "note": "torch-npu 2.14.0's kernel list (codegen yaml) is byte-identical to 2.13.0's; the docs snapshot is for PyTorch 2.13",
-        },
         "ascend_pytorch_docs": {
             "repository": "Ascend/pytorch",
             "commit": docs_commit,
@@ -191,17 +220,4 @@ def gather_inputs(args: argparse.Namespace) -> Inputs:
             "version_key": "v" + ".".join(TORCH_NPU_VERSION.split(".")[:2]),
         },
     }
-    if torch_version is not None and torch_version.split("+")[0] != TORCH_VERSION and not args.allow_unpinned_torch:
-        raise GenerationError(f"installed torch is {torch_version}, the table is pinned to torch {TORCH_VERSION}")
-    return Inputs(
-        wheel=wheel,
-        native_functions=torch_files[NATIVE_FUNCTIONS_REL],
-        torch_cuda_init=torch_files[TORCH_CUDA_INIT_REL],
-        docs=docs,
-        derivatives=derivatives,
-        meta=meta,
-        docs_commit=docs_commit,
-        op_plugin_commit=op_plugin_commit,
-    )
-
-
+    return _Snapshot(docs, derivatives, docs_commit, op_plugin_commit, meta)

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from op_coverage.facts import SOCS, GenerationError, op_name_of, yaml_load
-
-# --------------------------------------------------------------------------------------------
-# 4. python sources read with ast (never imported)
 
 
 def parse_all_list(text: str) -> list[str]:
@@ -64,9 +61,29 @@ def parse_transfer_to_npu(text: str) -> dict:
                 lists[node.targets[0].id] = value
         elif isinstance(node, ast.FunctionDef):
             functions[node.name] = node
+    init = functions.get("_init")
+    if init is None:
+        raise GenerationError("transfer_to_npu.py: no _init() function")
+    rules = _InitRules()
+    for node in ast.walk(init):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            rules.assignment(node)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_device_wrapper":
+            rules.device_wrapper(node, lists)
+    return {
+        "aliases": dict(sorted(rules.aliases.items())),
+        "device_kwargs": sorted(lists.get("device_kwargs_list", [])),
+        "device_rule": sorted(rules.device_rule),
+        "hccl_rule": sorted(rules.hccl_rule),
+        "module_patches": dict(sorted(_module_patches(functions.values()).items())),
+        "other_patches": dict(sorted(rules.other_patches.items())),
+    }
 
+
+def _module_patches(functions: Iterable[ast.FunctionDef]) -> dict[str, str]:
+    """``patches = [["cuda.amp", torch_npu.npu.amp], ...]``: whole modules replaced."""
     module_patches: dict[str, str] = {}
-    for func in functions.values():
+    for func in functions:
         for node in ast.walk(func):
             if (
                 isinstance(node, ast.Assign)
@@ -80,67 +97,64 @@ def parse_transfer_to_npu(text: str) -> dict:
                         target = _dotted(item.elts[1])
                         if target:
                             module_patches["torch." + item.elts[0].value] = target
+    return module_patches
 
-    init = functions.get("_init")
-    if init is None:
-        raise GenerationError("transfer_to_npu.py: no _init() function")
-    aliases: dict[str, str] = {}
-    device_rule: set[str] = set()
-    hccl_rule: set[str] = set()
-    other_patches: dict[str, str] = {}
 
-    def wrapped_names(call: ast.AST) -> tuple[set[str], ast.AST | None]:
-        """Wrapper function names applied by ``w(x)`` / ``_compose_wrappers(a, b)(x)``."""
-        if not isinstance(call, ast.Call):
-            return set(), None
-        func = call.func
-        if isinstance(func, ast.Name):
-            return {func.id}, call.args[0] if call.args else None
-        if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and func.func.id == "_compose_wrappers":
-            return {a.id for a in func.args if isinstance(a, ast.Name)}, call.args[0] if call.args else None
-        return set(), None
+def _wrapped_names(call: ast.AST) -> set[str]:
+    """Wrapper function names applied by ``w(x)`` / ``_compose_wrappers(a, b)(x)``."""
+    if not isinstance(call, ast.Call):
+        return set()
+    func = call.func
+    if isinstance(func, ast.Name):
+        return {func.id}
+    if isinstance(func, ast.Call) and isinstance(func.func, ast.Name) and func.func.id == "_compose_wrappers":
+        return {a.id for a in func.args if isinstance(a, ast.Name)}
+    return set()
 
-    for node in ast.walk(init):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target = _dotted(node.targets[0])
-            if not target or not target.startswith("torch."):
-                continue
-            source = _dotted(node.value)
-            if source and (source.startswith("torch.") or source.startswith("torch_npu.")):
-                aliases[target] = source
-                continue
-            if isinstance(node.value, ast.Name):
-                other_patches[target] = node.value.id
-                continue
-            wrappers, _ = wrapped_names(node.value)
-            if "_wrapper_cuda" in wrappers:
-                device_rule.add(target)
-            if "_wrapper_hccl" in wrappers:
-                hccl_rule.add(target)
-            for name in sorted(wrappers - {"_wrapper_cuda", "_wrapper_hccl"}):
-                other_patches[target] = name
-        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "_device_wrapper":
-            if len(node.args) != 2:
-                continue
-            owner = _dotted(node.args[0])
-            names_node = node.args[1]
-            if isinstance(names_node, ast.Name):
-                names = lists.get(names_node.id, [])
-            else:
-                try:
-                    names = list(ast.literal_eval(names_node))
-                except ValueError:
-                    names = []
-            if owner:
-                device_rule.update(f"{owner}.{n}" for n in names)
-    return {
-        "aliases": dict(sorted(aliases.items())),
-        "device_kwargs": sorted(lists.get("device_kwargs_list", [])),
-        "device_rule": sorted(device_rule),
-        "hccl_rule": sorted(hccl_rule),
-        "module_patches": dict(sorted(module_patches.items())),
-        "other_patches": dict(sorted(other_patches.items())),
-    }
+
+class _InitRules:
+    """What ``_init()`` of transfer_to_npu rebinds, wraps or patches."""
+
+    def __init__(self) -> None:
+        self.aliases: dict[str, str] = {}
+        self.device_rule: set[str] = set()
+        self.hccl_rule: set[str] = set()
+        self.other_patches: dict[str, str] = {}
+
+    def assignment(self, node: ast.Assign) -> None:
+        target = _dotted(node.targets[0])
+        if not target or not target.startswith("torch."):
+            return
+        source = _dotted(node.value)
+        if source and (source.startswith("torch.") or source.startswith("torch_npu.")):
+            self.aliases[target] = source
+            return
+        if isinstance(node.value, ast.Name):
+            self.other_patches[target] = node.value.id
+            return
+        wrappers = _wrapped_names(node.value)
+        if "_wrapper_cuda" in wrappers:
+            self.device_rule.add(target)
+        if "_wrapper_hccl" in wrappers:
+            self.hccl_rule.add(target)
+        for name in sorted(wrappers - {"_wrapper_cuda", "_wrapper_hccl"}):
+            self.other_patches[target] = name
+
+    def device_wrapper(self, node: ast.Call, lists: Mapping[str, list[str]]) -> None:
+        """``_device_wrapper(owner, names)``: cuda device arguments of each callable become npu."""
+        if len(node.args) != 2:
+            return
+        owner = _dotted(node.args[0])
+        names_node = node.args[1]
+        if isinstance(names_node, ast.Name):
+            names = lists.get(names_node.id, [])
+        else:
+            try:
+                names = list(ast.literal_eval(names_node))
+            except ValueError:
+                names = []
+        if owner:
+            self.device_rule.update(f"{owner}.{n}" for n in names)
 
 
 def parse_op_plugin_docs(text: str) -> dict[str, list[str]]:
@@ -232,10 +246,6 @@ def parse_optimizers(init_text: str, module_texts: Mapping[str, str]) -> dict[st
     return dict(sorted(out.items()))
 
 
-# --------------------------------------------------------------------------------------------
-# 5. op-plugin derivatives.yaml
-
-
 def parse_derivatives(text: str, version_key: str) -> dict[str, list[str]]:
     """Ops with a backward formula valid for ``version_key`` (e.g. ``v2.14``) -> grad inputs."""
     data = yaml_load(text) or {}
@@ -267,10 +277,6 @@ def parse_derivatives(text: str, version_key: str) -> dict[str, list[str]]:
                 if k and k not in inputs:
                     inputs.append(k)
     return dict(sorted(out_lists.items()))
-
-
-# --------------------------------------------------------------------------------------------
-# 6. SOURCES.md of the shared data snapshot
 
 
 def parse_sources_md(text: str) -> dict[str, dict]:
