@@ -36,6 +36,8 @@ def project_files(folder: Path, pruned_dirs: Iterable[str] = ()) -> list[str] | 
     files and untracked files no ignore rule covers (`git ls-files -co --exclude-standard`). A nested
     repository or submodule is one entry (its folder). Folders named in `pruned_dirs` are not
     descended into for untracked files. None where git is missing or `folder` is not in a work tree."""
+    if not _below_a_git_folder(folder):
+        return None  # no work tree: spare the git process
     excludes = [f"--exclude={name}/" for name in sorted(pruned_dirs)]
     out = _git(["ls-files", "--cached", "--others", "--exclude-standard", "-z", *excludes], folder)
     if out is None or out.returncode != 0:
@@ -43,6 +45,15 @@ def project_files(folder: Path, pruned_dirs: Iterable[str] = ()) -> list[str] | 
     # -z: names unquoted, as bytes; os.fsdecode keeps a non-UTF-8 name openable (surrogateescape)
     names = {os.fsdecode(raw).rstrip("/") for raw in out.stdout.split(b"\0") if raw}
     return sorted(names)  # a conflicted file is listed once per stage
+
+
+def _below_a_git_folder(folder: Path) -> bool:
+    """A `.git` folder or file (worktrees, submodules) in `folder` or above it."""
+    try:
+        here = folder.resolve()
+    except (OSError, RuntimeError):
+        return True  # let git decide
+    return any(os.path.exists(os.path.join(p, ".git")) for p in (here, *here.parents))
 
 
 def submodules(root: Path) -> set[str]:
