@@ -35,16 +35,24 @@ def project_files(folder: Path, pruned_dirs: Iterable[str] = ()) -> list[str] | 
     """Paths under `folder` (relative to it, `/`-separated) that git counts as the project: tracked
     files and untracked files no ignore rule covers (`git ls-files -co --exclude-standard`). A nested
     repository or submodule is one entry (its folder). Folders named in `pruned_dirs` are not
-    descended into for untracked files. None where git is missing or `folder` is not in a work tree."""
+    descended into for untracked files. None where git is missing, `folder` is not in a work tree
+    or git ignores `folder` itself."""
     if not _below_a_git_folder(folder):
         return None  # no work tree: spare the git process
     excludes = [f"--exclude={name}/" for name in sorted(pruned_dirs)]
     out = _git(["ls-files", "--cached", "--others", "--exclude-standard", "-z", *excludes], folder)
     if out is None or out.returncode != 0:
         return None
+    if _ignored_by_git(folder):
+        return None  # asked for although git leaves it out (e.g. an unpacked sdist under an ignored folder)
     # -z: names unquoted, as bytes; os.fsdecode keeps a non-UTF-8 name openable (surrogateescape)
     names = {os.fsdecode(raw).rstrip("/") for raw in out.stdout.split(b"\0") if raw}
     return sorted(names)  # a conflicted file is listed once per stage
+
+
+def _ignored_by_git(folder: Path) -> bool:
+    out = _git(["check-ignore", "-q", "--", os.path.join(str(folder.resolve()), "")], folder)
+    return out is not None and out.returncode == 0
 
 
 def _below_a_git_folder(folder: Path) -> bool:

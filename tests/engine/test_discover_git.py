@@ -195,3 +195,18 @@ def test_explicit_files_and_folders_are_not_listed_twice(tmp_path):
     _write(root / "sub" / "b.py")
     assert _found(root, root / "sub" / "b.py", root, root / "sub") == [("file", "sub/b.py"), ("file", "a.py")]
     assert all(not isinstance(i, Skip) for i in discover(root, [root], None))
+
+
+def test_a_folder_git_ignores_is_walked_when_asked_for(tmp_path):
+    """An sdist unpacked under an ignored folder of another repository is still a project of its own."""
+    outer = _repo(tmp_path / "outer")
+    _write(outer / ".gitignore", "third_party/\n")
+    _write(outer / "own.py")
+    pkg = outer / "third_party" / "pkg"
+    _write(pkg / "pyproject.toml", "[project]\nname = 'pkg'\n")
+    _write(pkg / "a.py")
+    _write(pkg / ".gitignore", "gen_*.py\n")
+    _write(pkg / "gen_x.py")
+    assert _files(outer) == ["own.py"]
+    assert _files(pkg) == ["a.py", "pyproject.toml"]  # its own .gitignore still counts
+    assert {f.path for f in api.scan([pkg], use_cache=False).findings} == {"a.py"}
