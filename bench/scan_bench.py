@@ -26,17 +26,17 @@ import json
 import os
 import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from cli_timing import BYTECODE, REPO, Series, cli_env, run_cli, scan_args
+from import_timing import bench_imports, plain_project
+from scan_bench_report import loadavg, print_table
 from sdists import BenchError, Pin, default_cache, fetch_tree
-
-REPO = Path(__file__).resolve().parent.parent
 
 # The pinned input. The digest is the one PyPI publishes for this file (checked against
 # https://pypi.org/simple/megatron-core/ when it was pinned); change all three together.
@@ -49,23 +49,10 @@ SHA256 = "11c40a1a26713951eaae6f73d5944f921db427cedd0e29b891102685a96d662f"
 ONE_FILE = "megatron/core/transformer/transformer_layer.py"
 
 TARGETS = {"cold": 10.0, "warm": 1.0, "one_file": 0.5}
-HEAVY_MODULES = ("libcst", "torch")
-# A file with nothing for the scanner to find (no accelerator names at all).
-PLAIN_SOURCE = '"""A plain module."""\n\n\ndef add(a, b):\n    return a + b\n'
 
 
 # -- input --------------------------------------------------------------------------------------
 MEGATRON = Pin(PACKAGE, VERSION, SDIST, SHA256)
-
-
-def plain_project(cache: Path) -> Path:
-    """A one-file project (its own pyproject.toml, so it is its own scan root) with no markers."""
-    folder = cache / "plain"
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "pyproject.toml").write_text('[project]\nname = "plain"\nversion = "0"\n')
-    path = folder / "plain.py"
-    path.write_text(PLAIN_SOURCE)
-    return path
 
 
 def count_input(tree: Path) -> tuple[int, int]:
@@ -90,75 +77,6 @@ def count_input(tree: Path) -> tuple[int, int]:
         except OSError:
             pass
     return len(files), lines
-
-
-# -- timing -------------------------------------------------------------------------------------
-@dataclass
-class Series:
-    name: str
-    times: list[float] = field(default_factory=list)
-    files: int = 0
-    lines: int = 0
-    target: float | None = None
-    note: str = ""
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.times)
-
-    def as_dict(self) -> dict:
-        med = self.median
-        return {
-            "name": self.name,
-            "runs": len(self.times),
-            "times_s": [round(t, 4) for t in self.times],
-            "median_s": round(med, 4),
-            "min_s": round(min(self.times), 4),
-            "max_s": round(max(self.times), 4),
-            "files": self.files,
-            "lines": self.lines,
-            "files_per_s": round(self.files / med, 1) if self.files and med else None,
-            "lines_per_s": round(self.lines / med) if self.lines and med else None,
-            "target_s": self.target,
-            "meets_target": (med <= self.target) if self.target is not None else None,
-            "note": self.note,
-        }
-
-
-BYTECODE: dict[str, str | None] = {"prefix": None}  # set by main(): where .pyc files go
-
-
-def cli_env(cache_dir: Path) -> dict[str, str]:
-    env = dict(os.environ)
-    env["MIGRATE_CACHE_DIR"] = str(cache_dir)
-    if BYTECODE["prefix"]:
-        # like an installed tool (pip compiles .pyc at install time), without writing into the repo
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = BYTECODE["prefix"]
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
-    env.pop("MIGRATE_DEBUG", None)
-    env["NO_COLOR"] = "1"
-    env["CI"] = "1"  # no progress bar
-    return env
-
-
-def run_cli(args: list[str], cache_dir: Path, python_flags: tuple[str, ...] = ()) -> tuple[float, subprocess.CompletedProcess]:
-    cmd = [sys.executable, *python_flags, "-m", "migrator", *args]
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=REPO, env=cli_env(cache_dir), capture_output=True, text=True)
-    elapsed = time.perf_counter() - start
-    if proc.returncode not in (0, 1):  # 1 = findings
-        raise BenchError(f"`{' '.join(cmd)}` exited {proc.returncode}:\n{proc.stderr.strip()[-2000:]}")
-    return elapsed, proc
-
-
-def scan_args(paths: list[Path], out: Path, jobs: int | None, no_cache: bool) -> list[str]:
-    args = ["scan", *map(str, paths), "--format", "json", "-o", str(out), "--exit-zero"]
-    if no_cache:
-        args.append("--no-cache")
-    if jobs is not None:
-        args += ["--jobs", str(jobs)]
-    return args
 
 
 def bench_cli(tree: Path, one_file: Path, reps: int, jobs: int | None, work: Path, files: int, lines: int, log) -> dict[str, Series]:
@@ -272,111 +190,7 @@ def worker_main(tree: str, one_file: str, reps: str, jobs: str, mode: str) -> in
     return 0
 
 
-def parse_importtime(stderr: str) -> tuple[float, list[str], list[tuple[str, float]]]:
-    """(total seconds = sum of `self`, imported module names, top-level modules by cumulative)."""
-    total_us = 0
-    names: list[str] = []
-    top: list[tuple[str, float]] = []
-    for line in stderr.splitlines():
-        if not line.startswith("import time:") or "self [us]" in line:
-            continue
-        try:
-            _, rest = line.split(":", 1)
-            self_us, cum_us, name = (part for part in rest.split("|", 2))
-            total_us += int(self_us)
-        except ValueError:
-            continue
-        stripped = name.strip()
-        names.append(stripped)
-        if name.startswith(" ") and not name.startswith("  "):  # one space: a top-level import
-            top.append((stripped, int(cum_us) / 1e6))
-    top.sort(key=lambda item: -item[1])
-    return total_us / 1e6, names, top[:5]
-
-
-def bench_imports(plain: Path, reps: int, work: Path) -> list[dict]:
-    cases = [
-        ("--help", ["--help"]),
-        ("rules", ["rules"]),
-        ("rule DEV001", ["rule", "DEV001"]),
-        ("scan <file without markers>", ["scan", str(plain), "--no-cache"]),
-    ]
-    rows = []
-    for label, args in cases:
-        cache_dir = Path(tempfile.mkdtemp(dir=work, prefix="imp-"))
-        _, proc = run_cli(args, cache_dir, ("-X", "importtime"))
-        total, names, top = parse_importtime(proc.stderr)
-        heavy = sorted({n.split(".", 1)[0] for n in names if n.split(".", 1)[0] in HEAVY_MODULES})
-        walls = [run_cli(args, cache_dir)[0] for _ in range(reps)]
-        rows.append(
-            {
-                "command": "python3 -m migrator " + " ".join(a if a != str(plain) else "plain.py" for a in args),
-                "label": label,
-                "import_total_s": round(total, 4),
-                "modules_imported": len(names),
-                "heavy_imported": heavy,
-                "top_cumulative": [(n, round(s, 4)) for n, s in top],
-                "wall_median_s": round(statistics.median(walls), 4),
-            }
-        )
-    return rows
-
-
-def loadavg() -> float | None:
-    try:
-        return round(os.getloadavg()[0], 2)
-    except OSError:
-        return None
-
-
-# -- report -------------------------------------------------------------------------------------
-def fmt_rate(value) -> str:
-    if value is None:
-        return "-"
-    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
-
-
-def print_table(results: dict, out=sys.stdout) -> None:
-    w = out.write
-    meta = results["meta"]
-    w(f"\nascend-migrate scan benchmark: {meta['package']} {meta['version']} "
-      f"({meta['files']} files, {meta['lines']:,} lines), {meta['reps']} runs each, medians\n")
-    w(f"python {meta['python']}, {meta['cpus']} CPUs, --jobs {meta['jobs']}, bytecode {meta['bytecode']}\n\n")
-    header = f"{'measurement':<58} {'median s':>9} {'min s':>7} {'max s':>7} {'files/s':>8} {'lines/s':>10} {'target':>8}\n"
-    before, after = meta["loadavg_1min_before_after"]
-    if max(before or 0, after or 0) > 0.5:
-        w(f"WARNING: the machine was busy (1-min load average {before} before, {after} after); "
-          "figures include that contention\n\n")
-    w(header)
-    w("-" * (len(header) - 1) + "\n")
-    for s in results["series"]:
-        target = "-"
-        if s["target_s"] is not None:
-            target = f"{'ok' if s['meets_target'] else 'MISS'} {s['target_s']:g}"
-        w(
-            f"{s['name']:<58} {s['median_s']:>9.3f} {s['min_s']:>7.3f} {s['max_s']:>7.3f} "
-            f"{fmt_rate(s['files_per_s']):>8} {fmt_rate(s['lines_per_s']):>10} {target:>8}\n"
-        )
-    w("\nratios (same run, medians)\n")
-    for name, value in results["ratios"].items():
-        w(f"  {name:<56} {value:>7.1f}x\n")
-    w("\nimport time (python3 -X importtime; total = sum of `self`) and wall time, median\n")
-    for row in results["imports"]:
-        heavy = ", ".join(row["heavy_imported"]) or "none"
-        w(f"  {row['label']:<30} import {row['import_total_s']:.3f} s ({row['modules_imported']} modules), "
-          f"wall {row['wall_median_s']:.3f} s, libcst/torch imported: {heavy}\n")
-    notes = [s for s in results["series"] if s["note"]]
-    if notes:
-        w("\nnotes\n")
-        for s in notes:
-            w(f"  {s['name']}: {s['note']}\n")
-    w("\n")
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["--_worker"]:
-        return worker_main(*argv[1:])
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", "--reps", type=int, default=5, help="repetitions per measurement (default 5)")
     parser.add_argument("--cache", type=Path, default=None, help="download/unpack folder (default $MIGRATE_BENCH_CACHE or ~/.cache/ascend-migrate-bench)")
@@ -390,6 +204,92 @@ def main(argv: list[str] | None = None) -> int:
         help="honour PYTHONDONTWRITEBYTECODE as set (default: compile .pyc under the cache folder, "
         "as an installed tool has them)",
     )
+    return parser
+
+
+@dataclass
+class Measured:
+    tree: Path
+    files: int
+    lines: int
+    series: dict[str, Series]
+    imports: list[dict]
+    load_before_after: tuple[float | None, float | None]
+
+
+def measure(args: argparse.Namespace, log) -> Measured:
+    """Every timing of one benchmark run; BenchError when it cannot run."""
+    cache = (args.cache or default_cache()).absolute()
+    tree = fetch_tree(MEGATRON, cache, log)
+    one_file = tree / ONE_FILE
+    if not one_file.is_file():
+        raise BenchError(f"{ONE_FILE} missing from the unpacked tree")
+    plain = plain_project(cache)
+    if not args.no_bytecode:
+        BYTECODE["prefix"] = str(cache / "pycache")
+    work = Path(tempfile.mkdtemp(prefix="scan-bench-"))
+    load_before = loadavg()
+    try:
+        # warm-up: .pyc compiled, files in the page cache; not timed
+        run_cli(["--help"], work)
+        run_cli(scan_args([tree], work / "warmup.json", args.jobs, no_cache=True), work)
+        if not args.skip_api:
+            log("timing migrator.api.scan() in a fresh interpreter ...")
+        mode = "count" if args.skip_api else "api"
+        try:
+            api_series, files, lines = bench_api(tree, one_file, args.reps, args.jobs, work, mode)
+        except BenchError as exc:
+            if mode == "count":
+                raise
+            log(f"warning: in-process timings skipped: {exc}")
+            api_series, files, lines = bench_api(tree, one_file, args.reps, args.jobs, work, "count")
+        log(f"timing the CLI on {tree} ({files} files, {lines:,} lines) ...")
+        series = bench_cli(tree, one_file, args.reps, args.jobs, work, files, lines, log)
+        series.update(api_series)
+        log("measuring import time ...")
+        imports = bench_imports(plain, args.reps, work)
+        return Measured(tree, files, lines, series, imports, (load_before, loadavg()))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def results_of(m: Measured, args: argparse.Namespace) -> dict:
+    series = m.series
+    ratios = {"CLI cold / CLI warm": series["cold"].median / series["warm"].median}
+    ratios["CLI one file (--no-cache) / CLI one file (warm)"] = series["one_cold"].median / series["one_warm"].median
+    if "api_cold" in series:
+        ratios["api cold / api warm"] = series["api_cold"].median / series["api_warm"].median
+        ratios["CLI cold / api cold (start-up + output overhead)"] = series["cold"].median / series["api_cold"].median
+    bytecode = "compiled (.pyc under the cache folder)" if BYTECODE["prefix"] else (
+        "not written (PYTHONDONTWRITEBYTECODE)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "default")
+    return {
+        "meta": {
+            "package": PACKAGE,
+            "version": VERSION,
+            "sdist": SDIST,
+            "sha256": SHA256,
+            "tree": str(m.tree),
+            "files": m.files,
+            "lines": m.lines,
+            "reps": args.reps,
+            "jobs": args.jobs if args.jobs is not None else "default",
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "bytecode": bytecode,
+            "platform": platform.platform(),
+            "loadavg_1min_before_after": list(m.load_before_after),
+        },
+        "series": [s.as_dict() for s in series.values()],
+        "ratios": {k: round(v, 2) for k, v in ratios.items()},
+        "imports": m.imports,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["--_worker"]:
+        return worker_main(*argv[1:])
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.reps < 1:
         parser.error("--reps must be at least 1")
@@ -398,70 +298,12 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quiet:
             print(message, file=sys.stderr, flush=True)
 
-    cache = (args.cache or default_cache()).absolute()
     try:
-        tree = fetch_tree(MEGATRON, cache, log)
-        one_file = tree / ONE_FILE
-        if not one_file.is_file():
-            raise BenchError(f"{ONE_FILE} missing from the unpacked tree")
-        plain = plain_project(cache)
-        if not args.no_bytecode:
-            BYTECODE["prefix"] = str(cache / "pycache")
-        work = Path(tempfile.mkdtemp(prefix="scan-bench-"))
-        load_before = loadavg()
-        try:
-            # warm-up: .pyc compiled, files in the page cache; not timed
-            run_cli(["--help"], work)
-            run_cli(scan_args([tree], work / "warmup.json", args.jobs, no_cache=True), work)
-            if not args.skip_api:
-                log("timing migrator.api.scan() in a fresh interpreter ...")
-            mode = "count" if args.skip_api else "api"
-            try:
-                api_series, files, lines = bench_api(tree, one_file, args.reps, args.jobs, work, mode)
-            except BenchError as exc:
-                if mode == "count":
-                    raise
-                log(f"warning: in-process timings skipped: {exc}")
-                api_series, files, lines = bench_api(tree, one_file, args.reps, args.jobs, work, "count")
-            log(f"timing the CLI on {tree} ({files} files, {lines:,} lines) ...")
-            series = bench_cli(tree, one_file, args.reps, args.jobs, work, files, lines, log)
-            series.update(api_series)
-            log("measuring import time ...")
-            imports = bench_imports(plain, args.reps, work)
-            load_after = loadavg()
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
+        measured = measure(args, log)
     except BenchError as exc:
         print(f"scan_bench: error: {exc}", file=sys.stderr)
         return 2
-
-    ratios = {"CLI cold / CLI warm": series["cold"].median / series["warm"].median}
-    ratios["CLI one file (--no-cache) / CLI one file (warm)"] = series["one_cold"].median / series["one_warm"].median
-    if "api_cold" in series:
-        ratios["api cold / api warm"] = series["api_cold"].median / series["api_warm"].median
-        ratios["CLI cold / api cold (start-up + output overhead)"] = series["cold"].median / series["api_cold"].median
-    results = {
-        "meta": {
-            "package": PACKAGE,
-            "version": VERSION,
-            "sdist": SDIST,
-            "sha256": SHA256,
-            "tree": str(tree),
-            "files": files,
-            "lines": lines,
-            "reps": args.reps,
-            "jobs": args.jobs if args.jobs is not None else "default",
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "bytecode": "compiled (.pyc under the cache folder)" if BYTECODE["prefix"] else
-            ("not written (PYTHONDONTWRITEBYTECODE)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "default"),
-            "platform": platform.platform(),
-            "loadavg_1min_before_after": [load_before, load_after],
-        },
-        "series": [s.as_dict() for s in series.values()],
-        "ratios": {k: round(v, 2) for k, v in ratios.items()},
-        "imports": imports,
-    }
+    results = results_of(measured, args)
     print_table(results)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -381,7 +381,7 @@ def rules() -> list[Rule]:
 def apply_baseline(result: RunResult, baseline: str | Path) -> RunResult:
     """Only the findings the baseline file does not list; `summary.baselined` counts the others."""
     from migrator import baseline as bl
-    from migrator.sources import SourceLines
+    from migrator.scanned_lines import SourceLines
 
     try:
         known = bl.load(baseline)
@@ -393,7 +393,7 @@ def apply_baseline(result: RunResult, baseline: str | Path) -> RunResult:
 def baseline_text(result: RunResult) -> str:
     """The baseline file (JSON) recording every finding of `result`."""
     from migrator import baseline as bl
-    from migrator.sources import SourceLines
+    from migrator.scanned_lines import SourceLines
 
     return bl.dumps(bl.make(result, SourceLines(result.summary.root)))
 

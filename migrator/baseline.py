@@ -15,7 +15,7 @@ inserting or deleting lines elsewhere does not make old findings "new":
 Editing the flagged line itself, renaming the file or changing the rule's symbol makes the finding
 new again, which is what a reviewer wants to see. Pure functions over a RunResult and the file text
 (``lines_of(path) -> list[str] | None``); reading files is the caller's business (see
-`migrator.sources.SourceLines`).
+`migrator.scanned_lines.SourceLines`).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def fingerprint(code: str, symbol: str, line: str | None) -> str:
 
 def keys(findings: Iterable[Finding], lines_of: LinesOf) -> list[tuple[Finding, Key]]:
     """Each finding with its baseline key, in the findings' (path, line, column) order."""
-    from migrator.sources import CellLines
+    from migrator.scanned_lines import CellLines
 
     source = CellLines(lines_of)  # a notebook finding's line is a line of its cell
     seen: Counter = Counter()

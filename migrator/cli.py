@@ -81,7 +81,7 @@ def scan(paths, fmt, output, select, ignore, fail_on, exit_zero, jobs, no_cache,
         if baseline or settings.baseline:
             result = api.apply_baseline(result, baseline or settings.baseline)
         color = fmt == "text" and not output and sys.stdout.isatty() and "NO_COLOR" not in os.environ
-        from migrator.sources import SourceLines
+        from migrator.scanned_lines import SourceLines
 
         text = render(result, fmt, color=color, lines_of=SourceLines(result.summary.root) if fmt in ("sarif", "github") else None)
         if quiet and fmt == "text":

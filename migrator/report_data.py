@@ -19,7 +19,7 @@ from typing import Any
 
 from migrator.jsonfile import read_json
 from migrator.model import RunResult
-from migrator.sources import CellLines, SourceLines
+from migrator.scanned_lines import CellLines, SourceLines
 
 DEFAULT_FIX_RECORD = ".migrate/fix-record.json"
 

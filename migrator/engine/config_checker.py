@@ -22,30 +22,20 @@ What is reported, by key and value (never by file name):
   prose that merely mentions a name is not reported) — the ENV001–ENV005 symbols, with ENV001/ENV002's
   exact renames.
 
-Positions come from the parser (PyYAML's composer marks, a small positional JSON scanner, a
-line search for TOML); a fix replaces only the characters of the scalar at that position, so key
+Positions come from `engine/config_reader.py` (PyYAML's composer marks, a small positional JSON
+scanner, tomlkit's round trip for TOML); a fix replaces only the characters of the scalar at that position, so key
 order, comments, quoting and layout are kept by construction, and the fixer re-parses to prove
 that exactly the intended values changed (engine/config_verify.verify).
 """
 
 from __future__ import annotations
 
-import bisect
-import json
 import re
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
-import yaml
-
+from migrator.engine.config_reader import Entry, ParsedConfig, Scalar
 from migrator.engine.python_checker import ENV_TOKEN, NCCL_STRING
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 CONFIG_PREFILTER = re.compile(
     rb"(?i)cuda|nccl|flash_att|use_flash|NVIDIA_|NVTE_|[\"']?\bamp[\"']?\s*:|\blamb\b|sparse_attention"
@@ -60,31 +50,6 @@ ATTN_BOOL_KEYS = {"use_flash_attention_2", "use_flash_attn", "use_flash_attentio
 DEEPSPEED_KEYS = {"train_batch_size", "train_micro_batch_size_per_gpu", "gradient_accumulation_steps", "zero_optimization"}
 
 
-# libyaml when PyYAML has it (twice as fast); its marks count characters like the pure loader's
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-class ConfigParseError(ValueError):
-    """The file does not parse as its format says; it is skipped, not reported."""
-
-
-@dataclass(eq=False)
-class Scalar:
-    value: Any
-    is_str: bool
-    start: int  # character offsets of the scalar's source text; -1 when unknown (TOML keys)
-    end: int
-    ident: int  # YAML aliases share one Scalar
-
-
-@dataclass(frozen=True)
-class Entry:
-    path: tuple  # keys and list indices from the document root (YAML: document index first)
-    key: str | None  # nearest mapping key (a list item inherits its list's key)
-    scalar: Scalar
-    is_key: bool
-
-
 @dataclass(frozen=True)
 class ConfigHit:
     key: str  # "impl:<name>" or "sym:$env.NAME"
@@ -97,204 +62,6 @@ class ConfigHit:
     is_key: bool = False
     old: str = ""  # the text replaced (a substring of the scalar's value)
     shared: bool = False  # the scalar is reached through several paths (YAML alias/merge)
-
-
-@dataclass
-class ParsedConfig:
-    fmt: str
-    text: str
-    docs: list[Any]  # plain data, one per document
-    entries: list[Entry] = field(default_factory=list)
-    yaml_roots: list[Any] = field(default_factory=list)
-    containers: dict[tuple, tuple[int, int]] = field(default_factory=dict)  # JSON: path -> span of {...} / [...]
-
-
-def config_format(rel: str) -> str:
-    lower = rel.lower()
-    if lower.endswith(".json"):
-        return "json"
-    if lower.endswith(".toml"):
-        return "toml"
-    return "yaml"
-
-
-# ---- parsing with positions ----------------------------------------------------------------
-
-
-def parse_config(text: str, fmt: str) -> ParsedConfig:
-    if fmt == "json":
-        return _parse_json(text)
-    if fmt == "toml":
-        return _parse_toml(text)
-    return _parse_yaml(text)
-
-
-def _yaml_value(node: yaml.ScalarNode) -> tuple[Any, bool]:
-    tag = node.tag or ""
-    if tag.endswith(":str"):
-        return node.value, True
-    if tag.endswith(":bool"):
-        return node.value.lower() in ("true", "yes", "on", "y"), False
-    if tag.endswith(":null"):
-        return None, False
-    return node.value, False
-
-
-def _parse_yaml(text: str) -> ParsedConfig:
-    try:
-        roots = list(yaml.compose_all(text, Loader=YAML_LOADER))
-        constructor = yaml.constructor.SafeConstructor()
-        docs = [constructor.construct_document(root) if root is not None else None for root in roots]
-    except yaml.YAMLError as exc:
-        raise ConfigParseError(f"invalid YAML: {str(exc).splitlines()[0]}") from None
-    except (ValueError, RecursionError) as exc:
-        raise ConfigParseError(f"invalid YAML: {exc}") from None
-    parsed = ParsedConfig("yaml", text, docs, yaml_roots=roots)
-    scalars: dict[int, Scalar] = {}
-
-    def scalar(node: yaml.ScalarNode) -> Scalar:
-        got = scalars.get(id(node))
-        if got is None:
-            value, is_str = _yaml_value(node)
-            got = scalars[id(node)] = Scalar(value, is_str, node.start_mark.index, node.end_mark.index, id(node))
-        return got
-
-    def walk(node, path: tuple, key: str | None, active: set[int]) -> None:
-        if id(node) in active:
-            return  # a recursive alias
-        if isinstance(node, yaml.ScalarNode):
-            parsed.entries.append(Entry(path, key, scalar(node), False))
-        elif isinstance(node, yaml.MappingNode):
-            active = active | {id(node)}
-            for k, v in node.value:
-                if k.tag == "tag:yaml.org,2002:merge":
-                    for base in v.value if isinstance(v, yaml.SequenceNode) else [v]:
-                        walk(base, path, key, active)  # merged keys act as keys of this mapping
-                    continue
-                name = k.value if isinstance(k, yaml.ScalarNode) else None
-                if isinstance(k, yaml.ScalarNode):
-                    parsed.entries.append(Entry(path + (name,), name, scalar(k), True))
-                walk(v, path + (name,), name, active)
-        elif isinstance(node, yaml.SequenceNode):
-            active = active | {id(node)}
-            for i, item in enumerate(node.value):
-                walk(item, path + (i,), key, active)
-
-    for index, root in enumerate(roots):
-        if root is not None:
-            walk(root, (index,), None, set())
-    return parsed
-
-
-_JSON_LITERAL = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity")
-_JSON_WS = re.compile(r"[ \t\n\r]*")
-# the decoder's own string scanner (returns the decoded string and the index past it); not in typeshed
-_scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]
-
-
-def _parse_json(text: str) -> ParsedConfig:
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise ConfigParseError(f"invalid JSON: {exc}") from None
-    parsed = ParsedConfig("json", text, [data])
-    counter = iter(range(1 << 62))
-
-    def ws(i: int) -> int:
-        return _JSON_WS.match(text, i).end()  # type: ignore[union-attr]  # `[ ...]*` always matches
-
-    def value(i: int, path: tuple, key: str | None) -> int:
-        i = ws(i)
-        c = text[i]
-        if c == "{":
-            start = i
-            i = ws(i + 1)
-            if text[i] == "}":
-                parsed.containers[path] = (start, i + 1)
-                return i + 1
-            while True:
-                i = ws(i)
-                name, end = _scanstring(text, i + 1)
-                parsed.entries.append(Entry(path + (name,), name, Scalar(name, True, i, end, next(counter)), True))
-                i = ws(end) + 1  # past ':'
-                i = ws(value(i, path + (name,), name))
-                if text[i] == ",":
-                    i += 1
-                    continue
-                parsed.containers[path] = (start, i + 1)
-                return i + 1  # past '}'
-        if c == "[":
-            start = i
-            i = ws(i + 1)
-            if text[i] == "]":
-                parsed.containers[path] = (start, i + 1)
-                return i + 1
-            index = 0
-            while True:
-                i = ws(value(i, path + (index,), key))
-                index += 1
-                if text[i] == ",":
-                    i += 1
-                    continue
-                parsed.containers[path] = (start, i + 1)
-                return i + 1
-        if c == '"':
-            s, end = _scanstring(text, i + 1)
-            parsed.entries.append(Entry(path, key, Scalar(s, True, i, end, next(counter)), False))
-            return end
-        m = _JSON_LITERAL.match(text, i)
-        assert m is not None, "json.loads accepted the text, so a literal starts here"
-        raw = m.group(0)
-        parsed.entries.append(Entry(path, key, Scalar(json.loads(raw), False, i, m.end(), next(counter)), False))
-        return m.end()
-
-    value(0, (0,), None)
-    return parsed
-
-
-def _parse_toml(text: str) -> ParsedConfig:
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigParseError(f"invalid TOML: {exc}") from None
-    parsed = ParsedConfig("toml", text, [data])
-    counter = iter(range(1 << 62))
-    used: set[int] = set()
-
-    def locate(key: str, val: str | None) -> tuple[int, int]:
-        """The first unused `key = "value"` (or bare key) in the text; TOML keeps no positions."""
-        k = re.escape(key)
-        if val is None:
-            pattern = re.compile(rf"(?<![\w-])[\"']?{k}[\"']?(?=\s*[=.])")
-        else:
-            pattern = re.compile(rf"(?<![\w-])[\"']?{k}[\"']?\s*=\s*(?P<v>\"{re.escape(val)}\"|'{re.escape(val)}')")
-        for m in pattern.finditer(text):
-            start, end = (m.start("v"), m.end("v")) if val is not None else (m.start(), m.end())
-            if start not in used:
-                used.add(start)
-                return start, end
-        return -1, -1
-
-    def walk(obj: Any, path: tuple, key: str | None) -> None:
-        if isinstance(obj, dict):
-            for name, v in obj.items():
-                start, end = locate(name, None) if ENV_TOKEN.search(name) else (-1, -1)
-                parsed.entries.append(Entry(path + (name,), name, Scalar(name, True, start, end, next(counter)), True))
-                walk(v, path + (name,), name)
-        elif isinstance(obj, list):
-            for i, item in enumerate(obj):
-                walk(item, path + (i,), key)
-        else:
-            is_str = isinstance(obj, str)
-            start, end = locate(key, obj) if is_str and key and _interesting(obj) else (-1, -1)
-            parsed.entries.append(Entry(path, key, Scalar(obj, is_str, start, end, next(counter)), False))
-
-    walk(data, (0,), None)
-    return parsed
-
-
-def _interesting(value: str) -> bool:
-    return bool(re.search(r"(?i)cuda|nccl|flash|NVIDIA_|NVTE_", value))
 
 
 # ---- checks ---------------------------------------------------------------------------------
@@ -425,25 +192,3 @@ def _deepspeed_hits(parsed: ParsedConfig) -> Iterator[ConfigHit]:
                                 "builders have none", path=e.path, is_key=True)
 
 
-# ---- positions and verification ----------------------------------------------------------------
-
-_NEWLINE = re.compile(r"\r\n|\r|\n")
-
-
-class LineIndex:
-    """Character offset -> 1-based (line, column), counting `\\r\\n`, `\\r`, `\\n` as line breaks."""
-
-    def __init__(self, text: str):
-        self.starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
-
-    def position(self, offset: int) -> tuple[int, int]:
-        if offset < 0:
-            return 1, 1
-        line = bisect.bisect_right(self.starts, offset) - 1
-        return line + 1, offset - self.starts[line] + 1
-
-
-def apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
-    for start, end, new in sorted(edits, reverse=True):
-        text = text[:start] + new + text[end:]
-    return text

@@ -8,7 +8,8 @@ from typing import Any
 
 import yaml
 
-from migrator.engine.config_checker import ConfigHit, ConfigParseError, ParsedConfig, parse_config
+from migrator.engine.config_checker import ConfigHit
+from migrator.engine.config_reader import ConfigParseError, ParsedConfig, parse_config
 
 
 def verify(before: ParsedConfig, after_text: str, hits: list[ConfigHit]) -> str | None:

@@ -1,10 +1,10 @@
-"""Find the files to scan: respects .gitignore and `exclude`, skips symlinks out of the root."""
+"""Find the files to scan: what git lists as the project (or, without git, a walk that reads
+`.gitignore`), less `exclude`; skips symlinks out of the root and never opens what is not a file."""
 
 from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -12,40 +12,12 @@ from pathlib import Path
 
 import pathspec
 
+from migrator.engine.git_files import project_files, submodules
+
 ALWAYS_SKIPPED_DIRS = {
     ".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox",
     "node_modules", ".migrate", ".eggs", ".ipynb_checkpoints", ".venv", "site-packages", ".conda",
 }
-SUBMODULE_PATH = re.compile(r"^\s*path\s*=\s*(.+?)\s*$", re.MULTILINE)
-
-
-def submodules(root: Path) -> set[str]:
-    """Paths of git submodules (other projects' code, e.g. a vendored CUTLASS): scanned only on request.
-    git itself reads `.gitmodules` (quoting, includes, case rules); without git, a plain `path =` match."""
-    import shutil
-    import subprocess
-
-    gitmodules = root / ".gitmodules"
-    if not gitmodules.is_file():
-        return set()
-    git = shutil.which("git")
-    if git is not None:
-        try:
-            out = subprocess.run([git, "config", "--file", str(gitmodules), "-z", "--get-regexp", r"^submodule\..*\.path$"],
-                                 capture_output=True, timeout=30, check=False)
-        except (OSError, subprocess.TimeoutExpired):
-            out = None
-        if out is not None and out.returncode in (0, 1):  # 1: no submodule paths
-            # -z: "key\nvalue\0" per entry
-            entries = out.stdout.decode("utf-8", "replace").split("\0")
-            return {e.partition("\n")[2].strip("/") for e in entries if "\n" in e}
-    try:
-        text = gitmodules.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return set()
-    return {m.group(1).strip("/") for m in SUBMODULE_PATH.finditer(text)}
-
-
 def file_kind(path: Path) -> str | None:
     """Which checker reads this file, or None when the scanner has nothing to say about it."""
     name = path.name
@@ -99,14 +71,6 @@ class Skip:
     reason: str
 
 
-def _gitignore(folder: Path) -> pathspec.PathSpec | None:
-    path = folder / ".gitignore"
-    try:
-        return pathspec.GitIgnoreSpec.from_lines(path.read_text(encoding="utf-8", errors="replace").splitlines())
-    except OSError:
-        return None
-
-
 def unreadable_reason(path: Path) -> str | None:
     """Why a path that is not a folder is never opened: a symlink loop, or not a regular file (a FIFO,
     socket or device could block the scan, or never end). None for a regular file or a folder."""
@@ -138,44 +102,157 @@ def rel_to(root: Path, path: Path) -> str:
 def discover(
     root: Path, paths: list[Path], exclude: pathspec.PathSpec | None
 ) -> Iterator[Candidate | Skip]:
-    """Yield scannable files under `paths` (absolute), in a stable order."""
-    real_root = root.resolve()
-    seen: set[str] = set()
+    """Yield scannable files under `paths` (absolute), in a stable order: in each folder its files
+    by name, then its subfolders by name."""
+    walk = _Discovery(root, exclude)
+    for start in paths:
+        if start.is_dir():
+            yield from walk.folder(start)
+        else:
+            yield from walk.explicit_file(start)
 
-    def excluded(rel: str) -> bool:
-        return bool(exclude and exclude.match_file(rel))
 
-    def inside_root(path: Path) -> bool:
+SUBMODULE_SKIP = "git submodule (another project's code): scan it by naming it"
+OUTSIDE_SKIP = "symlink pointing outside the scan root"
+
+
+class _Discovery:
+    """One `discover` call: the paths already yielded, the folders git already listed."""
+
+    def __init__(self, root: Path, exclude: pathspec.PathSpec | None) -> None:
+        self.root = root
+        self.real_root = root.resolve()
+        self.exclude = exclude
+        self.seen: set[str] = set()
+        self.listed: list[Path] = []  # real paths of folders whose files git listed
+        self._submodules: set[str] | None = None
+        self._folder_verdicts: dict[str, bool] = {}
+
+    @property
+    def vendored(self) -> set[str]:
+        if self._submodules is None:
+            self._submodules = submodules(self.root)
+        return self._submodules
+
+    def excluded(self, rel: str) -> bool:
+        return bool(self.exclude and self.exclude.match_file(rel))
+
+    def inside_root(self, path: Path) -> bool:
         try:
-            path.resolve().relative_to(real_root)
+            path.resolve().relative_to(self.real_root)
             return True
         except (ValueError, OSError, RuntimeError):
             return False
 
-    for start in paths:
-        rel = rel_to(root, start)
-        if not start.is_dir():
-            kind = file_kind(start)
-            if rel in seen:
+    def explicit_file(self, start: Path) -> Iterator[Candidate | Skip]:
+        rel = rel_to(self.root, start)
+        if rel in self.seen:
+            return
+        self.seen.add(rel)
+        kind = file_kind(start) or "python"  # an explicit file is scanned as Python unless its name says otherwise
+        if self.excluded(rel):
+            yield Skip(rel, "excluded by configuration")
+        elif why := unreadable_reason(start):
+            yield Skip(rel, why)
+        elif start.is_symlink() and not self.inside_root(start):
+            yield Skip(rel, OUTSIDE_SKIP)
+        else:
+            yield Candidate(start, rel, kind, True)
+
+    def folder(self, start: Path) -> Iterator[Candidate | Skip]:
+        """git's listing where `start` is in a work tree, else the `.gitignore`-reading walk."""
+        pruned = ALWAYS_SKIPPED_DIRS.difference(start.resolve().parts)  # a folder asked for by name is read
+        listing = project_files(start, pruned)
+        if listing is None:
+            yield from _walk(self, start)
+            return
+        self.listed.append(start.resolve())
+        yield from self._listed(start, listing)
+
+    def file(self, path: Path, rel: str, regular: bool, link: bool) -> Iterator[Candidate | Skip]:
+        kind = file_kind(path)
+        if kind is None or rel in self.seen:
+            return
+        self.seen.add(rel)
+        if self.excluded(rel):
+            return
+        if not regular and (why := unreadable_reason(path)):
+            yield Skip(rel, why)
+        elif link and not self.inside_root(path):
+            yield Skip(rel, OUTSIDE_SKIP)
+        else:
+            yield Candidate(path, rel, kind, False)
+
+    def _listed(self, start: Path, listing: list[str]) -> Iterator[Candidate | Skip]:
+        base, prefix = str(start), rel_to(self.root, start)
+        entries = []
+        for name in listing:
+            parts = name.split("/")
+            if not ALWAYS_SKIPPED_DIRS.isdisjoint(parts[:-1]) or self._in_excluded_folder(prefix, parts):
                 continue
-            seen.add(rel)
-            if kind is None:
-                kind = "python"  # an explicit file is scanned as Python unless its name says otherwise
-            if excluded(rel):
-                yield Skip(rel, "excluded by configuration")
-            elif why := unreadable_reason(start):
-                yield Skip(rel, why)
-            elif start.is_symlink() and not inside_root(start):
-                yield Skip(rel, "symlink pointing outside the scan root")
+            full = os.path.join(base, name)
+            try:
+                mode = os.lstat(full).st_mode
+            except OSError:  # in the index, not on disk (deleted, sparse checkout)
+                continue
+            is_folder = stat.S_ISDIR(mode) or (stat.S_ISLNK(mode) and os.path.isdir(full))
+            entries.append((_walk_order(parts, is_folder), full, name, mode, is_folder))
+        entries.sort(key=lambda e: e[0])
+        for _, full, name, mode, is_folder in entries:
+            path, rel = Path(full), name if prefix == "." else f"{prefix}/{name}"
+            if is_folder:
+                yield from self._subfolder(path, rel, stat.S_ISLNK(mode))
             else:
-                yield Candidate(start, rel, kind, True)
-            continue
-        yield from _walk(root, start, excluded, inside_root, seen)
+                yield from self.file(path, rel, stat.S_ISREG(mode), stat.S_ISLNK(mode))
+
+    def _in_excluded_folder(self, prefix: str, parts: list[str]) -> bool:
+        if self.exclude is None:
+            return False
+        head = "" if prefix == "." else prefix + "/"
+        return any(self._excluded_folder(head + "/".join(parts[:i]) + "/") for i in range(1, len(parts)))
+
+    def _excluded_folder(self, rel: str) -> bool:
+        if rel not in self._folder_verdicts:
+            self._folder_verdicts[rel] = self.excluded(rel)
+        return self._folder_verdicts[rel]
+
+    def _subfolder(self, path: Path, rel: str, link: bool) -> Iterator[Candidate | Skip]:
+        """A folder in git's listing: a submodule, a nested repository, or a symlink git does not follow."""
+        if path.name in ALWAYS_SKIPPED_DIRS or self.excluded(rel + "/"):
+            return
+        if rel in self.vendored:
+            yield Skip(rel, SUBMODULE_SKIP)
+            return
+        if link:
+            if not self.inside_root(path):
+                yield Skip(rel, OUTSIDE_SKIP)
+                return
+            target = path.resolve()
+            if any(target == done or done in target.parents for done in self.listed):
+                here = path.parent.resolve()
+                loop = target == here or target in here.parents
+                yield Skip(rel, "symlink loop" if loop else "symlink to a folder inside the scanned tree: not followed")
+                return
+        yield from self.folder(path)
 
 
-def _walk(root, start: Path, excluded, inside_root, seen: set[str]) -> Iterator[Candidate | Skip]:
+def _walk_order(parts: list[str], is_folder: bool) -> tuple[tuple[int, str], ...]:
+    """A folder's files before its subfolders, each by name: the order of the walk without git."""
+    return (*((1, p) for p in parts[:-1]), (1 if is_folder else 0, parts[-1]))
+
+
+def _gitignore(folder: Path) -> pathspec.PathSpec | None:
+    path = folder / ".gitignore"
+    try:
+        return pathspec.GitIgnoreSpec.from_lines(path.read_text(encoding="utf-8", errors="replace").splitlines())
+    except OSError:
+        return None
+
+
+def _walk(walk: _Discovery, start: Path) -> Iterator[Candidate | Skip]:
+    """Without git: walk the folders, reading each `.gitignore` on the way."""
+    root = walk.root
     visited_dirs: set[tuple[int, int]] = set()
-    vendored = submodules(root)
     ignores: list[tuple[Path, pathspec.PathSpec]] = []
     # .gitignore files between the root and the starting folder apply too
     for parent in [*reversed(start.parents), start]:
@@ -225,27 +302,17 @@ def _walk(root, start: Path, excluded, inside_root, seen: set[str]) -> Iterator[
             except OSError:
                 is_dir = False
             if is_dir:
-                if entry.name in ALWAYS_SKIPPED_DIRS or ignored(path, True) or excluded(rel + "/"):
+                if entry.name in ALWAYS_SKIPPED_DIRS or ignored(path, True) or walk.excluded(rel + "/"):
                     continue
-                if rel in vendored and path != start:
-                    yield Skip(rel, "git submodule (another project's code): scan it by naming it")
+                if rel in walk.vendored and path != start:
+                    yield Skip(rel, SUBMODULE_SKIP)
                     continue
-                if entry.is_symlink() and not inside_root(path):
-                    yield Skip(rel, "symlink pointing outside the scan root")
+                if entry.is_symlink() and not walk.inside_root(path):
+                    yield Skip(rel, OUTSIDE_SKIP)
                     continue
                 subdirs.append(path)
                 continue
-            kind = file_kind(path)
-            if kind is None or rel in seen or ignored(path, False):
+            if file_kind(path) is None or ignored(path, False):
                 continue
-            seen.add(rel)
-            if excluded(rel):
-                continue
-            if not _is_regular(entry) and (why := unreadable_reason(path)):
-                yield Skip(rel, why)
-                continue
-            if entry.is_symlink() and not inside_root(path):
-                yield Skip(rel, "symlink pointing outside the scan root")
-                continue
-            yield Candidate(path, rel, kind, False)
+            yield from walk.file(path, rel, _is_regular(entry), entry.is_symlink())
         stack.extend(reversed(subdirs))

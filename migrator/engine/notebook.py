@@ -288,7 +288,7 @@ def cell_lines(text: str) -> dict[int, list[str]]:
 def raw_line(text: str, cell: int, line: int) -> int | None:
     """The line of the notebook *file* holding line `line` of cell `cell` (1-based), for tools that
     can only point into the raw JSON (GitHub annotations, SARIF regions); None when unknown."""
-    from migrator.engine.config_checker import ConfigParseError, LineIndex, parse_config
+    from migrator.engine.config_reader import ConfigParseError, LineIndex, parse_config
 
     try:
         parsed = parse_config(text, "json")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pathspec
 
 from migrator.config import RuleSelector
-from migrator.engine import config_checker, notebook, text_checkers
+from migrator.engine import config_checker, config_reader, notebook, text_checkers
 from migrator.engine.coverage_checker import coverage_hits
 from migrator.engine.python_checker import check_module
 from migrator.engine.source import SourceText, UnreadableSource, decode_python, decode_text
@@ -159,7 +159,7 @@ def scan_bytes(data: bytes, rel: str, kind: str, options: ScanOptions) -> FileRe
     elif kind == "config":
         try:
             _check_config(scan, source.text)
-        except config_checker.ConfigParseError as exc:
+        except config_reader.ConfigParseError as exc:
             return FileResult(rel, skipped=f"not read as a config: {exc}")
     else:
         try:
@@ -177,8 +177,8 @@ def scan_bytes(data: bytes, rel: str, kind: str, options: ScanOptions) -> FileRe
 
 
 def _check_config(scan: FileScan, text: str) -> None:
-    parsed = config_checker.parse_config(text, config_checker.config_format(scan.rel))
-    index = config_checker.LineIndex(text)
+    parsed = config_reader.parse_config(text, config_reader.config_format(scan.rel))
+    index = config_reader.LineIndex(text)
     for hit in config_checker.config_hits(parsed):
         rule, replacement = scan.rule_for_key(hit.key, hit.replacement)
         line, col = index.position(hit.start)

@@ -6,11 +6,13 @@ either an `impl` name or a `$...` pseudo-symbol resolved through the catalogue b
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Iterator
 from typing import NamedTuple
 
+from migrator.engine import shell_words
 from migrator.engine.python_checker import ENV_TOKEN, NVIDIA_SMI
 
 if sys.version_info >= (3, 11):
@@ -118,7 +120,6 @@ CUDA_SYSTEM_PACKAGE = re.compile(
     r"libcusolver.*|libcusparse.*|libnpp.*|libnvjpeg.*|libnvinfer.*|tensorrt.*|nvidia-.+|libnvidia-.+|"
     r"datacenter-gpu-manager|magma-cuda.*)$"
 )
-COMMAND_SPLIT = re.compile(r"&&|\|\||;|\||\$\(|[()`]")
 WORD = re.compile(r"\S+")
 
 
@@ -149,28 +150,11 @@ def _position(starts: list[tuple[int, int]], offset: int) -> tuple[int, int]:
     return line, offset - base + 1
 
 
-def _words(segment: str, base: int) -> list[tuple[str, int]]:
-    """Whitespace-separated words without surrounding quotes/brackets, with their offsets."""
-    out = []
-    for m in WORD.finditer(segment):
-        word, start = m.group(0), base + m.start()
-        lead = len(word) - len(word.lstrip("\"'[("))
-        word = word[lead:].rstrip("\"',])")
-        if word:
-            out.append((word, start + lead))
-    return out
-
-
 def _command_hits(lines: tuple[str, ...], install_lines: set[int]) -> Iterator[TextHit]:
     for text, starts in _logical_lines(lines):
         if not INSTALL_HINT.search(text):
             continue
-        pos = 0
-        for m in [*COMMAND_SPLIT.finditer(text), None]:
-            end = m.start() if m else len(text)
-            segment = text[pos:end]
-            words = _words(segment, pos)
-            pos = m.end() if m else len(text)
+        for words in shell_words.commands(text):
             hits = list(_install_hits(words, starts))
             if hits or _install_manager(words) is not None:
                 install_lines.update(_position(starts, offset)[0] for _, offset in words)
@@ -180,7 +164,7 @@ def _command_hits(lines: tuple[str, ...], install_lines: set[int]) -> Iterator[T
 INSTALL_HINT = re.compile(r"(?<![\w-])(pip3?|pip3\.\d+|uv|conda|mamba|micromamba|apt|apt-get|yum|dnf|microdnf)(?![\w-])")
 
 
-def _install_manager(words: list[tuple[str, int]]) -> tuple[str, int] | None:
+def _install_manager(words: list[shell_words.Word]) -> tuple[str, int] | None:
     """("pip" | "conda" | "system", index of the first argument) when the words run a package install."""
     names = [w.rsplit("/", 1)[-1] for w, _ in words]
     for i, name in enumerate(names):
@@ -196,7 +180,7 @@ def _install_manager(words: list[tuple[str, int]]) -> tuple[str, int] | None:
     return None
 
 
-def _install_hits(words: list[tuple[str, int]], starts) -> Iterator[TextHit]:
+def _install_hits(words: list[shell_words.Word], starts) -> Iterator[TextHit]:
     found = _install_manager(words)
     if found is None:
         return
@@ -271,6 +255,8 @@ def check_dockerfile(lines: tuple[str, ...]) -> Iterator[TextHit]:
     view: list[str] = []
     stages: set[str] = set()
     instruction, continuing = "", False
+    exec_lines: list[int] = []  # the view lines of the current shell-run instruction
+    exec_text = ""  # its body, continuations joined
     for number, raw in enumerate(lines, 1):
         stripped = raw.strip()
         if continuing and (not stripped or stripped.startswith("#")):
@@ -302,9 +288,36 @@ def check_dockerfile(lines: tuple[str, ...]) -> Iterator[TextHit]:
             view.append("")
         elif instruction in DOCKER_SHELL_INSTRUCTIONS:
             view.append(" " * body_start + body)
+            exec_lines.append(len(view) - 1)
+            exec_text += body.rstrip()[:-1] if continuing else body
+            if not continuing:
+                _exec_form_as_words(view, exec_lines, exec_text)
+                exec_lines, exec_text = [], ""
         else:
             view.append("")
     yield from check_shell(tuple(view))
+
+
+JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+
+
+def _exec_form_as_words(view: list[str], indexes: list[int], body: str) -> None:
+    """`RUN ["pip", "install", "x"]` (a JSON array, possibly over continued lines) becomes the words
+    `pip install x` at the columns they are written, for the shell checker."""
+    try:
+        argv = json.loads(body)
+    except ValueError:
+        return  # shell form
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        return
+    for i in indexes:
+        line, blanked, end = view[i], [], 0
+        for m in JSON_STRING.finditer(line):
+            inner = m.group(0)[1:-1]
+            blanked.append(" " * (m.start() - end + 1) + (inner if "\\" not in inner else " " * len(inner)) + " ")
+            end = m.end()
+        continued = i != indexes[-1]
+        view[i] = "".join(blanked) + (" \\" if continued else "")
 
 
 # CUDA-only distributions (normalised names). `apex` only counts when installed from git:

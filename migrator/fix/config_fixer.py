@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from migrator.engine import config_checker as cc
+from migrator.engine import config_reader
 from migrator.engine.config_verify import verify
 from migrator.model import Finding
 from migrator.rules.catalogue import load_catalogue
@@ -32,10 +33,10 @@ def fix_config(rel: str, text: str, findings: list[Finding], target: str) -> tup
     if target != "npu":
         return text, [], [(f, "configs are rewritten for the npu target only") for f in findings]
     try:
-        parsed = cc.parse_config(text, cc.config_format(rel))
-    except cc.ConfigParseError as exc:
+        parsed = config_reader.parse_config(text, config_reader.config_format(rel))
+    except config_reader.ConfigParseError as exc:
         return text, [], [(f, f"cannot parse the file: {exc}") for f in findings]
-    index = cc.LineIndex(text)
+    index = config_reader.LineIndex(text)
     hits: dict[tuple[int, int, str], cc.ConfigHit] = {}
     for hit in cc.config_hits(parsed):
         line, col = index.position(hit.start)
@@ -63,7 +64,7 @@ def fix_config(rel: str, text: str, findings: list[Finding], target: str) -> tup
         applied.append(f)
     if not chosen:
         return text, [], declined
-    after = cc.apply_edits(text, [(h.start, h.end, new) for h in chosen if (new := h.replacement) is not None])
+    after = config_reader.apply_edits(text, [(h.start, h.end, new) for h in chosen if (new := h.replacement) is not None])
     why = verify(parsed, after, chosen)
     if why:
         return text, [], declined + [(f, why) for f in applied]

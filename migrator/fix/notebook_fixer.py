@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from migrator.engine import config_checker
+from migrator.engine import config_reader
 from migrator.engine.notebook import Cell, cell_views, import_headers, read_notebook, split_lines
 from migrator.fix import text_fixer
 from migrator.fix.context import FixContext
@@ -178,7 +178,7 @@ def _as_lines(source: str) -> list[str]:
 
 def rewrite_sources(text: str, data: dict, new_src: dict[int, str]) -> str:
     """Replace the `source` of the given cells (1-based) in the notebook text, nothing else."""
-    parsed = config_checker.parse_config(text, "json")
+    parsed = config_reader.parse_config(text, "json")
     values = {e.path: e.scalar for e in parsed.entries if not e.is_key}
     ascii_only = _ensure_ascii(text)
 
@@ -212,7 +212,7 @@ def rewrite_sources(text: str, data: dict, new_src: dict[int, str]) -> str:
             prefix, suffix, sep = "", "", ", "
         body = sep.join(dumps(line) for line in new_list)
         edits.append((start, end, "[" + (prefix + body + suffix if new_list else "") + "]"))
-    new_text = config_checker.apply_edits(text, edits)
+    new_text = config_reader.apply_edits(text, edits)
     if json.loads(new_text) != expected:
         raise NotebookFixError("re-reading the edited notebook shows other changes than the intended ones")
     return new_text

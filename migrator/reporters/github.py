@@ -47,7 +47,7 @@ def render(result: RunResult, lines_of=None) -> str:
     it they are file-level annotations, the cell named in the message)."""
     source = None
     if lines_of is not None:
-        from migrator.sources import CellLines
+        from migrator.scanned_lines import CellLines
 
         source = CellLines(lines_of)
     out = []

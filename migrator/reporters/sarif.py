@@ -134,7 +134,7 @@ def render(
 
     source = None
     if lines_of is not None:
-        from migrator.sources import CellLines
+        from migrator.scanned_lines import CellLines
 
         source = CellLines(lines_of)
     prints: dict[int, str] = {}

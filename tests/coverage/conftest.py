@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from op_coverage import table_build
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = REPO_ROOT / "tests" / "fixtures_coverage"
 GENERATOR = REPO_ROOT / "op_coverage" / "generate.py"
@@ -44,8 +46,8 @@ def mini_wheel() -> dict[str, str]:
     return out
 
 
-def mini_inputs(gen):
-    return gen.Inputs(
+def mini_inputs():
+    return table_build.Inputs(
         wheel=mini_wheel(),
         native_functions=fixture_text("torch", "native_functions.yaml"),
         torch_cuda_init=fixture_text("torch", "cuda__init__.py.txt"),
@@ -63,8 +65,8 @@ def gen():
 
 
 @pytest.fixture(scope="session")
-def mini_table(gen):
-    return gen.build_table(mini_inputs(gen))
+def mini_table():
+    return table_build.build_table(mini_inputs())
 
 
 @pytest.fixture(scope="session")

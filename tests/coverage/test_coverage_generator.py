@@ -7,11 +7,13 @@ import zipfile
 
 import pytest
 
+from op_coverage import aten_layer, docs_limits, facts, real_inputs, table_build, table_output, wheel_sources
+
 # -- codegen yaml --------------------------------------------------------------------------
 
 
-def test_codegen_yaml_sections_and_custom_ops(gen, cov):
-    info = gen.parse_codegen_yaml(cov.text("wheel", "torch_npu", "csrc", "aten", "npu_native_functions_by_codegen.yaml"))
+def test_codegen_yaml_sections_and_custom_ops(cov):
+    info = aten_layer.parse_codegen_yaml(cov.text("wheel", "torch_npu", "csrc", "aten", "npu_native_functions_by_codegen.yaml"))
     assert info.section_counts == {"supported": 7, "symint": 2, "autograd": 1, "quant": 1, "custom": 6}
     # bare strings, dicts with a bare name and dicts with a full schema all give name.overload
     assert {"empty_like", "clone", "matmul", "gelu.out", "add.Tensor", "as_strided_", "embedding"} <= info.npu_ops
@@ -23,19 +25,19 @@ def test_codegen_yaml_sections_and_custom_ops(gen, cov):
     assert info.custom["npu_rms_norm"]["exposed"] is False
 
 
-def test_codegen_yaml_rejects_other_yaml(gen):
-    with pytest.raises(gen.GenerationError):
-        gen.parse_codegen_yaml("backend: NPU\n")
+def test_codegen_yaml_rejects_other_yaml():
+    with pytest.raises(facts.GenerationError):
+        aten_layer.parse_codegen_yaml("backend: NPU\n")
 
 
 # -- native_functions.yaml -----------------------------------------------------------------
 
 
-def test_native_functions_classification(gen, cov):
-    npu_ops = gen.parse_codegen_yaml(
+def test_native_functions_classification(cov):
+    npu_ops = aten_layer.parse_codegen_yaml(
         cov.text("wheel", "torch_npu", "csrc", "aten", "npu_native_functions_by_codegen.yaml")
     ).npu_ops
-    aten = gen.parse_native_functions(cov.text("torch", "native_functions.yaml"), npu_ops)
+    aten = aten_layer.parse_native_functions(cov.text("torch", "native_functions.yaml"), npu_ops)
     assert aten.overloads == {
         "matmul": "npu_kernel",
         "silu": "npu_kernel",
@@ -63,24 +65,24 @@ def test_native_functions_classification(gen, cov):
     assert aten.bindings["torch.embedding_bag"] == "embedding_bag"
 
 
-def test_kernel_for_public_names(gen, cov):
-    npu_ops = gen.parse_codegen_yaml(
+def test_kernel_for_public_names(cov):
+    npu_ops = aten_layer.parse_codegen_yaml(
         cov.text("wheel", "torch_npu", "csrc", "aten", "npu_native_functions_by_codegen.yaml")
     ).npu_ops
-    aten = gen.parse_native_functions(cov.text("torch", "native_functions.yaml"), npu_ops)
-    assert gen.kernel_for("torch.nn.functional.gelu", aten) == ("npu_kernel_via_delegate", "gelu")
-    assert gen.kernel_for("torch.nn.Linear", aten) == ("decomposes", "linear")
-    assert gen.kernel_for("torch.nn.functional.cross_entropy", aten) == ("decomposes", "cross_entropy_loss")
-    assert gen.kernel_for("torch.Tensor.add", aten) == ("npu_kernel", "add.Tensor")
-    assert gen.kernel_for("torch.cuda.synchronize", aten) == ("none", None)
-    assert gen.kernel_for("torch.nn.functional.normalize", aten) == ("unknown", None)
+    aten = aten_layer.parse_native_functions(cov.text("torch", "native_functions.yaml"), npu_ops)
+    assert aten_layer.kernel_for("torch.nn.functional.gelu", aten) == ("npu_kernel_via_delegate", "gelu")
+    assert aten_layer.kernel_for("torch.nn.Linear", aten) == ("decomposes", "linear")
+    assert aten_layer.kernel_for("torch.nn.functional.cross_entropy", aten) == ("decomposes", "cross_entropy_loss")
+    assert aten_layer.kernel_for("torch.Tensor.add", aten) == ("npu_kernel", "add.Tensor")
+    assert aten_layer.kernel_for("torch.cuda.synchronize", aten) == ("none", None)
+    assert aten_layer.kernel_for("torch.nn.functional.normalize", aten) == ("unknown", None)
 
 
 # -- docs markdown ---------------------------------------------------------------------------
 
 
-def test_docs_rows(gen, cov):
-    rows = {r.name: r for r in gen.parse_docs_md(cov.text("docs", "torch-mini.md"), "torch-mini.md")}
+def test_docs_rows(cov):
+    rows = {r.name: r for r in docs_limits.parse_docs_md(cov.text("docs", "torch-mini.md"), "torch-mini.md")}
     assert set(rows) == {
         "torch.matmul", "torch.nn.functional.gelu", "torch.nn.functional.silu",
         "torch.nn.functional.embedding_bag", "torch.nn.Linear", "torch.Tensor.acos_", "torch.mode",
@@ -113,12 +115,12 @@ def test_docs_rows(gen, cov):
         ("这是一条没有翻译规则的限制说明", []),
     ],
 )
-def test_translate_limit_line(gen, line, expected):
-    assert gen.translate_limit_line(line) == expected
+def test_translate_limit_line(line, expected):
+    assert docs_limits.translate_limit_line(line) == expected
 
 
-def test_limits_per_soc(gen):
-    lim = gen.analyse_limits([
+def test_limits_per_soc():
+    lim = docs_limits.analyse_limits([
         "`self`仅支持fp16，fp32，fp64",
         "<term>Atlas A3 训练系列产品</term>额外支持bf16",
         "<term>Ascend 950DT</term>：不支持fp64",
@@ -134,27 +136,27 @@ def test_limits_per_soc(gen):
     assert all(lim.applies.values())
 
 
-def test_no_prose_leaks_into_fragments(gen):
-    actions = gen.translate_limit_line("`foo`仅支持中文的值")
+def test_no_prose_leaks_into_fragments():
+    actions = docs_limits.translate_limit_line("`foo`仅支持中文的值")
     assert all(a[0] != "frag" for a in actions)
 
 
 # -- python sources (ast) --------------------------------------------------------------------
 
 
-def test_all_lists_and_exposed_api(gen, cov):
-    assert gen.parse_all_list(cov.text("wheel", "torch_npu", "npu", "__init__.py.txt"))[:2] == ["synchronize", "Event"]
-    assert gen.parse_all_list(cov.text("torch", "cuda__init__.py.txt")) == [
+def test_all_lists_and_exposed_api(cov):
+    assert wheel_sources.parse_all_list(cov.text("wheel", "torch_npu", "npu", "__init__.py.txt"))[:2] == ["synchronize", "Event"]
+    assert wheel_sources.parse_all_list(cov.text("torch", "cuda__init__.py.txt")) == [
         "CUDAGraph", "DoubleTensor", "Event", "amp", "get_arch_list", "nvtx", "synchronize",
     ]
-    assert gen.parse_all_list("__all__ = ['a']\n__all__ += ['b']\n") == ["a", "b"]
-    assert gen.parse_exposed_api(cov.text("wheel", "torch_npu", "utils", "exposed_api.py.txt")) == [
+    assert wheel_sources.parse_all_list("__all__ = ['a']\n__all__ += ['b']\n") == ["a", "b"]
+    assert wheel_sources.parse_exposed_api(cov.text("wheel", "torch_npu", "utils", "exposed_api.py.txt")) == [
         "npu_format_cast", "npu_fusion_attention", "npu_rms_norm",
     ]
 
 
-def test_transfer_to_npu(gen, cov):
-    t = gen.parse_transfer_to_npu(cov.text("wheel", "torch_npu", "contrib", "transfer_to_npu.py.txt"))
+def test_transfer_to_npu(cov):
+    t = wheel_sources.parse_transfer_to_npu(cov.text("wheel", "torch_npu", "contrib", "transfer_to_npu.py.txt"))
     assert t["module_patches"] == {"torch.cuda": "torch_npu.npu", "torch.cuda.amp": "torch_npu.npu.amp"}
     assert t["aliases"] == {
         "torch.Tensor.cuda": "torch.Tensor.npu",
@@ -172,15 +174,15 @@ def test_transfer_to_npu(gen, cov):
     assert t["device_kwargs"] == ["device", "map_location"]
 
 
-def test_op_plugin_docs_products(gen, cov):
-    products = gen.parse_op_plugin_docs(cov.text("wheel", "torch_npu", "_op_plugin_docs.py.txt"))
+def test_op_plugin_docs_products(cov):
+    products = wheel_sources.parse_op_plugin_docs(cov.text("wheel", "torch_npu", "_op_plugin_docs.py.txt"))
     assert products == {"npu_fusion_attention": ["A2"], "npu_format_cast": ["A2", "A3", "950DT"], "npu_old_op": []}
 
 
-def test_optimizer_signatures(gen, cov):
+def test_optimizer_signatures(cov):
     wheel = cov.mini_wheel()
     texts = {p[len("torch_npu/optim/"):-3]: t for p, t in wheel.items() if p.startswith("torch_npu/optim/")}
-    sigs = gen.parse_optimizers(wheel["torch_npu/optim/__init__.py"], texts)
+    sigs = wheel_sources.parse_optimizers(wheel["torch_npu/optim/__init__.py"], texts)
     assert sigs["NpuFusedAdamW"] == "NpuFusedAdamW(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False)"
     assert sigs["NpuFusedSGD"] == "NpuFusedSGD(params, lr=required, momentum=0.0, weight_decay=0.0, *, nesterov=False)"
 
@@ -188,21 +190,21 @@ def test_optimizer_signatures(gen, cov):
 # -- derivatives.yaml ------------------------------------------------------------------------
 
 
-def test_derivatives_version_filter(gen, cov):
+def test_derivatives_version_filter(cov):
     text = cov.text("derivatives.yaml")
-    v214 = gen.parse_derivatives(text, "v2.14")
+    v214 = wheel_sources.parse_derivatives(text, "v2.14")
     assert v214 == {
         "gather": ["self", "index"],
         "npu_fusion_attention": ["query", "key", "value", "pse"],
         "npu_rms_norm": ["self", "gamma"],
     }
-    v21 = gen.parse_derivatives(text, "v2.1")
+    v21 = wheel_sources.parse_derivatives(text, "v2.1")
     assert set(v21) == {"npu_fusion_attention", "npu_rms_norm", "npu_old_op", "npu_format_cast"}
 
 
-def test_sources_md(gen):
+def test_sources_md():
     row = "| `ascend-op-plugin/derivatives.yaml` | GitHub Ascend/op-plugin | `" + "a" * 40 + "` | `op_plugin/config/derivatives.yaml` | BSD-3-Clause | 29111 | `" + "b" * 64 + "` |"
-    parsed = gen.parse_sources_md("# x\n\n| file | ... |\n|---|---|\n" + row + "\n")
+    parsed = wheel_sources.parse_sources_md("# x\n\n| file | ... |\n|---|---|\n" + row + "\n")
     assert parsed == {
         "ascend-op-plugin/derivatives.yaml": {
             "upstream": "GitHub Ascend/op-plugin", "commit": "a" * 40,
@@ -266,8 +268,8 @@ def test_build_table_on_fixtures(mini_table):
 
 def test_build_is_deterministic_and_schema_valid(gen, cov, mini_table):
     jsonschema = pytest.importorskip("jsonschema")
-    first = gen.dump_table(mini_table)
-    second = gen.dump_table(gen.build_table(cov.mini_inputs(gen)))
+    first = table_output.dump_table(mini_table)
+    second = table_output.dump_table(table_build.build_table(cov.mini_inputs()))
     assert first == second
     assert first.endswith(b"\n") and first.isascii()
     schema = json.loads(cov.SCHEMA.read_text())
@@ -287,55 +289,55 @@ def test_counts_header(mini_table):
 # -- wheel handling ------------------------------------------------------------------------
 
 
-def test_wheel_sha256_mismatch_is_refused(gen, tmp_path):
-    fake = tmp_path / gen.WHEEL_FILE
+def test_wheel_sha256_mismatch_is_refused(tmp_path):
+    fake = tmp_path / facts.WHEEL_FILE
     with zipfile.ZipFile(fake, "w") as zf:
         zf.writestr("torch_npu/__init__.py", "")
-    with pytest.raises(gen.GenerationError, match="does not match the pinned"):
-        gen.ensure_wheel(None, tmp_path, offline=True)
+    with pytest.raises(facts.GenerationError, match="does not match the pinned"):
+        real_inputs.ensure_wheel(None, tmp_path, offline=True)
 
 
-def test_missing_wheel_offline_is_refused(gen, tmp_path):
-    with pytest.raises(gen.GenerationError, match="not found"):
-        gen.ensure_wheel(None, tmp_path, offline=True)
+def test_missing_wheel_offline_is_refused(tmp_path):
+    with pytest.raises(facts.GenerationError, match="not found"):
+        real_inputs.ensure_wheel(None, tmp_path, offline=True)
 
 
-def test_read_wheel_requires_members(gen, tmp_path):
+def test_read_wheel_requires_members(tmp_path):
     fake = tmp_path / "x.whl"
     with zipfile.ZipFile(fake, "w") as zf:
         zf.writestr("torch_npu/__init__.py", "")
-    with pytest.raises(gen.GenerationError, match="lacks"):
-        gen.read_wheel(fake)
+    with pytest.raises(facts.GenerationError, match="lacks"):
+        real_inputs.read_wheel(fake)
 
 
-def test_read_wheel_reads_members_only(gen, cov, tmp_path):
+def test_read_wheel_reads_members_only(cov, tmp_path):
     path = tmp_path / "mini.whl"
     wheel = cov.mini_wheel()
     with zipfile.ZipFile(path, "w") as zf:
         for name, text in sorted(wheel.items()):
             zf.writestr(name, text)
         zf.writestr("torch_npu/lib/libtorch_npu.so", b"\x7fELF")
-    texts, shas = gen.read_wheel(path)
+    texts, shas = real_inputs.read_wheel(path)
     assert "torch_npu/lib/libtorch_npu.so" not in texts
-    assert texts[gen.WHEEL_TRANSFER] == wheel[gen.WHEEL_TRANSFER]
-    assert set(shas) == {gen.WHEEL_CODEGEN, gen.WHEEL_EXPOSED, gen.WHEEL_NPU_INIT, gen.WHEEL_TRANSFER,
-                         gen.WHEEL_OP_DOCS, gen.WHEEL_OPTIM_INIT}
+    assert texts[facts.WHEEL_TRANSFER] == wheel[facts.WHEEL_TRANSFER]
+    assert set(shas) == {facts.WHEEL_CODEGEN, facts.WHEEL_EXPOSED, facts.WHEEL_NPU_INIT, facts.WHEEL_TRANSFER,
+                         facts.WHEEL_OP_DOCS, facts.WHEEL_OPTIM_INIT}
 
 
 # -- the command line, on a fake shared-data snapshot ----------------------------------------
 
 
-def _fake_snapshot(gen, cov, root):
+def _fake_snapshot(cov, root):
     import hashlib
 
-    docs = root / gen.DOCS_DIR
+    docs = root / facts.DOCS_DIR
     docs.mkdir(parents=True)
     (docs / "torch-mini.md").write_text(cov.text("docs", "torch-mini.md"), encoding="utf-8")
-    deriv = root / gen.DERIVATIVES_FILE
+    deriv = root / facts.DERIVATIVES_FILE
     deriv.parent.mkdir(parents=True)
     deriv.write_text(cov.text("derivatives.yaml"), encoding="utf-8")
     rows = ["| file | upstream | commit | original path | licence | bytes | sha256 |", "|---|---|---|---|---|---|---|"]
-    for rel, commit in ((f"{gen.DOCS_DIR}/torch-mini.md", "a" * 40), (gen.DERIVATIVES_FILE, "b" * 40)):
+    for rel, commit in ((f"{facts.DOCS_DIR}/torch-mini.md", "a" * 40), (facts.DERIVATIVES_FILE, "b" * 40)):
         data = (root / rel).read_bytes()
         rows.append(f"| `{rel}` | GitHub x/y | `{commit}` | `{rel}` | CC BY 4.0 | {len(data)} | `{hashlib.sha256(data).hexdigest()}` |")
     (root / "SOURCES.md").write_text("# Sources\n\n" + "\n".join(rows) + "\n", encoding="utf-8")
@@ -343,9 +345,9 @@ def _fake_snapshot(gen, cov, root):
 
 def test_main_writes_checks_and_refuses_modified_snapshot(gen, cov, tmp_path, monkeypatch, capsys):
     shared = tmp_path / "shared"
-    _fake_snapshot(gen, cov, shared)
-    monkeypatch.setattr(gen, "ensure_wheel", lambda wheel, cache, offline: tmp_path / "fake.whl")
-    monkeypatch.setattr(gen, "read_wheel", lambda path: (cov.mini_wheel(), {gen.WHEEL_CODEGEN: "0" * 64}))
+    _fake_snapshot(cov, shared)
+    monkeypatch.setattr(real_inputs, "ensure_wheel", lambda wheel, cache, offline: tmp_path / "fake.whl")
+    monkeypatch.setattr(real_inputs, "read_wheel", lambda path: (cov.mini_wheel(), {facts.WHEEL_CODEGEN: "0" * 64}))
     args = [
         "--shared-data", str(shared), "--output-dir", str(tmp_path / "out"), "--offline",
         "--native-functions", str(cov.FIXTURES / "torch" / "native_functions.yaml"),
@@ -362,7 +364,7 @@ def test_main_writes_checks_and_refuses_modified_snapshot(gen, cov, tmp_path, mo
     assert table["sources"]["docs:torch-mini.md"].endswith("@aaaaaaa (CC BY 4.0)")
     assert gen.main(args + ["--check"]) == 0
     # a modified snapshot file is refused
-    doc = shared / gen.DOCS_DIR / "torch-mini.md"
+    doc = shared / facts.DOCS_DIR / "torch-mini.md"
     doc.write_text(doc.read_text(encoding="utf-8") + "\n", encoding="utf-8")
     assert gen.main(args) == 2
     assert "snapshot was modified" in capsys.readouterr().err

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from op_coverage import facts, real_inputs
+
 
 def _shared_data(repo_root: Path) -> Path | None:
     for candidate in (repo_root.parent / "shared" / "data", Path("/work/shared/data")):
@@ -25,27 +27,27 @@ def _shared_data(repo_root: Path) -> Path | None:
 
 
 @pytest.mark.slow
-def test_regenerated_table_is_byte_identical(gen, cov, tmp_path):
+def test_regenerated_table_is_byte_identical(cov, tmp_path):
     shared = _shared_data(cov.REPO_ROOT)
     if shared is None:
         pytest.skip("shared data snapshot not found (../shared/data relative to the repo root, /work/shared/data)")
 
-    for rel, pinned in gen.TORCH_PINNED_SHA256.items():
+    for rel, pinned in facts.TORCH_PINNED_SHA256.items():
         try:
-            path = gen.find_torch_file(rel)
-        except gen.GenerationError as exc:
-            pytest.skip(f"torch {gen.TORCH_VERSION} not installed: {exc}")
+            path = real_inputs.find_torch_file(rel)
+        except facts.GenerationError as exc:
+            pytest.skip(f"torch {facts.TORCH_VERSION} not installed: {exc}")
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
         if digest != pinned:
-            pytest.skip(f"installed torch is not the pinned {gen.TORCH_VERSION} build ({rel} sha256 {digest[:12]}...)")
+            pytest.skip(f"installed torch is not the pinned {facts.TORCH_VERSION} build ({rel} sha256 {digest[:12]}...)")
 
-    cache = Path(os.environ.get("ASCEND_MIGRATE_WHEEL_CACHE", gen.DEFAULT_WHEEL_CACHE))
+    cache = Path(os.environ.get("ASCEND_MIGRATE_WHEEL_CACHE", facts.DEFAULT_WHEEL_CACHE))
     try:
-        gen.ensure_wheel(None, cache, offline=False)
-    except gen.GenerationError as exc:
+        real_inputs.ensure_wheel(None, cache, offline=False)
+    except facts.GenerationError as exc:
         if "does not match the pinned" in str(exc):
             raise  # a wheel with the wrong content is a failure, not a reason to skip
-        pytest.skip(f"torch-npu {gen.TORCH_NPU_VERSION} wheel not cached and the package registry is unreachable: {exc}")
+        pytest.skip(f"torch-npu {facts.TORCH_NPU_VERSION} wheel not cached and the package registry is unreachable: {exc}")
 
     out = tmp_path / "out"
     cmd = [

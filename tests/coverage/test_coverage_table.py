@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from op_coverage import aten_layer, docs_limits, facts, real_inputs, table_output
+
 CJK = re.compile(r"[\u2e80-\u9fff\u3000-\u303f\uff00-\uffef]")
 
 
@@ -32,9 +34,9 @@ def test_table_is_compact_ascii_and_prose_free(cov, raw):
     assert not CJK.search(json.dumps(raw, ensure_ascii=False))
 
 
-def test_table_is_canonical(cov, gen, raw):
+def test_table_is_canonical(cov, raw):
     # what the generator would write for this content (sorted keys, one entry per line)
-    assert gen.dump_table(raw) == cov.TABLE.read_bytes()
+    assert table_output.dump_table(raw) == cov.TABLE.read_bytes()
 
 
 def test_header_records_inputs(raw):
@@ -59,17 +61,17 @@ NATIVE_FUNCTIONS = "torchgen/packaged/ATen/native/native_functions.yaml"
 SHARED_DATA = Path(os.environ.get("ASCEND_MIGRATE_SHARED_DATA", Path(__file__).resolve().parents[3] / "shared" / "data"))
 
 
-def test_aten_layer_counts(gen, raw):
+def test_aten_layer_counts(raw):
     """The aten layer holds one class per overload of the torch input the header records."""
     counts = raw["counts"]
     assert counts["aten_by_kernel"] == {k: len(ops) for k, ops in raw["aten"].items()}
     assert counts["aten_overloads"] == sum(counts["aten_by_kernel"].values())
     try:
-        yaml_path = gen.find_torch_file(NATIVE_FUNCTIONS)
+        yaml_path = real_inputs.find_torch_file(NATIVE_FUNCTIONS)
     except Exception:  # noqa: BLE001 - no torch here: the acceptance facts below still run
         yaml_path = None
-    if yaml_path is not None and gen.sha256_file(yaml_path) == raw["inputs"]["torch"]["files_sha256"][NATIVE_FUNCTIONS]:
-        parsed = gen.parse_native_functions(yaml_path.read_text(encoding="utf-8"), set())
+    if yaml_path is not None and facts.sha256_file(yaml_path) == raw["inputs"]["torch"]["files_sha256"][NATIVE_FUNCTIONS]:
+        parsed = aten_layer.parse_native_functions(yaml_path.read_text(encoding="utf-8"), set())
         assert counts["aten_overloads"] == len(parsed.overloads)
     aten = {op: k for k, ops in raw["aten"].items() for op in ops}
     for op in ("mode", "_transformer_encoder_layer_fwd", "_scaled_dot_product_flash_attention"):
@@ -80,15 +82,15 @@ def test_aten_layer_counts(gen, raw):
         assert aten[op] == "npu_kernel"
 
 
-def test_docs_rows_all_present(gen, raw):
+def test_docs_rows_all_present(raw):
     """One docs entry per row of the docs snapshot (when the shared snapshot is here), each naming its page."""
     docs = {name: e for name, e in raw["entries"].items() if e["origin"] == "docs"}
     assert len(docs) == raw["counts"]["by_origin"]["docs"]
     assert all(any(src.startswith("docs:") for src in e["sources"]) for e in docs.values())
-    folder = SHARED_DATA / gen.DOCS_DIR
+    folder = SHARED_DATA / facts.DOCS_DIR
     if not folder.is_dir():
         pytest.skip(f"docs snapshot not at {folder}")
-    rows = [row for page in sorted(folder.glob("*.md")) for row in gen.parse_docs_md(page.read_text("utf-8"), page.name)]
+    rows = [row for page in sorted(folder.glob("*.md")) for row in docs_limits.parse_docs_md(page.read_text("utf-8"), page.name)]
     assert {row.name for row in rows} <= set(raw["entries"])
     assert len(docs) == len({row.name for row in rows} - {n for n, e in raw["entries"].items() if e["origin"] != "docs"})
 

@@ -187,12 +187,12 @@ def test_a_notebook_rewrite_that_does_not_verify_is_refused(tmp_path, monkeypatc
     path = tmp_path / "nb.ipynb"
     shutil.copy(DEMO / "notebook.ipynb", path)
     before = path.read_bytes()
-    real = notebook_fixer.config_checker.apply_edits
+    real = notebook_fixer.config_reader.apply_edits
 
     def sloppy(text, edits):
         return real(text, edits).replace('"nbformat_minor": 5', '"nbformat_minor": 4')
 
-    monkeypatch.setattr(notebook_fixer.config_checker, "apply_edits", sloppy)
+    monkeypatch.setattr(notebook_fixer.config_reader, "apply_edits", sloppy)
     outcome = api.fix([path], root=tmp_path, use_cache=False)
     [change] = [c for c in outcome.plan.changes if c.path == "nb.ipynb"]
     assert change.error and "other changes" in change.error
@@ -256,8 +256,8 @@ def test_a_config_rewrite_that_does_not_verify_is_refused(tmp_path, monkeypatch)
 
     cfg = tmp_path / "c.yaml"
     cfg.write_text("device: cuda\nname: x\n")
-    real = config_fixer.cc.apply_edits
-    monkeypatch.setattr(config_fixer.cc, "apply_edits", lambda text, edits: real(text, edits).replace("name: x", "name: y"))
+    real = config_fixer.config_reader.apply_edits
+    monkeypatch.setattr(config_fixer.config_reader, "apply_edits", lambda text, edits: real(text, edits).replace("name: x", "name: y"))
     outcome = api.fix([cfg], root=tmp_path, use_cache=False)
     assert cfg.read_text() == "device: cuda\nname: x\n"
     [(finding, why)] = [d for c in outcome.plan.changes for d in c.declined]

@@ -10,7 +10,7 @@ import pytest
 
 from migrator.model import Finding, FixInfo
 from migrator.reporters import github, sarif
-from migrator.sources import SourceLines
+from migrator.scanned_lines import SourceLines
 from tests.conftest import run_cli
 from tests.report.conftest import DATA
 

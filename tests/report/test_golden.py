@@ -22,7 +22,7 @@ from migrator import report_data
 from migrator.baseline import with_findings
 from migrator.reporters import render
 from migrator.reporters.report import render as render_report
-from migrator.sources import SourceLines
+from migrator.scanned_lines import SourceLines
 from tests.report.conftest import GOLDEN, UPDATE
 
 NOW = datetime(2024, 5, 17, 9, 30, tzinfo=timezone.utc)

@@ -18,7 +18,7 @@ from migrator.report_data import gather, load_fix_record
 from migrator.reporters import github, sarif
 from migrator.reporters.report import build_context, render
 from migrator.resources import schema_path
-from migrator.sources import SourceLines
+from migrator.scanned_lines import SourceLines
 from tests.conftest import run_cli
 from tests.report.test_formats import _validate_sarif
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from migrator.engine.config_checker import LineIndex
+    from migrator.engine.config_reader import LineIndex
 
 _NEWLINE = re.compile(r"\r\n|\r|\n")
 MAX_BYTES = 8 * 1024 * 1024  # larger files are not read back (excerpts are for humans)
@@ -93,7 +93,7 @@ class NotebookView:
     def raw_position(self, cell: int, line: int, column: int = 1) -> tuple[int, int] | None:
         """(line, column) in the notebook file of `column` on `line` of cell `cell`; None when unknown.
         Columns are exact for plain text; escapes (`\\"`, `\\u00e9`) are stepped over, not assumed."""
-        from migrator.engine.config_checker import ConfigParseError, LineIndex, parse_config
+        from migrator.engine.config_reader import ConfigParseError, LineIndex, parse_config
 
         if self._strings is None:
             self._strings = {}

@@ -1,0 +1,265 @@
+"""Configs read with positions: YAML (PyYAML's composer marks), JSON (a small positional scanner
+over what `json` accepted) and TOML (`tomllib` for the data, `tomlkit` for where each value and key
+is written). Every scalar and key keeps its character span, so a fix replaces exactly those
+characters and the rest of the file (order, comments, quoting, layout) stays as it was.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from migrator.engine import toml_positions
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+# libyaml when PyYAML has it (twice as fast); its marks count characters like the pure loader's
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class ConfigParseError(ValueError):
+    """The file does not parse as its format says; it is skipped, not reported."""
+
+
+@dataclass(eq=False)
+class Scalar:
+    value: Any
+    is_str: bool
+    start: int  # character offsets of the scalar's source text; -1 when unknown (TOML keys)
+    end: int
+    ident: int  # YAML aliases share one Scalar
+
+
+@dataclass(frozen=True)
+class Entry:
+    path: tuple  # keys and list indices from the document root (YAML: document index first)
+    key: str | None  # nearest mapping key (a list item inherits its list's key)
+    scalar: Scalar
+    is_key: bool
+
+
+@dataclass
+class ParsedConfig:
+    fmt: str
+    text: str
+    docs: list[Any]  # plain data, one per document
+    entries: list[Entry] = field(default_factory=list)
+    yaml_roots: list[Any] = field(default_factory=list)
+    containers: dict[tuple, tuple[int, int]] = field(default_factory=dict)  # JSON: path -> span of {...} / [...]
+
+
+def config_format(rel: str) -> str:
+    lower = rel.lower()
+    if lower.endswith(".json"):
+        return "json"
+    if lower.endswith(".toml"):
+        return "toml"
+    return "yaml"
+
+
+def parse_config(text: str, fmt: str) -> ParsedConfig:
+    if fmt == "json":
+        return _parse_json(text)
+    if fmt == "toml":
+        return _parse_toml(text)
+    return _parse_yaml(text)
+
+
+def _yaml_value(node: yaml.ScalarNode) -> tuple[Any, bool]:
+    tag = node.tag or ""
+    if tag.endswith(":str"):
+        return node.value, True
+    if tag.endswith(":bool"):
+        return node.value.lower() in ("true", "yes", "on", "y"), False
+    if tag.endswith(":null"):
+        return None, False
+    return node.value, False
+
+
+def _parse_yaml(text: str) -> ParsedConfig:
+    try:
+        roots = list(yaml.compose_all(text, Loader=YAML_LOADER))
+        constructor = yaml.constructor.SafeConstructor()
+        docs = [constructor.construct_document(root) if root is not None else None for root in roots]
+    except yaml.YAMLError as exc:
+        raise ConfigParseError(f"invalid YAML: {str(exc).splitlines()[0]}") from None
+    except (ValueError, RecursionError) as exc:
+        raise ConfigParseError(f"invalid YAML: {exc}") from None
+    parsed = ParsedConfig("yaml", text, docs, yaml_roots=roots)
+    scalars: dict[int, Scalar] = {}
+
+    def scalar(node: yaml.ScalarNode) -> Scalar:
+        got = scalars.get(id(node))
+        if got is None:
+            value, is_str = _yaml_value(node)
+            got = scalars[id(node)] = Scalar(value, is_str, node.start_mark.index, node.end_mark.index, id(node))
+        return got
+
+    def walk(node, path: tuple, key: str | None, active: set[int]) -> None:
+        if id(node) in active:
+            return  # a recursive alias
+        if isinstance(node, yaml.ScalarNode):
+            parsed.entries.append(Entry(path, key, scalar(node), False))
+        elif isinstance(node, yaml.MappingNode):
+            active = active | {id(node)}
+            for k, v in node.value:
+                if k.tag == "tag:yaml.org,2002:merge":
+                    for base in v.value if isinstance(v, yaml.SequenceNode) else [v]:
+                        walk(base, path, key, active)  # merged keys act as keys of this mapping
+                    continue
+                name = k.value if isinstance(k, yaml.ScalarNode) else None
+                if isinstance(k, yaml.ScalarNode):
+                    parsed.entries.append(Entry(path + (name,), name, scalar(k), True))
+                walk(v, path + (name,), name, active)
+        elif isinstance(node, yaml.SequenceNode):
+            active = active | {id(node)}
+            for i, item in enumerate(node.value):
+                walk(item, path + (i,), key, active)
+
+    for index, root in enumerate(roots):
+        if root is not None:
+            walk(root, (index,), None, set())
+    return parsed
+
+
+_JSON_LITERAL = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity")
+_JSON_WS = re.compile(r"[ \t\n\r]*")
+# the decoder's own string scanner (returns the decoded string and the index past it); not in typeshed
+_scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]
+
+
+def _parse_json(text: str) -> ParsedConfig:
+    try:
+        data = json.loads(text)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise ConfigParseError(f"invalid JSON: {exc}") from None
+    parsed = ParsedConfig("json", text, [data])
+    counter = iter(range(1 << 62))
+
+    def ws(i: int) -> int:
+        return _JSON_WS.match(text, i).end()  # type: ignore[union-attr]  # `[ ...]*` always matches
+
+    def value(i: int, path: tuple, key: str | None) -> int:
+        i = ws(i)
+        c = text[i]
+        if c == "{":
+            start = i
+            i = ws(i + 1)
+            if text[i] == "}":
+                parsed.containers[path] = (start, i + 1)
+                return i + 1
+            while True:
+                i = ws(i)
+                name, end = _scanstring(text, i + 1)
+                parsed.entries.append(Entry(path + (name,), name, Scalar(name, True, i, end, next(counter)), True))
+                i = ws(end) + 1  # past ':'
+                i = ws(value(i, path + (name,), name))
+                if text[i] == ",":
+                    i += 1
+                    continue
+                parsed.containers[path] = (start, i + 1)
+                return i + 1  # past '}'
+        if c == "[":
+            start = i
+            i = ws(i + 1)
+            if text[i] == "]":
+                parsed.containers[path] = (start, i + 1)
+                return i + 1
+            index = 0
+            while True:
+                i = ws(value(i, path + (index,), key))
+                index += 1
+                if text[i] == ",":
+                    i += 1
+                    continue
+                parsed.containers[path] = (start, i + 1)
+                return i + 1
+        if c == '"':
+            s, end = _scanstring(text, i + 1)
+            parsed.entries.append(Entry(path, key, Scalar(s, True, i, end, next(counter)), False))
+            return end
+        m = _JSON_LITERAL.match(text, i)
+        assert m is not None, "json.loads accepted the text, so a literal starts here"
+        raw = m.group(0)
+        parsed.entries.append(Entry(path, key, Scalar(json.loads(raw), False, i, m.end(), next(counter)), False))
+        return m.end()
+
+    value(0, (0,), None)
+    return parsed
+
+
+def _parse_toml(text: str) -> ParsedConfig:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigParseError(f"invalid TOML: {exc}") from None
+    parsed = ParsedConfig("toml", text, [data])
+    counter = iter(range(1 << 62))
+    values: dict[tuple, Scalar] = {}  # document path -> scalar, for every value that is not a table
+    keys: list[tuple[tuple, Scalar, int]] = []  # (path of the value the key is read before, key, depth)
+
+    def walk(obj: Any, path: tuple, key: str | None) -> None:
+        if isinstance(obj, dict):
+            for name, v in obj.items():
+                scalar = Scalar(name, True, -1, -1, next(counter))
+                parsed.entries.append(Entry((0, *path, name), name, scalar, True))
+                keys.append(_key_anchor(v, (*path, name), scalar))
+                walk(v, (*path, name), name)
+        elif isinstance(obj, list):
+            for i, item in enumerate(obj):
+                walk(item, (*path, i), key)
+        else:
+            scalar = Scalar(obj, isinstance(obj, str), -1, -1, next(counter))
+            values[path] = scalar
+            parsed.entries.append(Entry((0, *path), key, scalar, False))
+
+    walk(data, (), None)
+    spans = toml_positions.value_spans(text, [*values, *(anchor for anchor, _, _ in keys)])
+    for path, scalar in values.items():
+        scalar.start, scalar.end = spans.get(path, (-1, -1))
+    for anchor, scalar, depth in keys:
+        if anchor in spans and (span := toml_positions.key_span(text, spans[anchor][0], scalar.value, depth)):
+            scalar.start, scalar.end = span
+    return parsed
+
+
+def _key_anchor(value: Any, path: tuple, key: Scalar) -> tuple[tuple, Scalar, int]:
+    """A key is found just before a value it names: its own, or the first one under a dotted key
+    (`name.sub = 1`); the depth counts the dotted parts between the key and that value."""
+    depth = 0
+    while isinstance(value, dict) and value:
+        first = next(iter(value))
+        value, path, depth = value[first], (*path, first), depth + 1
+    return path, key, depth
+
+# ---- positions and edits ------------------------------------------------------------------------
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+class LineIndex:
+    """Character offset -> 1-based (line, column), counting `\\r\\n`, `\\r`, `\\n` as line breaks."""
+
+    def __init__(self, text: str):
+        self.starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
+
+    def position(self, offset: int) -> tuple[int, int]:
+        if offset < 0:
+            return 1, 1
+        line = bisect.bisect_right(self.starts, offset) - 1
+        return line + 1, offset - self.starts[line] + 1
+
+
+def apply_edits(text: str, edits: list[tuple[int, int, str]]) -> str:
+    for start, end, new in sorted(edits, reverse=True):
+        text = text[:start] + new + text[end:]
+    return text

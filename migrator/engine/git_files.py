@@ -1,0 +1,82 @@
+"""What git says belongs to a project: the files it lists and the submodules it records.
+
+Each answer comes from git itself, so its own rules hold (`.gitignore` at every level,
+`.git/info/exclude`, `core.excludesFile`, quoting in `.gitmodules`); `None` or a plain reading
+where git is not installed or the folder is not in a work tree.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable
+from pathlib import Path
+
+GIT_TIMEOUT_S = 120
+# set when we run from a git hook: they would point git at the hook's index or tree, not the folder's
+_HOOK_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR")
+SUBMODULE_PATH = re.compile(r"^\s*path\s*=\s*(.+?)\s*$", re.MULTILINE)
+
+
+def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes] | None:
+    git = shutil.which("git")
+    if git is None:
+        return None
+    env = {k: v for k, v in os.environ.items() if k not in _HOOK_VARIABLES}
+    try:
+        return subprocess.run([git, *args], cwd=cwd, env=env, capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+def project_files(folder: Path, pruned_dirs: Iterable[str] = ()) -> list[str] | None:
+    """Paths under `folder` (relative to it, `/`-separated) that git counts as the project: tracked
+    files and untracked files no ignore rule covers (`git ls-files -co --exclude-standard`). A nested
+    repository or submodule is one entry (its folder). Folders named in `pruned_dirs` are not
+    descended into for untracked files. None where git is missing, `folder` is not in a work tree
+    or git ignores `folder` itself."""
+    if not _below_a_git_folder(folder):
+        return None  # no work tree: spare the git process
+    excludes = [f"--exclude={name}/" for name in sorted(pruned_dirs)]
+    out = _git(["ls-files", "--cached", "--others", "--exclude-standard", "-z", *excludes], folder)
+    if out is None or out.returncode != 0:
+        return None
+    if _ignored_by_git(folder):
+        return None  # asked for although git leaves it out (e.g. an unpacked sdist under an ignored folder)
+    # -z: names unquoted, as bytes; os.fsdecode keeps a non-UTF-8 name openable (surrogateescape)
+    names = {os.fsdecode(raw).rstrip("/") for raw in out.stdout.split(b"\0") if raw}
+    return sorted(names)  # a conflicted file is listed once per stage
+
+
+def _ignored_by_git(folder: Path) -> bool:
+    out = _git(["check-ignore", "-q", "--", os.path.join(str(folder.resolve()), "")], folder)
+    return out is not None and out.returncode == 0
+
+
+def _below_a_git_folder(folder: Path) -> bool:
+    """A `.git` folder or file (worktrees, submodules) in `folder` or above it."""
+    try:
+        here = folder.resolve()
+    except (OSError, RuntimeError):
+        return True  # let git decide
+    return any(os.path.exists(os.path.join(p, ".git")) for p in (here, *here.parents))
+
+
+def submodules(root: Path) -> set[str]:
+    """Paths of git submodules (other projects' code, e.g. a vendored CUTLASS): scanned only on request.
+    git itself reads `.gitmodules` (quoting, includes, case rules); without git, a plain `path =` match."""
+    gitmodules = root / ".gitmodules"
+    if not gitmodules.is_file():
+        return set()
+    out = _git(["config", "--file", str(gitmodules), "-z", "--get-regexp", r"^submodule\..*\.path$"], root)
+    if out is not None and out.returncode in (0, 1):  # 1: no submodule paths
+        # -z: "key\nvalue\0" per entry
+        entries = out.stdout.decode("utf-8", "replace").split("\0")
+        return {e.partition("\n")[2].strip("/") for e in entries if "\n" in e}
+    try:
+        text = gitmodules.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return set()
+    return {m.group(1).strip("/") for m in SUBMODULE_PATH.finditer(text)}
