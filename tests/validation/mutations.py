@@ -23,6 +23,7 @@ class Mutation:
     what: str
     status: str = "fail"              # "warn" where the check is a warning by design (dtype policy)
     check: str = ""                   # substring of the check row that must carry that status
+    passes: str = ""                  # substring of a check row that must still pass (a bf16-only bug: fp32 logic)
 
     def apply(self, migrated: Path, dest: Path) -> Path:
         shutil.copytree(migrated, dest)
@@ -39,6 +40,18 @@ _SDPA_POLARITY_MASK = (
     "        Sq, Skv = q.shape[1], k.shape[1]\n"
     "        mask = torch.ones(Sq, Skv, dtype=torch.bool, device=q.device).tril(Skv - Sq)  # SDPA: True = keep\n"
     "        sparse_mode = 0\n"
+)
+
+_ROPE_BF16_ANGLES = (
+    "    def forward(self, positions):\n"
+    "        if torch.is_autocast_enabled(positions.device.type):  # angles in the compute dtype (\"fused\" RoPE)\n"
+    "            dt = torch.get_autocast_dtype(positions.device.type)\n"
+    "            d = self.cos.shape[-1]\n"
+    "            inv_freq = 1.0 / (10000.0 ** (torch.arange(0, d, 2, device=positions.device).float() / d))\n"
+    "            ang = positions.to(dt).unsqueeze(-1) * inv_freq.to(dt)\n"
+    "            emb = torch.cat((ang, ang), dim=-1)\n"
+    "            return emb.cos(), emb.sin()\n"
+    "        return self.cos[positions], self.sin[positions]\n"
 )
 
 MUTATIONS = (
@@ -74,6 +87,12 @@ MUTATIONS = (
                "            return x + self.mlp(self.mlp_norm(x))\n"),),
              "S1", "", "autocast switched off inside every block: fp32 compute where the original ran bf16",
              status="warn", check="precision policy"),
+    Mutation("rope_bf16_angles", "gpt", "model.py",
+             (("    def forward(self, positions):\n        return self.cos[positions], self.sin[positions]\n",
+               _ROPE_BF16_ANGLES),),
+             "S1", "rotary (Rotary)", "rotary angles computed in bf16 under autocast: exact in fp32, off by up to "
+             "0.1 rad in bf16 (a bf16-only bug: only the bf16 ratio can see it)",
+             check="bf16 tolerance", passes="fp32 logic"),
     Mutation("loss_sum", "gpt", "validate.py",
              (('batch["targets"].flatten())', 'batch["targets"].flatten(), reduction="sum")'),), "S1", "loss_fn",
              "loss reduced with sum instead of mean"),
