@@ -125,6 +125,16 @@ def run_side(job: dict[str, Any]) -> dict[str, Any]:
             rec.save(run_dir, {"side": side, "optimizer": name})
             status["optimizer"] = {"class": name, "dir": run_dir}
             status["timings"]["optimizer"] = timer()
+            batches = [execute.load_batch(os.path.join(shared, f"batch_step{s}")) for s in steps]
+            status["train"] = {}
+            for policy in job["policies"]:
+                phase = f"{policy} training ({execute.TRAIN_STEPS} steps)"
+                rec, facts = execute.train_updates(entry, weights, batches, device, policy, bf16_policy,
+                                                   job["seed"], Recorder)
+                run_dir = os.path.join(out, "train", policy)
+                rec.save(run_dir, {"side": side, "policy": policy, "training": facts})
+                status["train"][policy] = dict(facts, dir=run_dir)
+            status["timings"]["train"] = timer()
         status["ok"] = True
     except Exception as exc:  # noqa: BLE001 - the program failed: that is a result
         active = recorder.active_modules() if recorder is not None else []

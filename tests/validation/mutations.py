@@ -93,6 +93,9 @@ MUTATIONS = (
              "S1", "rotary (Rotary)", "rotary angles computed in bf16 under autocast: exact in fp32, off by up to "
              "0.1 rad in bf16 (a bf16-only bug: only the bf16 ratio can see it)",
              check="bf16 tolerance", passes="fp32 logic"),
+    Mutation("no_unscale", "gpt", "validate.py", (("    scaler.unscale_(optimizer)\n", ""),), "S1", "training step",
+             "scaler.unscale_ dropped before clip_grad_norm_: the scaled grads are clipped, then unscaled by step",
+             check="params after k training steps, fp32"),
     Mutation("loss_sum", "gpt", "validate.py",
              (('batch["targets"].flatten())', 'batch["targets"].flatten(), reduction="sum")'),), "S1", "loss_fn",
              "loss reduced with sum instead of mean"),
