@@ -98,6 +98,8 @@ def describe(facts: dict[str, Any] | None) -> str:
              f"params {_main_dtype(pol.get('param_dtypes')) or '-'}",
              f"grads {_main_dtype(pol.get('grad_dtypes')) or '-'}"]
     scaler = facts.get("scaler")
+    if "scaler" not in facts:
+        return ", ".join(parts)
     parts.append("no GradScaler" if not scaler else
                  f"{scaler['class']} {'on' if scaler.get('enabled') else 'off'}"
                  + (f" (scale {scaler['init_scale']:g})" if scaler.get("init_scale") else ""))

@@ -15,6 +15,9 @@ and with autocast off (T32). Global hooks do the rest, without touching the scri
 
 S1 compares step 0 with the usual verdicts; the K-step loss curve (T16 vs R) is reported, warning
 above a 2e-3 relative difference, and never fails the stage. S0/S2/S3 need the protocol.
+Each side runs in its own precision policy (an fp16 script runs fp16 on CPU too: neither the CUDA
+remap nor the emulation substitutes bf16); the effective policy of R and T16 at step 0 (autocast
+coverage and dtype, activation/param/grad dtypes, :mod:`.policy`) is recorded and compared.
 Limits: G needs the script's bf16 policy to be autocast (a ``model.to(bfloat16)`` script has no
 fp32 golden this way, and then R = G: the result says so); a script that never calls an
 optimizer stops only at its own end.
@@ -62,6 +65,7 @@ class _ScriptHooks:
         self.status: dict[str, Any] = {}
         self.param_names: dict[int, str] = {}
         self.in_backward = False
+        self.probe: Any | None = None
 
     # ------------------------------------------------------------- module hooks (global)
     def install(self) -> None:
@@ -96,6 +100,10 @@ class _ScriptHooks:
             self._share_weights(module, args)
             self.recorder = self.recorder_cls(module, max_bytes=self.job.get("max_bytes", 1 << 30)).attach()
             self.param_names = {id(p): n for n, p in module.named_parameters()}
+            from .policy import PolicyProbe
+
+            self.probe = PolicyProbe(module, self.job.get("device", "cpu")).attach()
+            self.probe._pre(module, args)  # the root's own call started before the probe's hooks
             # the recorder's own pre-hook was registered after this call started: record the root by hand
             self.recorder._pre_hook("_root")(module, args, {})
         return None
@@ -136,6 +144,11 @@ class _ScriptHooks:
 
     # ------------------------------------------------------------- optimizer hooks
     def _opt_pre(self, optimizer, args, kwargs):
+        if self.steps == 0 and self.probe is not None:
+            self.probe._opt_pre(optimizer, args, kwargs)
+            self.probe.detach()
+            self.status["policy"] = {"policy": self.probe.facts(self.root)}
+            self.probe = None
         if self.steps == 0 and self.recorder is not None:
             grads = []
             for group in optimizer.param_groups:
@@ -172,7 +185,7 @@ def run_script(job: dict[str, Any]) -> dict[str, Any]:
     patches: list = []
     if job["policy"] == "fp32":
         _force_autocast_off(patches)
-    hooks = _ScriptHooks(job)
+    hooks = _ScriptHooks(dict(job, device=layers.device))
     hooks.install()
     script = os.path.join(tree, job["script"])
     if not os.path.exists(script):
@@ -279,9 +292,12 @@ def run_script_mode(opts, progress=None, migrate=None):
                 notes.append("the migrated script's first inputs differ from the original's (input sha256)")
             if same_policy:
                 notes.append("the script's bf16 policy is not autocast (forcing autocast off changed nothing): no fp32 golden")
+            from .policy import compare_policies
+
+            policy_row = compare_policies(st["R"].get("policy"), st["T16"].get("policy"), "as-is")
             s1 = numeric_stage("S1", comparison, bench={"seconds": round(sum(r.seconds for r in results.values()), 2)},
                                notes=notes, extra_summary=f"loss curve max rel diff {worst:.3g}",
-                               extra_checks=(curve_check,))
+                               extra_checks=(curve_check,) + ((policy_row,) if policy_row else ()))
         stages.insert(1, s1)
         return ValidationResult(original=original, migrated=migrated, stages=tuple(stages), layers=layers,
                                 manifest={"seed": opts.seed, "curve_steps": opts.curve_steps,

@@ -803,8 +803,10 @@ def test_autocast_and_grad_scaler(emu):
         assert torch.is_autocast_enabled("npu")
     with torch.amp.autocast(device_type="npu", dtype=torch.float16):
         assert (a @ b).dtype == torch.float16
-    with torch.npu.amp.autocast():  # emulation default: bf16
-        assert (a @ b).dtype == torch.bfloat16
+    with torch.npu.amp.autocast():  # torch_npu's default: fp16, never substituted by bf16
+        assert (a @ b).dtype == torch.float16
+    with torch.autocast("npu"):
+        assert (a @ b).dtype == torch.float16
     assert (a @ b).dtype == torch.float32
     model = torch.nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -826,11 +828,11 @@ def test_autocast_and_grad_scaler(emu):
 
 
 def test_amp_default_dtype_is_configurable():
-    with ne.emulated(force=True, amp_dtype=torch.float16):
+    with ne.emulated(force=True, amp_dtype=torch.bfloat16):
         with torch.npu.amp.autocast():
-            assert (torch.randn(2, 2) @ torch.randn(2, 2)).dtype == torch.float16
-        with torch.npu.amp.autocast(dtype=torch.bfloat16):  # explicit dtype wins
             assert (torch.randn(2, 2) @ torch.randn(2, 2)).dtype == torch.bfloat16
+        with torch.npu.amp.autocast(dtype=torch.float16):  # explicit dtype wins
+            assert (torch.randn(2, 2) @ torch.randn(2, 2)).dtype == torch.float16
 
 
 def test_hccl_to_gloo_and_ddp(emu):

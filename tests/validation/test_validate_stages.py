@@ -97,3 +97,17 @@ def test_script_mode_runs_the_unmodified_training_script(migrated_gpt):
     curve = [c for c in s1.checks if c["check"].startswith("loss curve")]
     assert curve and curve[0]["worst"] < 2e-3
     assert result.stage("S2").status == "not_run" and "script mode" in result.stage("S2").reason
+
+
+@pytest.mark.slow
+def test_script_mode_runs_an_fp16_script_in_fp16_on_both_sides(migrated_gpt):
+    """Each side in its own policy: the original's torch.cuda.amp.autocast(float16) is not run as bf16."""
+    from migrator import api
+
+    result = api.validate(REPO / "samples" / "gpt", migrated=str(migrated_gpt), script="train.py",
+                          script_args=("--tiny", "--dtype", "float16"), curve_steps=2)
+    s1 = result.stage("S1")
+    assert s1.status in ("pass", "warn"), result.text()
+    (row,) = [c for c in s1.checks if c["check"].startswith("precision policy per side")]
+    assert row["status"] == "pass"
+    assert "autocast float16" in row["original"] and "autocast float16" in row["migrated"], row

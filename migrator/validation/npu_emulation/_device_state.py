@@ -16,7 +16,7 @@ class _State:
     def __init__(self) -> None:
         self.device_count = 1
         self.current_device = 0
-        self.amp_dtype = torch.bfloat16
+        self.amp_dtype = torch.float16
         self.current_stream: Any = None  # an npu_streams.Stream once one is set
         self.mstx_stack: list = []
         self.mstx_next_id = 1
