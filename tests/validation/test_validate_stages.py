@@ -38,7 +38,8 @@ def test_cli_gpt_migrates_then_passes_every_stage(tmp_path):
     assert doc["manifest"]["determinism"]["migrated"]["deterministic_algorithms"] is True
     assert doc["layers"]["migrated"]["npu_emulation"]
     variants = doc["stages"][2]["summary"]
-    assert "ddp x2" in variants and "fsdp2 x2" in variants
+    assert "ddp x2" in variants and "fsdp2" not in variants  # gpt's parallelize declares "dp" only
+    assert any("fsdp2: skipped (the program declares no 'fsdp' plan" in n for n in doc["stages"][2]["notes"])
     assert md.read_text().startswith("### `migrate validate`")
     assert list(probe.glob("s1-migrated-bf16/step0/rank0/dump_tensor_data/*.pt"))
     assert list(probe.glob("s2-ddp-fp32/step0/rank1/dump.json"))
