@@ -284,6 +284,9 @@ def optimizer_updates(entry, weights, device: str, seed: int, recorder_cls) -> t
             delta = (p.detach() - before[n]).float()
             rec._event(f"Optimizer.{type(optimizer).__name__}.step.{step}.{n}", f"optim.step{step}.{n}",
                        "optimizer", n.rpartition(".")[0] or "_root", type(optimizer).__name__, "optimizer", delta)
+    from . import op_semantics
+
+    rec.optimizer_semantic = op_semantics.jsonable(op_semantics.optimizer(optimizer))
     return rec, type(optimizer).__name__
 
 

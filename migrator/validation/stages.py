@@ -131,8 +131,46 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: dict[str
     })
     bench["compare_seconds"] = round(time.monotonic() - t0 - max(r.seconds for r in results), 2)
     bench["seconds"] = round(time.monotonic() - t0, 2)  # the stage's time includes the comparison
-    return numeric_stage("S1", comparison, bench=bench, notes=notes, extra_checks=policy_checks,
-                         extra_summary=f"{len(opts.steps)} step(s), bf16 policy {opts.bf16_policy}")
+    result = numeric_stage("S1", comparison, bench=bench, notes=notes, extra_checks=policy_checks,
+                           extra_summary=f"{len(opts.steps)} step(s), bf16 policy {opts.bf16_policy}")
+    if result.status == FAIL:
+        result = _first_op(result, comparison, opts, original, migrated, work, shared, orig_status, mig_res.status,
+                           progress)
+        result = _replace(result, bench=dict(result.bench, seconds=round(time.monotonic() - t0, 2)))
+    return result
+
+
+def _first_op(result: StageResult, comparison: Comparison, opts: Options, original: str, migrated: str, work: str,
+              shared: str, orig_status: dict[str, Any], mig_status: dict[str, Any], progress: Progress) -> StageResult:
+    """Name the first divergent op inside the failing module (or the optimizers' argument diff)."""
+    from . import op_localise as L
+
+    target = L.target_of(comparison.verdicts)
+    if target is None:
+        return result
+    if target.get("optimizer"):
+        text = L.optimizer_diff(orig_status.get("optimizer"), mig_status.get("optimizer"))
+        row = None
+    else:
+        _say(progress, f"S1: op-level trace inside {target['module']} (step {target['step']}, {target['policy']}) "
+                       "on both sides")
+        traced = L.run_traces(opts, original, migrated, work, shared, target)
+        if isinstance(traced, str):
+            return _replace(result, notes=result.notes + (traced,))
+        found = L.first_divergent_op(traced[0], traced[1], target["policy"])
+        text = L.describe(found, target["module"])
+        row = {"check": f"first divergent op inside {target['module']}", **{k: v for k, v in found.items() if k != "note"}}
+        if found.get("migrated_op"):
+            row.update(status=FAIL, metric=f"rel_l2 ({target['policy']})", worst=found["rel_l2"],
+                       threshold=L.DIVERGES[target["policy"]],
+                       worst_tensor=f"{found['migrated_op']} (migrated) vs {found['original_op']} (original)",
+                       message="; ".join(found["argument_diff"]) or "same semantic arguments")
+        else:
+            row.update(status="warn", message=found.get("note", ""))
+    if not text:
+        return result
+    first = f"{result.first_divergence}; {text}" if result.first_divergence else text
+    return _replace(result, first_divergence=first, checks=result.checks + ((row,) if row else ()))
 
 
 def _training(comparison: Comparison, notes: list[str], train_o: dict[str, Any] | None,

@@ -123,7 +123,7 @@ def run_side(job: dict[str, Any]) -> dict[str, Any]:
             rec, name = execute.optimizer_updates(entry, weights, device, job["seed"], Recorder)
             run_dir = os.path.join(out, "optimizer")
             rec.save(run_dir, {"side": side, "optimizer": name})
-            status["optimizer"] = {"class": name, "dir": run_dir}
+            status["optimizer"] = {"class": name, "dir": run_dir, "semantic": getattr(rec, "optimizer_semantic", None)}
             status["timings"]["optimizer"] = timer()
             batches = [execute.load_batch(os.path.join(shared, f"batch_step{s}")) for s in steps]
             status["train"] = {}
@@ -168,6 +168,10 @@ def main(argv=None) -> int:
             bench_rank = os.environ.get("RANK")
             write_status(job["out"], run_bench(job),
                          "status.json" if bench_rank is None else f"status_rank{bench_rank}.json")
+        elif kind == "optrace":
+            from .optrace import run_optrace
+
+            write_status(job["out"], run_optrace(job))
         elif kind == "script":
             from .script_mode import run_script
 
