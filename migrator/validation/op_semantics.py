@@ -75,16 +75,17 @@ def xformers(name: str, args, kwargs) -> Semantic:
     p, _ = _arg(args, kwargs, 4, "p", 0.0)
     scale, given = _arg(args, kwargs, 5, "scale", None)
     kind = type(bias).__name__ if bias is not None else None
+    how = f"{kind} (structured, no mask tensor)" if kind else "no attn_bias"
     if kind is None:
         causal, polarity = "none", "no mask"
     elif "FromBottomRight" in kind:
-        causal, polarity = "bottom-right", f"{kind} (structured)"
+        causal, polarity = "bottom-right", "no mask"
     elif "LowerTriangular" in kind:
-        causal, polarity = "top-left", f"{kind} (structured)"
+        causal, polarity = "top-left", "no mask"
     else:
-        causal, polarity = "none", "additive bias (0 keep, -inf masked)"
+        causal, polarity, how = "none", "additive bias (0 keep, -inf masked)", "attn_bias tensor"
     return {"scale": _scale(scale, given, "xformers", _shape(q)[-1]),
-            "causal alignment": (causal, kind or "no attn_bias"), "mask polarity": (polarity, "attn_bias"),
+            "causal alignment": (causal, kind or "no attn_bias"), "mask polarity": (polarity, how),
             "layout": ("BSND", "xformers (B, M, H, K)"), "keep_prob": (1.0 - float(p or 0.0), "1 - p")}
 
 

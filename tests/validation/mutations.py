@@ -24,6 +24,7 @@ class Mutation:
     status: str = "fail"              # "warn" where the check is a warning by design (dtype policy)
     check: str = ""                   # substring of the check row that must carry that status
     passes: str = ""                  # substring of a check row that must still pass (a bf16-only bug: fp32 logic)
+    op: str = ""                      # substring of first_divergence: the first divergent op and its argument diff
 
     def apply(self, migrated: Path, dest: Path) -> Path:
         shutil.copytree(migrated, dest)
@@ -56,27 +57,35 @@ _ROPE_BF16_ANGLES = (
 
 MUTATIONS = (
     Mutation("attn_scale", "gpt", "model.py", (("scale=scale, ", ""),), "S1", "blocks.0.attn (Attention)",
-             "npu_fusion_attention scale left at its default 1.0 instead of 1/sqrt(head_dim)"),
+             "npu_fusion_attention scale left at its default 1.0 instead of 1/sqrt(head_dim)",
+             op="scale: 1 (npu default) vs 0.25 (flash_attn default 1/√16)"),
     Mutation("mask_polarity", "gpt", "model.py",
              (("        mask = torch.triu(torch.ones(2048, 2048, dtype=torch.bool, device=q.device), diagonal=1)\n"
                "        sparse_mode = 3 if causal_align == \"bottom_right\" else 2\n", _SDPA_POLARITY_MASK),),
              "S1", "blocks.0.attn (Attention)",
-             "an SDPA-style keep-mask (True = attend) passed as atten_mask (True = masked out)"),
+             "an SDPA-style keep-mask (True = attend) passed as atten_mask (True = masked out)",
+             op="mask polarity: bool [32, 36], True = masked out (atten_mask) vs no mask"),
     Mutation("causal_top_left", "gpt", "model.py", (('causal_align="bottom_right"', 'causal_align="top_left"'),),
              "S1", "blocks.0.attn (Attention)",
-             "causal mask aligned top-left (sparse_mode 2) on the Sq != Skv memory-slot path; flash-attn is bottom-right"),
+             "causal mask aligned top-left (sparse_mode 2) on the Sq != Skv memory-slot path; flash-attn is bottom-right",
+             op="causal alignment: top-left (sparse_mode 2) vs bottom-right (flash_attn >= 2.1 causal=True)"),
     Mutation("layout_bnsd", "gpt", "model.py", (('q, k, v, q.shape[2], "BSND",', 'q, k, v, q.shape[2], "BNSD",'),),
              "S1", "blocks.0.attn (Attention)", "(B, S, N, D) tensors declared as BNSD"),
     Mutation("keep_prob", "gpt", "model.py", (("keep_prob=1.0 - dropout_p", "keep_prob=0.9"),), "S1",
-             "blocks.0.attn (Attention)", "keep_prob hard-coded to 0.9 instead of 1 - dropout_p"),
+             "blocks.0.attn (Attention)", "keep_prob hard-coded to 0.9 instead of 1 - dropout_p",
+             op="keep_prob: 0.9 (keep_prob) vs 1 (1 - dropout_p)"),
     Mutation("rmsnorm_eps", "gpt", "model.py", (("epsilon=self.eps)[0]", ")[0]"),), "S1",
-             "blocks.0.attn_norm (_MigrateRMSNorm)", "npu_rms_norm called without epsilon: its 1e-6 default, not 1e-5"),
+             "blocks.0.attn_norm (_MigrateRMSNorm)", "npu_rms_norm called without epsilon: its 1e-6 default, not 1e-5",
+             op="eps: 1e-06 (npu default) vs 1e-05 (FusedRMSNorm(eps=...))"),
     Mutation("layernorm_eps", "gpt", "model.py", (("nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps,", "nn.LayerNorm(cfg.n_embd, eps=1e-6,"),),
-             "S1", "ln_f (LayerNorm)", "final LayerNorm eps 1e-6 instead of the configured 1e-5"),
-    Mutation("adam_weight_decay", "gpt", "validate.py", (("weight_decay=0.0, ", ""),), "S1", "optimizer",
-             "FusedAdam's weight_decay default (0) lost: the replacement optimizer's default 1e-2 applies"),
+             "S1", "ln_f (LayerNorm)", "final LayerNorm eps 1e-6 instead of the configured 1e-5",
+             op="eps: 1e-06 (given) vs 1e-05 (FusedLayerNorm(eps=...))"),
+    Mutation("adam_weight_decay", "gpt", "validate.py", ((", weight_decay=0.0)", ")"),), "S1", "optimizer",
+             "FusedAdam's weight_decay default (0) lost: the replacement optimizer's default 1e-2 applies",
+             op="weight_decay: 0.01 (AdamW) vs 0 (FusedAdam)"),
     Mutation("adam_betas", "gpt", "validate.py", (("betas=(0.9, 0.95)", "betas=(0.9, 0.999)"),), "S1", "optimizer",
-             "FusedAdam's betas (0.9, 0.95) replaced by torch's default (0.9, 0.999): invisible with one constant gradient"),
+             "FusedAdam's betas (0.9, 0.95) replaced by torch's default (0.9, 0.999): invisible with one constant gradient",
+             op="betas: (0.9, 0.999) (AdamW) vs (0.9, 0.95) (FusedAdam)"),
     Mutation("autocast_off", "gpt", "model.py",
              (("    def forward(self, x, cos, sin, cu_seqlens=None, max_seqlen=None):\n"
                "        x = x + self.attn(self.attn_norm(x), cos, sin, cu_seqlens, max_seqlen)\n"

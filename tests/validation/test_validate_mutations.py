@@ -58,6 +58,10 @@ def test_mutation_fails_its_stage_localised(mutation_results, mutation):
         assert result.stage("S1").status in ("pass", "warn"), "S1 cannot see this bug; it must still pass"
     where = stage.first_divergence or ""
     assert mutation.module in where, f"{mutation.name}: localised to {where!r}, expected {mutation.module!r}"
+    assert mutation.op in where, f"{mutation.name}: first divergent op {where!r}, expected {mutation.op!r}"
+    if mutation.passes:
+        rows = [c for c in stage.checks if mutation.passes in c["check"]]
+        assert rows and all(c["status"] == "pass" for c in rows), stage.checks
     assert stage.reason
     # the result is a valid validation JSON whatever happens
     doc = result.to_json()
