@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from .remap import is_npu_string
+from .remap import AMP_DEFAULT, is_npu_string
 
 
 class _State:
@@ -20,6 +20,14 @@ class _State:
         self.current_stream: Any = None  # an npu_streams.Stream once one is set
         self.mstx_stack: list = []
         self.mstx_next_id = 1
+
+    @property
+    def amp_dtype(self) -> torch.dtype:
+        return AMP_DEFAULT["dtype"]
+
+    @amp_dtype.setter
+    def amp_dtype(self, dtype: torch.dtype) -> None:
+        AMP_DEFAULT["dtype"] = dtype
 
 
 STATE = _State()

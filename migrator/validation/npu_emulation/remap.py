@@ -341,6 +341,9 @@ def _remap_key(key: str, fn: Callable[[Any], Any]) -> Callable[[dict[str, Any]],
     return transform
 
 
+AMP_DEFAULT: dict[str, torch.dtype] = {"dtype": torch.float16}  # the emulated device's autocast default (install)
+
+
 def _apply_autocast(patches: PatchSet) -> None:
     """``torch.autocast("npu")``/``torch.amp.autocast(device_type="npu")`` → cpu, plus the autocast
     state functions and ``GradScaler("npu")`` (transfer_to_npu patches the same set, §b.2)."""
@@ -351,9 +354,7 @@ def _apply_autocast(patches: PatchSet) -> None:
     def npu_autocast(arguments: dict[str, Any]) -> None:
         # torch.autocast("npu") without a dtype is fp16 on the device, not the CPU's bf16 default
         if remap_device(arguments.get("device_type")) != arguments.get("device_type") and arguments.get("dtype") is None:
-            from .npu import STATE
-
-            arguments["dtype"] = STATE.amp_dtype
+            arguments["dtype"] = AMP_DEFAULT["dtype"]
         _remap_key("device_type", remap_device)(arguments)
 
     patches.setattr(ac, "__init__", wrap_bound(ac.__init__, npu_autocast), "torch.amp.autocast.__init__")
