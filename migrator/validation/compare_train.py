@@ -23,13 +23,13 @@ _DEFAULT = Thresholds()
 ORDER = 5_000_000  # after the step-0 tensors and the isolated optimizer
 
 
-def compare_training(G: Run, R: Run | None, T32: Run | None, T16: Run | None, *, th: Thresholds = _DEFAULT,
+def compare_training(G: Run | None, R: Run | None, T32: Run | None, T16: Run | None, *, th: Thresholds = _DEFAULT,
                      cross_device: bool = False) -> Comparison:
     out = Comparison()
     factor = th.cross_device_factor if cross_device else 1.0
     f32_pass, f32_warn = TRAIN_FP32_PASS * factor, TRAIN_FP32_WARN * factor
     under_test = T32 or T16
-    if under_test is None:
+    if under_test is None or G is None:
         return out
     for order, event in enumerate(under_test.events):
         match = event["match"]

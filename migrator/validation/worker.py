@@ -175,12 +175,13 @@ def main(argv=None) -> int:
         elif kind == "script":
             from .script_mode import run_script
 
-            write_status(job["out"], run_script(job))
+            write_status(job["out"], run_script(job),
+                         f"status_rank{os.environ.get('RANK', '0')}.json" if job.get("distributed") else "status.json")
         else:
             raise ValueError(f"unknown job kind {kind!r}")
     except BaseException as exc:  # noqa: BLE001 - last resort: always leave a status
         name = "status.json" if kind != "parallel" else f"status_rank{os.environ.get('RANK', '0')}.json"
-        if kind == "bench" and "RANK" in os.environ:
+        if (kind == "bench" and "RANK" in os.environ) or job.get("distributed"):
             name = f"status_rank{os.environ['RANK']}.json"
         write_status(job["out"], {"ok": False, "phase": "harness",
                                   "error": {"summary": f"{type(exc).__name__}: {exc}",

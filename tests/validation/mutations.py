@@ -25,6 +25,7 @@ class Mutation:
     check: str = ""                   # substring of the check row that must carry that status
     passes: str = ""                  # substring of a check row that must still pass (a bf16-only bug: fp32 logic)
     op: str = ""                      # substring of first_divergence: the first divergent op and its argument diff
+    script: tuple[str, ...] = ()      # script mode: run the unmodified train.py with these arguments
 
     def apply(self, migrated: Path, dest: Path) -> Path:
         shutil.copytree(migrated, dest)
@@ -118,6 +119,17 @@ MUTATIONS = (
                "    ddp.register_comm_hook(ddp.process_group, allreduce_sum)\n"
                "    return ddp"),),
              "S2", "gradient reduction", "DDP gradient summed over ranks without the 1/N average"),
+    Mutation("script_ddp_sum", "gpt", "train.py",
+             (("from model import GPT, GPT_CONFIGS\n",
+               "from model import GPT, GPT_CONFIGS\n\n\n"
+               "def _allreduce_sum(state, bucket):  # a hand-written HCCL hook that forgot the 1/N\n"
+               "    work = dist.all_reduce(bucket.buffer(), async_op=True)\n"
+               "    return work.get_future().then(lambda fut: fut.value()[0])\n"),
+              ("        model = DDP(model, device_ids=[local_rank])\n",
+               "        model = DDP(model, device_ids=[local_rank])\n"
+               "        model.register_comm_hook(None, _allreduce_sum)\n")),
+             "S2", "parameter grads scaled by 2", "the unmodified train.py under torchrun: DDP gradients summed over ranks, not averaged",
+             check="fp32 logic", script=("--tiny",)),
     Mutation("ep_no_average", "moe", "train.py", (("            p.grad.div_(dp)\n", "            pass\n"),), "S3",
              "moe.experts", "expert-parallel grads not divided by N"),
 )

@@ -34,6 +34,9 @@ def mutation_results(tmp_path_factory, migrated_gpt, migrated_moe, gpt_reference
     def run(m):
         tree = m.apply(trees[m.sample], base / m.name)
         stages = ("S1",) if m.stage == "S1" else ("S1", m.stage)
+        if m.script:
+            return m.name, api.validate(REPO / "samples" / m.sample, migrated=str(tree), script="train.py",
+                                        script_args=m.script, curve_steps=2, stages=stages)
         return m.name, api.validate(REPO / "samples" / m.sample, migrated=str(tree), compare=str(refs[m.sample]),
                                     stages=stages)
 
