@@ -97,7 +97,11 @@ def test_script_mode_runs_the_unmodified_training_script(migrated_gpt):
     assert s1.status in ("pass", "warn")
     curve = [c for c in s1.checks if c["check"].startswith("loss curve")]
     assert curve and curve[0]["worst"] < 2e-3
-    assert result.stage("S2").status == "not_run" and "script mode" in result.stage("S2").reason
+    s2 = result.stage("S2")  # the same script under torchrun at 2 ranks, original vs migrated
+    assert s2.status == "pass" and "script x2 (torchrun)" in s2.summary, result.text()
+    assert any(c["check"].startswith("params after k training steps, fp32") for c in s2.checks)
+    assert result.stage("S3").status == "not_run" and "protocol" in result.stage("S3").reason
+    assert any("def make_model(dropout=0.0)" in n for n in result.notes)  # the one-screen template
 
 
 @pytest.mark.slow
@@ -106,7 +110,7 @@ def test_script_mode_runs_an_fp16_script_in_fp16_on_both_sides(migrated_gpt):
     from migrator import api
 
     result = api.validate(REPO / "samples" / "gpt", migrated=str(migrated_gpt), script="train.py",
-                          script_args=("--tiny", "--dtype", "float16"), curve_steps=2)
+                          script_args=("--tiny", "--dtype", "float16"), curve_steps=2, stages=("S1",))
     s1 = result.stage("S1")
     assert s1.status in ("pass", "warn"), result.text()
     (row,) = [c for c in s1.checks if c["check"].startswith("precision policy per side")]
