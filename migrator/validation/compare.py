@@ -36,8 +36,9 @@ PASS, WARN, FAIL = "pass", "warn", "fail"
 _RANK = {PASS: 0, WARN: 1, FAIL: 2}
 
 CATEGORY = {"forward_input": "forward", "forward_output": "forward", "backward": "backward",
-            "param_grad": "param_grad", "loss": "loss", "api": "routing", "optimizer": "optimizer"}
-_ORDER = {"forward": 0, "routing": 0, "loss": 1, "backward": 2, "param_grad": 3, "optimizer": 4}
+            "param_grad": "param_grad", "loss": "loss", "api": "routing", "optimizer": "optimizer",
+            "training": "training"}
+_ORDER = {"forward": 0, "routing": 0, "loss": 1, "backward": 2, "param_grad": 3, "optimizer": 4, "training": 5}
 
 
 def worst_status(statuses) -> str:
@@ -378,8 +379,9 @@ def _fmt(v: float) -> str:
 def module_label(v: TensorVerdict) -> str:
     if v.category == "loss":
         return "loss_fn"
-    if v.category == "optimizer":
-        return f"optimizer ({v.scope_cls})" if v.scope_cls else "optimizer"
+    if v.category in ("optimizer", "training"):
+        what = "optimizer" if v.category == "optimizer" else "training step (train_step, optimizer)"
+        return f"{what} ({v.scope_cls})" if v.scope_cls else what
     if v.scope is None:
         return "inputs (make_batch)"
     return f"{v.scope} ({v.scope_cls})" if v.scope_cls else v.scope
@@ -404,7 +406,7 @@ def localise(verdicts: list[TensorVerdict]) -> Localisation | None:
     failing = [v for v in verdicts if v.status == FAIL]
     if not failing:
         return None
-    for metric_group in (("rel_l2_fp32", "mismatch_fp32", "grad_missing", "norm_rel_fp32"), None):
+    for metric_group in (("rel_l2_fp32", "mismatch_fp32", "grad_missing", "norm_rel_fp32", "train_rel_l2_fp32"), None):
         candidates = []
         for v in failing:
             bad = [c for c in v.checks if c.status == FAIL and (metric_group is None or c.metric in metric_group)]
@@ -435,7 +437,7 @@ MSPROBE_COLUMNS = ("cosine", "max_abs", "max_rel", "thousandth")  # report-only,
 
 PRIMARY = {"forward": ("ratio", "rel_l2_abs"), "backward": ("ratio", "rel_l2_abs"),
            "param_grad": ("ratio", "rel_l2_abs"), "loss": ("loss_rel",), "optimizer": ("rel_l2_fp32",),
-           "routing": ("mismatch_fp32", "mismatch_bf16")}
+           "routing": ("mismatch_fp32", "mismatch_bf16"), "training": ("train_rel_l2_fp32", "train_ratio")}
 
 
 def worst_rows(verdicts: list[TensorVerdict], per_group: int = 3, limit: int = 24) -> list[dict[str, Any]]:

@@ -284,7 +284,78 @@ def optimizer_updates(entry, weights, device: str, seed: int, recorder_cls) -> t
             delta = (p.detach() - before[n]).float()
             rec._event(f"Optimizer.{type(optimizer).__name__}.step.{step}.{n}", f"optim.step{step}.{n}",
                        "optimizer", n.rpartition(".")[0] or "_root", type(optimizer).__name__, "optimizer", delta)
+    from . import op_semantics
+
+    rec.optimizer_semantic = op_semantics.jsonable(op_semantics.optimizer(optimizer))
     return rec, type(optimizer).__name__
+
+
+# ---------------------------------------------------------------------------- k real training steps
+TRAIN_STEPS = 3
+
+
+def train_updates(entry, weights, batches: list[Any], device: str, policy: str, bf16_policy: str, seed: int,
+                  recorder_cls) -> tuple[Any, dict[str, Any]]:
+    """``TRAIN_STEPS`` real steps of the program: forward + ``loss_fn`` under the policy, then the
+    program's ``train_step(model, optimizer, loss, scaler)`` (its scaled backward, unscale, clip,
+    ``step``), else ``backward()`` + ``step()``; ``scaler`` from ``make_scaler()`` (else None).
+    Records each parameter's update after the last step, ``p_k - p_0`` in fp32 (what the optimizer
+    really did, loss scaling included), and returns (recorder, facts: losses, policy, scaler)."""
+    import torch
+
+    from . import determinism
+
+    determinism.seed_all(seed)
+    model = build_model(entry, weights, device, policy, bf16_policy)
+    optimizer = entry.make_optimizer(model)
+    scaler = entry.make_scaler() if entry.make_scaler is not None else None
+    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+    start = {n: p.detach().float().clone() for n, p in named}
+    facts: dict[str, Any] = {"steps": TRAIN_STEPS, "losses": [], "optimizer": type(optimizer).__name__,
+                             "train_step": entry.train_step is not None, "scaler": _scaler_facts(scaler)}
+    from .policy import PolicyProbe
+
+    probe = PolicyProbe(model, device).attach()
+    probe.watch(optimizer)
+    for step in range(TRAIN_STEPS):
+        data = prepare_batch(batches[step % len(batches)], device, policy, bf16_policy)
+        args, kwargs = model_inputs(entry, data)
+        with autocast(policy, bf16_policy, device):
+            loss = entry.loss_fn(model(*args, **kwargs), data)
+        facts["losses"].append(float(loss.detach().float()))
+        if entry.train_step is not None:
+            entry.train_step(model, optimizer, loss, scaler)
+        else:
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        if step == 0:
+            probe.detach()
+            facts["policy"] = probe.facts(model)
+    facts["scaler"] = dict(facts["scaler"], scale_after=_scale(scaler))
+    rec = recorder_cls(model)
+    with torch.no_grad():
+        for n, p in named:
+            rec._event(f"Train.after{TRAIN_STEPS}.{n}", f"train.after{TRAIN_STEPS}.{n}", "training",
+                       n.rpartition(".")[0] or "_root", type(optimizer).__name__, "training",
+                       p.detach().float() - start[n])
+    return rec, facts
+
+
+def _scaler_facts(scaler) -> dict[str, Any] | None:
+    if scaler is None:
+        return None
+    enabled = bool(scaler.is_enabled()) if hasattr(scaler, "is_enabled") else True
+    return {"class": type(scaler).__name__, "enabled": enabled, "init_scale": _scale(scaler)}
+
+
+def _scale(scaler) -> float | None:
+    if scaler is None or not getattr(scaler, "is_enabled", lambda: True)():
+        return None
+    try:
+        return float(scaler.get_scale())
+    except Exception:  # noqa: BLE001 - a scaler without get_scale: not recorded
+        return None
 
 
 class Timer:

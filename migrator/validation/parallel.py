@@ -9,8 +9,10 @@ Per step, every rank:
    all-gathered and summed in rank order with 1/N — the 1-rank run at the global batch for mean
    losses, and exactly the parallel objective when the loss has per-rank terms (MoE aux loss);
 3. runs each variant, fp32 (T32) and bf16 (T16): ``parallelize(model, mesh, stage)`` from the
-   protocol (``dp``, ``fsdp``, ``tp``, ``ep``); without one for ``dp``/``fsdp``, the harness's own
-   ``DistributedDataParallel`` / ``fully_shard`` (FSDP2); then ``sync_grads`` if the protocol has it;
+   protocol (``dp``, ``fsdp``, ``tp``, ``ep``); only a program with no ``parallelize`` at all gets the
+   harness's own ``DistributedDataParallel`` / ``fully_shard`` (FSDP2): a variant the program's
+   ``parallelize`` does not declare is skipped, never built for it; then ``sync_grads`` if the
+   protocol has it, for the program's own plans (and the harness DDP of a program without one) only;
 4. un-shards the grads before comparing: DTensor ``full_tensor()``; Megatron-style
    ``p.tp_shard = (dim, parts)`` (all-gather, re-interleave fused parts); expert-parallel
    ``ModuleList`` slices (a list shorter by N after ``parallelize``: local index i on rank r is
@@ -66,16 +68,15 @@ def _generic_fsdp2(model, mesh):
 
 
 def apply_variant(entry, model, mesh, variant: str, generic_ok: bool):
-    """Parallelize ``model`` for ``variant``; returns (wrapped model, how it was done)."""
+    """Parallelize ``model`` for ``variant``; returns (wrapped model, how it was done). ``generic_ok``:
+    the program has no ``parallelize``, so the harness may wrap it itself."""
     stage = STAGE_OF[variant]
     declared, result = _declares(entry, stage, model, mesh)
     if declared:
         return (result if result is not None else model), f"parallelize(model, mesh, {stage!r})"
-    if variant in ("tp", "ep"):
-        raise Unsupported(f"the program declares no {stage!r} plan" + (f" ({result})" if isinstance(result, str) else ""))
-    if not generic_ok:
-        raise Unsupported("the program declares no data-parallel plan ('dp'/'fsdp'); its parallelize covers "
-                          "other stages only")
+    if variant in ("tp", "ep") or not generic_ok:
+        raise Unsupported(f"the program declares no {stage!r} plan" + (f" ({result})" if isinstance(result, str) else "")
+                          + ("" if variant in ("tp", "ep") else "; the harness does not build one for it"))
     if variant == "ddp":
         return _generic_ddp(model, mesh), "harness DistributedDataParallel (no 'dp' plan declared)"
     return _generic_fsdp2(model, mesh), "harness fully_shard / FSDP2 (no 'fsdp' plan declared)"
@@ -214,9 +215,7 @@ def run_rank(job: dict[str, Any]) -> dict[str, Any]:
         full_lists = _module_lists(full)
         del full
 
-        generic_ok = True
-        if entry.parallelize is not None:
-            generic_ok = any(_probe(entry, s, weights, device, bf16_policy, mesh) for s in ("dp", "fsdp"))
+        generic_ok = entry.parallelize is None  # a program with a plan gets only the variants it declares
 
         for step in job["steps"]:
             refs: dict[str, dict[str, str]] = {}
@@ -246,7 +245,7 @@ def run_rank(job: dict[str, Any]) -> dict[str, Any]:
                         recorder.attach()
                         data = execute.prepare_batch(mine, device, policy, bf16_policy)
                         execute.forward_backward(entry, inner, pmodel, data, policy, bf16_policy, device, recorder)
-                        if entry.sync_grads is not None:
+                        if entry.sync_grads is not None and (how.startswith("parallelize") or variant == "ddp"):
                             entry.sync_grads(pmodel, mesh, STAGE_OF[variant])
                         grads = unshard_grads(inner, full_names, ep_lists, world, rank)
                         if variant == "ddp":
@@ -298,17 +297,6 @@ def run_rank(job: dict[str, Any]) -> dict[str, Any]:
 
 def _run_dir(out: str, what: str, step: int, policy: str, rank: int) -> str:
     return os.path.join(out, what, f"step{step}", policy, f"rank{rank}")
-
-
-def _probe(entry, stage, weights, device, bf16_policy, mesh) -> bool:
-    from . import execute
-
-    model = execute.build_model(entry, weights, device, "fp32", bf16_policy)
-    try:
-        declared, _ = _declares(entry, stage, model, mesh)
-    except Exception:  # noqa: BLE001 - a broken plan still counts as declared; the run reports it
-        return True
-    return declared
 
 
 def _reference(entry, weights, device, bf16_policy, mine, kind, job, rank, world, full_names, step, out):

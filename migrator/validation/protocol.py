@@ -12,7 +12,12 @@ The protocol (``validate.py`` at the tree root, or ``--entry module[:object]``):
   raises ``ValueError`` for a stage the program does not implement;
 * ``sync_grads(model, mesh, stage)`` (optional): what the program does between ``backward()``
   and ``optimizer.step()`` (e.g. expert-parallel grad scaling);
-* ``make_optimizer(model)`` (optional): the program's optimizer, compared in isolation.
+* ``make_optimizer(model)`` (optional): the program's optimizer, compared in isolation and
+  through ``TRAIN_STEPS`` real training steps (S1 compares the parameter updates after them);
+* ``train_step(model, optimizer, loss, scaler)`` (optional): what the program does from the loss
+  to the next step (scaled backward, ``unscale_``, clipping, ``step``, ``update``, ``zero_grad``);
+  without it ``loss.backward(); optimizer.step()``;
+* ``make_scaler()`` (optional): the program's loss scaler (``GradScaler``), passed to ``train_step``.
 
 Reference layers (``install_layers``), only where the real package is absent, and always named in
 the result: the ORIGINAL side gets the CUDA-library references (flash_attn / apex / xformers,
@@ -49,6 +54,8 @@ class Entry:
     parallelize: Callable | None = None
     sync_grads: Callable | None = None
     make_optimizer: Callable | None = None
+    train_step: Callable | None = None
+    make_scaler: Callable | None = None
     input_keys: tuple[str, ...] | None = None
     batch_takes_rank: bool = False
 
@@ -181,6 +188,8 @@ def load_entry(tree: str, entry: str | None = None) -> Entry:
         parallelize=getattr(target, "parallelize", None),
         sync_grads=getattr(target, "sync_grads", None),
         make_optimizer=getattr(target, "make_optimizer", None),
+        train_step=getattr(target, "train_step", None),
+        make_scaler=getattr(target, "make_scaler", None),
         input_keys=tuple(keys) if keys is not None else None,
         batch_takes_rank=_takes_rank(target.make_batch),
     )

@@ -13,8 +13,13 @@ and with autocast off (T32). Global hooks do the rest, without touching the scri
   steps; ``Tensor.backward`` / ``torch.autograd.backward`` record the loss of every step; after K
   steps the run stops (``StopScript``, a BaseException the script's ``except Exception`` won't eat).
 
-S1 compares step 0 with the usual verdicts; the K-step loss curve (T16 vs R) is reported, warning
-above a 2e-3 relative difference, and never fails the stage. S0/S2/S3 need the protocol.
+S1 compares step 0 with the usual verdicts and the parameter updates after the K steps; the
+K-step loss curve (T16 vs R) is reported, warning above a 2e-3 relative difference, and never fails
+the stage. S2 runs the script under torchrun at N ranks on both sides (:mod:`.script_parallel`);
+S0/S3 need the protocol (a template is in the notes).
+Each side runs in its own precision policy (an fp16 script runs fp16 on CPU too: neither the CUDA
+remap nor the emulation substitutes bf16); the effective policy of R and T16 at step 0 (autocast
+coverage and dtype, activation/param/grad dtypes, :mod:`.policy`) is recorded and compared.
 Limits: G needs the script's bf16 policy to be autocast (a ``model.to(bfloat16)`` script has no
 fp32 golden this way, and then R = G: the result says so); a script that never calls an
 optimizer stops only at its own end.
@@ -28,7 +33,7 @@ import sys
 import time
 from typing import Any
 
-CURVE_WARN = 2e-3
+from .script_parallel import CURVE_WARN  # one direction: script_parallel never imports this module
 
 
 class StopScript(BaseException):
@@ -62,6 +67,8 @@ class _ScriptHooks:
         self.status: dict[str, Any] = {}
         self.param_names: dict[int, str] = {}
         self.in_backward = False
+        self.probe: Any | None = None
+        self.p0: dict[str, Any] = {}
 
     # ------------------------------------------------------------- module hooks (global)
     def install(self) -> None:
@@ -84,9 +91,12 @@ class _ScriptHooks:
                     hooks.recorder.record_loss(tensor)
             hooks.in_backward = True
             try:
-                return real_backward(tensor, *args, **kwargs)
+                result = real_backward(tensor, *args, **kwargs)
             finally:
                 hooks.in_backward = False
+            if tensor.numel() == 1 and hooks.steps == 0:
+                hooks._record_backward_grads()
+            return result
 
         torch.Tensor.backward = backward  # type: ignore[method-assign, assignment]
 
@@ -96,6 +106,10 @@ class _ScriptHooks:
             self._share_weights(module, args)
             self.recorder = self.recorder_cls(module, max_bytes=self.job.get("max_bytes", 1 << 30)).attach()
             self.param_names = {id(p): n for n, p in module.named_parameters()}
+            from .policy import PolicyProbe
+
+            self.probe = PolicyProbe(module, self.job.get("device", "cpu")).attach()
+            self.probe._pre(module, args)  # the root's own call started before the probe's hooks
             # the recorder's own pre-hook was registered after this call started: record the root by hand
             self.recorder._pre_hook("_root")(module, args, {})
         return None
@@ -116,11 +130,12 @@ class _ScriptHooks:
                         t.copy_(t.to(torch.bfloat16).to(t.dtype))
             weights = {k: v.detach().to("cpu").float() if v.is_floating_point() else v.detach().to("cpu").clone()
                        for k, v in root.state_dict().items()}
-            os.makedirs(shared, exist_ok=True)
-            execute.save_tensors(weights, os.path.join(shared, "weights.safetensors"))
             self.status["weights_sha256"] = execute.tensor_hash(weights)
-            with open(os.path.join(shared, READY), "w") as fh:
-                fh.write(self.status["weights_sha256"])
+            if os.environ.get("RANK", "0") == "0":  # under torchrun every rank rounds, rank 0 writes
+                os.makedirs(shared, exist_ok=True)
+                execute.save_tensors(weights, os.path.join(shared, "weights.safetensors"))
+                with open(os.path.join(shared, READY), "w") as fh:
+                    fh.write(self.status["weights_sha256"])
         else:
             if _wait_for(shared, self.job.get("wait_timeout", 600)) != "ready":
                 raise RuntimeError("the original script produced no weights to share")
@@ -133,9 +148,27 @@ class _ScriptHooks:
                     if torch.is_tensor(t):
                         t.copy_(weights[k].to(dtype=t.dtype, device=t.device))
             self.status["weights_sha256"] = execute.tensor_hash(weights)
+        self.p0 = {n: p.detach().float().cpu().clone() for n, p in root.named_parameters()}
+
+    def _record_backward_grads(self) -> None:
+        """The grads right after step 0's backward (DDP has reduced them; no clipping yet, which can
+        hide a reduction factor from the optimizer's view)."""
+        if self.recorder is None or self.root is None or self.status.get("backward_grads"):
+            return
+        for n, p in self.root.named_parameters():
+            if p.grad is not None:
+                path = n.rpartition(".")[0] or "_root"
+                self.recorder._event(f"Grad.after_backward.{n}", f"{n}.grad_after_backward", "param_grad", path,
+                                     "after_backward", path, p.grad)
+        self.status["backward_grads"] = True
 
     # ------------------------------------------------------------- optimizer hooks
     def _opt_pre(self, optimizer, args, kwargs):
+        if self.steps == 0 and self.probe is not None:
+            self.probe._opt_pre(optimizer, args, kwargs)
+            self.probe.detach()
+            self.status["policy"] = {"policy": self.probe.facts(self.root)}
+            self.probe = None
         if self.steps == 0 and self.recorder is not None:
             grads = []
             for group in optimizer.param_groups:
@@ -153,7 +186,20 @@ class _ScriptHooks:
     def _opt_post(self, optimizer, args, kwargs):
         self.steps += 1
         if self.steps >= self.job["curve_steps"]:
+            self._save_updates(type(optimizer).__name__)
             raise StopScript()
+
+    def _save_updates(self, optimizer_name: str) -> None:
+        """Each parameter's update after the K steps, ``p_K - p_0`` (compared like S1's training steps)."""
+        if self.root is None:
+            return
+        rec = self.recorder_cls(self.root)
+        for n, p in self.root.named_parameters():
+            if n in self.p0:
+                rec._event(f"Train.after{self.steps}.{n}", f"train.after.{n}", "training", n.rpartition(".")[0] or "_root",
+                           optimizer_name, "training", p.detach().float().cpu() - self.p0[n])
+        rec.save(os.path.join(self.job["out"], "train"), {"script": self.job["script"], "steps": self.steps})
+        self.status["train"] = os.path.join(self.job["out"], "train")
 
 
 def run_script(job: dict[str, Any]) -> dict[str, Any]:
@@ -172,7 +218,9 @@ def run_script(job: dict[str, Any]) -> dict[str, Any]:
     patches: list = []
     if job["policy"] == "fp32":
         _force_autocast_off(patches)
-    hooks = _ScriptHooks(job)
+    if job.get("distributed"):  # one rank of torchrun: its own folder
+        job = dict(job, out=os.path.join(job["out"], f"rank{os.environ.get('RANK', '0')}"))
+    hooks = _ScriptHooks(dict(job, device=layers.device))
     hooks.install()
     script = os.path.join(tree, job["script"])
     if not os.path.exists(script):
@@ -251,8 +299,8 @@ def run_script_mode(opts, progress=None, migrate=None):
             key, child = active.pop(0)
             results[key] = launcher.wait(child)
         layers = {"original": results["R"].status.get("layers", {}), "migrated": results["T16"].status.get("layers", {})}
-        stages = [StageResult(s, "not_run", reason="script mode: needs the validate.py protocol (make_model, ...)")
-                  for s in ("S0", "S2", "S3")]
+        stages = [StageResult(s, "not_run", reason="script mode: needs the validate.py protocol (make_model, ...; "
+                                                   "the template is in the notes)") for s in ("S0", "S3")]
         failures = {k: r.failure() for k, r in results.items() if r.failure() is not None}
         if failures:
             key, failure = sorted(failures.items(), key=lambda kv: ("R", "T16", "G", "T32").index(kv[0]))[0]
@@ -267,6 +315,12 @@ def run_script_mode(opts, progress=None, migrate=None):
             same_policy = st["R"]["losses"][:1] == st["G"]["losses"][:1]
             comparison.extend(compare_runs(G, None if same_policy else R, Run.load(st["T32"]["step0"]),
                                            Run.load(st["T16"]["step0"]), label="step0/", gate_unmatched=True))
+            if all(st[k].get("train") for k in runs):
+                from .compare_train import compare_training
+
+                comparison.extend(compare_training(Run.load(st["G"]["train"]), None if same_policy else
+                                                   Run.load(st["R"]["train"]), Run.load(st["T32"]["train"]),
+                                                   Run.load(st["T16"]["train"])))
             curve_t, curve_r = st["T16"]["losses"], st["R"]["losses"]
             n = min(len(curve_t), len(curve_r))
             diffs = [abs(a - b) / max(abs(b), 1e-30) for a, b in zip(curve_t[:n], curve_r[:n])]
@@ -279,11 +333,26 @@ def run_script_mode(opts, progress=None, migrate=None):
                 notes.append("the migrated script's first inputs differ from the original's (input sha256)")
             if same_policy:
                 notes.append("the script's bf16 policy is not autocast (forcing autocast off changed nothing): no fp32 golden")
+            from .policy import compare_policies
+
+            policy_row = compare_policies(st["R"].get("policy"), st["T16"].get("policy"), "as-is")
             s1 = numeric_stage("S1", comparison, bench={"seconds": round(sum(r.seconds for r in results.values()), 2)},
                                notes=notes, extra_summary=f"loss curve max rel diff {worst:.3g}",
-                               extra_checks=(curve_check,))
+                               extra_checks=(curve_check,) + ((policy_row,) if policy_row else ()))
         stages.insert(1, s1)
+        if "S2" not in opts.stages:
+            s2 = StageResult("S2", "not_run", reason="not selected (--stages)")
+        elif s1.status not in ("pass", "warn") and not opts.force:
+            s2 = StageResult("S2", "not_run", reason="S1 did not pass (--force runs it anyway)")
+        else:
+            from .script_parallel import run_script_s2
+
+            s2 = run_script_s2(opts, original, migrated, work, progress)
+        stages.insert(2, s2)
+        from .script_parallel import PROTOCOL_TEMPLATE
+
         return ValidationResult(original=original, migrated=migrated, stages=tuple(stages), layers=layers,
+                                notes=(PROTOCOL_TEMPLATE,),
                                 manifest={"seed": opts.seed, "curve_steps": opts.curve_steps,
                                           "weights_sha256": results["R"].status.get("weights_sha256")},
                                 work_dir=work if opts.work_dir else None, mode="script")

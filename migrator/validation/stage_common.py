@@ -56,6 +56,8 @@ def check_rows(verdicts) -> list[dict[str, Any]]:
         "same tensors and shapes on both sides": ("unmatched",),
         "dtypes under the bf16 policy (narrower than the original: warn)": ("dtype",),
         "precision policy (share of activations in a wider dtype)": ("dtype_policy",),
+        "params after k training steps, fp32 (ΔT32 vs ΔG, rel_l2)": ("train_rel_l2_fp32",),
+        "params after k training steps, bf16 (ratio to golden)": ("train_ratio",),
     }
     rows = []
     for label, metrics in groups.items():

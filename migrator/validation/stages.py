@@ -113,6 +113,7 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: dict[str
                      "same fp32 grads, fp32 master params")
     elif opt_o or opt_m:
         notes.append("make_optimizer exists on one side only: optimizer not compared")
+    policy_checks = _training(comparison, notes, orig_status.get("train"), mig_res.status.get("train"), cross, ctx)
     own = mig_res.status.get("own_batch_sha256", {})
     shared_hash = mig_res.status.get("batch_sha256", {})
     differing = [s for s in own if own[s] != shared_hash.get(s)]
@@ -130,8 +131,67 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: dict[str
     })
     bench["compare_seconds"] = round(time.monotonic() - t0 - max(r.seconds for r in results), 2)
     bench["seconds"] = round(time.monotonic() - t0, 2)  # the stage's time includes the comparison
-    return numeric_stage("S1", comparison, bench=bench, notes=notes,
-                         extra_summary=f"{len(opts.steps)} step(s), bf16 policy {opts.bf16_policy}")
+    result = numeric_stage("S1", comparison, bench=bench, notes=notes, extra_checks=policy_checks,
+                           extra_summary=f"{len(opts.steps)} step(s), bf16 policy {opts.bf16_policy}")
+    if result.status == FAIL:
+        result = _first_op(result, comparison, opts, original, migrated, work, shared, orig_status, mig_res.status,
+                           progress)
+        result = _replace(result, bench=dict(result.bench, seconds=round(time.monotonic() - t0, 2)))
+    return result
+
+
+def _first_op(result: StageResult, comparison: Comparison, opts: Options, original: str, migrated: str, work: str,
+              shared: str, orig_status: dict[str, Any], mig_status: dict[str, Any], progress: Progress) -> StageResult:
+    """Name the first divergent op inside the failing module (or the optimizers' argument diff)."""
+    from . import op_localise as L
+
+    target = L.target_of(comparison.verdicts)
+    if target is None:
+        return result
+    if target.get("optimizer"):
+        text = L.optimizer_diff(orig_status.get("optimizer"), mig_status.get("optimizer"))
+        row = None
+    else:
+        _say(progress, f"S1: op-level trace inside {target['module']} (step {target['step']}, {target['policy']}) "
+                       "on both sides")
+        traced = L.run_traces(opts, original, migrated, work, shared, target)
+        if isinstance(traced, str):
+            return _replace(result, notes=result.notes + (traced,))
+        found = L.first_divergent_op(traced[0], traced[1], target["policy"])
+        text = L.describe(found, target["module"])
+        row = {"check": f"first divergent op inside {target['module']}", **{k: v for k, v in found.items() if k != "note"}}
+        if found.get("migrated_op"):
+            row.update(status=FAIL, metric=f"rel_l2 ({target['policy']})", worst=found["rel_l2"],
+                       threshold=L.DIVERGES[target["policy"]],
+                       worst_tensor=f"{found['migrated_op']} (migrated) vs {found['original_op']} (original)",
+                       message="; ".join(found["argument_diff"]) or "same semantic arguments")
+        else:
+            row.update(status="warn", message=found.get("note", ""))
+    if not text:
+        return result
+    first = f"{result.first_divergence}; {text}" if result.first_divergence else text
+    return _replace(result, first_divergence=first, checks=result.checks + ((row,) if row else ()))
+
+
+def _training(comparison: Comparison, notes: list[str], train_o: dict[str, Any] | None,
+              train_m: dict[str, Any] | None, cross: bool, ctx: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """The k-step training comparison and each side's precision policy (data, then a check row per run)."""
+    from .compare_train import compare_training, training_note
+    from .policy import compare_policies, describe
+
+    if not train_o or not train_m:
+        return ()
+    G = _required_run(train_o["fp32"]["dir"], "original fp32 training")
+    R, T32, T16 = (Run.load((t.get(p) or {}).get("dir")) for t, p in ((train_o, "bf16"), (train_m, "fp32"),
+                                                                      (train_m, "bf16")))
+    comparison.extend(compare_training(G, R, T32, T16, cross_device=cross))
+    note = training_note(train_o, train_m)
+    if note:
+        notes.append(note)
+    ctx["manifest"]["precision_policy"] = {side: {p: describe(t.get(p)) for p in t if isinstance(t.get(p), dict)}
+                                           for side, t in (("original", train_o), ("migrated", train_m))}
+    rows = [compare_policies(train_o.get(p), train_m.get(p), p) for p in ("fp32", "bf16")]
+    return tuple(r for r in rows if r is not None)
 
 
 # ------------------------------------------------------------------------------------ S0, S2, S3

@@ -123,8 +123,18 @@ def run_side(job: dict[str, Any]) -> dict[str, Any]:
             rec, name = execute.optimizer_updates(entry, weights, device, job["seed"], Recorder)
             run_dir = os.path.join(out, "optimizer")
             rec.save(run_dir, {"side": side, "optimizer": name})
-            status["optimizer"] = {"class": name, "dir": run_dir}
+            status["optimizer"] = {"class": name, "dir": run_dir, "semantic": getattr(rec, "optimizer_semantic", None)}
             status["timings"]["optimizer"] = timer()
+            batches = [execute.load_batch(os.path.join(shared, f"batch_step{s}")) for s in steps]
+            status["train"] = {}
+            for policy in job["policies"]:
+                phase = f"{policy} training ({execute.TRAIN_STEPS} steps)"
+                rec, facts = execute.train_updates(entry, weights, batches, device, policy, bf16_policy,
+                                                   job["seed"], Recorder)
+                run_dir = os.path.join(out, "train", policy)
+                rec.save(run_dir, {"side": side, "policy": policy, "training": facts})
+                status["train"][policy] = dict(facts, dir=run_dir)
+            status["timings"]["train"] = timer()
         status["ok"] = True
     except Exception as exc:  # noqa: BLE001 - the program failed: that is a result
         active = recorder.active_modules() if recorder is not None else []
@@ -158,15 +168,20 @@ def main(argv=None) -> int:
             bench_rank = os.environ.get("RANK")
             write_status(job["out"], run_bench(job),
                          "status.json" if bench_rank is None else f"status_rank{bench_rank}.json")
+        elif kind == "optrace":
+            from .optrace import run_optrace
+
+            write_status(job["out"], run_optrace(job))
         elif kind == "script":
             from .script_mode import run_script
 
-            write_status(job["out"], run_script(job))
+            write_status(job["out"], run_script(job),
+                         f"status_rank{os.environ.get('RANK', '0')}.json" if job.get("distributed") else "status.json")
         else:
             raise ValueError(f"unknown job kind {kind!r}")
     except BaseException as exc:  # noqa: BLE001 - last resort: always leave a status
         name = "status.json" if kind != "parallel" else f"status_rank{os.environ.get('RANK', '0')}.json"
-        if kind == "bench" and "RANK" in os.environ:
+        if (kind == "bench" and "RANK" in os.environ) or job.get("distributed"):
             name = f"status_rank{os.environ['RANK']}.json"
         write_status(job["out"], {"ok": False, "phase": "harness",
                                   "error": {"summary": f"{type(exc).__name__}: {exc}",

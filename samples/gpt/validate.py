@@ -47,6 +47,24 @@ def make_optimizer(model):
     return FusedAdam(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8)
 
 
+GRAD_CLIP = 1.0
+
+
+def make_scaler():
+    """train.py's loss scaler, enabled here (train.py enables it for fp16) so loss scaling is validated."""
+    return torch.cuda.amp.GradScaler(init_scale=2.0**16)
+
+
+def train_step(model, optimizer, loss, scaler):
+    """train.py's step after the forward: scaled backward, unscale, clip, step, update."""
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
+
+
 def parallelize(model, mesh, stage):
     """train.py uses plain DDP, so the only stage is data parallel ("dp")."""
     if stage != "dp":

@@ -515,8 +515,10 @@ def test_device_remap_maps_cuda_to_cpu_and_restores():
         x = torch.ones(2, device="cuda:0").cuda(non_blocking=True).to("cuda")
         m = torch.nn.Linear(2, 2).cuda()
         assert x.device.type == "cpu" and m.weight.device.type == "cpu" and torch.cuda.is_available()
-        with torch.autocast("cuda", dtype=torch.float16):
-            assert m(x).dtype == device_remap.CPU_AUTOCAST_DTYPE
+        with torch.autocast("cuda", dtype=torch.float16):  # never substituted by bf16
+            assert m(x).dtype == torch.float16
+        with torch.autocast("cuda"), torch.cuda.amp.autocast():  # CUDA's default dtype
+            assert m(x).dtype == device_remap.CUDA_AUTOCAST_DTYPE == torch.float16
         with torch.cuda.amp.autocast(dtype=torch.bfloat16):
             assert m(x).dtype == torch.bfloat16
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)

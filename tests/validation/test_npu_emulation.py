@@ -231,6 +231,32 @@ def test_sparse_mode_4_band_bottom_right_origin(sq, skv):
         assert torch.equal(t.bool().view(1, 1, sq, skv), band)
 
 
+def test_sparse_mode_4_origin_settled_by_the_op_plugin_mode_7_example():
+    """op-plugin torch_npu-npu_fusion_attention.md: mode 4 "参数起点为右下角"; its mode-7 example cuts a
+    4x6 rightDownCausal block into 2x6 halves, the first configured as a band with pre=6, next=-2.
+    Only the bottom-right origin reproduces rows 0-1 of the unsplit block; msprobe's top-left
+    expansion triu(k=next+1)+tril(k=-pre-1) masks every key of row 0 instead."""
+    q, k, v = qkv(B=1, N=2, Nkv=2, Sq=2, Skv=6)
+    out = fa(q, k, v, 2, "BNSD", atten_mask=compressed_mask(), sparse_mode=4, pre_tockens=6, next_tockens=-2)[0]
+    unsplit_rows = explicit_mask(2, 6, lambda i, j: j > i + (6 - 4))  # rows 0..1 of the 4x6 rightDownCausal
+    torch.testing.assert_close(out, naive_attention(q, k, v, 1.0, mask=unsplit_rows), rtol=1e-10, atol=1e-10)
+    top_left = (torch.triu(torch.ones(2, 6), -2 + 1) + torch.tril(torch.ones(2, 6), -6 - 1)).bool()
+    assert bool(top_left[0].all()) and not torch.equal(top_left.view(1, 1, 2, 6), unsplit_rows)
+
+
+def test_fusion_attention_bf16_rounds_p_before_the_second_matmul():
+    """bf16 in, fp32 accumulate, P rounded to bf16 for P.V, bf16 out (the device kernel's rounding)."""
+    q, k, v = (t.bfloat16() for t in qkv(B=1, N=2, Nkv=2, Sq=16, Skv=16, D=16, dtype=torch.float32, seed=3))
+    q = (q.float() * 4).bfloat16()  # large scores: P's rounding matters
+    out = fa(q, k, v, 2, "BNSD", scale=0.25)[0]
+    p = torch.softmax(torch.matmul(q.float(), k.float().transpose(-1, -2)) * 0.25, dim=-1)
+    rounded = torch.matmul(p.bfloat16().float(), v.float()).bfloat16()
+    unrounded = torch.matmul(p, v.float()).bfloat16()
+    assert not torch.equal(rounded, unrounded)  # the test can tell the two apart
+    assert (out.float() - rounded.float()).abs().max() < (out.float() - unrounded.float()).abs().max()
+    assert out.dtype == torch.bfloat16
+
+
 def test_sparse_mode_0_user_mask_plus_band_and_mode_1():
     q, k, v = qkv(B=1, N=2, Nkv=2, Sq=5, Skv=5)
     user = explicit_mask(5, 5, lambda i, j: j == 4 and i < 4)  # hide the last key from rows 0..3
@@ -777,8 +803,10 @@ def test_autocast_and_grad_scaler(emu):
         assert torch.is_autocast_enabled("npu")
     with torch.amp.autocast(device_type="npu", dtype=torch.float16):
         assert (a @ b).dtype == torch.float16
-    with torch.npu.amp.autocast():  # emulation default: bf16
-        assert (a @ b).dtype == torch.bfloat16
+    with torch.npu.amp.autocast():  # torch_npu's default: fp16, never substituted by bf16
+        assert (a @ b).dtype == torch.float16
+    with torch.autocast("npu"):
+        assert (a @ b).dtype == torch.float16
     assert (a @ b).dtype == torch.float32
     model = torch.nn.Linear(4, 1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -800,11 +828,11 @@ def test_autocast_and_grad_scaler(emu):
 
 
 def test_amp_default_dtype_is_configurable():
-    with ne.emulated(force=True, amp_dtype=torch.float16):
+    with ne.emulated(force=True, amp_dtype=torch.bfloat16):
         with torch.npu.amp.autocast():
-            assert (torch.randn(2, 2) @ torch.randn(2, 2)).dtype == torch.float16
-        with torch.npu.amp.autocast(dtype=torch.bfloat16):  # explicit dtype wins
             assert (torch.randn(2, 2) @ torch.randn(2, 2)).dtype == torch.bfloat16
+        with torch.npu.amp.autocast(dtype=torch.float16):  # explicit dtype wins
+            assert (torch.randn(2, 2) @ torch.randn(2, 2)).dtype == torch.float16
 
 
 def test_hccl_to_gloo_and_ddp(emu):

@@ -34,6 +34,9 @@ def mutation_results(tmp_path_factory, migrated_gpt, migrated_moe, gpt_reference
     def run(m):
         tree = m.apply(trees[m.sample], base / m.name)
         stages = ("S1",) if m.stage == "S1" else ("S1", m.stage)
+        if m.script:
+            return m.name, api.validate(REPO / "samples" / m.sample, migrated=str(tree), script="train.py",
+                                        script_args=m.script, curve_steps=2, stages=stages)
         return m.name, api.validate(REPO / "samples" / m.sample, migrated=str(tree), compare=str(refs[m.sample]),
                                     stages=stages)
 
@@ -58,6 +61,10 @@ def test_mutation_fails_its_stage_localised(mutation_results, mutation):
         assert result.stage("S1").status in ("pass", "warn"), "S1 cannot see this bug; it must still pass"
     where = stage.first_divergence or ""
     assert mutation.module in where, f"{mutation.name}: localised to {where!r}, expected {mutation.module!r}"
+    assert mutation.op in where, f"{mutation.name}: first divergent op {where!r}, expected {mutation.op!r}"
+    if mutation.passes:
+        rows = [c for c in stage.checks if mutation.passes in c["check"]]
+        assert rows and all(c["status"] == "pass" for c in rows), stage.checks
     assert stage.reason
     # the result is a valid validation JSON whatever happens
     doc = result.to_json()

@@ -38,7 +38,8 @@ def test_cli_gpt_migrates_then_passes_every_stage(tmp_path):
     assert doc["manifest"]["determinism"]["migrated"]["deterministic_algorithms"] is True
     assert doc["layers"]["migrated"]["npu_emulation"]
     variants = doc["stages"][2]["summary"]
-    assert "ddp x2" in variants and "fsdp2 x2" in variants
+    assert "ddp x2" in variants and "fsdp2" not in variants  # gpt's parallelize declares "dp" only
+    assert any("fsdp2: skipped (the program declares no 'fsdp' plan" in n for n in doc["stages"][2]["notes"])
     assert md.read_text().startswith("### `migrate validate`")
     assert list(probe.glob("s1-migrated-bf16/step0/rank0/dump_tensor_data/*.pt"))
     assert list(probe.glob("s2-ddp-fp32/step0/rank1/dump.json"))
@@ -96,4 +97,22 @@ def test_script_mode_runs_the_unmodified_training_script(migrated_gpt):
     assert s1.status in ("pass", "warn")
     curve = [c for c in s1.checks if c["check"].startswith("loss curve")]
     assert curve and curve[0]["worst"] < 2e-3
-    assert result.stage("S2").status == "not_run" and "script mode" in result.stage("S2").reason
+    s2 = result.stage("S2")  # the same script under torchrun at 2 ranks, original vs migrated
+    assert s2.status == "pass" and "script x2 (torchrun)" in s2.summary, result.text()
+    assert any(c["check"].startswith("params after k training steps, fp32") for c in s2.checks)
+    assert result.stage("S3").status == "not_run" and "protocol" in result.stage("S3").reason
+    assert any("def make_model(dropout=0.0)" in n for n in result.notes)  # the one-screen template
+
+
+@pytest.mark.slow
+def test_script_mode_runs_an_fp16_script_in_fp16_on_both_sides(migrated_gpt):
+    """Each side in its own policy: the original's torch.cuda.amp.autocast(float16) is not run as bf16."""
+    from migrator import api
+
+    result = api.validate(REPO / "samples" / "gpt", migrated=str(migrated_gpt), script="train.py",
+                          script_args=("--tiny", "--dtype", "float16"), curve_steps=2, stages=("S1",))
+    s1 = result.stage("S1")
+    assert s1.status in ("pass", "warn"), result.text()
+    (row,) = [c for c in s1.checks if c["check"].startswith("precision policy per side")]
+    assert row["status"] == "pass"
+    assert "autocast float16" in row["original"] and "autocast float16" in row["migrated"], row

@@ -1,8 +1,11 @@
 """Explicit-formula attention shared by the flash_attn and xformers references.
 
 Everything here is plain PyTorch in the (B, S, H, D) layout that flash-attn and xformers use.
-Scores, softmax and the P@V product are computed in float32 (the fused kernels accumulate in
-fp32 too) and the output is cast back to the query dtype. Autograd comes from the torch ops.
+Precision as the CUDA kernels round: Q·Kᵀ of 16-bit inputs accumulates in float32, softmax in
+float32, P is rounded to the input dtype before the P·V matmul (flash-attn's forward kernel
+converts ``acc_s`` to the element type for the second GEMM, csrc/flash_attn/src/flash_fwd_kernel.h
+``convert_type<Element>``), P·V accumulates in float32 and the output is rounded once. The
+rounding's backward is the identity. Autograd comes from the torch ops.
 """
 
 from __future__ import annotations
@@ -114,6 +117,8 @@ def attention_bshd(
     if empty is not None:
         p = p.masked_fill(empty.unsqueeze(-1), 0.0)
         lse = lse.masked_fill(empty, float("inf"))
+    if q.dtype in (torch.float16, torch.bfloat16):  # P enters the second GEMM in the input dtype
+        p = p + (p.detach().to(q.dtype).float() - p.detach())
     signed = p
     if dropout_p > 0.0:
         kept = torch.rand(p.shape, device=p.device) >= dropout_p

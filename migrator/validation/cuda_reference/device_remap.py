@@ -17,8 +17,8 @@ What it maps (the script keeps taking its CUDA code path, on CPU tensors):
   ``get_device_capability`` (8, 0), ``Stream``/``Event``/``stream``/``current_stream`` -> CPU
   stand-ins (events time with ``perf_counter``), ``nvtx.*`` -> no-ops;
 * AMP: ``torch.autocast("cuda")``/``torch.amp.autocast``/``torch.cuda.amp.autocast`` -> CPU
-  autocast; fp16 becomes ``CPU_AUTOCAST_DTYPE`` (bfloat16: CPU's native low precision), bf16
-  stays; ``GradScaler`` ("cuda" or ``torch.cuda.amp``) -> ``torch.amp.GradScaler("cpu")``;
+  autocast in the requested dtype (no dtype: fp16, CUDA's default; CPU autocast runs fp16 and
+  bf16), so an fp16 original is never run as bf16; ``GradScaler`` ("cuda" or ``torch.cuda.amp``) -> ``torch.amp.GradScaler("cpu")``;
 * distributed: backend ``nccl`` -> ``gloo`` in ``init_process_group``/``new_group``; DDP drops
   ``device_ids``/``output_device`` for CPU modules; ``nn.DataParallel`` -> runs the module as is.
 
@@ -38,9 +38,9 @@ import torch
 import torch.distributed as dist
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["CPU_AUTOCAST_DTYPE", "RemapHandle", "install", "to_cpu_device"]
+__all__ = ["CUDA_AUTOCAST_DTYPE", "RemapHandle", "install", "to_cpu_device"]
 
-CPU_AUTOCAST_DTYPE = torch.bfloat16
+CUDA_AUTOCAST_DTYPE = torch.float16  # torch.autocast("cuda") without a dtype
 _REAL_DEVICE = torch.device
 _REAL_GENERATOR = torch.Generator
 _CUDA_STR = re.compile(r"^cuda(:\d+)?$")
@@ -220,8 +220,8 @@ class _Autocast(_RealAutocast):
     def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
         if device_type == "cuda":
             device_type = "cpu"
-            if dtype is None or dtype == torch.float16:
-                dtype = CPU_AUTOCAST_DTYPE
+            if dtype is None:
+                dtype = CUDA_AUTOCAST_DTYPE
         super().__init__(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
 

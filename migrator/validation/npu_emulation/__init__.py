@@ -168,13 +168,13 @@ def _real_torch_npu() -> tuple[bool, str | None]:
         return False, f"{type(exc).__name__}: {exc}"
 
 
-def install(*, force: bool = False, amp_dtype: torch.dtype = torch.bfloat16, device_count: int = 1) -> dict[str, Any]:
+def install(*, force: bool = False, amp_dtype: torch.dtype = torch.float16, device_count: int = 1) -> dict[str, Any]:
     """Install the CPU emulation of torch_npu (ascend-facts §a, §b, §c, §d). Idempotent.
 
     If a real ``torch_npu`` is importable (and ``force`` is False) nothing is changed and the result
     says so. Otherwise the emulated modules are registered and torch is patched (see the module
     docstring). ``amp_dtype`` is the default dtype of ``torch.npu.amp.autocast()`` (real torch_npu:
-    fp16; default here bf16, the validation target); ``device_count`` is what
+    fp16, and so here: a program's policy is never substituted); ``device_count`` is what
     ``torch.npu.device_count()`` reports.
 
     Returns a dict: ``emulated`` (emulation active after the call), ``installed_now``,

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from .remap import is_npu_string
+from .remap import AMP_DEFAULT, is_npu_string
 
 
 class _State:
@@ -16,10 +16,18 @@ class _State:
     def __init__(self) -> None:
         self.device_count = 1
         self.current_device = 0
-        self.amp_dtype = torch.bfloat16
+        self.amp_dtype = torch.float16
         self.current_stream: Any = None  # an npu_streams.Stream once one is set
         self.mstx_stack: list = []
         self.mstx_next_id = 1
+
+    @property
+    def amp_dtype(self) -> torch.dtype:
+        return AMP_DEFAULT["dtype"]
+
+    @amp_dtype.setter
+    def amp_dtype(self, dtype: torch.dtype) -> None:
+        AMP_DEFAULT["dtype"] = dtype
 
 
 STATE = _State()

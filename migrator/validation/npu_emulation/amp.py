@@ -4,10 +4,10 @@ EMULATION on CPU (ascend-facts §d: ``apex.amp`` → ``torch.npu.amp.autocast`` 
 ``torch.npu.amp.GradScaler``; §b.1: ``cuda.amp`` is filled from ``torch_npu.npu.amp``).
 
 * ``autocast`` is CPU autocast. Its default dtype is the one given to
-  ``install(amp_dtype=...)``, **bfloat16 by default** — the dtype the BF16 validation targets
-  (numerics.md). The real ``torch_npu.npu.amp.autocast`` defaults to ``torch.float16``
-  (``torch_npu/npu/amp/autocast_mode.py``); pass ``install(amp_dtype=torch.float16)`` to reproduce
-  that default. An explicit ``dtype=`` is always honoured (CPU autocast supports bf16 and fp16).
+  ``install(amp_dtype=...)``, **float16 by default**, as the real ``torch_npu.npu.amp.autocast``
+  (``torch_npu/npu/amp/autocast_mode.py``) and ``torch.autocast("npu")`` without a dtype: a
+  program's fp16 policy is never silently run as bf16. An explicit ``dtype=`` is always honoured
+  (CPU autocast supports bf16 and fp16).
 * ``GradScaler`` is ``torch.amp.GradScaler("cpu")`` plus torch_npu's extra ``dynamic`` argument:
   ``dynamic=False`` keeps the scale fixed and always steps (the real static-scale path,
   ``torch_npu/npu/amp/grad_scaler.py``). If CPU loss scaling cannot be constructed (very old
@@ -30,7 +30,7 @@ class autocast(torch.amp.autocast_mode.autocast):
     """Emulated ``torch.npu.amp.autocast(enabled=True, dtype=..., cache_enabled=True)`` (§d, §b.1).
 
     Runs CPU autocast; ``dtype=None`` means the emulation default (bf16 unless
-    ``install(amp_dtype=...)`` says otherwise; real torch_npu defaults to fp16).
+    ``install(amp_dtype=...)`` says otherwise; fp16 as real torch_npu).
     """
 
     def __init__(self, enabled: bool = True, dtype: torch.dtype | None = None, cache_enabled: bool = True) -> None:

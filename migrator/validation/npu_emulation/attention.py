@@ -14,8 +14,10 @@ Semantics implemented (each from ascend-facts §c.1 unless noted):
   i − j > pre_tockens`` (no mask → full attention, pre/next ignored); 1 given mask only;
   2 leftUpCausal ``triu(ones(Sq, Skv), 1)``; 3 rightDownCausal ``triu(ones(Sq, Skv), Skv − Sq + 1)``;
   4 band with a bottom-right origin: masked iff ``j > i + (Skv − Sq) + next`` or
-  ``j < i + (Skv − Sq) − pre`` (the op-plugin sparse-mode page: "参数起点为右下角"; msprobe's bench
-  uses ``triu(k=next+1)+tril(k=−pre−1)``, which is the same when Sq = Skv); 5 prefix non-compressed:
+  ``j < i + (Skv − Sq) − pre`` (Ascend/op-plugin ``docs/zh/custom_APIs/torch_npu/torch_npu-npu_fusion_
+  attention.md``: mode 4 "参数起点为右下角"; its mode-7 example, a 2×6 block with pre=6, next=−2 that must
+  equal rows 0–1 of a 4×6 rightDownCausal mask, holds only with that origin. msprobe's CPU bench
+  ``triu(k=next+1)+tril(k=−pre−1)`` is top-left: it agrees only when Sq = Skv); 5 prefix non-compressed:
   the given BNSS/B1SS mask; 6 prefix compressed: rightDownCausal OR'ed open for ``j < prefix[b]``;
   7/8 (TND only): every sequence rightDownCausal (7) / leftUpCausal (8) except the last (7) / first
   (8) non-empty one, which is the bottom-right band given by pre/next_tockens;
@@ -32,11 +34,10 @@ Semantics implemented (each from ascend-facts §c.1 unless noted):
   repeated 8 times as on the device; they are returned detached;
 * autocast: the op runs with CPU autocast disabled (it is not on an autocast list on the device
   either), so an enclosing ``torch.autocast("npu")`` does not lower its internal precision;
-* precision: scores, softmax and the P·V product are computed in **fp32** (fp64 for fp64
-  inputs) and the output is cast once to the input dtype. On the device the matmuls accumulate in
-  fp32 as well; rounding of intermediate P to bf16/fp16 on the device is not reproduced, so the
-  emulation is a high-precision reference (numerics.md §3.3 judges bf16 results by ratio to such
-  a reference);
+* precision, as the device kernel rounds: Q·Kᵀ of 16-bit inputs accumulates in **fp32**, softmax
+  in fp32, P is rounded to the input dtype for the P·V matmul (16-bit Cube operands, as in
+  flash-attn's kernel), P·V accumulates in fp32, the output is rounded once. The rounding's backward
+  is the identity (grads are rounded where they leave the op); fp32/fp64 inputs keep their precision;
 * autograd: differentiable torch ops, gradients for query, key, value, pse and sink (as
   derivatives.yaml lists);
 * dropout (``keep_prob < 1``): mask drawn from a ``torch.Generator`` seeded with ``seed`` (or,
@@ -59,7 +60,6 @@ LAYOUTS = ("BSH", "SBH", "BSND", "BNSD", "TND")
 COMPRESSED_SIZE = 2048
 _COMPRESSED_MODES = (2, 3, 4, 7, 8)
 _INT_MAX = 2147483647
-
 
 
 # ---------------------------------------------------------------------------------- helpers
@@ -223,7 +223,7 @@ def _dims(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, head_num:
 
 def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
             pse: torch.Tensor | None, scale: float, keep: torch.Tensor | None, keep_prob: float,
-            sink: torch.Tensor | None):
+            sink: torch.Tensor | None, round_to: torch.dtype | None = None):
     """Core: q (B,N,Sq,D), k/v (B,N,Skv,·) already head-expanded, in the compute dtype."""
     s = torch.matmul(q, k.transpose(-1, -2))
     if pse is not None:
@@ -241,10 +241,16 @@ def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tenso
     if sink is not None:
         denom = denom + torch.exp(sink_b - m_safe)
     p = e / torch.where(denom > 0, denom, torch.ones_like(denom))
+    if round_to is not None:  # P enters the second matmul in the input dtype (forward only)
+        p = p + (p.detach().to(round_to).to(p.dtype) - p.detach())
     if keep is not None:
         p = p * keep.to(p.dtype) / keep_prob
     out = torch.matmul(p, v)
     return out, m.detach(), denom.detach()
+
+
+def _p_dtype(query: torch.Tensor) -> torch.dtype | None:
+    return query.dtype if query.dtype in (torch.float16, torch.bfloat16) else None
 
 
 def _seq_bounds(cum: Sequence[int], total: int, name: str) -> list[tuple[int, int]]:
@@ -404,7 +410,7 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
                 keep = dropout_mask.bool()
             else:
                 keep = _dropout_keep(shape, keep_prob, generator, dev)
-        out, m, den = _attend(q4, k4, v4, mask, pse_c, scale, keep, keep_prob, sink)
+        out, m, den = _attend(q4, k4, v4, mask, pse_c, scale, keep, keep_prob, sink, _p_dtype(query))
         out = _from_bnsd(out.to(query.dtype), layout)
         softmax_max = m.float().expand(b, nq, sq, 8).contiguous()
         softmax_sum = den.float().expand(b, nq, sq, 8).contiguous()
@@ -476,7 +482,7 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
         if keep_prob < 1.0:
             numels += nq * sq * skv
             keep = _dropout_keep((1, nq, sq, skv), keep_prob, generator, dev)
-        out, m, den = _attend(q4, k4, v4, mask, None, scale, keep, keep_prob, sink)
+        out, m, den = _attend(q4, k4, v4, mask, None, scale, keep, keep_prob, sink, _p_dtype(query))
         outs.append(out[0].permute(1, 0, 2).to(query.dtype))
         maxes.append(m[0, :, :, 0].t().float().unsqueeze(-1).expand(sq, nq, 8))
         sums.append(den[0, :, :, 0].t().float().unsqueeze(-1).expand(sq, nq, 8))

@@ -47,6 +47,9 @@ def npu_rms_norm(self: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-06
     equal the trailing dims of ``x``; (x, gamma) dtypes must be one of (fp16, fp32), (bf16, fp32),
     (fp16, fp16), (bf16, bf16), (fp32, fp32) (plus (fp64, fp64) for gradcheck) — other pairs raise
     ``TypeError`` like the device. Default eps is 1e-6 (apex FusedRMSNorm uses 1e-5, §c.3).
+    Mixed (bf16 x, fp32 gamma): allowed, y in x's dtype: the A2/A3/950 table of Ascend/op-plugin
+    ``docs/zh/custom_APIs/torch_npu/（beta）torch_npu-npu_rms_norm.md`` (commit 09fca6f6); the
+    Atlas training/inference table lists equal dtypes only, and the emulation stands in for A2/A3.
     """
     if (self.dtype, gamma.dtype) not in _RMS_NORM_DTYPES:
         raise TypeError(f"npu_rms_norm: unsupported (x, gamma) dtypes ({self.dtype}, {gamma.dtype}); "

@@ -341,16 +341,23 @@ def _remap_key(key: str, fn: Callable[[Any], Any]) -> Callable[[dict[str, Any]],
     return transform
 
 
+AMP_DEFAULT: dict[str, torch.dtype] = {"dtype": torch.float16}  # the emulated device's autocast default (install)
+
+
 def _apply_autocast(patches: PatchSet) -> None:
     """``torch.autocast("npu")``/``torch.amp.autocast(device_type="npu")`` → cpu, plus the autocast
     state functions and ``GradScaler("npu")`` (transfer_to_npu patches the same set, §b.2)."""
     from torch.amp import autocast_mode, grad_scaler
 
     ac = autocast_mode.autocast
-    patches.setattr(
-        ac, "__init__", wrap_bound(ac.__init__, _remap_key("device_type", remap_device)),
-        "torch.amp.autocast.__init__",
-    )
+
+    def npu_autocast(arguments: dict[str, Any]) -> None:
+        # torch.autocast("npu") without a dtype is fp16 on the device, not the CPU's bf16 default
+        if remap_device(arguments.get("device_type")) != arguments.get("device_type") and arguments.get("dtype") is None:
+            arguments["dtype"] = AMP_DEFAULT["dtype"]
+        _remap_key("device_type", remap_device)(arguments)
+
+    patches.setattr(ac, "__init__", wrap_bound(ac.__init__, npu_autocast), "torch.amp.autocast.__init__")
     for name in ("is_autocast_enabled", "set_autocast_enabled", "get_autocast_dtype", "set_autocast_dtype"):
         fn = getattr(torch, name, None)
         if fn is not None:

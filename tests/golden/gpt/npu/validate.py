@@ -12,6 +12,7 @@ import sys
 from dataclasses import replace
 
 import torch
+import torch_npu  # noqa: F401  registers the Ascend "npu" device
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -43,7 +44,25 @@ def loss_fn(out, batch) -> torch.Tensor:
 def make_optimizer(model):
     """train.py's optimizer with the library defaults it relies on, for the isolated optimizer check."""
 
-    return torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0, fused=True)
+    return torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0)
+
+
+GRAD_CLIP = 1.0
+
+
+def make_scaler():
+    """train.py's loss scaler, enabled here (train.py enables it for fp16) so loss scaling is validated."""
+    return torch.npu.amp.GradScaler(init_scale=2.0**16)
+
+
+def train_step(model, optimizer, loss, scaler):
+    """train.py's step after the forward: scaled backward, unscale, clip, step, update."""
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
 
 
 def parallelize(model, mesh, stage):

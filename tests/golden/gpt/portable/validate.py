@@ -12,8 +12,24 @@ import sys
 from dataclasses import replace
 
 import torch
+try:
+    import torch_npu  # noqa: F401  registers the Ascend "npu" device when torch-npu is installed
+except ImportError:
+    torch_npu = None
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+def _migrate_device(index=None):
+    """The accelerator this process runs on (CUDA, Ascend NPU, ...) or the CPU. Added by ascend-migrate."""
+    accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+    device_type = accelerator.type if accelerator is not None else "cpu"
+    if isinstance(index, (str, torch.device)):
+        index = torch.device(index).index  # "cuda:1" -> 1: the type is this host's accelerator
+    if index is None or device_type == "cpu":
+        return torch.device(device_type)
+    return torch.device(device_type, index)
+
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from data import get_batch  # noqa: E402
@@ -43,7 +59,25 @@ def loss_fn(out, batch) -> torch.Tensor:
 def make_optimizer(model):
     """train.py's optimizer with the library defaults it relies on, for the isolated optimizer check."""
 
-    return torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0, fused=True)
+    return torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.0)
+
+
+GRAD_CLIP = 1.0
+
+
+def make_scaler():
+    """train.py's loss scaler, enabled here (train.py enables it for fp16) so loss scaling is validated."""
+    return torch.amp.GradScaler(_migrate_device().type, init_scale=2.0**16)
+
+
+def train_step(model, optimizer, loss, scaler):
+    """train.py's step after the forward: scaled backward, unscale, clip, step, update."""
+    scaler.scale(loss).backward()
+    scaler.unscale_(optimizer)
+    torch.nn.utils.clip_grad_norm_(model.parameters(), GRAD_CLIP)
+    scaler.step(optimizer)
+    scaler.update()
+    optimizer.zero_grad(set_to_none=True)
 
 
 def parallelize(model, mesh, stage):

@@ -1,0 +1,116 @@
+"""First divergent op, with its arguments (parent side): what msprobe users do by hand.
+
+When S1 fails inside a module, that step is rerun on both sides with an op trace inside the
+module (:mod:`.optrace`, one child per side, only on failure). The two op sequences are aligned by
+op kind (``flash_attn_func`` ≡ ``npu_fusion_attention`` ≡ SDPA: attention; apex ``FusedRMSNorm``
+≡ ``npu_rms_norm``: rms_norm; ...) with :class:`difflib.SequenceMatcher`; the first aligned pair
+whose outputs differ (fp32: rel_l2 > 1e-4; bf16 policy: > 1e-2) is the first divergent op, and the
+effective semantic arguments of both calls are diffed (:mod:`.op_semantics`), e.g.
+``scale: 1 (npu default) vs 0.25 (flash_attn default 1/√16)``. A failure localised to the
+optimizer or the training steps gets the diff of the two optimizers' hyper-parameters instead.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from typing import Any
+
+from . import op_semantics as S
+from .compare import FAIL, TensorVerdict, localise
+
+FP32_METRICS = ("rel_l2_fp32", "mismatch_fp32", "grad_missing", "norm_rel_fp32", "train_rel_l2_fp32")
+DIVERGES = {"fp32": 1e-4, "bf16": 1e-2}
+
+
+def target_of(verdicts: list[TensorVerdict]) -> dict[str, Any] | None:
+    """The localised tensor's module, S1 step and policy; None when it is not inside a module."""
+    loc = localise(verdicts)
+    if loc is None:
+        return None
+    v = next((x for x in verdicts if f"{x.label}{x.name}" == loc.tensor), None)
+    if v is None:
+        return None
+    if v.category in ("optimizer", "training"):
+        return {"optimizer": True}
+    if v.scope is None or v.category == "loss" or not v.label.startswith("step"):
+        return None
+    return {"module": v.scope, "step": int(v.label.split("/")[0].removeprefix("step")),
+            "policy": "fp32" if loc.metric in FP32_METRICS else "bf16"}
+
+
+def run_traces(opts, original: str, migrated: str, work: str, shared: str, target: dict[str, Any]):
+    """Both sides' op traces (two children at once); returns (original dir, migrated dir) or a reason."""
+    from . import launcher
+
+    env = launcher.child_env(opts.seed, opts.threads)
+    children = []
+    for side, tree in (("original", original), ("migrated", migrated)):
+        job = {"kind": "optrace", "side": side, "tree": tree, "entry": opts.entry, "seed": opts.seed,
+               "threads": opts.threads, "shared": shared, "step": target["step"], "policy": target["policy"],
+               "bf16_policy": opts.bf16_policy, "module": target["module"],
+               "out": os.path.join(work, "optrace", side)}
+        children.append(launcher.start(job, f"optrace-{side}", env, opts.timeout))
+    results = [launcher.wait(c) for c in children]
+    for r in results:
+        failure = r.failure()
+        if failure is not None:
+            return f"op trace on the {r.name.removeprefix('optrace-')} side failed: " \
+                   f"{(failure.get('error') or {}).get('summary', 'no status')}"
+    return tuple(os.path.join(work, "optrace", s) for s in ("original", "migrated"))
+
+
+def _load(run_dir: str):
+    from safetensors.torch import load_file
+
+    with open(os.path.join(run_dir, "ops.json"), encoding="utf-8") as fh:
+        events = json.load(fh)
+    return events, load_file(os.path.join(run_dir, "ops.safetensors"))
+
+
+def first_divergent_op(original_dir: str, migrated_dir: str, policy: str) -> dict[str, Any]:
+    """Align the two traces and return the first divergent pair (or why there is none)."""
+    from . import metrics as M
+
+    ev_o, t_o = _load(original_dir)
+    ev_m, t_m = _load(migrated_dir)
+    matcher = difflib.SequenceMatcher(None, [e["kind"] for e in ev_o], [e["kind"] for e in ev_m], autojunk=False)
+    limit = DIVERGES[policy]
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            eo, em = ev_o[block.a + k], ev_m[block.b + k]
+            a, b = t_o[eo["name"]], t_m[em["name"]]
+            value = M.rel_l2(b, a) if tuple(a.shape) == tuple(b.shape) else float("inf")
+            if value > limit:
+                lines = S.diff(S.from_json(eo["semantic"]), S.from_json(em["semantic"]), (eo["op"], em["op"])) \
+                    if eo.get("semantic") and em.get("semantic") else []
+                return {"original_op": eo["op"], "migrated_op": em["op"], "index": block.b + k, "rel_l2": value,
+                        "shapes": [eo["shape"], em["shape"]], "policy": policy, "argument_diff": lines}
+    return {"original_op": None, "migrated_op": None, "ops": [len(ev_o), len(ev_m)],
+            "note": "no single traced op diverges: the module composes the same ops differently"}
+
+
+def describe(found: dict[str, Any], module: str) -> str:
+    if not found.get("migrated_op"):
+        return f"inside {module}: {found.get('note', '')}"
+    shape = "" if found["shapes"][0] == found["shapes"][1] else f", shapes {found['shapes'][1]} vs {found['shapes'][0]}"
+    text = (f"first divergent op inside {module}: {found['migrated_op']} (migrated) vs {found['original_op']} "
+            f"(original), op #{found['index']}, {found['policy']} rel_l2 {found['rel_l2']:.3g}{shape}")
+    if found["argument_diff"]:
+        text += "; " + "; ".join(found["argument_diff"])
+    return text
+
+
+def optimizer_diff(opt_o: dict[str, Any] | None, opt_m: dict[str, Any] | None) -> str | None:
+    """``FusedAdam (original) vs AdamW (migrated): betas: (0.9, 0.999) (AdamW) vs (0.9, 0.95) (FusedAdam)``."""
+    if not opt_o or not opt_m or not opt_o.get("semantic") or not opt_m.get("semantic"):
+        return None
+    lines = S.diff(S.from_json(opt_o["semantic"]), S.from_json(opt_m["semantic"]),
+                   (opt_o.get("class", ""), opt_m.get("class", "")))
+    head = f"{opt_m.get('class')} (migrated) vs {opt_o.get('class')} (original)"
+    return f"{head}: " + ("; ".join(lines) if lines else "same lr, betas, eps, weight decay and adam_w_mode")
+
+
+def failing(verdicts: list[TensorVerdict]) -> bool:
+    return any(v.status == FAIL for v in verdicts)

@@ -1,0 +1,89 @@
+"""Script mode through S2 (parent side): an unmodified script that supports torchrun, original vs
+migrated under ``torch.distributed.run`` at N ranks.
+
+Both sides run the script's own distributed path (its ``init_process_group``, ``DDP``, its own
+per-rank data shard) with autocast forced off (fp32: the logic check), K optimizer steps
+(``--curve-steps``), weights shared at the root's first forward exactly as in S1 script mode (the
+original's rank 0 writes them, every migrated rank loads them). Compared, rank by rank: every
+recorded tensor of step 0 including the grads the optimizer sees (its step pre-hook: after the
+program's reduction and clipping), fp32 rel_l2; rank 0's parameter updates after K steps
+(:mod:`.compare_train`); the per-rank loss curves (a smoke check). S0 and S3 need the protocol
+(:data:`PROTOCOL_TEMPLATE`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+CURVE_WARN = 2e-3  # per-step relative loss difference: a smoke check, never a gate
+
+PROTOCOL_TEMPLATE = """S0 (plan at the real world size) and S3 (tensor/expert parallel) need a validate.py at the tree root:
+    import torch
+    from model import Model                       # your model
+    def make_model(dropout=0.0): return Model(dropout=dropout)
+    def make_batch(step, rank=0, world_size=1):   # deterministic, this rank's shard
+        g = torch.Generator().manual_seed(step * world_size + rank)
+        return {"x": torch.randint(0, 100, (4, 64), generator=g)}
+    def loss_fn(out, batch): return out.float().mean()
+    def parallelize(model, mesh, stage):          # "dp", "fsdp", "tp", "ep"; ValueError if not implemented
+        ...
+    def make_optimizer(model): return torch.optim.AdamW(model.parameters(), lr=3e-4)   # optional
+    def make_scaler(): return torch.cuda.amp.GradScaler()                              # optional
+    def train_step(model, optimizer, loss, scaler): ...                                # optional
+then: migrate validate TREE   (README: `migrate validate`, the protocol)"""
+
+
+def run_script_s2(opts, original: str, migrated: str, work: str, progress=None):
+    from . import launcher
+    from .compare import Comparison, Run, compare_runs
+    from .compare_train import compare_training
+    from .results import StageResult
+    from .stage_common import _failure_text, _say, numeric_stage
+
+    nprocs = opts.world_size * opts.nnodes
+    _say(progress, f"S2 (script mode): {opts.script} under torchrun at {nprocs} ranks, original and migrated (fp32)")
+    shared = os.path.join(work, "script_s2", "shared")
+    env = launcher.child_env(opts.seed, opts.threads)
+    children = {}
+    for key, side, writes in (("G", "original", True), ("T32", "migrated", False)):
+        job = {"kind": "script", "distributed": True, "side": side, "policy": "fp32", "writes_weights": writes,
+               "tree": original if side == "original" else migrated, "script": opts.script,
+               "args": list(opts.script_args), "curve_steps": opts.curve_steps, "seed": opts.seed,
+               "threads": opts.threads, "shared": shared, "out": os.path.join(work, "script_s2", key),
+               "wait_timeout": opts.timeout, "max_bytes": opts.max_bytes}
+        children[key] = launcher.start_torchrun(job, f"s2-{key}", env, opts.world_size, nnodes=opts.nnodes,
+                                                rdzv_endpoint=opts.rdzv_endpoint, timeout=opts.timeout)
+    results = {k: launcher.wait(c) for k, c in children.items()}
+    bench: dict[str, Any] = {"seconds": round(max(r.seconds for r in results.values()), 2), "ranks": nprocs}
+    for key in ("G", "T32"):
+        failure = results[key].failure()
+        if failure is not None:
+            side = "original" if key == "G" else "migrated"
+            status = "error" if failure.get("phase") in ("entry", "harness") else "fail"
+            return StageResult("S2", status, summary=f"the {side} script failed under torchrun ({key})", bench=bench,
+                               reason=f"{side} script ({key}, {nprocs} ranks) {_failure_text(failure)}")
+    st = {k: r.statuses for k, r in results.items()}
+    comparison = Comparison()
+    worst = 0.0
+    for rank in range(nprocs):
+        g, t = st["G"][rank], st["T32"][rank]
+        golden = Run.load(g.get("step0"))
+        if golden is None:
+            return StageResult("S2", "error", summary="could not run", bench=bench,
+                               reason=f"the original script recorded no step on rank {rank}")
+        comparison.extend(compare_runs(golden, None, Run.load(t.get("step0")), None,
+                                       label=f"rank{rank}/step0/", gate_unmatched=True))
+        n = min(len(g["losses"]), len(t["losses"]))
+        diffs = [abs(a - b) / max(abs(b), 1e-30) for a, b in zip(t["losses"][:n], g["losses"][:n])]
+        worst = max([worst, *diffs])
+    if st["G"][0].get("train") and st["T32"][0].get("train"):
+        comparison.extend(compare_training(Run.load(st["G"][0]["train"]), None, Run.load(st["T32"][0]["train"]), None))
+    curve = {"check": f"loss curves, {opts.curve_steps} steps on every rank (smoke check, not a gate)",
+             "status": "warn" if worst > CURVE_WARN else "pass", "worst": worst, "threshold": CURVE_WARN,
+             "message": f"max per-step relative loss difference T32 vs G over {nprocs} ranks {worst:.3g}"}
+    notes = [f"script mode S2: {opts.script} {' '.join(opts.script_args)} under torch.distributed.run, "
+             f"{nprocs} ranks, the script's own distributed code on both sides; autocast forced off (fp32 logic)",
+             "per-rank grads recorded at the optimizer's step pre-hook (after the program's reduction)"]
+    return numeric_stage("S2", comparison, bench=bench, notes=notes, extra_checks=(curve,),
+                         extra_summary=f"script x{nprocs} (torchrun)")
