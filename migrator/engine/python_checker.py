@@ -46,20 +46,7 @@ DDP_CALLS = {
 LOAD_INLINE = {"torch.utils.cpp_extension.load_inline"}
 LOAD_EXT = {"torch.utils.cpp_extension.load"}
 MIGRATE_HELPER_PREFIXES = ("_migrate_", "_Migrate")
-# Fix transforms that rewrite a whole call (mirrors migrator.fix.transforms.CALL_LEVEL; a test keeps
-# them equal): the same symbol used as a value (a base class, a variable) cannot be fixed there.
-CALL_LEVEL_TRANSFORMS = frozenset({
-    "flash-attn", "flash-attn-varlen", "flash-attn-packed", "xformers-attention", "apex-fused-adam",
-    "apex-fused-sgd", "apex-layer-norm", "apex-rms-norm", "apex-ddp", "apex-amp", "tensor-cuda",
-    "autocast-device", "autocast-dtype-api", "nvtx-noop",
-})
-
-
 FLASH_ATTN_IMPLEMENTATIONS = {"flash_attention_2", "flash_attention_3"}
-
-
-def call_level(rule) -> bool:
-    return rule.fix.startswith("transform:") and rule.fix.split(":", 1)[1] in CALL_LEVEL_TRANSFORMS
 DEVICE_KWARGS = {"device", "map_location", "device_type", "device_id", "pin_memory_device"}
 
 
@@ -150,10 +137,7 @@ class PythonChecker(ast.NodeVisitor):
         self.docstring_nodes = docstrings(tree)
         self.docstrings = {id(n) for n in self.docstring_nodes}
         self.claimed: set[int] = set()
-        self.callees: set[int] = set()  # id of every call's callee expression
-        self.star_calls: set[int] = set()  # callees of calls with *args / **kwargs
-        self.value_uses: set[str] = set()  # local names of call-only symbols used as values
-        self.loaded: set[str] = set()  # every name read in the module
+        self.call_of: dict[int, ast.Call] = {}  # id of every call's callee expression -> the call
         self.hits: list[tuple[Rule, ast.AST, str, str | None, dict]] = []
         self.calls: list[tuple[str, ast.Call]] = []  # resolved torch calls, for the coverage family
         self.method_calls: list[tuple[str | None, str, ast.Call]] = []  # (receiver name, method, call)
@@ -201,15 +185,7 @@ class PythonChecker(ast.NodeVisitor):
         m, name, ambiguous = hit
         if m.rule.scope == "imports" and not decorator:
             return True  # the import already carries the finding
-        extra: dict[str, object] = {"ambiguous": ambiguous}
-        if call_level(m.rule) and id(node) not in self.callees and m.rule.fix_kind != "manual":
-            parts = _dotted(node)
-            if parts:
-                self.value_uses.add(parts[0])
-            extra["manual_reason"] = "used as a value (a base class or a variable), not called: port it by hand"
-        elif call_level(m.rule) and id(node) in self.star_calls and m.rule.fix_kind != "manual":
-            extra["manual_reason"] = "called with *args/**kwargs, so the arguments cannot be mapped: port it by hand"
-        self.emit(m.rule, node, name, None if ambiguous else m.replacement, **extra)
+        self.emit(m.rule, node, name, None if ambiguous else m.replacement, ambiguous=ambiguous)
         return True
 
     # -- visitors ----------------------------------------------------------------------------
@@ -261,13 +237,10 @@ class PythonChecker(ast.NodeVisitor):
 
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Load):
-            self.loaded.add(node.id)
             self.report_symbol(node)
 
     def visit_Call(self, node: ast.Call) -> None:
-        self.callees.add(id(node.func))
-        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
-            self.star_calls.add(id(node.func))
+        self.call_of[id(node.func)] = node
         func_names = self.qualnames(node.func)
         self.check_call(node, func_names)
         torch_names = sorted(n for n in func_names if n.startswith("torch."))
@@ -407,15 +380,12 @@ class PythonChecker(ast.NodeVisitor):
 
 
 def check_module(
-    tree: ast.AST, source: SourceText, catalogue: Catalogue, enabled: Callable[[Rule], bool]
+    tree: ast.AST, source: SourceText, catalogue: Catalogue, enabled: Callable[[Rule], bool], target: str = "npu"
 ) -> PythonChecker:
+    """Every rule's hits in the module; a hit its rule's precheck declines carries the reason."""
+    from migrator.engine.sites import precheck_hits
+
     checker = PythonChecker(catalogue, enabled, tree)
     checker.visit(tree)
-    for rule, _node, _symbol, _replacement, extra in checker.hits:
-        # an import whose name is still used as a value stays: it is not removed by a fix
-        if extra.get("is_import") and call_level(rule) and rule.fix_kind != "manual":
-            if extra.get("bound") in checker.value_uses:
-                extra["manual_reason"] = "the import stays while the name is used as a value"
-            elif extra.get("bound") not in checker.loaded:
-                extra["manual_reason"] = "imported but never used here (an availability probe?): remove or port it by hand"
+    precheck_hits(checker, source, tree, target)
     return checker

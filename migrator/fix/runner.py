@@ -206,7 +206,8 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
     changes: list[FileChange] = [FileChange(rel, "", "", error=why) for rel, why in errors.items()]
     for rel, text in texts.items():
         findings = by_file.get(rel, [])
-        fixable = [f for f in findings if f.fix and (not options.exact_only or f.fix.kind == "exact")]
+        # declined sites go to the fixers too: their precheck declines them again, so the fix record lists them
+        fixable = [f for f in findings if (f.fix or f.declined) and (not options.exact_only or _fix_kind(f, rules) == "exact")]
         source = text_fixer.strip_annotations(text) if options.strip_annotations else text
         new, applied, declined, error = source, [], [], None
         cell_texts: dict[int, tuple[str, str]] = {}
@@ -267,6 +268,10 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
             changes.append(FileChange(link, text, text, (), tuple(declined), None, real, None, digest))
     changes.sort(key=lambda c: c.path)
     return FixPlan(root, tuple(changes), options)
+
+
+def _fix_kind(f: Finding, rules) -> str:
+    return f.fix.kind if f.fix else rules[f.code].fix_kind
 
 
 def _fix_notebook(text, findings, rules, target):

@@ -15,6 +15,7 @@ import yaml
 
 from migrator.model import FAMILIES, FAMILY_PREFIX, FIX_KINDS, SEVERITIES, FixInfo
 from migrator.resources import data_dir
+from migrator.rules import units
 
 
 class CatalogueError(ValueError):
@@ -204,6 +205,8 @@ def _rule(raw: dict[str, Any], family: str, source: str) -> Rule:
     fix = str(raw.get("fix", "none"))
     if raw["fix_kind"] != "manual" and fix == "none":
         raise CatalogueError(f"{where}: fix_kind {raw['fix_kind']} needs a `fix`")
+    if not units.exists(family, fix):
+        raise CatalogueError(f"{where}: `fix: {fix}` names no rule module ({units.module_name(family, fix)} does not exist)")
     return Rule(
         code=code,
         name=raw["name"],

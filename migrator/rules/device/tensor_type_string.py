@@ -1,0 +1,28 @@
+"""DEV "torch.cuda.FloatTensor" type strings -> "torch.npu.FloatTensor" (npu only)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from migrator.rules.site import FIXABLE, CallSite, Declined, Verdict
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from migrator.fix.context import FixContext
+    from migrator.model import Finding
+
+LEVEL = "node"
+
+
+def precheck(site: CallSite) -> Verdict:
+    if site.target != "npu":
+        return Declined("compare dtype and device instead of type strings for portable code")
+    return FIXABLE
+
+
+def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNode | Declined:
+    from migrator.fix.transforms.common import string_token_rename
+
+    new = string_token_rename(node, "torch.cuda.", "torch.npu.")
+    return new if new is not None else Declined("not a plain string literal")
