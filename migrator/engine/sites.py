@@ -70,7 +70,8 @@ def build_site(checker: Any, source: SourceText, rule: Rule, node: ast.AST, symb
                replacement: str | None, extra: dict, target: str) -> CallSite:
     call = node if isinstance(node, ast.Call) else checker.call_of.get(id(node))
     text = segment(source, node)
-    string, pieces = "", ()
+    string = ""
+    pieces: tuple[tuple[str, str], ...] = ()
     if isinstance(node, (ast.Constant, ast.JoinedStr)):
         string = string_shape(text)
         if isinstance(node, ast.JoinedStr):
@@ -80,7 +81,7 @@ def build_site(checker: Any, source: SourceText, rule: Rule, node: ast.AST, symb
                 for v in node.values
             )
     root = _dotted(node)
-    operands = ()
+    operands: tuple[str, ...] = ()
     if isinstance(node, ast.Compare):
         operands = tuple(segment(source, o) for o in (node.left, *node.comparators))
     return CallSite(

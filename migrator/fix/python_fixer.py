@@ -266,7 +266,14 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
         local for local, quals in aliases.items() if any(q.split(".")[0] in REMOVABLE_ROOTS for q in quals)
     }
     new_module, removed = remove_unused_imports(module, new_module, candidates)
-    before_counts = name_counts(module) if fixer.import_findings else {}
+    # imports the scan already called manual never reach `fixer.import_findings`: judged here the same way
+    seen = {id(f) for f in ctx.applied} | {id(f) for f, _ in ctx.declined} | {id(f) for f in fixer.import_findings}
+    pending = [f for f in findings if id(f) not in seen and f.fix is None and f.line in import_lines]
+    before_counts = name_counts(module) if fixer.import_findings or pending else {}
+    for f in pending:
+        bound = [local for local, quals in aliases.items() if f.symbol in quals]
+        unused = bound and not any(before_counts.get(local) for local in bound)
+        ctx.decline(f, IMPORT_UNUSED if unused else IMPORT_STAYS)
     for f in fixer.import_findings:
         if f.symbol and any(local in removed for local, quals in aliases.items() if f.symbol in quals):
             ctx.applied.append(f)

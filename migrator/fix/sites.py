@@ -23,7 +23,8 @@ def _pieces(node: cst.CSTNode) -> tuple[tuple[str, str], ...]:
         return ()
     return tuple(
         ("text", p.value) if isinstance(p, cst.FormattedStringText)
-        else ("expr", "plain" if p.conversion is None and p.format_spec is None else "formatted")  # type: ignore[union-attr]
+        else ("expr", "plain" if isinstance(p, cst.FormattedStringExpression) and p.conversion is None
+              and p.format_spec is None else "formatted")
         for p in node.parts
     )
 

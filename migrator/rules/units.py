@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from functools import lru_cache
+from functools import cache
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import Any
 
 from migrator.rules.site import FIXABLE, CallSite, Declined, Verdict
 
-if TYPE_CHECKING:
-    from migrator.rules.catalogue import Rule
+Rule = Any  # migrator.rules.catalogue.Rule (which imports this module to check `fix:` names)
 
 # the text and config fixers rewrite for the npu target only
 CONFIG_PORTABLE = "configs are rewritten for the npu target only"
@@ -50,7 +49,7 @@ def exists(family: str, fix: str) -> bool:
         return False
 
 
-@lru_cache(maxsize=None)
+@cache
 def _module(name: str) -> ModuleType:
     return importlib.import_module(name)
 

@@ -56,5 +56,4 @@ def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode 
     at = _device_args(call.args, lambda a: a.keyword.value if a.keyword else None, lambda a: code(a.value))
     if not at:
         return Declined("the device argument is not a plain string literal")
-    args = [a.with_changes(value=device_arg(ctx)) if i in at else a for i, a in enumerate(call.args)]
-    return call.with_changes(args=args)
+    return call.with_changes(args=[a.with_changes(value=device_arg(ctx)) if i in at else a for i, a in enumerate(call.args)])

@@ -27,6 +27,7 @@ def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode 
     args = _norm.norm_args(call)
     if args is None:
         return Declined("unusual FusedRMSNorm arguments")
+    func: cst.BaseExpression
     if ctx.target == "npu":
         ctx.needs_torch_npu = True
         func = ctx.helper("_MigrateRMSNorm", RMS_NORM_NPU)
