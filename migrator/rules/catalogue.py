@@ -18,6 +18,9 @@ from migrator.resources import data_dir
 from migrator.rules import units
 
 
+CHECK_FIXED = True
+
+
 class CatalogueError(ValueError):
     """The shipped or user-supplied catalogue is malformed (exit 2, never a traceback)."""
 
@@ -29,6 +32,7 @@ class Example:
     fixed: str | None = None
     target: str = "npu"
     file: str = "example.py"  # the file name the example is scanned as (`Dockerfile`, `ds_config.json`, ...)
+    reason: str | None = None  # a declined example: the precheck's reason, as scan and fix report it
 
     @property
     def language(self) -> str:
@@ -64,6 +68,7 @@ class Rule:
     docs: Docs
     invalid: tuple[Example, ...]
     valid: tuple[Example, ...]
+    declined: tuple[Example, ...] = ()  # sites the rule's fix declines, each with its reason
     symbols: tuple[tuple[str, str | None], ...] = ()  # (pattern, replacement)
     impl: str | None = None
     default_enabled: bool = True
@@ -166,6 +171,7 @@ def _examples(raw: Any, where: str) -> tuple[Example, ...]:
                 fixed=item.get("fixed"),
                 target=item.get("target", "npu"),
                 file=item.get("file", "example.py"),
+                reason=item.get("reason"),
             )
         )
     return tuple(out)
@@ -205,6 +211,8 @@ def _rule(raw: dict[str, Any], family: str, source: str) -> Rule:
     fix = str(raw.get("fix", "none"))
     if raw["fix_kind"] != "manual" and fix == "none":
         raise CatalogueError(f"{where}: fix_kind {raw['fix_kind']} needs a `fix`")
+    if CHECK_FIXED and fix != "none" and not any(ex.get("fixed") for ex in (examples.get("invalid") or []) if isinstance(ex, dict)):
+        raise CatalogueError(f"{where}: a rule with a fix needs an invalid example with its `fixed` text")
     if not units.exists(family, fix):
         raise CatalogueError(f"{where}: `fix: {fix}` names no rule module ({units.module_name(family, fix)} does not exist)")
     return Rule(
@@ -224,6 +232,7 @@ def _rule(raw: dict[str, Any], family: str, source: str) -> Rule:
         ),
         invalid=_examples(examples.get("invalid"), f"{where} examples.invalid"),
         valid=_examples(examples.get("valid"), f"{where} examples.valid"),
+        declined=_examples(examples.get("declined"), f"{where} examples.declined"),
         symbols=tuple(symbols),
         impl=raw.get("impl"),
         default_enabled=bool(raw.get("default_enabled", True)),

@@ -29,9 +29,7 @@ def precheck(site: CallSite) -> Verdict:
     if site.code.startswith("ENV"):
         return Declined(ENV_NPU_ONLY) if site.target != "npu" else FIXABLE
     if site.is_import:
-        return Declined(IMPORT_NPU_ONLY) if site.target != "npu" or not site.replacement else FIXABLE
-    if not site.replacement:
-        return Declined(NO_REPLACEMENT)
+        return Declined(IMPORT_NPU_ONLY) if site.target != "npu" else FIXABLE
     if site.target == "portable" and not _portable_spelling(site):
         return Declined(NO_PORTABLE)
     return FIXABLE

@@ -16,9 +16,7 @@ LEVEL = "call"
 
 
 def precheck(site: CallSite) -> Verdict:
-    if (declined := needs_call(site)) is not None:
-        return declined
-    return FIXABLE if site.replacement else Declined("no replacement name for this use")
+    return needs_call(site) or FIXABLE
 
 
 def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode | Declined:
