@@ -34,7 +34,9 @@ def without_helpers(text: str) -> str:
 
 def fix_example(tmp_path: Path, code: str, file: str, target: str):
     """(text after `migrate fix`, the run's outcome) for one example file."""
-    (tmp_path / "pyproject.toml").write_text("")
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    if file != "pyproject.toml":
+        (tmp_path / "pyproject.toml").write_text("")
     path = tmp_path / file
     path.write_text(code)
     outcome = api.fix([path], root=tmp_path, target=target, use_cache=False)
