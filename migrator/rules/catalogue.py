@@ -17,7 +17,6 @@ from migrator.model import FAMILIES, FAMILY_PREFIX, FIX_KINDS, SEVERITIES, FixIn
 from migrator.resources import data_dir
 from migrator.rules import units
 
-
 CHECK_FIXED = True
 
 
