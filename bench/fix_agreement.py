@@ -72,7 +72,7 @@ def measure(tree: Path, target: str, work: Path, name: str | None = None) -> Agr
         shutil.copy2(tree, copy / tree.name)
     (copy / "pyproject.toml").exists() or (copy / "pyproject.toml").write_text(f'[tool.migrate]\ntarget = "{target}"\n')
     report = Agreement(name or tree.name, target)
-    scanned = api.scan([copy], use_cache=False, target=target)
+    scanned = api.scan([copy], use_cache=False, target=target)  # as `migrate scan` with `target` configured
     report.claimed = _fixable(scanned)
     outcome = api.fix([copy], target=target, use_cache=False)
     from migrator.rules.catalogue import load_catalogue

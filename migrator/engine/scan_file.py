@@ -113,10 +113,7 @@ class FileScan:
     def precheck(self, rule: Rule, symbol: str) -> str | None:
         """A site with no syntax tree (launch script, config, Dockerfile, requirements file, setup.py
         requirement string): the rule's verdict for this file kind and target."""
-        from migrator.rules.site import CallSite, Declined
-
-        verdict = units.precheck(rule, CallSite(rule.code, symbol, self.options.target, self.kind))
-        return verdict.reason if isinstance(verdict, Declined) else None
+        return units.text_reason(rule, symbol, self.options.target, self.kind)
 
     def meta(self, impl: str, message: str, line: int = 1, column: int = 1) -> None:
         self.add(self.impl.get(impl), line, column, line, column, self.rel, message=message)

@@ -34,7 +34,7 @@ from migrator.fix.sites import build_site
 from migrator.model import Finding
 from migrator.rules import units
 from migrator.rules.catalogue import Rule
-from migrator.rules.site import Declined
+from migrator.rules.site import CallSite, Declined
 
 Key = tuple[int, int, int, int]
 
@@ -271,6 +271,11 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
     pending = [f for f in findings if id(f) not in seen and f.fix is None and f.line in import_lines]
     before_counts = name_counts(module) if fixer.import_findings or pending else {}
     for f in pending:
+        if rules[f.code].fix == "rename":  # an alias renamed in place: the rule's own verdict
+            verdict = units.precheck(rules[f.code], CallSite(f.code, f.symbol, target, is_import=True))
+            if isinstance(verdict, Declined):
+                ctx.decline(f, verdict.reason)
+                continue
         bound = [local for local, quals in aliases.items() if f.symbol in quals]
         unused = bound and not any(before_counts.get(local) for local in bound)
         ctx.decline(f, IMPORT_UNUSED if unused else IMPORT_STAYS)

@@ -301,7 +301,7 @@ def _annotate(rel, text, findings, applied, declined, options, encoding: str = "
         return text
 
     reasons = {(f.code, f.symbol): why for f, why in declined}
-    remaining = scan_text_content(text, rel, kind, ScanOptions())
+    remaining = scan_text_content(text, rel, kind, ScanOptions(target=options.target))
     starts: dict[int, int] = {}  # shell: a note goes above the first line of a `\`-continued command
     if kind == "shell":
         from migrator.engine.text_checkers import _logical_lines

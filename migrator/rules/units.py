@@ -64,6 +64,12 @@ def level(rule: Rule) -> str:
     return getattr(mod, "LEVEL", "node") if mod is not None else "node"
 
 
+def text_reason(rule: Rule, symbol: str, target: str, file_kind: str) -> str | None:
+    """Why a site with no syntax tree (a launch script line, a config scalar) is not fixed, or None."""
+    verdict = precheck(rule, CallSite(rule.code, symbol, target, file_kind))
+    return verdict.reason if isinstance(verdict, Declined) else None
+
+
 def precheck(rule: Rule, site: CallSite) -> Verdict:
     """Can the fixer rewrite this site? The one answer for `scan` and `fix`."""
     mod = unit(rule)

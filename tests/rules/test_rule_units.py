@@ -177,3 +177,10 @@ def test_every_rename_target_is_a_torch_npu_name():
 
 def test_a_rename_to_an_api_torch_npu_lacks_is_caught():
     assert "DEV001: torch.cuda.synchronize -> torch.npu.synchronize" in _missing_targets(_table_names() - {"torch.npu.synchronize"})
+
+
+# -- renames keep the user's layout -----------------------------------------------------------------
+def test_a_rename_changes_only_the_changed_name(tmp_path):
+    code = "import torch\nx = (torch.cuda  # the cache\n     .empty_cache())\ntorch . cuda . synchronize()\n"
+    after, _ = fix_example(tmp_path, code, "example.py", "npu")
+    assert after.endswith("x = (torch.npu  # the cache\n     .empty_cache())\ntorch . npu . synchronize()\n")
