@@ -138,6 +138,7 @@ class PythonChecker(ast.NodeVisitor):
         self.docstrings = {id(n) for n in self.docstring_nodes}
         self.claimed: set[int] = set()
         self.call_of: dict[int, ast.Call] = {}  # id of every call's callee expression -> the call
+        self.pattern_nodes: set[int] = set()  # ids of the nodes inside `case` patterns
         self.hits: list[tuple[Rule, ast.AST, str, str | None, dict]] = []
         self.calls: list[tuple[str, ast.Call]] = []  # resolved torch calls, for the coverage family
         self.method_calls: list[tuple[str | None, str, ast.Call]] = []  # (receiver name, method, call)
@@ -200,6 +201,10 @@ class PythonChecker(ast.NodeVisitor):
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]  # same fields for both
+
+    def visit_match_case(self, node: ast.match_case) -> None:
+        self.pattern_nodes.update(id(n) for n in ast.walk(node.pattern))
+        self.generic_visit(node)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         if not node.name.startswith(MIGRATE_HELPER_PREFIXES):

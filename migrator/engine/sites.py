@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from migrator.rules import units
-from migrator.rules.site import NOT_LITERAL, Arg, CallSite, Declined, string_shape
+from migrator.rules.site import NOT_LITERAL, STAR_IMPORT, Arg, CallSite, Declined, string_shape
 
 if TYPE_CHECKING:
     from migrator.engine.source import SourceText
@@ -89,6 +89,7 @@ def build_site(checker: Any, source: SourceText, rule: Rule, node: ast.AST, symb
         called=call is not None, args=_args(call, source) if call is not None else (), replacement=replacement,
         is_import=bool(extra.get("is_import")), root=root,
         root_names=frozenset(checker.aliases.get(root[0], ())) if root else frozenset(), operands=operands,
+        in_pattern=id(node) in checker.pattern_nodes,
     )
 
 
@@ -147,7 +148,9 @@ def precheck_hits(checker: Any, source: SourceText, tree: ast.AST, target: str) 
 def _precheck_imports(imports: Iterable, covered: Counter[str], uses: Counter[str], aliases: dict[str, set[str]]) -> None:
     for _rule, symbol, extra in imports:
         bound = extra.get("bound")
-        if symbol not in aliases.get(bound, ()):
+        if bound == "*":
+            extra["manual_reason"] = STAR_IMPORT
+        elif symbol not in aliases.get(bound, ()):
             extra["manual_reason"] = IMPORT_STAYS  # `import a.b` binds `a`: removing it is not this fix's call
         elif not uses.get(bound):
             extra["manual_reason"] = IMPORT_UNUSED

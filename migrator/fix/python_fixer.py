@@ -105,7 +105,8 @@ class _Fixer(cst.CSTTransformer):
             if fix is None:
                 self.ctx.decline(finding, f"no automatic fix for `{rule.fix}` yet")
                 continue
-            site = build_site(self.ctx, finding, original if original is not None else updated, call if at_call else None)
+            site = build_site(self.ctx, finding, original if original is not None else updated, call if at_call else None,
+                              in_pattern=self.pattern_depth > 0)
             verdict = units.precheck(rule, site)
             if isinstance(verdict, Declined):
                 self.ctx.decline(finding, verdict.reason)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from migrator.rules.site import FIXABLE, CallSite, Declined, Verdict
+from migrator.rules.site import FIXABLE, STAR_IMPORT, CallSite, Declined, Verdict
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -28,6 +28,8 @@ NO_PORTABLE = "no portable spelling for this use (it names a CUDA-only module di
 def precheck(site: CallSite) -> Verdict:
     if site.code.startswith("ENV"):
         return Declined(ENV_NPU_ONLY) if site.target != "npu" else FIXABLE
+    if site.is_import and site.text == "*":
+        return Declined(STAR_IMPORT)
     if site.is_import:
         return Declined(IMPORT_NPU_ONLY) if site.target != "npu" else FIXABLE
     if site.target == "portable" and not _portable_spelling(site):

@@ -47,6 +47,7 @@ class CallSite:
     root: tuple[str, ...] = ()  # a dotted use: its parts (`t.cuda.x` -> ("t", "cuda", "x"))
     root_names: frozenset[str] = field(default_factory=frozenset)  # what its first part is bound to
     operands: tuple[str, ...] = ()  # a comparison: the source text of each operand
+    in_pattern: bool = False  # inside a `case` pattern (only literals and dotted names fit there)
 
     @property
     def star(self) -> bool:
@@ -87,6 +88,8 @@ class Declined:
 Verdict = Fixable | Declined
 FIXABLE = Fixable()
 
+PATTERN_REASON = "a `case` pattern takes only literals and dotted names: match the device type in a guard instead"
+STAR_IMPORT = "a star import binds names that cannot be renamed: import them by name"
 VALUE_USE = "used as a value (a base class or a variable), not called: port it by hand"
 STAR_ARGS = "called with *args/**kwargs, so the arguments cannot be mapped: port it by hand"
 

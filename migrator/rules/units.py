@@ -21,7 +21,7 @@ from functools import cache
 from types import ModuleType
 from typing import Any
 
-from migrator.rules.site import FIXABLE, CallSite, Declined, Verdict
+from migrator.rules.site import FIXABLE, PATTERN_REASON, CallSite, Declined, Verdict
 
 Rule = Any  # migrator.rules.catalogue.Rule (which imports this module to check `fix:` names)
 
@@ -78,6 +78,8 @@ def precheck(rule: Rule, site: CallSite) -> Verdict:
         if check is None:
             return FIXABLE if site.target == "npu" else Declined(CONFIG_PORTABLE if site.file_kind == "config" else TEXT_PORTABLE)
         return check(site)
+    if site.in_pattern and site.target != "npu":  # portable rewrites are calls, which no pattern takes
+        return Declined(PATTERN_REASON)
     check = getattr(mod, "precheck", None) if mod is not None else None
     if check is None:
         return FIXABLE

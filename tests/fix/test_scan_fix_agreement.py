@@ -23,6 +23,17 @@ def test_scan_claims_exactly_what_fix_applies(tmp_path, tree, target):
     assert report.agrees, "\n".join(report.examples())
 
 
+@pytest.mark.parametrize("target", ["npu", "portable"])
+def test_every_syntax_shape_agrees(tmp_path, target):
+    """Star imports, `case` patterns, f-strings, decorators ...: scan knows where fix must decline."""
+    from tests.fix.programs import HEADER, shapes_for
+
+    program = tmp_path / "shapes.py"
+    program.write_text(HEADER + "\n\n".join(shapes_for().values()))
+    report = fix_agreement.measure(program, target, tmp_path / "run")
+    assert report.claimed and report.agrees, "\n".join(report.examples())
+
+
 def test_the_agreement_check_can_fail(tmp_path):
     report = fix_agreement.Agreement("t", "npu", claimed={("a.py", "DEV001", 1, 1)}, applied=set())
     assert not report.agrees and report.claimed_not_applied == {("a.py", "DEV001", 1, 1)}
