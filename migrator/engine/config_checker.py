@@ -40,7 +40,8 @@ from typing import Any
 
 import yaml
 
-from migrator.engine.python_checker import ENV_TOKEN, NCCL_STRING
+from migrator.engine.python_checker import ENV_TOKEN
+from migrator.rules.distributed.nccl_backend import NCCL_STRING
 
 if sys.version_info >= (3, 11):
     import tomllib

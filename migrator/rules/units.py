@@ -64,6 +64,23 @@ def level(rule: Rule) -> str:
     return getattr(mod, "LEVEL", "node") if mod is not None else "node"
 
 
+_DETECTORS: dict[tuple[str, str], tuple] = {}
+
+
+def detectors(catalogue: Any, kind: str) -> tuple:
+    """The `detect_<kind>` functions (call, string, compare, attribute) of the catalogue's pattern rules
+    (`impl:`) whose unit has one: the scanner calls them from its single `ast` traversal."""
+    key = (catalogue.digest, kind)
+    if key not in _DETECTORS:
+        found: dict[str, Any] = {}
+        for rule in catalogue.rules.values():
+            name = module_name(rule.family, rule.fix) if rule.impl else None
+            if name and name not in found and hasattr(mod := _module(name), f"detect_{kind}"):
+                found[name] = getattr(mod, f"detect_{kind}")
+        _DETECTORS[key] = tuple(found[n] for n in sorted(found))
+    return _DETECTORS[key]
+
+
 def text_reason(rule: Rule, symbol: str, target: str, file_kind: str) -> str | None:
     """Why a site with no syntax tree (a launch script line, a config scalar) is not fixed, or None."""
     verdict = precheck(rule, CallSite(rule.code, symbol, target, file_kind))

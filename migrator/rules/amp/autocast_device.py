@@ -3,6 +3,7 @@ and a literal "cuda" device argument of torch.autocast / GradScaler / friends (A
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING
 
 from migrator.rules.site import DEVICE_LITERAL, FIXABLE, CallSite, Declined, Verdict, needs_call
@@ -16,6 +17,33 @@ if TYPE_CHECKING:
 LEVEL = "call"
 CUDA_AUTOCAST_PARAMS = ["enabled", "dtype", "cache_enabled"]
 DEVICE_KEYWORDS = ("device_type", "device")
+AUTOCAST_CALLS = {
+    "torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast", "torch.get_autocast_dtype",
+    "torch.set_autocast_dtype", "torch.is_autocast_enabled", "torch.set_autocast_enabled",
+    "torch.amp.is_autocast_available", "torch.amp.custom_fwd", "torch.amp.custom_bwd",
+}
+SCALER_CALLS = {"torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"}
+
+
+def _device_literal(node: ast.AST | None) -> ast.Constant | None:
+    from migrator.rules.device.device_string import DEVICE_STRING
+
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and DEVICE_STRING.match(node.value):
+        return node
+    return None
+
+
+def detect_call(checker, node: ast.Call, func_names: set[str], kwargs: dict) -> None:
+    """A "cuda" device argument to torch.autocast and friends (AMP004) or torch.amp.GradScaler (AMP005)."""
+    if not func_names & (AUTOCAST_CALLS | SCALER_CALLS):
+        return
+    arg = _device_literal(node.args[0] if node.args else None) or _device_literal(
+        kwargs.get("device_type") or kwargs.get("device")
+    )
+    if arg is not None:
+        checker.claimed.add(id(arg))  # the string is this finding's, not a device-string one
+        impl = "grad-scaler-cuda" if func_names & SCALER_CALLS else "autocast-cuda"
+        checker.emit_impl(impl, node, f"{sorted(func_names)[0]}({arg.value!r})", '"npu"')
 
 
 def _device_args(site_args, keyword_of, text_of) -> list[int]:

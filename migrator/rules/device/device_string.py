@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import re
 from typing import TYPE_CHECKING
 
 from migrator.rules.site import DEVICE_LITERAL, FIXABLE, CallSite, Declined, Verdict
@@ -13,6 +15,12 @@ if TYPE_CHECKING:
     from migrator.model import Finding
 
 LEVEL = "node"
+DEVICE_STRING = re.compile(r"^cuda(:(\d+|\{\w*\}|%d|%s))?$")
+
+
+def detect_string(checker, node: ast.AST, text: str) -> None:
+    if DEVICE_STRING.match(text):
+        checker.emit_impl("device-string", node, text, "npu" + text[4:])
 NOT_PLAIN = "not a plain device literal"
 NO_PORTABLE = "this device string has no portable rewrite; pick the device once with torch.accelerator"
 

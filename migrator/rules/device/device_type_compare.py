@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING
 
 from migrator.rules.site import DEVICE_LITERAL, FIXABLE, CallSite, Declined, Verdict
@@ -13,6 +14,25 @@ if TYPE_CHECKING:
     from migrator.model import Finding
 
 LEVEL = "node"
+
+
+def lists_npu(node: ast.Tuple | ast.List | ast.Set) -> bool:
+    """("cuda", "npu", ...) already handles Ascend."""
+    return any(isinstance(e, ast.Constant) and e.value in ("npu", "hccl") for e in node.elts)
+
+
+def detect_compare(checker, node: ast.Compare) -> None:
+    """`x == "cuda"`, `x in ("cuda", "xpu")` (a collection that lists "npu" too is left alone)."""
+    for operand in (node.left, *node.comparators):
+        if isinstance(operand, ast.Constant) and operand.value == "cuda":
+            checker.claimed.add(id(operand))
+            checker.emit_impl("device-type-compare", node, '== "cuda"', '"npu"')
+        elif isinstance(operand, (ast.Tuple, ast.List, ast.Set)):
+            cuda = [e for e in operand.elts if isinstance(e, ast.Constant) and e.value == "cuda"]
+            for e in cuda:
+                checker.claimed.add(id(e))
+            if cuda and not lists_npu(operand):
+                checker.emit_impl("device-type-compare", node, 'in (..., "cuda", ...)', '"npu"')
 
 
 def _plain_cuda(text: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING
 
 from migrator.rules.site import Declined
@@ -13,6 +14,13 @@ if TYPE_CHECKING:
     from migrator.model import Finding
 
 LEVEL = "node"
+
+
+def detect_attribute(checker, node: ast.Attribute) -> None:
+    """`x.is_cuda` on a value (not `self.is_cuda`, not an imported name)."""
+    own = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+    if node.attr == "is_cuda" and isinstance(node.ctx, ast.Load) and not own and not checker.qualnames(node):
+        checker.emit_impl("tensor-is-cuda", node, "is_cuda", "is_npu")
 
 
 def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNode | Declined:

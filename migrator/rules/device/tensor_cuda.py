@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 from typing import TYPE_CHECKING
 
 from migrator.rules.site import FIXABLE, CallSite, Declined, Verdict
@@ -14,6 +15,12 @@ if TYPE_CHECKING:
 
 LEVEL = "call"
 PARAMS = ["device", "non_blocking", "memory_format"]
+
+
+def detect_call(checker, node: ast.Call, func_names: set[str], kwargs: dict) -> None:
+    """`.cuda()` on a tensor or module (the receiver is a value, not an imported module)."""
+    if isinstance(node.func, ast.Attribute) and node.func.attr == "cuda" and not func_names:
+        checker.emit_impl("tensor-cuda-call", node.func, ".cuda()", ".npu()")
 
 
 def precheck(site: CallSite) -> Verdict:

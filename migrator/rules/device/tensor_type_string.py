@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import re
 from typing import TYPE_CHECKING
 
 from migrator.rules.site import FIXABLE, CallSite, Declined, Verdict
@@ -13,6 +15,12 @@ if TYPE_CHECKING:
     from migrator.model import Finding
 
 LEVEL = "node"
+CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.\w+(Tensor|Storage)$")
+
+
+def detect_string(checker, node: ast.AST, text: str) -> None:
+    if CUDA_TENSOR_TYPE.match(text):
+        checker.emit_impl("cuda-tensor-type-string", node, text, "torch.npu." + text[len("torch.cuda."):])
 
 
 def precheck(site: CallSite) -> Verdict:

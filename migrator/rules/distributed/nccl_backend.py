@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,13 @@ if TYPE_CHECKING:
     from migrator.model import Finding
 
 LEVEL = "node"
+# a whole backend name, or a "device:backend,..." spec that names nccl
+NCCL_STRING = re.compile(r"(?i)^(nccl|(\w+:\w+,)*\w+:nccl(,\w+:\w+)*)$")
+
+
+def detect_string(checker, node: ast.AST, text: str) -> None:
+    if NCCL_STRING.match(text):
+        checker.emit_impl("nccl-backend-string", node, text, re.sub("(?i)nccl", "hccl", text))
 PLAIN_NCCL = re.compile(r"[rRuU]?(['\"])nccl\1", flags=re.I)
 
 
