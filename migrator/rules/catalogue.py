@@ -17,9 +17,6 @@ from migrator.model import FAMILIES, FAMILY_PREFIX, FIX_KINDS, SEVERITIES, FixIn
 from migrator.resources import data_dir
 from migrator.rules import units
 
-CHECK_FIXED = True
-
-
 class CatalogueError(ValueError):
     """The shipped or user-supplied catalogue is malformed (exit 2, never a traceback)."""
 
@@ -210,7 +207,7 @@ def _rule(raw: dict[str, Any], family: str, source: str) -> Rule:
     fix = str(raw.get("fix", "none"))
     if raw["fix_kind"] != "manual" and fix == "none":
         raise CatalogueError(f"{where}: fix_kind {raw['fix_kind']} needs a `fix`")
-    if CHECK_FIXED and fix != "none" and not any(ex.get("fixed") for ex in (examples.get("invalid") or []) if isinstance(ex, dict)):
+    if fix != "none" and not any(ex.get("fixed") for ex in (examples.get("invalid") or []) if isinstance(ex, dict)):
         raise CatalogueError(f"{where}: a rule with a fix needs an invalid example with its `fixed` text")
     if not units.exists(family, fix):
         raise CatalogueError(f"{where}: `fix: {fix}` names no rule module ({units.module_name(family, fix)} does not exist)")
