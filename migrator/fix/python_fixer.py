@@ -271,22 +271,20 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
     seen = {id(f) for f in ctx.applied} | {id(f) for f, _ in ctx.declined} | {id(f) for f in fixer.import_findings}
     pending = [f for f in findings if id(f) not in seen and f.fix is None and f.line in import_lines]
     before_counts = name_counts(module) if fixer.import_findings or pending else {}
-    for f in pending:
-        if rules[f.code].fix == "rename":  # an alias renamed in place: the rule's own verdict
-            verdict = units.precheck(rules[f.code], CallSite(f.code, f.symbol, target, is_import=True))
-            if isinstance(verdict, Declined):
-                ctx.decline(f, verdict.reason)
-                continue
+
+    def import_kept(f: Finding) -> str:  # why an import the fix does not remove stays (as the scan says)
         bound = [local for local, quals in aliases.items() if f.symbol in quals]
-        unused = bound and not any(before_counts.get(local) for local in bound)
-        ctx.decline(f, IMPORT_UNUSED if unused else IMPORT_STAYS)
+        return IMPORT_UNUSED if bound and not any(before_counts.get(local) for local in bound) else IMPORT_STAYS
+
+    for f in pending:
+        renamed = rules[f.code].fix == "rename"  # an alias renamed in place: the rule's own verdict
+        verdict = units.precheck(rules[f.code], CallSite(f.code, f.symbol, target, is_import=True)) if renamed else None
+        ctx.decline(f, verdict.reason if isinstance(verdict, Declined) else import_kept(f))
     for f in fixer.import_findings:
         if f.symbol and any(local in removed for local, quals in aliases.items() if f.symbol in quals):
             ctx.applied.append(f)
         elif all(f is not a for a in ctx.applied):
-            bound = [local for local, quals in aliases.items() if f.symbol in quals]
-            unused = bound and not any(before_counts.get(local) for local in bound)
-            ctx.decline(f, IMPORT_UNUSED if unused else IMPORT_STAYS)
+            ctx.decline(f, import_kept(f))
     code = new_module.code if target == "npu" and ctx.applied else None  # one rendering for both questions
     if code is not None and not ctx.needs_torch_npu and (entry_point or USES_TORCH_NPU.search(code)):
         ctx.needs_torch_npu = True  # `.npu()`, torch.npu and the "npu" device exist once torch_npu is imported

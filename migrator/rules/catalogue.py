@@ -17,6 +17,7 @@ from migrator.model import FAMILIES, FAMILY_PREFIX, FIX_KINDS, SEVERITIES, FixIn
 from migrator.resources import data_dir
 from migrator.rules import units
 
+
 class CatalogueError(ValueError):
     """The shipped or user-supplied catalogue is malformed (exit 2, never a traceback)."""
 
