@@ -5,8 +5,11 @@
 
 - `LEVEL`: "node" (the finding's own node is rewritten), "call" (the whole call whose callee is the
   finding) or "either" (the call when called, the bare name otherwise);
+- `detect_call/string/compare/attribute(checker, node, ...)` for a pattern rule (`impl:`): what the
+  scanner's one `ast` traversal reports, beyond the YAML's symbol names;
 - `precheck(site) -> Fixable | Declined(reason)`: pure Python on a `migrator.rules.site.CallSite`,
-  no parser; `migrate scan` and `migrate fix` both call it;
+  no parser; `migrate scan` and `migrate fix` both call it (`precheck_text` for launch scripts,
+  configs and requirements files, which otherwise are rewritten for the npu target only);
 - `fix(ctx, node, finding, rule)`: the libcst rewrite (libcst imported inside it), run only where
   `precheck` said Fixable; it returns the new node, or a `Declined` for a site it cannot rewrite.
 
