@@ -200,6 +200,7 @@ def fix(
         resolved = [Path(p).absolute() for p in paths]
     if target not in ("npu", "portable"):
         raise UsageError(f"unknown target {target!r}: choose npu or portable")
+    settings = replace(settings, target=target)  # fixability (each rule's precheck) is judged for this target
     out = Path(out_dir).absolute() if out_dir else None
     if write:
         if out is None:  # --out leaves the original tree alone, stale files included
@@ -298,7 +299,8 @@ def _remaining_in_memory(before: RunResult, plan, settings: Settings) -> RunResu
     from migrator.engine.scan_file import ScanOptions, scan_text_content
 
     changed = {c.path: c for c in plan.changes if c.changed}
-    options = ScanOptions(select=settings.select, ignore=settings.ignore, per_file_ignores=settings.per_file_ignores)
+    options = ScanOptions(select=settings.select, ignore=settings.ignore, per_file_ignores=settings.per_file_ignores,
+                          target=settings.target)
     kept = [f for f in before.findings if f.path not in changed]
     for rel, change in changed.items():
         kind = file_kind(Path(rel)) or "python"

@@ -127,6 +127,7 @@ class Finding:
     coverage: CoverageInfo | None = None
     cell: int | None = None  # notebooks: 1-based index of the cell among all cells; `line` is within it
     route: RouteMark | None = None  # set by --route when a framework route handles this finding
+    declined: str | None = None  # the rule's fix exists but its precheck declined this site: why
 
     def sort_key(self) -> tuple:
         return (self.path, self.cell or 0, self.line, self.column, self.code)
@@ -157,6 +158,8 @@ class Finding:
             data["cell"] = self.cell
         if self.route is not None:
             data["route"] = self.route.to_dict()
+        if self.declined is not None:
+            data["declined"] = self.declined
         return data
 
     @classmethod
@@ -183,6 +186,7 @@ class Finding:
             else None,
             cell=data.get("cell"),
             route=RouteMark(**data["route"]) if data.get("route") else None,
+            declined=data.get("declined"),
         )
 
 

@@ -35,7 +35,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from migrator.engine.config_reader import Entry, ParsedConfig, Scalar
-from migrator.engine.python_checker import ENV_TOKEN, NCCL_STRING
+from migrator.engine.python_checker import ENV_TOKEN
+from migrator.rules.distributed.nccl_backend import NCCL_STRING
 
 CONFIG_PREFILTER = re.compile(
     rb"(?i)cuda|nccl|flash_att|use_flash|NVIDIA_|NVTE_|[\"']?\bamp[\"']?\s*:|\blamb\b|sparse_attention"

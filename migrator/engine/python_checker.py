@@ -14,30 +14,16 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 
 from migrator.engine.source import SourceText
+from migrator.rules import units
 from migrator.rules.catalogue import Catalogue, Rule, SymbolMatch
+from migrator.rules.device.device_type_compare import lists_npu
 
-DEVICE_STRING = re.compile(r"^cuda(:(\d+|\{\w*\}|%d|%s))?$")
-# a whole backend name, or a "device:backend,..." spec that names nccl
-NCCL_STRING = re.compile(r"(?i)^(nccl|(\w+:\w+,)*\w+:nccl(,\w+:\w+)*)$")
 ENV_TOKEN = re.compile(
     r"\b(CUDA_[A-Z0-9_]+|NCCL_[A-Z0-9_]+|TORCH_NCCL_[A-Z0-9_]+|TORCH_CUDA_ARCH_LIST|PYTORCH_CUDA_ALLOC_CONF|"
     r"NVIDIA_VISIBLE_DEVICES|NVIDIA_[A-Z0-9_]+|NVTE_[A-Z0-9_]+)\b"
 )
 NVIDIA_SMI = re.compile(r"\bnvidia-smi\b")
 
-AUTOCAST_CALLS = {
-    "torch.autocast",
-    "torch.amp.autocast",
-    "torch.amp.autocast_mode.autocast",
-    "torch.get_autocast_dtype",
-    "torch.set_autocast_dtype",
-    "torch.is_autocast_enabled",
-    "torch.set_autocast_enabled",
-    "torch.amp.is_autocast_available",
-    "torch.amp.custom_fwd",
-    "torch.amp.custom_bwd",
-}
-SCALER_CALLS = {"torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"}
 DDP_CALLS = {
     "torch.nn.parallel.DistributedDataParallel",
     "torch.nn.parallel.distributed.DistributedDataParallel",
@@ -46,34 +32,7 @@ DDP_CALLS = {
 LOAD_INLINE = {"torch.utils.cpp_extension.load_inline"}
 LOAD_EXT = {"torch.utils.cpp_extension.load"}
 MIGRATE_HELPER_PREFIXES = ("_migrate_", "_Migrate")
-# Fix transforms that rewrite a whole call (mirrors migrator.fix.transforms.CALL_LEVEL; a test keeps
-# them equal): the same symbol used as a value (a base class, a variable) cannot be fixed there.
-CALL_LEVEL_TRANSFORMS = frozenset({
-    "flash-attn", "flash-attn-varlen", "flash-attn-packed", "xformers-attention", "apex-fused-adam",
-    "apex-fused-sgd", "apex-layer-norm", "apex-rms-norm", "apex-ddp", "apex-amp", "tensor-cuda",
-    "autocast-device", "autocast-dtype-api", "nvtx-noop",
-})
-
-
 FLASH_ATTN_IMPLEMENTATIONS = {"flash_attention_2", "flash_attention_3"}
-
-
-def call_level(rule) -> bool:
-    return rule.fix.startswith("transform:") and rule.fix.split(":", 1)[1] in CALL_LEVEL_TRANSFORMS
-DEVICE_KWARGS = {"device", "map_location", "device_type", "device_id", "pin_memory_device"}
-
-
-INDEX_NAME = re.compile(r"(?i)(rank|gpu|idx|index|device_id|dev_id|^id$|_id$|^i$|^n$)")
-
-
-def _looks_like_index(node: ast.AST) -> bool:
-    """`torch.device(local_rank)` is a CUDA index; `torch.device(args.device)` is usually a string."""
-    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
-    return bool(name and INDEX_NAME.search(name))
-
-
-def _lists_npu(node) -> bool:
-    return any(isinstance(e, ast.Constant) and e.value in ("npu", "hccl") for e in node.elts)
 
 
 def _names_variable(text: str, m: re.Match) -> bool:
@@ -84,7 +43,6 @@ def _names_variable(text: str, m: re.Match) -> bool:
     return after.startswith("=") or before.endswith(("$", "${"))
 
 
-CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.\w+(Tensor|Storage)$")
 CUDA_EXTENSION_MODULE = re.compile(r"^\w*(_cuda|_cuda_lib|_cuda_ext|cuda_ext)$")
 
 
@@ -150,10 +108,8 @@ class PythonChecker(ast.NodeVisitor):
         self.docstring_nodes = docstrings(tree)
         self.docstrings = {id(n) for n in self.docstring_nodes}
         self.claimed: set[int] = set()
-        self.callees: set[int] = set()  # id of every call's callee expression
-        self.star_calls: set[int] = set()  # callees of calls with *args / **kwargs
-        self.value_uses: set[str] = set()  # local names of call-only symbols used as values
-        self.loaded: set[str] = set()  # every name read in the module
+        self.call_of: dict[int, ast.Call] = {}  # id of every call's callee expression -> the call
+        self.pattern_nodes: set[int] = set()  # ids of the nodes inside `case` patterns
         self.hits: list[tuple[Rule, ast.AST, str, str | None, dict]] = []
         self.calls: list[tuple[str, ast.Call]] = []  # resolved torch calls, for the coverage family
         self.method_calls: list[tuple[str | None, str, ast.Call]] = []  # (receiver name, method, call)
@@ -163,6 +119,11 @@ class PythonChecker(ast.NodeVisitor):
         for rule in catalogue.rules.values():
             if rule.impl:
                 self.impl[rule.impl] = rule
+        # the pattern rules' own detection (`detect_*` in migrator/rules/<family>/<rule>.py)
+        self.detect_call = units.detectors(catalogue, "call")
+        self.detect_string = units.detectors(catalogue, "string")
+        self.detect_compare = units.detectors(catalogue, "compare")
+        self.detect_attribute = units.detectors(catalogue, "attribute")
 
     # -- emitting -------------------------------------------------------------------------
     def emit(self, rule: Rule | None, node: ast.AST, symbol: str, replacement: str | None = None, **extra):
@@ -201,15 +162,7 @@ class PythonChecker(ast.NodeVisitor):
         m, name, ambiguous = hit
         if m.rule.scope == "imports" and not decorator:
             return True  # the import already carries the finding
-        extra: dict[str, object] = {"ambiguous": ambiguous}
-        if call_level(m.rule) and id(node) not in self.callees and m.rule.fix_kind != "manual":
-            parts = _dotted(node)
-            if parts:
-                self.value_uses.add(parts[0])
-            extra["manual_reason"] = "used as a value (a base class or a variable), not called: port it by hand"
-        elif call_level(m.rule) and id(node) in self.star_calls and m.rule.fix_kind != "manual":
-            extra["manual_reason"] = "called with *args/**kwargs, so the arguments cannot be mapped: port it by hand"
-        self.emit(m.rule, node, name, None if ambiguous else m.replacement, **extra)
+        self.emit(m.rule, node, name, None if ambiguous else m.replacement, ambiguous=ambiguous)
         return True
 
     # -- visitors ----------------------------------------------------------------------------
@@ -224,6 +177,10 @@ class PythonChecker(ast.NodeVisitor):
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]  # same fields for both
+
+    def visit_match_case(self, node: ast.match_case) -> None:
+        self.pattern_nodes.update(id(n) for n in ast.walk(node.pattern))
+        self.generic_visit(node)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         if not node.name.startswith(MIGRATE_HELPER_PREFIXES):
@@ -254,20 +211,16 @@ class PythonChecker(ast.NodeVisitor):
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if self.report_symbol(node):  # loads, and stores such as `cudnn.benchmark = True`
             return
-        own = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
-        if node.attr == "is_cuda" and isinstance(node.ctx, ast.Load) and not own and not self.qualnames(node):
-            self.emit_impl("tensor-is-cuda", node, "is_cuda", "is_npu")
+        for detect in self.detect_attribute:
+            detect(self, node)
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
         if isinstance(node.ctx, ast.Load):
-            self.loaded.add(node.id)
             self.report_symbol(node)
 
     def visit_Call(self, node: ast.Call) -> None:
-        self.callees.add(id(node.func))
-        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
-            self.star_calls.add(id(node.func))
+        self.call_of[id(node.func)] = node
         func_names = self.qualnames(node.func)
         self.check_call(node, func_names)
         torch_names = sorted(n for n in func_names if n.startswith("torch."))
@@ -294,21 +247,12 @@ class PythonChecker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
-        operands = [node.left, *node.comparators]
-        for operand in operands:
-            if isinstance(operand, ast.Constant) and operand.value == "cuda":
-                self.claimed.add(id(operand))
-                self.emit_impl("device-type-compare", node, '== "cuda"', '"npu"')
-            elif isinstance(operand, (ast.Tuple, ast.List, ast.Set)):  # x in ("cuda", "xpu")
-                cuda = [e for e in operand.elts if isinstance(e, ast.Constant) and e.value == "cuda"]
-                for e in cuda:
-                    self.claimed.add(id(e))
-                if cuda and not _lists_npu(operand):
-                    self.emit_impl("device-type-compare", node, 'in (..., "cuda", ...)', '"npu"')
+        for detect in self.detect_compare:
+            detect(self, node)
         self.generic_visit(node)
 
     def _collection(self, node) -> None:
-        if _lists_npu(node):  # ("cuda", "npu", ...) already handles Ascend
+        if lists_npu(node):  # ("cuda", "npu", ...) already handles Ascend
             for e in node.elts:
                 if isinstance(e, ast.Constant) and e.value == "cuda":
                     self.claimed.add(id(e))
@@ -330,12 +274,8 @@ class PythonChecker(ast.NodeVisitor):
 
     # -- rule bodies -----------------------------------------------------------------------
     def check_string(self, node: ast.AST, text: str) -> None:
-        if CUDA_TENSOR_TYPE.match(text):
-            self.emit_impl("cuda-tensor-type-string", node, text, "torch.npu." + text[len("torch.cuda."):])
-        if DEVICE_STRING.match(text):
-            self.emit_impl("device-string", node, text, "npu" + text[4:])
-        if NCCL_STRING.match(text):
-            self.emit_impl("nccl-backend-string", node, text, re.sub("(?i)nccl", "hccl", text))
+        for detect in self.detect_string:
+            detect(self, node, text)
         if len(text) < 4000:
             for m in ENV_TOKEN.finditer(text):
                 if _names_variable(text, m):
@@ -348,29 +288,14 @@ class PythonChecker(ast.NodeVisitor):
         if hit:
             self.emit(hit.rule, node, name, hit.replacement)
 
-    def device_arg(self, node: ast.AST | None) -> ast.Constant | None:
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and DEVICE_STRING.match(node.value):
-            return node
-        return None
-
     def check_call(self, node: ast.Call, func_names: set[str]) -> None:
-        func = node.func
         kwargs = {k.arg: k.value for k in node.keywords if k.arg}
         # transformers `from_pretrained(..., attn_implementation="flash_attention_2")`, as in a config file
         attn = kwargs.get("attn_implementation")
         if isinstance(attn, ast.Constant) and attn.value in FLASH_ATTN_IMPLEMENTATIONS:
             self.emit_impl("config-flash-attention", attn, attn.value)
-        # .cuda() on a tensor or module (the receiver is a value, not an imported module)
-        if isinstance(func, ast.Attribute) and func.attr == "cuda" and not func_names:
-            self.emit_impl("tensor-cuda-call", func, ".cuda()", ".npu()")
-        if func_names & (AUTOCAST_CALLS | SCALER_CALLS):
-            arg = self.device_arg(node.args[0] if node.args else None) or self.device_arg(
-                kwargs.get("device_type") or kwargs.get("device")
-            )
-            if arg is not None:
-                self.claimed.add(id(arg))
-                impl = "grad-scaler-cuda" if func_names & SCALER_CALLS else "autocast-cuda"
-                self.emit_impl(impl, node, f"{sorted(func_names)[0]}({arg.value!r})", '"npu"')
+        for detect in self.detect_call:
+            detect(self, node, func_names, kwargs)
         if func_names & DDP_CALLS:
             for key in ("device_ids", "output_device"):
                 if key in kwargs:
@@ -389,33 +314,15 @@ class PythonChecker(ast.NodeVisitor):
                 for c in ast.walk(sources)
             ):
                 self.emit_impl("cuda-extension-build", node, "load(sources=[*.cu])")
-        # bare integer devices: torch.device(0), .to(0), device=0
-        if "torch.device" in func_names and node.args and not isinstance(node.args[0], (ast.Constant, ast.JoinedStr)):
-            if len(node.args) == 1 and not node.keywords and _looks_like_index(node.args[0]):
-                self.emit_impl("bare-int-device", node, "torch.device(<int>)")
-        if "torch.device" in func_names and node.args and isinstance(node.args[0], ast.Constant):
-            if isinstance(node.args[0].value, int) and not isinstance(node.args[0].value, bool):
-                self.emit_impl("bare-int-device", node, f"torch.device({node.args[0].value})")
-        if isinstance(func, ast.Attribute) and func.attr in ("to", "to_empty") and len(node.args) == 1:
-            target = node.args[0]
-            if isinstance(target, ast.Constant) and type(target.value) is int:
-                self.emit_impl("bare-int-device", target, f".to({target.value})")
-        for key in DEVICE_KWARGS & kwargs.keys():
-            value = kwargs[key]
-            if isinstance(value, ast.Constant) and type(value.value) is int:
-                self.emit_impl("bare-int-device", value, f"{key}={value.value}")
 
 
 def check_module(
-    tree: ast.AST, source: SourceText, catalogue: Catalogue, enabled: Callable[[Rule], bool]
+    tree: ast.AST, source: SourceText, catalogue: Catalogue, enabled: Callable[[Rule], bool], target: str = "npu"
 ) -> PythonChecker:
+    """Every rule's hits in the module; a hit its rule's precheck declines carries the reason."""
+    from migrator.engine.sites import precheck_hits
+
     checker = PythonChecker(catalogue, enabled, tree)
     checker.visit(tree)
-    for rule, _node, _symbol, _replacement, extra in checker.hits:
-        # an import whose name is still used as a value stays: it is not removed by a fix
-        if extra.get("is_import") and call_level(rule) and rule.fix_kind != "manual":
-            if extra.get("bound") in checker.value_uses:
-                extra["manual_reason"] = "the import stays while the name is used as a value"
-            elif extra.get("bound") not in checker.loaded:
-                extra["manual_reason"] = "imported but never used here (an availability probe?): remove or port it by hand"
+    precheck_hits(checker, source, tree, target)
     return checker

@@ -151,6 +151,7 @@ def run(settings: Settings, paths: list[Path], progress: Progress | None = None,
         soc=settings.soc,
         torch_npu_version=settings.torch_npu_version,
         traced=traced_apis(settings.root),
+        target=settings.target,
     )
     traced_key = content_digest(repr(options.traced).encode()) if options.traced else ""
     key = f"{__version__}|{catalogue.digest}|{_coverage_digest()}|{settings.cache_key()}|{extra_key}|{traced_key}"

@@ -18,6 +18,7 @@ from migrator.engine.python_checker import check_module
 from migrator.engine.source import SourceText, UnreadableSource, decode_python, decode_text
 from migrator.engine.suppress import Directives, parse_directives
 from migrator.model import FileResult, Finding, Marker, OpUse
+from migrator.rules import units
 from migrator.rules.catalogue import Catalogue, Rule, load_catalogue
 
 # Bytes that can lead to a finding in Python code; files without any are not parsed.
@@ -39,6 +40,7 @@ class ScanOptions:
     soc: str = "A2"
     torch_npu_version: str | None = None
     traced: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (API, dtypes) from .migrate/op-trace.json
+    target: str = "npu"  # what fixability is judged for (a rule's precheck depends on it)
 
     def selector_for(self, rel: str) -> RuleSelector:
         extra: list[str] = []
@@ -51,8 +53,10 @@ class ScanOptions:
 class FileScan:
     """Collects findings for one file and turns raw hits into positioned Findings."""
 
-    def __init__(self, rel: str, catalogue: Catalogue, selector: RuleSelector, options: ScanOptions | None = None):
+    def __init__(self, rel: str, catalogue: Catalogue, selector: RuleSelector, options: ScanOptions | None = None,
+                 kind: str = "python"):
         self.rel = rel
+        self.kind = kind
         self.options = options or ScanOptions()
         self.catalogue = catalogue
         self.selector = selector
@@ -75,10 +79,13 @@ class FileScan:
         message: str | None = None,
         coverage=None,
         manual_reason: str | None = None,
+        prechecked: bool = False,
     ) -> None:
         if rule is None or not self.enabled(rule):
             return
         text = message or rule.message_for(symbol, replacement)
+        if not prechecked and not manual_reason and not ambiguous and rule.fix_info(symbol, replacement):
+            manual_reason = self.precheck(rule, symbol)
         fix = None if ambiguous or manual_reason else rule.fix_info(symbol, replacement)
         if ambiguous:
             text += " (the name is bound by several imports, so no automatic fix)"
@@ -99,8 +106,14 @@ class FileScan:
                 message=text,
                 fix=fix,
                 coverage=coverage,
+                declined=manual_reason if manual_reason and not ambiguous and rule.fix_info(symbol, replacement) else None,
             )
         )
+
+    def precheck(self, rule: Rule, symbol: str) -> str | None:
+        """A site with no syntax tree (launch script, config, Dockerfile, requirements file, setup.py
+        requirement string): the rule's verdict for this file kind and target."""
+        return units.text_reason(rule, symbol, self.options.target, self.kind)
 
     def meta(self, impl: str, message: str, line: int = 1, column: int = 1) -> None:
         self.add(self.impl.get(impl), line, column, line, column, self.rel, message=message)
@@ -130,7 +143,7 @@ def scan_text_content(text: str, rel: str, kind: str, options: ScanOptions) -> F
 
 def scan_bytes(data: bytes, rel: str, kind: str, options: ScanOptions) -> FileResult:
     catalogue = load_catalogue()
-    scan = FileScan(rel, catalogue, options.selector_for(rel), options)
+    scan = FileScan(rel, catalogue, options.selector_for(rel), options, kind)
     if GENERATED.search(data[:2048]):
         return FileResult(rel, skipped="generated file (@generated marker)")
     if kind == "notebook":
@@ -246,6 +259,7 @@ def _scan_notebook(scan: FileScan, data: bytes) -> FileResult:
             cell_ops, cell_doc_lines = parsed
             ops.extend(replace(op, cell=cell.index, line=op.line - h) for op in cell_ops if op.line > h)
             doc_lines = {n - h for n in cell_doc_lines if n > h}
+        cscan.kind = "shell"  # `!` / `%env` / `%pip` lines
         for hit in text_checkers.check_shell(cell.shell):
             rule, replacement = cscan.rule_for_key(hit.key, hit.replacement)
             cscan.add(rule, hit.line, hit.column, hit.line, hit.end_column, hit.symbol, replacement, message=hit.message)
@@ -290,14 +304,14 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes):
         return None
     if not PREFILTER.search(data):
         return (), set()  # parsed (so syntax errors are reported) but nothing to look for
-    checker = check_module(tree, source, scan.catalogue, scan.enabled)
+    checker = check_module(tree, source, scan.catalogue, scan.enabled, scan.options.target)
     for rule, node, symbol, replacement, extra in checker.hits:
         line = getattr(node, "lineno", 1)
         end_line = getattr(node, "end_lineno", None) or line
         col = source.char_column(line, getattr(node, "col_offset", 0))
         end_col = source.char_column(end_line, getattr(node, "end_col_offset", None) or 0)
         scan.add(rule, line, col, end_line, end_col, symbol, replacement, extra.get("ambiguous", False),
-                 manual_reason=extra.get("manual_reason"))
+                 manual_reason=extra.get("manual_reason"), prechecked=True)
     if scan.rel == "setup.py" or scan.rel.endswith("/setup.py"):
         _setup_requirements(scan, tree, source, checker.docstrings)
     op_uses: list[OpUse] = []

@@ -14,6 +14,7 @@ from migrator.engine import config_checker as cc
 from migrator.engine import config_reader
 from migrator.engine.config_verify import verify
 from migrator.model import Finding
+from migrator.rules import units
 from migrator.rules.catalogue import load_catalogue
 
 EXACT_CODES = {"DEV017", "DIST007", "ENV001", "ENV002"}
@@ -29,13 +30,18 @@ def _replacement(finding: Finding, hit: cc.ConfigHit) -> str | None:
 
 
 def fix_config(rel: str, text: str, findings: list[Finding], target: str) -> tuple[str, list[Finding], list[tuple[Finding, str]]]:
+    rules = load_catalogue().rules
     declined: list[tuple[Finding, str]] = []
-    if target != "npu":
-        return text, [], [(f, "configs are rewritten for the npu target only") for f in findings]
+    for f in findings:  # the scan's own verdict (rule precheck) for a config and this target
+        if (why := units.text_reason(rules[f.code], f.symbol, target, "config")) is not None:
+            declined.append((f, why))
+    findings = [f for f in findings if all(f is not d for d, _ in declined)]
+    if not findings:
+        return text, [], declined
     try:
         parsed = config_reader.parse_config(text, config_reader.config_format(rel))
     except config_reader.ConfigParseError as exc:
-        return text, [], [(f, f"cannot parse the file: {exc}") for f in findings]
+        return text, [], declined + [(f, f"cannot parse the file: {exc}") for f in findings]
     index = config_reader.LineIndex(text)
     hits: dict[tuple[int, int, str], cc.ConfigHit] = {}
     for hit in cc.config_hits(parsed):

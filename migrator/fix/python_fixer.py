@@ -15,30 +15,30 @@ from dataclasses import dataclass
 import libcst as cst
 
 from migrator.engine.python_checker import collect_aliases
+from migrator.engine.sites import IMPORT_STAYS, IMPORT_UNUSED
 from migrator.fix import syntax
 from migrator.fix.context import Checkpoint, FixContext
 from migrator.fix.imports import (
     REMOVABLE_ROOTS,
     USES_TORCH_NPU,
     ensure_module_imports,
+    name_counts,
     remove_unused_imports,
     rewrite_import,
     symbol_replacement,
 )
 from migrator.fix.positions import NodePositions, node_positions
-from migrator.fix.transforms import CALL_LEVEL, EITHER_LEVEL, TRANSFORMS
+from migrator.fix.sites import build_site
 from migrator.model import Finding
+from migrator.rules import units
 from migrator.rules.catalogue import Rule
+from migrator.rules.site import CallSite, Declined
 
 Key = tuple[int, int, int, int]
 
 
 def key_of(f: Finding) -> Key:
     return (f.line, f.column - 1, f.end_line, f.end_column - 1)
-
-
-def transform_name(rule: Rule) -> str:
-    return rule.fix.split(":", 1)[1] if rule.fix.startswith("transform:") else rule.fix
 
 
 @dataclass
@@ -74,29 +74,36 @@ class _Fixer(cst.CSTTransformer):
             return None
         return (r.start.line, r.start.column, r.end.line, r.end.column)
 
-    def _apply(self, updated: cst.CSTNode, key: Key | None, at_call: bool, is_callee: bool):
+    def _apply(self, updated: cst.CSTNode, key: Key | None, at_call: bool, is_callee: bool,
+               original: cst.CSTNode | None = None, call: cst.Call | None = None):
+        """Rewrite the findings at `key`: each through its rule's precheck (the scanner's question,
+        on the libcst site), then its `fix`. `original`/`call`: the node as written and its call."""
         if key is None or key not in self.findings:
             return updated
         for finding in self.findings[key]:
             if (key, finding.code) in self.done:
                 continue
             rule = self.rules[finding.code]
-            name = transform_name(rule)
-            if is_callee and (name in CALL_LEVEL or name in EITHER_LEVEL):
+            level = units.level(rule)
+            if is_callee and level in ("call", "either"):
                 continue  # rewritten with its call, in leave_Call
-            if name in CALL_LEVEL and not at_call:
-                self.ctx.decline(finding, "used as a value, not called: rewrite it by hand")
-                self.done.add((key, finding.code))
-                continue
-            transform = TRANSFORMS.get(name)
             self.done.add((key, finding.code))
-            if transform is None:
+            unit = units.unit(rule)
+            fix = getattr(unit, "fix", None)
+            if fix is None:
                 self.ctx.decline(finding, f"no automatic fix for `{rule.fix}` yet")
                 continue
+            site = build_site(self.ctx, finding, original if original is not None else updated, call if at_call else None,
+                              in_pattern=self.pattern_depth > 0)
+            verdict = units.precheck(rule, site)
+            if isinstance(verdict, Declined):
+                self.ctx.decline(finding, verdict.reason)
+                continue
             mark = self.ctx.checkpoint()
-            result = transform(self.ctx, updated, finding, rule)
-            if result is None:
-                continue  # declined, with a reason recorded by the transform
+            result = fix(self.ctx, updated, finding, rule)
+            if result is None or isinstance(result, Declined):
+                self.ctx.decline(finding, result.reason if result is not None else "the fix did not apply at this site")
+                continue
             self.ctx.applied.append(finding)
             fitted, misfit = self._fit(updated, result)
             if misfit:
@@ -173,14 +180,16 @@ class _Fixer(cst.CSTTransformer):
         return True
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        new = self._apply(updated, self._key(original), at_call=True, is_callee=id(original) in self.call_funcs)
+        new = self._apply(updated, self._key(original), at_call=True, is_callee=id(original) in self.call_funcs,
+                          original=original, call=original)
         func_key = self.call_funcs.get(id(original.func))
         if isinstance(new, cst.Call) and func_key is not None:
-            new = self._apply(new, func_key, at_call=True, is_callee=False)
+            new = self._apply(new, func_key, at_call=True, is_callee=False, original=original.func, call=original)
         return new
 
     def _leave_expr(self, original, updated):
-        return self._apply(updated, self._key(original), at_call=False, is_callee=id(original) in self.call_funcs)
+        return self._apply(updated, self._key(original), at_call=False, is_callee=id(original) in self.call_funcs,
+                           original=original)
 
     leave_Attribute = _leave_expr
     leave_Name = _leave_expr
@@ -233,6 +242,7 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
     by_key = _keys(findings, shifted)
     tree = ast.parse(text)
     aliases = collect_aliases(tree)
+    import_lines = {n.lineno for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))}
     ctx = FixContext(target=target, aliases=aliases, module_text=text)
     ctx.import_renames = import_renames(findings, rules, aliases, target)
     try:
@@ -248,11 +258,24 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
         local for local, quals in aliases.items() if any(q.split(".")[0] in REMOVABLE_ROOTS for q in quals)
     }
     new_module, removed = remove_unused_imports(module, new_module, candidates)
+    # imports the scan already called manual never reach `fixer.import_findings`: judged here the same way
+    seen = {id(f) for f in ctx.applied} | {id(f) for f, _ in ctx.declined} | {id(f) for f in fixer.import_findings}
+    pending = [f for f in findings if id(f) not in seen and f.fix is None and f.line in import_lines]
+    before_counts = name_counts(module) if fixer.import_findings or pending else {}
+
+    def import_kept(f: Finding) -> str:  # why an import the fix does not remove stays (as the scan says)
+        bound = [local for local, quals in aliases.items() if f.symbol in quals]
+        return IMPORT_UNUSED if bound and not any(before_counts.get(local) for local in bound) else IMPORT_STAYS
+
+    for f in pending:
+        renamed = rules[f.code].fix == "rename"  # an alias renamed in place: the rule's own verdict
+        verdict = units.precheck(rules[f.code], CallSite(f.code, f.symbol, target, is_import=True)) if renamed else None
+        ctx.decline(f, verdict.reason if isinstance(verdict, Declined) else import_kept(f))
     for f in fixer.import_findings:
         if f.symbol and any(local in removed for local, quals in aliases.items() if f.symbol in quals):
             ctx.applied.append(f)
         elif all(f is not a for a in ctx.applied):
-            ctx.decline(f, "the import stays while the name is still used")
+            ctx.decline(f, import_kept(f))
     rendered: dict[int, tuple[cst.CSTNode, str]] = {}
     code = render(new_module, rendered) if target == "npu" and ctx.applied else None  # for both questions
     if code is not None and not ctx.needs_torch_npu and (entry_point or USES_TORCH_NPU.search(code)):

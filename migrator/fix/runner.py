@@ -208,7 +208,7 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
     changes: list[FileChange] = [FileChange(rel, "", "", error=why) for rel, why in errors.items()]
     for rel, text in texts.items():
         findings = by_file.get(rel, [])
-        fixable = _fixable(findings, options)
+        fixable = _fixable(findings, options, rules)
         source = _source(text, options)
         new, applied, declined, error = source, [], [], None
         cell_texts: dict[int, tuple[str, str]] = {}
@@ -267,8 +267,13 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
     return FixPlan(root, tuple(changes), options)
 
 
-def _fixable(findings: list[Finding], options: FixOptions) -> list[Finding]:
-    return [f for f in findings if f.fix and (not options.exact_only or f.fix.kind == "exact")]
+def _fix_kind(f: Finding, rules) -> str:
+    return f.fix.kind if f.fix else rules[f.code].fix_kind
+
+
+def _fixable(findings: list[Finding], options: FixOptions, rules) -> list[Finding]:
+    """Declined sites go to the fixers too: their precheck declines them again, so the fix record lists them."""
+    return [f for f in findings if (f.fix or f.declined) and (not options.exact_only or _fix_kind(f, rules) == "exact")]
 
 
 def _source(text: str, options: FixOptions) -> str:
@@ -280,12 +285,13 @@ def _fix_modules(texts: dict[str, str], by_file: dict[str, list[Finding]], entri
     """The Python modules to fix, fixed (in parallel where the tree is big enough)."""
     from migrator.engine.discover import file_kind
 
+    rules = load_catalogue().rules
     jobs: dict[str, PythonJob] = {}
     for rel, text in texts.items():
         if not rel.endswith(".py") or file_kind(Path(rel)) in ("notebook", "config"):
             continue
         findings = by_file.get(rel, [])
-        fixable = _fixable(findings, options)
+        fixable = _fixable(findings, options, rules)
         is_entry = rel in entries and "import torch" in text
         if fixable or (is_entry and options.target == "npu" and "torch_npu" not in text and findings):
             jobs[rel] = PythonJob(_source(text, options), tuple(fixable), options.target, is_entry)
@@ -319,7 +325,7 @@ def _annotate(rel, text, findings, applied, declined, options, encoding: str = "
         return text
 
     reasons = {(f.code, f.symbol): why for f, why in declined}
-    remaining = scan_text_content(text, rel, kind, ScanOptions())
+    remaining = scan_text_content(text, rel, kind, ScanOptions(target=options.target))
     starts: dict[int, int] = {}  # shell: a note goes above the first line of a `\`-continued command
     if kind == "shell":
         from migrator.engine.text_checkers import _logical_lines

@@ -16,8 +16,9 @@ from typing import cast
 
 import libcst as cst
 
+from migrator.rules.site import PATTERN_REASON  # noqa: F401  (re-exported: the rule prechecks decline with it too)
+
 PATTERN_LITERALS = (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float, cst.Imaginary)
-PATTERN_REASON = "a `case` pattern takes only literals and dotted names: match the device type in a guard instead"
 FSTRING_REASON = "the rewrite needs a quote or backslash the enclosing f-string cannot hold before Python 3.12"
 STATEMENT_REASON = "the rewrite is not valid Python at this site (e.g. an assignment target): rewrite it by hand"
 

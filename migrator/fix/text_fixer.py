@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from migrator.model import Finding
+from migrator.rules import units
 from migrator.rules.catalogue import load_catalogue
 
 ANNOTATION = re.compile(r"^[ \t]*# MIGRATE\((?P<code>[A-Z]+\d{3})\): .*(\r\n|\n|\r)?$")
@@ -28,13 +29,18 @@ def fix_text(text: str, findings: list[Finding], target: str) -> tuple[str, list
     applied: list[Finding] = []
     declined: list[tuple[Finding, str]] = []
     lines = text.splitlines(keepends=True)
+    rules = load_catalogue().rules
     for f in sorted(findings, key=lambda f: (f.line, f.column), reverse=True):
-        if f.code == "OPS008":
-            _add_torch_npu(lines, f, target, applied, declined)
+        why = units.text_reason(rules[f.code], f.symbol, target, _kind(f.path))  # the scan's own verdict
+        if why is not None:
+            declined.append((f, why))
             continue
-        new = _replacement(f) if target == "npu" else None
+        if f.code == "OPS008":
+            _add_torch_npu(lines, f, applied, declined)
+            continue
+        new = _replacement(f)
         if new is None:
-            declined.append((f, "launch scripts are rewritten for the npu target only" if target != "npu" else "no exact rewrite"))
+            declined.append((f, "no exact rewrite"))
             continue
         line = lines[f.line - 1]
         start, end = f.column - 1, f.end_column - 1
@@ -46,18 +52,17 @@ def fix_text(text: str, findings: list[Finding], target: str) -> tuple[str, list
     return "".join(lines), applied, declined
 
 
-def _add_torch_npu(lines: list[str], f: Finding, target: str, applied: list, declined: list) -> None:
-    """`torch==X` gains a `torch-npu==Y` line right after it (the pairing is exact: ascend-facts §a)."""
-    if target != "npu":
-        declined.append((f, "torch-npu is added for the npu target only (portable code keeps one requirements set)"))
-        return
+def _kind(path: str) -> str:
     from pathlib import Path
 
     from migrator.engine.discover import file_kind
 
-    if file_kind(Path(f.path)) != "requirements":
-        declined.append((f, "add the torch-npu pin by hand here (only requirements files are edited)"))
-        return
+    return file_kind(Path(path)) or "shell"
+
+
+def _add_torch_npu(lines: list[str], f: Finding, applied: list, declined: list) -> None:
+    """`torch==X` gains a `torch-npu==Y` line right after it (the pairing is exact: ascend-facts §a);
+    the target and file kind were judged by the rule's precheck (migrator/rules/coverage/add_torch_npu.py)."""
     from migrator.coverage import torch_npu_release_for_torch
 
     version = f.symbol.split("==", 1)[-1]

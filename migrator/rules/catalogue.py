@@ -15,6 +15,7 @@ import yaml
 
 from migrator.model import FAMILIES, FAMILY_PREFIX, FIX_KINDS, SEVERITIES, FixInfo
 from migrator.resources import data_dir
+from migrator.rules import units
 
 
 class CatalogueError(ValueError):
@@ -28,6 +29,7 @@ class Example:
     fixed: str | None = None
     target: str = "npu"
     file: str = "example.py"  # the file name the example is scanned as (`Dockerfile`, `ds_config.json`, ...)
+    reason: str | None = None  # a declined example: the precheck's reason, as scan and fix report it
 
     @property
     def language(self) -> str:
@@ -63,6 +65,7 @@ class Rule:
     docs: Docs
     invalid: tuple[Example, ...]
     valid: tuple[Example, ...]
+    declined: tuple[Example, ...] = ()  # sites the rule's fix declines, each with its reason
     symbols: tuple[tuple[str, str | None], ...] = ()  # (pattern, replacement)
     impl: str | None = None
     default_enabled: bool = True
@@ -165,6 +168,7 @@ def _examples(raw: Any, where: str) -> tuple[Example, ...]:
                 fixed=item.get("fixed"),
                 target=item.get("target", "npu"),
                 file=item.get("file", "example.py"),
+                reason=item.get("reason"),
             )
         )
     return tuple(out)
@@ -204,6 +208,10 @@ def _rule(raw: dict[str, Any], family: str, source: str) -> Rule:
     fix = str(raw.get("fix", "none"))
     if raw["fix_kind"] != "manual" and fix == "none":
         raise CatalogueError(f"{where}: fix_kind {raw['fix_kind']} needs a `fix`")
+    if fix != "none" and not any(ex.get("fixed") for ex in (examples.get("invalid") or []) if isinstance(ex, dict)):
+        raise CatalogueError(f"{where}: a rule with a fix needs an invalid example with its `fixed` text")
+    if not units.exists(family, fix):
+        raise CatalogueError(f"{where}: `fix: {fix}` names no rule module ({units.module_name(family, fix)} does not exist)")
     return Rule(
         code=code,
         name=raw["name"],
@@ -221,6 +229,7 @@ def _rule(raw: dict[str, Any], family: str, source: str) -> Rule:
         ),
         invalid=_examples(examples.get("invalid"), f"{where} examples.invalid"),
         valid=_examples(examples.get("valid"), f"{where} examples.valid"),
+        declined=_examples(examples.get("declined"), f"{where} examples.declined"),
         symbols=tuple(symbols),
         impl=raw.get("impl"),
         default_enabled=bool(raw.get("default_enabled", True)),

@@ -35,6 +35,10 @@ def rule_markdown(rule: Rule, heading: str = "##") -> str:
         out += ["", f"### Example{where}", "", f"```{ex.language}", ex.code.rstrip(), "```"]
         if ex.fixed:
             out += ["", f"Fixed (`--target {ex.target}`):", "", f"```{ex.language}", ex.fixed.rstrip(), "```"]
+    for ex in rule.declined:
+        where = f" (`{ex.file}`)" if ex.file != "example.py" else ""
+        target = f", `--target {ex.target}`" if ex.target != "npu" else ""
+        out += ["", f"Declined{where}{target}: {ex.reason}", "", f"```{ex.language}", ex.code.rstrip(), "```"]
     for ex in rule.valid[:1]:
         where = f" (`{ex.file}`)" if ex.file != "example.py" else ""
         out += ["", f"Not reported{where}:", "", f"```{ex.language}", ex.code.rstrip(), "```"]

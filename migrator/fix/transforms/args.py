@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.rules.site import literal_of
+
 
 def bind(call: cst.Call, params: list[str]) -> dict[str, cst.Arg] | None:
     """Map each argument to its parameter name; None for *args/**kwargs or unknown keywords."""
@@ -27,23 +29,10 @@ def code(node: cst.CSTNode) -> str:
 
 
 def literal(arg: cst.Arg | None):
-    """The Python value of a simple literal argument, or a sentinel when it is not a literal."""
+    """The Python value of a simple literal argument, or NOT_LITERAL when it is not a literal."""
     if arg is None:
         return None
-    try:
-        import ast
-
-        return ast.literal_eval(code(arg.value))
-    except (ValueError, SyntaxError):
-        return NOT_LITERAL
-
-
-class _NotLiteral:
-    def __repr__(self) -> str:
-        return "<expression>"
-
-
-NOT_LITERAL = _NotLiteral()
+    return literal_of(code(arg.value))
 
 
 def kwarg(name: str, value: cst.BaseExpression | str, last: bool = False) -> cst.Arg:

@@ -1,0 +1,158 @@
+"""The scanner's side of "one decision": each fixable hit becomes a `CallSite` built from the `ast`
+tree and goes through its rule's `precheck` (migrator/rules/units.py), the same function `migrate
+fix` calls with the site it builds from libcst. A declined site is reported as manual, with the
+fixer's reason; an import whose fix is its removal is fixable only if every use of the name it
+binds is rewritten away (otherwise the fixer keeps the import).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from migrator.rules import units
+from migrator.rules.site import NOT_LITERAL, STAR_IMPORT, Arg, CallSite, Declined, string_shape
+
+if TYPE_CHECKING:
+    from migrator.engine.source import SourceText
+    from migrator.rules.catalogue import Rule
+
+IMPORT_UNUSED = "imported but never used here (an availability probe?): remove or port it by hand"
+IMPORT_STAYS = "the import stays while the name is still used"
+
+
+def segment(source: SourceText, node: ast.AST) -> str:
+    """The node's source text (ast offsets are UTF-8 bytes)."""
+    line, end_line = getattr(node, "lineno", 0), getattr(node, "end_lineno", None)
+    col, end_col = getattr(node, "col_offset", 0), getattr(node, "end_col_offset", None)
+    if not line or end_line is None or end_col is None or end_line > len(source.lines):
+        return ""
+    lines = [source.lines[i].encode("utf-8") for i in range(line - 1, end_line)]
+    if len(lines) == 1:
+        return lines[0][col:end_col].decode("utf-8", "replace")
+    parts = [lines[0][col:], *lines[1:-1], lines[-1][:end_col]]
+    return "\n".join(p.decode("utf-8", "replace") for p in parts)
+
+
+def _value(node: ast.AST):
+    try:
+        return ast.literal_eval(node)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return NOT_LITERAL
+
+
+def _args(call: ast.Call, source: SourceText) -> tuple[Arg, ...]:
+    out = []
+    for a in call.args:
+        if isinstance(a, ast.Starred):
+            out.append(Arg(None, NOT_LITERAL, segment(source, a.value), "*"))
+        else:
+            out.append(Arg(None, _value(a), segment(source, a)))
+    for k in call.keywords:
+        out.append(Arg(k.arg, _value(k.value), segment(source, k.value), "" if k.arg else "**"))
+    return tuple(out)
+
+
+def _dotted(node: ast.AST) -> tuple[str, ...]:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return tuple(parts[::-1])
+    return ()
+
+
+def build_site(checker: Any, source: SourceText, rule: Rule, node: ast.AST, symbol: str,
+               replacement: str | None, extra: dict, target: str) -> CallSite:
+    call = node if isinstance(node, ast.Call) else checker.call_of.get(id(node))
+    text = segment(source, node)
+    string = ""
+    pieces: tuple[tuple[str, str], ...] = ()
+    if isinstance(node, (ast.Constant, ast.JoinedStr)):
+        string = string_shape(text)
+        if isinstance(node, ast.JoinedStr):
+            pieces = tuple(
+                ("text", str(v.value)) if isinstance(v, ast.Constant)
+                else ("expr", "plain" if getattr(v, "conversion", -1) == -1 and getattr(v, "format_spec", None) is None else "formatted")
+                for v in node.values
+            )
+    root = _dotted(node)
+    operands: tuple[str, ...] = ()
+    if isinstance(node, ast.Compare):
+        operands = tuple(segment(source, o) for o in (node.left, *node.comparators))
+    return CallSite(
+        code=rule.code, symbol=symbol, target=target, text=text, string=string, pieces=pieces,
+        called=call is not None, args=_args(call, source) if call is not None else (), replacement=replacement,
+        is_import=bool(extra.get("is_import")), root=root,
+        root_names=frozenset(checker.aliases.get(root[0], ())) if root else frozenset(), operands=operands,
+        in_pattern=id(node) in checker.pattern_nodes,
+    )
+
+
+def _root_name(node: ast.AST) -> ast.Name | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node if isinstance(node, ast.Name) else None
+
+
+def name_uses(tree: ast.AST) -> Counter[str]:
+    """Every place a name is written as a name (not an attribute, not an import), as libcst counts them
+    when the fixer decides whether an import is still used."""
+    uses: Counter[str] = Counter()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            uses[node.id] += 1
+        elif isinstance(node, (ast.arg, ast.keyword)) and node.arg:
+            uses[node.arg] += 1
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            uses[node.name] += 1
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            uses[node.name] += 1
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            uses.update(node.names)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            uses[node.name] += 1
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            uses[node.rest] += 1
+    return uses
+
+
+def removes_import(rule: Rule) -> bool:
+    """The fix of an import of this rule is its removal once the last use is rewritten."""
+    return rule.fix not in ("none", "rename") and rule.fix_kind != "manual"
+
+
+def precheck_hits(checker: Any, source: SourceText, tree: ast.AST, target: str) -> None:
+    """Set `manual_reason` on every hit whose rule's precheck declines it (the fixer's reason)."""
+    hits = [(rule, node, symbol, replacement, extra) for rule, node, symbol, replacement, extra in checker.hits
+            if rule.fix != "none" and rule.fix_kind != "manual" and not extra.get("ambiguous")]
+    covered: Counter[str] = Counter()  # names whose use a fix rewrites away
+    imports = []
+    for rule, node, symbol, replacement, extra in hits:
+        if extra.get("is_import") and removes_import(rule):
+            imports.append((rule, symbol, extra))
+            continue
+        verdict = units.precheck(rule, build_site(checker, source, rule, node, symbol, replacement, extra, target))
+        if isinstance(verdict, Declined):
+            extra["manual_reason"] = verdict.reason
+        elif (root := _root_name(node)) is not None and removes_import(rule):
+            covered[root.id] += 1
+    if imports:
+        _precheck_imports(imports, covered, name_uses(tree), checker.aliases)
+
+
+def _precheck_imports(imports: Iterable, covered: Counter[str], uses: Counter[str], aliases: dict[str, set[str]]) -> None:
+    for _rule, symbol, extra in imports:
+        bound = extra.get("bound")
+        if bound == "*":
+            extra["manual_reason"] = STAR_IMPORT
+        elif symbol not in aliases.get(bound, ()):
+            extra["manual_reason"] = IMPORT_STAYS  # `import a.b` binds `a`: removing it is not this fix's call
+        elif not uses.get(bound):
+            extra["manual_reason"] = IMPORT_UNUSED
+        elif covered.get(bound, 0) < uses[bound]:
+            extra["manual_reason"] = IMPORT_STAYS

@@ -1,0 +1,1 @@
+"""Rule units of the amp family (see migrator/rules/units.py)."""

@@ -1,0 +1,1 @@
+"""Rule units of the apex family (see migrator/rules/units.py)."""

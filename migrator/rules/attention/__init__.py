@@ -1,0 +1,1 @@
+"""Rule units of the attention family (see migrator/rules/units.py)."""

@@ -1,0 +1,1 @@
+"""Rule units of the coverage family (see migrator/rules/units.py)."""

@@ -1,0 +1,1 @@
+"""Rule units of the device family (see migrator/rules/units.py)."""

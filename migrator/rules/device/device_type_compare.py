@@ -1,0 +1,67 @@
+"""DEV `x.type == "cuda"`: the "cuda" operand becomes "npu" (npu) or the host's device type (portable)."""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from migrator.rules.site import DEVICE_LITERAL, FIXABLE, CallSite, Declined, Verdict
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from migrator.fix.context import FixContext
+    from migrator.model import Finding
+
+LEVEL = "node"
+
+
+def lists_npu(node: ast.Tuple | ast.List | ast.Set) -> bool:
+    """("cuda", "npu", ...) already handles Ascend."""
+    return any(isinstance(e, ast.Constant) and e.value in ("npu", "hccl") for e in node.elts)
+
+
+def detect_compare(checker, node: ast.Compare) -> None:
+    """`x == "cuda"`, `x in ("cuda", "xpu")` (a collection that lists "npu" too is left alone)."""
+    for operand in (node.left, *node.comparators):
+        if isinstance(operand, ast.Constant) and operand.value == "cuda":
+            checker.claimed.add(id(operand))
+            checker.emit_impl("device-type-compare", node, '== "cuda"', '"npu"')
+        elif isinstance(operand, (ast.Tuple, ast.List, ast.Set)):
+            cuda = [e for e in operand.elts if isinstance(e, ast.Constant) and e.value == "cuda"]
+            for e in cuda:
+                checker.claimed.add(id(e))
+            if cuda and not lists_npu(operand):
+                checker.emit_impl("device-type-compare", node, 'in (..., "cuda", ...)', '"npu"')
+
+
+def _plain_cuda(text: str) -> bool:
+    m = DEVICE_LITERAL.match(text.strip())
+    return bool(m and not m.group("rest"))
+
+
+def precheck(site: CallSite) -> Verdict:
+    if any(_plain_cuda(t) for t in site.operands):
+        return FIXABLE
+    return Declined('"cuda" is not a plain operand here (it sits in a tuple or set): rewrite the comparison by hand')
+
+
+def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNode | Declined:
+    import libcst as cst
+
+    from migrator.fix.transforms.common import device_type
+
+    if not isinstance(node, cst.Comparison):
+        return Declined("not a comparison")
+
+    def swap(expr: cst.BaseExpression) -> cst.BaseExpression:
+        if isinstance(expr, cst.SimpleString) and _plain_cuda(expr.value):
+            if ctx.target == "npu":
+                return expr.with_changes(value=expr.value.replace("cuda", "npu"))
+            return device_type(ctx)
+        return expr
+
+    return node.with_changes(
+        left=swap(node.left),
+        comparisons=[c.with_changes(comparator=swap(c.comparator)) for c in node.comparisons],
+    )

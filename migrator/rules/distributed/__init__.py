@@ -1,0 +1,1 @@
+"""Rule units of the distributed family (see migrator/rules/units.py)."""

@@ -1,0 +1,49 @@
+"""DIST "nccl" backend strings: "hccl" (npu), `_migrate_backend()` (portable, a plain "nccl" only)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import TYPE_CHECKING
+
+from migrator.rules.site import FIXABLE, CallSite, Declined, Verdict
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from migrator.fix.context import FixContext
+    from migrator.model import Finding
+
+LEVEL = "node"
+# a whole backend name, or a "device:backend,..." spec that names nccl
+NCCL_STRING = re.compile(r"(?i)^(nccl|(\w+:\w+,)*\w+:nccl(,\w+:\w+)*)$")
+
+
+def detect_string(checker, node: ast.AST, text: str) -> None:
+    if NCCL_STRING.match(text):
+        checker.emit_impl("nccl-backend-string", node, text, re.sub("(?i)nccl", "hccl", text))
+PLAIN_NCCL = re.compile(r"[rRuU]?(['\"])nccl\1", flags=re.I)
+
+
+def precheck(site: CallSite) -> Verdict:
+    if site.string != "plain":
+        return Declined("not a plain string literal")
+    if site.target != "npu" and not PLAIN_NCCL.fullmatch(site.text.strip()):
+        return Declined("combined backend specs have no portable rewrite; use dist.get_default_backend_for_device")
+    return FIXABLE
+
+
+def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNode | Declined:
+    import libcst as cst
+
+    from migrator.fix.transforms.helpers import BACKEND_HELPER, DEVICE_HELPER
+
+    if not isinstance(node, cst.SimpleString):
+        return Declined("not a plain string literal")
+    if ctx.target == "npu":
+        value = re.sub(r"(?i)\bnccl\b", lambda m: "HCCL" if m.group(0).isupper() else "hccl", node.value)
+        value = re.sub(r"\bcuda:", "npu:", value)
+        return node.with_changes(value=value)
+    ctx.helper("_migrate_backend", BACKEND_HELPER)
+    ctx.helper("_migrate_device", DEVICE_HELPER)
+    return cst.parse_expression("_migrate_backend()")
