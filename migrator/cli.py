@@ -166,19 +166,12 @@ def fix(paths, target, show_diff, check, out_dir, exact_only, annotate, strip_an
             click.echo(one_line(f"{path}: error: {error}"), err=True)
         changed = outcome.changed_files
         if show_diff:
-            click.echo("".join(_safe_diff(c.path, c.diff()) for c in outcome.plan.changes if c.changed), nl=False)
+            click.echo("".join(_validate_marks(c) + _safe_diff(c.path, c.diff()) for c in outcome.plan.changes if c.changed),
+                       nl=False)
         edits = [e for c in outcome.plan.changes if c.changed for e in c.edits]
-        kinds = {k: sum(1 for e in edits if e.fix_kind == k) for k in ("exact", "numerics")}
-        verb = "would change" if dry else "changed"
-        stream_err = show_diff  # keep stdout a clean diff
-        click.echo(
-            f"{verb} {len(changed)} file(s): {len(edits)} fix(es) applied "
-            f"(exact {kinds['exact']}, numerics {kinds['numerics']} — validate these); "
-            f"{len(outcome.remaining.findings)} finding(s) remain",
-            err=stream_err,
-        )
+        click.echo(_fix_summary(outcome, edits, dry, listed=not dry and not quiet), err=show_diff)  # stdout: a clean diff
         if outcome.record is not None:
-            click.echo(one_line(f"fix record: {outcome.record}"), err=stream_err)
+            click.echo(one_line(f"fix record: {outcome.record}"), err=show_diff)
         if dry:
             sys.exit(EXIT_ERROR if outcome.errors else (EXIT_FINDINGS if changed else EXIT_CLEAN))
         if not quiet and outcome.remaining.findings:
@@ -188,6 +181,35 @@ def fix(paths, target, show_diff, check, out_dir, exact_only, annotate, strip_an
         if outcome.errors:
             sys.exit(EXIT_ERROR)
         sys.exit(_exit_code(outcome.remaining, settings.fail_on, False))
+
+
+def _fix_summary(outcome, edits, dry: bool, listed: bool) -> str:
+    """`changed 2 file(s): 5 fix(es) applied (...); 43 finding(s) remain (8 listed below, ...)`; a dry run
+    (--diff, --check) says what it *would* do."""
+    from migrator.reporters.text import listed as listed_count
+
+    kinds = {k: sum(1 for e in edits if e.fix_kind == k) for k in ("exact", "numerics")}
+    files = len(outcome.changed_files)
+    remaining = outcome.remaining.findings
+    head = (f"would change {files} file(s): would apply {len(edits)} fix(es)" if dry
+            else f"changed {files} file(s): {len(edits)} fix(es) applied")
+    tail = f"{len(remaining)} finding(s) {'would remain' if dry else 'remain'}"
+    if listed and remaining:
+        shown = listed_count(outcome.remaining)
+        tail += (" (all listed below)" if shown == len(remaining)
+                 else f" ({shown} listed below, {len(remaining) - shown} info-level notes summarised)")
+    return f"{head} (exact {kinds['exact']}, numerics {kinds['numerics']} — validate these); {tail}"
+
+
+def _validate_marks(change) -> str:
+    """`# validate this: ...` lines above a file's diff, one per numerics fix (patch and git apply skip
+    text before a diff header)."""
+    from migrator.safe_text import one_line
+
+    return "".join(
+        one_line(f"# validate this (numerics fix): {change.path}:{e.line} {e.code} {e.title}") + "\n"
+        for e in change.edits if e.fix_kind == "numerics"
+    )
 
 
 def _safe_diff(path: str, diff: str) -> str:

@@ -17,7 +17,7 @@ from migrator.engine.coverage_checker import coverage_hits
 from migrator.engine.python_checker import check_module
 from migrator.engine.source import SourceText, UnreadableSource, decode_python, decode_text
 from migrator.engine.suppress import Directives, parse_directives
-from migrator.model import FileResult, Finding, Marker, OpUse
+from migrator.model import FileResult, Finding, ImportInfo, Marker, OpUse
 from migrator.rules.catalogue import Catalogue, Rule, load_catalogue
 
 # Bytes that can lead to a finding in Python code; files without any are not parsed.
@@ -75,6 +75,7 @@ class FileScan:
         message: str | None = None,
         coverage=None,
         manual_reason: str | None = None,
+        imported: ImportInfo | None = None,
     ) -> None:
         if rule is None or not self.enabled(rule):
             return
@@ -99,6 +100,7 @@ class FileScan:
                 message=text,
                 fix=fix,
                 coverage=coverage,
+                imported=imported,
             )
         )
 
@@ -296,8 +298,10 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes):
         end_line = getattr(node, "end_lineno", None) or line
         col = source.char_column(line, getattr(node, "col_offset", 0))
         end_col = source.char_column(end_line, getattr(node, "end_col_offset", None) or 0)
+        library = extra.get("library")
         scan.add(rule, line, col, end_line, end_col, symbol, replacement, extra.get("ambiguous", False),
-                 manual_reason=extra.get("manual_reason"))
+                 manual_reason=extra.get("manual_reason"),
+                 imported=ImportInfo(library, bool(extra.get("optional"))) if library else None)
     if scan.rel == "setup.py" or scan.rel.endswith("/setup.py"):
         _setup_requirements(scan, tree, source, checker.docstrings)
     op_uses: list[OpUse] = []
