@@ -274,6 +274,8 @@ def ops(names, soc, torch_npu_version, fmt, list_all, status, trace_target, step
             write_output(json.dumps(rows, indent=2, ensure_ascii=False) + "\n", None)
         else:
             click.echo(format_text(rows), nl=False)
+        if any(row.get("unknown_api") for row in rows):
+            sys.exit(EXIT_FINDINGS)
 
 
 def _trace_ops(target, script_args, soc, torch_npu_version, fmt, steps, fake, entry, bf16_policy, fail_on, root,

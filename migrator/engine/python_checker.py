@@ -167,6 +167,13 @@ def _falls_back(handler: ast.ExceptHandler) -> bool:
     return True
 
 
+def _library(module: str) -> str:
+    """What an import finding counts once per file: the top-level package (`transformer_engine`), or
+    for torch's own CUDA parts the module (`torch.utils.cpp_extension`, `torch.cuda`)."""
+    top = module.split(".")[0]
+    return module if top == "torch" else top
+
+
 def guarded_imports(tree: ast.AST) -> set[int]:
     """ids of the import statements inside `try:` blocks whose ImportError handler falls back:
     the module works without the library, so the import is optional on Ascend."""
@@ -273,7 +280,7 @@ class PythonChecker(ast.NodeVisitor):
             if hit:
                 bound = alias.asname or alias.name.split(".")[0]
                 self.emit(hit[0].rule, alias, alias.name, hit[0].replacement, is_import=True, bound=bound,
-                          library=alias.name.split(".")[0], optional=id(node) in self.guarded)
+                          library=_library(alias.name), optional=id(node) in self.guarded)
             elif CUDA_EXTENSION_MODULE.match(alias.name.split(".")[0]):
                 self.emit_impl("cuda-extension-import", alias, alias.name)
 
@@ -289,7 +296,7 @@ class PythonChecker(ast.NodeVisitor):
             hit = self.match({name}) or module_hit
             if hit:
                 self.emit(hit[0].rule, alias, name, hit[0].replacement, is_import=True, bound=alias.asname or alias.name,
-                          library=node.module.split(".")[0], optional=id(node) in self.guarded)
+                          library=_library(node.module), optional=id(node) in self.guarded)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if self.report_symbol(node):  # loads, and stores such as `cudnn.benchmark = True`

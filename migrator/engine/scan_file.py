@@ -364,7 +364,8 @@ def _apply_suppressions(scan: FileScan, directives: Directives) -> tuple[list[Fi
             reported.add(s.directive_line)
             extra.meta(
                 "bare-suppression",
-                "bare `# migrate: ignore` hides every rule; name the codes, e.g. `# migrate: ignore[DEV001]`",
+                "bare `# migrate: ignore` hides every finding on its line, also those of rules added later; "
+                "name the codes, e.g. `# migrate: ignore[DEV001]`",
                 s.directive_line,
                 s.column,
             )

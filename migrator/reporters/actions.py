@@ -15,7 +15,8 @@ def rule_anchor(code: str) -> str:
     return f"rule-{code.lower()}"
 
 
-UNIT_WORDS = {"site": ("site", "sites"), "import": ("file importing it", "files importing it"), "op": ("distinct op", "distinct ops")}
+UNIT_WORDS = {"site": ("site", "sites"), "import": ("file's imports", "files' imports"), "file": ("file", "files"),
+              "op": ("distinct op", "distinct ops")}
 
 
 def manual_groups(actions: list, catalogue) -> list[dict]:

@@ -5,7 +5,8 @@
                  - an import statement counts once per file and library
                    (`from transformer_engine.pytorch import A, B, C` is one action, not three),
                  - an op-coverage finding counts once per distinct op in the run
-                   (an unsupported op is worked around once, not per call site)
+                   (an unsupported op is worked around once, not per call site),
+                 - a rule with `effort.per: file` counts once per file (CUDA graphs: a feature)
     minutes  = the rule's `effort.minutes` in rules/<family>.yaml (the family default unless the rule
                sets its own), printed with its one-line `why` (`migrate rule CODE`, the report)
     optional = an import inside `try: ... except ImportError:` with a fallback: listed separately,
@@ -38,7 +39,7 @@ class Action:
     """One thing a person does: a rule's site, a file's import of a library, or an op."""
 
     code: str
-    unit: str  # "site" | "import" | "op"
+    unit: str  # "site" | "import" (a file's imports of one library) | "file" (rules with `per: file`) | "op"
     minutes: float
     findings: tuple[Finding, ...]
 
@@ -55,11 +56,16 @@ def _catalogue():
 
 
 def rule_minutes(code: str) -> tuple[float, str]:
-    """(minutes, why) for one manual site of `code`, from the catalogue."""
+    """(minutes, why) for one action of `code`, from the catalogue."""
     rule = _catalogue().get(code)
     if rule is None:
         return DEFAULT_MINUTES, "not in this catalogue (a finding from an older record or baseline)"
     return rule.effort.minutes, rule.effort.why
+
+
+def _per_file(code: str) -> bool:
+    rule = _catalogue().get(code)
+    return rule is not None and rule.effort.per == "file"
 
 
 def kind(f: Finding) -> str:
@@ -80,6 +86,8 @@ def _unit_key(f: Finding) -> tuple[str, tuple]:
         return "op", (f.code, f.symbol)
     if f.imported is not None:
         return "import", (f.code, f.path, f.imported.library)
+    if _per_file(f.code):
+        return "file", (f.code, f.path)
     return "site", (f.code, f.path, f.cell, f.line, f.symbol)  # the same name twice on a line: one edit
 
 

@@ -57,6 +57,7 @@ class Effort:
     minutes: float
     why: str
     source: str = "family"  # "family": the family default in the rule file; "rule": the rule's own
+    per: str = "site"  # "site": each manual site; "file": once per file however many sites it has
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,10 @@ def _effort(raw: Any, where: str, default: Effort | None, source: str) -> Effort
     why = _as_text(raw.get("why"), where)
     if not why:
         raise CatalogueError(f"{where}: `effort` needs a one-line `why`")
-    return Effort(float(raw["minutes"]), why, source)
+    per = raw.get("per", "site")
+    if per not in ("site", "file"):
+        raise CatalogueError(f"{where}: `effort.per` must be site or file")
+    return Effort(float(raw["minutes"]), why, source, per)
 
 
 def _rule(raw: dict[str, Any], family: str, source: str, family_effort: Effort | None = None) -> Rule:
