@@ -324,51 +324,12 @@ def _check_codes(codes: Sequence[str], rules: dict[str, Rule]) -> None:
             raise UsageError(f"unknown rule code or prefix {code!r} (see `migrate rules`)")
 
 
-OP_ALIASES = (("F.", "torch.nn.functional."), ("nn.", "torch.nn."), ("Tensor.", "torch.Tensor."))
-
-
-def op_name(query: str) -> str:
-    """`F.gelu` -> `torch.nn.functional.gelu`, `nn.Linear` -> `torch.nn.Linear`, `Tensor.add` ->
-    `torch.Tensor.add` (the spellings of PyTorch code and docs)."""
-    for short, full in OP_ALIASES:
-        if query.startswith(short):
-            return full + query[len(short):]
-    return query
-
-
-def torch_has(name: str) -> bool | None:
-    """Whether `name` (dotted, from `torch`) exists in the installed torch; None without torch."""
-    import importlib
-
-    parts = name.split(".")
-    if parts[0] != "torch":
-        return False
-    try:
-        obj = importlib.import_module("torch")
-    except ImportError:
-        return None
-    for i, part in enumerate(parts[1:], 1):
-        if hasattr(obj, part):
-            obj = getattr(obj, part)
-            continue
-        try:
-            obj = importlib.import_module(".".join(parts[: i + 1]))
-        except ImportError:
-            return False
-    return True
-
-
 def ops(names: Sequence[str], soc: str = "A2", version: str | None = None) -> list[dict]:
-    """`migrate ops NAME...`: status, dtypes, NPU equivalent and source per name; aliases expanded.
-    A name neither in the table nor in torch gets `unknown_api: true` (the CLI exits 1)."""
+    """`migrate ops NAME...`: status, dtypes, NPU equivalent and source per name; aliases (`F.`, `nn.`,
+    `Tensor.`) expanded; a name neither in the table nor in torch gets `unknown_api: true` (exit 1)."""
     from migrator.coverage import explain as explain_ops
 
-    rows = explain_ops([op_name(n) for n in names], soc=soc, version=version)
-    for query, row in zip(names, rows):
-        row["query"] = query
-        if not row.get("known", True) and row.get("kernel") in (None, "unknown"):
-            row["unknown_api"] = torch_has(row["name"]) is False
-    return rows
+    return explain_ops(list(names), soc=soc, version=version, check_torch=True)
 
 
 def trace_ops(target: str | Path, *, root: str | Path | None = None, soc: str | None = None,

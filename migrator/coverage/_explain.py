@@ -32,18 +32,58 @@ def partial_because(entry: CoverageEntry | Mapping) -> list[str]:
     return out or ["the support list marks it supported with limits but names none; see the source"]
 
 
-def explain(names: Iterable[str], soc: str = "A2", version: str | None = None, dtype: object = None) -> list[dict]:
-    """One JSON-ready dict per name (``CoverageEntry.to_dict()`` plus ``query``), in order.
+OP_ALIASES = (("F.", "torch.nn.functional."), ("nn.", "torch.nn."), ("Tensor.", "torch.Tensor."))
+
+
+def op_name(query: str) -> str:
+    """`F.gelu` -> `torch.nn.functional.gelu`, `nn.Linear` -> `torch.nn.Linear`, `Tensor.add` ->
+    `torch.Tensor.add` (the spellings of PyTorch code and docs)."""
+    for short, full in OP_ALIASES:
+        if query.startswith(short):
+            return full + query[len(short):]
+    return query
+
+
+def torch_has(name: str) -> bool | None:
+    """Whether `name` (dotted, from `torch`) exists in the installed torch; None without torch."""
+    import importlib
+
+    parts = name.split(".")
+    if parts[0] != "torch":
+        return False
+    try:
+        obj = importlib.import_module("torch")
+    except ImportError:
+        return None
+    for i, part in enumerate(parts[1:], 1):
+        if hasattr(obj, part):
+            obj = getattr(obj, part)
+            continue
+        try:
+            obj = importlib.import_module(".".join(parts[: i + 1]))
+        except ImportError:
+            return False
+    return True
+
+
+def explain(names: Iterable[str], soc: str = "A2", version: str | None = None, dtype: object = None,
+            check_torch: bool = False) -> list[dict]:
+    """One JSON-ready dict per name (``CoverageEntry.to_dict()`` plus ``query``, the name as asked),
+    in order; ``F.``/``nn.``/``Tensor.`` expanded; a "partial" entry says why (``partial_because``).
+    ``check_torch``: a name the table does not know and the installed torch lacks gets
+    ``unknown_api: true`` (torch is imported only for such names).
 
     Raises :class:`~migrator.coverage.CoverageError` for an unknown SoC, version or dtype.
     """
     out = []
     for query in names:
-        entry = lookup(query, soc=soc, dtype=dtype, version=version)
+        entry = lookup(op_name(query), soc=soc, dtype=dtype, version=version)
         record = entry.to_dict()
         record["query"] = query
         if entry.status == "partial":
             record["partial_because"] = partial_because(entry)
+        if check_torch and not entry.known and record.get("kernel") in (None, "unknown"):
+            record["unknown_api"] = torch_has(entry.name) is False
         out.append(record)
     return out
 
