@@ -282,14 +282,16 @@ class PythonChecker(ast.NodeVisitor):
                 self.emit(hit[0].rule, alias, alias.name, hit[0].replacement, is_import=True, bound=bound,
                           library=_library(alias.name), optional=id(node) in self.guarded)
             elif CUDA_EXTENSION_MODULE.match(alias.name.split(".")[0]):
-                self.emit_impl("cuda-extension-import", alias, alias.name)
+                self.emit_impl("cuda-extension-import", alias, alias.name, library=_library(alias.name),
+                               optional=id(node) in self.guarded)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level or not node.module:
             return
         module_hit = self.match({node.module})
         if not module_hit and CUDA_EXTENSION_MODULE.match(node.module.split(".")[0]):
-            self.emit_impl("cuda-extension-import", node, node.module)
+            self.emit_impl("cuda-extension-import", node, node.module, library=_library(node.module),
+                           optional=id(node) in self.guarded)
             return
         for alias in node.names:
             name = node.module if alias.name == "*" else f"{node.module}.{alias.name}"

@@ -4,6 +4,7 @@
                at warning or error level; except
                  - an import statement counts once per file and library
                    (`from transformer_engine.pytorch import A, B, C` is one action, not three),
+                   and not at all where the file's use of the name is an action (one edit),
                  - an op-coverage finding counts once per distinct op in the run
                    (an unsupported op is worked around once, not per call site),
                  - a rule with `effort.per: file` counts once per file (CUDA graphs: a feature)
@@ -92,16 +93,44 @@ def _unit_key(f: Finding) -> tuple[str, tuple]:
 
 
 def actions(findings: Iterable[Finding]) -> list[Action]:
-    """The actions in `findings`, in the order of their first finding."""
+    """The actions in `findings`, in the order of their first finding. A file's import of a name whose
+    use in the same file is an action too is part of that edit (the import line goes with the use)."""
+    findings = list(findings)
+    fixed_uses = _fixed_uses(findings)
     grouped: dict[tuple, list[Finding]] = {}
     units: dict[tuple, str] = {}
     for f in findings:
-        if kind(f) != "action":
+        if kind(f) != "action" or _goes_with_fixes(f, fixed_uses):
             continue
         unit, key = _unit_key(f)
         grouped.setdefault(key, []).append(f)
         units[key] = unit
+    used = {}
+    for key, fs in grouped.items():
+        if units[key] in ("site", "file"):
+            used.setdefault((fs[0].code, fs[0].path), key)
+    for key in [k for k in grouped if units[k] == "import"]:
+        owner = used.get((grouped[key][0].code, grouped[key][0].path))
+        if owner is not None:
+            grouped[owner].extend(grouped.pop(key))
     return [Action(fs[0].code, units[key], rule_minutes(fs[0].code)[0], tuple(fs)) for key, fs in grouped.items()]
+
+
+def _fixed_uses(findings: list[Finding]) -> dict[str, set[str]]:
+    """path -> symbols used there that `migrate fix` rewrites (not imports)."""
+    out: dict[str, set[str]] = {}
+    for f in findings:
+        if f.fix is not None and f.imported is None:
+            out.setdefault(f.path, set()).add(f.symbol)
+    return out
+
+
+def _goes_with_fixes(f: Finding, fixed_uses: dict[str, set[str]]) -> bool:
+    """A manual import (`from apex import amp`) in a file whose uses of that name the fixer rewrites
+    (`amp.initialize`, `amp.scale_loss`): the fixer drops the import with them (the golden ports show it)."""
+    if f.imported is None:
+        return False
+    return any(sym == f.symbol or sym.startswith(f.symbol + ".") for sym in fixed_uses.get(f.path, ()))
 
 
 def optional_imports(findings: Iterable[Finding]) -> list[Finding]:
