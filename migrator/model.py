@@ -331,7 +331,9 @@ class RunResult:
 
         picked: list[Finding] = []
         seen: set[tuple[str, str]] = set()
-        for f in sorted((f for f in self.findings if not (f.route and f.route.absorbs)), key=rank):
+        open_findings = (f for f in self.findings
+                         if not (f.route and f.route.absorbs) and not (f.imported and f.imported.optional))
+        for f in sorted(open_findings, key=rank):  # covered findings and optional imports are not problems
             if (f.code, f.symbol) not in seen:  # the same problem twice is not the second-worst one
                 seen.add((f.code, f.symbol))
                 picked.append(f)

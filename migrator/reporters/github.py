@@ -68,7 +68,7 @@ def render(result: RunResult, lines_of=None, include_info: bool = False) -> str:
         if f.cell is not None:
             message = f"cell {f.cell}, line {f.line}: {message}"
         if f.fix:
-            message += f"\nFix ({f.fix.kind}): {f.fix.title}"
+            message += f"\nFix ({f.fix.kind}{', validate this' if f.fix.kind == 'numerics' else ''}): {f.fix.title}"
         else:
             message += f"\nManual: see `migrate rule {f.code}`"
         head = ",".join(f"{k}={escape_property(v)}" for k, v in props)

@@ -91,8 +91,14 @@ def summary_lines(result: RunResult, color: bool = False) -> list[str]:
 
     acts = effort.actions(result.findings)
     optional = effort.optional_imports(result.findings)
-    lines.append(f"  manual work: {len(acts)} action(s), about {effort.human(effort.total(result.findings))} "
-                 "(how this is estimated: `migrate report`, or `effort` in --format json)")
+    per_code: dict[str, list] = {}
+    for a in acts:
+        per_code.setdefault(a.code, []).append(a)
+    biggest = sorted(per_code.items(), key=lambda kv: (-sum(a.minutes for a in kv[1]), kv[0]))[:3]
+    parts = "; ".join(f"{code} {len(items)} × {effort.human(items[0].minutes)}" for code, items in biggest)
+    lines.append(f"  manual work: {len(acts)} action(s), about {effort.human(effort.total(result.findings))}"
+                 + (f" — most: {parts}" if parts else "")
+                 + " (minutes per rule: `migrate rule CODE`; the model: `migrate report`, `effort` in --format json)")
     if optional:
         libraries = sorted({f.imported.library for f in optional if f.imported})
         lines.append(f"  optional imports: {len(optional)} inside try/except ImportError with a fallback "
