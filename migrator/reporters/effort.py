@@ -105,7 +105,7 @@ def actions(findings: Iterable[Finding]) -> list[Action]:
         unit, key = _unit_key(f)
         grouped.setdefault(key, []).append(f)
         units[key] = unit
-    used = {}
+    used: dict[tuple[str, str], tuple] = {}
     for key, fs in grouped.items():
         if units[key] in ("site", "file"):
             used.setdefault((fs[0].code, fs[0].path), key)
