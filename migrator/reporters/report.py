@@ -237,8 +237,9 @@ def build_context(data: ReportData) -> dict[str, Any]:
         return f"file-{file_index[f.path]}"
 
     families = []
+    open_findings = [f for f in findings if not (f.route and f.route.absorbs)]  # a route covers the others
     for fam in FAMILIES:
-        fs = [f for f in findings if f.family == fam]
+        fs = [f for f in open_findings if f.family == fam]
         if not fs:
             continue
         fam_actions = [a for a in actions if a.first.family == fam]
@@ -295,6 +296,7 @@ def build_context(data: ReportData) -> dict[str, Any]:
         "effort_model": effort.model_rows(a.code for a in actions),
         "effort_text": effort.MODEL_TEXT,
         "note_groups": note_groups,
+        "n_covered": len(findings) - len(open_findings),
         "n_notes": sum(g["count"] for g in note_groups),
         "optional_imports": optional,
         "optional_minutes": effort.human(effort.optional_minutes(findings)),

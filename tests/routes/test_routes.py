@@ -104,6 +104,14 @@ def test_fused_adam_through_deepspeed_is_a_finding_the_route_covers(tmp_path):
     assert result.summary.by_family["kernels"] == sum(
         1 for f in result.findings if f.family == "kernels" and not f.route.absorbs)
     assert plain.summary.by_family["kernels"] == sum(1 for f in plain.findings if f.family == "kernels")
+    from migrator.reporters.report import build_context
+
+    tree = TREES / "deepspeed_ops"
+    settings, resolved = api.resolve_settings([tree], root=tree, use_cache=False)
+    ctx = build_context(api.report(resolved, settings=settings))
+    kernels = next(r for r in ctx["families"] if r["family"] == "kernels")
+    assert kernels["total"] == result.summary.by_family["kernels"]
+    assert ctx["n_covered"] == sum(1 for f in result.findings if f.route and f.route.absorbs) > 0
 
 
 def test_route_none_is_todays_result():
