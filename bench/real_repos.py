@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sdists import BenchError, Pin, fetch_tree  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
-RECORD = ".migrate/fix-record.json"
+TOOL_FOLDER = ".migrate/"  # the record and the folder's own .gitignore: the tool's files, not the package's
 TARGETS = ("npu", "portable")
 
 
@@ -183,7 +183,7 @@ def run_one(package: Package, target: str, tree: Path, work: Path, log=lambda me
             if change.error:
                 bucket = report.internal_errors if "internal fixer error" in change.error else report.file_errors
                 bucket.append(f"{change.path}: {change.error}")
-        written = [p for p in _changed(before, after) if p != RECORD]
+        written = [p for p in _changed(before, after) if not p.startswith(TOOL_FOLDER)]
         report.changed = len(written)
         report.unparsable = [p for p in written if p.endswith(".py") and not _parses(copy / p)]
         report.cuda_free_touched = [p for p in written if p not in with_findings]

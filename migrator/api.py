@@ -331,10 +331,11 @@ def _check_codes(codes: Sequence[str], rules: dict[str, Rule]) -> None:
 
 
 def ops(names: Sequence[str], soc: str = "A2", version: str | None = None) -> list[dict]:
-    """`migrate ops NAME...`: status, dtypes, NPU equivalent and source per name."""
+    """`migrate ops NAME...`: status, dtypes, NPU equivalent and source per name; aliases (`F.`, `nn.`,
+    `Tensor.`) expanded; a name neither in the table nor in torch gets `unknown_api: true` (exit 1)."""
     from migrator.coverage import explain as explain_ops
 
-    return explain_ops(list(names), soc=soc, version=version)
+    return explain_ops(list(names), soc=soc, version=version, check_torch=True)
 
 
 def trace_ops(target: str | Path, *, root: str | Path | None = None, soc: str | None = None,

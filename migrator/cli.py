@@ -49,9 +49,10 @@ def main() -> None:
 @click.option("--baseline", type=click.Path(dir_okay=False), help="Report only findings not recorded in FILE [config: baseline].")
 @click.option("--write-baseline", type=click.Path(dir_okay=False), help="Record the current findings in FILE and exit 0.")
 @click.option("--torch-npu-version", help="Coverage table to check ops against [default: newest shipped].")
+@click.option("--include-info", is_flag=True, help="sarif, github: also emit info-level notes (default: warnings and errors).")
 @ROUTE_OPTION
 def scan(paths, fmt, output, select, ignore, fail_on, exit_zero, jobs, no_cache, root, soc, quiet, baseline, write_baseline,
-         torch_npu_version, route):
+         torch_npu_version, include_info, route):
     """Find CUDA-only dependencies in PATHS (files or folders; default: the current folder)."""
     with _Errors():
         from migrator import api
@@ -83,7 +84,8 @@ def scan(paths, fmt, output, select, ignore, fail_on, exit_zero, jobs, no_cache,
         color = fmt == "text" and not output and sys.stdout.isatty() and "NO_COLOR" not in os.environ
         from migrator.scanned_lines import SourceLines
 
-        text = render(result, fmt, color=color, lines_of=SourceLines(result.summary.root) if fmt in ("sarif", "github") else None)
+        text = render(result, fmt, color=color, lines_of=SourceLines(result.summary.root) if fmt in ("sarif", "github") else None,
+                      include_info=include_info)
         if quiet and fmt == "text":
             from migrator.reporters.text import render as render_text
 
@@ -135,7 +137,8 @@ def _progress_bar():
 @click.option("--diff", "show_diff", is_flag=True, help="Print a unified diff; write nothing. Exit 1 if a file would change.")
 @click.option("--check", is_flag=True, help="Write nothing; exit 1 if a file would change.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), help="Write a migrated copy of the tree to DIR; the original is untouched.")
-@click.option("--exact-only", is_flag=True, help="Apply only exact fixes (pure renames); leave numerics fixes as findings.")
+@click.option("--exact-only", is_flag=True, help="Apply only exact fixes (pure renames); leave numerics fixes as findings (the pre-commit hook's default).")
+@click.option("--numerics", "with_numerics", is_flag=True, help="Also apply numerics fixes, even after --exact-only (opt-in for the pre-commit hook).")
 @click.option("--annotate", is_flag=True, help="Mark each site left for a person with `# MIGRATE(CODE): reason`.")
 @click.option("--strip-annotations", is_flag=True, help="Remove `# MIGRATE(...)` markers.")
 @click.option("--no-record", is_flag=True, help="Do not write .migrate/fix-record.json (e.g. in a pre-commit hook).")
@@ -146,8 +149,8 @@ def _progress_bar():
 @click.option("--no-cache", is_flag=True)
 @click.option("--quiet", "-q", is_flag=True, help="Only the change summary, not the remaining findings.")
 @ROUTE_OPTION
-def fix(paths, target, show_diff, check, out_dir, exact_only, annotate, strip_annotations, no_record, select, ignore,
-        fail_on, root, no_cache, quiet, route):
+def fix(paths, target, show_diff, check, out_dir, exact_only, with_numerics, annotate, strip_annotations, no_record, select,
+        ignore, fail_on, root, no_cache, quiet, route):
     """Rewrite CUDA-only code in place (or --out DIR), keeping formatting; writes .migrate/fix-record.json."""
     with _Errors():
         from migrator import api
@@ -157,6 +160,7 @@ def fix(paths, target, show_diff, check, out_dir, exact_only, annotate, strip_an
             fail_on=fail_on, use_cache=not no_cache, route=route,
         )
         target = target or settings.target
+        exact_only = exact_only and not with_numerics
         dry = show_diff or check
         outcome = api.fix(resolved, settings=settings, target=target, exact_only=exact_only, annotate=annotate,
                           strip_annotations=strip_annotations, write=not dry, out_dir=out_dir, record=not no_record)
@@ -166,19 +170,12 @@ def fix(paths, target, show_diff, check, out_dir, exact_only, annotate, strip_an
             click.echo(one_line(f"{path}: error: {error}"), err=True)
         changed = outcome.changed_files
         if show_diff:
-            click.echo("".join(_safe_diff(c.path, c.diff()) for c in outcome.plan.changes if c.changed), nl=False)
+            click.echo("".join(_validate_marks(c) + _safe_diff(c.path, c.diff()) for c in outcome.plan.changes if c.changed),
+                       nl=False)
         edits = [e for c in outcome.plan.changes if c.changed for e in c.edits]
-        kinds = {k: sum(1 for e in edits if e.fix_kind == k) for k in ("exact", "numerics")}
-        verb = "would change" if dry else "changed"
-        stream_err = show_diff  # keep stdout a clean diff
-        click.echo(
-            f"{verb} {len(changed)} file(s): {len(edits)} fix(es) applied "
-            f"(exact {kinds['exact']}, numerics {kinds['numerics']} — validate these); "
-            f"{len(outcome.remaining.findings)} finding(s) remain",
-            err=stream_err,
-        )
+        click.echo(_fix_summary(outcome, edits, dry, listed=not dry and not quiet), err=show_diff)  # stdout: a clean diff
         if outcome.record is not None:
-            click.echo(one_line(f"fix record: {outcome.record}"), err=stream_err)
+            click.echo(one_line(f"fix record: {outcome.record}"), err=show_diff)
         if dry:
             sys.exit(EXIT_ERROR if outcome.errors else (EXIT_FINDINGS if changed else EXIT_CLEAN))
         if not quiet and outcome.remaining.findings:
@@ -188,6 +185,35 @@ def fix(paths, target, show_diff, check, out_dir, exact_only, annotate, strip_an
         if outcome.errors:
             sys.exit(EXIT_ERROR)
         sys.exit(_exit_code(outcome.remaining, settings.fail_on, False))
+
+
+def _fix_summary(outcome, edits, dry: bool, listed: bool) -> str:
+    """`changed 2 file(s): 5 fix(es) applied (...); 43 finding(s) remain (8 listed below, ...)`; a dry run
+    (--diff, --check) says what it *would* do."""
+    from migrator.reporters.text import listed as listed_count
+
+    kinds = {k: sum(1 for e in edits if e.fix_kind == k) for k in ("exact", "numerics")}
+    files = len(outcome.changed_files)
+    remaining = outcome.remaining.findings
+    head = (f"would change {files} file(s): would apply {len(edits)} fix(es)" if dry
+            else f"changed {files} file(s): {len(edits)} fix(es) applied")
+    tail = f"{len(remaining)} finding(s) {'would remain' if dry else 'remain'}"
+    if listed and remaining:
+        shown = listed_count(outcome.remaining)
+        tail += (" (all listed below)" if shown == len(remaining)
+                 else f" ({shown} listed below, {len(remaining) - shown} info-level notes summarised)")
+    return f"{head} (exact {kinds['exact']}, numerics {kinds['numerics']} — validate these); {tail}"
+
+
+def _validate_marks(change) -> str:
+    """`# validate this: ...` lines above a file's diff, one per numerics fix (patch and git apply skip
+    text before a diff header)."""
+    from migrator.safe_text import one_line
+
+    return "".join(
+        one_line(f"# validate this (numerics fix): {change.path}:{e.line} {e.code} {e.title}") + "\n"
+        for e in change.edits if e.fix_kind == "numerics"
+    )
 
 
 def _safe_diff(path: str, diff: str) -> str:
@@ -252,6 +278,8 @@ def ops(names, soc, torch_npu_version, fmt, list_all, status, trace_target, step
             write_output(json.dumps(rows, indent=2, ensure_ascii=False) + "\n", None)
         else:
             click.echo(format_text(rows), nl=False)
+        if any(row.get("unknown_api") for row in rows):
+            sys.exit(EXIT_FINDINGS)
 
 
 def _trace_ops(target, script_args, soc, torch_npu_version, fmt, steps, fake, entry, bf16_policy, fail_on, root,

@@ -17,10 +17,11 @@ else:  # pragma: no cover
 
 TARGETS = ("npu", "portable")
 SOCS = ("A2", "A3", "950DT")
+ROUTES = ("auto", "none", "mindspeed", "deepspeed", "hf")  # migrator.routes.CHOICES (a test keeps them equal)
 FAMILY_WORDS = FAMILY_PREFIX  # family names work wherever codes do: --select attention
 KNOWN_KEYS = {
     "select", "ignore", "exclude", "extend-exclude", "per-file-ignores", "fail-on", "target", "soc",
-    "torch-npu-version", "baseline",
+    "torch-npu-version", "baseline", "route",
     "clusters",  # cluster profiles for `migrate plan` (migrator/plan/clusters.py reads them)
 }
 
@@ -130,6 +131,10 @@ def load_settings(root: Path) -> Settings:
         if section["soc"] not in SOCS:
             raise ConfigError(f"{path}: [tool.migrate] soc must be one of {', '.join(SOCS)}")
         changes["soc"] = section["soc"]
+    if "route" in section:
+        if section["route"] not in ROUTES:
+            raise ConfigError(f"{path}: [tool.migrate] route must be one of {', '.join(ROUTES)}")
+        changes["route"] = section["route"]
     if "torch-npu-version" in section:
         changes["torch_npu_version"] = str(section["torch-npu-version"])
     if "baseline" in section:

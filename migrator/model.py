@@ -46,18 +46,18 @@ class FindingCounts(TypedDict):
 
 
 def finding_counts(findings) -> FindingCounts:
-    """by_family, by_severity and by_fix_kind for a summary. Info-level op notes are not manual work."""
+    """by_family, by_severity and by_fix_kind for a summary. by_family leaves out findings a framework
+    route covers (the route headline counts those); `manual` counts manual findings that are work:
+    not info-level notes, not covered."""
     findings = list(findings)
+    open_findings = [f for f in findings if not (f.route and f.route.absorbs)]
     return {
-        "by_family": {fam: sum(1 for f in findings if f.family == fam) for fam in FAMILIES},
+        "by_family": {fam: sum(1 for f in open_findings if f.family == fam) for fam in FAMILIES},
         "by_severity": {s: n for s in sorted(SEVERITIES) if (n := sum(1 for f in findings if f.severity == s))},
         "by_fix_kind": {
             "exact": sum(1 for f in findings if f.fix and f.fix.kind == "exact"),
             "numerics": sum(1 for f in findings if f.fix and f.fix.kind == "numerics"),
-            "manual": sum(
-                1 for f in findings
-                if f.fix is None and not (f.family == "coverage" and f.severity == "info") and not (f.route and f.route.absorbs)
-            ),
+            "manual": sum(1 for f in open_findings if f.fix is None and f.severity != "info"),
         },
     }
 
@@ -82,6 +82,18 @@ class CoverageInfo:
 
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "soc": self.soc, "dtypes": list(self.dtypes), "note": self.note}
+
+
+@dataclass(frozen=True)
+class ImportInfo:
+    """The finding is an import statement: which library, and whether it is optional (inside
+    `try: ... except ImportError:` with a fallback that does not re-raise)."""
+
+    library: str  # the top-level module, e.g. "transformer_engine"
+    optional: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"library": self.library, "optional": self.optional}
 
 
 @dataclass(frozen=True)
@@ -128,6 +140,7 @@ class Finding:
     cell: int | None = None  # notebooks: 1-based index of the cell among all cells; `line` is within it
     route: RouteMark | None = None  # set by --route when a framework route handles this finding
     declined: str | None = None  # the rule's fix exists but its precheck declined this site: why
+    imported: ImportInfo | None = None  # set when the finding is an import statement
 
     def sort_key(self) -> tuple:
         return (self.path, self.cell or 0, self.line, self.column, self.code)
@@ -160,6 +173,8 @@ class Finding:
             data["route"] = self.route.to_dict()
         if self.declined is not None:
             data["declined"] = self.declined
+        if self.imported is not None:
+            data["import"] = self.imported.to_dict()
         return data
 
     @classmethod
@@ -187,6 +202,7 @@ class Finding:
             cell=data.get("cell"),
             route=RouteMark(**data["route"]) if data.get("route") else None,
             declined=data.get("declined"),
+            imported=ImportInfo(**data["import"]) if data.get("import") else None,
         )
 
 
@@ -319,7 +335,9 @@ class RunResult:
 
         picked: list[Finding] = []
         seen: set[tuple[str, str]] = set()
-        for f in sorted((f for f in self.findings if not (f.route and f.route.absorbs)), key=rank):
+        open_findings = (f for f in self.findings
+                         if not (f.route and f.route.absorbs) and not (f.imported and f.imported.optional))
+        for f in sorted(open_findings, key=rank):  # covered findings and optional imports are not problems
             if (f.code, f.symbol) not in seen:  # the same problem twice is not the second-worst one
                 seen.add((f.code, f.symbol))
                 picked.append(f)

@@ -29,8 +29,10 @@ def census_path(root: str | Path) -> Path:
 
 def write(root: str | Path, census: Census) -> Path:
     """Write atomically (never a half-written file); returns the path."""
+    from migrator.workdir import ensure_folder
+
     path = census_path(root)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_folder(path.parent)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".op-trace.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
         json.dump(census.to_json(), fh, indent=1, ensure_ascii=False)

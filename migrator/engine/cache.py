@@ -18,7 +18,7 @@ from pathlib import Path
 
 from migrator.model import FileResult
 
-FORMAT = 1
+FORMAT = 2  # 2: Finding.imported
 MAX_AGE_DAYS = 30
 SUFFIX = ".pickle"
 

@@ -16,7 +16,8 @@ What is reported, by key and value (never by file name):
 * DeepSpeed configs (a top-level `train_batch_size`, `train_micro_batch_size_per_gpu`,
   `gradient_accumulation_steps` or `zero_optimization`): an enabled `amp` block (NVIDIA Apex AMP,
   APEX060), `optimizer.type: Lamb` (DeepSpeed's CUDA FusedLamb) and a `sparse_attention` block
-  (Triton/CUDA kernels) — KERN011;
+  (Triton/CUDA kernels) — KERN011; `optimizer.type: Adam`/`AdamW` (FusedAdam, which the NPU
+  accelerator builds: a note for the deepspeed route to cover) — KERN015;
 * CUDA/NCCL environment variables set or read in keys or values (`env: {CUDA_VISIBLE_DEVICES: 0}`,
   k8s `- name: NCCL_DEBUG`, compose `- NVIDIA_VISIBLE_DEVICES=all`, `export NAME=` in a script value;
   prose that merely mentions a name is not reported) — the ENV001–ENV005 symbols, with ENV001/ENV002's
@@ -39,7 +40,7 @@ from migrator.engine.python_checker import ENV_TOKEN
 from migrator.rules.distributed.nccl_backend import NCCL_STRING
 
 CONFIG_PREFILTER = re.compile(
-    rb"(?i)cuda|nccl|flash_att|use_flash|NVIDIA_|NVTE_|[\"']?\bamp[\"']?\s*:|\blamb\b|sparse_attention"
+    rb"(?i)cuda|nccl|flash_att|use_flash|NVIDIA_|NVTE_|[\"']?\bamp[\"']?\s*:|\blamb\b|\badamw?\b|sparse_attention"
 )
 MAX_CONFIG_BYTES = 2 * 1024 * 1024  # larger YAML/JSON files are data, not configs
 
@@ -168,6 +169,9 @@ def _entry(parsed: ParsedConfig, path: tuple, is_key: bool) -> Entry | None:
     return None
 
 
+FUSED_ADAM = {"adam", "adamw"}  # DeepSpeed's ADAM_OPTIMIZER / ADAMW_OPTIMIZER: FusedAdam unless offloaded
+
+
 def _deepspeed_hits(parsed: ParsedConfig) -> Iterator[ConfigHit]:
     for index, doc in enumerate(parsed.docs):
         if not isinstance(doc, dict) or not DEEPSPEED_KEYS & set(doc):
@@ -185,6 +189,11 @@ def _deepspeed_hits(parsed: ParsedConfig) -> Iterator[ConfigHit]:
                 yield ConfigHit("impl:deepspeed-cuda-op-config", e.scalar.start, e.scalar.end, symbol,
                                 message=f"DeepSpeed's `{optimizer['type']}` optimizer is the CUDA op FusedLamb; "
                                 "DeepSpeed's NPU op builders have no Lamb", path=e.path)
+        if isinstance(optimizer, dict) and isinstance(optimizer.get("type"), str) and optimizer["type"].lower() in FUSED_ADAM:
+            e = _entry(parsed, (index, "optimizer", "type"), False)
+            if e:
+                yield ConfigHit("impl:deepspeed-fused-op-config", e.scalar.start, e.scalar.end,
+                                f"optimizer.type: {optimizer['type']}", path=e.path)
         if isinstance(doc.get("sparse_attention"), dict):
             e = _entry(parsed, (index, "sparse_attention"), True)
             if e:

@@ -100,11 +100,56 @@ def collect_aliases(tree: ast.AST) -> dict[str, set[str]]:
     return aliases
 
 
+IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    names = {t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else "" for t in types}
+    return bool(names & IMPORT_ERRORS)
+
+
+def _falls_back(handler: ast.ExceptHandler) -> bool:
+    """The handler catches ImportError and carries on (sets a flag, binds a stand-in), not re-raise or exit."""
+    if not _catches_import_error(handler):
+        return False
+    for stmt in handler.body:
+        if isinstance(stmt, ast.Raise):
+            return False
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            func = _dotted(stmt.value.func)
+            if func and func[-1] in ("exit", "_exit"):
+                return False
+    return True
+
+
+def _library(module: str) -> str:
+    """What an import finding counts once per file: the top-level package (`transformer_engine`), or
+    for torch's own CUDA parts the module (`torch.utils.cpp_extension`, `torch.cuda`)."""
+    top = module.split(".")[0]
+    return module if top == "torch" else top
+
+
+def guarded_imports(tree: ast.AST) -> set[int]:
+    """ids of the import statements inside `try:` blocks whose ImportError handler falls back:
+    the module works without the library, so the import is optional on Ascend."""
+    out: set[int] = set()
+    for node in iter_statements(tree):
+        handlers = getattr(node, "handlers", ()) if type(node).__name__ in ("Try", "TryStar") else ()
+        if any(_falls_back(h) for h in handlers):
+            inner = ast.Module(body=list(getattr(node, "body", ())), type_ignores=[])
+            out.update(id(s) for s in iter_statements(inner) if isinstance(s, (ast.Import, ast.ImportFrom)))
+    return out
+
+
 class PythonChecker(ast.NodeVisitor):
     def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST):
         self.catalogue = catalogue
         self.enabled = enabled
         self.aliases = collect_aliases(tree)
+        self.guarded = guarded_imports(tree)
         self.docstring_nodes = docstrings(tree)
         self.docstrings = {id(n) for n in self.docstring_nodes}
         self.claimed: set[int] = set()
@@ -191,22 +236,26 @@ class PythonChecker(ast.NodeVisitor):
             hit = self.match({alias.name})
             if hit:
                 bound = alias.asname or alias.name.split(".")[0]
-                self.emit(hit[0].rule, alias, alias.name, hit[0].replacement, is_import=True, bound=bound)
+                self.emit(hit[0].rule, alias, alias.name, hit[0].replacement, is_import=True, bound=bound,
+                          library=_library(alias.name), optional=id(node) in self.guarded)
             elif CUDA_EXTENSION_MODULE.match(alias.name.split(".")[0]):
-                self.emit_impl("cuda-extension-import", alias, alias.name)
+                self.emit_impl("cuda-extension-import", alias, alias.name, library=_library(alias.name),
+                               optional=id(node) in self.guarded)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
         if node.level or not node.module:
             return
         module_hit = self.match({node.module})
         if not module_hit and CUDA_EXTENSION_MODULE.match(node.module.split(".")[0]):
-            self.emit_impl("cuda-extension-import", node, node.module)
+            self.emit_impl("cuda-extension-import", node, node.module, library=_library(node.module),
+                           optional=id(node) in self.guarded)
             return
         for alias in node.names:
             name = node.module if alias.name == "*" else f"{node.module}.{alias.name}"
             hit = self.match({name}) or module_hit
             if hit:
-                self.emit(hit[0].rule, alias, name, hit[0].replacement, is_import=True, bound=alias.asname or alias.name)
+                self.emit(hit[0].rule, alias, name, hit[0].replacement, is_import=True, bound=alias.asname or alias.name,
+                          library=_library(node.module), optional=id(node) in self.guarded)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if self.report_symbol(node):  # loads, and stores such as `cudnn.benchmark = True`

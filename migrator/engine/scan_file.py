@@ -17,7 +17,7 @@ from migrator.engine.coverage_checker import coverage_hits
 from migrator.engine.python_checker import check_module
 from migrator.engine.source import SourceText, UnreadableSource, decode_python, decode_text
 from migrator.engine.suppress import Directives, parse_directives
-from migrator.model import FileResult, Finding, Marker, OpUse
+from migrator.model import FileResult, Finding, ImportInfo, Marker, OpUse
 from migrator.rules import units
 from migrator.rules.catalogue import Catalogue, Rule, load_catalogue
 
@@ -80,6 +80,7 @@ class FileScan:
         coverage=None,
         manual_reason: str | None = None,
         prechecked: bool = False,
+        imported: ImportInfo | None = None,
     ) -> None:
         if rule is None or not self.enabled(rule):
             return
@@ -107,6 +108,7 @@ class FileScan:
                 fix=fix,
                 coverage=coverage,
                 declined=manual_reason if manual_reason and not ambiguous and rule.fix_info(symbol, replacement) else None,
+                imported=imported,
             )
         )
 
@@ -310,8 +312,10 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes):
         end_line = getattr(node, "end_lineno", None) or line
         col = source.char_column(line, getattr(node, "col_offset", 0))
         end_col = source.char_column(end_line, getattr(node, "end_col_offset", None) or 0)
+        library = extra.get("library")
         scan.add(rule, line, col, end_line, end_col, symbol, replacement, extra.get("ambiguous", False),
-                 manual_reason=extra.get("manual_reason"), prechecked=True)
+                 manual_reason=extra.get("manual_reason"), prechecked=True,
+                 imported=ImportInfo(library, bool(extra.get("optional"))) if library else None)
     if scan.rel == "setup.py" or scan.rel.endswith("/setup.py"):
         _setup_requirements(scan, tree, source, checker.docstrings)
     op_uses: list[OpUse] = []
@@ -374,7 +378,8 @@ def _apply_suppressions(scan: FileScan, directives: Directives) -> tuple[list[Fi
             reported.add(s.directive_line)
             extra.meta(
                 "bare-suppression",
-                "bare `# migrate: ignore` hides every rule; name the codes, e.g. `# migrate: ignore[DEV001]`",
+                "bare `# migrate: ignore` hides every finding on its line, also those of rules added later; "
+                "name the codes, e.g. `# migrate: ignore[DEV001]`",
                 s.directive_line,
                 s.column,
             )

@@ -26,8 +26,10 @@ class Directives:
     suppressions: tuple[Suppression, ...]
 
     def covers(self, code: str, line: int) -> Suppression | None:
+        """The suppression hiding `code` on `line`: one naming the code (or a prefix of it), or a bare
+        `# migrate: ignore`, which hides every finding on its line (the ruff/flake8 `noqa` convention)."""
         for s in self.suppressions:
-            if s.line == line and any(code.startswith(c) for c in s.codes):
+            if s.line == line and (not s.codes or any(code.startswith(c) for c in s.codes)):
                 return s
         return None
 

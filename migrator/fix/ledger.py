@@ -26,6 +26,7 @@ from typing import Any
 from migrator.fix.line_map import line_map
 from migrator.fix.writer import UnsafeWrite, atomic_write, destination, inside
 from migrator.jsonfile import read_json_or_none
+from migrator.workdir import ensure_folder
 
 RECORD_DIR = ".migrate"
 RECORD_PATH = f"{RECORD_DIR}/fix-record.json"
@@ -62,6 +63,7 @@ def write(root: Path, run: dict[str, Any], states: dict[str, FileState], remaini
     """Merge this run's record into the ledger at `root` and write it atomically; returns its path."""
     check_location(root)
     path = destination(root, RECORD_PATH)
+    ensure_folder(path.parent)
     seen: dict[str, FileState | None] = {}
 
     def state_of(rel: str) -> FileState | None:

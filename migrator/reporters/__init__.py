@@ -10,9 +10,10 @@ from __future__ import annotations
 FORMATS = ("text", "json", "sarif", "github")
 
 
-def render(result, fmt: str, color: bool = False, lines_of=None) -> str:
+def render(result, fmt: str, color: bool = False, lines_of=None, include_info: bool = False) -> str:
     """`lines_of(path) -> list[str] | None` gives SARIF its partialFingerprints, and places notebook
-    findings (SARIF, github) in the raw file (optional)."""
+    findings (SARIF, github) in the raw file (optional). SARIF and github emit warnings and errors
+    unless `include_info`."""
     if fmt == "json":
         from migrator.reporters import json_report
 
@@ -20,11 +21,11 @@ def render(result, fmt: str, color: bool = False, lines_of=None) -> str:
     if fmt == "sarif":
         from migrator.reporters import sarif
 
-        return sarif.render(result, lines_of=lines_of)
+        return sarif.render(result, lines_of=lines_of, include_info=include_info)
     if fmt == "github":
         from migrator.reporters import github
 
-        return github.render(result, lines_of=lines_of)
+        return github.render(result, lines_of=lines_of, include_info=include_info)
     from migrator.reporters import text
 
     return text.render(result, color=color)

@@ -1,50 +1,154 @@
-"""The effort model of the report: a deliberately simple, explicit estimate for manual findings.
+"""The effort model of the report: what a person still has to do, and the minutes for each, with provenance.
 
-    minutes(finding) = MINUTES[family] x SEVERITY_FACTOR[severity]      (manual findings only)
+    action   = one manual site of a rule: a finding without an automatic fix that no route covers,
+               at warning or error level; except
+                 - an import statement counts once per file and library
+                   (`from transformer_engine.pytorch import A, B, C` is one action, not three),
+                   and not at all where the file's use of the name is an action (one edit),
+                 - an op-coverage finding counts once per distinct op in the run
+                   (an unsupported op is worked around once, not per call site),
+                 - a rule with `effort.per: file` counts once per file (CUDA graphs: a feature)
+    minutes  = the rule's `effort.minutes` in rules/<family>.yaml (the family default unless the rule
+               sets its own), printed with its one-line `why` (`migrate rule CODE`, the report)
+    optional = an import inside `try: ... except ImportError:` with a fallback: listed separately,
+               OPTIONAL_MINUTES once per library (check that the fallback path runs on Ascend)
+    no effort: automatic fixes (`migrate fix` applies them; numerics fixes are checked by
+               `migrate validate`), findings a framework route covers (`--route`), info-level notes
+               (partial / unverified ops, cuDNN flags, ...): grouped in the report, never actions.
 
-Op-coverage findings (family `coverage`) count once per distinct op and rule, not per call site:
-an op's dtype limits or workaround are worked out once. Automatic fixes (exact and numerics) count 0 here: `migrate fix` applies them, and numerics fixes
-are checked by `migrate validate` instead; findings a framework route covers (`--route`) count 0 too. The figures are a planning aid for sizing a port
-(order of magnitude), not a promise; they are printed in every report next to the total.
+Op-coverage findings are actions only when actionable: unsupported (OPS002), CPU fallback (OPS003),
+float64 (OPS001/OPS006) and, with an op census (`.migrate/op-trace.json`), a traced dtype outside the
+documented set (reported as OPS002 by the coverage checker). Calibration against the samples' golden
+ports: docs/effort.md. A planning aid for the order of magnitude, not a promise.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from functools import lru_cache
 
 from migrator.model import FAMILIES, Finding
 
-MINUTES = {
-    "device": 15,  # a device/runtime call with no direct counterpart: pick the NPU API, retest
-    "distributed": 30,  # process groups, DataParallel -> DDP, launcher changes
-    "amp": 15,
-    "apex": 45,  # replacing an Apex component and checking its defaults
-    "attention": 60,  # rewriting an attention call (masks, layouts, dropout) and checking numerics
-    "kernels": 240,  # a custom CUDA/Triton kernel or CUDA-only library: port or replace it
-    "environment": 10,  # an environment variable, launch script or requirement line
-    "coverage": 30,  # an op without (full) NPU support: find a workaround, measure it
-    "meta": 5,  # unreadable file, suppression housekeeping
-}
+OPTIONAL_MINUTES = 5.0
 PER_DISTINCT_OP = "coverage"
-SEVERITY_FACTOR = {"error": 2.0, "warning": 1.0, "info": 0.25}
+DEFAULT_MINUTES = 15.0  # a finding whose code the catalogue does not know (an old record or baseline)
 
 
-def minutes(finding: Finding) -> float:
-    if finding.fix is not None or (finding.route is not None and finding.route.absorbs):
-        return 0.0  # a framework route (--route) covers it: nothing to do but set the route up
-    return MINUTES.get(finding.family, 15) * SEVERITY_FACTOR.get(finding.severity, 1.0)
+@dataclass(frozen=True)
+class Action:
+    """One thing a person does: a rule's site, a file's import of a library, or an op."""
+
+    code: str
+    unit: str  # "site" | "import" (a file's imports of one library) | "file" (rules with `per: file`) | "op"
+    minutes: float
+    findings: tuple[Finding, ...]
+
+    @property
+    def first(self) -> Finding:
+        return self.findings[0]
+
+
+@lru_cache(maxsize=1)
+def _catalogue():
+    from migrator.rules.catalogue import load_catalogue
+
+    return load_catalogue()
+
+
+def rule_minutes(code: str) -> tuple[float, str]:
+    """(minutes, why) for one action of `code`, from the catalogue."""
+    rule = _catalogue().get(code)
+    if rule is None:
+        return DEFAULT_MINUTES, "not in this catalogue (a finding from an older record or baseline)"
+    return rule.effort.minutes, rule.effort.why
+
+
+def _per_file(code: str) -> bool:
+    rule = _catalogue().get(code)
+    return rule is not None and rule.effort.per == "file"
+
+
+def kind(f: Finding) -> str:
+    """auto | covered | note | optional | action."""
+    if f.fix is not None:
+        return "auto"
+    if f.route is not None and f.route.absorbs:
+        return "covered"
+    if f.severity == "info":
+        return "note"
+    if f.imported is not None and f.imported.optional:
+        return "optional"
+    return "action"
+
+
+def _unit_key(f: Finding) -> tuple[str, tuple]:
+    if f.family == PER_DISTINCT_OP:
+        return "op", (f.code, f.symbol)
+    if f.imported is not None:
+        return "import", (f.code, f.path, f.imported.library)
+    if _per_file(f.code):
+        return "file", (f.code, f.path)
+    return "site", (f.code, f.path, f.cell, f.line, f.symbol)  # the same name twice on a line: one edit
+
+
+def actions(findings: Iterable[Finding]) -> list[Action]:
+    """The actions in `findings`, in the order of their first finding. A file's import of a name whose
+    use in the same file is an action too is part of that edit (the import line goes with the use)."""
+    findings = list(findings)
+    fixed_uses = _fixed_uses(findings)
+    grouped: dict[tuple, list[Finding]] = {}
+    units: dict[tuple, str] = {}
+    for f in findings:
+        if kind(f) != "action" or _goes_with_fixes(f, fixed_uses):
+            continue
+        unit, key = _unit_key(f)
+        grouped.setdefault(key, []).append(f)
+        units[key] = unit
+    used: dict[tuple[str, str], tuple] = {}
+    for key, fs in grouped.items():
+        if units[key] in ("site", "file"):
+            used.setdefault((fs[0].code, fs[0].path), key)
+    for key in [k for k in grouped if units[k] == "import"]:
+        owner = used.get((grouped[key][0].code, grouped[key][0].path))
+        if owner is not None:
+            grouped[owner].extend(grouped.pop(key))
+    return [Action(fs[0].code, units[key], rule_minutes(fs[0].code)[0], tuple(fs)) for key, fs in grouped.items()]
+
+
+def _fixed_uses(findings: list[Finding]) -> dict[str, set[str]]:
+    """path -> symbols used there that `migrate fix` rewrites (not imports)."""
+    out: dict[str, set[str]] = {}
+    for f in findings:
+        if f.fix is not None and f.imported is None:
+            out.setdefault(f.path, set()).add(f.symbol)
+    return out
+
+
+def _goes_with_fixes(f: Finding, fixed_uses: dict[str, set[str]]) -> bool:
+    """A manual import (`from apex import amp`) in a file whose uses of that name the fixer rewrites
+    (`amp.initialize`, `amp.scale_loss`): the fixer drops the import with them (the golden ports show it)."""
+    if f.imported is None:
+        return False
+    return any(sym == f.symbol or sym.startswith(f.symbol + ".") for sym in fixed_uses.get(f.path, ()))
+
+
+def optional_imports(findings: Iterable[Finding]) -> list[Finding]:
+    return [f for f in findings if kind(f) == "optional"]
+
+
+def notes(findings: Iterable[Finding]) -> list[Finding]:
+    return [f for f in findings if kind(f) == "note"]
+
+
+def optional_minutes(findings: Iterable[Finding]) -> float:
+    libraries = {f.imported.library for f in optional_imports(findings) if f.imported}
+    return OPTIONAL_MINUTES * len(libraries)
 
 
 def total(findings: Iterable[Finding]) -> float:
-    seen: set[tuple[str, str]] = set()
-    out = 0.0
-    for f in findings:
-        if f.family == PER_DISTINCT_OP:
-            if (f.code, f.symbol) in seen:
-                continue
-            seen.add((f.code, f.symbol))
-        out += minutes(f)
-    return out
+    findings = list(findings)
+    return sum(a.minutes for a in actions(findings)) + optional_minutes(findings)
 
 
 def human(mins: float) -> str:
@@ -59,24 +163,57 @@ def human(mins: float) -> str:
     return f"{round(hours / 8 * 2) / 2:g} d"
 
 
-def model_rows() -> list[dict]:
-    """The model as table rows, for the report's "how the estimate is made" section."""
-    return [
-        {
-            "family": fam,
-            "minutes": MINUTES[fam],
-            "error": MINUTES[fam] * SEVERITY_FACTOR["error"],
-            "warning": MINUTES[fam] * SEVERITY_FACTOR["warning"],
-            "info": MINUTES[fam] * SEVERITY_FACTOR["info"],
-        }
-        for fam in FAMILIES
-    ]
+def model_rows(codes: Iterable[str] | None = None) -> list[dict]:
+    """The model as table rows (family defaults, then the rules of `codes` that set their own figure),
+    for the report's "how this is estimated" section and the JSON."""
+    catalogue = _catalogue()
+    rows = []
+    for fam in FAMILIES:
+        rules = catalogue.by_family(fam)
+        default = next((r.effort for r in rules if r.effort.source == "family"), None)
+        if default is not None:
+            rows.append({"scope": fam, "minutes": default.minutes, "why": default.why, "source": f"rules/{fam}.yaml"})
+    for code in sorted(set(codes or ())):
+        rule = catalogue.get(code)
+        if rule is not None and rule.effort.source == "rule":
+            rows.append({"scope": code, "minutes": rule.effort.minutes, "why": rule.effort.why,
+                         "source": f"rules/{rule.family}.yaml"})
+    return rows
 
 
 MODEL_TEXT = (
-    "Effort is estimated for manual findings only (no automatic fix): minutes per finding by family "
-    "(device 15, distributed 30, amp 15, apex 45, attention 60, kernels 240, environment 10, "
-    "coverage 30, meta 5) times a severity factor (error x2, warning x1, info x0.25); op-coverage "
-    "findings count once per distinct op, not per call site. Automatic fixes count 0 (`migrate fix` applies them; numerics fixes are checked with `migrate validate`). "
-    "h = hours, d = 8-hour days. A planning aid for the order of magnitude, not a promise."
+    "Effort counts actions only: manual findings (no automatic fix, not covered by a framework route) at warning "
+    "or error level. An import counts once per file and library, an op-coverage finding once per distinct op "
+    "(unsupported, CPU fallback, float64, or a traced dtype outside the documented set). Each action costs its "
+    "rule's minutes from the catalogue (rules/<family>.yaml: the family default unless the rule sets its own, "
+    "each with a one-line reason; `migrate rule CODE` shows it). Optional imports (inside `try/except ImportError` "
+    f"with a fallback) are listed separately at {OPTIONAL_MINUTES:g} min per library, to check the fallback runs. "
+    "Automatic fixes, covered findings and info-level notes cost nothing here. Calibrated on the samples' golden "
+    "ports (docs/effort.md); h = hours, d = 8-hour days; an order of magnitude, not a promise."
 )
+
+
+def to_json(findings: Iterable[Finding]) -> dict:
+    """The `effort` block of `scan --format json`: total, actions per rule, optional imports, the model."""
+    findings = list(findings)
+    acts = actions(findings)
+    per_code: dict[str, list[Action]] = {}
+    for a in acts:
+        per_code.setdefault(a.code, []).append(a)
+    optional = optional_imports(findings)
+    return {
+        "minutes": total(findings),
+        "actions": len(acts),
+        "by_rule": [
+            {"code": code, "actions": len(items), "minutes_each": items[0].minutes,
+             "minutes": sum(a.minutes for a in items), "unit": items[0].unit, "why": rule_minutes(code)[1]}
+            for code, items in sorted(per_code.items())
+        ],
+        "optional_imports": {
+            "findings": len(optional),
+            "libraries": sorted({f.imported.library for f in optional if f.imported}),
+            "minutes": optional_minutes(findings),
+        },
+        "notes": len(notes(findings)),
+        "model": MODEL_TEXT,
+    }

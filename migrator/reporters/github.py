@@ -42,16 +42,19 @@ def _position(f, source) -> tuple[int, int, int, int] | None:
     return start[0], start[1], end[0], end[1]
 
 
-def render(result: RunResult, lines_of=None) -> str:
+def render(result: RunResult, lines_of=None, include_info: bool = False) -> str:
     """`lines_of(path) -> list[str] | None` reads files back, to place notebook findings (without
-    it they are file-level annotations, the cell named in the message)."""
+    it they are file-level annotations, the cell named in the message). Warnings and errors only
+    unless `include_info` (migrator/reporters/annotations.py)."""
+    from migrator.reporters.annotations import emitted, level, message_suffix
+
     source = None
     if lines_of is not None:
         from migrator.scanned_lines import CellLines
 
         source = CellLines(lines_of)
     out = []
-    for f in result.findings:
+    for f in emitted(result.findings, include_info):
         props = [("file", f.path)]
         where = _position(f, source)
         if where is not None:
@@ -61,13 +64,13 @@ def render(result: RunResult, lines_of=None) -> str:
             if (end_line > line and end_col >= 1) or end_col >= col:
                 props.append(("endColumn", str(end_col)))
         props.append(("title", f"{f.code} {f.name}"))
-        message = f.message
+        message = f.message + message_suffix(f)
         if f.cell is not None:
             message = f"cell {f.cell}, line {f.line}: {message}"
         if f.fix:
-            message += f"\nFix ({f.fix.kind}): {f.fix.title}"
+            message += f"\nFix ({f.fix.kind}{', validate this' if f.fix.kind == 'numerics' else ''}): {f.fix.title}"
         else:
             message += f"\nManual: see `migrate rule {f.code}`"
         head = ",".join(f"{k}={escape_property(v)}" for k, v in props)
-        out.append(f"::{LEVEL[f.severity]} {head}::{escape_data(message)}")
+        out.append(f"::{LEVEL[level(f)]} {head}::{escape_data(message)}")
     return "".join(line + "\n" for line in out)

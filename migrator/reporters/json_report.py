@@ -13,7 +13,9 @@ SCHEMA_VERSION = 1
 
 
 def render(result: RunResult) -> str:
-    data = {"schema_version": SCHEMA_VERSION, **result.to_dict()}
+    from migrator.reporters import effort
+
+    data = {"schema_version": SCHEMA_VERSION, **result.to_dict(), "effort": effort.to_json(result.findings)}
     if result.frameworks:
         from migrator.reporters.routes import totals
 

@@ -17,9 +17,12 @@ from typing import Any
 
 from markupsafe import Markup
 
-from migrator.model import FAMILIES, SEVERITY_RANK, Finding
+from migrator.model import FAMILIES, Finding
 from migrator.report_data import ReportData
 from migrator.reporters import effort
+from migrator.reporters.actions import manual_groups as _manual_groups
+from migrator.reporters.actions import note_groups as _note_groups
+from migrator.reporters.actions import optional_imports as _optional_imports
 from migrator.reporters.census import annotate_ops
 from migrator.reporters.excerpts import _clip_diff, _diff_rows, _excerpt_text, _file_excerpt, _row_key, _summarise_notes
 from migrator.reporters.highlight import highlight_block, language, visible
@@ -187,7 +190,7 @@ def build_context(data: ReportData) -> dict[str, Any]:
     findings = list(result.findings)
     core = [f for f in findings if f.family not in NOT_CUDA_SITES]
     auto = [f for f in core if f.fix is not None]
-    manual = [f for f in findings if f.fix is None and not (f.route and f.route.absorbs)]  # routes: covered
+    actions = effort.actions(findings)  # manual work: no notes, covered findings or automatic fixes
     record = data.fix_record
     applied = len(record.edits) if record else 0
 
@@ -211,7 +214,7 @@ def build_context(data: ReportData) -> dict[str, Any]:
                 "anchor": f"file-{file_index[p]}",
                 "lang": lang,
                 "findings": fs,
-                "manual": sum(1 for f in fs if f.fix is None),
+                "manual": sum(1 for f in fs if effort.kind(f) == "action"),
                 "diff": _diff_rows(diff_lines, lang) if diff_lines else None,
                 "diff_text": visible("\n".join(diff_lines)) if diff_lines else None,
                 "excerpt": None if diff else _file_excerpt(data.sources.get(p), data.cells.get(p), fs, lang, notes),
@@ -234,56 +237,28 @@ def build_context(data: ReportData) -> dict[str, Any]:
         return f"file-{file_index[f.path]}"
 
     families = []
+    open_findings = [f for f in findings if not (f.route and f.route.absorbs)]  # a route covers the others
     for fam in FAMILIES:
-        fs = [f for f in findings if f.family == fam]
+        fs = [f for f in open_findings if f.family == fam]
         if not fs:
             continue
+        fam_actions = [a for a in actions if a.first.family == fam]
+        minutes = sum(a.minutes for a in fam_actions) + effort.optional_minutes(fs)
         families.append(
             {
                 "family": fam,
                 "total": len(fs),
                 "exact": sum(1 for f in fs if f.fix and f.fix.kind == "exact"),
                 "numerics": sum(1 for f in fs if f.fix and f.fix.kind == "numerics"),
-                "manual": sum(1 for f in fs if f.fix is None),
-                "minutes": effort.total(fs),
-                "effort": effort.human(effort.total(fs)),
+                "manual": len(fam_actions),
+                "minutes": minutes,
+                "effort": effort.human(minutes),
             }
         )
 
-    groups: dict[str, list[Finding]] = defaultdict(list)
-    for f in manual:
-        groups[f.code].append(f)
-    manual_groups = []
-    def group_order(item: tuple[str, list[Finding]]) -> tuple:
-        code, fs = item
-        fam = fs[0].family
-        return (-max(SEVERITY_RANK[f.severity] for f in fs), FAMILIES.index(fam) if fam in FAMILIES else 99, code)
-
-    for code, fs in sorted(groups.items(), key=group_order):
-        rule = catalogue.get(code)
-        mins = effort.total(fs)
-        each = effort.human(effort.minutes(fs[0]))
-        if fs[0].family == effort.PER_DISTINCT_OP:
-            distinct = len({f.symbol for f in fs})
-            note = f"{len(fs)} site{'s' if len(fs) != 1 else ''}, {distinct} distinct op{'s' if distinct != 1 else ''} × {each} = {effort.human(mins)}"
-        else:
-            note = f"{len(fs)} × {each} = {effort.human(mins)}"
-        manual_groups.append(
-            {
-                "code": code,
-                "name": fs[0].name,
-                "family": fs[0].family,
-                "severity": max((f.severity for f in fs), key=lambda v: SEVERITY_RANK[v]),
-                "count": len(fs),
-                "minutes": mins,
-                "effort": effort.human(mins),
-                "each": each,
-                "effort_note": note,
-                "use_instead": rule.docs.use_instead if rule else "",
-                "anchor": _rule_anchor(code),
-                "sites": fs,
-            }
-        )
+    manual_groups = _manual_groups(actions, catalogue)
+    note_groups = _note_groups(effort.notes(findings))
+    optional = _optional_imports(effort.optional_imports(findings))
 
     rules = []
     for code in sorted({f.code for f in findings} | {e.code for e in (record.edits if record else ())}):
@@ -311,15 +286,20 @@ def build_context(data: ReportData) -> dict[str, Any]:
         "n_auto": len(auto),
         "n_exact": sum(1 for f in auto if f.fix and f.fix.kind == "exact"),
         "n_numerics": sum(1 for f in auto if f.fix and f.fix.kind == "numerics"),
-        "n_manual": len(manual),
+        "n_manual": len(actions),
         "auto_pct": pct(len(auto), len(core)),
         "record": record,
         "applied": applied,
         "migrated_pct": pct(applied, applied + len(core)) if record else None,
         "effort_total": effort.human(effort_total),
         "effort_minutes": effort_total,
-        "effort_model": effort.model_rows(),
+        "effort_model": effort.model_rows(a.code for a in actions),
         "effort_text": effort.MODEL_TEXT,
+        "note_groups": note_groups,
+        "n_covered": len(findings) - len(open_findings),
+        "n_notes": sum(g["count"] for g in note_groups),
+        "optional_imports": optional,
+        "optional_minutes": effort.human(effort.optional_minutes(findings)),
         "families": families,
         "severity": {sev: s.by_severity.get(sev, 0) for sev in ("error", "warning", "info")},
         "worst": worst,

@@ -117,11 +117,15 @@ def render(
     result: RunResult,
     lines_of: Callable[[str], list[str] | None] | None = None,
     replacements: Mapping[Finding, Sequence[Replacement]] | None = None,
+    include_info: bool = False,
 ) -> str:
+    """Warnings and errors; `include_info` adds the info-level notes (migrator/reporters/annotations.py)."""
+    from migrator.reporters.annotations import emitted, level, message_suffix
     from migrator.rules.catalogue import load_catalogue
 
     catalogue = load_catalogue()
-    codes = sorted({f.code for f in result.findings})
+    shown = emitted(result.findings, include_info)
+    codes = sorted({f.code for f in shown})
     rules: list[dict[str, Any]] = []
     index: dict[str, int] = {}
     for code in codes:
@@ -145,12 +149,12 @@ def render(
         prints = by_id
 
     results = []
-    for f in result.findings:
+    for f in shown:
         item: dict = {
             "ruleId": f.code,
             "ruleIndex": index[f.code],
-            "level": LEVEL[f.severity],
-            "message": {"text": _where(f) + f.message + (f" (fix: {f.fix.title})" if f.fix else "")},
+            "level": LEVEL[level(f)],
+            "message": {"text": _where(f) + f.message + (f" (fix: {f.fix.title})" if f.fix else "") + message_suffix(f)},
             "locations": [{"physicalLocation": _physical(f, source)}],
         }
         if id(f) in prints:
@@ -165,6 +169,8 @@ def render(
             props["coverage"] = f.coverage.to_dict()
         if f.cell is not None:
             props["cell"] = {"index": f.cell, "line": f.line, "column": f.column, "end_line": f.end_line, "end_column": f.end_column}
+        if f.route is not None:
+            props["route"] = f.route.to_dict()
         item["properties"] = props
         results.append(item)
 
@@ -184,6 +190,7 @@ def render(
         "properties": {
             "files_scanned": result.summary.files_scanned,
             "suppressed": result.summary.suppressed,
+            "not_emitted": {"info": len(result.findings) - len(shown), "hint": "--include-info emits the info-level notes"},
             **({"baselined": result.summary.baselined} if result.summary.baselined is not None else {}),
         },
     }

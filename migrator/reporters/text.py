@@ -19,8 +19,27 @@ def _style(text: str, color: bool, **kw) -> str:
 
 
 def folded(f) -> bool:
-    """Info-level op-coverage notes (partial / unverified ops) are summarised, not listed one per line."""
-    return f.family == "coverage" and f.severity == "info"
+    """Info-level notes without a fix (partial / unverified ops, cuDNN flags, ...) are summarised by
+    rule, not listed one per line; they are no work (see migrator/reporters/effort.py)."""
+    return f.severity == "info" and f.fix is None
+
+
+def folded_line(result: RunResult) -> str | None:
+    """`notes: 35 info-level findings not listed (OPS004 30, DEV015 5); ...`, or None."""
+    counts: dict[str, int] = {}
+    for f in result.findings:
+        if folded(f):
+            counts[f.code] = counts.get(f.code, 0) + 1
+    if not counts:
+        return None
+    per_code = ", ".join(f"{code} {n}" for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+    return (f"notes: {sum(counts.values())} info-level finding(s) not listed above ({per_code}); "
+            "`--format json` or `migrate report` lists them")
+
+
+def listed(result: RunResult, show_all: bool = False) -> int:
+    """How many findings `render` prints one per line."""
+    return sum(1 for f in result.findings if show_all or not folded(f))
 
 
 def render(result: RunResult, color: bool = False, show_summary: bool = True, show_all: bool = False) -> str:
@@ -39,6 +58,8 @@ def render(result: RunResult, color: bool = False, show_summary: bool = True, sh
         out.append(f"{where} {code} {f.severity}: {one_line(f.message)}{fix}{one_line(mark_text(f))}")
     for s in result.skipped:
         out.append(_style(one_line(f"{s.path}: skipped: {s.reason}"), color, dim=True))
+    if not show_summary and not show_all and (line := folded_line(result)):
+        out.append(_style(line, color, dim=True))
     if show_summary:
         if out:
             out.append("")
@@ -66,17 +87,29 @@ def summary_lines(result: RunResult, color: bool = False) -> list[str]:
         counts = s.coverage.get("by_status", {})
         ops = " · ".join(f"{k} {v}" for k, v in counts.items())
         lines.append(f"  ops used on {s.coverage.get('soc')}: {s.coverage.get('distinct_ops', 0)} distinct ({ops})")
-    notes = sum(1 for f in result.findings if folded(f))
-    if notes:
-        lines.append(
-            f"  op notes: {notes} info-level coverage findings (partial / unverified ops) not listed above; "
-            "`--format json` or `migrate report` lists them"
-        )
+    from migrator.reporters import effort
+
+    acts = effort.actions(result.findings)
+    optional = effort.optional_imports(result.findings)
+    per_code: dict[str, list] = {}
+    for a in acts:
+        per_code.setdefault(a.code, []).append(a)
+    biggest = sorted(per_code.items(), key=lambda kv: (-sum(a.minutes for a in kv[1]), kv[0]))[:3]
+    parts = "; ".join(f"{code} {len(items)} × {effort.human(items[0].minutes)}" for code, items in biggest)
+    lines.append(f"  manual work: {len(acts)} action(s), about {effort.human(effort.total(result.findings))}"
+                 + (f" — most: {parts}" if parts else "")
+                 + " (minutes per rule: `migrate rule CODE`; the model: `migrate report`, `effort` in --format json)")
+    if optional:
+        libraries = sorted({f.imported.library for f in optional if f.imported})
+        lines.append(f"  optional imports: {len(optional)} inside try/except ImportError with a fallback "
+                     f"({', '.join(libraries)}): check the fallback runs on Ascend")
+    if line := folded_line(result):
+        lines.append(f"  {line}")
     if s.unattributed_markers:
-        lines.append(
-            f"  unattributed markers: {s.unattributed_markers} CUDA-looking tokens no rule claimed "
-            "(listed in --format json)"
-        )
+        shown = len(s.unattributed)
+        where = ("all listed in --format json" if shown >= s.unattributed_markers
+                 else f"the first {shown} of {s.unattributed_markers} listed in --format json")
+        lines.append(f"  unattributed markers: {s.unattributed_markers} CUDA-looking tokens no rule claimed ({where})")
     worst = result.worst(3)
     if worst:
         lines.append(_style("Worst first:", color, bold=True))

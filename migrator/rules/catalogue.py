@@ -53,6 +53,16 @@ class Docs:
 
 
 @dataclass(frozen=True)
+class Effort:
+    """Minutes a person needs for one manual site of the rule, and why (the report prints both)."""
+
+    minutes: float
+    why: str
+    source: str = "family"  # "family": the family default in the rule file; "rule": the rule's own
+    per: str = "site"  # "site": each manual site; "file": once per file however many sites it has
+
+
+@dataclass(frozen=True)
 class Rule:
     code: str
     name: str
@@ -70,6 +80,7 @@ class Rule:
     impl: str | None = None
     default_enabled: bool = True
     scope: str = "all"  # "imports": report imports (and decorators), not every use
+    effort: Effort = Effort(15, "a manual site")
 
     def render(self, template: str, symbol: str, replacement: str | None, **extra: str) -> str:
         values = {"symbol": symbol, "replacement": replacement or "", **extra}
@@ -174,7 +185,21 @@ def _examples(raw: Any, where: str) -> tuple[Example, ...]:
     return tuple(out)
 
 
-def _rule(raw: dict[str, Any], family: str, source: str) -> Rule:
+def _effort(raw: Any, where: str, default: Effort | None, source: str) -> Effort:
+    if raw is None and default is not None:
+        return default
+    if not isinstance(raw, dict) or not isinstance(raw.get("minutes"), (int, float)) or raw["minutes"] < 0:
+        raise CatalogueError(f"{where}: `effort` needs `minutes` (a number >= 0) and `why`")
+    why = _as_text(raw.get("why"), where)
+    if not why:
+        raise CatalogueError(f"{where}: `effort` needs a one-line `why`")
+    per = raw.get("per", "site")
+    if per not in ("site", "file"):
+        raise CatalogueError(f"{where}: `effort.per` must be site or file")
+    return Effort(float(raw["minutes"]), why, source, per)
+
+
+def _rule(raw: dict[str, Any], family: str, source: str, family_effort: Effort | None = None) -> Rule:
     code = raw.get("code", "?")
     where = f"{source}: rule {code}"
     for key in ("code", "name", "severity", "message", "fix_kind", "docs", "examples"):
@@ -234,6 +259,7 @@ def _rule(raw: dict[str, Any], family: str, source: str) -> Rule:
         impl=raw.get("impl"),
         default_enabled=bool(raw.get("default_enabled", True)),
         scope=raw.get("scope", "all"),
+        effort=_effort(raw.get("effort"), f"{where} effort", family_effort, "rule"),
     )
 
 
@@ -266,8 +292,9 @@ def load_catalogue(folder: Path | None = None) -> Catalogue:
         family = raw["family"]
         if family not in FAMILIES:
             raise CatalogueError(f"{path}: unknown family {family!r}")
+        family_effort = _effort(raw.get("effort"), f"{path.name}: family effort", None, "family")
         for item in raw["rules"] or []:
-            rule = _rule(item, family, path.name)
+            rule = _rule(item, family, path.name, family_effort)
             if rule.code in rules:
                 raise CatalogueError(f"{path.name}: code {rule.code} is defined twice")
             for pattern, _ in rule.symbols:

@@ -13,6 +13,18 @@ FIX_KIND_TEXT = {
 }
 
 
+def _effort_text(rule: Rule) -> str:
+    """The effort model's figure for the rule (migrator/reporters/effort.py), with its reason and source."""
+    e = rule.effort
+    unit = "per file" if e.per == "file" else "per manual site (an import: once per file and library)"
+    if rule.family == "coverage":
+        unit = "once per distinct op"
+    where = f"rules/{rule.family}.yaml" + (" (family default)" if e.source == "family" else "")
+    extra = " Info-level: a note, no effort." if rule.severity == "info" else ""
+    auto = " Sites the fixer rewrites cost nothing." if rule.fix_kind != "manual" else ""
+    return f"{e.minutes:g} min {unit}: {e.why} ({where}).{auto}{extra}"
+
+
 def rule_markdown(rule: Rule, heading: str = "##") -> str:
     out = [f"{heading} {rule.code} `{rule.name}`", ""]
     out.append(f"Family: **{rule.family}** · severity: **{rule.severity}** · fix: {FIX_KIND_TEXT[rule.fix_kind]}")
@@ -30,6 +42,7 @@ def rule_markdown(rule: Rule, heading: str = "##") -> str:
         out += ["", "### Fix", "", rule.fix_title.replace("{symbol}", "<name>").replace("{replacement}", "<replacement>")]
     if rule.docs.fix_notes:
         out += ["", rule.docs.fix_notes]
+    out += ["", "### Effort", "", _effort_text(rule)]
     for ex in rule.invalid:
         where = f" (`{ex.file}`)" if ex.file != "example.py" else ""
         out += ["", f"### Example{where}", "", f"```{ex.language}", ex.code.rstrip(), "```"]

@@ -127,7 +127,8 @@ def test_explain_and_format_text():
     records = coverage.explain(["torch.matmul", "F.gelu", "torch.cuda.synchronize"], soc="A2")
     assert [r["query"] for r in records] == ["torch.matmul", "F.gelu", "torch.cuda.synchronize"]
     assert records[0]["status"] == "partial" and records[0]["bf16_undocumented"] is True
-    assert records[1]["known"] is False  # F. is not expanded
+    assert records[1]["known"] is True and records[1]["name"] == "torch.nn.functional.gelu"  # F. is expanded
+    assert records[1]["partial_because"]  # and a partial op says which limit
     json.dumps(records)
     text = coverage.format_text(records)
     assert "torch.matmul: partial on A2 (torch-npu 2.14.0)" in text

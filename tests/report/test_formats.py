@@ -24,7 +24,7 @@ def _validate_sarif(doc: dict) -> None:
 
 
 def test_sarif_cli_output_is_valid_and_complete(project):
-    proc = run_cli("scan", str(project), "--format", "sarif", "--no-cache")
+    proc = run_cli("scan", str(project), "--format", "sarif", "--no-cache", "--include-info")
     assert proc.returncode == 1, proc.stderr
     doc = json.loads(proc.stdout)
     _validate_sarif(doc)
@@ -88,7 +88,8 @@ def _finding(**kw) -> Finding:
 
 def test_github_annotation_format_and_escaping(frozen_result):
     f = _finding(path="we,ird:dir/100%.py", message="50% done\r\nnext: line", severity="info", fix=None)
-    out = github.render(replace(frozen_result, findings=(f,)))
+    assert github.render(replace(frozen_result, findings=(f,))) == ""  # info notes only with include_info
+    out = github.render(replace(frozen_result, findings=(f,)), include_info=True)
     assert out == (
         "::notice file=we%2Cird%3Adir/100%25.py,line=3,endLine=3,col=5,endColumn=12,title=DEV010 tensor-cuda-call"
         "::50%25 done%0D%0Anext: line%0AManual: see `migrate rule DEV010`\n"
@@ -111,6 +112,41 @@ def test_github_cli(project):
     assert proc.returncode == 1
     assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in proc.stdout.splitlines())
     assert "::warning file=train.py,line=8," in proc.stdout
+
+
+def _sarif_levels(*args: str) -> list[str]:
+    return [r["level"] for r in json.loads(run_cli(*args).stdout)["runs"][0]["results"]]
+
+
+def test_machine_formats_emit_warnings_and_errors_unless_include_info(project):
+    """timm gave 1 598 info annotations: by default only work to do reaches code scanning and PRs."""
+    default = _sarif_levels("scan", str(project), "--format", "sarif", "--no-cache")
+    everything = _sarif_levels("scan", str(project), "--format", "sarif", "--no-cache", "--include-info")
+    assert default and "note" not in default and set(default) <= {"error", "warning"}
+    assert len(everything) > len(default) and "note" in everything
+    github_default = run_cli("scan", str(project), "--format", "github", "--no-cache").stdout
+    github_all = run_cli("scan", str(project), "--format", "github", "--no-cache", "--include-info").stdout
+    assert "::notice " not in github_default and "::notice " in github_all
+    assert len(github_default.splitlines()) == len(default)
+
+
+def test_machine_formats_carry_route_marks(frozen_result):
+    from migrator.model import RouteMark
+
+    covered = _finding(code="KERN010", severity="warning", fix=None, message="op",
+                       route=RouteMark("covered", "DeepSpeed NPU", "deepspeed.ops.adam", "builder exists", "op_builder/npu"))
+    gated = _finding(code="ATTN001", severity="error", fix=None, line=4, end_line=4, message="fa",
+                     route=RouteMark("gated", "MindSpeed", "flash_attn", "patched", "mindspeed x.py:1", flag="--use-flash-attn"))
+    result = replace(frozen_result, findings=(covered, gated))
+    lines = github.render(result).splitlines()
+    assert len(lines) == 1 and lines[0].startswith("::warning ") and "only with --use-flash-attn" in lines[0]
+    with_notes = github.render(result, include_info=True).splitlines()
+    assert with_notes[0].startswith("::notice ") and "covered by DeepSpeed NPU" in with_notes[0]
+    doc = json.loads(sarif.render(result, include_info=True))
+    _validate_sarif(doc)
+    res = doc["runs"][0]["results"]
+    assert [r["level"] for r in res] == ["note", "warning"]
+    assert res[0]["properties"]["route"]["status"] == "covered" and res[1]["properties"]["route"]["flag"] == "--use-flash-attn"
 
 
 @pytest.mark.parametrize("fmt", ["sarif", "github"])

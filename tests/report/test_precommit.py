@@ -77,6 +77,8 @@ def test_migrate_scan_hook_fails_then_fix_hook_fixes(tmp_path):
     (project / "train.py").write_text("import torch\nx = torch.zeros(2).cuda()\n")
     (project / "NOTES.md").write_text("we call .cuda() everywhere\n")  # not a file the hooks read
     (project / "requirements.txt").write_text("torch\n")
+    for i in range(12):  # enough files for pre-commit to split a parallel hook into batches
+        (project / f"mod{i}.py").write_text("import torch\ny = torch.ones(2).cuda()\n")
     _git(project, "init", "-q")
     _git(project, "add", "-A")
     _git(project, "commit", "-q", "-m", "cuda code")
@@ -85,6 +87,7 @@ def test_migrate_scan_hook_fails_then_fix_hook_fixes(tmp_path):
     assert rc == 1, out
     assert "train.py:2:" in out and "DEV010" in out and "Failed" in out
     assert "NOTES.md" not in out and "MIG00" not in out  # the files regex kept the Markdown file out
+    assert out.count("Summary (root:") == 1, out  # one serial run: one summary, not one per batch
 
     # both hooks, in id order: migrate-fix rewrites train.py (pre-commit fails it: files were
     # modified), then migrate-scan sees the fixed file and passes

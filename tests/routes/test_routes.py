@@ -87,6 +87,33 @@ def test_deepspeed_ops_without_npu_builder_stay_findings():
     assert newer["ds_config.json:1 sparse_attention"].status == "left"
 
 
+def test_fused_adam_through_deepspeed_is_a_finding_the_route_covers(tmp_path):
+    result = scan("deepspeed_ops")
+    adam = [f for f in result.findings if f.symbol == "deepspeed.ops.adam.FusedAdam"]
+    assert [(f.code, f.line) for f in adam] == [("KERN010", 3), ("KERN010", 7)]  # the import and the call
+    assert all(f.route.status == "covered" and "op_builder/npu" in f.route.source for f in adam)
+    plain = scan("deepspeed_ops", route="none")  # without the route they stay work to check
+    assert [f.severity for f in plain.findings if f.symbol == "deepspeed.ops.adam.FusedAdam"] == ["warning", "warning"]
+    # a DeepSpeed config whose optimizer DeepSpeed builds as FusedAdam: a note, covered by the route
+    shutil.copytree(TREES / "deepspeed_ops", tmp_path / "t")
+    (tmp_path / "t" / "ds_config.json").write_text('{"train_batch_size": 8, "optimizer": {"type": "AdamW"}}\n')
+    config = api.scan([tmp_path / "t"], root=tmp_path / "t", use_cache=False)
+    (note,) = [f for f in config.findings if f.path == "ds_config.json"]
+    assert (note.code, note.severity, note.route.status) == ("KERN015", "info", "covered")
+    # summary family counts leave covered findings out (the route headline counts them)
+    assert result.summary.by_family["kernels"] == sum(
+        1 for f in result.findings if f.family == "kernels" and not f.route.absorbs)
+    assert plain.summary.by_family["kernels"] == sum(1 for f in plain.findings if f.family == "kernels")
+    from migrator.reporters.report import build_context
+
+    tree = TREES / "deepspeed_ops"
+    settings, resolved = api.resolve_settings([tree], root=tree, use_cache=False)
+    ctx = build_context(api.report(resolved, settings=settings))
+    kernels = next(r for r in ctx["families"] if r["family"] == "kernels")
+    assert kernels["total"] == result.summary.by_family["kernels"]
+    assert ctx["n_covered"] == sum(1 for f in result.findings if f.route and f.route.absorbs) > 0
+
+
 def test_route_none_is_todays_result():
     none = scan("megatron_vendored", route="none")
     auto = scan("megatron_vendored")
