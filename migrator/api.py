@@ -128,10 +128,17 @@ def coverage_summary(ops, settings: Settings) -> dict[str, Any]:
     by_name: dict[str, list] = {}
     for op in ops:
         by_name.setdefault(op.name, []).append(op)
+    from migrator.coverage import CoverageError, lookup, runs_as, status_reason
+
     rows = []
     for name in sorted(by_name):
         sites = by_name[name]
         first = sites[0]
+        try:  # the table's facts behind the status: what the op runs as, which limit makes it partial
+            entry = lookup(name, soc=settings.soc, version=settings.torch_npu_version)
+            facts = {"runs_as": runs_as(entry), "why": status_reason(entry) if entry.status == first.status else ""}
+        except CoverageError:
+            facts = {"runs_as": "", "why": ""}
         rows.append({
             "name": name,
             "status": first.status,
@@ -139,6 +146,7 @@ def coverage_summary(ops, settings: Settings) -> dict[str, Any]:
             "npu_name": first.npu_name,
             "count": len(sites),
             "sites": [_site(s) for s in sites[:MAX_OP_SITES]],
+            **facts,
         })
     by_status = Counter(r["status"] for r in rows)
     from migrator.coverage import STATUSES

@@ -9,6 +9,7 @@ msprobe's report-only metrics. A result written by another tool keeps its free-f
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 VERDICT_ORDER = ("fail", "error", "warn", "pass")  # the worst run stage decides; not_run never does
@@ -45,7 +46,7 @@ def _tensor_status(row: dict[str, Any]) -> str:
 
 def _tensor(row: dict[str, Any]) -> dict[str, Any]:
     status = _tensor_status(row)
-    msprobe = row.get("msprobe") if isinstance(row.get("msprobe"), dict) else {}
+    msprobe: dict[str, Any] = row["msprobe"] if isinstance(row.get("msprobe"), dict) else {}
     return {
         "tensor": str(row.get("tensor", "?")),
         "module": str(row.get("module") or ""),
@@ -153,6 +154,15 @@ def _layers(layers: Any) -> list[str]:
     return out
 
 
+def plain_markdown(text: str) -> str:
+    """The few HTML tags Markdown summaries use on GitHub, as Markdown (the report shows raw HTML as
+    text): `<br>` in a table cell becomes "; ", `<summary>X</summary>` a bold line, `<details>` goes."""
+    text = re.sub(r"<br\s*/?>", "; ", text, flags=re.I)
+    text = re.sub(r"^[ \t]*<details(?:[ \t]+open)?>[ \t]*(?:<summary>(.*?)</summary>)?[ \t]*$",
+                  lambda m: f"**{m.group(1)}**" if m.group(1) else "", text, flags=re.I | re.M)
+    return re.sub(r"^[ \t]*</details>[ \t]*$", "", text, flags=re.I | re.M)
+
+
 def build(data: dict[str, Any] | None) -> dict[str, Any] | None:
     """The section's data: verdict, stages (summary-card chips and detail blocks), layers, notes."""
     if data is None:
@@ -160,7 +170,7 @@ def build(data: dict[str, Any] | None) -> dict[str, Any] | None:
     stages = [_stage(st) for st in data["stages"]]
     statuses = [s["status"] for s in stages]
     verdict = next((s for s in VERDICT_ORDER if s in statuses), "not_run")
-    tool = data.get("tool") if isinstance(data.get("tool"), dict) else {}
+    tool: dict[str, Any] = data["tool"] if isinstance(data.get("tool"), dict) else {}
     ours = tool.get("command") == "migrate validate"  # its Markdown repeats the stages: not shown twice
     markdown = data.get("markdown")
     scaling = data["bench"].get("scaling") if isinstance(data.get("bench"), dict) else None
@@ -174,7 +184,7 @@ def build(data: dict[str, Any] | None) -> dict[str, Any] | None:
         "exit_code": data.get("exit_code"),
         "layers": _layers(data.get("layers")),
         "notes": [str(n) for n in data.get("notes", []) if n] if isinstance(data.get("notes"), list) else [],
-        "markdown": markdown if isinstance(markdown, str) and not ours else "",
+        "markdown": plain_markdown(markdown) if isinstance(markdown, str) and not ours else "",
         "scaling": _scaling(scaling),
         "msprobe_names": [label for _, label in MSPROBE],
     }
