@@ -19,6 +19,7 @@ from migrator.cli_support import (
     FAIL_CHOICES,
     ROUTE_CHOICES,
     ROUTE_OPTION,
+    ProgressDisplay,
     _Errors,
     _fail,
     _split_codes,
@@ -69,11 +70,8 @@ def scan(paths, fmt, output, select, ignore, fail_on, exit_zero, jobs, no_cache,
             use_cache=not no_cache,
             route=route,
         )
-        progress, finish = _progress_bar()
-        try:
+        with ProgressDisplay(quiet) as progress:
             result = api.scan(resolved, settings=settings, progress=progress)
-        finally:
-            finish()
         if write_baseline:
             write_output(api.baseline_text(result), write_baseline)
             click.echo(f"migrate: baseline of {len(result.findings)} finding(s) written to {write_baseline}", err=True)
@@ -102,31 +100,6 @@ def _exit_code(result, fail_on: str, exit_zero: bool) -> int:
     floor = SEVERITY_RANK[fail_on]
     open_findings = (f for f in result.findings if not (f.route and f.route.absorbs))  # covered by a route
     return EXIT_FINDINGS if any(SEVERITY_RANK[f.severity] >= floor for f in open_findings) else EXIT_CLEAN
-
-
-def _progress_bar():
-    """A progress bar on an interactive terminal for long scans; silent otherwise."""
-    if not sys.stderr.isatty() or os.environ.get("CI"):
-        return None, lambda: None
-    state: dict = {}
-
-    def progress(done: int, total: int) -> None:
-        if total < 200:
-            return
-        if "bar" not in state:
-            from rich.progress import Progress
-
-            bar = Progress(transient=True)
-            bar.start()
-            state["bar"] = bar
-            state["task"] = bar.add_task("scanning", total=total)
-        state["bar"].update(state["task"], completed=done)
-
-    def finish() -> None:
-        if "bar" in state:
-            state["bar"].stop()
-
-    return progress, finish
 
 
 @main.command()
@@ -158,8 +131,10 @@ def fix(paths, target, show_diff, check, out_dir, exact_only, annotate, strip_an
         )
         target = target or settings.target
         dry = show_diff or check
-        outcome = api.fix(resolved, settings=settings, target=target, exact_only=exact_only, annotate=annotate,
-                          strip_annotations=strip_annotations, write=not dry, out_dir=out_dir, record=not no_record)
+        with ProgressDisplay(quiet) as progress:
+            outcome = api.fix(resolved, settings=settings, target=target, exact_only=exact_only, annotate=annotate,
+                              strip_annotations=strip_annotations, write=not dry, out_dir=out_dir,
+                              record=not no_record, progress=progress)
         from migrator.safe_text import one_line
 
         for path, error in outcome.errors:
@@ -218,8 +193,9 @@ def _safe_diff(path: str, diff: str) -> str:
 @click.option("--root", type=click.Path(file_okay=False, exists=True), help="--trace: scan root that gets .migrate/op-trace.json.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True, help="--trace: seconds for the traced run.")
 @click.option("--all", "all_rows", is_flag=True, help="--trace: print every traced op, not only the worst 40.")
+@click.option("--quiet", "-q", is_flag=True, help="--trace: no progress display.")
 def ops(names, soc, torch_npu_version, fmt, list_all, status, trace_target, steps, fake, entry, bf16_policy, fail_on,
-        root, timeout, all_rows):
+        root, timeout, all_rows, quiet):
     """Does NAME run on Ascend? Status, dtypes, NPU equivalent and the source of the fact.
 
     Op census: migrate ops --trace TREE_OR_SCRIPT [--fake] [-- SCRIPT_ARGS]
@@ -232,7 +208,7 @@ def ops(names, soc, torch_npu_version, fmt, list_all, status, trace_target, step
 
         if trace_target:
             _trace_ops(trace_target, names, soc, torch_npu_version, fmt, steps, fake, entry, bf16_policy, fail_on,
-                       root, timeout, all_rows)
+                       root, timeout, all_rows, quiet)
             return
         if not names and not list_all:
             raise click.UsageError("name one or more APIs (e.g. torch.nn.functional.gelu), or use --list")
@@ -255,16 +231,17 @@ def ops(names, soc, torch_npu_version, fmt, list_all, status, trace_target, step
 
 
 def _trace_ops(target, script_args, soc, torch_npu_version, fmt, steps, fake, entry, bf16_policy, fail_on, root,
-               timeout, all_rows) -> None:
+               timeout, all_rows, quiet) -> None:
     import json
 
     from migrator import api
     from migrator.model import SEVERITY_RANK
     from migrator.reporters.census import render as render_census
 
-    census, path, settings = api.trace_ops(target, root=root, soc=soc, torch_npu_version=torch_npu_version,
-                                           script_args=tuple(script_args), steps=steps, fake=fake, entry=entry,
-                                           bf16_policy=bf16_policy, timeout=timeout)
+    with ProgressDisplay(quiet) as progress:
+        census, path, settings = api.trace_ops(target, root=root, soc=soc, torch_npu_version=torch_npu_version,
+                                               script_args=tuple(script_args), steps=steps, fake=fake, entry=entry,
+                                               bf16_policy=bf16_policy, timeout=timeout, progress=progress)
     if fmt == "json":
         write_output(json.dumps(census.to_json(), indent=1, ensure_ascii=False) + "\n", None)
     else:
@@ -288,9 +265,10 @@ def _trace_ops(target, script_args, soc, torch_npu_version, fmt, steps, fake, en
 @click.option("--soc", type=click.Choice(["A2", "A3", "950DT"]), help="Ascend SoC for op coverage [default: A2].")
 @click.option("--root", type=click.Path(file_okay=False, exists=True), help="Scan root (default: nearest folder with pyproject.toml or .git).")
 @click.option("--no-cache", is_flag=True, help="Ignore and do not update the result cache.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 @ROUTE_OPTION
 def report(paths, output, fmt, fix_record, validation, plan_file, proposed_diffs, select, ignore, target, soc, root,
-           no_cache, route):
+           no_cache, quiet, route):
     """Write a reviewer report for PATHS: one self-contained HTML page, or Markdown for a PR comment."""
     with _Errors():
         from migrator.reporters.report import format_for
@@ -306,12 +284,9 @@ def report(paths, output, fmt, fix_record, validation, plan_file, proposed_diffs
             list(paths) or ["."], root=root, select=_split_codes(select), ignore=_split_codes(ignore),
             target=target, soc=soc, use_cache=not no_cache, route=route,
         )
-        progress, finish = _progress_bar()
-        try:
+        with ProgressDisplay(quiet) as progress:
             data = api.report(resolved, settings=settings, fix_record=fix_record, validation=validation,
                               proposed_diffs=proposed_diffs, progress=progress, plan=plan_file)
-        finally:
-            finish()
         write_output(render_report(data, fmt), output)
         if output and output != "-" and sys.stderr.isatty():
             click.echo(f"report written to {output}", err=True)

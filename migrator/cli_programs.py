@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from migrator.cli_support import _Errors, _fail, _int_list, write_output
+from migrator.cli_support import ProgressDisplay, _Errors, _fail, _int_list, write_output
 
 
 @click.command(context_settings={"allow_interspersed_args": True})
@@ -76,11 +76,16 @@ def validate(original, script_args, migrated, stages, force, entry, script, curv
         if parsed:
             options["steps"] = parsed
 
-        def progress(text: str) -> None:
-            if not quiet:
+        display = ProgressDisplay(quiet, steps=len(chosen) + (0 if migrated else 1))
+
+        def progress(text: str) -> None:  # a bar on a terminal; plain log lines when stderr is a file or pipe
+            if display.enabled:
+                display.note(text)
+            elif not quiet:
                 click.echo(f"[validate] {text}", err=True)
 
-        result = api.validate(original, progress=progress, **options)
+        with display:
+            result = api.validate(original, progress=progress, **options)
         doc = result.to_json()
         if output:
             write_output(json.dumps(doc, indent=1) + "\n", output)

@@ -180,7 +180,8 @@ def _encode(data: bytes, encoding: str, text: str) -> tuple[bytes | None, str | 
                       f"({char!r}, U+{ord(char):04X}, line {line}); file left unchanged")
 
 
-def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Collection[str] = frozenset()) -> FixPlan:
+def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Collection[str] = frozenset(),
+               progress: Callable[[int, int], None] | None = None) -> FixPlan:
     """Every file planned in full (read, fixed, re-parsed, encoded) before anything is written; a file
     that cannot be planned gets its error and is left unchanged, the others go on."""
     from migrator.engine.discover import file_kind
@@ -204,7 +205,9 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
         real_of[members[0]] = real
     entries = _entry_points(root, scan, texts)
     changes: list[FileChange] = [FileChange(rel, "", "", error=why) for rel, why in errors.items()]
-    for rel, text in texts.items():
+    for done, (rel, text) in enumerate(texts.items()):
+        if progress:
+            progress(done, len(texts))
         findings = by_file.get(rel, [])
         fixable = [f for f in findings if f.fix and (not options.exact_only or f.fix.kind == "exact")]
         source = text_fixer.strip_annotations(text) if options.strip_annotations else text
@@ -266,6 +269,8 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
         for link in groups[real][1:]:  # other names of the same file: fixed once, through its real path
             changes.append(FileChange(link, text, text, (), tuple(declined), None, real, None, digest))
     changes.sort(key=lambda c: c.path)
+    if progress:
+        progress(len(texts), len(texts))
     return FixPlan(root, tuple(changes), options)
 
 
