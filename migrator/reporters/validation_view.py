@@ -15,7 +15,7 @@ from typing import Any
 VERDICT_ORDER = ("fail", "error", "warn", "pass")  # the worst run stage decides; not_run never does
 STATUS_RANK = {"error": 0, "fail": 1, "warn": 2, "pass": 3, "not_run": 4}
 MAX_TENSORS = 8  # worst tensors shown per stage; the rest sit in a collapsed list
-MSPROBE = (("cosine", "cosine"), ("max_abs", "max abs"), ("max_rel", "max rel"), ("thousandth", "‰ err < 1e-3"))
+MSPROBE = (("cosine", "cosine"), ("max_abs", "max abs"), ("max_rel", "max rel"), ("thousandth", "1‰ err ratio"))
 HIGHER_IS_BETTER = ("cosine",)
 
 
