@@ -46,7 +46,7 @@ def main() -> None:
 @click.option("--no-cache", is_flag=True, help="Ignore and do not update the result cache.")
 @click.option("--root", type=click.Path(file_okay=False, exists=True), help="Scan root (default: nearest folder with pyproject.toml or .git).")
 @click.option("--soc", type=click.Choice(["A2", "A3", "950DT"]), help="Ascend SoC for op coverage [default: A2].")
-@click.option("--quiet", "-q", is_flag=True, help="Findings only, no summary.")
+@click.option("--quiet", "-q", is_flag=True, help="Findings only: no summary, no progress display.")
 @click.option("--baseline", type=click.Path(dir_okay=False), help="Report only findings not recorded in FILE [config: baseline].")
 @click.option("--write-baseline", type=click.Path(dir_okay=False), help="Record the current findings in FILE and exit 0.")
 @click.option("--torch-npu-version", help="Coverage table to check ops against [default: newest shipped].")
@@ -117,7 +117,7 @@ def _exit_code(result, fail_on: str, exit_zero: bool) -> int:
 @click.option("--fail-on", type=FAIL_CHOICES, help="Lowest severity of remaining findings that makes the exit code 1.")
 @click.option("--root", type=click.Path(file_okay=False, exists=True))
 @click.option("--no-cache", is_flag=True)
-@click.option("--quiet", "-q", is_flag=True, help="Only the change summary, not the remaining findings.")
+@click.option("--quiet", "-q", is_flag=True, help="Only the change summary: not the remaining findings, no progress display.")
 @ROUTE_OPTION
 def fix(paths, target, show_diff, check, out_dir, exact_only, annotate, strip_annotations, no_record, select, ignore,
         fail_on, root, no_cache, quiet, route):

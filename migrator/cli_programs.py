@@ -36,7 +36,7 @@ from migrator.cli_support import ProgressDisplay, _Errors, _fail, _int_list, wri
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON (validation.schema.json) to FILE.")
 @click.option("--markdown", type=click.Path(dir_okay=False), help="Write the Markdown summary to FILE.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text", show_default=True, help="What to print.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress (no bar on a terminal, no stage lines otherwise).")
 @click.option("--verbose", "-v", is_flag=True, help="Every check with its metric, value and threshold, passing ones too.")
 @click.option("--bench", is_flag=True, help="Stage benchmarks: step time, tokens/s, TFLOP/s, MFU, communication share, crash rate.")
 @click.option("--bench-steps", type=click.IntRange(min=1), default=5, show_default=True, help="--bench: timed steps per repeat (after 2 warm-up steps).")
