@@ -16,6 +16,7 @@ from typing import Any
 from migrator import __version__
 from migrator.config import ConfigError, Settings, find_root, load_settings
 from migrator.model import Finding, RunResult, Summary, ToolInfo, finding_counts
+from migrator.progress import Progress, phase, prefixed
 from migrator.rules.catalogue import Rule, load_catalogue
 from migrator.usage_error import UsageError
 
@@ -54,7 +55,7 @@ def _check_coverage_choice(settings: Settings) -> None:
 def scan(
     paths: Sequence[str | Path],
     settings: Settings | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
     memo: dict | None = None,
     **overrides,
 ) -> RunResult:
@@ -68,7 +69,7 @@ def scan(
         resolved = [Path(p).absolute() for p in paths]
     catalogue = load_catalogue()
     _check_codes(settings.select + settings.ignore, catalogue.rules)
-    output = run(settings, resolved, progress, memo=memo)
+    output = run(settings, resolved, phase(progress, "scanning"), memo=memo)
     findings = tuple(sorted((f for r in output.files for f in r.findings), key=Finding.sort_key))
     markers = tuple(m for r in output.files for m in r.markers)
     summary = summarize(
@@ -130,10 +131,17 @@ def coverage_summary(ops, settings: Settings) -> dict[str, Any]:
     by_name: dict[str, list] = {}
     for op in ops:
         by_name.setdefault(op.name, []).append(op)
+    from migrator.coverage import CoverageError, lookup, runs_as, status_reason
+
     rows = []
     for name in sorted(by_name):
         sites = by_name[name]
         first = sites[0]
+        try:  # the table's facts behind the status: what the op runs as, which limit makes it partial
+            entry = lookup(name, soc=settings.soc, version=settings.torch_npu_version)
+            facts = {"runs_as": runs_as(entry), "why": status_reason(entry) if entry.status == first.status else ""}
+        except CoverageError:
+            facts = {"runs_as": "", "why": ""}
         rows.append({
             "name": name,
             "status": first.status,
@@ -141,6 +149,7 @@ def coverage_summary(ops, settings: Settings) -> dict[str, Any]:
             "npu_name": first.npu_name,
             "count": len(sites),
             "sites": [_site(s) for s in sites[:MAX_OP_SITES]],
+            **facts,
         })
     by_status = Counter(r["status"] for r in rows)
     from migrator.coverage import STATUSES
@@ -185,6 +194,7 @@ def fix(
     write: bool = True,
     out_dir: str | Path | None = None,
     record: bool = True,
+    progress: Progress | None = None,
     **overrides,
 ) -> FixOutcome:
     """Rewrite what can be rewritten, as a transaction over the tree: every file is planned (fixed,
@@ -211,7 +221,7 @@ def fix(
         except UnsafeWrite as exc:
             raise UsageError(str(exc)) from None
     memo: dict = {}  # the rescan after writing reuses the results of the files fix left alone
-    before = scan(resolved, settings=settings, memo=memo)
+    before = scan(resolved, settings=settings, progress=progress, memo=memo)
     extra = {f.path for f in before.findings}
     if annotate or strip_annotations:
         extra |= _scanned_sources(settings, resolved)
@@ -219,7 +229,7 @@ def fix(
                          jobs=settings.jobs)
     # what a framework route covers is not rewritten: the framework handles it at run time
     to_fix = replace(before, findings=tuple(f for f in before.findings if not (f.route and f.route.absorbs)))
-    plan = plan_fixes(to_fix, settings.root, options, extra_files=extra)
+    plan = plan_fixes(to_fix, settings.root, options, extra_files=extra, progress=phase(progress, "fixing"))
     plan = _route_edits(plan, before, settings)
     if not write:
         remaining = _apply_route(_remaining_in_memory(before, plan, settings), settings)
@@ -227,7 +237,9 @@ def fix(
     plan = write_changes(plan, out)
     rescan_root = out or settings.root
     rescan_paths = [rescan_root / Path(p).relative_to(settings.root) if Path(p).is_relative_to(settings.root) else p for p in resolved]
-    remaining = _declined_are_manual(scan(rescan_paths, settings=replace(settings, root=rescan_root), memo=memo), plan)
+    rescanned = scan(rescan_paths, settings=replace(settings, root=rescan_root), progress=prefixed(progress, "re-"),
+                     memo=memo)
+    remaining = _declined_are_manual(rescanned, plan)
     record_path, record_error = None, None
     if record:
         try:
@@ -339,7 +351,7 @@ def ops(names: Sequence[str], soc: str = "A2", version: str | None = None) -> li
 
 
 def trace_ops(target: str | Path, *, root: str | Path | None = None, soc: str | None = None,
-              torch_npu_version: str | None = None, write: bool = True, **options):
+              torch_npu_version: str | None = None, write: bool = True, progress: Progress | None = None, **options):
     """`migrate ops --trace TARGET`: the runtime op census of a program (migrator/census/).
 
     TARGET is a tree with the validate.py protocol or a script (`script_args`); options are the
@@ -354,7 +366,11 @@ def trace_ops(target: str | Path, *, root: str | Path | None = None, soc: str | 
     except TypeError as exc:
         raise UsageError(f"bad trace option: {exc}") from None
     try:
+        if progress:
+            progress("tracing in a child process", 0, 1)
         census = trace(opts)
+        if progress:
+            progress("tracing in a child process", 1, 1)
     except CensusError as exc:
         raise UsageError(str(exc)) from None
     path = store.write(settings.root, census) if write else None
@@ -410,7 +426,7 @@ def report(
     diffs: dict[str, str] | None = None,
     diffs_applied: bool = False,
     proposed_diffs: bool = False,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Progress | None = None,
     plan: str | Path | None = None,
     **overrides,
 ):
@@ -427,7 +443,8 @@ def report(
     notes: list[str] = []
     if proposed_diffs and diffs is None:
         try:
-            outcome = fix(resolved, settings=settings, target=settings.target, write=False)
+            outcome = fix(resolved, settings=settings, target=settings.target, write=False,
+                          progress=prefixed(progress, "diffs: "))
             diffs = {c.path: c.diff() for c in outcome.plan.changes if c.changed}
         except Exception as exc:  # the report still renders, with the reason shown
             notes.append(f"proposed diffs unavailable: {exc.__class__.__name__}: {exc}")

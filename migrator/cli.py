@@ -19,6 +19,7 @@ from migrator.cli_support import (
     FAIL_CHOICES,
     ROUTE_CHOICES,
     ROUTE_OPTION,
+    ProgressDisplay,
     _Errors,
     _fail,
     _split_codes,
@@ -45,7 +46,7 @@ def main() -> None:
 @click.option("--no-cache", is_flag=True, help="Ignore and do not update the result cache.")
 @click.option("--root", type=click.Path(file_okay=False, exists=True), help="Scan root (default: nearest folder with pyproject.toml or .git).")
 @click.option("--soc", type=click.Choice(["A2", "A3", "950DT"]), help="Ascend SoC for op coverage [default: A2].")
-@click.option("--quiet", "-q", is_flag=True, help="Findings only, no summary.")
+@click.option("--quiet", "-q", is_flag=True, help="Findings only: no summary, no progress display.")
 @click.option("--baseline", type=click.Path(dir_okay=False), help="Report only findings not recorded in FILE [config: baseline].")
 @click.option("--write-baseline", type=click.Path(dir_okay=False), help="Record the current findings in FILE and exit 0.")
 @click.option("--torch-npu-version", help="Coverage table to check ops against [default: newest shipped].")
@@ -70,11 +71,8 @@ def scan(paths, fmt, output, select, ignore, fail_on, exit_zero, jobs, no_cache,
             use_cache=not no_cache,
             route=route,
         )
-        progress, finish = _progress_bar()
-        try:
+        with ProgressDisplay(quiet) as progress:
             result = api.scan(resolved, settings=settings, progress=progress)
-        finally:
-            finish()
         if write_baseline:
             write_output(api.baseline_text(result), write_baseline)
             click.echo(f"migrate: baseline of {len(result.findings)} finding(s) written to {write_baseline}", err=True)
@@ -106,31 +104,6 @@ def _exit_code(result, fail_on: str, exit_zero: bool) -> int:
     return EXIT_FINDINGS if any(SEVERITY_RANK[f.severity] >= floor for f in open_findings) else EXIT_CLEAN
 
 
-def _progress_bar():
-    """A progress bar on an interactive terminal for long scans; silent otherwise."""
-    if not sys.stderr.isatty() or os.environ.get("CI"):
-        return None, lambda: None
-    state: dict = {}
-
-    def progress(done: int, total: int) -> None:
-        if total < 200:
-            return
-        if "bar" not in state:
-            from rich.progress import Progress
-
-            bar = Progress(transient=True)
-            bar.start()
-            state["bar"] = bar
-            state["task"] = bar.add_task("scanning", total=total)
-        state["bar"].update(state["task"], completed=done)
-
-    def finish() -> None:
-        if "bar" in state:
-            state["bar"].stop()
-
-    return progress, finish
-
-
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=str))
 @click.option("--target", type=click.Choice(["npu", "portable"]), default=None, help="npu: explicit torch_npu code [default]; portable: runs on CUDA and Ascend.")
@@ -147,7 +120,7 @@ def _progress_bar():
 @click.option("--fail-on", type=FAIL_CHOICES, help="Lowest severity of remaining findings that makes the exit code 1.")
 @click.option("--root", type=click.Path(file_okay=False, exists=True))
 @click.option("--no-cache", is_flag=True)
-@click.option("--quiet", "-q", is_flag=True, help="Only the change summary, not the remaining findings.")
+@click.option("--quiet", "-q", is_flag=True, help="Only the change summary: not the remaining findings, no progress display.")
 @ROUTE_OPTION
 def fix(paths, target, show_diff, check, out_dir, exact_only, with_numerics, annotate, strip_annotations, no_record, select,
         ignore, fail_on, root, no_cache, quiet, route):
@@ -162,8 +135,10 @@ def fix(paths, target, show_diff, check, out_dir, exact_only, with_numerics, ann
         target = target or settings.target
         exact_only = exact_only and not with_numerics
         dry = show_diff or check
-        outcome = api.fix(resolved, settings=settings, target=target, exact_only=exact_only, annotate=annotate,
-                          strip_annotations=strip_annotations, write=not dry, out_dir=out_dir, record=not no_record)
+        with ProgressDisplay(quiet) as progress:
+            outcome = api.fix(resolved, settings=settings, target=target, exact_only=exact_only, annotate=annotate,
+                              strip_annotations=strip_annotations, write=not dry, out_dir=out_dir,
+                              record=not no_record, progress=progress)
         from migrator.safe_text import one_line
 
         for path, error in outcome.errors:
@@ -244,8 +219,9 @@ def _safe_diff(path: str, diff: str) -> str:
 @click.option("--root", type=click.Path(file_okay=False, exists=True), help="--trace: scan root that gets .migrate/op-trace.json.")
 @click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True, help="--trace: seconds for the traced run.")
 @click.option("--all", "all_rows", is_flag=True, help="--trace: print every traced op, not only the worst 40.")
+@click.option("--quiet", "-q", is_flag=True, help="--trace: no progress display.")
 def ops(names, soc, torch_npu_version, fmt, list_all, status, trace_target, steps, fake, entry, bf16_policy, fail_on,
-        root, timeout, all_rows):
+        root, timeout, all_rows, quiet):
     """Does NAME run on Ascend? Status, dtypes, NPU equivalent and the source of the fact.
 
     Op census: migrate ops --trace TREE_OR_SCRIPT [--fake] [-- SCRIPT_ARGS]
@@ -258,7 +234,7 @@ def ops(names, soc, torch_npu_version, fmt, list_all, status, trace_target, step
 
         if trace_target:
             _trace_ops(trace_target, names, soc, torch_npu_version, fmt, steps, fake, entry, bf16_policy, fail_on,
-                       root, timeout, all_rows)
+                       root, timeout, all_rows, quiet)
             return
         if not names and not list_all:
             raise click.UsageError("name one or more APIs (e.g. torch.nn.functional.gelu), or use --list")
@@ -283,16 +259,17 @@ def ops(names, soc, torch_npu_version, fmt, list_all, status, trace_target, step
 
 
 def _trace_ops(target, script_args, soc, torch_npu_version, fmt, steps, fake, entry, bf16_policy, fail_on, root,
-               timeout, all_rows) -> None:
+               timeout, all_rows, quiet) -> None:
     import json
 
     from migrator import api
     from migrator.model import SEVERITY_RANK
     from migrator.reporters.census import render as render_census
 
-    census, path, settings = api.trace_ops(target, root=root, soc=soc, torch_npu_version=torch_npu_version,
-                                           script_args=tuple(script_args), steps=steps, fake=fake, entry=entry,
-                                           bf16_policy=bf16_policy, timeout=timeout)
+    with ProgressDisplay(quiet) as progress:
+        census, path, settings = api.trace_ops(target, root=root, soc=soc, torch_npu_version=torch_npu_version,
+                                               script_args=tuple(script_args), steps=steps, fake=fake, entry=entry,
+                                               bf16_policy=bf16_policy, timeout=timeout, progress=progress)
     if fmt == "json":
         write_output(json.dumps(census.to_json(), indent=1, ensure_ascii=False) + "\n", None)
     else:
@@ -316,9 +293,10 @@ def _trace_ops(target, script_args, soc, torch_npu_version, fmt, steps, fake, en
 @click.option("--soc", type=click.Choice(["A2", "A3", "950DT"]), help="Ascend SoC for op coverage [default: A2].")
 @click.option("--root", type=click.Path(file_okay=False, exists=True), help="Scan root (default: nearest folder with pyproject.toml or .git).")
 @click.option("--no-cache", is_flag=True, help="Ignore and do not update the result cache.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 @ROUTE_OPTION
 def report(paths, output, fmt, fix_record, validation, plan_file, proposed_diffs, select, ignore, target, soc, root,
-           no_cache, route):
+           no_cache, quiet, route):
     """Write a reviewer report for PATHS: one self-contained HTML page, or Markdown for a PR comment."""
     with _Errors():
         from migrator.reporters.report import format_for
@@ -334,12 +312,9 @@ def report(paths, output, fmt, fix_record, validation, plan_file, proposed_diffs
             list(paths) or ["."], root=root, select=_split_codes(select), ignore=_split_codes(ignore),
             target=target, soc=soc, use_cache=not no_cache, route=route,
         )
-        progress, finish = _progress_bar()
-        try:
+        with ProgressDisplay(quiet) as progress:
             data = api.report(resolved, settings=settings, fix_record=fix_record, validation=validation,
                               proposed_diffs=proposed_diffs, progress=progress, plan=plan_file)
-        finally:
-            finish()
         write_output(render_report(data, fmt), output)
         if output and output != "-" and sys.stderr.isatty():
             click.echo(f"report written to {output}", err=True)

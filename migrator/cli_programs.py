@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from migrator.cli_support import _Errors, _fail, _int_list, write_output
+from migrator.cli_support import ProgressDisplay, _Errors, _fail, _int_list, write_output
 
 
 @click.command(context_settings={"allow_interspersed_args": True})
@@ -36,7 +36,7 @@ from migrator.cli_support import _Errors, _fail, _int_list, write_output
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON (validation.schema.json) to FILE.")
 @click.option("--markdown", type=click.Path(dir_okay=False), help="Write the Markdown summary to FILE.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text", show_default=True, help="What to print.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress lines.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress (no bar on a terminal, no stage lines otherwise).")
 @click.option("--verbose", "-v", is_flag=True, help="Every check with its metric, value and threshold, passing ones too.")
 @click.option("--bench", is_flag=True, help="Stage benchmarks: step time, tokens/s, TFLOP/s, MFU, communication share, crash rate.")
 @click.option("--bench-steps", type=click.IntRange(min=1), default=5, show_default=True, help="--bench: timed steps per repeat (after 2 warm-up steps).")
@@ -76,11 +76,16 @@ def validate(original, script_args, migrated, stages, force, entry, script, curv
         if parsed:
             options["steps"] = parsed
 
-        def progress(text: str) -> None:
-            if not quiet:
+        display = ProgressDisplay(quiet, steps=len(chosen) + (0 if migrated else 1))
+
+        def progress(text: str) -> None:  # a bar on a terminal; plain log lines when stderr is a file or pipe
+            if display.enabled:
+                display.note(text)
+            elif not quiet:
                 click.echo(f"[validate] {text}", err=True)
 
-        result = api.validate(original, progress=progress, **options)
+        with display:
+            result = api.validate(original, progress=progress, **options)
         doc = result.to_json()
         if output:
             write_output(json.dumps(doc, indent=1) + "\n", output)

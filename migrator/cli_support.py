@@ -94,3 +94,65 @@ def _int_list(text: str | None, name: str) -> tuple[int, ...] | None:
         return tuple(int(x) for x in text.split(",") if x.strip())
     except ValueError:
         _fail(f"{name}: expected comma-separated integers, got {text!r}")
+
+
+class ProgressDisplay:
+    """Progress of a long command on stderr while stderr is a terminal: one rich bar per phase with
+    counts, elapsed time and ETA, erased when done. Nothing when stderr is piped or redirected, under
+    CI (the `CI` variable) or with -q. Call it as the api's `progress(phase, done, total)`; `note(text)`
+    takes a stage line (`migrate validate`) and counts it as one step of `steps`."""
+
+    def __init__(self, quiet: bool = False, steps: int | None = None):
+        self.enabled = not quiet and sys.stderr.isatty() and not os.environ.get("CI")
+        self._steps, self._noted = steps, 0
+        self._bar = None
+        self._tasks: dict[str, object] = {}
+
+    def _start(self):
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self._bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                             TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+                             console=Console(stderr=True), transient=True)
+        self._bar.start()
+        return self._bar
+
+    def __call__(self, phase: str, done: int, total: int | None) -> None:
+        if not self.enabled:
+            return
+        bar = self._bar or self._start()
+        task = self._tasks.get(phase)
+        if task is None:
+            task = self._tasks[phase] = bar.add_task(phase, total=total)
+        bar.update(task, completed=done, total=total)
+
+    def note(self, text: str) -> None:
+        if not self.enabled:
+            return
+        bar = self._bar or self._start()
+        task = self._tasks.get("steps")
+        if task is None:
+            task = self._tasks["steps"] = bar.add_task(text, total=self._steps)
+        else:
+            self._noted += 1
+        bar.update(task, description=text, completed=self._noted)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def __enter__(self) -> ProgressDisplay:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 from ._explain import explain, format_text
 from ._model import KERNELS, STATUSES, CoverageEntry, CoverageError
 from ._names import normalize_dtype, normalize_name
+from ._reason import runs_as, status_reason
 from ._resources import data_path
 from ._table import (
     available_versions,
@@ -38,6 +39,8 @@ __all__ = [
     "float64_supported",
     "format_text",
     "iter_entries",
+    "runs_as",
+    "status_reason",
     "lookup",
     "normalize_dtype",
     "normalize_name",

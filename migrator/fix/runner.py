@@ -182,7 +182,8 @@ def _encode(data: bytes, encoding: str, text: str) -> tuple[bytes | None, str | 
                       f"({char!r}, U+{ord(char):04X}, line {line}); file left unchanged")
 
 
-def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Collection[str] = frozenset()) -> FixPlan:
+def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Collection[str] = frozenset(),
+               progress: Callable[[int, int], None] | None = None) -> FixPlan:
     """Every file planned in full (read, fixed, re-parsed, encoded) before anything is written; a file
     that cannot be planned gets its error and is left unchanged, the others go on."""
     from migrator.engine.discover import file_kind
@@ -206,7 +207,9 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
     entries = _entry_points(root, scan, texts)
     modules = _fix_modules(texts, by_file, entries, options)
     changes: list[FileChange] = [FileChange(rel, "", "", error=why) for rel, why in errors.items()]
-    for rel, text in texts.items():
+    for done, (rel, text) in enumerate(texts.items()):
+        if progress:
+            progress(done, len(texts))
         findings = by_file.get(rel, [])
         fixable = _fixable(findings, options, rules)
         source = _source(text, options)
@@ -264,6 +267,8 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
         for link in groups[real][1:]:  # other names of the same file: fixed once, through its real path
             changes.append(FileChange(link, text, text, (), tuple(declined), None, real, None, digest))
     changes.sort(key=lambda c: c.path)
+    if progress:
+        progress(len(texts), len(texts))
     return FixPlan(root, tuple(changes), options)
 
 

@@ -1,13 +1,16 @@
-"""Tiny line-based syntax highlighting for the HTML report (no external assets, no pygments).
+"""Syntax highlighting for the HTML report with pygments' lexers (no external assets).
 
 Everything that comes from a user's file passes through `migrator.safe_text.visible()` (control
 characters, ANSI escapes, bidi overrides and undecodable bytes become visible placeholders) and is
-HTML-escaped here; the result is `markupsafe.Markup` of `<span class="tk-...">` runs and nothing else.
+HTML-escaped here; the result is `markupsafe.Markup` of `<span class="tk-...">` runs and nothing
+else. Classes, not pygments' inline styles: the page's stylesheet colours them, and its
+Content-Security-Policy needs no style attribute.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
+from functools import cache, lru_cache
 
 from markupsafe import Markup, escape
 
@@ -15,46 +18,36 @@ from migrator.safe_text import visible
 
 __all__ = ["highlight", "highlight_block", "highlight_spans", "language", "visible"]
 
-PY_KEYWORDS = (
-    "False None True and as assert async await break class continue def del elif else except finally "
-    "for from global if import in is lambda nonlocal not or pass raise return try while with yield match case"
-)
-SH_KEYWORDS = "if then else elif fi for while until do done case esac in function export local return set unset source"
-C_KEYWORDS = (
-    "auto break case char const continue default do double else enum extern float for goto if inline int long "
-    "register return short signed sizeof static struct switch typedef union unsigned void volatile while "
-    "template typename namespace using class public private protected bool true false nullptr "
-    "__global__ __device__ __host__ __shared__ __constant__"
-)
-
-_STRING = r"""(?P<string>[rRbBuUfF]{0,2}(?:\"\"\"|'''|"(?:\\.|[^"\\])*"?|'(?:\\.|[^'\\])*'?))"""
-_NUMBER = r"(?P<number>\b\d[\d_]*(?:\.\d*)?(?:[eE][+-]?\d+)?[jJlLuUfF]?\b)"
+# our language names -> pygments lexer aliases
+LEXERS = {"python": "python", "shell": "bash", "c": "cuda", "toml": "toml", "text": "text"}
+FENCE_LANGUAGES = {"py": "python", "python": "python", "bash": "shell", "sh": "shell", "shell": "shell",
+                   "toml": "toml", "cuda": "c", "cpp": "c", "c": "c"}
 
 
-def _lexer(comment: str, keywords: str, extra: str = "") -> re.Pattern:
-    kw = "|".join(re.escape(k) for k in keywords.split())
-    parts = [f"(?P<comment>{comment})", _STRING]
-    if extra:
-        parts.append(extra)
-    parts += [_NUMBER, rf"(?P<keyword>(?<![\w.$])(?:{kw})(?![\w]))", r"(?P<name>[A-Za-z_]\w*)"]
-    return re.compile("|".join(parts))
+@cache
+def _lexer(lang: str):
+    from pygments.lexers import get_lexer_by_name
+
+    # keep the text as given: no stripped or added newlines, tabs untouched
+    return get_lexer_by_name(LEXERS.get(lang, "text"), stripnl=False, ensurenl=False, stripall=False)
 
 
-LEXERS = {
-    "python": _lexer(r"#.*$", PY_KEYWORDS, r"(?P<decorator>@[\w.]+)"),
-    "shell": _lexer(r"(?:(?<=\s)|^)#.*$", SH_KEYWORDS, r"(?P<variable>\$\{[^}]*\}|\$\w+)"),
-    "c": _lexer(r"//.*$", C_KEYWORDS, r"(?P<decorator>^\s*#\s*\w+)"),
-    "toml": re.compile(r"(?P<comment>#.*$)|" + _STRING + r"|(?P<keyword>^\s*\[[^\]]*\])|" + _NUMBER),
-    "text": re.compile(r"(?P<comment>(?:(?<=\s)|^)#.*$)"),
-}
-CLASSES = {
-    "comment": "tk-c",
-    "string": "tk-s",
-    "number": "tk-n",
-    "keyword": "tk-k",
-    "decorator": "tk-d",
-    "variable": "tk-v",
-}
+@lru_cache(maxsize=256)
+def _css_class(ttype, lang: str) -> str | None:
+    """The report's class for a pygments token type (its nearest listed ancestor), or None."""
+    from pygments import token as t
+
+    table: tuple[tuple[t._TokenType, str], ...] = (
+        (t.Comment.Preproc, "tk-d"), (t.Comment.PreprocFile, "tk-s"), (t.Comment, "tk-c"),
+        (t.String, "tk-s"), (t.Number, "tk-n"), (t.Keyword, "tk-k"), (t.Operator.Word, "tk-k"),
+        (t.Name.Decorator, "tk-d"), (t.Name.Variable, "tk-v"),
+    )
+    if lang == "shell":  # export, source, set ...: the shell's words, coloured as keywords
+        table += ((t.Name.Builtin, "tk-k"),)
+    for kind, css in table:
+        if ttype in kind:
+            return css
+    return None
 
 
 def language(path: str) -> str:
@@ -71,29 +64,49 @@ def language(path: str) -> str:
     return "text"
 
 
+@lru_cache(maxsize=1 << 16)  # diffs and excerpts repeat lines (context, imports); lexing is the cost
+def _tokens(line: str, lang: str) -> tuple[tuple[str | None, str], ...]:
+    """(class, text) runs whose texts add up to `line` exactly (the raw text, made visible later)."""
+    if not line:
+        return ()
+    out: list[tuple[str | None, str]] = []
+    # lexed with its line end, as in the file (some lexers' comment rules need one), then dropped
+    for ttype, value in _lexer(lang).get_tokens(line + "\n"):
+        css = _css_class(ttype, lang)
+        if out and out[-1][0] == css:
+            out[-1] = (css, out[-1][1] + value)
+        elif value:
+            out.append((css, value))
+    css, last = out[-1]
+    out[-1] = (css, last[:-1])
+    return tuple(out if out[-1][1] else out[:-1])
+
+
+def _html(runs: Sequence[tuple[str | None, str]]) -> str:
+    """Each run made visible and escaped; control characters never reach the page."""
+    return "".join(f'<span class="{css}">{escape(visible(text))}</span>' if css else str(escape(visible(text)))
+                   for css, text in runs)
+
+
 def highlight(text: str, lang: str = "python") -> Markup:
-    """One line (or a block) of source as escaped HTML with token spans."""
-    lexer = LEXERS.get(lang, LEXERS["text"])
-    out: list[str] = []
-    for line_no, line in enumerate(text.split("\n")):
-        if line_no:
-            out.append("\n")
-        line = visible(line)
-        pos = 0
-        for m in lexer.finditer(line):
-            kind = m.lastgroup
-            css = CLASSES.get(kind or "")
-            if css is None:
-                continue
-            out.append(str(escape(line[pos : m.start()])))
-            out.append(f'<span class="{css}">{escape(m.group())}</span>')
-            pos = m.end()
-        out.append(str(escape(line[pos:])))
-    return Markup("".join(out))
+    """One line (or a block, line by line) of source as escaped HTML with token spans."""
+    return Markup("\n".join(_html(_tokens(line, lang)) for line in text.split("\n")))
+
+
+def _cut(runs: Sequence[tuple[str | None, str]], start: int, end: int) -> list[tuple[str | None, str]]:
+    """The part of the runs between character offsets start and end."""
+    out, pos = [], 0
+    for css, text in runs:
+        a, b = max(start, pos), min(end, pos + len(text))
+        if a < b:
+            out.append((css, text[a - pos : b - pos]))
+        pos += len(text)
+    return out
 
 
 def highlight_spans(line: str, spans: list[tuple[int, int]], lang: str) -> Markup:
-    """A source line with the 0-based [start, end) character ranges wrapped in `<mark>`."""
+    """A source line with the 0-based [start, end) character ranges wrapped in `<mark>`; the line is
+    tokenised whole, so a mark inside a string or a name does not change how the rest is coloured."""
     cuts: list[tuple[int, int]] = []
     for start, end in sorted(spans):
         start = max(0, min(start, len(line)))
@@ -102,17 +115,17 @@ def highlight_spans(line: str, spans: list[tuple[int, int]], lang: str) -> Marku
             cuts[-1] = (cuts[-1][0], max(cuts[-1][1], end))
         elif end > start:
             cuts.append((start, end))
+    runs = _tokens(line, lang)
     out, pos = [], 0
     for start, end in cuts:
-        out.append(highlight(line[pos:start], lang))
-        out.append(Markup('<mark class="hit">') + highlight(line[start:end], lang) + Markup("</mark>"))
+        out.append(_html(_cut(runs, pos, start)))
+        out.append('<mark class="hit">' + _html(_cut(runs, start, end)) + "</mark>")
         pos = end
-    out.append(highlight(line[pos:], lang))
-    return Markup("").join(out)
+    out.append(_html(_cut(runs, pos, len(line))))
+    return Markup("".join(out))
 
 
 def highlight_block(code: str, lang: str | None, attrs=None) -> str:
     """`markdown-it` highlight hook: a fenced block's code as escaped, highlighted HTML."""
-    lang = {"py": "python", "python": "python", "bash": "shell", "sh": "shell", "shell": "shell",
-            "toml": "toml", "cuda": "c", "cpp": "c", "c": "c"}.get((lang or "").lower(), "text")
-    return f'<pre class="code"><code>{highlight(code.rstrip(chr(10)), lang)}</code></pre>\n'
+    ours = FENCE_LANGUAGES.get((lang or "").lower(), "text")
+    return f'<pre class="code"><code>{highlight(code.rstrip(chr(10)), ours)}</code></pre>\n'

@@ -28,13 +28,13 @@ from migrator.reporters.excerpts import _clip_diff, _diff_rows, _excerpt_text, _
 from migrator.reporters.highlight import highlight_block, language, visible
 from migrator.reporters.markdown_text import fence, md_cell, md_code, quote_md, shift_headings
 from migrator.reporters.routes import headlines as route_headlines
+from migrator.reporters.validation_view import build as validation_view
 
 FORMATS = ("html", "md")
 EXTENSIONS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 GITHUB_COMMENT_LIMIT = 65536
 MAX_ROUTE_ROWS = 300  # findings a framework route handles, listed with the patch row that covers each
 MARKDOWN_BUDGET = 64000  # characters, leaving room for a bot's own header
-STATUS_ORDER = ("fail", "error", "warn", "pass")  # a stage that did not run does not decide the verdict
 # Families that are not CUDA dependencies themselves: meta (unreadable files, suppressions) and
 # coverage (ops and their NPU status, shown in the op-coverage section). "CUDA-dependent sites" and
 # "% auto-migratable" count the other families.
@@ -109,7 +109,8 @@ def _ops(coverage: dict[str, Any] | None) -> tuple[list[dict] | None, dict[str, 
                     "name": str(op.get("name", "?")),
                     "status": str(op.get("status", "unknown")),
                     "dtypes": ", ".join(map(str, dtypes)) if isinstance(dtypes, (list, tuple)) else str(dtypes or ""),
-                    "npu_name": str(op.get("npu_name") or ""),
+                    "npu_name": str(op.get("npu_name") or op.get("runs_as") or ""),
+                    "why": str(op.get("why") or ""),
                     "count": count if isinstance(count, int) else 0,
                     "sites": [_site(s) for s in sites[:5]],
                     "more_sites": max(0, len(sites) - 5),
@@ -126,58 +127,6 @@ def _site(site: Any) -> str:
     if isinstance(site, dict):
         return f"{site.get('path', '?')}:{site.get('line', '?')}"
     return str(site)
-
-
-def _validation(data: dict[str, Any] | None) -> dict | None:
-    if data is None:
-        return None
-    stages = []
-    for st in data["stages"]:
-        bench = st.get("bench")
-        stages.append(
-            {
-                "id": st["id"],
-                "name": st["name"],
-                "status": st["status"],
-                "reason": st.get("reason", ""),
-                "first_divergence": st.get("first_divergence", ""),
-                "worst": [
-                    {**w, "threshold": w.get("threshold"), "ok": None if w.get("threshold") is None else w["value"] <= w["threshold"]}
-                    for w in st["worst"]
-                ],
-                "bench": [(k, v if isinstance(v, (int, float, str)) else str(v)) for k, v in bench.items() if k != "perf"]
-                if isinstance(bench, dict)
-                else [],
-                "perf": _perf(bench.get("perf") if isinstance(bench, dict) else None),
-            }
-        )
-    statuses = [s["status"] for s in stages]
-    overall = next((s for s in STATUS_ORDER if s in statuses), "not_run")
-    markdown = data.get("markdown")
-    scaling = (data.get("bench") or {}).get("scaling") if isinstance(data.get("bench"), dict) else None
-    return {
-        "stages": stages,
-        "overall": overall,
-        "markdown": markdown if isinstance(markdown, str) else "",
-        "scaling": _scaling(scaling),
-    }
-
-
-def _perf(perf: Any) -> dict | None:
-    """The stage benchmark table (migrate validate --bench): original | migrated | ratio."""
-    if not isinstance(perf, dict) or perf.get("skipped"):
-        return None
-    from migrator.validation.benchreport import perf_caption, perf_rows
-
-    return {"caption": perf_caption(perf), "rows": perf_rows(perf)}
-
-
-def _scaling(lines: Any) -> str:
-    if not isinstance(lines, list) or not lines:
-        return ""
-    from migrator.validation.benchreport import scaling_text
-
-    return scaling_text(lines)
 
 
 def build_context(data: ReportData) -> dict[str, Any]:
@@ -314,7 +263,7 @@ def build_context(data: ReportData) -> dict[str, Any]:
         "ops": ops,
         "census": census,
         "ops_by_status": by_status,
-        "validation": _validation(data.validation),
+        "validation": validation_view(data.validation),
         "validation_source": data.validation_source,
         "plan": {"markdown": data.plan["markdown"]} if data.plan else None,
         "plan_source": data.plan_source,

@@ -100,7 +100,11 @@ def test_fix_record_and_validation(project, tmp_path):
     assert "layers.3.mlp" in html and "st-fail" in html and "tokens_per_s" in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     md = run_cli("report", str(project), "--format", "md", "--validation", str(validation)).stdout
-    assert "Overall: **FAIL**" in md and "edits applied by <code>migrate fix</code>" in md
+    assert "### Validation: **FAIL**" in md and "edits applied by <code>migrate fix</code>" in md
+    # the verdict and each stage's status sit in the summary table, as in the HTML summary cards
+    summary_row = next(line for line in md.splitlines() if line.startswith("| **"))
+    assert "**FAIL** (S0 pass · S1 warn · S2 fail · S3 not run)" in summary_row
+    assert 'id="validation-card"' in html and 'data-metric="validation">FAIL<' in html
 
 
 def test_validation_file_must_match_its_schema(project, tmp_path):
