@@ -304,7 +304,35 @@ def ensure_module_imports(module: cst.Module, ctx: FixContext, code: str | None 
             nxt = body[last_import]
             body[last_import] = nxt.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *_strip_blank(nxt.leading_lines)])
         body[last_import:last_import] = helper_stmts  # type: ignore[assignment]  # parsed statements
-    return module.with_changes(body=body)
+    module = module.with_changes(body=body)
+    if ctx.runtime is not None and ctx.runtime_names:
+        module = _import_runtime(module, ctx)
+    return module
+
+
+def _import_runtime(module: cst.Module, ctx: FixContext) -> cst.Module:
+    """`from _migrate_runtime import ...` for the runtime helpers the file now uses, through libcst's
+    AddImportsVisitor: an existing import of the module is extended, a name already imported is not
+    imported again, and a new statement goes after the docstring, `from __future__` and the leading
+    imports. A name the file defines itself (an inline helper of an earlier run) is not imported."""
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.visitors import AddImportsVisitor, ImportItem
+
+    from migrator.fix.runtime_module import MODULE_NAME
+
+    assert ctx.runtime is not None
+    counts = name_counts(module)
+    helper_text = "\n".join(ctx.helpers.values())
+    defined = {s.name.value for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
+    used = {
+        n for n in ctx.runtime_names
+        if (counts.get(n, 0) > 0 or re.search(rf"\b{n}\b", helper_text)) and n not in defined
+    }
+    ctx.runtime_names = used
+    if not used:
+        return module
+    items = [ImportItem(MODULE_NAME, name, relative=ctx.runtime.level) for name in sorted(used)]
+    return AddImportsVisitor(CodemodContext(), items).transform_module(module)
 
 
 _IMPORT_LINE = re.compile(r"^[ \t]*(?:import|from)[ \t].*$", re.MULTILINE)

@@ -16,6 +16,7 @@ from migrator import __version__
 from migrator.engine.source import UnreadableSource, decode_python, decode_text
 from migrator.fix import ledger, text_fixer
 from migrator.fix.line_map import line_map as _line_map
+from migrator.fix.runtime_module import Planner
 from migrator.fix.writer import atomic_write, destination, inside, sniff
 from migrator.model import Finding, RunResult
 from migrator.rules.catalogue import load_catalogue
@@ -80,6 +81,7 @@ class FileChange:
     write_to: str | None = None  # a symlink's target (relative to the root): the file written instead
     encoded: bytes | None = field(default=None, repr=False, compare=False)  # `after` in the file's encoding
     before_sha256: str = ""
+    runtime_module: bool = False  # the tree's `_migrate_runtime.py`, written by the fix (no edits)
 
     @property
     def real_path(self) -> str:
@@ -204,12 +206,14 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
         real_of[members[0]] = real
     entries = _entry_points(root, scan, texts)
     changes: list[FileChange] = [FileChange(rel, "", "", error=why) for rel, why in errors.items()]
+    runtime = Planner(root, ledger.recorded_runtime_modules(root)) if options.target == "portable" else None
     for rel, text in texts.items():
         findings = by_file.get(rel, [])
         fixable = [f for f in findings if f.fix and (not options.exact_only or f.fix.kind == "exact")]
         source = text_fixer.strip_annotations(text) if options.strip_annotations else text
         new, applied, declined, error = source, [], [], None
         cell_texts: dict[int, tuple[str, str]] = {}
+        imports_runtime, where = False, None
         kind = file_kind(Path(rel))
         is_entry = rel in entries and "import torch" in text
         if kind == "notebook":
@@ -222,9 +226,11 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
                 new, applied, declined = fix_config(rel, source, fixable, options.target)
         elif rel.endswith(".py"):
             if fixable or (is_entry and options.target == "npu" and "torch_npu" not in text and findings):
+                where = runtime.locate(real_of[rel], MAIN_GUARD.search(text) is not None) if runtime else None
                 try:
-                    result = fix_python(source, fixable, rules, options.target, is_entry)
+                    result = fix_python(source, fixable, rules, options.target, is_entry, where)
                     new, applied, declined = result.text, result.applied, result.declined
+                    imports_runtime = where is not None and bool(result.runtime_names)
                 except Exception as exc:  # noqa: BLE001 - one bad file never stops the run
                     error = f"internal fixer error ({exc.__class__.__name__}: {exc}); file left unchanged"
             if error is None and new != source:
@@ -247,6 +253,8 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
             encoded, error = _encode(data, enc, new)
         if error is not None:
             new, applied = text, []
+        elif imports_runtime and runtime is not None and where is not None:
+            runtime.used.add(where.path)
         maps: dict = {}
         edits = []
         for f in sorted(applied, key=Finding.sort_key):
@@ -265,6 +273,9 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
         changes.append(FileChange(rel, text, new, tuple(edits), tuple(declined), error, write_to, encoded, digest))
         for link in groups[real][1:]:  # other names of the same file: fixed once, through its real path
             changes.append(FileChange(link, text, text, (), tuple(declined), None, real, None, digest))
+    for module in runtime.writes() if runtime else ():
+        changes.append(FileChange(module.path, module.before, module.after, encoded=module.after.encode("utf-8"),
+                                  before_sha256=ledger.sha256(module.before_bytes), runtime_module=True))
     changes.sort(key=lambda c: c.path)
     return FixPlan(root, tuple(changes), options)
 
@@ -397,6 +408,12 @@ def fix_record(plan: FixPlan) -> dict[str, Any]:
             for f, why in c.declined
         ],
         "errors": [{"path": c.path, "error": c.error} for c in plan.changes if c.error],
+        # modules the fix itself wrote (`_migrate_runtime.py`): a later run may replace them while unedited
+        "runtime_modules": [
+            {"path": c.real_path, "sha256": ledger.sha256(c.encoded or b"")}
+            for c in plan.changes
+            if c.runtime_module and c.changed
+        ],
     }
 
 

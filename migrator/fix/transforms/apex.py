@@ -6,7 +6,7 @@ import libcst as cst
 
 from migrator.fix.context import FixContext
 from migrator.fix.transforms.args import NOT_LITERAL, bind, keep_or_kwarg, kwarg, literal, positional, with_args
-from migrator.fix.transforms.helpers import APEX_AMP, RMS_NORM_NPU
+from migrator.fix.transforms.helpers import DEVICE_HELPER, RMS_NORM_NPU, apex_amp_helpers
 from migrator.fix.transforms.registry import register
 from migrator.model import Finding
 
@@ -188,15 +188,8 @@ def apex_amp(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CST
 
 def _amp_helpers(ctx: FixContext) -> None:
     if ctx.target == "npu":
-        source = APEX_AMP.replace("__SCALER__", "torch.npu.amp.GradScaler(init_scale=2.0**16, enabled=enabled)")
-        source = source.replace("__DEVICE_TYPE__", '"npu"')
         ctx.needs_torch_npu = True
     else:
-        from migrator.fix.transforms.helpers import DEVICE_HELPER
-
         ctx.helper("_migrate_device", DEVICE_HELPER)
-        source = APEX_AMP.replace(
-            "__SCALER__", "torch.amp.GradScaler(_migrate_device().type, init_scale=2.0**16, enabled=enabled)"
-        ).replace("__DEVICE_TYPE__", "_migrate_device().type")
-    ctx.helper("_migrate_amp_initialize", source)
+    ctx.helper("_migrate_amp_initialize", apex_amp_helpers(ctx.target))
     ctx.imports.add("contextlib")
