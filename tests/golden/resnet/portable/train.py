@@ -12,12 +12,6 @@ import os
 import time
 
 import torch
-from _migrate_runtime import _migrate_backend, _migrate_device, _migrate_device_module
-
-try:
-    import torch_npu  # noqa: F401  registers the Ascend "npu" device when torch-npu is installed
-except ImportError:
-    torch_npu = None
 import torch.backends.cudnn as cudnn
 import torch.distributed as dist
 import torch.nn as nn
@@ -26,6 +20,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 from resnet import resnet_cifar
 from synthetic_data import SyntheticImages
+from _migrate_runtime import _migrate_backend, _migrate_device, _migrate_device_module
 
 
 def _migrate_amp_initialize(models, optimizers=None, opt_level="O1", loss_scale=None, **ignored):
