@@ -9,7 +9,7 @@ from typing import TypeVar
 import libcst as cst
 
 from migrator.fix.context import FixContext
-from migrator.fix.runtime_module import MODULE_NAME, PROVIDES
+from migrator.fix.runtime_module import PROVIDES
 from migrator.model import Finding
 from migrator.rules.catalogue import Rule, load_catalogue
 
@@ -336,7 +336,7 @@ def _import_runtime(module: cst.Module, ctx: FixContext) -> cst.Module:
     ctx.runtime_names = used
     if not used:
         return module
-    items = [ImportItem(MODULE_NAME, name, relative=ctx.runtime.level) for name in sorted(used)]
+    items = [ImportItem(ctx.runtime.module, name, relative=ctx.runtime.level) for name in sorted(used)]
     return AddImportsVisitor(CodemodContext(), items).transform_module(module)
 
 

@@ -7,9 +7,11 @@ Where it goes and how a file imports it (also in docs/architecture-notes.md):
   folder first on `sys.path`, so this works from any working directory;
 - a module inside a package imports it relatively, `from .._migrate_runtime import ...`, from the
   package's top folder: that works wherever the package is imported from (installed, vendored, `-m`);
-- a package module that is also a script (`if __name__ == "__main__":`; a relative import fails when
-  it is run by path) and notebooks keep the helpers inline, as does every file when a file of that
-  name exists that the fix did not write (a user's own module is never replaced).
+- a package module that is also a script (`if __name__ == "__main__":`), where a relative import
+  fails when it is run by path, imports it by its package: `from pkg._migrate_runtime import ...`
+  (as its own absolute imports of the package do);
+- notebooks keep the helpers inline, as does every file whose module location holds a file of that
+  name that the fix did not write (a user's own module is never replaced).
 The module is the exact text of `migrator/runtime_helpers/device.py`.
 """
 
@@ -35,7 +37,8 @@ def text() -> str:
 @dataclass(frozen=True)
 class RuntimeImport:
     path: str  # the module, relative to the root (POSIX)
-    level: int  # dots of the import: 0 = absolute (the file's own folder is on sys.path)
+    level: int  # dots of the import: 0 = absolute
+    module: str = MODULE_NAME  # what the file imports from (after the dots)
 
 
 @dataclass(frozen=True)
@@ -53,16 +56,19 @@ def _is_package(folder: Path) -> bool:
 
 
 def location(root: Path, rel: str, is_script: bool) -> RuntimeImport | None:
-    """Where the module for the file `rel` goes and how the file imports it; None: inline helpers."""
+    """Where the module for the file `rel` goes and how the file imports it; None: inline helpers
+    (a script in a package whose folder name is no Python name)."""
     folder = PurePosixPath(rel).parent
     if not _is_package(root / folder):
         return RuntimeImport((folder / MODULE_FILE).as_posix(), 0)
-    if is_script:
-        return None
     top, level = folder, 1
     while top != PurePosixPath(".") and _is_package(root / top.parent):
         top, level = top.parent, level + 1
-    return RuntimeImport((top / MODULE_FILE).as_posix(), level)
+    path = (top / MODULE_FILE).as_posix()
+    if is_script:
+        package = top.name if top != PurePosixPath(".") else root.resolve().name
+        return RuntimeImport(path, 0, f"{package}.{MODULE_NAME}") if package.isidentifier() else None
+    return RuntimeImport(path, level)
 
 
 @dataclass

@@ -43,7 +43,8 @@ def test_location_by_folder_kind(tmp_path):
     assert location(tmp_path, "tools/b.py", True) == RuntimeImport(f"tools/{MODULE_FILE}", 0)
     assert location(tmp_path, "pkg/sub/c.py", False) == RuntimeImport(f"pkg/{MODULE_FILE}", 2)
     assert location(tmp_path, "pkg/c.py", False) == RuntimeImport(f"pkg/{MODULE_FILE}", 1)
-    assert location(tmp_path, "pkg/sub/c.py", True) is None  # a script in a package: helpers inline
+    # a script in a package: by its package name (a relative import fails when it is run by path)
+    assert location(tmp_path, "pkg/sub/c.py", True) == RuntimeImport(f"pkg/{MODULE_FILE}", 0, "pkg._migrate_runtime")
 
 
 def test_one_module_for_the_files_of_a_folder_recorded_and_idempotent(tmp_path):
@@ -126,6 +127,7 @@ def test_migrated_files_find_the_module_from_another_cwd_and_as_a_package(tmp_pa
     root = _tree(tmp_path / "repo", {
         "tools/run.py": script,  # a script in a plain folder, run by path from elsewhere
         "pkg/__init__.py": "", "pkg/sub/__init__.py": "", "pkg/sub/layers.py": CUDA,  # package modules
+        "pkg/sub/cli.py": script,  # a package module that is also a script
     })
     _fix(root)
     assert (root / "tools" / MODULE_FILE).is_file() and (root / "pkg" / MODULE_FILE).is_file()
@@ -135,3 +137,6 @@ def test_migrated_files_find_the_module_from_another_cwd_and_as_a_package(tmp_pa
     assert _run(f"{root / 'tools' / 'run.py'}", cwd=elsewhere).strip() == "cpu"
     out = _run("import torch, pkg.sub.layers as m; print(m.step(torch.ones(1)).device)", cwd=elsewhere, path=root)
     assert out.strip() == "cpu"
+    assert "from pkg._migrate_runtime import" in (root / "pkg/sub/cli.py").read_text()
+    assert _run(f"{root / 'pkg' / 'sub' / 'cli.py'}", cwd=elsewhere, path=root).strip() == "cpu"  # by path
+    assert _run("import runpy; runpy.run_module('pkg.sub.cli', run_name='__main__')", cwd=elsewhere, path=root).strip() == "cpu"
