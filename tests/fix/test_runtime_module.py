@@ -140,3 +140,11 @@ def test_migrated_files_find_the_module_from_another_cwd_and_as_a_package(tmp_pa
     assert "from pkg._migrate_runtime import" in (root / "pkg/sub/cli.py").read_text()
     assert _run(f"{root / 'pkg' / 'sub' / 'cli.py'}", cwd=elsewhere, path=root).strip() == "cpu"  # by path
     assert _run("import runpy; runpy.run_module('pkg.sub.cli', run_name='__main__')", cwd=elsewhere, path=root).strip() == "cpu"
+
+
+def test_the_module_scans_clean(tmp_path):
+    """A re-scan after the fix finds nothing in it: no finding, no CUDA-looking token outside docstrings."""
+    root = _tree(tmp_path, {MODULE_FILE: runtime_module.text()})
+    result = api.scan([root], root=root, use_cache=False)
+    assert result.summary.files_scanned == 2  # the module and pyproject.toml
+    assert result.findings == () and result.summary.unattributed_markers == 0

@@ -105,7 +105,7 @@ class _MigrateCpuRuntime:
             return lambda *args, **kwargs: None
         if name.endswith(("Tensor", "Storage")) and hasattr(torch, name):
             return getattr(torch, name)  # torch.cuda.FloatTensor -> the CPU tensor type
-        raise AttributeError(f"torch.cuda.{name} has no CPU stand-in (added by ascend-migrate)")
+        raise AttributeError(f"_migrate_device_module().{name} has no CPU stand-in (added by ascend-migrate)")
 
 
 _MIGRATE_CPU_RUNTIME = _MigrateCpuRuntime()
