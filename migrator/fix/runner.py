@@ -82,6 +82,7 @@ class FileChange:
     encoded: bytes | None = field(default=None, repr=False, compare=False)  # `after` in the file's encoding
     before_sha256: str = ""
     runtime_module: bool = False  # the tree's `_migrate_runtime.py`, written by the fix (no edits)
+    imports_module: str | None = None  # the runtime module this file now imports (written before it)
 
     @property
     def real_path(self) -> str:
@@ -270,7 +271,9 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
         real = real_of[rel]
         digest = ledger.sha256(data)
         write_to = real if real != rel else None
-        changes.append(FileChange(rel, text, new, tuple(edits), tuple(declined), error, write_to, encoded, digest))
+        needs = where.path if imports_runtime and where is not None and error is None else None
+        changes.append(FileChange(rel, text, new, tuple(edits), tuple(declined), error, write_to, encoded, digest,
+                                  imports_module=needs))
         for link in groups[real][1:]:  # other names of the same file: fixed once, through its real path
             changes.append(FileChange(link, text, text, (), tuple(declined), None, real, None, digest))
     for module in runtime.writes() if runtime else ():
@@ -363,17 +366,26 @@ def write_changes(plan: FixPlan, out_dir: Path | None) -> FixPlan:
     if out_dir is not None:
         _copy_tree(plan.root, out_dir)
     done = []
-    for change in plan.changes:
+    failed_modules: dict[str, str] = {}
+    # runtime modules first: a file whose module could not be written is not written either
+    for change in sorted(plan.changes, key=lambda c: not c.runtime_module):
         encoded = change.encoded
         if change.changed and encoded is None:  # never an empty file for a change nobody encoded
             change = replace(change, error="internal error: the fixed text was not encoded; file left unchanged")
+        elif change.changed and change.imports_module in failed_modules:
+            why = failed_modules[change.imports_module]
+            change = replace(change, error=f"not written: it would import {change.imports_module}, which could not "
+                                           f"be written ({why}); file left unchanged")
         elif change.changed and encoded is not None:
             try:
                 atomic_write(destination(target_root, change.real_path), encoded)
             except OSError as exc:
                 why = exc.strerror if exc.strerror else str(exc)
                 change = replace(change, error=f"cannot write: {why}; file left unchanged")
+                if change.runtime_module:
+                    failed_modules[change.path] = why
         done.append(change)
+    done.sort(key=lambda c: c.path)
     return replace(plan, changes=tuple(done))
 
 

@@ -148,3 +148,24 @@ def test_the_module_scans_clean(tmp_path):
     result = api.scan([root], root=root, use_cache=False)
     assert result.summary.files_scanned == 2  # the module and pyproject.toml
     assert result.findings == () and result.summary.unattributed_markers == 0
+
+
+def test_a_file_is_not_written_when_its_module_could_not_be(tmp_path, monkeypatch):
+    from migrator.fix import runner
+
+    root = _tree(tmp_path, {"train.py": CUDA, "pkg/__init__.py": "", "pkg/m.py": CUDA})
+    real_write = runner.atomic_write
+
+    def failing(path, data):
+        if path.parent == root.resolve() and path.name == MODULE_FILE:
+            raise PermissionError(13, "Permission denied")
+        real_write(path, data)
+
+    monkeypatch.setattr(runner, "atomic_write", failing)
+    outcome = _fix(root)
+    errors = dict(outcome.errors)
+    assert "Permission denied" in errors[MODULE_FILE]
+    assert "would import _migrate_runtime.py, which could not be written" in errors["train.py"]
+    assert (root / "train.py").read_text() == CUDA  # left as it was, never importing a missing module
+    assert "from ._migrate_runtime import" in (root / "pkg/m.py").read_text()  # its own module was written
+    assert [e["path"] for e in _record(root)["runtime_modules"]] == ["pkg/_migrate_runtime.py"]
