@@ -96,6 +96,7 @@ class RunReport:
     file_errors: list[str] = field(default_factory=list)  # other per-file errors the fixer reported
     unparsable: list[str] = field(default_factory=list)  # written .py files that do not parse
     cuda_free_touched: list[str] = field(default_factory=list)  # changed files that had no finding
+    runtime_modules: int = 0  # `_migrate_runtime.py` modules written (portable target)
     non_idempotent: list[str] = field(default_factory=list)  # changed again by the second fix
     check_exit: int | None = None
     check_output: str = ""
@@ -186,7 +187,10 @@ def run_one(package: Package, target: str, tree: Path, work: Path, log=lambda me
         written = [p for p in _changed(before, after) if not p.startswith(TOOL_FOLDER)]
         report.changed = len(written)
         report.unparsable = [p for p in written if p.endswith(".py") and not _parses(copy / p)]
-        report.cuda_free_touched = [p for p in written if p not in with_findings]
+        # the portable target's `_migrate_runtime.py` modules are new files the fix writes on purpose
+        runtime_modules = {c.real_path for c in outcome.plan.changes if c.runtime_module and c.changed}
+        report.runtime_modules = len(runtime_modules)
+        report.cuda_free_touched = [p for p in written if p not in with_findings and p not in runtime_modules]
         log(f"  {pin.name} {target}: fixed {report.changed} files in {report.seconds} s; fix --check ...")
         report.check_exit, report.check_output = run_check(copy, target)
         api.fix([copy], target=target, use_cache=False)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from migrator.fix.runtime_module import PROVIDES, RuntimeImport
 from migrator.model import Finding
 
 
@@ -16,6 +17,7 @@ class Checkpoint:
     imports: set[str]
     needs_torch: bool
     needs_torch_npu: bool
+    runtime_names: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -28,6 +30,8 @@ class FixContext:
     needs_torch: bool = False
     imports: set[str] = field(default_factory=set)  # extra `import X` lines (e.g. "math")
     helpers: dict[str, str] = field(default_factory=dict)  # name -> source, emitted once per file
+    runtime: RuntimeImport | None = None  # where the tree's `_migrate_runtime` module is (portable target)
+    runtime_names: set[str] = field(default_factory=set)  # helpers imported from it instead of copied
     declined: list[tuple[Finding, str]] = field(default_factory=list)
     applied: list[Finding] = field(default_factory=list)
 
@@ -36,7 +40,8 @@ class FixContext:
 
     def checkpoint(self) -> Checkpoint:
         """What rewrites from here on add, so that they can be undone where their site rejects them."""
-        return Checkpoint(len(self.applied), set(self.helpers), set(self.imports), self.needs_torch, self.needs_torch_npu)
+        return Checkpoint(len(self.applied), set(self.helpers), set(self.imports), self.needs_torch, self.needs_torch_npu,
+                          frozenset(self.runtime_names))
 
     def undo_since(self, mark: Checkpoint, reason: str) -> None:
         """Forget the rewrites since `mark` (their helpers and imports too) and decline them with `reason`."""
@@ -45,11 +50,16 @@ class FixContext:
         for name in set(self.helpers) - mark.helpers:
             del self.helpers[name]
         self.imports &= mark.imports
+        self.runtime_names &= mark.runtime_names
         self.needs_torch, self.needs_torch_npu = mark.needs_torch, mark.needs_torch_npu
         for finding in undone:
             self.decline(finding, reason)
 
     def helper(self, name: str, source: str) -> cst.Name:
+        """`name`, defined once in the file by `source`, or imported from the tree's runtime module."""
+        if self.runtime is not None and name in PROVIDES:
+            self.runtime_names.add(name)
+            return cst.Name(name)
         self.helpers.setdefault(name, source)
         self.needs_torch = True
         return cst.Name(name)

@@ -9,6 +9,7 @@ from typing import TypeVar
 import libcst as cst
 
 from migrator.fix.context import FixContext
+from migrator.fix.runtime_module import PROVIDES
 from migrator.model import Finding
 from migrator.rules.catalogue import Rule, load_catalogue
 
@@ -258,7 +259,13 @@ except ImportError:
 
 
 def ensure_module_imports(module: cst.Module, ctx: FixContext, code: str | None = None) -> cst.Module:
-    """`code`: the module's text when the caller has it (saves a walk of the whole tree)."""
+    """Every import the file's fixes scheduled, added once: `import torch`, `import torch_npu` right
+    after it (npu; portable: guarded, with the device helpers), standard-library modules at the top
+    of the first import block, the tree's runtime module after the leading imports, then the inline
+    helpers. Nothing already bound is imported again; nothing goes above the docstring or
+    `from __future__`. `code`: the module's text when the caller has it (saves a walk of the tree)."""
+    if ctx.runtime is not None and ctx.runtime_names:
+        module = _import_runtime(module, ctx)  # first: after the user's own leading imports
     body = list(module.body)
     torch_idx = next((i for i, s in enumerate(body) if _is_import_of(s, "torch")), None)
     need_torch = (ctx.needs_torch or ctx.helpers) and not _binds_anywhere(module, "torch")
@@ -266,7 +273,10 @@ def ensure_module_imports(module: cst.Module, ctx: FixContext, code: str | None 
     if need_torch:
         additions_after_torch.append(cst.parse_statement("import torch\n"))
     npu_name_used = ctx.target == "npu" and ctx.needs_torch_npu and _torch_npu_used(module, ctx, code)
-    if (ctx.needs_torch_npu or (ctx.target == "portable" and ctx.helpers)) and not _binds_anywhere(module, "torch_npu"):
+    # portable: torch_npu registers the "npu" device the device helpers look for (the runtime module
+    # imports it itself); the other helpers run on tensors some device helper already placed
+    device_helpers = ctx.target == "portable" and any(name in PROVIDES for name in ctx.helpers)
+    if (ctx.needs_torch_npu or device_helpers) and not _binds_anywhere(module, "torch_npu"):
         if ctx.target == "npu":
             additions_after_torch.append(cst.parse_statement(TORCH_NPU if npu_name_used else TORCH_NPU_SIDE_EFFECT))
         else:
@@ -305,6 +315,29 @@ def ensure_module_imports(module: cst.Module, ctx: FixContext, code: str | None 
             body[last_import] = nxt.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *_strip_blank(nxt.leading_lines)])
         body[last_import:last_import] = helper_stmts  # type: ignore[assignment]  # parsed statements
     return module.with_changes(body=body)
+
+
+def _import_runtime(module: cst.Module, ctx: FixContext) -> cst.Module:
+    """`from _migrate_runtime import ...` for the runtime helpers the file now uses, through libcst's
+    AddImportsVisitor: an existing import of the module is extended, a name already imported is not
+    imported again, and a new statement goes after the docstring, `from __future__` and the leading
+    imports. A name the file defines itself (an inline helper of an earlier run) is not imported."""
+    from libcst.codemod import CodemodContext
+    from libcst.codemod.visitors import AddImportsVisitor, ImportItem
+
+    assert ctx.runtime is not None
+    counts = name_counts(module)
+    helper_text = "\n".join(ctx.helpers.values())
+    defined = {s.name.value for s in module.body if isinstance(s, (cst.FunctionDef, cst.ClassDef))}
+    used = {
+        n for n in ctx.runtime_names
+        if (counts.get(n, 0) > 0 or re.search(rf"\b{n}\b", helper_text)) and n not in defined
+    }
+    ctx.runtime_names = used
+    if not used:
+        return module
+    items = [ImportItem(ctx.runtime.module, name, relative=ctx.runtime.level) for name in sorted(used)]
+    return AddImportsVisitor(CodemodContext(), items).transform_module(module)
 
 
 _IMPORT_LINE = re.compile(r"^[ \t]*(?:import|from)[ \t].*$", re.MULTILINE)

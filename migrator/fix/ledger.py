@@ -10,6 +10,8 @@ Merge rule (also in the README and the record's JSON schema), per recorded file:
 - a file this run rewrites gets this run's edits added, earlier ones moved along this run's diff.
 A declined site stays while the scan at the end of the run still finds it (as many entries per
 path, code and symbol as there are such findings); files and codes the run did not scan keep theirs.
+`runtime_modules` lists the `_migrate_runtime.py` modules the fix wrote (portable target), with their
+`sha256`: one stays while the file still has those bytes (only then may a later run replace it).
 `errors` lists the files the last run could not fix or write (not merged).
 """
 
@@ -76,6 +78,14 @@ def write(root: Path, run: dict[str, Any], states: dict[str, FileState], remaini
     return path
 
 
+def recorded_runtime_modules(root: Path) -> dict[str, str]:
+    """path -> sha256 of the runtime modules recorded at `root` (none when there is no readable record)."""
+    record = read_json_or_none(root / RECORD_PATH)
+    if not isinstance(record, dict):
+        return {}
+    return {e["path"]: e["sha256"] for e in _entries(record.get("runtime_modules"), ("path", "sha256"))}
+
+
 def scanned_by(selector, root: Path, paths: list[Path]) -> Callable[[str, str], bool]:
     """Whether a scan of `paths` with `selector` (a config.RuleSelector) looked for `code` in `rel`:
     only there can a recorded decline be found gone."""
@@ -136,7 +146,12 @@ def merge(old: Any, run: dict[str, Any], state_of: Callable[[str], FileState | N
                 continue  # the site is gone (fixed, edited away or suppressed)
             taken[key] += 1
         declined.append(d)
-    return {**run, "files": files, "declined": declined}
+    modules = {}
+    for e in [*_entries(old.get("runtime_modules"), ("path", "sha256")), *run.get("runtime_modules", [])]:
+        state = state_of(e["path"])
+        if state is not None and state.after_sha256 == e["sha256"]:
+            modules[e["path"]] = e  # still as the fix wrote it (this run's entry wins)
+    return {**run, "files": files, "declined": declined, "runtime_modules": [modules[p] for p in sorted(modules)]}
 
 
 def _entries(items: Any, keys: tuple[str, ...]) -> list[dict[str, Any]]:

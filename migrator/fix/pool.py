@@ -9,9 +9,10 @@ error of that module only, as in the serial path.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from migrator.fix.runtime_module import RuntimeImport
 from migrator.model import Finding
 
 # below this much Python source a pool costs more (worker start, libcst import) than it saves
@@ -25,6 +26,7 @@ class PythonJob:
     findings: tuple[Finding, ...]
     target: str
     entry_point: bool
+    runtime: RuntimeImport | None = None  # where the tree's runtime module is (portable target)
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class PythonOutcome:
     applied: list[Finding]
     declined: list[tuple[Finding, str]]
     error: str | None = None
+    runtime_names: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class _Indexed:
     applied: tuple[int, ...]
     declined: tuple[tuple[int, str], ...]
     error: str | None
+    runtime_names: frozenset[str] = frozenset()
 
 
 def _fix_one(job: PythonJob) -> _Indexed:
@@ -48,13 +52,14 @@ def _fix_one(job: PythonJob) -> _Indexed:
     from migrator.rules.catalogue import load_catalogue
 
     try:
-        result = fix_python(job.text, list(job.findings), load_catalogue().rules, job.target, job.entry_point)
+        result = fix_python(job.text, list(job.findings), load_catalogue().rules, job.target, job.entry_point, job.runtime)
         index = {id(f): i for i, f in enumerate(job.findings)}
         return _Indexed(
             result.text,
             tuple(index[id(f)] for f in result.applied),
             tuple((index[id(f)], why) for f, why in result.declined),
             None,
+            result.runtime_names,
         )
     except Exception as exc:  # noqa: BLE001 - one bad file never stops the run
         return _Indexed(job.text, (), (), f"internal fixer error ({exc.__class__.__name__}: {exc}); file left unchanged")
@@ -62,22 +67,35 @@ def _fix_one(job: PythonJob) -> _Indexed:
 
 def _outcome(job: PythonJob, got: _Indexed) -> PythonOutcome:
     return PythonOutcome(
-        got.text, [job.findings[i] for i in got.applied], [(job.findings[i], why) for i, why in got.declined], got.error
+        got.text, [job.findings[i] for i in got.applied], [(job.findings[i], why) for i, why in got.declined], got.error,
+        got.runtime_names,
     )
 
 
-def fix_modules(jobs: Sequence[PythonJob], workers: int = 0) -> list[PythonOutcome]:
-    """One outcome per job, in order; in a pool when there is enough work and more than one CPU."""
+def fix_modules(jobs: Sequence[PythonJob], workers: int = 0,
+                progress: Callable[[int, int], None] | None = None) -> list[PythonOutcome]:
+    """One outcome per job, in order; in a pool when there is enough work and more than one CPU.
+    `progress(done, total)` after each module."""
     from migrator.engine.runner import worker_pool
 
+    def tick(done: int) -> None:
+        if progress:
+            progress(done, len(jobs))
+
+    tick(0)
     workers = min(workers or (os.cpu_count() or 1), len(jobs))
     big = len(jobs) >= POOL_MIN_FILES and sum(len(j.text) for j in jobs) >= POOL_MIN_BYTES
     if workers < 2 or not big:
-        return [_outcome(job, _fix_one(job)) for job in jobs]
+        outcomes = []
+        for job in jobs:
+            outcomes.append(_outcome(job, _fix_one(job)))
+            tick(len(outcomes))
+        return outcomes
     # largest modules first, so that one big module does not start last and run alone
     order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i].text))
     results: dict[int, _Indexed] = {}
     with worker_pool(workers) as pool:
         for i, got in zip(order, pool.map(_fix_one, [jobs[i] for i in order])):
             results[i] = got
+            tick(len(results))
     return [_outcome(job, results[i]) for i, job in enumerate(jobs)]

@@ -28,6 +28,7 @@ from migrator.fix.imports import (
     symbol_replacement,
 )
 from migrator.fix.positions import NodePositions, node_positions
+from migrator.fix.runtime_module import RuntimeImport
 from migrator.fix.sites import build_site
 from migrator.model import Finding
 from migrator.rules import units
@@ -46,6 +47,7 @@ class PythonFixResult:
     text: str
     applied: list[Finding]
     declined: list[tuple[Finding, str]]
+    runtime_names: frozenset[str] = frozenset()  # imported from the tree's `_migrate_runtime` module
 
 
 class _Fixer(cst.CSTTransformer):
@@ -236,14 +238,17 @@ def _keys(findings: list[Finding], shifted: dict[int, int]) -> dict[Key, list[Fi
     return by_key
 
 
-def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], target: str, entry_point: bool) -> PythonFixResult:
+def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], target: str, entry_point: bool,
+               runtime: RuntimeImport | None = None) -> PythonFixResult:
+    """`runtime`: where the tree's `_migrate_runtime` module is for this file (portable target; None:
+    the device helpers are copied into the file)."""
     original_text = text
     text, shifted = syntax.normalise_form_feeds(text)
     by_key = _keys(findings, shifted)
     tree = ast.parse(text)
     aliases = collect_aliases(tree)
     import_lines = {n.lineno for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))}
-    ctx = FixContext(target=target, aliases=aliases, module_text=text)
+    ctx = FixContext(target=target, aliases=aliases, module_text=text, runtime=runtime)
     ctx.import_renames = import_renames(findings, rules, aliases, target)
     try:
         module = cst.parse_module(text)
@@ -287,7 +292,7 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
             ctx.decline(f, "the fix did not apply at this site")
     if not ctx.applied:
         return PythonFixResult(original_text, ctx.applied, ctx.declined)  # no form feed moved for nothing
-    return PythonFixResult(render(new_module, rendered), ctx.applied, ctx.declined)
+    return PythonFixResult(render(new_module, rendered), ctx.applied, ctx.declined, frozenset(ctx.runtime_names))
 
 
 def render(module: cst.Module, memo: dict[int, tuple[cst.CSTNode, str]]) -> str:

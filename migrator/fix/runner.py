@@ -17,6 +17,7 @@ from migrator.engine.source import UnreadableSource, decode_python, decode_text
 from migrator.fix import ledger, text_fixer
 from migrator.fix.line_map import line_map as _line_map
 from migrator.fix.pool import PythonJob, PythonOutcome, fix_modules
+from migrator.fix.runtime_module import Planner, RuntimeImport
 from migrator.fix.writer import atomic_write, destination, inside, sniff
 from migrator.model import Finding, RunResult
 from migrator.rules.catalogue import load_catalogue
@@ -81,6 +82,8 @@ class FileChange:
     write_to: str | None = None  # a symlink's target (relative to the root): the file written instead
     encoded: bytes | None = field(default=None, repr=False, compare=False)  # `after` in the file's encoding
     before_sha256: str = ""
+    runtime_module: bool = False  # the tree's `_migrate_runtime.py`, written by the fix (no edits)
+    imports_module: str | None = None  # the runtime module this file now imports (written before it)
 
     @property
     def real_path(self) -> str:
@@ -205,16 +208,16 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
         raw[members[0]] = (data, enc)
         real_of[members[0]] = real
     entries = _entry_points(root, scan, texts)
-    modules = _fix_modules(texts, by_file, entries, options)
+    runtime = Planner(root, ledger.recorded_runtime_modules(root)) if options.target == "portable" else None
+    modules = _fix_modules(texts, by_file, entries, options, runtime, real_of, progress)
     changes: list[FileChange] = [FileChange(rel, "", "", error=why) for rel, why in errors.items()]
-    for done, (rel, text) in enumerate(texts.items()):
-        if progress:
-            progress(done, len(texts))
+    for rel, text in texts.items():
         findings = by_file.get(rel, [])
         fixable = _fixable(findings, options, rules)
         source = _source(text, options)
         new, applied, declined, error = source, [], [], None
         cell_texts: dict[int, tuple[str, str]] = {}
+        imports_runtime, where = False, None
         kind = file_kind(Path(rel))
         if kind == "notebook":
             if fixable:
@@ -226,8 +229,9 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
                 new, applied, declined = fix_config(rel, source, fixable, options.target)
         elif rel.endswith(".py"):
             if rel in modules:
-                outcome = modules[rel]
+                outcome, where = modules[rel]
                 new, applied, declined, error = outcome.text, outcome.applied, outcome.declined, outcome.error
+                imports_runtime = where is not None and bool(outcome.runtime_names)
             if error is None and new != source:
                 try:
                     ast.parse(new)
@@ -248,6 +252,8 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
             encoded, error = _encode(data, enc, new)
         if error is not None:
             new, applied = text, []
+        elif imports_runtime and runtime is not None and where is not None:
+            runtime.used.add(where.path)
         maps: dict = {}
         edits = []
         for f in sorted(applied, key=Finding.sort_key):
@@ -263,12 +269,15 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
         real = real_of[rel]
         digest = ledger.sha256(data)
         write_to = real if real != rel else None
-        changes.append(FileChange(rel, text, new, tuple(edits), tuple(declined), error, write_to, encoded, digest))
+        needs = where.path if imports_runtime and where is not None and error is None else None
+        changes.append(FileChange(rel, text, new, tuple(edits), tuple(declined), error, write_to, encoded, digest,
+                                  imports_module=needs))
         for link in groups[real][1:]:  # other names of the same file: fixed once, through its real path
             changes.append(FileChange(link, text, text, (), tuple(declined), None, real, None, digest))
+    for module in runtime.writes() if runtime else ():
+        changes.append(FileChange(module.path, module.before, module.after, encoded=module.after.encode("utf-8"),
+                                  before_sha256=ledger.sha256(module.before_bytes), runtime_module=True))
     changes.sort(key=lambda c: c.path)
-    if progress:
-        progress(len(texts), len(texts))
     return FixPlan(root, tuple(changes), options)
 
 
@@ -286,8 +295,10 @@ def _source(text: str, options: FixOptions) -> str:
 
 
 def _fix_modules(texts: dict[str, str], by_file: dict[str, list[Finding]], entries: Collection[str],
-                 options: FixOptions) -> dict[str, PythonOutcome]:
-    """The Python modules to fix, fixed (in parallel where the tree is big enough)."""
+                 options: FixOptions, runtime: Planner | None, real_of: dict[str, str],
+                 progress: Callable[[int, int], None] | None) -> dict[str, tuple[PythonOutcome, RuntimeImport | None]]:
+    """The Python modules to fix, fixed (in parallel where the tree is big enough), each with where
+    it imports the tree's runtime module from (portable target)."""
     from migrator.engine.discover import file_kind
 
     rules = load_catalogue().rules
@@ -299,8 +310,10 @@ def _fix_modules(texts: dict[str, str], by_file: dict[str, list[Finding]], entri
         fixable = _fixable(findings, options, rules)
         is_entry = rel in entries and "import torch" in text
         if fixable or (is_entry and options.target == "npu" and "torch_npu" not in text and findings):
-            jobs[rel] = PythonJob(_source(text, options), tuple(fixable), options.target, is_entry)
-    return dict(zip(jobs, fix_modules(list(jobs.values()), options.jobs)))
+            where = runtime.locate(real_of[rel], MAIN_GUARD.search(text) is not None) if runtime else None
+            jobs[rel] = PythonJob(_source(text, options), tuple(fixable), options.target, is_entry, where)
+    outcomes = fix_modules(list(jobs.values()), options.jobs, progress)
+    return {rel: (outcome, job.runtime) for (rel, job), outcome in zip(jobs.items(), outcomes)}
 
 
 def _fix_notebook(text, findings, rules, target):
@@ -386,17 +399,26 @@ def write_changes(plan: FixPlan, out_dir: Path | None) -> FixPlan:
     if out_dir is not None:
         _copy_tree(plan.root, out_dir)
     done = []
-    for change in plan.changes:
+    failed_modules: dict[str, str] = {}
+    # runtime modules first: a file whose module could not be written is not written either
+    for change in sorted(plan.changes, key=lambda c: not c.runtime_module):
         encoded = change.encoded
         if change.changed and encoded is None:  # never an empty file for a change nobody encoded
             change = replace(change, error="internal error: the fixed text was not encoded; file left unchanged")
+        elif change.changed and change.imports_module in failed_modules:
+            why = failed_modules[change.imports_module]
+            change = replace(change, error=f"not written: it would import {change.imports_module}, which could not "
+                                           f"be written ({why}); file left unchanged")
         elif change.changed and encoded is not None:
             try:
                 atomic_write(destination(target_root, change.real_path), encoded)
             except OSError as exc:
                 why = exc.strerror if exc.strerror else str(exc)
                 change = replace(change, error=f"cannot write: {why}; file left unchanged")
+                if change.runtime_module:
+                    failed_modules[change.path] = why
         done.append(change)
+    done.sort(key=lambda c: c.path)
     return replace(plan, changes=tuple(done))
 
 
@@ -431,6 +453,12 @@ def fix_record(plan: FixPlan) -> dict[str, Any]:
             for f, why in c.declined
         ],
         "errors": [{"path": c.path, "error": c.error} for c in plan.changes if c.error],
+        # modules the fix itself wrote (`_migrate_runtime.py`): a later run may replace them while unedited
+        "runtime_modules": [
+            {"path": c.real_path, "sha256": ledger.sha256(c.encoded or b"")}
+            for c in plan.changes
+            if c.runtime_module and c.changed
+        ],
     }
 
 

@@ -149,7 +149,11 @@ def check_fix_properties(work: Path, text: str, target: str = "npu", neighbour: 
     assert valid_python(after), "fix wrote a file that does not parse"
     changes = {c.path: c for c in outcome.plan.changes}
     for name, change in changes.items():
-        if not change.edits:
+        if change.runtime_module:  # the portable target's one module per tree: exactly the tested source
+            from migrator.fix import runtime_module
+
+            assert change.after == runtime_module.text() and name.endswith(runtime_module.MODULE_FILE)
+        elif not change.edits:
             assert change.after == change.before, f"{name} changed without an edit"
     if "other.py" not in changes or not changes["other.py"].edits:
         assert (work / "other.py").read_bytes() == neighbour, "a file without edits was rewritten"

@@ -1,8 +1,10 @@
 """The emitted FlashAttention replacements compute flash_attn's attention.
 
-The reference is written from the documented formula (softmax(scale * q k^T + mask) v, with
-flash-attn >= 2.1's bottom-right causal alignment), independently of both helpers. The npu helper
-runs against the torch_npu CPU emulation of npu_fusion_attention; the portable helper runs SDPA.
+The helpers are the real modules in migrator/runtime_helpers/ (run whole, as their files are; the
+fix inserts their definitions verbatim: tests/fix/test_runtime_helpers.py). The reference is
+written from the documented formula (softmax(scale * q k^T + mask) v, with flash-attn >= 2.1's
+bottom-right causal alignment), independently of both helpers. The npu helper runs against the
+torch_npu CPU emulation of npu_fusion_attention; the portable helper runs SDPA.
 """
 
 from __future__ import annotations
@@ -13,8 +15,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from migrator.fix.transforms import helpers  # noqa: E402
 from migrator.validation import npu_emulation  # noqa: E402
+from tests.fix.runtime import helper_module  # noqa: E402
 
 
 def reference(q, k, v, scale=None, causal=False, align="bottom_right"):
@@ -36,12 +38,8 @@ def reference(q, k, v, scale=None, causal=False, align="bottom_right"):
     return out
 
 
-def _helper(source: str, name: str):
-    import torch_npu  # noqa: F401  (the emulation while installed)
-
-    namespace = {"torch": torch, "torch_npu": __import__("torch_npu")}
-    exec(source, namespace)
-    return namespace[name]
+def _helper(module: str, name: str):
+    return helper_module(module)[name]  # npu modules import torch_npu: the emulation while installed
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +65,7 @@ def test_flash_attn_helper_matches_formula(emulation, target, sq, skv, hq, hkv, 
     q = torch.randn(2, sq, hq, 8, generator=gen)
     k = torch.randn(2, skv, hkv, 8, generator=gen)
     v = torch.randn(2, skv, hkv, 8, generator=gen)
-    source = helpers.FLASH_ATTN_NPU if target == "npu" else helpers.FLASH_ATTN_PORTABLE
-    fn = _helper(source, "_migrate_flash_attn")
+    fn = _helper(f"flash_attn_{target}", "_migrate_flash_attn")
     got = fn(q, k, v, 0.0, scale, causal)
     torch.testing.assert_close(got.double(), reference(q, k, v, scale, causal), atol=1e-5, rtol=1e-5)
 
@@ -77,8 +74,7 @@ def test_flash_attn_helper_matches_formula(emulation, target, sq, skv, hq, hkv, 
 def test_top_left_alignment_for_xformers_masks(emulation, target):
     gen = torch.Generator().manual_seed(7)
     q, k, v = (torch.randn(1, s, 2, 8, generator=gen) for s in (3, 6, 6))
-    source = helpers.FLASH_ATTN_NPU if target == "npu" else helpers.FLASH_ATTN_PORTABLE
-    fn = _helper(source, "_migrate_flash_attn")
+    fn = _helper(f"flash_attn_{target}", "_migrate_flash_attn")
     got = fn(q, k, v, causal=True, causal_align="top_left")
     torch.testing.assert_close(got.double(), reference(q, k, v, causal=True, align="top_left"), atol=1e-5, rtol=1e-5)
     bottom = reference(q, k, v, causal=True, align="bottom_right")
@@ -94,8 +90,7 @@ def test_varlen_helper_matches_per_sequence_formula(emulation, target):
     q = torch.randn(sum(lengths_q), 2, 8, generator=gen)
     k = torch.randn(sum(lengths_k), 2, 8, generator=gen)
     v = torch.randn(sum(lengths_k), 2, 8, generator=gen)
-    source = helpers.FLASH_ATTN_VARLEN_NPU if target == "npu" else helpers.FLASH_ATTN_VARLEN_PORTABLE
-    fn = _helper(source, "_migrate_flash_attn_varlen")
+    fn = _helper(f"flash_attn_{target}", "_migrate_flash_attn_varlen")
     got = fn(q, k, v, cu_q, cu_k, max(lengths_q), max(lengths_k), causal=True)
     pieces = []
     for i in range(3):
@@ -107,7 +102,7 @@ def test_varlen_helper_matches_per_sequence_formula(emulation, target):
 
 
 def test_rms_norm_module_keeps_apex_eps_and_weight(emulation):
-    cls = _helper(helpers.RMS_NORM_NPU, "_MigrateRMSNorm")
+    cls = _helper("rms_norm_npu", "_MigrateRMSNorm")
     norm = cls(8, eps=1e-5)
     with torch.no_grad():
         norm.weight.copy_(torch.linspace(0.5, 1.5, 8))

@@ -69,16 +69,11 @@ def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode 
 
 
 def _helpers(ctx: FixContext) -> None:
-    from migrator.fix.transforms.helpers import APEX_AMP, DEVICE_HELPER
+    from migrator.fix.transforms.helpers import DEVICE_HELPER, apex_amp_helpers
 
     if ctx.target == "npu":
-        source = APEX_AMP.replace("__SCALER__", "torch.npu.amp.GradScaler(init_scale=2.0**16, enabled=enabled)")
-        source = source.replace("__DEVICE_TYPE__", '"npu"')
         ctx.needs_torch_npu = True
     else:
         ctx.helper("_migrate_device", DEVICE_HELPER)
-        source = APEX_AMP.replace(
-            "__SCALER__", "torch.amp.GradScaler(_migrate_device().type, init_scale=2.0**16, enabled=enabled)"
-        ).replace("__DEVICE_TYPE__", "_migrate_device().type")
-    ctx.helper("_migrate_amp_initialize", source)
+    ctx.helper("_migrate_amp_initialize", apex_amp_helpers(ctx.target))
     ctx.imports.add("contextlib")

@@ -10,10 +10,6 @@ import math
 from dataclasses import dataclass
 
 import torch
-try:
-    import torch_npu  # noqa: F401  registers the Ascend "npu" device when torch-npu is installed
-except ImportError:
-    torch_npu = None
 import torch.nn as nn
 import torch.nn.functional as F
 

@@ -12,24 +12,9 @@ import sys
 from dataclasses import replace
 
 import torch
-try:
-    import torch_npu  # noqa: F401  registers the Ascend "npu" device when torch-npu is installed
-except ImportError:
-    torch_npu = None
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
-
-
-def _migrate_device(index=None):
-    """The accelerator this process runs on (CUDA, Ascend NPU, ...) or the CPU. Added by ascend-migrate."""
-    accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
-    device_type = accelerator.type if accelerator is not None else "cpu"
-    if isinstance(index, (str, torch.device)):
-        index = torch.device(index).index  # "cuda:1" -> 1: the type is this host's accelerator
-    if index is None or device_type == "cpu":
-        return torch.device(device_type)
-    return torch.device(device_type, index)
-
+from _migrate_runtime import _migrate_device
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from data import get_batch  # noqa: E402

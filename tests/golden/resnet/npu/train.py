@@ -36,10 +36,10 @@ def _migrate_amp_initialize(models, optimizers=None, opt_level="O1", loss_scale=
     if loss_scale not in (None, "dynamic"):
         raise NotImplementedError("a static apex loss_scale is not ported automatically; use dynamic scaling")
     enabled = opt_level == "O1"
-    scaler = torch.npu.amp.GradScaler(init_scale=2.0**16, enabled=enabled)
+    scaler = _migrate_amp_scaler(enabled)
     for model in models if isinstance(models, (list, tuple)) else [models]:
         if enabled:
-            model.forward = torch.autocast("npu", dtype=torch.float16)(model.forward)
+            model.forward = torch.autocast(_migrate_amp_device_type(), dtype=torch.float16)(model.forward)
     for optimizer in optimizers if isinstance(optimizers, (list, tuple)) else [optimizers] if optimizers is not None else []:
         optimizer._migrate_scaler = scaler
         optimizer._migrate_skip_step = False
@@ -68,6 +68,15 @@ def _migrate_amp_scale_loss(loss, optimizer):
         grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         optimizer._migrate_skip_step = not all(bool(torch.isfinite(g).all()) for g in grads)
         scaler.update()
+
+
+def _migrate_amp_scaler(enabled):
+    """Apex's dynamic loss scaling (initial scale 2**16) on Ascend. Added by ascend-migrate."""
+    return torch.npu.amp.GradScaler(init_scale=2.0**16, enabled=enabled)
+
+
+def _migrate_amp_device_type():
+    return "npu"
 
 
 def parse():

@@ -9,94 +9,9 @@ nvcc we fall back to plain PyTorch, which computes the same thing.
 import os
 
 import torch
-try:
-    import torch_npu  # noqa: F401  registers the Ascend "npu" device when torch-npu is installed
-except ImportError:
-    torch_npu = None
 import torch.nn as nn
 import torch.nn.functional as F
-
-
-def _migrate_device_module():
-    """The runtime module of this process's accelerator (torch.cuda, torch.npu, ...), or a CPU
-    stand-in: no-op synchronisation, seeding and memory statistics, wall-clock events. Added by ascend-migrate."""
-    if torch.accelerator.is_available():
-        return torch.get_device_module(torch.accelerator.current_accelerator())
-    return _MIGRATE_CPU_RUNTIME
-
-
-class _MigrateCpuRuntime:
-    """torch.cuda-style runtime calls on a CPU-only host, where everything already runs in order."""
-
-    class Event:
-        def __init__(self, enable_timing=False, blocking=False, interprocess=False):
-            self.time = None
-
-        def record(self, stream=None):
-            import time
-
-            self.time = time.perf_counter()
-
-        def synchronize(self):
-            pass
-
-        def query(self):
-            return True
-
-        def wait(self, stream=None):
-            pass
-
-        def elapsed_time(self, end):
-            return (end.time - self.time) * 1000.0
-
-    ANSWERS = {
-        "is_available": False, "device_count": 0, "is_initialized": True, "get_device_name": "cpu",
-        "is_bf16_supported": True, "mem_get_info": (0, 0), "memory_allocated": 0, "max_memory_allocated": 0,
-        "memory_reserved": 0, "max_memory_reserved": 0, "memory_cached": 0, "max_memory_cached": 0,
-        "memory_stats": {}, "memory_summary": "", "current_device": 0,
-    }
-    NO_OPS = {
-        "synchronize", "set_device", "manual_seed", "manual_seed_all", "seed", "seed_all", "empty_cache", "init",
-        "reset_peak_memory_stats", "reset_max_memory_allocated", "reset_max_memory_cached", "ipc_collect",
-        "set_rng_state_all", "set_per_process_memory_fraction",
-    }
-
-    def Stream(self, device=None, priority=0, **kwargs):
-        return torch.cpu.Stream(priority)
-
-    def stream(self, stream):
-        return torch.cpu.stream(stream)
-
-    def current_stream(self, device=None):
-        return torch.cpu.current_stream()
-
-    def device(self, index):
-        import contextlib
-
-        return contextlib.nullcontext()
-
-    def get_rng_state(self, device=None):
-        return torch.get_rng_state()
-
-    def set_rng_state(self, state, device=None):
-        torch.set_rng_state(state)
-
-    def get_rng_state_all(self):
-        return [torch.get_rng_state()]
-
-    def __getattr__(self, name):
-        if name in self.ANSWERS:
-            value = self.ANSWERS[name]
-            return lambda *args, **kwargs: value
-        if name in self.NO_OPS:
-            return lambda *args, **kwargs: None
-        if name.endswith(("Tensor", "Storage")) and hasattr(torch, name):
-            return getattr(torch, name)  # torch.cuda.FloatTensor -> the CPU tensor type
-        raise AttributeError(f"torch.cuda.{name} has no CPU stand-in (added by ascend-migrate)")
-
-
-_MIGRATE_CPU_RUNTIME = _MigrateCpuRuntime()
-
+from _migrate_runtime import _migrate_device_module
 
 _CSRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "fused_bias_relu.cu")
 
