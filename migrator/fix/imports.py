@@ -337,7 +337,23 @@ def _import_runtime(module: cst.Module, ctx: FixContext) -> cst.Module:
     if not used:
         return module
     items = [ImportItem(ctx.runtime.module, name, relative=ctx.runtime.level) for name in sorted(used)]
-    return AddImportsVisitor(CodemodContext(), items).transform_module(module)
+    # the visitor only places imports in (and reads existing ones from) the leading import block; it
+    # walks and copies the module it gets, so it gets that block alone (a 2 000-line module cost 0.6 s)
+    lead = _leading_block_end(module)
+    head = AddImportsVisitor(CodemodContext(), items).transform_module(module.with_changes(body=module.body[:lead]))
+    return head.with_changes(body=[*head.body, *module.body[lead:]])
+
+
+def _leading_block_end(module: cst.Module) -> int:
+    """Index of the first top-level statement after the docstring and the leading imports."""
+    body = list(module.body)
+    i = 0
+    if body and isinstance(body[0], cst.SimpleStatementLine) and isinstance(body[0].body[0], cst.Expr):
+        if isinstance(body[0].body[0].value, (cst.SimpleString, cst.ConcatenatedString)):
+            i = 1
+    while i < len(body) and _is_any_import(body[i]):
+        i += 1
+    return i
 
 
 _IMPORT_LINE = re.compile(r"^[ \t]*(?:import|from)[ \t].*$", re.MULTILINE)

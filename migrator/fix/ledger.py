@@ -139,8 +139,13 @@ def merge(old: Any, run: dict[str, Any], state_of: Callable[[str], FileState | N
     taken: Counter = Counter()
     old_declined = [d for d in _entries(old.get("declined"), ("path", "code", "symbol", "reason"))
                     if state_of(d["path"]) is not None]
-    for d in [*run["declined"], *old_declined]:
+    # an earlier run's entry that this run declined again (same site, same reason) is listed once
+    again = Counter((d["path"], d["code"], d["symbol"], d["reason"]) for d in run["declined"])
+    for is_old, d in [*((False, d) for d in run["declined"]), *((True, d) for d in old_declined)]:
         key = (d["path"], d["code"], d["symbol"])
+        if is_old and again[(*key, d["reason"])] > 0:
+            again[(*key, d["reason"])] -= 1
+            continue
         if covered(d["path"], d["code"]):
             if taken[key] >= remaining.get(key, 0):
                 continue  # the site is gone (fixed, edited away or suppressed)

@@ -191,3 +191,21 @@ def test_merge_rule_on_its_own():
     assert merge(old, run, lambda rel: None, Counter(), everywhere)["files"] == []  # gone
     not_scanned = merge(old, run, state("x", "other"), Counter(), lambda rel, code: False)
     assert not_scanned["declined"] == old["declined"]
+
+
+def test_a_site_declined_again_is_listed_once():
+    """megatron-core portable: a rerun declined the same import again and the record grew by one."""
+    from collections import Counter
+
+    from migrator.fix.ledger import FileState, merge
+
+    site = {"path": "a.py", "code": "DEV001", "symbol": "torch.cuda.device", "reason": "imports are renamed for npu only"}
+    old = {"target": "portable", "files": [], "declined": [dict(site)]}
+    run = {"target": "portable", "files": [], "declined": [dict(site)]}
+    two_findings = Counter({("a.py", "DEV001", "torch.cuda.device"): 2})  # the import and a manual use
+    merged = merge(old, run, lambda rel: FileState("x", "d", "x", "d"), two_findings, lambda rel, code: True)
+    assert merged["declined"] == [site]
+    other_reason = {**site, "reason": "another reason"}
+    kept = merge({**old, "declined": [other_reason]}, run, lambda rel: FileState("x", "d", "x", "d"), two_findings,
+                 lambda rel, code: True)
+    assert kept["declined"] == [site, other_reason]  # a different site of the same symbol stays
