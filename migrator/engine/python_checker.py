@@ -13,6 +13,7 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
+from migrator.engine.sites import dotted
 from migrator.engine.source import SourceText
 from migrator.rules import units
 from migrator.rules.catalogue import Catalogue, Rule, SymbolMatch
@@ -46,16 +47,6 @@ def _names_variable(text: str, m: re.Match) -> bool:
 CUDA_EXTENSION_MODULE = re.compile(r"^\w*(_cuda|_cuda_lib|_cuda_ext|cuda_ext)$")
 
 
-def _dotted(node: ast.AST) -> list[str] | None:
-    """`a.b.c` as ["a", "b", "c"], or None when the chain does not start at a plain name."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return parts[::-1]
-    return None
 
 
 def iter_statements(tree: ast.AST):
@@ -119,7 +110,7 @@ def _falls_back(handler: ast.ExceptHandler) -> bool:
         if isinstance(stmt, ast.Raise):
             return False
         if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-            func = _dotted(stmt.value.func)
+            func = dotted(stmt.value.func)
             if func and func[-1] in ("exit", "_exit"):
                 return False
     return True
@@ -180,7 +171,7 @@ class PythonChecker(ast.NodeVisitor):
 
     # -- name resolution ------------------------------------------------------------------
     def qualnames(self, node: ast.AST) -> set[str]:
-        parts = _dotted(node)
+        parts = dotted(node)
         if not parts or parts[0] not in self.aliases:
             return set()
         rest = ".".join(parts[1:])

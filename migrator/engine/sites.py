@@ -55,15 +55,16 @@ def _args(call: ast.Call, source: SourceText) -> tuple[Arg, ...]:
     return tuple(out)
 
 
-def _dotted(node: ast.AST) -> tuple[str, ...]:
+def dotted(node: ast.AST) -> list[str] | None:
+    """`a.b.c` as ["a", "b", "c"], or None when the chain does not start at a plain name."""
     parts: list[str] = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
     if isinstance(node, ast.Name):
         parts.append(node.id)
-        return tuple(parts[::-1])
-    return ()
+        return parts[::-1]
+    return None
 
 
 def build_site(checker: Any, source: SourceText, rule: Rule, node: ast.AST, symbol: str,
@@ -80,7 +81,7 @@ def build_site(checker: Any, source: SourceText, rule: Rule, node: ast.AST, symb
                 else ("expr", "plain" if getattr(v, "conversion", -1) == -1 and getattr(v, "format_spec", None) is None else "formatted")
                 for v in node.values
             )
-    root = _dotted(node)
+    root = tuple(dotted(node) or ())
     operands: tuple[str, ...] = ()
     if isinstance(node, ast.Compare):
         operands = tuple(segment(source, o) for o in (node.left, *node.comparators))

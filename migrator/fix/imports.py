@@ -346,11 +346,8 @@ def _import_runtime(module: cst.Module, ctx: FixContext) -> cst.Module:
 
 def _leading_block_end(module: cst.Module) -> int:
     """Index of the first top-level statement after the docstring and the leading imports."""
-    body = list(module.body)
-    i = 0
-    if body and isinstance(body[0], cst.SimpleStatementLine) and isinstance(body[0].body[0], cst.Expr):
-        if isinstance(body[0].body[0].value, (cst.SimpleString, cst.ConcatenatedString)):
-            i = 1
+    body = module.body
+    i = _insert_at(module)
     while i < len(body) and _is_any_import(body[i]):
         i += 1
     return i
