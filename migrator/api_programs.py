@@ -16,14 +16,14 @@ def validate(original: str | Path, *, migrate: Callable[[str, str], list[str]] |
              progress: Callable[[str], None] | None = None, **options):
     """`migrate validate ORIGINAL`: staged BF16 diff validation of the migrated program (S0 plan,
     S1 parity-1card, S2 parity-dp, S3 parity-mp). Keyword options are the fields of
-    `migrator.validation.options.Options` (`migrated`, `stages`, `force`, `entry`, `seed`, `steps`,
+    `migrator.validation.parent.options.Options` (`migrated`, `stages`, `force`, `entry`, `seed`, `steps`,
     `world_size`, `plan_world_size`, `record`, `compare`, `script`, `bench`, `bench_steps`, `repeats`,
     `peak_tflops`, ...). Without `migrated` the tree
     is first migrated with `fix(target="npu", out_dir=<temp>)`. The programs run only in child
-    processes. Returns a frozen `migrator.validation.results.ValidationResult` (its `exit_code` is
+    processes. Returns a frozen `migrator.validation.parent.results.ValidationResult` (its `exit_code` is
     0 pass/warn, 1 a stage fails, 2 the validation could not run); bad arguments raise UsageError."""
-    from migrator.validation.options import Options
-    from migrator.validation.stages import ValidationSetupError, run
+    from migrator.validation.parent.options import Options
+    from migrator.validation.parent.stages import ValidationSetupError, run
 
     path = Path(original)
     if not path.is_dir():
@@ -43,7 +43,7 @@ def _require_validate_extra() -> None:
     """One clear line before anything runs, not a child process failing on its first import."""
     import importlib.util
 
-    missing = [name for name in ("torch", "numpy", "safetensors") if importlib.util.find_spec(name) is None]
+    missing = [name for name in ("torch", "numpy", "safetensors", "cattrs") if importlib.util.find_spec(name) is None]
     if missing:
         raise UsageError(f"migrate validate needs {', '.join(missing)} (the `validate` extra): "
                          "pip install 'ascend-migrate[validate]' (with the torch build for your machine)")

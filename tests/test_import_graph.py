@@ -80,3 +80,26 @@ def test_a_circle_is_found(tmp_path):
     graph = import_graph(pkg)
     assert graph["pkg.a"] == {"pkg.sub.b"} and graph["pkg.sub.b"] == {"pkg.a"}
     assert find_cycle(graph) == ["pkg.a", "pkg.sub.b", "pkg.a"]
+
+
+def _crossings(graph: dict[str, set[str]], side: str, other: str) -> list[str]:
+    return sorted(f"{m} -> {t}" for m, targets in graph.items() if m.startswith(side)
+                  for t in targets if t.startswith(other))
+
+
+def test_validation_parent_and_child_never_import_each_other():
+    """The parent side (orchestration, in the user's process) and the child side (the program's own
+    process) meet only through the shared records of `migrator.validation` and a process boundary."""
+    graph = import_graph(PACKAGE)
+    parent, child = "migrator.validation.parent", "migrator.validation.child"
+    assert any(m.startswith(parent) for m in graph) and any(m.startswith(child) for m in graph)
+    assert _crossings(graph, parent, child) == []
+    assert _crossings(graph, child, parent) == []
+    shared = [m for m in graph if m.startswith("migrator.validation.") and not m.startswith((parent, child))]
+    assert [f"{m} -> {t}" for m in shared for t in graph[m] if t.startswith((parent, child))] == []
+
+
+def test_validation_never_imports_the_api():
+    graph = import_graph(PACKAGE)
+    assert sorted(f"{m} -> {t}" for m, ts in graph.items() if m.startswith("migrator.validation")
+                  for t in ts if t in ("migrator.api", "migrator.api_programs", "migrator.cli")) == []

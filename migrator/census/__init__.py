@@ -16,9 +16,13 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .model import Census, TracedOp
+from .records import CensusJob, CensusStatus
+
+if TYPE_CHECKING:
+    from migrator.validation.parent.launcher import ChildResult
 
 __all__ = ["Census", "CensusError", "TraceOptions", "TracedOp", "trace"]
 
@@ -56,67 +60,63 @@ def _single_rank_env() -> dict[str, str]:
             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
 
 
-def _job(opts: TraceOptions, out: str) -> dict:
+def _job(opts: TraceOptions, out: str) -> CensusJob:
     target = os.path.abspath(opts.target)
-    job: dict[str, Any] = {"steps": opts.steps, "fake": opts.fake, "entry": opts.entry, "bf16_policy": opts.bf16_policy,
-                           "seed": opts.seed, "out": out, "root": os.path.abspath(opts.root)}
+    common: dict[str, Any] = {"steps": opts.steps, "fake": opts.fake, "entry": opts.entry, "bf16_policy": opts.bf16_policy,
+                              "seed": opts.seed, "threads": opts.threads, "out": out, "root": os.path.abspath(opts.root)}
     if os.path.isfile(target):
         if opts.fake:
             raise CensusError(f"{opts.target}: --fake needs a program with the validate.py protocol, not a script")
-        job.update(tree=os.path.dirname(target), script=os.path.basename(target), args=list(opts.script_args))
-    elif os.path.isdir(target):
+        return CensusJob(tree=os.path.dirname(target), script=os.path.basename(target), args=tuple(opts.script_args),
+                         **common)
+    if os.path.isdir(target):
         if opts.script_args:
             raise CensusError(f"unexpected arguments {' '.join(opts.script_args)!r}: script arguments need a script")
-        job["tree"] = target
-    else:
-        raise CensusError(f"{opts.target}: no such file or directory")
-    return job
+        return CensusJob(tree=target, **common)
+    raise CensusError(f"{opts.target}: no such file or directory")
 
 
-def _failure(status: dict, log_tail: str) -> str:
-    error = status.get("error") or {}
-    text = error.get("summary") or "the traced program failed"
-    if error.get("location"):
-        text += f" (at {error['location']})"
-    if not status:
-        text = f"the census child left no status; log: {log_tail[-800:]}"
-    return text
+def _failure(result: ChildResult[CensusStatus]) -> str:
+    if not result.statuses:
+        return f"the census child left no status; log: {result.log_tail[-800:]}"
+    error = result.status.error
+    return (error.summary if error else "") or "the traced program failed"
 
 
 def trace(opts: TraceOptions, keep_dir: str | None = None) -> Census:
     """Run the census child for `opts` and judge what it saw. Raises :class:`CensusError`."""
     from migrator.coverage import default_version
-    from migrator.validation import launcher
+    from migrator.validation.parent import launcher
 
     from .verdicts import judge
 
     work = keep_dir or tempfile.mkdtemp(prefix="migrate-census-")
     try:
         job = _job(opts, os.path.join(work, "census"))
-        extra = {**(_single_rank_env() if "script" in job and opts.single_rank else {}), **opts.extra_env}
+        script = job.script is not None
+        extra = {**(_single_rank_env() if script and opts.single_rank else {}), **opts.extra_env}
         env = launcher.child_env(opts.seed, opts.threads, extra or None)
         child = launcher.start(job, "census", env, opts.timeout, module="migrator.census.child")
-        result = launcher.wait(child)
+        result = launcher.wait(child, CensusStatus)
         status = result.status
         if result.timed_out:
             raise CensusError(f"the traced program ran past {opts.timeout:.0f} s")
-        if not status.get("ok"):
-            raise CensusError(f"{opts.target}: {_failure(status, result.log_tail)}")
+        if not status.ok:
+            raise CensusError(f"{opts.target}: {_failure(result)}")
         version = opts.torch_npu_version or default_version()
-        ops = judge(status.get("rows", ()), opts.soc, version)
-        program = {"target": _rel(job["tree"], opts.root), "mode": "script" if "script" in job else "protocol",
-                   "script": job.get("script"), "args": job.get("args", []), "steps": opts.steps, "fake": opts.fake,
-                   "bf16_policy": None if "script" in job else opts.bf16_policy,
-                   "stopped": status.get("stopped"), "optimizer": status.get("optimizer"),
-                   "single_rank": "script" in job and opts.single_rank,
-                   "layers": status.get("layers", {})}
+        ops = judge(status.rows, opts.soc, version)
+        program = {"target": _rel(job.tree, opts.root), "mode": "script" if script else "protocol",
+                   "script": job.script, "args": list(job.args), "steps": opts.steps, "fake": opts.fake,
+                   "bf16_policy": None if script else opts.bf16_policy,
+                   "stopped": status.stopped, "optimizer": status.optimizer,
+                   "single_rank": script and opts.single_rank,
+                   "layers": dict(status.layers)}
         notes = ["CPU run: autocast follows PyTorch's CPU autocast lists, which differ from the CUDA/NPU ones "
                  "for a few ops (e.g. softmax, layer_norm inputs)"]
-        if status.get("layers", {}).get("cuda_reference"):
-            notes.append("CUDA libraries (flash_attn, apex, xformers) run as CPU references (migrator.validation.cuda_reference): "
-                         "their ops are the reference's, not the CUDA kernels'")
-        return Census(program, opts.soc, version, status.get("torch", ""), float(status.get("seconds", 0.0)),
-                      ops, tuple(notes))
+        if status.layers.get("cuda_reference"):
+            notes.append("CUDA libraries (flash_attn, apex, xformers) run as CPU references "
+                         "(migrator.validation.child.cuda_reference): their ops are the reference's, not the CUDA kernels'")
+        return Census(program, opts.soc, version, status.torch, status.seconds, ops, tuple(notes))
     finally:
         if keep_dir is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -1,7 +1,7 @@
 """Child process of ``migrate ops --trace``: ``python -m migrator.census.child JOB.json``.
 
 Runs the ORIGINAL program on the CPU under the reference layers of ``migrate validate``
-(device remap, CUDA-library references: :func:`migrator.validation.protocol.install_layers`)
+(device remap, CUDA-library references: :func:`migrator.validation.child.protocol.install_layers`)
 for ``steps`` full training steps, with the tracer's two modes on, and writes ``status.json``
 (``ok``, ``rows``, ``layers``, ``stopped``, or ``phase`` + ``error``) into the job's ``out``.
 
@@ -24,6 +24,10 @@ import sys
 import time
 from typing import Any
 
+from migrator.validation.records import Failure, Status
+
+from .records import CensusJob, CensusStatus
+
 
 def _hooks(census) -> list:
     from torch.nn.modules import module as module_mod
@@ -43,24 +47,24 @@ def _hooks(census) -> list:
             optim_mod.register_optimizer_step_pre_hook(opt_pre)]
 
 
-def _run_protocol(job: dict[str, Any], census, status: dict[str, Any]) -> None:
+def _run_protocol(job: CensusJob, census, status: dict[str, Any]) -> None:
     import torch
 
-    from migrator.validation import execute, protocol
+    from migrator.validation.child import execute, protocol
 
-    started = protocol.prepare("original", job["tree"], job.get("entry"), status)
+    started = protocol.prepare("original", job.tree, job.entry, status)
     if started is None:
         return
     entry, layers = started
     fake: Any = contextlib.nullcontext()
     real: Any = contextlib.nullcontext
-    if job.get("fake"):
+    if job.fake:
         from torch._subclasses.fake_tensor import FakeTensorMode, unset_fake_temporarily
 
         fake, real = FakeTensorMode(allow_non_fake_inputs=True), unset_fake_temporarily
-    policy = job.get("bf16_policy", "amp")
+    policy = job.bf16_policy
     with fake, _traced(census):
-        torch.manual_seed(job.get("seed", 0))
+        torch.manual_seed(job.seed)
         model = entry.make_model()
         if layers.device != "cpu":  # (a FakeTensor parameter cannot be swapped by .to())
             model.to(layers.device)
@@ -70,7 +74,7 @@ def _run_protocol(job: dict[str, Any], census, status: dict[str, Any]) -> None:
         optimizer = (entry.make_optimizer(model) if entry.make_optimizer is not None
                      else torch.optim.AdamW(model.parameters(), lr=1e-4))
         status["optimizer"] = type(optimizer).__name__
-        for step in range(job["steps"]):
+        for step in range(job.steps):
             census.setup_started()
             with real():  # the data is real (a batch may need values: token counts, lengths)
                 batch = entry.batch(step)
@@ -82,23 +86,23 @@ def _run_protocol(job: dict[str, Any], census, status: dict[str, Any]) -> None:
             loss.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
-        status["stopped"] = f"after {job['steps']} steps"
+        status["stopped"] = f"after {job.steps} steps"
 
 
 class _Stop(BaseException):
     """Raised from the optimizer post-hook once the requested steps have run."""
 
 
-def _run_script(job: dict[str, Any], census, status: dict[str, Any]) -> None:
+def _run_script(job: CensusJob, census, status: dict[str, Any]) -> None:
     from torch.nn.modules import module as module_mod
     from torch.optim import optimizer as optim_mod
 
-    from migrator.validation import protocol
+    from migrator.validation.child import protocol
 
     layers = protocol.install_layers("original")
     status.update(layers=layers.used, device=layers.device)
-    script = os.path.join(job["tree"], job["script"])
-    if not os.path.isfile(script):
+    script = os.path.join(job.tree, job.script or "")
+    if not job.script or not os.path.isfile(script):
         status.update(phase="entry", error={"summary": f"{script}: no such script"})
         return
     steps = {"n": 0}
@@ -107,14 +111,14 @@ def _run_script(job: dict[str, Any], census, status: dict[str, Any]) -> None:
         steps["n"] += 1
 
     def forward_pre(module, args):  # the next step begins: the traced steps' logging etc. have run
-        if steps["n"] >= job["steps"]:
+        if steps["n"] >= job.steps:
             raise _Stop()
 
     handles = [optim_mod.register_optimizer_step_post_hook(opt_post),
                module_mod.register_module_forward_pre_hook(forward_pre)]
-    sys.argv = [script, *job.get("args", [])]
+    sys.argv = [script, *job.args]
     sys.path.insert(0, os.path.dirname(script))
-    os.chdir(job["tree"])
+    os.chdir(job.tree)
     try:
         with _traced(census):
             runpy.run_path(script, run_name="__main__")
@@ -144,23 +148,23 @@ def _traced(census):
             h.remove()
 
 
-def run(job: dict[str, Any]) -> dict[str, Any]:
+def run(job: CensusJob) -> dict[str, Any]:
     import torch
 
-    from migrator.validation.errors import describe
+    from migrator.validation.child.errors import describe
 
     from .tracer import Recording
 
     status: dict[str, Any] = {"ok": False, "torch": torch.__version__}
-    census = Recording(job["tree"], job.get("root"), record_shapes=True)
+    census = Recording(job.tree, job.root, record_shapes=True)
     t0 = time.perf_counter()
     try:
-        if job.get("script"):
+        if job.script:
             _run_script(job, census, status)
         else:
             _run_protocol(job, census, status)
     except BaseException as exc:  # noqa: BLE001 - the program failed: that is a result
-        status.update(phase="run", error=describe(exc, job["tree"], during=census.phase))
+        status.update(phase="run", error=describe(exc, job.tree, during=census.phase))
     status["seconds"] = round(time.perf_counter() - t0, 3)
     status["rows"] = census.rows()
     status["ok"] = "phase" not in status
@@ -168,17 +172,22 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from migrator.validation.worker import write_status
+    from migrator.validation import records
 
     argv = sys.argv[1:] if argv is None else argv
-    with open(argv[0], encoding="utf-8") as fh:
-        job = json.load(fh)
-    out = job["out"]
     try:
-        status = run(job)
+        with open(argv[0], encoding="utf-8") as fh:
+            job = records.from_json({k: v for k, v in json.load(fh).items() if k != "kind"}, CensusJob, argv[0])
+    except (OSError, ValueError) as exc:
+        records.write(Status(phase="harness", error=Failure(summary=str(exc))),
+                      os.path.join(os.path.dirname(os.path.abspath(argv[0])), "status.json"))
+        return 1
+    path = os.path.join(job.out, "status.json")
+    try:
+        status: Status = records.from_json(run(job), CensusStatus, path)
     except BaseException as exc:  # noqa: BLE001 - last resort: always leave a status
-        status = {"ok": False, "phase": "harness", "error": {"summary": f"{type(exc).__name__}: {exc}"}}
-    write_status(out, status)
+        status = Status(phase="harness", error=Failure(summary=f"{type(exc).__name__}: {exc}"))
+    records.write(status, path)
     return 0
 
 

@@ -13,8 +13,9 @@ fallback or unsupported, except the CPU backend's own kernel choices (`HOST_KERN
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
+from typing import Any
 
 from .model import Frame, Site, TracedOp, first_dtype
 
@@ -89,7 +90,7 @@ def _message(op: str, dtypes: tuple[str, ...], kind: str, soc: str, site: Site |
     return f"{lead} runs {what}: {problem}"
 
 
-def _sites(rows: list[dict]) -> tuple[Site, ...]:
+def _sites(rows: list[Mapping[str, Any]]) -> tuple[Site, ...]:
     merged: dict[tuple, list] = {}
     for row in rows:
         user, library = Frame.from_json(row.get("user_frame")), Frame.from_json(row.get("library_frame"))
@@ -102,9 +103,9 @@ def _sites(rows: list[dict]) -> tuple[Site, ...]:
                                               s.user.line if s.user else 0, -s.count)))
 
 
-def judge(rows: Iterable[dict], soc: str, version: str | None) -> tuple[TracedOp, ...]:
+def judge(rows: Iterable[Mapping[str, Any]], soc: str, version: str | None) -> tuple[TracedOp, ...]:
     """Group the child's rows by (level, op, dtypes) and give each its verdict (and finding)."""
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
     for row in rows:
         groups.setdefault((row["level"], row["op"], tuple(row["dtypes"])), []).append(row)
     severities = _severities()

@@ -71,7 +71,7 @@ def _structure(model) -> dict[str, Any]:
 
 
 def child(tree: str, entry: str | None) -> dict[str, Any]:
-    from migrator.validation import protocol
+    from migrator.validation.child import protocol
 
     protocol.install_layers("original")
     loaded = protocol.load_entry(tree, entry)
@@ -83,7 +83,7 @@ def child(tree: str, entry: str | None) -> dict[str, Any]:
 
 
 def probe_tree(tree: str, entry: str | None = None, timeout: float = 300) -> ModelShape:
-    from migrator.validation.launcher import package_root
+    from migrator.validation.parent.launcher import package_root
 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root(), os.environ.get("PYTHONPATH")])))
     cmd = [sys.executable, "-m", "migrator.plan.probe", os.path.abspath(tree)] + ([entry] if entry else [])

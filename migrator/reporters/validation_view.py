@@ -101,7 +101,7 @@ def _perf(perf: Any) -> dict | None:
     """The stage benchmark table (migrate validate --bench): original | migrated | ratio."""
     if not isinstance(perf, dict) or perf.get("skipped"):
         return None
-    from migrator.validation.benchreport import perf_caption, perf_rows
+    from migrator.validation.parent.benchreport import perf_caption, perf_rows
 
     return {"caption": perf_caption(perf), "rows": perf_rows(perf)}
 
@@ -109,7 +109,7 @@ def _perf(perf: Any) -> dict | None:
 def _scaling(lines: Any) -> str:
     if not isinstance(lines, list) or not lines:
         return ""
-    from migrator.validation.benchreport import scaling_text
+    from migrator.validation.parent.benchreport import scaling_text
 
     return scaling_text(lines)
 

@@ -15,6 +15,7 @@ Ascend replacement compare key by key (ascend-facts §c.1, §c.5):
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 Semantic = dict[str, tuple[Any, str]]
@@ -201,5 +202,5 @@ def jsonable(sem: Semantic) -> dict[str, list[Any]]:
     return {k: [list(v) if isinstance(v, tuple) else v, how] for k, (v, how) in sem.items()}
 
 
-def from_json(sem: dict[str, Any]) -> dict[str, tuple[Any, str]]:
+def from_json(sem: Mapping[str, Any]) -> dict[str, tuple[Any, str]]:
     return {k: (tuple(v) if isinstance(v, list) else v, how) for k, (v, how) in sem.items()}

@@ -11,7 +11,7 @@ import sys
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from migrator.validation import protocol
+from migrator.validation.child import protocol
 
 seen = set()
 

@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from migrator.validation import npu_emulation  # noqa: E402
+from migrator.validation.child import npu_emulation  # noqa: E402
 from tests.fix.runtime import helper_module  # noqa: E402
 
 

@@ -16,7 +16,7 @@ from tests.fix.runtime import helper_module
 
 torch = pytest.importorskip("torch")
 
-from migrator.validation import npu_emulation  # noqa: E402
+from migrator.validation.child import npu_emulation  # noqa: E402
 
 # what the transforms insert -> (module, the objects it is the source of)
 INSERTED = {

@@ -10,7 +10,7 @@ import pytest
 
 from migrator import report_data
 from migrator.reporters.report import render_html
-from migrator.validation.results import StageResult, ValidationResult
+from migrator.validation.parent.results import StageResult, ValidationResult
 from tests.report.headless import CHROMIUM, Browser
 from tests.report.test_golden import NOW
 

@@ -58,7 +58,7 @@ def test_fix_matches_golden_tree_and_is_idempotent(tmp_path, sample, target):
 
 
 def _train(cwd: Path, emulate_npu: bool, tmp: Path) -> subprocess.Popen:
-    prelude = "from migrator.validation import npu_emulation; npu_emulation.install(); " if emulate_npu else ""
+    prelude = "from migrator.validation.child import npu_emulation; npu_emulation.install(); " if emulate_npu else ""
     code = f"import runpy, sys; {prelude}sys.argv = ['train.py', '--tiny']; runpy.run_path('train.py', run_name='__main__')"
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env.update(PYTHONPATH=str(REPO), OMP_NUM_THREADS="1", TORCH_EXTENSIONS_DIR=str(tmp / "ext"), RESNET_JIT_EXT="0")

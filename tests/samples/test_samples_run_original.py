@@ -1,6 +1,6 @@
 """The ORIGINAL CUDA samples run on CPU with the CUDA-library references and the device remap.
 
-Every training run is a subprocess (``python -m migrator.validation.cuda_reference.run``), as a
+Every training run is a subprocess (``python -m migrator.validation.child.cuda_reference.run``), as a
 user would start it. All runs start together in one module fixture so the two CI cores stay
 busy; each test then checks its own run. The validate.py hooks are exercised in-process.
 """
@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples"
-RUNNER = ["-m", "migrator.validation.cuda_reference.run"]
+RUNNER = ["-m", "migrator.validation.child.cuda_reference.run"]
 LOSS = re.compile(r"\bloss ([-+]?(?:\d+\.\d+|nan|inf))")
 
 _PARITY_WORKER = r"""
@@ -110,7 +110,7 @@ def runs(tmp_path_factory):
         "gpt_bf16_packed_ddp": ([py, *RUNNER, "samples/gpt/train.py", "--", "--tiny", "--dtype", "bfloat16",
                                  "--doc-masking"], 1, {}),
         "moe_single": ([py, *RUNNER, "samples/moe/train.py", "--", "--tiny"], 0, {}),
-        # the one torchrun launch: proves `torchrun -m migrator.validation.cuda_reference.run` works
+        # the one torchrun launch: proves `torchrun -m migrator.validation.child.cuda_reference.run` works
         "moe_ep2": ([py, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", *RUNNER,
                      "samples/moe/train.py", "--", "--tiny", "--tp", "1"], 0, {}),
         "resnet": ([py, *RUNNER, "samples/resnet/train.py", "--", "--tiny"], 0, {}),
@@ -188,7 +188,7 @@ def test_resnet_apex_ddp_with_syncbn_on_two_ranks(runs):
 @pytest.fixture
 def load_validate():
     """Import a sample's validate.py with the references installed; undo every side effect."""
-    from migrator.validation import cuda_reference
+    from migrator.validation.child import cuda_reference
 
     saved_path, saved_mods = list(sys.path), set(sys.modules)
     assert cuda_reference.install() == ["flash_attn", "apex", "xformers"]

@@ -51,7 +51,7 @@ def tree(tmp_path_factory):
 
 
 def _opts(tree, **kw):
-    from migrator.validation.options import Options
+    from migrator.validation.parent.options import Options
 
     base = dict(original=str(tree), bench=True, bench_steps=2, bench_warmup=1, bench_profile_steps=2, repeats=1,
                 bench_timeout=60.0, world_size=2)
@@ -60,7 +60,7 @@ def _opts(tree, **kw):
 
 
 def test_flops_linear_stack_exact():
-    from migrator.validation import flops
+    from migrator.validation.child import flops
 
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 8))
     total, per_op, _ = flops.count(lambda: model(torch.randn(4, 16)).sum().backward())
@@ -70,7 +70,7 @@ def test_flops_linear_stack_exact():
 
 def test_flops_dense_is_6_params_tokens():
     """Bias-free linear layers with an input that needs grad: exactly 6 · params · tokens."""
-    from migrator.validation import flops
+    from migrator.validation.child import flops
 
     model = torch.nn.Sequential(torch.nn.Linear(64, 128, bias=False), torch.nn.Linear(128, 64, bias=False))
     tokens = 32
@@ -81,7 +81,7 @@ def test_flops_dense_is_6_params_tokens():
 
 
 def test_comm_share_from_events():
-    from migrator.validation.bench import STEP_MARK, comm_share
+    from migrator.validation.child.bench import STEP_MARK, comm_share
 
     ev = lambda n, s, e: SimpleNamespace(name=n, time_range=SimpleNamespace(start=s, end=e))  # noqa: E731
     events = [ev(STEP_MARK, 0, 100), ev("c10d::allreduce_", 10, 12), ev("gloo:all_reduce", 11, 40),
@@ -95,8 +95,8 @@ def test_comm_share_from_events():
 
 @pytest.mark.slow
 def test_one_rank_no_communication_and_flops(tree, tmp_path):
-    from migrator.validation import flops
-    from migrator.validation.benchstage import _side
+    from migrator.validation.child import flops
+    from migrator.validation.parent.benchstage import _side
 
     side = _side("S1", "migrated", str(tree), None, _opts(tree), str(tmp_path), None)
     assert side["crash_rate"] == 0, side["failures"]
@@ -109,8 +109,8 @@ def test_one_rank_no_communication_and_flops(tree, tmp_path):
 
 @pytest.mark.slow
 def test_two_ranks_communication_share_positive(tree, tmp_path):
-    from migrator.validation import flops
-    from migrator.validation.benchstage import _side
+    from migrator.validation.child import flops
+    from migrator.validation.parent.benchstage import _side
 
     side = _side("S2", "migrated", str(tree), "ddp", _opts(tree), str(tmp_path), None)
     assert side["crash_rate"] == 0, side["failures"]
@@ -122,7 +122,7 @@ def test_two_ranks_communication_share_positive(tree, tmp_path):
 
 @pytest.mark.slow
 def test_hanging_rank_is_a_hang_within_timeout(tree, tmp_path, monkeypatch):
-    from migrator.validation.benchstage import _side
+    from migrator.validation.parent.benchstage import _side
 
     monkeypatch.setenv("BENCH_TEST_MODE", "hang")
     t0 = time.monotonic()
@@ -158,7 +158,7 @@ def _survivors(marker: str, grace: float = 5.0) -> list[str]:
 
 @pytest.mark.slow
 def test_nan_at_step_k_is_unstable(tree, tmp_path, monkeypatch):
-    from migrator.validation.benchstage import _side
+    from migrator.validation.parent.benchstage import _side
 
     monkeypatch.setenv("BENCH_TEST_MODE", "nan")
     side = _side("S1", "migrated", str(tree), None, _opts(tree, repeats=2), str(tmp_path), None)

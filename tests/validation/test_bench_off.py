@@ -8,15 +8,15 @@ import sys
 
 import pytest
 
-from migrator.validation import stages
-from migrator.validation.options import Options
-from migrator.validation.results import StageResult
+from migrator.validation.parent import stages
+from migrator.validation.parent.options import Options
+from migrator.validation.parent.results import StageResult
 
 
 def test_validation_modules_do_not_import_bench():
-    code = ("import sys, migrator.validation.worker, migrator.validation.parallel, migrator.validation.stages, "
-            "migrator.validation.execute, migrator.validation.results;"
-            "bad = [m for m in sys.modules if m.startswith(('migrator.validation.bench', 'migrator.validation.flops',"
+    code = ("import sys, migrator.validation.child.worker, migrator.validation.child.parallel, migrator.validation.parent.stages, "
+            "migrator.validation.child.execute, migrator.validation.parent.results;"
+            "bad = [m for m in sys.modules if m.startswith(('migrator.validation.child.bench', 'migrator.validation.child.flops',"
             " 'torch.profiler', 'torch.utils.flop_counter'))]; print(bad); assert not bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -24,10 +24,11 @@ def test_validation_modules_do_not_import_bench():
 def _fake_run(monkeypatch, tmp_path, bench: bool):
     calls = []
     monkeypatch.setattr(stages, "run_s1", lambda *a, **k: StageResult("S1", "pass", summary="fake"))
-    for mod in [m for m in sys.modules if m.startswith("migrator.validation.bench")]:
+    for mod in [m for m in sys.modules if m.startswith(("migrator.validation.child.bench",
+                                                         "migrator.validation.parent.bench"))]:
         monkeypatch.delitem(sys.modules, mod)
     if bench:
-        import migrator.validation.benchstage as bs
+        import migrator.validation.parent.benchstage as bs
 
         monkeypatch.setattr(bs, "bench_stage", lambda sid, *a, **k: calls.append(sid) or {"migrated": {}})
     opts = Options(original=str(tmp_path), migrated=str(tmp_path), stages=("S1",), bench=bench)
@@ -36,8 +37,8 @@ def _fake_run(monkeypatch, tmp_path, bench: bool):
 
 def test_bench_off_installs_nothing(monkeypatch, tmp_path):
     result, _ = _fake_run(monkeypatch, tmp_path, bench=False)
-    assert "migrator.validation.bench" not in sys.modules
-    assert "migrator.validation.benchstage" not in sys.modules
+    assert "migrator.validation.child.bench" not in sys.modules
+    assert "migrator.validation.parent.benchstage" not in sys.modules
     assert "perf" not in result.stage("S1").bench
     assert "bench" not in result.to_json()
 
@@ -58,7 +59,7 @@ def test_bench_rejects_script_mode(tmp_path):
                                          ("NVIDIA H200", 989.4), ("NVIDIA H100 PCIe", None), ("NVIDIA H200 NVL", None),
                                          ("Ascend910B3", None), ("Ascend (emulated on CPU)", None), ("cpu (x86_64)", None)])
 def test_peak_table(name, expect):
-    from migrator.validation.peaks import PEAKS, lookup
+    from migrator.validation.parent.peaks import PEAKS, lookup
 
     got = lookup(name, "bfloat16")
     assert got["tflops"] == expect

@@ -34,7 +34,7 @@ def produced(tmp_path_factory):
 def test_produced_result_matches_schema(produced):
     import jsonschema
 
-    from migrator.validation.benchreport import perf_rows
+    from migrator.validation.parent.benchreport import perf_rows
 
     s1 = next(s for s in produced["stages"] if s["id"] == "S1")
     assert s1["status"] in ("pass", "warn"), s1
@@ -52,7 +52,7 @@ def test_sample_matches_schema():
 
 
 def test_rows_and_scaling_text():
-    from migrator.validation.benchreport import perf_rows, scaling_text
+    from migrator.validation.parent.benchreport import perf_rows, scaling_text
 
     doc = json.loads(SAMPLE.read_text())
     s2 = next(s for s in doc["stages"] if s["id"] == "S2")["bench"]["perf"]

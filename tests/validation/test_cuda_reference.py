@@ -17,22 +17,26 @@ torch = pytest.importorskip("torch")
 import torch.nn.functional as F  # noqa: E402
 from torch.nn.attention.bias import causal_lower_right, causal_upper_left  # noqa: E402
 
-from migrator.validation import cuda_reference  # noqa: E402
-from migrator.validation.cuda_reference import device_remap  # noqa: E402
-from migrator.validation.cuda_reference.apex import amp  # noqa: E402
-from migrator.validation.cuda_reference.apex.amp._amp_state import _amp_state  # noqa: E402
-from migrator.validation.cuda_reference.apex.normalization import FusedLayerNorm, FusedRMSNorm, MixedFusedLayerNorm  # noqa: E402
-from migrator.validation.cuda_reference.apex.normalization.fused_layer_norm import manual_rms_norm  # noqa: E402
-from migrator.validation.cuda_reference.apex.optimizers import FusedAdam, FusedLAMB, FusedSGD  # noqa: E402
-from migrator.validation.cuda_reference.apex.parallel import SyncBatchNorm, convert_syncbn_model  # noqa: E402
-from migrator.validation.cuda_reference.flash_attn import (  # noqa: E402
+from migrator.validation.child import cuda_reference  # noqa: E402
+from migrator.validation.child.cuda_reference import device_remap  # noqa: E402
+from migrator.validation.child.cuda_reference.apex import amp  # noqa: E402
+from migrator.validation.child.cuda_reference.apex.amp._amp_state import _amp_state  # noqa: E402
+from migrator.validation.child.cuda_reference.apex.normalization import (  # noqa: E402
+    FusedLayerNorm,
+    FusedRMSNorm,
+    MixedFusedLayerNorm,
+)
+from migrator.validation.child.cuda_reference.apex.normalization.fused_layer_norm import manual_rms_norm  # noqa: E402
+from migrator.validation.child.cuda_reference.apex.optimizers import FusedAdam, FusedLAMB, FusedSGD  # noqa: E402
+from migrator.validation.child.cuda_reference.apex.parallel import SyncBatchNorm, convert_syncbn_model  # noqa: E402
+from migrator.validation.child.cuda_reference.flash_attn import (  # noqa: E402
     flash_attn_func,
     flash_attn_kvpacked_func,
     flash_attn_qkvpacked_func,
     flash_attn_varlen_func,
 )
-from migrator.validation.cuda_reference.flash_attn import flash_attn_interface as fai  # noqa: E402
-from migrator.validation.cuda_reference.xformers.ops import (  # noqa: E402
+from migrator.validation.child.cuda_reference.flash_attn import flash_attn_interface as fai  # noqa: E402
+from migrator.validation.child.cuda_reference.xformers.ops import (  # noqa: E402
     LowerTriangularFromBottomRightMask,
     LowerTriangularMask,
     memory_efficient_attention,
@@ -428,7 +432,7 @@ def test_convert_syncbn_model_keeps_state_and_matches_batchnorm():
 
 _TWO_RANK_WORKER = r"""
 import sys, torch, torch.distributed as dist
-from migrator.validation.cuda_reference.apex.parallel import DistributedDataParallel, SyncBatchNorm
+from migrator.validation.child.cuda_reference.apex.parallel import DistributedDataParallel, SyncBatchNorm
 rank = int(sys.argv[1])
 torch.set_num_threads(1)
 dist.init_process_group("gloo", init_method=sys.argv[2], rank=rank, world_size=2)

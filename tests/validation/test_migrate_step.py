@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from migrator.validation import stages
-from migrator.validation.options import Options
-from migrator.validation.results import StageResult
+from migrator.validation.parent import stages
+from migrator.validation.parent.options import Options
+from migrator.validation.parent.results import StageResult
 
 
 def _fake_s1(monkeypatch, seen):

@@ -1,4 +1,4 @@
-"""Tests for the CPU emulation of torch_npu (migrator/validation/npu_emulation).
+"""Tests for the CPU emulation of torch_npu (migrator/validation/child/npu_emulation).
 
 Every numerical check compares against an independent formula written out here (explicit loops,
 explicit masks), never against the code under test.
@@ -19,11 +19,11 @@ _REPO = Path(__file__).resolve().parents[2]
 if str(_REPO) not in sys.path:  # allow plain `pytest` without an installed package
     sys.path.insert(0, str(_REPO))
 
-from migrator.validation import npu_emulation as ne  # noqa: E402
-from migrator.validation.npu_emulation import attention as att_mod  # noqa: E402
-from migrator.validation.npu_emulation import ops as ops_mod  # noqa: E402
-from migrator.validation.npu_emulation import optim as optim_mod  # noqa: E402
-from migrator.validation.npu_emulation.remap import remap_backend, remap_device  # noqa: E402
+from migrator.validation.child import npu_emulation as ne  # noqa: E402
+from migrator.validation.child.npu_emulation import attention as att_mod  # noqa: E402
+from migrator.validation.child.npu_emulation import ops as ops_mod  # noqa: E402
+from migrator.validation.child.npu_emulation import optim as optim_mod  # noqa: E402
+from migrator.validation.child.npu_emulation.remap import remap_backend, remap_device  # noqa: E402
 
 fa = att_mod.npu_fusion_attention
 

@@ -124,7 +124,7 @@ class _Net(torch.nn.Module):
 def _trace(tmp_path, name, scale):
     from safetensors.torch import save_file
 
-    from migrator.validation.optrace import OpTracer
+    from migrator.validation.child.optrace import OpTracer
 
     torch.manual_seed(0)
     model = _Net(scale)
@@ -139,7 +139,7 @@ def _trace(tmp_path, name, scale):
 
 
 def test_tracer_records_only_inside_the_target_module_and_alignment_names_the_op(tmp_path):
-    from migrator.validation.op_localise import describe, first_divergent_op
+    from migrator.validation.parent.op_localise import describe, first_divergent_op
 
     events, original = _trace(tmp_path, "original", None)
     assert [e["op"] for e in events] == ["linear", "scaled_dot_product_attention"]  # head (outside) not traced

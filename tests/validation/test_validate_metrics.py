@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from migrator.validation import metrics as M  # noqa: E402
-from migrator.validation.compare import Run, Thresholds, compare_optimizer, compare_runs, localise  # noqa: E402
+from migrator.validation.parent.compare import Run, Thresholds, compare_optimizer, compare_runs, localise  # noqa: E402
 
 
 def t(*values, dtype=torch.float32):
@@ -261,8 +261,8 @@ def test_statistics_only_tensors_compared_by_norm():
 def test_a_batch_that_does_not_split_over_the_ranks_could_not_run():
     """The harness, not the program, cannot split 6 samples over 4 ranks: exit 2 "could not run",
     never "the migrated program failed"."""
-    from migrator.validation.errors import CannotRun, failure_phase
-    from migrator.validation.execute import split_batch
+    from migrator.validation.child.errors import CannotRun, failure_phase
+    from migrator.validation.child.execute import split_batch
 
     with pytest.raises(CannotRun, match="does not divide over 4 ranks") as info:
         split_batch({"x": torch.zeros(6, 3)}, 4)
@@ -272,7 +272,7 @@ def test_a_batch_that_does_not_split_over_the_ranks_could_not_run():
 
 
 def test_nan_in_the_bf16_run_is_named_in_the_summary():
-    from migrator.validation.stages import numeric_stage
+    from migrator.validation.parent.stages import numeric_stage
 
     a = "a.forward.0.output.0"
     bad = G0.clone()

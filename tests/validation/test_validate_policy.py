@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from migrator.validation.policy import compare_policies, describe
+from migrator.validation.parent.policy import compare_policies, describe
 
 
 def _facts(autocast_on=28, forwards=28, dtype="bfloat16", acts="bfloat16", params="float32", grads="float32",
@@ -45,8 +45,8 @@ def test_no_facts_on_one_side_gives_no_row():
 
 def test_training_updates_fp32_logic_and_bf16_ratio():
     torch = pytest.importorskip("torch")
-    from migrator.validation.compare import Run
-    from migrator.validation.compare_train import compare_training
+    from migrator.validation.parent.compare import Run
+    from migrator.validation.parent.compare_train import compare_training
 
     def run(delta):
         event = {"name": "Train.after3.w", "match": "train.after3.w", "kind": "training", "module": "_root",

@@ -16,7 +16,7 @@ Why wrap Python callables instead of ``torch.utils.rename_privateuse1_backend("n
 * the validation goal is *CPU numerics of the migrated code*; plain CPU tensors give exactly the
   CPU kernels, bit-identical to the reference side.
 
-Consequences (documented in :mod:`migrator.validation.npu_emulation`): ``torch.device("npu:1")``
+Consequences (documented in :mod:`migrator.validation.child.npu_emulation`): ``torch.device("npu:1")``
 returns a real ``torch.device("cpu")`` (index dropped, so ``t.device == torch.device("npu")`` is
 true for every CPU tensor); ``x.device.type`` is ``"cpu"``, never ``"npu"``; a reference taken
 with ``from torch import zeros`` *before* :func:`install` is not wrapped.

@@ -30,7 +30,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import metrics as M
+from .. import metrics as M
 
 PASS, WARN, FAIL = "pass", "warn", "fail"
 _RANK = {PASS: 0, WARN: 1, FAIL: 2}
@@ -136,7 +136,7 @@ class Run:
     def load(cls, run_dir: str | None) -> Run | None:
         if not run_dir:
             return None
-        from .recorder import load_dump
+        from ..dumps import load_dump
 
         return cls(*load_dump(run_dir))
 

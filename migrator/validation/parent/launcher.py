@@ -1,6 +1,6 @@
 """Start harness children and ``torch.distributed.run`` (parent side).
 
-Every child is ``python -m migrator.validation.worker JOB.json`` in its own process group; a
+Every child is ``python -m migrator.validation.child.worker JOB.json`` in its own process group; a
 timeout kills that group and the group of every process below it (torchrun's ranks run in sessions of
 their own), with the determinism environment of
 :mod:`.determinism`, the checkout's ``migrator`` on ``PYTHONPATH`` and no inherited
@@ -11,15 +11,18 @@ endpoint.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
+from .. import records
+from ..records import Failure, Job, Status
+
+WORKER = "migrator.validation.child.worker"  # the child side's entry point, run as a module
 _DIST_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR",
              "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS")
 
@@ -31,7 +34,7 @@ def package_root() -> str:
 
 
 def child_env(seed: int, threads: int, extra: dict[str, str] | None = None) -> dict[str, str]:
-    from .determinism import environment
+    from ..determinism import environment
 
     env = {k: v for k, v in os.environ.items() if k not in _DIST_ENV}
     env.update(environment(seed, threads))
@@ -58,53 +61,51 @@ class Child:
         return self.proc.poll() is not None
 
 
+S = TypeVar("S", bound=Status)
+
+
 @dataclass
-class ChildResult:
+class ChildResult(Generic[S]):
     name: str
     returncode: int | None
     seconds: float
-    statuses: list[dict[str, Any]] = field(default_factory=list)
+    statuses: list[S]
+    empty: S  # what `status` gives when the child left none
     log_tail: str = ""
     timed_out: bool = False
     expected: int = 1
 
     @property
-    def status(self) -> dict[str, Any]:
-        return self.statuses[0] if self.statuses else {}
+    def status(self) -> S:
+        return self.statuses[0] if self.statuses else self.empty
 
     @property
     def ok(self) -> bool:
-        return len(self.statuses) >= self.expected and all(s.get("ok") for s in self.statuses)
+        return len(self.statuses) >= self.expected and all(s.ok for s in self.statuses)
 
-    def failure(self) -> dict[str, Any] | None:
+    def failure(self) -> Status | None:
         """The most telling failed status (a program failure beats a 'skipped' or harness one)."""
-        bad = [s for s in self.statuses if not s.get("ok")]
+        bad = [s for s in self.statuses if not s.ok]
         if not bad:
             if self.timed_out:
-                return {"phase": "harness", "error": {"summary": f"timed out after {self.seconds:.0f} s"}}
+                return Status(phase="harness", error=Failure(summary=f"timed out after {self.seconds:.0f} s"))
             if len(self.statuses) < self.expected:
-                return {"phase": "harness", "error": {"summary": f"{self.expected - len(self.statuses)} of "
-                                                      f"{self.expected} process(es) exited (code {self.returncode}) "
-                                                      f"without a status; log: {self.log_tail[-600:]}"}}
+                return Status(phase="harness", error=Failure(
+                    summary=f"{self.expected - len(self.statuses)} of {self.expected} process(es) exited "
+                            f"(code {self.returncode}) without a status; log: {self.log_tail[-600:]}"))
             return None
         rank = {"entry": 0, "run": 1, "harness": 2, "skipped": 3}
-        return sorted(bad, key=lambda s: rank.get(s.get("phase", "harness"), 2))[0]
+        return sorted(bad, key=lambda s: rank.get(s.phase or "harness", 2))[0]
 
 
-def _write_job(job: dict[str, Any], path: str) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        json.dump(job, fh, indent=1)
-
-
-def start(job: dict[str, Any], name: str, env: dict[str, str], timeout: float = 600.0,
-          module: str = "migrator.validation.worker") -> Child:
+def start(job: Job, name: str, env: dict[str, str], timeout: float = 600.0,
+          module: str = WORKER) -> Child:
     """Start ``python -m MODULE JOB.json`` (the harness worker by default) for ``job`` (its ``out``
     folder gets the log)."""
-    out = job["out"]
+    out = job.out
     os.makedirs(out, exist_ok=True)
     job_path = os.path.join(out, "job.json")
-    _write_job(job, job_path)
+    records.write(job, job_path)
     log = os.path.join(out, "log.txt")
     with open(log, "wb") as fh:
         proc = subprocess.Popen([sys.executable, "-m", module, job_path], stdout=fh,
@@ -112,13 +113,13 @@ def start(job: dict[str, Any], name: str, env: dict[str, str], timeout: float = 
     return Child(name, proc, out, log, time.monotonic(), timeout=timeout)
 
 
-def start_torchrun(job: dict[str, Any], name: str, env: dict[str, str], nproc_per_node: int, *, nnodes: int = 1,
+def start_torchrun(job: Job, name: str, env: dict[str, str], nproc_per_node: int, *, nnodes: int = 1,
                    rdzv_endpoint: str | None = None, timeout: float = 600.0) -> Child:
     """N ranks of the worker through ``torch.distributed.run`` (the torchrun engine)."""
-    out = job["out"]
+    out = job.out
     os.makedirs(out, exist_ok=True)
     job_path = os.path.join(out, "job.json")
-    _write_job(job, job_path)
+    records.write(job, job_path)
     log = os.path.join(out, "log.txt")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc_per_node),
            "--nnodes", str(nnodes), "--max-restarts", "0", "--monitor-interval", "0.1"]
@@ -127,7 +128,7 @@ def start_torchrun(job: dict[str, Any], name: str, env: dict[str, str], nproc_pe
     else:
         cmd += ["--rdzv-backend", "c10d", "--rdzv-endpoint", rdzv_endpoint or "localhost:29400",
                 "--rdzv-id", f"migrate-validate-{name}"]
-    cmd += ["-m", "migrator.validation.worker", job_path]
+    cmd += ["-m", WORKER, job_path]
     with open(log, "wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=out, start_new_session=True)
     return Child(name, proc, out, log, time.monotonic(), ranks=nproc_per_node * nnodes, timeout=timeout)
@@ -179,8 +180,9 @@ def _kill(proc: subprocess.Popen) -> None:
         pass
 
 
-def wait(child: Child) -> ChildResult:
-    """Wait for ``child`` (killing its process group on timeout) and read its status file(s)."""
+def wait(child: Child, status_type: type[S]) -> ChildResult[S]:
+    """Wait for ``child`` (killing its process group on timeout) and read its status record(s); a status
+    file that does not match ``status_type`` counts as a harness failure naming the file and field."""
     timed_out = False
     remaining = child.timeout - (time.monotonic() - child.started)
     try:
@@ -189,13 +191,15 @@ def wait(child: Child) -> ChildResult:
         timed_out = True
         _kill(child.proc)
     seconds = time.monotonic() - child.started
-    statuses = []
+    statuses: list[S] = []
     names = ["status.json"] if not child.ranks else [f"status_rank{r}.json" for r in range(child.ranks)]
     for n in names:
         path = os.path.join(child.out, n)
         if os.path.exists(path):
-            with open(path, encoding="utf-8") as fh:
-                statuses.append(json.load(fh))
+            try:
+                statuses.append(records.read_status(path, status_type))
+            except (OSError, records.RecordError) as exc:
+                statuses.append(status_type(phase="harness", error=Failure(summary=str(exc))))
     tail = ""
     try:
         with open(child.log, "rb") as fh:
@@ -204,7 +208,8 @@ def wait(child: Child) -> ChildResult:
             tail = fh.read().decode("utf-8", "replace")
     except OSError:
         pass
-    return ChildResult(child.name, child.proc.returncode, seconds, statuses, tail, timed_out, max(child.ranks, 1))
+    return ChildResult(child.name, child.proc.returncode, seconds, statuses, status_type(), tail, timed_out,
+                       max(child.ranks, 1))
 
 
 def kill(child: Child) -> None:

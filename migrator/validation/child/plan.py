@@ -25,6 +25,8 @@ import functools
 import time
 from typing import Any
 
+from ..records import PlanJob
+
 HEAD_ATTRS = ("n_head", "n_heads", "num_heads", "num_attention_heads", "n_kv_head", "num_key_value_heads")
 COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_single", "reduce_scatter_tensor",
                "reduce_scatter_single", "reduce_scatter",
@@ -224,16 +226,17 @@ def _run_plan_step(entry, pmodel, inner, batch, shim: CollectiveShim) -> tuple[d
     return {"note": note}, issued
 
 
-def run_plan(job: dict[str, Any]) -> dict[str, Any]:
-    from . import determinism, execute, protocol
+def run_plan(job: PlanJob) -> dict[str, Any]:
+    from .. import determinism
+    from . import execute, protocol
     from .errors import describe
 
-    W = int(job["world_size"])
+    W = int(job.world_size)
     rank = W - 1
     status: dict[str, Any] = {"ok": False, "checks": [], "notes": [], "bench": {}}
     t0 = time.perf_counter()
-    prepared = protocol.prepare("migrated", job["tree"], job.get("entry"), status, seed=job["seed"],
-                                threads=job["threads"], determinism_device="cpu")
+    prepared = protocol.prepare("migrated", job.tree, job.entry, status, seed=job.seed,
+                                threads=job.threads, determinism_device="cpu")
     if prepared is None:
         return status
     entry = prepared[0]
@@ -247,11 +250,11 @@ def run_plan(job: dict[str, Any]) -> dict[str, Any]:
     try:
         dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=W)
         shim.install()
-        determinism.seed_all(job["seed"])
+        determinism.seed_all(job.seed)
         full = entry.make_model(dropout=0.0)
         weights = execute.round_weights(full)
         full_lists = _module_lists(full)
-        step = job.get("batch_step", 0)
+        step = job.batch_step
 
         flat = init_device_mesh("cpu", (W,), mesh_dim_names=("world",))
         declared = {}
@@ -259,7 +262,7 @@ def run_plan(job: dict[str, Any]) -> dict[str, Any]:
             model = execute.build_model(entry, weights, "cpu", "fp32", "amp")
             declared[stage], _ = _declared(entry, stage, model, flat)
         status["declared"] = [s for s, d in declared.items() if d]
-        tp = int(job.get("tp") or (2 if declared["tp"] else 1))
+        tp = int(job.tp or (2 if declared["tp"] else 1))
         if W % tp:
             checks.append(_check("mesh builds", False, f"world size {W} does not divide by tp {tp}"))
             status["ok"] = True
@@ -278,7 +281,7 @@ def run_plan(job: dict[str, Any]) -> dict[str, Any]:
         elif declared["dp"] or entry.parallelize is None:
             plans.append(("dp (DDP)", [("dp", dp_mesh)]))
         generic_ok = entry.parallelize is None or declared["dp"] or declared["fsdp"]
-        if "fsdp2" in job.get("dp_variants", ["fsdp2"]) and (declared["fsdp"] or generic_ok) and not mp:
+        if "fsdp2" in job.dp_variants and (declared["fsdp"] or generic_ok) and not mp:
             plans.append(("fsdp2", [("fsdp", dp_mesh)]))
 
         summaries = []
@@ -293,7 +296,7 @@ def run_plan(job: dict[str, Any]) -> dict[str, Any]:
                     variant = {"dp": "ddp", "fsdp": "fsdp2", "tp": "tp", "ep": "ep"}[stage]
                     pmodel, _how = apply_variant(entry, pmodel, sub, variant, True)
             except Exception as exc:  # noqa: BLE001
-                checks.append(_check(f"{label}: plan builds", False, describe(exc, job["tree"])["summary"]))
+                checks.append(_check(f"{label}: plan builds", False, describe(exc, job.tree)["summary"]))
                 continue
             from .parallel import _inner
 
@@ -310,7 +313,7 @@ def run_plan(job: dict[str, Any]) -> dict[str, Any]:
                 info, issued = _run_plan_step(entry, pmodel, inner, batch, shim)
             except Exception as exc:  # noqa: BLE001
                 checks.append(_check(f"{label}: forward/backward on the fake group", False,
-                                     describe(exc, job["tree"])["summary"]))
+                                     describe(exc, job.tree)["summary"]))
                 continue
             total = sum(issued.values())
             expect = any(s in ("tp", "ep", "dp", "fsdp") for s, _ in steps)
@@ -326,7 +329,7 @@ def run_plan(job: dict[str, Any]) -> dict[str, Any]:
         status["bench"] = {"seconds_in_child": round(time.perf_counter() - t0, 2)}
         status["ok"] = True
     except Exception as exc:  # noqa: BLE001
-        checks.append(_check("plan check", False, describe(exc, job["tree"])["summary"]))
+        checks.append(_check("plan check", False, describe(exc, job.tree)["summary"]))
         status["ok"] = True
     finally:
         shim.uninstall()

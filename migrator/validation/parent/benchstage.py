@@ -13,14 +13,13 @@ import os
 import statistics
 from typing import Any
 
+from ..records import DATA_PARALLEL, STAGE_OF, BenchJob, BenchStatus, Side
 from .options import Options
 
 CPU_LABEL = "CPU run: proves the measurement machinery, not hardware speed"
 
 
 def _variant(sid: str, opts: Options, ctx: dict[str, Any]) -> str | None:
-    from .parallel import STAGE_OF
-
     if sid == "S1":
         return None
     variants = list(opts.dp_variants if sid == "S2" else opts.mp_variants)
@@ -34,47 +33,46 @@ def _variant(sid: str, opts: Options, ctx: dict[str, Any]) -> str | None:
     return variants[0] if variants else None
 
 
-def _repeat(job: dict[str, Any], name: str, opts: Options, ranks: int) -> dict[str, Any]:
+def _repeat(job: BenchJob, name: str, opts: Options, ranks: int) -> dict[str, Any]:
     from . import launcher
 
     env = launcher.child_env(opts.seed, opts.threads)
-    if ranks > 1 or job.get("variant"):
+    if ranks > 1 or job.variant:
         child = launcher.start_torchrun(job, name, env, opts.world_size, nnodes=opts.nnodes,
                                         rdzv_endpoint=opts.rdzv_endpoint, timeout=opts.bench_timeout)
     else:
         child = launcher.start(job, name, env, opts.bench_timeout)
-    res = launcher.wait(child)
+    res = launcher.wait(child, BenchStatus)
     if res.timed_out:
-        done = [s for s in res.statuses if s.get("ok")]
+        done = [s for s in res.statuses if s.ok]
         return {"ok": False, "kind": "hang", "reason": f"no finish within {opts.bench_timeout:g} s (killed; "
                 f"{len(done)} of {res.expected} rank(s) had finished)", "statuses": res.statuses}
-    nan = [s for s in res.statuses if s.get("phase") == "nan"]
+    nan = [s for s in res.statuses if s.phase == "nan"]
     if nan:
-        return {"ok": False, "kind": "nan", "reason": nan[0]["error"]["summary"], "statuses": res.statuses}
+        return {"ok": False, "kind": "nan", "reason": nan[0].error.summary if nan[0].error else "non-finite loss",
+                "statuses": res.statuses}
     failure = res.failure()
     if failure is not None:
-        err = failure.get("error") or {}
-        text = err.get("summary", "unknown error")
-        if err.get("during"):
-            text = f"during {err['during']}: {text}"
-        kind = "error" if failure.get("phase") in ("entry", "harness") else "crash"
-        return {"ok": False, "kind": kind, "reason": text, "statuses": res.statuses}
-    return {"ok": True, "statuses": sorted(res.statuses, key=lambda s: s.get("rank", 0))}
+        from .stage_common import _failure_text
+
+        kind = "error" if failure.phase in ("entry", "harness") else "crash"
+        return {"ok": False, "kind": kind, "reason": _failure_text(failure), "statuses": res.statuses}
+    return {"ok": True, "statuses": sorted(res.statuses, key=lambda s: s.rank or 0)}
 
 
-def _side(sid: str, side: str, tree: str, variant: str | None, opts: Options, work: str,
+def _side(sid: str, side: Side, tree: str, variant: str | None, opts: Options, work: str,
           progress) -> dict[str, Any]:
-    from .bench import summarize_times
     from .peaks import lookup
 
     ranks = 1 if sid == "S1" else opts.world_size * opts.nnodes
-    runs, failures = [], []
+    runs: list[list[BenchStatus]] = []
+    failures = []
     for r in range(opts.repeats):
         repeat_dir = os.path.join(work, "bench", sid.lower(), side, f"repeat{r}")
-        job = {"kind": "bench", "side": side, "tree": tree, "entry": opts.entry, "seed": opts.seed,
-               "threads": opts.threads, "stage": sid, "variant": variant, "bf16_policy": opts.bf16_policy,
-               "steps": opts.bench_steps, "warmup": opts.bench_warmup, "profile_steps": opts.bench_profile_steps,
-               "batch_step": opts.parallel_steps[0] if sid != "S1" else opts.steps[0], "out": repeat_dir}
+        job = BenchJob(side=side, tree=tree, entry=opts.entry, seed=opts.seed, threads=opts.threads, stage=sid,
+                       variant=variant, bf16_policy=opts.bf16_policy, steps=opts.bench_steps, warmup=opts.bench_warmup,
+                       profile_steps=opts.bench_profile_steps, out=repeat_dir,
+                       batch_step=opts.parallel_steps[0] if sid != "S1" else opts.steps[0])
         if progress is not None:
             progress(f"{sid} bench: {side} side, repeat {r + 1}/{opts.repeats} ({ranks} rank(s))")
         rep = _repeat(job, f"bench-{sid}-{side}-{r}", opts, ranks)
@@ -88,30 +86,29 @@ def _side(sid: str, side: str, tree: str, variant: str | None, opts: Options, wo
     if not runs:
         return out
     first = runs[0][0]
-    device = first.get("device", "cpu")
+    device = first.device or "cpu"
     # the slowest rank defines a step
-    times = [max(vals) for statuses in runs for vals in zip(*[s["step_times"] for s in statuses])]
+    times = [max(vals) for statuses in runs for vals in zip(*[s.step_times for s in statuses])]
     t = summarize_times(times)
-    data_parallel = variant in ("ddp", "fsdp2", "ep")
-    per_rank = lambda key: [s.get(key) for s in runs[0]]  # noqa: E731
-    samples = per_rank("samples_per_step")
-    tokens = per_rank("tokens_per_step")
-    samples_step = (sum(samples) if data_parallel else samples[0]) if None not in samples else None
-    tokens_step = (sum(tokens) if data_parallel else tokens[0]) if None not in tokens else None
-    flops_step = sum(s.get("flops_per_step", 0) for s in runs[0])
+    data_parallel = variant in DATA_PARALLEL
+    samples = [s.samples_per_step for s in runs[0]]
+    tokens = [s.tokens_per_step for s in runs[0]]
+    samples_step = _per_step(samples, data_parallel)
+    tokens_step = _per_step(tokens, data_parallel)
+    flops_step = sum(s.flops_per_step or 0 for s in runs[0])
     med = t["median_s"]
     achieved = flops_step / med / 1e12 if med > 0 else None
-    peak = lookup(first.get("device_name"), first.get("dtype", "bfloat16"), opts.peak_tflops)
+    peak = lookup(first.device_name, first.dtype or "bfloat16", opts.peak_tflops)
     mfu = achieved / (peak["tflops"] * ranks) if peak.get("tflops") and achieved is not None else None
-    shares = [s.get("comm_share", {}) for statuses in runs for s in statuses]
+    shares = [s.comm_share for statuses in runs for s in statuses]
     comm: dict[str, float | None] = {}
     for key in ("total", "all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
         vals = [c[key] for c in shares if key in c]
         comm[key] = round(statistics.fmean(vals), 6) if vals else None
-    mems = [s.get("peak_memory", {}) for statuses in runs for s in statuses]
+    mems = [s.peak_memory for statuses in runs for s in statuses if s.peak_memory]
     out.update({
-        "device": device, "device_name": first.get("device_name"), "dtype": first.get("dtype"),
-        "how": first.get("how"), "label": CPU_LABEL if device == "cpu" else None,
+        "device": device, "device_name": first.device_name, "dtype": first.dtype,
+        "how": first.how, "label": CPU_LABEL if device == "cpu" else None,
         "step_time": {k: (round(v, 6) if isinstance(v, float) else v) for k, v in t.items()},
         "samples_per_step": samples_step, "tokens_per_step": tokens_step,
         "samples_per_s": round(samples_step / med, 3) if samples_step and med > 0 else None,
@@ -124,6 +121,14 @@ def _side(sid: str, side: str, tree: str, variant: str | None, opts: Options, wo
         "peak_memory_kind": mems[0].get("kind") if mems else None,
     })
     return out
+
+
+def _per_step(per_rank: list[int | None], data_parallel: bool) -> int | None:
+    """Samples (tokens) per step: every rank's own under data parallelism, else one rank's."""
+    known = [n for n in per_rank if n is not None]
+    if len(known) != len(per_rank) or not known:
+        return None
+    return sum(known) if data_parallel else known[0]
 
 
 RATIO_KEYS = (("step_time_median_s", lambda s: (s.get("step_time") or {}).get("median_s")),
@@ -147,7 +152,8 @@ def bench_stage(sid: str, opts: Options, original: str, migrated: str, work: str
                                        "timeout_s": opts.bench_timeout, "bf16_policy": opts.bf16_policy,
                                        "variant": variant,
                                        "step": "forward + backward (optimizer step not included)"}}
-    sides = [("migrated", migrated)] if ctx.get("recorded") else [("original", original), ("migrated", migrated)]
+    sides: list[tuple[Side, str]] = [("migrated", migrated)] if ctx.get("recorded") else \
+        [("original", original), ("migrated", migrated)]
     for side, tree in sides:
         perf[side] = _side(sid, side, tree, variant, opts, work, progress)
     if ctx.get("recorded"):
@@ -189,3 +195,12 @@ def scaling(stages, opts: Options) -> list[dict[str, Any]]:
                       "note": "not measured: S0 checks this layout on the fake process group only; run "
                               "--nproc-per-node/--nnodes at that size on the cluster to time it"})
     return lines
+
+
+def summarize_times(times: list[float]) -> dict[str, float]:
+    """Median and spread of step times (seconds)."""
+    ordered = sorted(times)
+    q = statistics.quantiles(ordered, n=4) if len(ordered) >= 2 else [ordered[0]] * 3
+    return {"median_s": statistics.median(ordered), "min_s": ordered[0], "max_s": ordered[-1],
+            "iqr_s": q[2] - q[0], "stdev_s": statistics.stdev(ordered) if len(ordered) > 1 else 0.0,
+            "n": len(ordered)}

@@ -67,7 +67,7 @@ def _plain(t):
 
 def tensor_record(t, name: str | None, stats_only: bool) -> dict[str, Any]:
     """msprobe's per-tensor record (§1.1 dump format)."""
-    from .metrics import stats
+    from ..metrics import stats
 
     rec: dict[str, Any] = {"type": "torch.Tensor", "dtype": str(t.dtype), "shape": list(t.shape)}
     if t.is_floating_point():
@@ -315,15 +315,4 @@ def _json_default(value):
     return str(value)
 
 
-def load_dump(run_dir: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(dump.json document, {tensor name: tensor}) of a saved run."""
-    from safetensors.torch import load_file
-
-    with open(os.path.join(run_dir, "dump.json"), encoding="utf-8") as fh:
-        doc = json.load(fh)
-    tensor_path = os.path.join(run_dir, doc.get("migrate", {}).get("tensor_file", "tensors.safetensors"))
-    tensors = load_file(tensor_path) if os.path.exists(tensor_path) else {}
-    return doc, tensors
-
-
-__all__ = ["Recorder", "load_dump", "tensor_record", "ROOT"]
+__all__ = ["Recorder", "tensor_record", "ROOT"]

@@ -9,13 +9,17 @@ parallel variants (DDP, FSDP2 / TP, EP).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tarfile
 import tempfile
 import time
+from collections.abc import Mapping
 from typing import Any, Literal, TypeVar
 
+from .. import records
+from ..records import ParallelJob, PlanJob, PlanStatus, RankStatus, Side, SideJob, SideStatus, Status
 from .compare import (
     FAIL,
     Comparison,
@@ -39,13 +43,14 @@ from .stage_common import (
 
 __all__ = ["ValidationSetupError", "run"]
 
-def _s1_jobs(opts: Options, original: str, migrated: str, work: str, shared: str) -> tuple[dict, dict]:
-    common = {"kind": "side", "seed": opts.seed, "threads": opts.threads, "steps": list(opts.steps),
-              "policies": ["fp32", "bf16"], "bf16_policy": opts.bf16_policy, "entry": opts.entry,
-              "shared": shared, "max_bytes": opts.max_bytes, "wait_timeout": opts.timeout}
-    orig = dict(common, side="original", tree=original, out=shared)
-    mig = dict(common, side="migrated", tree=migrated, out=os.path.join(work, "s1", "migrated"))
-    return orig, mig
+
+def _s1_jobs(opts: Options, original: str, migrated: str, work: str, shared: str) -> tuple[SideJob, SideJob]:
+    def job(side: Side, tree: str, out: str) -> SideJob:
+        return SideJob(side=side, tree=tree, out=out, seed=opts.seed, threads=opts.threads, entry=opts.entry,
+                       steps=tuple(opts.steps), policies=("fp32", "bf16"), bf16_policy=opts.bf16_policy,
+                       shared=shared, max_bytes=opts.max_bytes, wait_timeout=opts.timeout)
+
+    return job("original", original, shared), job("migrated", migrated, os.path.join(work, "s1", "migrated"))
 
 
 def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: dict[str, Any],
@@ -63,26 +68,25 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: dict[str
     else:
         _say(progress, f"S1: migrated side against the recorded reference {opts.compare}")
     children.append(launcher.start(mig_job, "migrated", env, opts.timeout))
-    results = [launcher.wait(c) for c in children]
+    results = [launcher.wait(c, SideStatus) for c in children]
     by_name = {r.name: r for r in results}
-    orig_status = ctx["recorded_status"] if ctx.get("recorded") else by_name["original"].status
+    orig_status: SideStatus = ctx["recorded_status"] if ctx.get("recorded") else by_name["original"].status
     mig_res = by_name["migrated"]
-    ctx["layers"] = {"original": orig_status.get("layers", {}), "migrated": mig_res.status.get("layers", {})}
-    ctx["s1_status"] = {"original": orig_status, "migrated": mig_res.status}
+    mig_status = mig_res.status
+    ctx["layers"] = {"original": dict(orig_status.layers), "migrated": dict(mig_status.layers)}
     bench = {"seconds": round(time.monotonic() - t0, 2)}
     for r in results:
         bench[f"{r.name}_seconds"] = round(r.seconds, 2)
 
     for side, res in (("original", None if ctx.get("recorded") else by_name["original"]), ("migrated", mig_res)):
-        status = res.status if res is not None else orig_status  # None: the recorded reference
-        failure = None
+        failure: Status | None = None
         if res is not None:
             failure = res.failure()
-        elif not status.get("ok"):
-            failure = status
+        elif not orig_status.ok:  # the recorded reference
+            failure = orig_status
         if failure is None:
             continue
-        phase = failure.get("phase")
+        phase = failure.phase
         if phase == "skipped":
             continue
         if phase in ("entry", "harness"):
@@ -93,55 +97,55 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: dict[str
                            first_divergence=_crash_module(failure) if side == "migrated" else None, bench=bench)
 
     comparison = Comparison()
-    cross = orig_status.get("device") != mig_res.status.get("device")
+    cross = orig_status.device != mig_status.device
     notes: list[str] = []
     if cross:
-        notes.append(f"cross-device comparison ({orig_status.get('device')} vs {mig_res.status.get('device')}): "
+        notes.append(f"cross-device comparison ({orig_status.device} vs {mig_status.device}): "
                      "fp32 logic bounds x10 (to calibrate on hardware)")
     for step in opts.steps:
         key = f"step{step}"
-        G = _required_run(orig_status["runs"].get(f"fp32/{key}"), f"original fp32/{key}")
-        R = Run.load(orig_status["runs"].get(f"bf16/{key}"))
-        T32 = Run.load(mig_res.status["runs"].get(f"fp32/{key}"))
-        T16 = Run.load(mig_res.status["runs"].get(f"bf16/{key}"))
+        G = _required_run(orig_status.runs.get(f"fp32/{key}"), f"original fp32/{key}")
+        R = Run.load(orig_status.runs.get(f"bf16/{key}"))
+        T32 = Run.load(mig_status.runs.get(f"fp32/{key}"))
+        T16 = Run.load(mig_status.runs.get(f"bf16/{key}"))
         comparison.extend(compare_runs(G, R, T32, T16, label=f"{key}/", cross_device=cross, gate_unmatched=True))
-    opt_o, opt_m = orig_status.get("optimizer"), mig_res.status.get("optimizer")
+    opt_o, opt_m = orig_status.optimizer, mig_status.optimizer
     if opt_o and opt_m:
-        comparison.extend(compare_optimizer(_required_run(opt_o["dir"], "original optimizer"),
-                                            _required_run(opt_m["dir"], "migrated optimizer"), cross_device=cross))
-        notes.append(f"optimizer in isolation: {opt_m['class']} (migrated) vs {opt_o['class']} (original), "
+        comparison.extend(compare_optimizer(_required_run(opt_o.dir, "original optimizer"),
+                                            _required_run(opt_m.dir, "migrated optimizer"), cross_device=cross))
+        notes.append(f"optimizer in isolation: {opt_m.name} (migrated) vs {opt_o.name} (original), "
                      "same fp32 grads, fp32 master params")
     elif opt_o or opt_m:
         notes.append("make_optimizer exists on one side only: optimizer not compared")
-    policy_checks = _training(comparison, notes, orig_status.get("train"), mig_res.status.get("train"), cross, ctx)
-    own = mig_res.status.get("own_batch_sha256", {})
-    shared_hash = mig_res.status.get("batch_sha256", {})
+    policy_checks = _training(comparison, notes, orig_status.train, mig_status.train, cross, ctx)
+    own = mig_status.own_batch_sha256
+    shared_hash = mig_status.batch_sha256
     differing = [s for s in own if own[s] != shared_hash.get(s)]
     if differing:
         notes.append(f"the migrated make_batch gives different batches (steps {', '.join(differing)}); "
                      "the original's batches were used")
-    if orig_status.get("dropout_active"):
-        notes.append("dropout still active after make_model(dropout=0.0): " + ", ".join(orig_status["dropout_active"]))
+    if orig_status.dropout_active:
+        notes.append("dropout still active after make_model(dropout=0.0): " + ", ".join(orig_status.dropout_active))
     ctx["manifest"].update({
-        "weights_sha256": orig_status.get("weights_sha256"),
-        "batch_sha256": orig_status.get("batch_sha256"),
-        "migrated_weights_sha256": mig_res.status.get("weights_sha256"),
-        "determinism": {"original": orig_status.get("manifest"), "migrated": mig_res.status.get("manifest")},
-        "devices": {"original": orig_status.get("device"), "migrated": mig_res.status.get("device")},
+        "weights_sha256": orig_status.weights_sha256,
+        "batch_sha256": dict(orig_status.batch_sha256),
+        "migrated_weights_sha256": mig_status.weights_sha256,
+        "determinism": {"original": dict(orig_status.manifest), "migrated": dict(mig_status.manifest)},
+        "devices": {"original": orig_status.device, "migrated": mig_status.device},
     })
     bench["compare_seconds"] = round(time.monotonic() - t0 - max(r.seconds for r in results), 2)
     bench["seconds"] = round(time.monotonic() - t0, 2)  # the stage's time includes the comparison
     result = numeric_stage("S1", comparison, bench=bench, notes=notes, extra_checks=policy_checks,
                            extra_summary=f"{len(opts.steps)} step(s), bf16 policy {opts.bf16_policy}")
     if result.status == FAIL:
-        result = _first_op(result, comparison, opts, original, migrated, work, shared, orig_status, mig_res.status,
+        result = _first_op(result, comparison, opts, original, migrated, work, shared, orig_status, mig_status,
                            progress)
         result = _replace(result, bench=dict(result.bench, seconds=round(time.monotonic() - t0, 2)))
     return result
 
 
 def _first_op(result: StageResult, comparison: Comparison, opts: Options, original: str, migrated: str, work: str,
-              shared: str, orig_status: dict[str, Any], mig_status: dict[str, Any], progress: Progress) -> StageResult:
+              shared: str, orig_status: SideStatus, mig_status: SideStatus, progress: Progress) -> StageResult:
     """Name the first divergent op inside the failing module (or the optimizers' argument diff)."""
     from . import op_localise as L
 
@@ -149,7 +153,7 @@ def _first_op(result: StageResult, comparison: Comparison, opts: Options, origin
     if target is None:
         return result
     if target.get("optimizer"):
-        text = L.optimizer_diff(orig_status.get("optimizer"), mig_status.get("optimizer"))
+        text = L.optimizer_diff(orig_status.optimizer, mig_status.optimizer)
         row = None
     else:
         _say(progress, f"S1: op-level trace inside {target['module']} (step {target['step']}, {target['policy']}) "
@@ -173,8 +177,8 @@ def _first_op(result: StageResult, comparison: Comparison, opts: Options, origin
     return _replace(result, first_divergence=first, checks=result.checks + ((row,) if row else ()))
 
 
-def _training(comparison: Comparison, notes: list[str], train_o: dict[str, Any] | None,
-              train_m: dict[str, Any] | None, cross: bool, ctx: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+def _training(comparison: Comparison, notes: list[str], train_o: Mapping[str, Mapping[str, Any]],
+              train_m: Mapping[str, Mapping[str, Any]], cross: bool, ctx: dict[str, Any]) -> tuple[dict[str, Any], ...]:
     """The k-step training comparison and each side's precision policy (data, then a check row per run)."""
     from .compare_train import compare_training, training_note
     from .policy import compare_policies, describe
@@ -200,27 +204,28 @@ def run_s0(opts: Options, migrated: str, work: str, ctx: dict[str, Any], progres
 
     _say(progress, f"S0: parallel plan at world size {opts.plan_world_size} on the fake process group")
     t0 = time.monotonic()
-    job = {"kind": "plan", "tree": migrated, "entry": opts.entry, "seed": opts.seed, "threads": opts.threads,
-           "world_size": opts.plan_world_size, "tp": opts.plan_tp, "out": os.path.join(work, "s0"),
-           "dp_variants": list(opts.dp_variants), "batch_step": opts.parallel_steps[0]}
-    res = launcher.wait(launcher.start(job, "plan", launcher.child_env(opts.seed, opts.threads), opts.timeout))
+    job = PlanJob(tree=migrated, entry=opts.entry, seed=opts.seed, threads=opts.threads,
+                  world_size=opts.plan_world_size, tp=opts.plan_tp, out=os.path.join(work, "s0"),
+                  dp_variants=tuple(opts.dp_variants), batch_step=opts.parallel_steps[0])
+    res = launcher.wait(launcher.start(job, "plan", launcher.child_env(opts.seed, opts.threads), opts.timeout),
+                        PlanStatus)
     status = res.status
-    bench = {"seconds": round(time.monotonic() - t0, 2), "world_size": opts.plan_world_size}
+    bench: dict[str, Any] = {"seconds": round(time.monotonic() - t0, 2), "world_size": opts.plan_world_size}
     failure = res.failure()
-    if failure is not None and failure.get("phase") in ("entry", "harness"):
+    if failure is not None and failure.phase in ("entry", "harness"):
         return StageResult("S0", "error", reason=f"plan check could not run: {_failure_text(failure)}", bench=bench,
                            summary="plan check could not run")
-    ctx.setdefault("layers", {}).setdefault("migrated", status.get("layers", {}))
-    checks = tuple(status.get("checks", []))
-    bench.update(status.get("bench", {}))
-    ctx["declared_stages"] = status.get("declared", [])
+    ctx.setdefault("layers", {}).setdefault("migrated", dict(status.layers))
+    checks = tuple(dict(c) for c in status.checks)
+    bench.update(status.bench)
+    ctx["declared_stages"] = list(status.declared)
     st = worst_status(c["status"] for c in checks) if checks else "error"
     failed = [c for c in checks if c["status"] == FAIL]
     reason = "; ".join(f"{c['check']}: {c.get('message', '')}" for c in failed[:3]) or None
     if not checks:
-        reason = _failure_text(status) if status else "no plan checks ran"
-    return StageResult("S0", st, summary=status.get("summary", ""), reason=reason, checks=checks, bench=bench,
-                       notes=tuple(status.get("notes", [])))
+        reason = _failure_text(status) if res.statuses else "no plan checks ran"
+    return StageResult("S0", st, summary=status.summary, reason=reason, checks=checks, bench=bench,
+                       notes=status.notes)
 
 
 def run_parallel_stage(sid: str, opts: Options, migrated: str, work: str, ctx: dict[str, Any],
@@ -244,16 +249,16 @@ def run_parallel_stage(sid: str, opts: Options, migrated: str, work: str, ctx: d
     _say(progress, f"{sid}: {', '.join(variants)} on {nprocs} ranks (torchrun) against the unsharded run")
     t0 = time.monotonic()
     out = os.path.join(work, sid.lower())
-    job = {"kind": "parallel", "stage": sid, "variants": variants, "tree": migrated, "entry": opts.entry,
-           "seed": opts.seed, "threads": opts.threads, "steps": list(opts.parallel_steps),
-           "bf16_policy": opts.bf16_policy, "out": out, "max_bytes": opts.max_bytes}
+    job = ParallelJob(stage="S2" if sid == "S2" else "S3", variants=tuple(variants), tree=migrated,
+                      entry=opts.entry, seed=opts.seed, threads=opts.threads, steps=tuple(opts.parallel_steps),
+                      bf16_policy=opts.bf16_policy, out=out, max_bytes=opts.max_bytes)
     child = launcher.start_torchrun(job, sid, launcher.child_env(opts.seed, opts.threads), opts.world_size,
                                     nnodes=opts.nnodes, rdzv_endpoint=opts.rdzv_endpoint, timeout=opts.timeout)
-    res = launcher.wait(child)
-    bench = {"seconds": round(time.monotonic() - t0, 2), "ranks": nprocs}
+    res = launcher.wait(child, RankStatus)
+    bench: dict[str, Any] = {"seconds": round(time.monotonic() - t0, 2), "ranks": nprocs}
     failure = res.failure()
     if failure is not None:
-        phase = failure.get("phase")
+        phase = failure.phase
         if phase in ("entry", "harness"):
             return StageResult(sid, "error", summary="could not run", bench=bench,
                                reason=f"{sid} could not run: {_failure_text(failure)}")
@@ -261,29 +266,29 @@ def run_parallel_stage(sid: str, opts: Options, migrated: str, work: str, ctx: d
                            reason=f"migrated program failed {_failure_text(failure)}",
                            first_divergence=_crash_module(failure))
     rank0 = res.statuses[0]
-    ran = rank0.get("variants", {})
-    skipped = rank0.get("skipped", {})
+    ran = rank0.variants
+    skipped = rank0.skipped
     if not ran:
         why = "; ".join(f"{v}: {w}" for v, w in skipped.items()) or "no variant applies"
         return StageResult(sid, "not_run", summary="nothing to run", reason=why, bench=bench)
     comparison = Comparison()
     extra_checks: list[dict[str, Any]] = []
     for variant, info in ran.items():
-        for step_key, per_rank in info["runs"].items():
+        for step_key, per_rank in info.runs.items():
             for rank, dirs in sorted(per_rank.items(), key=lambda kv: int(kv[0])):
                 G, R = _required_run(dirs["ref_fp32"], "reference fp32"), Run.load(dirs["ref_bf16"])
                 T32, T16 = Run.load(dirs["fp32"]), Run.load(dirs["bf16"])
                 comparison.extend(compare_runs(G, R, T32, T16, label=f"{variant}/{step_key}/rank{rank}/"))
-        for check in info.get("checks", []):
+        for check in info.checks:
             extra_checks.append(dict(check, check=f"{variant}: {check['check']}"))
     notes = [f"{v}: skipped ({w})" for v, w in skipped.items()]
     notes.append("reference: the unsharded model on one process running each rank's micro-batch, grads "
                  "accumulated with 1/N (= the 1-rank run at the global batch for mean losses)")
     for s in res.statuses:
-        for n in s.get("notes", []):
+        for n in s.notes:
             if n not in notes:
                 notes.append(n)
-    bench.update({f"{v}_seconds": info.get("seconds") for v, info in ran.items()})
+    bench.update({f"{v}_seconds": info.seconds for v, info in ran.items()})
     return numeric_stage(sid, comparison, bench=bench, notes=notes,
                          extra_summary=", ".join(f"{v} x{nprocs}" for v in ran),
                          extra_checks=tuple(extra_checks))
@@ -321,7 +326,20 @@ def _unpack(src: str, dest: str) -> str:
     return dest
 
 
-def _relocate(status: dict[str, Any], old_root: str, new_root: str) -> dict[str, Any]:
+def _read_recorded(archive: str, shared: str) -> SideStatus:
+    """The reference side's status saved by ``--record``, its paths pointed at the unpacked copy."""
+    path = os.path.join(shared, "status.json")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+        root = data.get("shared_root", shared) if isinstance(data, dict) else shared
+        return records.from_json(_relocate(data, root, shared), SideStatus, path)
+    except (OSError, ValueError) as exc:  # RecordError is a ValueError
+        raise ValidationSetupError(f"{archive}: not a reference recorded by this version of migrate validate "
+                                   f"({exc})") from None
+
+
+def _relocate(status: Any, old_root: str, new_root: str) -> Any:
     """Recorded statuses hold absolute paths of the recording host: point them at the unpacked copy."""
     def fix(value):
         if isinstance(value, str) and value.startswith(old_root):
@@ -339,8 +357,6 @@ def _relocate(status: dict[str, Any], old_root: str, new_root: str) -> dict[str,
 def run(opts: Options, progress: Progress = None, migrate: MigrateStep | None = None) -> ValidationResult:
     """Run the selected stages; never raises for a failing program (that is a result). ``migrate`` makes
     the migrated tree when ``opts.migrated`` is not given (the api passes `migrate fix` in)."""
-    import json
-
     original = os.path.abspath(opts.original)
     if not os.path.isdir(original):
         raise ValidationSetupError(f"{opts.original}: not a directory")
@@ -369,16 +385,14 @@ def run(opts: Options, progress: Progress = None, migrate: MigrateStep | None = 
             if not os.path.exists(opts.compare):
                 raise ValidationSetupError(f"{opts.compare}: no such recorded reference")
             shared = _unpack(opts.compare, os.path.join(work, "s1", "recorded"))
-            with open(os.path.join(shared, "status.json"), encoding="utf-8") as fh:
-                recorded = json.load(fh)
-            recorded = _relocate(recorded, recorded.get("shared_root", shared), shared)
-            if not recorded.get("ok"):
+            recorded = _read_recorded(opts.compare, shared)
+            if not recorded.ok:
                 raise ValidationSetupError(f"{opts.compare}: the recorded reference side had failed")
-            steps = tuple(int(s) for s in recorded.get("batch_sha256", {}))
+            steps = tuple(int(s) for s in recorded.batch_sha256)
             if steps and tuple(opts.steps) != steps:
                 opts = _replace(opts, steps=steps)
             ctx.update(recorded=True, recorded_status=recorded)
-            notes.append(f"reference side recorded elsewhere ({opts.compare}; device {recorded.get('device')})")
+            notes.append(f"reference side recorded elsewhere ({opts.compare}; device {recorded.device})")
         ctx["shared"] = shared
 
         if opts.record:
@@ -437,7 +451,7 @@ def run(opts: Options, progress: Progress = None, migrate: MigrateStep | None = 
             shutil.rmtree(work, ignore_errors=True)
 
 
-_Record = TypeVar("_Record", Options, StageResult)
+_Record = TypeVar("_Record", Options, StageResult, SideStatus)
 
 
 def _replace(record: _Record, **changes) -> _Record:
@@ -453,26 +467,24 @@ def _record(opts: Options, original: str, work: str, ctx: dict[str, Any], progre
     shared = ctx["shared"]
     orig_job, _ = _s1_jobs(opts, original, original, work, shared)
     _say(progress, f"recording the reference side (G fp32, R bf16) into {opts.record}")
-    res = launcher.wait(launcher.start(orig_job, "original", launcher.child_env(opts.seed, opts.threads), opts.timeout))
+    res = launcher.wait(launcher.start(orig_job, "original", launcher.child_env(opts.seed, opts.threads), opts.timeout),
+                        SideStatus)
     failure = res.failure()
-    layers = {"original": res.status.get("layers", {})}
+    status = res.status
+    layers = {"original": dict(status.layers)}
     if failure is not None:
-        status = "error" if failure.get("phase") in ("entry", "harness") else FAIL
-        stage = StageResult("S1", status, summary="reference side failed", reason=f"original {_failure_text(failure)}")
+        verdict = "error" if failure.phase in ("entry", "harness") else FAIL
+        stage = StageResult("S1", verdict, summary="reference side failed", reason=f"original {_failure_text(failure)}")
     else:
-        status_doc = dict(res.status, shared_root=shared)
-        import json
-
-        with open(os.path.join(shared, "status.json"), "w", encoding="utf-8") as fh:
-            json.dump(status_doc, fh, indent=1)
+        records.write(_replace(status, shared_root=shared), os.path.join(shared, "status.json"))
         assert opts.record is not None  # _record runs only with --record
         _pack(shared, opts.record)
         stage = StageResult("S1", "not_run", summary="reference recorded",
                             reason=f"reference side recorded to {opts.record}; run `migrate validate --compare "
                                    f"{opts.record}` where the migrated side runs",
                             bench={"seconds": round(res.seconds, 2)})
-    ctx["manifest"].update(weights_sha256=res.status.get("weights_sha256"), batch_sha256=res.status.get("batch_sha256"),
-                           determinism={"original": res.status.get("manifest")}, devices={"original": res.status.get("device")})
+    ctx["manifest"].update(weights_sha256=status.weights_sha256, batch_sha256=dict(status.batch_sha256),
+                           determinism={"original": dict(status.manifest)}, devices={"original": status.device})
     others = [StageResult(s, "not_run", reason="--record runs the reference side only") for s in ("S0", "S2", "S3")]
     stages = (others[0], stage, *others[1:])
     return ValidationResult(original=original, migrated=None, stages=stages, layers=layers, manifest=ctx["manifest"],

@@ -1,92 +1,26 @@
 """Each side's effective precision policy, recorded as data and compared (issue 17 item 3).
 
-Child side, :class:`PolicyProbe` during the first training step: whether autocast is on at each
-module forward and in which dtype, the dtypes of the activations, of the parameters and of the
-grads the optimizer sees (its step pre-hook), plus the GradScaler (class, enabled, scale) from
-:func:`execute.train_updates`. Parent side, :func:`compare_policies`: the original's facts against
-the migrated's under the same harness policy; every difference warns naming both values (the
-numeric checks decide whether it matters). Imports torch only inside the probe.
+The child records the facts (:mod:`migrator.validation.child.policy_probe` during the first training
+step: autocast at each module forward and its dtype, the dtypes of the activations, of the parameters
+and of the grads the optimizer sees, plus the GradScaler). Here, parent side, :func:`compare_policies`
+sets the original's facts against the migrated's under the same harness policy; every difference warns
+naming both values (the numeric checks decide whether it matters). No torch here.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from collections.abc import Mapping
 from typing import Any
 
 CHECK = "precision policy per side (autocast, dtypes, GradScaler)"
 AUTOCAST_SHARE_DIFF = 0.5   # autocast on at half the module forwards more (or fewer): the policy changed
 
 
-class PolicyProbe:
-    """Forward hooks on every module plus the optimizer's step pre-hook (see the module docstring)."""
-
-    def __init__(self, model, device: str, optimizer=None) -> None:
-        self.model, self.device, self.optimizer = model, device, optimizer
-        self.forwards = 0
-        self.autocast_on = 0
-        self.autocast_dtypes: Counter[str] = Counter()
-        self.activations: Counter[str] = Counter()
-        self.grads: Counter[str] = Counter()
-        self._handles: list = []
-
-    def attach(self) -> PolicyProbe:
-        for module in self.model.modules():
-            self._handles.append(module.register_forward_pre_hook(self._pre))
-            self._handles.append(module.register_forward_hook(self._post))
-        return self
-
-    def watch(self, optimizer) -> None:
-        self._handles.append(optimizer.register_step_pre_hook(self._opt_pre))
-
-    def detach(self) -> None:
-        for h in self._handles:
-            h.remove()
-        self._handles.clear()
-
-    def _pre(self, module, args) -> None:
-        import torch
-
-        self.forwards += 1
-        if torch.is_autocast_enabled(self.device):
-            self.autocast_on += 1
-            self.autocast_dtypes[_name(torch.get_autocast_dtype(self.device))] += 1
-
-    def _post(self, module, args, output) -> None:
-        import torch
-
-        outs = output if isinstance(output, (tuple, list)) else (output,)
-        for t in outs:
-            if isinstance(t, torch.Tensor) and t.is_floating_point():
-                self.activations[_name(t.dtype)] += 1
-
-    def _opt_pre(self, optimizer, args, kwargs) -> None:
-        if self.grads:
-            return
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                if p.grad is not None:
-                    self.grads[_name(p.grad.dtype)] += 1
-
-    def facts(self, model) -> dict[str, Any]:
-        params = Counter(_name(p.dtype) for p in model.parameters())
-        return {"module_forwards": self.forwards, "autocast_on": self.autocast_on,
-                "autocast_dtype": _majority(self.autocast_dtypes), "activation_dtypes": dict(self.activations),
-                "param_dtypes": dict(params), "grad_dtypes": dict(self.grads)}
-
-
-def _name(dtype) -> str:
-    return str(dtype).removeprefix("torch.")
-
-
-def _majority(counts: Counter[str]) -> str | None:
-    return counts.most_common(1)[0][0] if counts else None
-
-
-def _main_dtype(counts: dict[str, int] | None) -> str | None:
+def _main_dtype(counts: Mapping[str, int] | None) -> str | None:
     return max(counts.items(), key=lambda kv: kv[1])[0] if counts else None
 
 
-def describe(facts: dict[str, Any] | None) -> str:
+def describe(facts: Mapping[str, Any] | None) -> str:
     """One line: ``autocast bfloat16 at 18/20 forwards, activations bfloat16, params float32, ...``."""
     if not facts:
         return "not recorded"
@@ -106,7 +40,7 @@ def describe(facts: dict[str, Any] | None) -> str:
     return ", ".join(parts)
 
 
-def compare_policies(original: dict[str, Any] | None, migrated: dict[str, Any] | None,
+def compare_policies(original: Mapping[str, Any] | None, migrated: Mapping[str, Any] | None,
                      label: str) -> dict[str, Any] | None:
     """The check row for one harness policy (``label``: fp32 / bf16); None when a side has no facts."""
     if not original or not migrated:

@@ -27,8 +27,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-STAGE_OF = {"ddp": "dp", "fsdp2": "fsdp", "tp": "tp", "ep": "ep"}
-DATA_PARALLEL = ("ddp", "fsdp2", "ep")
+from ..records import DATA_PARALLEL, STAGE_OF, ParallelJob
 
 
 class Unsupported(Exception):
@@ -172,17 +171,18 @@ def _grad_digest(grads: list[tuple[str, Any]]) -> str:
     return h.hexdigest()
 
 
-def run_rank(job: dict[str, Any]) -> dict[str, Any]:
-    from . import determinism, execute, protocol
+def run_rank(job: ParallelJob) -> dict[str, Any]:
+    from .. import determinism
+    from . import execute, protocol
     from .errors import describe, failure_phase
     from .recorder import Recorder
 
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    tree, out = job["tree"], job["out"]
+    tree, out = job.tree, job.out
     status: dict[str, Any] = {"ok": False, "rank": rank, "world_size": world, "variants": {}, "skipped": {},
                               "notes": []}
-    started = protocol.prepare("migrated", tree, job.get("entry"), status, seed=job["seed"], threads=job["threads"])
+    started = protocol.prepare("migrated", tree, job.entry, status, seed=job.seed, threads=job.threads)
     if started is None:
         return status
     entry, layers = started
@@ -191,7 +191,7 @@ def run_rank(job: dict[str, Any]) -> dict[str, Any]:
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
-    device, bf16_policy = layers.device, job["bf16_policy"]
+    device, bf16_policy = layers.device, job.bf16_policy
     recorder: Recorder | None = None
     phase = "init"
     timer = execute.Timer()
@@ -200,9 +200,9 @@ def run_rank(job: dict[str, Any]) -> dict[str, Any]:
             getattr(torch, device).set_device(int(os.environ.get("LOCAL_RANK", "0")))
         dist.init_process_group(backend=layers.backend)
         status["backend"] = dist.get_backend()
-        mesh = init_device_mesh(device, (world,), mesh_dim_names=("dp" if job["stage"] == "S2" else "mp",))
+        mesh = init_device_mesh(device, (world,), mesh_dim_names=("dp" if job.stage == "S2" else "mp",))
         phase = "weights"
-        determinism.seed_all(job["seed"])
+        determinism.seed_all(job.seed)
         full = entry.make_model(dropout=0.0)
         weights = execute.round_weights(full)
         digest = execute.tensor_hash(weights)
@@ -217,9 +217,9 @@ def run_rank(job: dict[str, Any]) -> dict[str, Any]:
 
         generic_ok = entry.parallelize is None  # a program with a plan gets only the variants it declares
 
-        for step in job["steps"]:
+        for step in job.steps:
             refs: dict[str, dict[str, str]] = {}
-            for variant in job["variants"]:
+            for variant in job.variants:
                 phase = f"{variant} step {step}"
                 t_variant = execute.Timer()
                 kind = "micro" if variant in DATA_PARALLEL else "full"
@@ -233,14 +233,14 @@ def run_rank(job: dict[str, Any]) -> dict[str, Any]:
                 runs: dict[str, str] = {}
                 try:
                     for policy in ("fp32", "bf16"):
-                        determinism.seed_all(job["seed"])
+                        determinism.seed_all(job.seed)
                         model = execute.build_model(entry, weights, device, policy, bf16_policy)
                         pmodel, how = apply_variant(entry, model, mesh, variant, generic_ok)
                         inner = _inner(pmodel)
                         lists = _module_lists(inner)
                         ep_lists = {p: (full_lists[p], n) for p, n in lists.items()
                                     if p in full_lists and n < full_lists[p] and full_lists[p] == n * world}
-                        recorder = Recorder(inner, max_bytes=job.get("max_bytes", 1 << 30))
+                        recorder = Recorder(inner, max_bytes=job.max_bytes)
                         recorder.skip_prefixes = tuple(ep_lists)
                         recorder.attach()
                         data = execute.prepare_batch(mine, device, policy, bf16_policy)
@@ -299,16 +299,17 @@ def _run_dir(out: str, what: str, step: int, policy: str, rank: int) -> str:
     return os.path.join(out, what, f"step{step}", policy, f"rank{rank}")
 
 
-def _reference(entry, weights, device, bf16_policy, mine, kind, job, rank, world, full_names, step, out):
+def _reference(entry, weights, device, bf16_policy, mine, kind, job: ParallelJob, rank, world, full_names, step, out):
     """The unsharded reference on this rank's batch, fp32 and bf16; grads accumulated over ranks."""
-    from . import determinism, execute
+    from .. import determinism
+    from . import execute
     from .recorder import Recorder
 
     dirs = {}
     for policy in ("fp32", "bf16"):
-        determinism.seed_all(job["seed"])
+        determinism.seed_all(job.seed)
         model = execute.build_model(entry, weights, device, policy, bf16_policy)
-        rec = Recorder(model, max_bytes=job.get("max_bytes", 1 << 30)).attach()
+        rec = Recorder(model, max_bytes=job.max_bytes).attach()
         data = execute.prepare_batch(mine, device, policy, bf16_policy)
         execute.forward_backward(entry, model, model, data, policy, bf16_policy, device, rec)
         rec.detach()

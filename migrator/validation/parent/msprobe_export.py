@@ -46,7 +46,7 @@ def export_run(run_dir: str, dest: str) -> int:
     """Export one recorded run into ``dest`` (= ``.../step<k>/rank<r>``); returns the tensor count."""
     import torch
 
-    from .recorder import load_dump
+    from ..dumps import load_dump
 
     doc, tensors = load_dump(run_dir)
     data_dir = os.path.join(dest, "dump_tensor_data")

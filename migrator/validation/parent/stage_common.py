@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from ..records import Status
 from .compare import FAIL, Comparison, localise, summary_counts, worst_rows, worst_status
 from .results import StageResult
 
@@ -32,15 +33,15 @@ def _fmt(v: float | None) -> str:
     return f"{v:.3g}"
 
 
-def _failure_text(status: dict[str, Any]) -> str:
-    err = status.get("error") or {}
-    text = err.get("summary", "unknown error")
-    during = err.get("during")
-    return f"during {during}: {text}" if during else text
+def _failure_text(status: Status) -> str:
+    err = status.error
+    if err is None:
+        return "unknown error"
+    return f"during {err.during}: {err.summary}" if err.during else err.summary
 
 
-def _crash_module(status: dict[str, Any]) -> str | None:
-    active = (status.get("error") or {}).get("active_modules") or []
+def _crash_module(status: Status) -> str | None:
+    active = status.error.active_modules if status.error else ()
     return f"{active[-1]} (raised while running)" if active else None
 
 

@@ -14,7 +14,10 @@ program's reduction and clipping), fp32 rel_l2; rank 0's parameter updates after
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
+
+from ..records import ScriptJob, ScriptStatus, Side
 
 CURVE_WARN = 2e-3  # per-step relative loss difference: a smoke check, never a gate
 
@@ -46,21 +49,22 @@ def run_script_s2(opts, original: str, migrated: str, work: str, progress=None):
     shared = os.path.join(work, "script_s2", "shared")
     env = launcher.child_env(opts.seed, opts.threads)
     children = {}
-    for key, side, writes in (("G", "original", True), ("T32", "migrated", False)):
-        job = {"kind": "script", "distributed": True, "side": side, "policy": "fp32", "writes_weights": writes,
-               "tree": original if side == "original" else migrated, "script": opts.script,
-               "args": list(opts.script_args), "curve_steps": opts.curve_steps, "seed": opts.seed,
-               "threads": opts.threads, "shared": shared, "out": os.path.join(work, "script_s2", key),
-               "wait_timeout": opts.timeout, "max_bytes": opts.max_bytes}
+    runs: tuple[tuple[str, Side, bool], ...] = (("G", "original", True), ("T32", "migrated", False))
+    for key, side, writes in runs:
+        job = ScriptJob(distributed=True, side=side, policy="fp32", writes_weights=writes,
+                        tree=original if side == "original" else migrated, script=opts.script,
+                        args=tuple(opts.script_args), curve_steps=opts.curve_steps, seed=opts.seed,
+                        threads=opts.threads, shared=shared, out=os.path.join(work, "script_s2", key),
+                        wait_timeout=opts.timeout, max_bytes=opts.max_bytes)
         children[key] = launcher.start_torchrun(job, f"s2-{key}", env, opts.world_size, nnodes=opts.nnodes,
                                                 rdzv_endpoint=opts.rdzv_endpoint, timeout=opts.timeout)
-    results = {k: launcher.wait(c) for k, c in children.items()}
+    results = {k: launcher.wait(c, ScriptStatus) for k, c in children.items()}
     bench: dict[str, Any] = {"seconds": round(max(r.seconds for r in results.values()), 2), "ranks": nprocs}
     for key in ("G", "T32"):
         failure = results[key].failure()
         if failure is not None:
             side = "original" if key == "G" else "migrated"
-            status = "error" if failure.get("phase") in ("entry", "harness") else "fail"
+            status = "error" if failure.phase in ("entry", "harness") else "fail"
             return StageResult("S2", status, summary=f"the {side} script failed under torchrun ({key})", bench=bench,
                                reason=f"{side} script ({key}, {nprocs} ranks) {_failure_text(failure)}")
     st = {k: r.statuses for k, r in results.items()}
@@ -68,17 +72,16 @@ def run_script_s2(opts, original: str, migrated: str, work: str, progress=None):
     worst = 0.0
     for rank in range(nprocs):
         g, t = st["G"][rank], st["T32"][rank]
-        golden = Run.load(g.get("step0"))
+        golden = Run.load(g.step0)
         if golden is None:
             return StageResult("S2", "error", summary="could not run", bench=bench,
                                reason=f"the original script recorded no step on rank {rank}")
-        comparison.extend(compare_runs(golden, None, Run.load(t.get("step0")), None,
+        comparison.extend(compare_runs(golden, None, Run.load(t.step0), None,
                                        label=f"rank{rank}/step0/", gate_unmatched=True))
-        n = min(len(g["losses"]), len(t["losses"]))
-        diffs = [abs(a - b) / max(abs(b), 1e-30) for a, b in zip(t["losses"][:n], g["losses"][:n])]
+        diffs = _loss_diffs(t.losses, g.losses)
         worst = max([worst, *diffs])
-    if st["G"][0].get("train") and st["T32"][0].get("train"):
-        comparison.extend(compare_training(Run.load(st["G"][0]["train"]), None, Run.load(st["T32"][0]["train"]), None))
+    if st["G"][0].train and st["T32"][0].train:
+        comparison.extend(compare_training(Run.load(st["G"][0].train), None, Run.load(st["T32"][0].train), None))
     curve = {"check": f"loss curves, {opts.curve_steps} steps on every rank (smoke check, not a gate)",
              "status": "warn" if worst > CURVE_WARN else "pass", "worst": worst, "threshold": CURVE_WARN,
              "message": f"max per-step relative loss difference T32 vs G over {nprocs} ranks {worst:.3g}"}
@@ -87,3 +90,9 @@ def run_script_s2(opts, original: str, migrated: str, work: str, progress=None):
              "per-rank grads recorded at the optimizer's step pre-hook (after the program's reduction)"]
     return numeric_stage("S2", comparison, bench=bench, notes=notes, extra_checks=(curve,),
                          extra_summary=f"script x{nprocs} (torchrun)")
+
+
+def _loss_diffs(migrated: Sequence[float], original: Sequence[float]) -> list[float]:
+    """Per-step relative loss differences over the steps both sides ran."""
+    n = min(len(migrated), len(original))
+    return [abs(a - b) / max(abs(b), 1e-30) for a, b in zip(migrated[:n], original[:n])]

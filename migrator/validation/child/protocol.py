@@ -86,13 +86,13 @@ def install_layers(side: str) -> Layers:
         layers = Layers(side, "cuda" if torch.cuda.is_available() else "cpu")
         if used:
             layers.used["cuda_reference"] = (f"CPU references for {', '.join(used)} "
-                                             "(migrator.validation.cuda_reference, not the CUDA kernels)")
+                                             "(migrator.validation.child.cuda_reference, not the CUDA kernels)")
         if layers.device == "cpu":
             from .cuda_reference import device_remap
 
             device_remap.install()
             layers.used["device_remap"] = ("cuda->cpu, nccl->gloo, torch.cuda.* -> CPU no-ops "
-                                           "(migrator.validation.cuda_reference.device_remap)")
+                                           "(migrator.validation.child.cuda_reference.device_remap)")
             layers.backend = "gloo"
         else:
             layers.backend = "nccl"
@@ -117,7 +117,7 @@ def prepare(side: str, tree: str, entry_spec: str | None, status: dict[str, Any]
     """Start of every child process: the reference layers for `side`, determinism (when `seed` is
     given), then the protocol entry. Returns (entry, layers); on failure `status` says why (phase
     "entry") and None is returned."""
-    from . import determinism
+    from .. import determinism
     from .errors import describe
 
     try:

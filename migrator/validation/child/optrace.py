@@ -26,7 +26,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-from . import op_semantics as S
+from .. import op_semantics as S
+from ..records import TraceJob
 
 COMPUTE = frozenset({"linear", "matmul", "bmm", "mm", "addmm", "einsum", "layer_norm", "rms_norm", "group_norm",
                      "batch_norm", "softmax", "log_softmax", "silu", "gelu", "relu", "embedding", "conv1d",
@@ -173,34 +174,35 @@ class OpTracer:
                 setattr(module, k, wrapper)
 
 
-def run_optrace(job: dict[str, Any]) -> dict[str, Any]:
-    """One forward of S1 step ``job['step']`` in ``job['policy']`` with the tracer inside ``job['module']``."""
-    from . import determinism, execute, protocol
+def run_optrace(job: TraceJob) -> dict[str, Any]:
+    """One forward of S1 step ``job.step`` in ``job.policy`` with the tracer inside ``job.module``."""
+    from .. import determinism
+    from . import execute, protocol
     from .errors import describe
 
-    status: dict[str, Any] = {"ok": False, "side": job["side"]}
-    started = protocol.prepare(job["side"], job["tree"], job.get("entry"), status, seed=job["seed"],
-                               threads=job["threads"])
+    status: dict[str, Any] = {"ok": False, "side": job.side}
+    started = protocol.prepare(job.side, job.tree, job.entry, status, seed=job.seed,
+                               threads=job.threads)
     if started is None:
         return status
     entry, layers = started
     try:
-        weights = execute.load_tensors(os.path.join(job["shared"], "weights.safetensors"))
-        batch = execute.load_batch(os.path.join(job["shared"], f"batch_step{job['step']}"))
-        determinism.seed_all(job["seed"])
-        policy, bf16_policy, device = job["policy"], job["bf16_policy"], layers.device
+        weights = execute.load_tensors(os.path.join(job.shared, "weights.safetensors"))
+        batch = execute.load_batch(os.path.join(job.shared, f"batch_step{job.step}"))
+        determinism.seed_all(job.seed)
+        policy, bf16_policy, device = job.policy, job.bf16_policy, layers.device
         model = execute.build_model(entry, weights, device, policy, bf16_policy)
         data = execute.prepare_batch(batch, device, policy, bf16_policy)
         args, kwargs = execute.model_inputs(entry, data)
-        with OpTracer(model, job["module"]) as tracer, torch.no_grad(), execute.autocast(policy, bf16_policy, device):
+        with OpTracer(model, job.module) as tracer, torch.no_grad(), execute.autocast(policy, bf16_policy, device):
             model(*args, **kwargs)
         from safetensors.torch import save_file
 
-        os.makedirs(job["out"], exist_ok=True)
-        save_file(tracer.tensors, os.path.join(job["out"], "ops.safetensors"))
-        with open(os.path.join(job["out"], "ops.json"), "w", encoding="utf-8") as fh:
+        os.makedirs(job.out, exist_ok=True)
+        save_file(tracer.tensors, os.path.join(job.out, "ops.safetensors"))
+        with open(os.path.join(job.out, "ops.json"), "w", encoding="utf-8") as fh:
             json.dump(tracer.events, fh)
         status.update(ok=True, ops=len(tracer.events))
     except Exception as exc:  # noqa: BLE001 - reported; the stage verdict stands without the op
-        status.update(phase="run", error=describe(exc, job["tree"], during="op trace"))
+        status.update(phase="run", error=describe(exc, job.tree, during="op trace"))
     return status

@@ -15,7 +15,10 @@ updates while leaving step-0 grads untouched.
 
 from __future__ import annotations
 
-from . import metrics as M
+from collections.abc import Mapping
+from typing import Any
+
+from .. import metrics as M
 from .compare import FAIL, Check, Comparison, Run, TensorVerdict, Thresholds, _grade
 
 TRAIN_FP32_PASS, TRAIN_FP32_WARN = 1e-4, 1e-3
@@ -57,7 +60,7 @@ def compare_training(G: Run | None, R: Run | None, T32: Run | None, T16: Run | N
     return out
 
 
-def training_note(original: dict | None, migrated: dict | None) -> str | None:
+def training_note(original: Mapping[str, Any] | None, migrated: Mapping[str, Any] | None) -> str | None:
     """The loss of every training step on both sides (fp32 runs), for the notes."""
     if not original or not migrated:
         return None

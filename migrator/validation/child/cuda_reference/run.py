@@ -1,7 +1,7 @@
 """Run an ORIGINAL CUDA training script on CPU: CUDA-library references + device remap.
 
-    python -m migrator.validation.cuda_reference.run SCRIPT [--] [ARGS...]
-    torchrun --nproc-per-node 2 -m migrator.validation.cuda_reference.run SCRIPT -- ARGS
+    python -m migrator.validation.child.cuda_reference.run SCRIPT [--] [ARGS...]
+    torchrun --nproc-per-node 2 -m migrator.validation.child.cuda_reference.run SCRIPT -- ARGS
 
 The script runs as ``__main__`` (via ``runpy``) with its directory first on ``sys.path``, like
 ``python SCRIPT``. One line on stderr says which references and remaps were used, so a log
@@ -19,7 +19,7 @@ from . import device_remap, install
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m migrator.validation.cuda_reference.run", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m migrator.validation.child.cuda_reference.run", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--no-reference", action="store_true", help="do not install library stand-ins")
     parser.add_argument("--no-remap", action="store_true", help="do not remap CUDA runtime calls to CPU")

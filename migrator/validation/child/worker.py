@@ -1,48 +1,55 @@
-"""Child-process entry point: ``python -m migrator.validation.worker JOB.json``.
+"""Child-process entry point: ``python -m migrator.validation.child.worker JOB.json``.
 
-The program under validation only ever runs here (never in the user's own process). A job is a
-JSON object; ``kind`` selects what runs:
+The program under validation only ever runs here (never in the user's own process). A job is one
+of the records of :mod:`migrator.validation.records`; its ``kind`` selects what runs:
 
 * ``side``: S1 on one side (``original``: writes the shared bf16-rounded weights and batches, then
   G = fp32 and R = bf16 runs; ``migrated``: waits for them, then T32 and T16 runs), plus the
   isolated optimizer check when the protocol has ``make_optimizer``;
 * ``plan``: S0 on the fake process group (:mod:`.plan`);
 * ``parallel``: one rank of S2/S3 under ``torch.distributed.run`` (:mod:`.parallel`);
-* ``script``: an unmodified training script under global hooks (:mod:`.script_mode`);
+* ``script``: an unmodified training script under global hooks (:mod:`.script_hooks`);
+* ``optrace``: one forward with the op tracer inside one module (:mod:`.optrace`);
 * ``bench``: one benchmark repeat of one side (``--bench`` only; :mod:`.bench`).
 
-Every job writes ``status.json`` (``status_rank<r>.json`` for ranks) into its ``out`` folder:
-``ok``, ``phase`` of a failure (``entry`` = the protocol could not be loaded: exit 2;
-``run`` = the program failed), a summary, the active module stack, layers, manifest.
+Every job writes its status record (``records.STATUS_OF[kind]``) as ``status.json``
+(``status_rank<r>.json`` for ranks) into its ``out`` folder: ``ok``, ``phase`` of a failure
+(``entry`` = the protocol could not be loaded: exit 2; ``run`` = the program failed), a summary, the
+active module stack, layers, manifest, and the kind's own results.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import traceback
 from typing import Any
 
+from .. import records
+from ..records import (
+    BenchJob,
+    Failure,
+    Job,
+    ParallelJob,
+    PlanJob,
+    RecordError,
+    ScriptJob,
+    SideJob,
+    Status,
+    TraceJob,
+)
 from .handoff import READY, _mark_failed, _wait_for
 
 
-def write_status(out: str, status: dict[str, Any], name: str = "status.json") -> None:
-    os.makedirs(out, exist_ok=True)
-    tmp = os.path.join(out, f".{name}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(status, fh, indent=1, default=str)
-    os.replace(tmp, os.path.join(out, name))
-
-
-def run_side(job: dict[str, Any]) -> dict[str, Any]:
+def run_side(job: SideJob) -> dict[str, Any]:
     """S1 on one side. See the module docstring."""
-    from . import determinism, execute, protocol
+    from .. import determinism
+    from . import execute, protocol
     from .errors import describe
     from .recorder import Recorder
 
-    side, tree, out = job["side"], job["tree"], job["out"]
-    shared = job["shared"]  # original side's folder: weights + batches
+    side, tree, out = job.side, job.tree, job.out
+    shared = job.shared  # original side's folder: weights + batches
     status: dict[str, Any] = {"ok": False, "side": side, "tree": tree, "runs": {}}
     timer = execute.Timer()
     recorder = None
@@ -52,7 +59,7 @@ def run_side(job: dict[str, Any]) -> dict[str, Any]:
         tnpu = sys.modules.get("torch_npu")
         status["manifest"].update(torch=torch.__version__, torch_npu=getattr(tnpu, "__version__", None) if tnpu else None)
 
-    started = protocol.prepare(side, tree, job.get("entry"), status, seed=job["seed"], threads=job["threads"],
+    started = protocol.prepare(side, tree, job.entry, status, seed=job.seed, threads=job.threads,
                                extra=versions)
     if started is None:
         _mark_failed(side, shared)
@@ -64,10 +71,10 @@ def run_side(job: dict[str, Any]) -> dict[str, Any]:
     phase = "weights"
     try:
 
-        bf16_policy, device, steps = job["bf16_policy"], status["device"], job["steps"]
-        if side == "original" and not job.get("recorded"):
+        bf16_policy, device, steps = job.bf16_policy, status["device"], job.steps
+        if side == "original" and not job.recorded:
             os.makedirs(shared, exist_ok=True)
-            determinism.seed_all(job["seed"])
+            determinism.seed_all(job.seed)
             model = entry.make_model(dropout=0.0)
             status["dropout_active"] = determinism.dropout_modules(model)
             weights = execute.round_weights(model)
@@ -81,7 +88,7 @@ def run_side(job: dict[str, Any]) -> dict[str, Any]:
             with open(os.path.join(shared, READY), "w") as fh:
                 fh.write(status["weights_sha256"])
         else:
-            waited = _wait_for(shared, job.get("wait_timeout", 600))
+            waited = _wait_for(shared, job.wait_timeout)
             if waited != "ready":
                 status.update(phase="skipped", error={"summary": "the original side produced no weights "
                                                       f"({'it failed' if waited == 'failed' else 'timeout'})"})
@@ -99,13 +106,13 @@ def run_side(job: dict[str, Any]) -> dict[str, Any]:
                     status["own_batch_sha256"][str(step)] = f"error: {describe(exc, tree)['summary']}"
         status["timings"]["weights"] = timer()
 
-        for policy in job["policies"]:
+        for policy in job.policies:
             for step in steps:
                 phase = f"{policy} step {step}"
                 batch = execute.load_batch(os.path.join(shared, f"batch_step{step}"))
-                determinism.seed_all(job["seed"])
+                determinism.seed_all(job.seed)
                 model = execute.build_model(entry, weights, device, policy, bf16_policy)
-                recorder = Recorder(model, max_bytes=job.get("max_bytes", 1 << 30)).attach()
+                recorder = Recorder(model, max_bytes=job.max_bytes).attach()
                 data = execute.prepare_batch(batch, device, policy, bf16_policy)
                 execute.forward_backward(entry, model, model, data, policy, bf16_policy, device, recorder)
                 recorder.record_param_grads(execute.param_grads(model))
@@ -118,19 +125,19 @@ def run_side(job: dict[str, Any]) -> dict[str, Any]:
                 del model
         status["timings"]["runs"] = timer()
 
-        if entry.make_optimizer is not None and job.get("optimizer", True):
+        if entry.make_optimizer is not None and job.optimizer:
             phase = "optimizer"
-            rec, name = execute.optimizer_updates(entry, weights, device, job["seed"], Recorder)
+            rec, name = execute.optimizer_updates(entry, weights, device, job.seed, Recorder)
             run_dir = os.path.join(out, "optimizer")
             rec.save(run_dir, {"side": side, "optimizer": name})
-            status["optimizer"] = {"class": name, "dir": run_dir, "semantic": getattr(rec, "optimizer_semantic", None)}
+            status["optimizer"] = {"name": name, "dir": run_dir, "semantic": getattr(rec, "optimizer_semantic", None)}
             status["timings"]["optimizer"] = timer()
             batches = [execute.load_batch(os.path.join(shared, f"batch_step{s}")) for s in steps]
             status["train"] = {}
-            for policy in job["policies"]:
+            for policy in job.policies:
                 phase = f"{policy} training ({execute.TRAIN_STEPS} steps)"
                 rec, facts = execute.train_updates(entry, weights, batches, device, policy, bf16_policy,
-                                                   job["seed"], Recorder)
+                                                   job.seed, Recorder)
                 run_dir = os.path.join(out, "train", policy)
                 rec.save(run_dir, {"side": side, "policy": policy, "training": facts})
                 status["train"][policy] = dict(facts, dir=run_dir)
@@ -144,49 +151,58 @@ def run_side(job: dict[str, Any]) -> dict[str, Any]:
     return status
 
 
+def _status_name(job: Job) -> str:
+    """``status_rank<r>.json`` for a rank of torchrun, else ``status.json``."""
+    ranked = isinstance(job, ParallelJob) or (isinstance(job, ScriptJob) and job.distributed) \
+        or (isinstance(job, BenchJob) and "RANK" in os.environ)
+    return f"status_rank{os.environ.get('RANK', '0')}.json" if ranked else "status.json"
+
+
+def _run(job: Job) -> dict[str, Any]:
+    if isinstance(job, SideJob):
+        return run_side(job)
+    if isinstance(job, PlanJob):
+        from .plan import run_plan
+
+        return run_plan(job)
+    if isinstance(job, ParallelJob):
+        from .parallel import run_rank
+
+        return run_rank(job)
+    if isinstance(job, BenchJob):
+        from .bench import run_bench
+
+        return run_bench(job)
+    if isinstance(job, TraceJob):
+        from .optrace import run_optrace
+
+        return run_optrace(job)
+    if isinstance(job, ScriptJob):
+        from .script_hooks import run_script
+
+        return run_script(job)
+    raise RecordError(f"no runner for job kind {job.KIND!r}")
+
+
 def main(argv=None) -> int:
+    """Read the job, run it, write its status record (always: a harness failure is a status too)."""
     argv = sys.argv[1:] if argv is None else argv
-    with open(argv[0], encoding="utf-8") as fh:
-        job = json.load(fh)
-    kind = job["kind"]
     try:
-        if kind == "side":
-            status = run_side(job)
-            write_status(job["out"], status)
-        elif kind == "plan":
-            from .plan import run_plan
-
-            write_status(job["out"], run_plan(job))
-        elif kind == "parallel":
-            from .parallel import run_rank
-
-            rank = int(os.environ.get("RANK", "0"))
-            write_status(job["out"], run_rank(job), f"status_rank{rank}.json")
-        elif kind == "bench":
-            from .bench import run_bench
-
-            bench_rank = os.environ.get("RANK")
-            write_status(job["out"], run_bench(job),
-                         "status.json" if bench_rank is None else f"status_rank{bench_rank}.json")
-        elif kind == "optrace":
-            from .optrace import run_optrace
-
-            write_status(job["out"], run_optrace(job))
-        elif kind == "script":
-            from .script_mode import run_script
-
-            write_status(job["out"], run_script(job),
-                         f"status_rank{os.environ.get('RANK', '0')}.json" if job.get("distributed") else "status.json")
-        else:
-            raise ValueError(f"unknown job kind {kind!r}")
-    except BaseException as exc:  # noqa: BLE001 - last resort: always leave a status
-        name = "status.json" if kind != "parallel" else f"status_rank{os.environ.get('RANK', '0')}.json"
-        if (kind == "bench" and "RANK" in os.environ) or job.get("distributed"):
-            name = f"status_rank{os.environ['RANK']}.json"
-        write_status(job["out"], {"ok": False, "phase": "harness",
-                                  "error": {"summary": f"{type(exc).__name__}: {exc}",
-                                            "traceback": traceback.format_exc()[-4000:]}}, name)
+        job = records.read_job(argv[0])
+    except (OSError, ValueError) as exc:  # no job to name an out folder: next to the job file
+        out = os.path.dirname(os.path.abspath(argv[0]))
+        records.write(Status(phase="harness", error=Failure(summary=str(exc))), os.path.join(out, "status.json"))
         return 1
+    path = os.path.join(job.out, _status_name(job))
+    try:
+        # the runners build their status as a dict while they run (a crash keeps what was known);
+        # it is frozen into the kind's record here, so a field the record lacks fails in the child
+        status = records.from_json(_run(job), records.STATUS_OF[job.KIND], path)
+    except BaseException as exc:  # noqa: BLE001 - last resort: always leave a status
+        records.write(Status(phase="harness", error=Failure(summary=f"{type(exc).__name__}: {exc}",
+                                                            traceback=traceback.format_exc()[-4000:])), path)
+        return 1
+    records.write(status, path)
     return 0
 
 

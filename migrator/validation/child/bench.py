@@ -18,9 +18,10 @@ from __future__ import annotations
 import os
 import re
 import resource
-import statistics
 import time
 from typing import Any
+
+from ..records import DATA_PARALLEL, BenchJob
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
 _KIND_RE = (("reduce-scatter", re.compile(r"reduce_?scatter", re.I)),
@@ -149,16 +150,17 @@ def batch_size(batch: Any) -> tuple[int | None, int | None]:
     return samples, (int(ids.numel()) if ids is not None else None)
 
 
-def run_bench(job: dict[str, Any]) -> dict[str, Any]:
+def run_bench(job: BenchJob) -> dict[str, Any]:
     """One repeat; returns the status dict (``ok``, ``phase`` on failure, the measurements)."""
-    from . import determinism, execute, flops, protocol
+    from .. import determinism
+    from . import execute, flops, protocol
     from .errors import describe, failure_phase
 
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    side, tree = job["side"], job["tree"]
+    side, tree = job.side, job.tree
     status: dict[str, Any] = {"ok": False, "side": side, "rank": rank, "world_size": world}
-    started = protocol.prepare(side, tree, job.get("entry"), status)
+    started = protocol.prepare(side, tree, job.entry, status)
     if started is None:
         return status
     entry, layers = started
@@ -170,9 +172,9 @@ def run_bench(job: dict[str, Any]) -> dict[str, Any]:
     phase = "setup"
     step_no = 0
     try:
-        torch.set_num_threads(int(job.get("threads", 1)))
-        determinism.seed_all(job["seed"])
-        variant = job.get("variant")
+        torch.set_num_threads(int(job.threads))
+        determinism.seed_all(job.seed)
+        variant = job.variant
         if device != "cpu" and world > 1:
             getattr(torch, device).set_device(int(os.environ.get("LOCAL_RANK", "0")))
         mesh = None
@@ -180,25 +182,25 @@ def run_bench(job: dict[str, Any]) -> dict[str, Any]:
             from torch.distributed.device_mesh import init_device_mesh
 
             dist.init_process_group(backend=layers.backend)
-            mesh = init_device_mesh(device, (world,), mesh_dim_names=("dp" if job["stage"] == "S2" else "mp",))
-        bf16_policy = job.get("bf16_policy", "amp")
+            mesh = init_device_mesh(device, (world,), mesh_dim_names=("dp" if job.stage == "S2" else "mp",))
+        bf16_policy = job.bf16_policy
         model = entry.make_model(dropout=0.0).to(device).train()
         if bf16_policy == "pure":
             model.to(torch.bfloat16)
         call = model
         status["how"] = "one process, the unwrapped model"
         if variant:
-            from .parallel import DATA_PARALLEL, _inner, apply_variant
+            from .parallel import _inner, apply_variant
 
             call, status["how"] = apply_variant(entry, model, mesh, variant, True)
             model = _inner(call)
             if variant in DATA_PARALLEL:
-                batch = (entry.make_batch(job["batch_step"], rank, world) if entry.batch_takes_rank
-                         else execute.split_batch(entry.batch(job["batch_step"]), world)[rank])
+                batch = (entry.make_batch(job.batch_step, rank, world) if entry.batch_takes_rank
+                         else execute.split_batch(entry.batch(job.batch_step), world)[rank])
             else:
-                batch = entry.batch(job["batch_step"], 0, 1) if entry.batch_takes_rank else entry.batch(job["batch_step"])
+                batch = entry.batch(job.batch_step, 0, 1) if entry.batch_takes_rank else entry.batch(job.batch_step)
         else:
-            batch = entry.batch(job["batch_step"], 0, 1) if entry.batch_takes_rank else entry.batch(job["batch_step"])
+            batch = entry.batch(job.batch_step, 0, 1) if entry.batch_takes_rank else entry.batch(job.batch_step)
         data = execute.prepare_batch(batch, device, "bf16", bf16_policy)
         samples, tokens = batch_size(data)
         args, kwargs = execute.model_inputs(entry, data)
@@ -232,7 +234,7 @@ def run_bench(job: dict[str, Any]) -> dict[str, Any]:
             if not finite(loss):
                 raise _NonFinite(f"non-finite loss at step {step_no - 1} ({what})")
 
-        for _ in range(int(job.get("warmup", 2))):
+        for _ in range(int(job.warmup)):
             phase = f"warm-up step {step_no}"
             checked(step(), "warm-up")
         phase = f"FLOP count (step {step_no})"
@@ -241,7 +243,7 @@ def run_bench(job: dict[str, Any]) -> dict[str, Any]:
         status["flops_per_step"] = total
         status["flops_by_op"] = per_op
         times: list[float] = []
-        for _ in range(int(job["steps"])):
+        for _ in range(int(job.steps)):
             phase = f"timed step {step_no}"
             _sync(device)
             t0 = time.perf_counter()
@@ -250,7 +252,7 @@ def run_bench(job: dict[str, Any]) -> dict[str, Any]:
             times.append(time.perf_counter() - t0)
             checked(loss, "timed")
         status["step_times"] = times
-        profile_steps = int(job.get("profile_steps", 2))
+        profile_steps = int(job.profile_steps)
         if profile_steps > 0:
             phase = f"profiled step {step_no}"
             status["comm_share"] = _profile(step, device, profile_steps, checked)
@@ -299,12 +301,3 @@ def _profile(step, device: str, n: int, checked) -> dict[str, Any]:
     for loss in losses:
         checked(loss, "profiled")
     return comm_share(prof.events())
-
-
-def summarize_times(times: list[float]) -> dict[str, float]:
-    """Median and spread of step times (seconds)."""
-    ordered = sorted(times)
-    q = statistics.quantiles(ordered, n=4) if len(ordered) >= 2 else [ordered[0]] * 3
-    return {"median_s": statistics.median(ordered), "min_s": ordered[0], "max_s": ordered[-1],
-            "iqr_s": q[2] - q[0], "stdev_s": statistics.stdev(ordered) if len(ordered) > 1 else 0.0,
-            "n": len(ordered)}

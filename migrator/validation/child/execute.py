@@ -284,7 +284,7 @@ def optimizer_updates(entry, weights, device: str, seed: int, recorder_cls) -> t
             delta = (p.detach() - before[n]).float()
             rec._event(f"Optimizer.{type(optimizer).__name__}.step.{step}.{n}", f"optim.step{step}.{n}",
                        "optimizer", n.rpartition(".")[0] or "_root", type(optimizer).__name__, "optimizer", delta)
-    from . import op_semantics
+    from .. import op_semantics
 
     rec.optimizer_semantic = op_semantics.jsonable(op_semantics.optimizer(optimizer))
     return rec, type(optimizer).__name__
@@ -303,7 +303,7 @@ def train_updates(entry, weights, batches: list[Any], device: str, policy: str, 
     really did, loss scaling included), and returns (recorder, facts: losses, policy, scaler)."""
     import torch
 
-    from . import determinism
+    from .. import determinism
 
     determinism.seed_all(seed)
     model = build_model(entry, weights, device, policy, bf16_policy)
@@ -313,7 +313,7 @@ def train_updates(entry, weights, batches: list[Any], device: str, policy: str, 
     start = {n: p.detach().float().clone() for n, p in named}
     facts: dict[str, Any] = {"steps": TRAIN_STEPS, "losses": [], "optimizer": type(optimizer).__name__,
                              "train_step": entry.train_step is not None, "scaler": _scaler_facts(scaler)}
-    from .policy import PolicyProbe
+    from .policy_probe import PolicyProbe
 
     probe = PolicyProbe(model, device).attach()
     probe.watch(optimizer)

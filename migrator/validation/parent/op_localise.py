@@ -17,7 +17,8 @@ import json
 import os
 from typing import Any
 
-from . import op_semantics as S
+from .. import op_semantics as S
+from ..records import OptimizerRun, Side, TraceJob, TraceStatus
 from .compare import FAIL, TensorVerdict, localise
 
 FP32_METRICS = ("rel_l2_fp32", "mismatch_fp32", "grad_missing", "norm_rel_fp32", "train_rel_l2_fp32")
@@ -46,18 +47,18 @@ def run_traces(opts, original: str, migrated: str, work: str, shared: str, targe
 
     env = launcher.child_env(opts.seed, opts.threads)
     children = []
-    for side, tree in (("original", original), ("migrated", migrated)):
-        job = {"kind": "optrace", "side": side, "tree": tree, "entry": opts.entry, "seed": opts.seed,
-               "threads": opts.threads, "shared": shared, "step": target["step"], "policy": target["policy"],
-               "bf16_policy": opts.bf16_policy, "module": target["module"],
-               "out": os.path.join(work, "optrace", side)}
+    sides: tuple[tuple[Side, str], ...] = (("original", original), ("migrated", migrated))
+    for side, tree in sides:
+        job = TraceJob(side=side, tree=tree, entry=opts.entry, seed=opts.seed, threads=opts.threads, shared=shared,
+                       step=target["step"], policy=target["policy"], bf16_policy=opts.bf16_policy,
+                       module=target["module"], out=os.path.join(work, "optrace", side))
         children.append(launcher.start(job, f"optrace-{side}", env, opts.timeout))
-    results = [launcher.wait(c) for c in children]
+    results = [launcher.wait(c, TraceStatus) for c in children]
     for r in results:
         failure = r.failure()
         if failure is not None:
             return f"op trace on the {r.name.removeprefix('optrace-')} side failed: " \
-                   f"{(failure.get('error') or {}).get('summary', 'no status')}"
+                   f"{failure.error.summary if failure.error else 'no status'}"
     return tuple(os.path.join(work, "optrace", s) for s in ("original", "migrated"))
 
 
@@ -71,7 +72,7 @@ def _load(run_dir: str):
 
 def first_divergent_op(original_dir: str, migrated_dir: str, policy: str) -> dict[str, Any]:
     """Align the two traces and return the first divergent pair (or why there is none)."""
-    from . import metrics as M
+    from .. import metrics as M
 
     ev_o, t_o = _load(original_dir)
     ev_m, t_m = _load(migrated_dir)
@@ -102,13 +103,12 @@ def describe(found: dict[str, Any], module: str) -> str:
     return text
 
 
-def optimizer_diff(opt_o: dict[str, Any] | None, opt_m: dict[str, Any] | None) -> str | None:
+def optimizer_diff(opt_o: OptimizerRun | None, opt_m: OptimizerRun | None) -> str | None:
     """``FusedAdam (original) vs AdamW (migrated): betas: (0.9, 0.999) (AdamW) vs (0.9, 0.95) (FusedAdam)``."""
-    if not opt_o or not opt_m or not opt_o.get("semantic") or not opt_m.get("semantic"):
+    if not opt_o or not opt_m or not opt_o.semantic or not opt_m.semantic:
         return None
-    lines = S.diff(S.from_json(opt_o["semantic"]), S.from_json(opt_m["semantic"]),
-                   (opt_o.get("class", ""), opt_m.get("class", "")))
-    head = f"{opt_m.get('class')} (migrated) vs {opt_o.get('class')} (original)"
+    lines = S.diff(S.from_json(opt_o.semantic), S.from_json(opt_m.semantic), (opt_o.name, opt_m.name))
+    head = f"{opt_m.name} (migrated) vs {opt_o.name} (original)"
     return f"{head}: " + ("; ".join(lines) if lines else "same lr, betas, eps, weight decay and adam_w_mode")
 
 

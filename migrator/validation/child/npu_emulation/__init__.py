@@ -9,7 +9,7 @@ compare its numbers with the original (numerics.md §3). Every emulated object s
 
 Usage::
 
-    from migrator.validation import npu_emulation
+    from migrator.validation.child import npu_emulation
     info = npu_emulation.install()      # registers sys.modules["torch_npu"], torch.npu, remaps
     ...                                 # run migrated code
     npu_emulation.uninstall()           # puts torch back exactly as it was
@@ -92,7 +92,7 @@ def _not_emulated(module_name: str):
             raise AttributeError(name)
         raise AttributeError(
             f"module '{module_name}' has no attribute '{name}': it is not part of the torch_npu emulation "
-            f"({EMULATION_LABEL}). Emulated: see migrator.validation.npu_emulation.")
+            f"({EMULATION_LABEL}). Emulated: see migrator.validation.child.npu_emulation.")
 
     return __getattr__
 

@@ -1,0 +1,243 @@
+"""Child side of script mode (``--script``): the unmodified training script under global hooks.
+
+See :mod:`migrator.validation.parent.script_mode` for what the hooks record and how the parent compares
+the four runs (R, G, T16, T32).
+"""
+
+from __future__ import annotations
+
+import os
+import runpy
+import sys
+import time
+from dataclasses import replace
+from typing import Any
+
+from ..records import ScriptJob
+
+
+class StopScript(BaseException):
+    """Raised from the optimizer hook once the requested steps have run."""
+
+
+def _force_autocast_off(patches: list) -> None:
+    from torch.amp import autocast_mode
+
+    cls = autocast_mode.autocast
+    real_init = cls.__init__
+
+    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+        real_init(self, device_type, dtype=dtype, enabled=False, cache_enabled=cache_enabled)
+
+    cls.__init__ = __init__  # type: ignore[method-assign]
+    patches.append((cls, "__init__", real_init))
+
+
+class _ScriptHooks:
+    def __init__(self, job: ScriptJob, device: str) -> None:
+        from .recorder import Recorder
+
+        self.job, self.device = job, device
+        self.recorder_cls = Recorder
+        self.recorder: Any | None = None
+        self.root = None
+        self.steps = 0
+        self.losses: list[float] = []
+        self.handles: list = []
+        self.status: dict[str, Any] = {}
+        self.param_names: dict[int, str] = {}
+        self.in_backward = False
+        self.probe: Any | None = None
+        self.p0: dict[str, Any] = {}
+
+    # ------------------------------------------------------------- module hooks (global)
+    def install(self) -> None:
+        import torch
+        from torch.nn.modules import module as module_mod
+        from torch.optim import optimizer as optim_mod
+
+        self.handles.append(module_mod.register_module_forward_pre_hook(self._pre))
+        self.handles.append(optim_mod.register_optimizer_step_pre_hook(self._opt_pre))
+        self.handles.append(optim_mod.register_optimizer_step_post_hook(self._opt_post))
+        real_backward = torch.Tensor.backward
+        hooks = self
+
+        def backward(tensor, *args, **kwargs):
+            if hooks.in_backward:  # re-entered through a TorchFunctionMode (the CUDA device remap)
+                return real_backward(tensor, *args, **kwargs)
+            if tensor.numel() == 1:
+                hooks.losses.append(float(tensor.detach().float()))
+                if hooks.recorder is not None and hooks.steps == 0 and hooks.recorder.loss is None:
+                    hooks.recorder.record_loss(tensor)
+            hooks.in_backward = True
+            try:
+                result = real_backward(tensor, *args, **kwargs)
+            finally:
+                hooks.in_backward = False
+            if tensor.numel() == 1 and hooks.steps == 0:
+                hooks._record_backward_grads()
+            return result
+
+        torch.Tensor.backward = backward  # type: ignore[method-assign, assignment]
+
+    def _pre(self, module, args):
+        if self.root is None:
+            self.root = module
+            self._share_weights(module, args)
+            self.recorder = self.recorder_cls(module, max_bytes=self.job.max_bytes).attach()
+            self.param_names = {id(p): n for n, p in module.named_parameters()}
+            from .policy_probe import PolicyProbe
+
+            self.probe = PolicyProbe(module, self.device).attach()
+            self.probe._pre(module, args)  # the root's own call started before the probe's hooks
+            # the recorder's own pre-hook was registered after this call started: record the root by hand
+            self.recorder._pre_hook("_root")(module, args, {})
+        return None
+
+    def _share_weights(self, root, args) -> None:
+        import torch
+
+        from ..child import execute
+        from .handoff import READY, _wait_for
+
+        shared = self.job.shared
+        state = root.state_dict()
+        self.status["input_sha256"] = execute.batch_hash([a for a in args if torch.is_tensor(a)])
+        if self.job.writes_weights:
+            with torch.no_grad():
+                for t in state.values():
+                    if torch.is_tensor(t) and t.is_floating_point():
+                        t.copy_(t.to(torch.bfloat16).to(t.dtype))
+            weights = {k: v.detach().to("cpu").float() if v.is_floating_point() else v.detach().to("cpu").clone()
+                       for k, v in root.state_dict().items()}
+            self.status["weights_sha256"] = execute.tensor_hash(weights)
+            if os.environ.get("RANK", "0") == "0":  # under torchrun every rank rounds, rank 0 writes
+                os.makedirs(shared, exist_ok=True)
+                execute.save_tensors(weights, os.path.join(shared, "weights.safetensors"))
+                with open(os.path.join(shared, READY), "w") as fh:
+                    fh.write(self.status["weights_sha256"])
+        else:
+            if _wait_for(shared, self.job.wait_timeout) != "ready":
+                raise RuntimeError("the original script produced no weights to share")
+            weights = execute.load_tensors(os.path.join(shared, "weights.safetensors"))
+            missing = sorted(set(state) - set(weights))
+            if missing:
+                raise RuntimeError(f"unmatched state_dict: {', '.join(missing[:5])} not in the original's weights")
+            with torch.no_grad():
+                for k, t in state.items():
+                    if torch.is_tensor(t):
+                        t.copy_(weights[k].to(dtype=t.dtype, device=t.device))
+            self.status["weights_sha256"] = execute.tensor_hash(weights)
+        self.p0 = {n: p.detach().float().cpu().clone() for n, p in root.named_parameters()}
+
+    def _record_backward_grads(self) -> None:
+        """The grads right after step 0's backward (DDP has reduced them; no clipping yet, which can
+        hide a reduction factor from the optimizer's view)."""
+        if self.recorder is None or self.root is None or self.status.get("backward_grads"):
+            return
+        for n, p in self.root.named_parameters():
+            if p.grad is not None:
+                path = n.rpartition(".")[0] or "_root"
+                self.recorder._event(f"Grad.after_backward.{n}", f"{n}.grad_after_backward", "param_grad", path,
+                                     "after_backward", path, p.grad)
+        self.status["backward_grads"] = True
+
+    # ------------------------------------------------------------- optimizer hooks
+    def _opt_pre(self, optimizer, args, kwargs):
+        if self.steps == 0 and self.probe is not None:
+            self.probe._opt_pre(optimizer, args, kwargs)
+            self.probe.detach()
+            self.status["precision"] = {"policy": self.probe.facts(self.root)}
+            self.probe = None
+        if self.steps == 0 and self.recorder is not None:
+            grads = []
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    name = self.param_names.get(id(p))
+                    if name is not None:
+                        grads.append((name, p.grad))
+            order = {n: i for i, n in enumerate(self.param_names.values())}
+            self.recorder.record_param_grads(sorted(grads, key=lambda ng: order.get(ng[0], 0)))
+            self.recorder.detach()
+            self.recorder.save(os.path.join(self.job.out, "step0"), {"script": self.job.script})
+            self.status["step0"] = os.path.join(self.job.out, "step0")
+        return None
+
+    def _opt_post(self, optimizer, args, kwargs):
+        self.steps += 1
+        if self.steps >= self.job.curve_steps:
+            self._save_updates(type(optimizer).__name__)
+            raise StopScript()
+
+    def _save_updates(self, optimizer_name: str) -> None:
+        """Each parameter's update after the K steps, ``p_K - p_0`` (compared like S1's training steps)."""
+        if self.root is None:
+            return
+        rec = self.recorder_cls(self.root)
+        for n, p in self.root.named_parameters():
+            if n in self.p0:
+                rec._event(f"Train.after{self.steps}.{n}", f"train.after.{n}", "training", n.rpartition(".")[0] or "_root",
+                           optimizer_name, "training", p.detach().float().cpu() - self.p0[n])
+        rec.save(os.path.join(self.job.out, "train"), {"script": self.job.script, "steps": self.steps})
+        self.status["train"] = os.path.join(self.job.out, "train")
+
+
+def run_script(job: ScriptJob) -> dict[str, Any]:
+    from .. import determinism
+    from . import protocol
+    from .errors import describe
+
+    status: dict[str, Any] = {"ok": False, "side": job.side, "policy": job.policy}
+    tree = job.tree
+    try:
+        layers = protocol.install_layers(job.side)
+        status.update(layers=layers.used, device=layers.device)
+        status["manifest"] = determinism.apply(job.seed, job.threads, layers.device)
+    except Exception as exc:  # noqa: BLE001
+        status.update(phase="entry", error=describe(exc, tree))
+        return status
+    patches: list = []
+    if job.policy == "fp32":
+        _force_autocast_off(patches)
+    if job.distributed:  # one rank of torchrun: its own folder
+        job = replace(job, out=os.path.join(job.out, f"rank{os.environ.get('RANK', '0')}"))
+    hooks = _ScriptHooks(job, layers.device)
+    hooks.install()
+    script = os.path.join(tree, job.script)
+    if not os.path.exists(script):
+        status.update(phase="entry", error={"summary": f"{script}: no such script"})
+        return status
+    sys.argv = [script, *job.args]
+    sys.path.insert(0, os.path.dirname(script))
+    os.chdir(tree)
+    t0 = time.perf_counter()
+    try:
+        runpy.run_path(script, run_name="__main__")
+        status["stopped"] = "script ended"
+    except StopScript:
+        status["stopped"] = f"after {hooks.steps} optimizer steps"
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            if job.writes_weights:
+                from .handoff import _mark_failed
+
+                _mark_failed("original", job.shared)
+            status.update(phase="run", error={"summary": f"the script exited with code {exc.code}"})
+            return status
+        status["stopped"] = "script exited"
+    except BaseException as exc:  # noqa: BLE001 - the program failed: a result
+        if job.writes_weights:
+            from .handoff import _mark_failed
+
+            _mark_failed("original", job.shared)
+        active = hooks.recorder.active_modules() if hooks.recorder is not None else []
+        status.update(phase="run", error=describe(exc, tree, during=f"step {hooks.steps}", active_modules=active))
+        return status
+    finally:
+        for owner, name, value in patches:
+            setattr(owner, name, value)
+    status.update(hooks.status, ok="step0" in hooks.status, losses=hooks.losses, steps=hooks.steps,
+                  seconds=round(time.perf_counter() - t0, 2))
+    if not status["ok"]:
+        status.update(phase="run", error={"summary": "no optimizer step was observed (nothing recorded)"})
+    return status

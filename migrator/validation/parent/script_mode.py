@@ -1,0 +1,136 @@
+"""Script mode: ``migrate validate ORIGINAL --script train.py -- ARGS`` (a smoke check).
+
+The unmodified training script runs K optimizer steps (``--curve-steps``) in four children: the
+original as is (R) and with autocast forced off (G, the fp32 golden), the migrated copy as is (T16)
+and with autocast off (T32). Global hooks do the rest, without touching the script:
+
+* ``register_module_forward_(pre_)hook`` records every module call of step 0 (names from the first
+  module called at top level, the "root");
+* at the root's first forward the original side rounds the root's floating state to bf16 once and
+  saves it; the other runs wait for it and load it in place (so the optimizer keeps its references):
+  same weights everywhere, sha256 recorded; the root's first inputs are hashed on every side;
+* ``register_optimizer_step_pre_hook`` records the (clipped, reduced) grads of step 0 and counts
+  steps; ``Tensor.backward`` / ``torch.autograd.backward`` record the loss of every step; after K
+  steps the run stops (``StopScript``, a BaseException the script's ``except Exception`` won't eat).
+
+S1 compares step 0 with the usual verdicts and the parameter updates after the K steps; the
+K-step loss curve (T16 vs R) is reported, warning above a 2e-3 relative difference, and never fails
+the stage. S2 runs the script under torchrun at N ranks on both sides (:mod:`.script_parallel`);
+S0/S3 need the protocol (a template is in the notes).
+Each side runs in its own precision policy (an fp16 script runs fp16 on CPU too: neither the CUDA
+remap nor the emulation substitutes bf16); the effective policy of R and T16 at step 0 (autocast
+coverage and dtype, activation/param/grad dtypes, :mod:`.policy`) is recorded and compared.
+Limits: G needs the script's bf16 policy to be autocast (a ``model.to(bfloat16)`` script has no
+fp32 golden this way, and then R = G: the result says so); a script that never calls an
+optimizer stops only at its own end.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from ..records import ScriptJob, ScriptStatus, Side
+from .script_parallel import CURVE_WARN  # one direction: script_parallel never imports this module
+
+
+def run_script_mode(opts, progress=None, migrate=None):
+    """Parent side of script mode: four children, then S1 + the loss curve."""
+    import shutil
+    import tempfile
+
+    from . import launcher
+    from .compare import Comparison, Run, compare_runs
+    from .results import StageResult, ValidationResult
+    from .stage_common import _failure_text, _migrate, numeric_stage
+
+    original = os.path.abspath(opts.original)
+    work = os.path.abspath(opts.work_dir) if opts.work_dir else tempfile.mkdtemp(prefix="migrate-validate-")
+    os.makedirs(work, exist_ok=True)
+    try:
+        migrated = os.path.abspath(opts.migrated) if opts.migrated else _migrate(original, work, progress, migrate)
+        shared = os.path.join(work, "script", "shared")
+        runs: dict[str, tuple[Side, Literal["as_is", "fp32"], bool]] = {
+            "R": ("original", "as_is", True), "G": ("original", "fp32", False),
+            "T16": ("migrated", "as_is", False), "T32": ("migrated", "fp32", False)}
+        env = launcher.child_env(opts.seed, opts.threads)
+        results = {}
+        if progress:
+            progress(f"script mode: {opts.script} {' '.join(opts.script_args)} for {opts.curve_steps} steps, "
+                     "original (as is, fp32) and migrated (as is, fp32)")
+        pending = list(runs.items())
+        active = []
+        while pending or active:
+            while pending and len(active) < 2:
+                key, (side, policy, writes) = pending.pop(0)
+                job = ScriptJob(side=side, policy=policy, writes_weights=writes,
+                                tree=original if side == "original" else migrated, script=opts.script,
+                                args=tuple(opts.script_args), curve_steps=opts.curve_steps, seed=opts.seed,
+                                threads=opts.threads, shared=shared, out=os.path.join(work, "script", key),
+                                wait_timeout=opts.timeout, max_bytes=opts.max_bytes)
+                active.append((key, launcher.start(job, key, env, opts.timeout)))
+            key, child = active.pop(0)
+            results[key] = launcher.wait(child, ScriptStatus)
+        layers = {"original": dict(results["R"].status.layers), "migrated": dict(results["T16"].status.layers)}
+        stages = [StageResult(s, "not_run", reason="script mode: needs the validate.py protocol (make_model, ...; "
+                                                   "the template is in the notes)") for s in ("S0", "S3")]
+        failures = {k: r.failure() for k, r in results.items() if r.failure() is not None}
+        if failures:
+            key, failure = sorted(failures.items(), key=lambda kv: ("R", "T16", "G", "T32").index(kv[0]))[0]
+            side = runs[key][0]
+            status = "error" if failure.phase in ("entry", "harness") else "fail"
+            s1 = StageResult("S1", status, summary=f"the {side} script failed ({key})",
+                             reason=f"{side} script ({key}) {_failure_text(failure)}")
+        else:
+            st = {k: r.status for k, r in results.items()}
+            comparison = Comparison()
+            G, R = Run.load(st["G"].step0), Run.load(st["R"].step0)
+            same_policy = st["R"].losses[:1] == st["G"].losses[:1]
+            comparison.extend(compare_runs(G, None if same_policy else R, Run.load(st["T32"].step0),
+                                           Run.load(st["T16"].step0), label="step0/", gate_unmatched=True))
+            if all(st[k].train for k in runs):
+                from .compare_train import compare_training
+
+                comparison.extend(compare_training(Run.load(st["G"].train), None if same_policy else
+                                                   Run.load(st["R"].train), Run.load(st["T32"].train),
+                                                   Run.load(st["T16"].train)))
+            from .script_parallel import _loss_diffs
+
+            n = min(len(st["T16"].losses), len(st["R"].losses))
+            diffs = _loss_diffs(st["T16"].losses, st["R"].losses)
+            worst = max(diffs) if diffs else 0.0
+            curve_check = {"check": f"loss curve, {n} steps (smoke check, not a gate)",
+                           "status": "warn" if worst > CURVE_WARN else "pass", "worst": worst,
+                           "message": f"max per-step relative loss difference T vs R {worst:.3g} (bound {CURVE_WARN})"}
+            notes = [f"script mode: {opts.script} {' '.join(opts.script_args)}; weights shared at the root's first forward"]
+            if st["T16"].input_sha256 != st["R"].input_sha256:
+                notes.append("the migrated script's first inputs differ from the original's (input sha256)")
+            if same_policy:
+                notes.append("the script's bf16 policy is not autocast (forcing autocast off changed nothing): no fp32 golden")
+            from .policy import compare_policies
+
+            policy_row = compare_policies(st["R"].precision, st["T16"].precision, "as-is")
+            s1 = numeric_stage("S1", comparison, bench={"seconds": round(sum(r.seconds for r in results.values()), 2)},
+                               notes=notes, extra_summary=f"loss curve max rel diff {worst:.3g}",
+                               extra_checks=(curve_check,) + ((policy_row,) if policy_row else ()))
+        stages.insert(1, s1)
+        if "S2" not in opts.stages:
+            s2 = StageResult("S2", "not_run", reason="not selected (--stages)")
+        elif s1.status not in ("pass", "warn") and not opts.force:
+            s2 = StageResult("S2", "not_run", reason="S1 did not pass (--force runs it anyway)")
+        else:
+            from .script_parallel import run_script_s2
+
+            s2 = run_script_s2(opts, original, migrated, work, progress)
+        stages.insert(2, s2)
+        from .script_parallel import PROTOCOL_TEMPLATE
+
+        return ValidationResult(original=original, migrated=migrated, stages=tuple(stages), layers=layers,
+                                notes=(PROTOCOL_TEMPLATE,),
+                                manifest={"seed": opts.seed, "curve_steps": opts.curve_steps,
+                                          "weights_sha256": results["R"].status.weights_sha256},
+                                work_dir=work if opts.work_dir else None, mode="script")
+    finally:
+        if not opts.work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+

@@ -1,0 +1,314 @@
+"""The contract between the two sides of validation: typed, frozen job and status records.
+
+The parent (orchestration, :mod:`.parent`, in the user's process) writes a *job* as ``job.json``; the
+child (:mod:`.child`, the program's own process) reads it, runs, and writes a *status*
+(``status.json``, ``status_rank<r>.json`` for ranks), which the parent reads back. Both directions go
+through this module only, and strictly: a field that is not in the record, a missing required field or
+a value of the wrong kind is a :class:`RecordError` naming the file and the field, so the two sides
+cannot drift apart silently. JSON shape: the record's fields by name (``kind`` added for jobs);
+nested records are objects, tuples are arrays. cattrs does the (de)structuring; it is imported on
+first use, so importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal, TypeVar
+
+Side = Literal["original", "migrated"]
+# entry: the protocol could not be loaded (exit 2); run: the program failed; harness: the validation
+# machinery failed; skipped: the other side failed first; nan: a benchmark step was not finite
+Phase = Literal["entry", "run", "harness", "skipped", "nan"]
+
+# the protocol's parallelize(model, mesh, stage) name of each parallel variant
+STAGE_OF: Mapping[str, str] = {"ddp": "dp", "fsdp2": "fsdp", "tp": "tp", "ep": "ep"}
+# variants whose ranks each run their own micro-batch (the others run the full batch)
+DATA_PARALLEL = ("ddp", "fsdp2", "ep")
+
+
+class RecordError(ValueError):
+    """A job or status file does not match its record."""
+
+
+# ------------------------------------------------------------------------------------ jobs
+@dataclass(frozen=True, kw_only=True)
+class Job:
+    """What every child is told: the tree, where to write, the determinism settings."""
+
+    KIND: ClassVar[str] = ""
+    tree: str
+    out: str
+    seed: int = 0
+    threads: int = 1
+    entry: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SideJob(Job):
+    """S1 on one side (the original writes the shared weights and batches; the migrated waits for them)."""
+
+    KIND: ClassVar[str] = "side"
+    side: Side
+    shared: str
+    steps: tuple[int, ...]
+    policies: tuple[str, ...] = ("fp32", "bf16")
+    bf16_policy: str = "amp"
+    max_bytes: int = 1 << 30
+    wait_timeout: float = 600.0
+    recorded: bool = False
+    optimizer: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanJob(Job):
+    """S0: the parallel plan at the real world size on the fake process group."""
+
+    KIND: ClassVar[str] = "plan"
+    world_size: int
+    tp: int | None = None
+    dp_variants: tuple[str, ...] = ("ddp", "fsdp2")
+    batch_step: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParallelJob(Job):
+    """One rank of S2 (data parallel) or S3 (model parallel) under torchrun."""
+
+    KIND: ClassVar[str] = "parallel"
+    stage: Literal["S2", "S3"]
+    variants: tuple[str, ...]  # ddp, fsdp2 (S2); tp, ep (S3)
+    steps: tuple[int, ...]
+    bf16_policy: str = "amp"
+    max_bytes: int = 1 << 30
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchJob(Job):
+    """One benchmark repeat of one side (``--bench``), one process or one rank of torchrun."""
+
+    KIND: ClassVar[str] = "bench"
+    side: Side
+    stage: str
+    steps: int
+    warmup: int = 2
+    profile_steps: int = 2
+    batch_step: int = 0
+    bf16_policy: str = "amp"
+    variant: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceJob(Job):
+    """One forward of an S1 step with the op tracer inside one module (first divergent op)."""
+
+    KIND: ClassVar[str] = "optrace"
+    side: Side
+    shared: str
+    module: str
+    step: int
+    policy: str
+    bf16_policy: str = "amp"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScriptJob(Job):
+    """An unmodified training script under global hooks (``--script``)."""
+
+    KIND: ClassVar[str] = "script"
+    side: Side
+    policy: Literal["as_is", "fp32"]
+    script: str
+    shared: str
+    args: tuple[str, ...] = ()
+    curve_steps: int = 3
+    writes_weights: bool = False
+    distributed: bool = False
+    wait_timeout: float = 600.0
+    max_bytes: int = 1 << 30
+
+
+JOB_KINDS: dict[str, type[Job]] = {cls.KIND: cls for cls in (SideJob, PlanJob, ParallelJob, BenchJob, TraceJob,
+                                                              ScriptJob)}
+
+
+# ------------------------------------------------------------------------------------ statuses
+@dataclass(frozen=True, kw_only=True)
+class Failure:
+    """Why a child did not finish (from :func:`migrator.validation.child.errors.describe`)."""
+
+    summary: str
+    type: str | None = None
+    traceback: str | None = None
+    during: str | None = None
+    active_modules: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Status:
+    """What every child reports; a child that failed before its own work sets ``phase`` and ``error``."""
+
+    ok: bool = False
+    phase: Phase | None = None
+    error: Failure | None = None
+    side: Side | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    device: str | None = None
+    layers: Mapping[str, str] = field(default_factory=dict)  # reference layer -> what it is
+    manifest: Mapping[str, Any] = field(default_factory=dict)  # determinism settings and versions
+    entry: str | None = None  # the protocol's source
+    timings: Mapping[str, float] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class OptimizerRun:
+    name: str
+    dir: str
+    semantic: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class SideStatus(Status):
+    tree: str | None = None
+    runs: Mapping[str, str] = field(default_factory=dict)  # "fp32/step0" -> dump folder
+    weights_sha256: str | None = None
+    batch_sha256: Mapping[str, str] = field(default_factory=dict)  # step -> hash of the shared batch
+    own_batch_sha256: Mapping[str, str] = field(default_factory=dict)  # step -> hash of this side's own batch
+    dropout_active: tuple[str, ...] = ()
+    optimizer: OptimizerRun | None = None
+    train: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # policy -> training facts and "dir"
+    shared_root: str | None = None  # set in a recorded reference: the folder the paths above point into
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanStatus(Status):
+    checks: tuple[Mapping[str, Any], ...] = ()
+    summary: str = ""
+    bench: Mapping[str, float] = field(default_factory=dict)
+    declared: tuple[str, ...] = ()  # the parallelize stages the program implements
+
+
+@dataclass(frozen=True, kw_only=True)
+class VariantRuns:
+    how: str
+    runs: Mapping[str, Mapping[str, Mapping[str, str]]] = field(default_factory=dict)  # step -> rank -> run -> dir
+    checks: tuple[Mapping[str, Any], ...] = ()
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankStatus(Status):
+    backend: str | None = None
+    weights_sha256: str | None = None
+    variants: Mapping[str, VariantRuns] = field(default_factory=dict)
+    skipped: Mapping[str, str] = field(default_factory=dict)  # variant -> why it does not apply
+    replicas: Mapping[str, bool] = field(default_factory=dict)  # "ddp/fp32" -> every rank holds the same grads
+
+
+@dataclass(frozen=True, kw_only=True)
+class BenchStatus(Status):
+    how: str | None = None
+    dtype: str | None = None
+    device_name: str | None = None
+    flops_per_step: float | None = None
+    flops_by_op: Mapping[str, float] = field(default_factory=dict)
+    step_times: tuple[float, ...] = ()
+    comm_share: Mapping[str, Any] = field(default_factory=dict)
+    samples_per_step: int | None = None
+    tokens_per_step: int | None = None
+    peak_memory: Mapping[str, Any] = field(default_factory=dict)
+    nan_step: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceStatus(Status):
+    ops: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ScriptStatus(Status):
+    policy: str | None = None
+    precision: Mapping[str, Any] | None = None  # {"policy": facts}: the effective precision policy at step 0
+    input_sha256: str | None = None
+    weights_sha256: str | None = None
+    backward_grads: bool = False
+    step0: str | None = None  # dump folder of step 0
+    train: str | None = None  # dump folder of the parameter updates
+    losses: tuple[float, ...] = ()
+    steps: int = 0
+    seconds: float = 0.0
+    stopped: str | None = None
+
+
+STATUS_OF: dict[str, type[Status]] = {"side": SideStatus, "plan": PlanStatus, "parallel": RankStatus,
+                                      "bench": BenchStatus, "optrace": TraceStatus, "script": ScriptStatus}
+
+# ------------------------------------------------------------------------------------ JSON
+R = TypeVar("R")
+_converter: Any = None
+
+
+def _cattrs() -> Any:
+    global _converter
+    if _converter is None:
+        import cattrs
+
+        _converter = cattrs.Converter(forbid_extra_keys=True)
+    return _converter
+
+
+def to_json(record: Any) -> dict[str, Any]:
+    """The record as a JSON-able dict (a job also names its ``kind``)."""
+    data: dict[str, Any] = _cattrs().unstructure(record)
+    kind = getattr(record, "KIND", "")
+    return {"kind": kind, **data} if kind else data
+
+
+def from_json(data: Mapping[str, Any], cls: type[R], where: str = "") -> R:
+    """``data`` as a ``cls`` record; :class:`RecordError` says which field is wrong."""
+    import cattrs
+
+    if not isinstance(data, Mapping):
+        raise RecordError(f"{where or cls.__name__}: expected a JSON object, found {type(data).__name__}")
+    try:
+        return _cattrs().structure(dict(data), cls)
+    except cattrs.BaseValidationError as exc:
+        problems = "; ".join(cattrs.transform_error(exc, path=cls.__name__))
+        raise RecordError(f"{where + ': ' if where else ''}{problems}") from None
+    except (TypeError, ValueError) as exc:
+        raise RecordError(f"{where + ': ' if where else ''}{cls.__name__}: {exc}") from None
+
+
+def job_from_json(data: Mapping[str, Any], where: str = "") -> Job:
+    kind = data.get("kind") if isinstance(data, Mapping) else None
+    cls = JOB_KINDS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise RecordError(f"{where or 'job'}: unknown job kind {kind!r} (known: {', '.join(JOB_KINDS)})")
+    return from_json({k: v for k, v in data.items() if k != "kind"}, cls, where)
+
+
+def write(record: Any, path: str) -> None:
+    """Write ``record`` to ``path`` atomically (a reader never sees half a file)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(to_json(record), fh, indent=1, default=str)
+    os.replace(tmp, path)
+
+
+def read_job(path: str) -> Job:
+    with open(path, encoding="utf-8") as fh:
+        return job_from_json(json.load(fh), path)
+
+
+def read_status(path: str, cls: type[R]) -> R:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{path}: not JSON ({exc})") from None
+    return from_json(data, cls, path)

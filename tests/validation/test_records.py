@@ -1,0 +1,128 @@
+"""The parent/child contract of validation: every job and status record round-trips through JSON with
+every field set, and a file that does not match its record is refused with the file and the field named
+(by the reader, by the worker that writes a status, and by the launcher that reads it)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+import types
+import typing
+from collections.abc import Mapping
+
+import pytest
+
+from migrator.census.records import CensusJob, CensusStatus
+from migrator.validation import records
+from migrator.validation.child import worker
+from migrator.validation.parent import launcher
+
+JOBS = [*records.JOB_KINDS.values(), CensusJob]
+STATUSES = [records.Status, *records.STATUS_OF.values(), CensusStatus]
+
+
+def _example(tp, name: str):
+    """A value of type ``tp`` that differs from every field default (so a dropped field shows)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        return _example(next(a for a in args if a is not type(None)), name)
+    if origin is typing.Literal:
+        return args[-1]
+    if origin is tuple:
+        return (_example(args[0], name), _example(args[0], name + "2"))
+    if origin in (dict, Mapping) or tp is Mapping:
+        return {f"{name}-key": _example(args[1], name) if args else 1}
+    if dataclasses.is_dataclass(tp):
+        return _build(tp)
+    if tp is typing.Any:
+        return {"nested": [1, "two", {"three": 3.5}]}
+    return {str: f"{name}-value", int: 7, float: 2.5, bool: True}[tp]
+
+
+def _build(cls):
+    hints = typing.get_type_hints(cls)
+    return cls(**{f.name: _example(hints[f.name], f.name) for f in dataclasses.fields(cls)})
+
+
+@pytest.mark.parametrize("cls", JOBS + STATUSES, ids=lambda c: c.__name__)
+def test_every_record_round_trips_through_json_with_every_field_set(cls):
+    record = _build(cls)
+    text = json.dumps(records.to_json(record))
+    data = json.loads(text)
+    back = records.job_from_json(data) if cls in records.JOB_KINDS.values() else \
+        records.from_json({k: v for k, v in data.items() if k != "kind"}, cls)
+    assert back == record
+    assert dataclasses.is_dataclass(back) and type(back).__dataclass_params__.frozen  # type: ignore[attr-defined]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        back.out = "elsewhere"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("cls", STATUSES, ids=lambda c: c.__name__)
+def test_a_status_with_nothing_in_it_is_a_failed_one(cls):
+    empty = records.from_json({}, cls)
+    assert empty == cls() and not empty.ok and empty.error is None
+
+
+def test_an_unknown_field_is_refused_naming_the_file_and_the_field():
+    data = records.to_json(_build(records.SideJob))
+    data["polcies"] = ["fp32"]
+    with pytest.raises(records.RecordError, match=r"job\.json: .*polcies"):
+        records.job_from_json(data, "job.json")
+
+
+def test_a_value_of_the_wrong_kind_is_refused_naming_the_field():
+    data = records.to_json(_build(records.ParallelJob))
+    data["steps"] = ["not a step"]
+    with pytest.raises(records.RecordError, match=r"steps"):
+        records.job_from_json(data)
+    with pytest.raises(records.RecordError, match=r"unknown job kind 'sidee'"):
+        records.job_from_json({**data, "kind": "sidee"})
+    with pytest.raises(records.RecordError, match="phase"):
+        records.from_json({"phase": "exploded"}, records.Status)
+
+
+def test_the_worker_freezes_what_a_runner_built_and_refuses_an_unknown_field(tmp_path, monkeypatch):
+    job = records.SideJob(side="original", tree=str(tmp_path), out=str(tmp_path / "out"), shared=str(tmp_path),
+                          steps=(0,))
+    records.write(job, str(tmp_path / "job.json"))
+    monkeypatch.setattr(worker, "_run", lambda job: {"ok": True, "runs": {"fp32/step0": "d"}})
+    assert worker.main([str(tmp_path / "job.json")]) == 0
+    status = records.read_status(str(tmp_path / "out" / "status.json"), records.SideStatus)
+    assert status.ok and status.runs == {"fp32/step0": "d"}
+
+    monkeypatch.setattr(worker, "_run", lambda job: {"ok": True, "runz": {}})
+    assert worker.main([str(tmp_path / "job.json")]) == 1
+    status = records.read_status(str(tmp_path / "out" / "status.json"), records.SideStatus)
+    assert not status.ok and status.phase == "harness" and "runz" in status.error.summary
+
+
+def test_the_worker_given_a_broken_job_file_leaves_a_status_saying_so(tmp_path):
+    (tmp_path / "job.json").write_text('{"kind": "plan", "tree": "t"}')  # no out, no world_size
+    assert worker.main([str(tmp_path / "job.json")]) == 1
+    status = records.read_status(str(tmp_path / "status.json"), records.Status)
+    assert status.phase == "harness" and "job.json" in status.error.summary and "out" in status.error.summary
+
+
+def test_the_launcher_reads_a_status_that_does_not_match_as_a_harness_failure(tmp_path):
+    out = tmp_path / "child"
+    out.mkdir()
+    (out / "status.json").write_text(json.dumps({"ok": True, "checks": [], "colour": "green"}))
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    child = launcher.Child("plan", proc, str(out), str(out / "log.txt"), time.monotonic(), timeout=30)
+    result = launcher.wait(child, records.PlanStatus)
+    assert not result.ok
+    failure = result.failure()
+    assert failure is not None and failure.phase == "harness"
+    assert "status.json" in failure.error.summary and "colour" in failure.error.summary
+
+
+def test_a_child_that_left_no_status_is_named_with_its_exit_code(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
+    child = launcher.Child("side", proc, str(tmp_path), str(tmp_path / "log.txt"), time.monotonic(), timeout=30)
+    result = launcher.wait(child, records.SideStatus)
+    assert result.status == records.SideStatus() and not result.ok
+    failure = result.failure()
+    assert failure is not None and failure.phase == "harness" and "code 3" in failure.error.summary
