@@ -272,7 +272,7 @@ def test_a_batch_that_does_not_split_over_the_ranks_could_not_run():
 
 
 def test_nan_in_the_bf16_run_is_named_in_the_summary():
-    from migrator.validation.parent.stages import numeric_stage
+    from migrator.validation.parent.stage_common import numeric_stage
 
     a = "a.forward.0.output.0"
     bad = G0.clone()

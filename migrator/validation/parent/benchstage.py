@@ -15,15 +15,16 @@ from typing import Any
 
 from ..records import DATA_PARALLEL, STAGE_OF, BenchJob, BenchStatus, Side
 from .options import Options
+from .stage_common import StageContext
 
 CPU_LABEL = "CPU run: proves the measurement machinery, not hardware speed"
 
 
-def _variant(sid: str, opts: Options, ctx: dict[str, Any]) -> str | None:
+def _variant(sid: str, opts: Options, ctx: StageContext) -> str | None:
     if sid == "S1":
         return None
     variants = list(opts.dp_variants if sid == "S2" else opts.mp_variants)
-    declared = ctx.get("declared_stages")
+    declared = ctx.declared_stages
     if declared:
         hit = [v for v in variants if STAGE_OF[v] in declared]
         if hit:
@@ -139,7 +140,7 @@ RATIO_KEYS = (("step_time_median_s", lambda s: (s.get("step_time") or {}).get("m
               ("peak_memory_bytes", lambda s: s.get("peak_memory_bytes")))
 
 
-def bench_stage(sid: str, opts: Options, original: str, migrated: str, work: str, ctx: dict[str, Any],
+def bench_stage(sid: str, opts: Options, original: str, migrated: str, work: str, ctx: StageContext,
                 progress=None) -> dict[str, Any] | None:
     """The ``perf`` object of stage ``sid`` (None for S0: a plan check, nothing is timed)."""
     if sid == "S0":
@@ -152,11 +153,11 @@ def bench_stage(sid: str, opts: Options, original: str, migrated: str, work: str
                                        "timeout_s": opts.bench_timeout, "bf16_policy": opts.bf16_policy,
                                        "variant": variant,
                                        "step": "forward + backward (optimizer step not included)"}}
-    sides: list[tuple[Side, str]] = [("migrated", migrated)] if ctx.get("recorded") else \
+    sides: list[tuple[Side, str]] = [("migrated", migrated)] if ctx.recorded is not None else \
         [("original", original), ("migrated", migrated)]
     for side, tree in sides:
         perf[side] = _side(sid, side, tree, variant, opts, work, progress)
-    if ctx.get("recorded"):
+    if ctx.recorded is not None:
         perf["original"] = {"skipped": "reference side recorded elsewhere (--compare): not benchmarked here"}
     ratio = {}
     for key, get in RATIO_KEYS:

@@ -5,14 +5,26 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
-from ..records import Status
-from .compare import FAIL, Comparison, localise, summary_counts, worst_rows, worst_status
+from ..records import SideStatus, Status
+from .compare import FAIL, Comparison, Run, localise, summary_counts, worst_rows, worst_status
 from .results import StageResult
 
 Progress = Callable[[str], None] | None
 
+
+
+@dataclass
+class StageContext:
+    """What one run's stages hand on to each other (filled in as they run, in order)."""
+
+    shared: str  # the original side's folder: bf16-rounded weights, batches, its dumps
+    manifest: dict[str, Any]  # the result's manifest: settings, hashes, determinism, devices
+    recorded: SideStatus | None = None  # the reference side recorded elsewhere (--compare)
+    layers: dict[str, dict[str, str]] = field(default_factory=dict)  # side -> reference layers used
+    declared_stages: list[str] | None = None  # the program's parallelize stages, known once S0 ran
 
 
 class ValidationSetupError(Exception):
@@ -151,3 +163,10 @@ def _migrate(original: str, work: str, progress: Progress, migrate: MigrateStep 
     if errors:
         raise ValidationSetupError("migrate fix failed: " + "; ".join(errors))
     return out
+
+
+def _required_run(run_dir: str | None, what: str) -> Run:
+    run = Run.load(run_dir)
+    if run is None:
+        raise RuntimeError(f"the {what} run left no dump (status names no folder)")
+    return run
