@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from migrator import __version__
+from migrator import __version__, declines
 from migrator.config import ConfigError, Settings, find_root, load_settings
 from migrator.model import Finding, RunResult, Summary, ToolInfo, finding_counts
 from migrator.progress import Progress, phase, prefixed
@@ -85,7 +85,7 @@ def scan(
     summary = replace(summary, coverage=coverage_summary(ops, settings) if coverage_on else None)
     tool = ToolInfo("ascend-migrate", __version__, catalogue.digest, coverage_table_name(settings))
     result = RunResult(tool=tool, summary=summary, findings=findings, skipped=output.skipped)
-    return _apply_route(_mark_manual(result, _recorded_declines(settings.root)), settings)
+    return _apply_route(declines.mark_manual(result, declines.recorded(settings.root)), settings)
 
 
 def _apply_route(result: RunResult, settings: Settings) -> RunResult:
@@ -233,13 +233,13 @@ def fix(
     plan = _route_edits(plan, before, settings)
     if not write:
         remaining = _apply_route(_remaining_in_memory(before, plan, settings), settings)
-        return FixOutcome(plan, None, None, _declined_are_manual(remaining, plan))
+        return FixOutcome(plan, None, None, declines.declined_are_manual(remaining, plan))
     plan = write_changes(plan, out)
     rescan_root = out or settings.root
     rescan_paths = [rescan_root / Path(p).relative_to(settings.root) if Path(p).is_relative_to(settings.root) else p for p in resolved]
     rescanned = scan(rescan_paths, settings=replace(settings, root=rescan_root), progress=prefixed(progress, "re-"),
                      memo=memo)
-    remaining = _declined_are_manual(rescanned, plan)
+    remaining = declines.declined_are_manual(rescanned, plan)
     record_path, record_error = None, None
     if record:
         try:
@@ -264,45 +264,6 @@ def _scanned_sources(settings: Settings, resolved: list[Path]) -> set[str]:
     from migrator.engine.discover import Candidate, discover
 
     return {c.rel for c in discover(settings.root, resolved, None) if isinstance(c, Candidate) and c.kind in ("python", "shell")}
-
-
-def _declined_are_manual(remaining: RunResult, plan) -> RunResult:
-    """A site the fixer declined is manual from now on, and says why (it is not "auto-fixable")."""
-    reasons: dict[tuple[str, str, str], list[str]] = {}
-    for change in plan.changes:
-        for finding, why in change.declined:
-            reasons.setdefault((change.path, finding.code, finding.symbol), []).append(why)
-    return _mark_manual(remaining, reasons)
-
-
-def _recorded_declines(root: Path) -> dict[tuple[str, str, str], list[str]]:
-    """Declined sites from the last `migrate fix` at this root (`.migrate/fix-record.json`)."""
-    from migrator.jsonfile import read_json_or_none
-
-    try:
-        record = read_json_or_none(root / ".migrate" / "fix-record.json") or {}
-        entries = record.get("declined") or []
-        reasons: dict[tuple[str, str, str], list[str]] = {}
-        for e in entries:
-            reasons.setdefault((e["path"], e["code"], e["symbol"]), []).append(str(e["reason"]))
-        return reasons
-    except (KeyError, TypeError, AttributeError):
-        return {}  # a record we cannot read: findings stay as the catalogue says
-
-
-def _mark_manual(remaining: RunResult, reasons: dict[tuple[str, str, str], list[str]]) -> RunResult:
-    if not reasons:
-        return remaining
-    findings = []
-    for f in remaining.findings:
-        queue = reasons.get((f.path, f.code, f.symbol))
-        if f.fix is not None and queue:
-            why = queue.pop(0) if len(queue) > 1 else queue[0]
-            f = replace(f, fix=None, message=f"{f.message} (not fixed automatically: {why})")
-        findings.append(f)
-    s = remaining.summary
-    summary = replace(s, findings=len(findings), **finding_counts(findings))
-    return replace(remaining, findings=tuple(findings), summary=summary)
 
 
 def _remaining_in_memory(before: RunResult, plan, settings: Settings) -> RunResult:

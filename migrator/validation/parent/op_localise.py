@@ -19,7 +19,8 @@ from typing import Any
 
 from .. import op_semantics as S
 from ..records import OptimizerRun, Side, TraceJob, TraceStatus
-from .compare import FAIL, TensorVerdict, localise
+from .compare import FAIL, TensorVerdict
+from .localisation import localise
 
 FP32_METRICS = ("rel_l2_fp32", "mismatch_fp32", "grad_missing", "norm_rel_fp32", "train_rel_l2_fp32")
 DIVERGES = {"fp32": 1e-4, "bf16": 1e-2}

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..records import SideStatus, Status
-from .compare import FAIL, Comparison, Run, localise, summary_counts, worst_rows, worst_status
+from .compare import FAIL, Comparison, Run, worst_status
+from .localisation import localise, summary_counts, worst_rows
 from .results import StageResult
 
 Progress = Callable[[str], None] | None
