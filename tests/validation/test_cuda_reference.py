@@ -537,3 +537,12 @@ def test_device_remap_maps_cuda_to_cpu_and_restores():
     assert torch.device is real_device and torch.cuda.is_available is real_available
     with pytest.raises((AssertionError, RuntimeError)):
         torch.zeros(1, device="cuda")
+
+
+def test_device_remap_maps_a_map_location_given_by_position_or_keyword(tmp_path):
+    path = tmp_path / "w.pt"
+    torch.save({"w": torch.ones(2)}, path)
+    with device_remap.install():
+        for loaded in (torch.load(path, "cuda:0"), torch.load(path, map_location="cuda"),
+                       torch.load(path, {"cuda:0": "cuda:1"}), torch.load(path, weights_only=True)):
+            assert loaded["w"].device.type == "cpu" and loaded["w"].sum().item() == 2.0

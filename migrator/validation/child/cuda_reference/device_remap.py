@@ -38,6 +38,8 @@ import torch
 import torch.distributed as dist
 from torch.overrides import TorchFunctionMode
 
+from ..bound_args import wrap_bound
+
 __all__ = ["CUDA_AUTOCAST_DTYPE", "RemapHandle", "install", "to_cpu_device"]
 
 CUDA_AUTOCAST_DTYPE = torch.float16  # torch.autocast("cuda") without a dtype
@@ -315,29 +317,27 @@ def install() -> RemapHandle:
 
     real_set_default = torch.set_default_device
     h.patch(torch, "set_default_device", lambda d: real_set_default(to_cpu_device(d)))
-    real_load = torch.load
-
-    def _load(*args, map_location=None, **kwargs):
+    def _cpu_map_location(arguments: dict) -> None:
+        map_location = arguments.get("map_location")
         if isinstance(map_location, dict):
-            map_location = {k: to_cpu_device(v) for k, v in map_location.items()}
+            arguments["map_location"] = {k: to_cpu_device(v) for k, v in map_location.items()}
         elif map_location is not None and not callable(map_location):
-            map_location = to_cpu_device(map_location)
-        return real_load(*args, map_location=map_location, **kwargs)
+            arguments["map_location"] = to_cpu_device(map_location)
 
-    h.patch(torch, "load", _load)
+    # by position or keyword: torch.load(f, "cuda:0"), dist.new_group(ranks, timeout, "nccl")
+    h.patch(torch, "load", wrap_bound(torch.load, _cpu_map_location))
 
-    real_init_pg, real_new_group = dist.init_process_group, dist.new_group
+    def _gloo_backend(arguments: dict) -> None:
+        if "backend" in arguments:
+            arguments["backend"] = _map_backend(arguments["backend"])
 
-    def _init_process_group(backend=None, *args, **kwargs):
-        if isinstance(kwargs.get("device_id"), (_REAL_DEVICE, int)):
-            kwargs.pop("device_id")  # eager-init hint for a CUDA device; meaningless for gloo
-        return real_init_pg(_map_backend(backend), *args, **kwargs)
+    def _no_cuda_device_id(arguments: dict) -> None:
+        _gloo_backend(arguments)
+        if isinstance(arguments.get("device_id"), (_REAL_DEVICE, int)):
+            arguments.pop("device_id")  # eager-init hint for a CUDA device; meaningless for gloo
 
-    def _new_group(*args, backend=None, **kwargs):
-        return real_new_group(*args, backend=_map_backend(backend), **kwargs)
-
-    h.patch(dist, "init_process_group", _init_process_group)
-    h.patch(dist, "new_group", _new_group)
+    h.patch(dist, "init_process_group", wrap_bound(dist.init_process_group, _no_cuda_device_id))
+    h.patch(dist, "new_group", wrap_bound(dist.new_group, _gloo_backend))
     from torch.distributed import device_mesh
 
     real_mesh = device_mesh.init_device_mesh

@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from ..bound_args import wrap_bound
 from ._patch import PatchSet, PostImportHook
 
 _NPU_RE = re.compile(r"^\s*npu(:\d+)?\s*$")
@@ -139,28 +140,6 @@ def wrap_device_callable(fn: Callable, *, int_positional: bool = False) -> Calla
         if args:
             args = _remap_args(args, int_positional)
         return fn(*args, **kwargs)
-
-    wrapper.__npu_emulation_wrapped__ = fn  # type: ignore[attr-defined]
-    return wrapper
-
-
-def wrap_bound(fn: Callable, transform: Callable[[dict[str, Any]], None]) -> Callable:
-    """Wrap ``fn`` so its bound arguments pass through ``transform`` (edited in place) first (§b.2/§b.3
-    rules for constructors such as DDP, DeviceMesh, GradScaler, autocast).
-
-    If the call does not bind (wrong arguments), the original is called unchanged so that the
-    user sees torch's own error message.
-    """
-    sig = inspect.signature(fn)
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            bound = sig.bind(*args, **kwargs)
-        except TypeError:
-            return fn(*args, **kwargs)
-        transform(bound.arguments)
-        return fn(*bound.args, **bound.kwargs)
 
     wrapper.__npu_emulation_wrapped__ = fn  # type: ignore[attr-defined]
     return wrapper
