@@ -430,6 +430,24 @@ def test_convert_syncbn_model_keeps_state_and_matches_batchnorm():
     torch.testing.assert_close(conv[1].running_var, ref.running_var)
 
 
+def test_sync_batchnorm_cpu_path_with_running_stats_set_to_none(monkeypatch):
+    """A script may set ``bn.running_mean = bn.running_var = None`` to normalise with batch statistics
+    (torch's SyncBatchNorm then updates nothing); the CPU all-reduce path must do the same."""
+    from migrator.validation.child.cuda_reference.apex.parallel import sync_batchnorm
+
+    monkeypatch.setattr(sync_batchnorm.dist, "all_reduce", lambda t, group=None: None)  # one rank: sum = itself
+    bn, ref = SyncBatchNorm(3), torch.nn.BatchNorm2d(3)
+    monkeypatch.setattr(bn, "_group_size", lambda: 2)  # take the CPU all-reduce path
+    for m in (bn, ref):
+        m.running_mean = m.running_var = None
+    x = rand(4, 3, 5, 5)
+    torch.testing.assert_close(bn(x), ref(x))
+    assert bn.running_mean is None and bn.running_var is None and int(bn.num_batches_tracked) == 1
+    bn.num_batches_tracked = None
+    with pytest.raises(AssertionError, match="num_batches_tracked"):  # as torch.nn.SyncBatchNorm
+        bn(x)
+
+
 _TWO_RANK_WORKER = r"""
 import sys, torch, torch.distributed as dist
 from migrator.validation.child.cuda_reference.apex.parallel import DistributedDataParallel, SyncBatchNorm

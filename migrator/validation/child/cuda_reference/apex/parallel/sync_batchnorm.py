@@ -67,11 +67,16 @@ class SyncBatchNorm(torch.nn.SyncBatchNorm):
         mean = stats[0] / n
         var = stats[1] / n - mean * mean
         if self.track_running_stats:
+            if self.num_batches_tracked is None:
+                raise AssertionError("num_batches_tracked must not be None")  # as torch.nn.SyncBatchNorm
             with torch.no_grad():
                 self.num_batches_tracked.add_(1)
                 mom = self.momentum if self.momentum is not None else 1.0 / float(self.num_batches_tracked)
-                self.running_mean.mul_(1 - mom).add_(mean.detach(), alpha=mom)
-                self.running_var.mul_(1 - mom).add_((var * n / (n - 1)).detach(), alpha=mom)
+                # a buffer set to None is not tracked: torch hands None to batch_norm and updates nothing
+                if self.running_mean is not None:
+                    self.running_mean.mul_(1 - mom).add_(mean.detach(), alpha=mom)
+                if self.running_var is not None:
+                    self.running_var.mul_(1 - mom).add_((var * n / (n - 1)).detach(), alpha=mom)
         shape = [1, -1] + [1] * (x.dim() - 2)
         y = (xf - mean.view(shape)) * torch.rsqrt(var.view(shape) + self.eps)
         if self.affine:
