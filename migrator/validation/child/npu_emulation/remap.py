@@ -25,7 +25,6 @@ with ``from torch import zeros`` *before* :func:`install` is not wrapped.
 from __future__ import annotations
 
 import functools
-import inspect
 import re
 import sys
 from collections.abc import Callable, Iterable
