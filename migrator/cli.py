@@ -77,8 +77,9 @@ def scan(paths, fmt, output, select, ignore, fail_on, exit_zero, jobs, no_cache,
             write_output(api.baseline_text(result), write_baseline)
             click.echo(f"migrate: baseline of {len(result.findings)} finding(s) written to {write_baseline}", err=True)
             sys.exit(EXIT_CLEAN)
-        if baseline or settings.baseline:
-            result = api.apply_baseline(result, baseline or settings.baseline)
+        baseline_file = baseline or settings.baseline
+        if baseline_file:
+            result = api.apply_baseline(result, baseline_file)
         color = fmt == "text" and not output and sys.stdout.isatty() and "NO_COLOR" not in os.environ
         from migrator.scanned_lines import SourceLines
 

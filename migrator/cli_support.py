@@ -10,9 +10,12 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
+
+if TYPE_CHECKING:  # rich is imported when a bar first shows
+    from rich.progress import Progress, TaskID
 
 FAIL_CHOICES = click.Choice(["error", "warning", "info", "never"])
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -105,10 +108,10 @@ class ProgressDisplay:
     def __init__(self, quiet: bool = False, steps: int | None = None):
         self.enabled = not quiet and sys.stderr.isatty() and not os.environ.get("CI")
         self._steps, self._noted = steps, 0
-        self._bar = None
-        self._tasks: dict[str, object] = {}
+        self._bar: Progress | None = None
+        self._tasks: dict[str, TaskID] = {}
 
-    def _start(self):
+    def _start(self) -> Progress:
         from rich.console import Console
         from rich.progress import (
             BarColumn,

@@ -272,6 +272,17 @@ def test_a_batch_that_does_not_split_over_the_ranks_could_not_run():
     assert [b["x"].shape[0] for b in split_batch({"x": torch.zeros(8, 3)}, 4)] == [2, 2, 2, 2]
 
 
+@pytest.mark.parametrize("batch", [{"x": torch.zeros(4, 3), "y": torch.zeros(2)}, (torch.zeros(4), torch.tensor(1.0)),
+                                   {"n": 3}])
+def test_a_batch_without_one_leading_dimension_could_not_run(batch):
+    """Tensors of different leading sizes, a 0-d tensor, or no tensor at all: nothing to split on."""
+    from migrator.validation.child.errors import CannotRun
+    from migrator.validation.child.execute import split_batch
+
+    with pytest.raises(CannotRun, match="do not share one leading batch dimension"):
+        split_batch(batch, 2)
+
+
 def test_nan_in_the_bf16_run_is_named_in_the_summary():
     from migrator.validation.parent.stage_common import numeric_stage
 

@@ -150,17 +150,17 @@ def prepare_batch(batch: Any, device: str, policy: str, bf16_policy: str) -> Any
 def split_batch(batch: Any, parts: int) -> list[Any]:
     """Split a batch along dim 0 into ``parts`` equal micro-batches (for programs whose
     ``make_batch`` does not take a rank). Every tensor must have the same leading size."""
-    sizes = set()
+    sizes: set[int | None] = set()  # None: a 0-d tensor
 
     def collect(t):
         sizes.add(t.shape[0] if t.dim() else None)
         return t
 
     map_tensors(batch, collect)
-    if len(sizes) != 1 or None in sizes:
+    size = sizes.pop() if len(sizes) == 1 else None
+    if size is None:
         raise CannotRun("cannot split this batch over ranks: its tensors do not share one leading batch "
                          "dimension (give make_batch(step, rank, world_size))")
-    (size,) = sizes
     if size % parts:
         raise CannotRun(f"batch size {size} does not divide over {parts} ranks (give make_batch(step, rank, "
                          "world_size) or a larger batch)")

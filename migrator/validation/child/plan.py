@@ -110,7 +110,7 @@ def _ddp_hook(state, bucket):
     import torch.distributed as dist
 
     dist.all_reduce(bucket.buffer(), group=state)
-    fut = torch.futures.Future()
+    fut: torch.futures.Future[torch.Tensor] = torch.futures.Future()
     fut.set_result(bucket.buffer())
     return fut
 

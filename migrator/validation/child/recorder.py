@@ -58,10 +58,11 @@ def _plain(t):
     """A detached CPU copy of ``t`` with DTensors gathered (collective: every rank runs the same hooks)."""
     try:
         from torch.distributed.tensor import DTensor
-    except ImportError:  # pragma: no cover
-        DTensor = None
-    if DTensor is not None and isinstance(t, DTensor):
-        t = t.full_tensor()
+    except ImportError:  # pragma: no cover - torch built without distributed
+        pass
+    else:
+        if isinstance(t, DTensor):
+            t = t.full_tensor()
     return t.detach().to("cpu", copy=True).contiguous()
 
 
@@ -170,7 +171,7 @@ class Recorder:
     def _leaf_records(self, value, base, path, cls, scope, n, where):
         import torch
 
-        out = []
+        out: list[dict[str, Any] | None] = []  # None: a leaf msprobe cannot record (null in dump.json)
         for suffix, leaf in _flatten(value):
             label = f"{where}.{suffix}" if suffix else where
             if isinstance(leaf, torch.Tensor):
@@ -192,7 +193,7 @@ class Recorder:
             n = self._calls.get(path, 1) - 1
             base = f"Module.{path}.{cls}.forward.{n}"
             entry = self.dump.setdefault(base, {})
-            recs = []
+            recs: list[dict[str, Any] | None] = []
             bwd = f"Module.{path}.{cls}.backward.{n}"
             for suffix, leaf in _flatten(output):
                 label = f"output.{suffix}" if suffix else "output.0"

@@ -59,7 +59,7 @@ def run_script_mode(opts, progress=None, migrate=None):
             progress(f"script mode: {opts.script} {' '.join(opts.script_args)} for {opts.curve_steps} steps, "
                      "original (as is, fp32) and migrated (as is, fp32)")
         pending = list(runs.items())
-        active = []
+        active: list[tuple[str, launcher.Child]] = []
         while pending or active:
             while pending and len(active) < 2:
                 key, (side, policy, writes) = pending.pop(0)
@@ -74,7 +74,7 @@ def run_script_mode(opts, progress=None, migrate=None):
         layers = {"original": dict(results["R"].status.layers), "migrated": dict(results["T16"].status.layers)}
         stages = [StageResult(s, "not_run", reason="script mode: needs the validate.py protocol (make_model, ...; "
                                                    "the template is in the notes)") for s in ("S0", "S3")]
-        failures = {k: r.failure() for k, r in results.items() if r.failure() is not None}
+        failures = {k: failure for k, r in results.items() if (failure := r.failure()) is not None}
         if failures:
             key, failure = sorted(failures.items(), key=lambda kv: ("R", "T16", "G", "T32").index(kv[0]))[0]
             side = runs[key][0]
@@ -85,6 +85,7 @@ def run_script_mode(opts, progress=None, migrate=None):
             st = {k: r.status for k, r in results.items()}
             comparison = Comparison()
             G, R = Run.load(st["G"].step0), Run.load(st["R"].step0)
+            assert G is not None  # an ok script status always names its step-0 dump (script_hooks.run_script)
             same_policy = st["R"].losses[:1] == st["G"].losses[:1]
             comparison.extend(compare_runs(G, None if same_policy else R, Run.load(st["T32"].step0),
                                            Run.load(st["T16"].step0), label="step0/", gate_unmatched=True))

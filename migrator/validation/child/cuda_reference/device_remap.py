@@ -60,6 +60,8 @@ def to_cpu_device(d):
 class _ProxyMeta(type):
     """``torch.device``/``torch.Generator`` stand-in: builds the real type, with cuda -> cpu."""
 
+    _real: type  # the torch type a class of this metaclass stands in for
+
     def __instancecheck__(cls, obj):
         return isinstance(obj, cls._real)
 

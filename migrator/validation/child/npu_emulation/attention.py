@@ -259,10 +259,11 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
         mask_in = _check_mask_dtype(atten_mask)
     if sparse_mode in _COMPRESSED_MODES or sparse_mode == 6:
         _check_compressed_mask(mask_in, sparse_mode)
-    if sparse_mode in (1, 5) and mask_in is None:
-        raise ValueError(f"npu_fusion_attention: sparse_mode={sparse_mode} requires a full atten_mask")
-    if sparse_mode == 5 and mask_in.dim() != 4:
-        raise ValueError("npu_fusion_attention: sparse_mode=5 requires a BNSS or B1SS atten_mask")
+    if sparse_mode in (1, 5):
+        if mask_in is None:
+            raise ValueError(f"npu_fusion_attention: sparse_mode={sparse_mode} requires a full atten_mask")
+        if sparse_mode == 5 and mask_in.dim() != 4:
+            raise ValueError("npu_fusion_attention: sparse_mode=5 requires a BNSS or B1SS atten_mask")
 
     generator = None
     seed_out, offset_out = int(seed), int(offset)
@@ -286,6 +287,7 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
             mask = None if mask_in is None else _or(_user_mask_4d(mask_in, b, nq, sq, skv),
                                                    _band_top_left(sq, skv, pre, nxt, dev))
         elif sparse_mode in (1, 5):
+            assert mask_in is not None  # checked above: modes 1 and 5 raise without a full mask
             mask = _user_mask_4d(mask_in, b, nq, sq, skv)
         elif sparse_mode == 2:
             mask = _left_up_causal(sq, skv, dev)

@@ -23,7 +23,7 @@ from ._amp_state import LossScaler, _amp_state
 
 O1_AUTOCAST_DTYPE = torch.float16
 
-_OPT_LEVELS = {
+_OPT_LEVELS: dict[str, dict[str, object]] = {  # the property values differ in type (dtype, bool, scale)
     "O0": dict(cast_model_type=torch.float32, patch_torch_functions=False, keep_batchnorm_fp32=None,
                master_weights=False, loss_scale=1.0),
     "O1": dict(cast_model_type=None, patch_torch_functions=True, keep_batchnorm_fp32=None,
@@ -147,7 +147,6 @@ def initialize(models, optimizers=None, enabled=True, opt_level="O1", cast_model
         LossScaler(props["loss_scale"], min_loss_scale=min_loss_scale, max_loss_scale=max_loss_scale)
         for _ in range(num_losses)
     ]
-    _amp_state.optimizers = opt_list
     _amp_state.initialized = True
     return models if optimizers is None else (models, optimizers)
 

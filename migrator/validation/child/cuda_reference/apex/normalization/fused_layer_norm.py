@@ -73,7 +73,8 @@ class _FusedNormBase(torch.nn.Module):
                 init.zeros_(self.bias)
 
     def forward(self, input: torch.Tensor) -> torch.Tensor:
-        weight, bias = self.weight, self.bias
+        weight: torch.Tensor | None = self.weight  # a Parameter, or None without elementwise_affine
+        bias: torch.Tensor | None = self.bias
         cast = _autocast_dtype(input)
         if cast is not None:
             input = input.to(cast)
