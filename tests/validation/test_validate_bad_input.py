@@ -199,3 +199,21 @@ def test_missing_validate_extra_is_one_clear_line_before_anything_runs(tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "safetensors" in proc.stderr and "pip install 'ascend-migrate[validate]'" in proc.stderr
     assert "original" not in proc.stdout
+
+
+def test_a_reference_recorded_in_another_format_exits_2_naming_it(tmp_path):
+    """A recorded reference whose status does not match today's record (an older `--record`) is refused
+    before anything runs, naming the archive and the field, not read with defaults."""
+    import tarfile
+
+    ref = tmp_path / "reference"
+    ref.mkdir()
+    (ref / "status.json").write_text(json.dumps({"ok": True, "batch_sha256": {"0": "x"},
+                                                 "optimizer": {"class": "AdamW", "dir": "d"}}))
+    with tarfile.open(tmp_path / "old.tar", "w") as tar:
+        tar.add(ref, arcname="reference")
+    orig = tree(tmp_path, "orig")
+    proc = run_cli("validate", str(orig), "--migrated", str(orig), "--compare", str(tmp_path / "old.tar"),
+                   "--stages", "S1")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "old.tar: not a reference recorded by this version" in proc.stderr and "class" in proc.stderr

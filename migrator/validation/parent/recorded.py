@@ -46,12 +46,15 @@ def _unpack(src: str, dest: str) -> str:
 def _read_recorded(archive: str, shared: str) -> SideStatus:
     """The reference side's status saved by ``--record``, its paths pointed at the unpacked copy."""
     path = os.path.join(shared, "status.json")
+    if not os.path.isfile(path):
+        raise ValidationSetupError(f"{archive}: not a recorded reference (no status.json in it; make one with "
+                                   "`migrate validate --record`)")
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)
         root = data.get("shared_root", shared) if isinstance(data, dict) else shared
-        return records.from_json(_relocate(data, root, shared), SideStatus, path)
-    except (OSError, ValueError) as exc:  # RecordError is a ValueError
+        return records.from_json(_relocate(data, root, shared), SideStatus, "its status.json")
+    except (OSError, ValueError) as exc:  # RecordError and JSONDecodeError are ValueErrors
         raise ValidationSetupError(f"{archive}: not a reference recorded by this version of migrate validate "
                                    f"({exc})") from None
 
