@@ -19,6 +19,7 @@ hypothesis = pytest.importorskip("hypothesis")
 pytest.importorskip("hypothesmith")
 
 from hypothesis import HealthCheck, assume, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
 
 from tests.fix.programs import check_fix_properties, program_strategy, valid_python  # noqa: E402
 
@@ -39,7 +40,7 @@ def _check(text: str, target: str) -> None:
 
 @pytest.mark.slow
 @SETTINGS
-@given(case=program_strategy(generated_bodies=True))
+@given(case=st.deferred(lambda: program_strategy(generated_bodies=True)))  # hypothesmith's grammar: built when run, not at collection
 def test_fix_is_safe_on_generated_programs(case):
     _check(*case)
 

@@ -66,26 +66,21 @@ def _train(cwd: Path, emulate_npu: bool, tmp: Path) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True)
 
 
-@pytest.fixture(scope="module")
-def training_runs(tmp_path_factory):
-    """All golden outputs train at once (CPU cores stay busy); each test checks its own run."""
-    pytest.importorskip("torch")
-    tmp = tmp_path_factory.mktemp("runs")
-    procs = {}
-    for sample in SAMPLES:
-        for target in regenerate.TARGETS:
-            work = tmp / sample / target
-            shutil.copytree(GOLDEN / sample / target, work)
-            procs[(sample, target)] = _train(work, emulate_npu=target == "npu", tmp=tmp)
-    return {key: (p.communicate(timeout=600)[0], p.returncode) for key, p in procs.items()}
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("target", regenerate.TARGETS)
 @pytest.mark.parametrize("sample", SAMPLES)
-def test_migrated_sample_trains_with_finite_decreasing_loss(training_runs, sample, target):
-    """portable: real torch on CPU, no emulation. npu: under the torch_npu CPU emulation."""
-    output, code = training_runs[(sample, target)]
+def test_migrated_sample_trains_with_finite_decreasing_loss(tmp_path, sample, target):
+    """portable: real torch on CPU, no emulation. npu: under the torch_npu CPU emulation. One training
+    run per test, so `pytest -n auto` spreads them over the workers."""
+    pytest.importorskip("torch")
+    work = tmp_path / sample / target
+    shutil.copytree(GOLDEN / sample / target, work)
+    proc = _train(work, emulate_npu=target == "npu", tmp=tmp_path)
+    try:
+        output, code = proc.communicate(timeout=600)[0], proc.returncode
+    finally:
+        if proc.poll() is None:
+            proc.kill()
     assert code == 0, output[-3000:]
     losses = [float(x) for x in LOSS.findall(output)]
     assert len(losses) >= 3, output[-2000:]

@@ -1,8 +1,8 @@
 """The ORIGINAL CUDA samples run on CPU with the CUDA-library references and the device remap.
 
 Every training run is a subprocess (``python -m migrator.validation.child.cuda_reference.run``), as a
-user would start it. All runs start together in one module fixture so the two CI cores stay
-busy; each test then checks its own run. The validate.py hooks are exercised in-process.
+user would start it. Each test starts its own run (one run per test), so `pytest -n auto` spreads
+them over the workers. The validate.py hooks are exercised in-process.
 """
 
 from __future__ import annotations
@@ -98,13 +98,10 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """name -> (returncode, stdout, stderr) of rank 0; a multi-rank job fails if any rank fails."""
-    tmp = tmp_path_factory.mktemp("sample_runs")
+def _jobs() -> dict:
     py = sys.executable
     moe_path = os.pathsep.join([str(REPO), str(SAMPLES / "moe")])
-    jobs = {  # name -> (argv, number of ranks launched here, extra env)
+    return {  # name -> (argv, number of ranks launched here, extra env)
         "gpt_fp16": ([py, *RUNNER, "samples/gpt/train.py", "--", "--tiny", "--dtype", "float16"], 0, {}),
         # WORLD_SIZE=1 env: train.py takes its DDP / init_process_group("nccl") path
         "gpt_bf16_packed_ddp": ([py, *RUNNER, "samples/gpt/train.py", "--", "--tiny", "--dtype", "bfloat16",
@@ -117,28 +114,31 @@ def runs(tmp_path_factory):
         "resnet_ddp2_syncbn": ([py, *RUNNER, "samples/resnet/train.py", "--", "--tiny", "--sync_bn"], 2, {}),
         "moe_parity": ([py, "-c", _PARITY_WORKER, str(SAMPLES / "moe" / "validate.py")], 2, {"PYTHONPATH": moe_path}),
     }
-    procs = {}
-    for name, (argv, ranks, extra) in jobs.items():
+
+
+@pytest.fixture
+def runs(tmp_path):
+    """run(name) -> (returncode, stdout of rank 0, stderr of every rank); a multi-rank job fails if any rank fails."""
+    def run(name: str) -> tuple[int, str, str]:
+        argv, ranks, extra = _jobs()[name]
         port = _free_port()
         rank_envs = [_rank_env(r, ranks, port) for r in range(ranks)] or [{}]
-        procs[name] = [subprocess.Popen(argv, cwd=REPO, env=_env(tmp, **extra, **renv), stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True) for renv in rank_envs]
-    results = {}
-    try:
-        for name, group in procs.items():
+        group = [subprocess.Popen(argv, cwd=REPO, env=_env(tmp_path, **extra, **renv), stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True) for renv in rank_envs]
+        try:
             outs = [p.communicate(timeout=300) for p in group]
-            rc = max(abs(p.returncode) for p in group)
-            results[name] = (rc, outs[0][0], "".join(err for _, err in outs))
-    finally:
-        for group in procs.values():
+        finally:
             for p in group:
                 if p.poll() is None:
                     p.kill()
-    return results
+        rc = max(abs(p.returncode) for p in group)
+        return rc, outs[0][0], "".join(err for _, err in outs)
+
+    return run
 
 
 def _losses(runs, name, expected_steps):
-    rc, out, err = runs[name]
+    rc, out, err = runs(name)
     assert rc == 0, f"{name} failed:\n{out[-2000:]}\n{err[-4000:]}"
     assert "[cuda_reference] references: flash_attn, apex, xformers; device remap: cuda->cpu" in err
     losses = [float(x) for x in LOSS.findall(out)]
@@ -166,7 +166,7 @@ def test_moe_trains_single_process_and_expert_parallel(runs, name):
 
 @pytest.mark.slow
 def test_moe_parallelize_matches_unsharded_fp32(runs):
-    rc, out, err = runs["moe_parity"]
+    rc, out, err = runs("moe_parity")
     assert rc == 0, err[-3000:]
     errors = dict(kv.split("=") for kv in out.split())
     assert set(errors) == {"tp", "ep"} and all(float(e) < 1e-5 for e in errors.values()), errors

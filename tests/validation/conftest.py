@@ -1,8 +1,12 @@
 """Session fixtures for the `migrate validate` tests: migrated copies of the samples and recorded
-reference sides, built once and shared (the CI box has 2 cores and a 6-minute budget)."""
+reference sides, built once per test run and shared by every pytest-xdist worker (a file lock in
+the run's common temporary folder; the first worker to ask builds, the others wait and reuse)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,41 +17,58 @@ SAMPLES = REPO / "samples"
 
 @pytest.fixture(scope="session")
 def validate_tmp(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("validate")
+    """The run's folder for shared trees: under xdist each worker's basetemp is a sub-folder of one
+    common folder, which every worker sees; without xdist the session's basetemp."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = shared / "validate-shared"
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
-def _migrate(sample: str, dest: Path) -> Path:
+def _once(dest: Path, build: Callable[[Path], None]) -> Path:
+    """Build ``dest`` the first time any worker asks; a build that failed half-way is redone."""
+    from filelock import FileLock
+
+    done = dest.with_name(dest.name + ".done")
+    with FileLock(str(dest) + ".lock"):
+        if not done.exists():
+            shutil.rmtree(dest, ignore_errors=True)
+            build(dest)
+            done.touch()
+    return dest
+
+
+def _migrate(sample: str, dest: Path) -> None:
     from migrator import api
 
     api.fix([SAMPLES / sample], root=SAMPLES / sample, target="npu", out_dir=dest, use_cache=False)
-    return dest
 
 
 @pytest.fixture(scope="session")
 def migrated_gpt(validate_tmp) -> Path:
     """`migrate fix --target npu` of samples/gpt: the correct migration the mutations start from."""
-    return _migrate("gpt", validate_tmp / "gpt-migrated")
+    return _once(validate_tmp / "gpt-migrated", lambda dest: _migrate("gpt", dest))
 
 
 @pytest.fixture(scope="session")
 def migrated_moe(validate_tmp) -> Path:
-    return _migrate("moe", validate_tmp / "moe-migrated")
+    return _once(validate_tmp / "moe-migrated", lambda dest: _migrate("moe", dest))
 
 
-def _record(sample: str, dest: Path) -> Path:
+def _record(sample: str, dest: Path) -> None:
     from migrator import api
 
     result = api.validate(SAMPLES / sample, record=str(dest), stages=("S1",))
     assert result.exit_code == 0, result.text()
-    return dest
 
 
 @pytest.fixture(scope="session")
 def gpt_reference(validate_tmp) -> Path:
     """The original side of samples/gpt (G fp32, R bf16, weights, batches), recorded once (seed 0)."""
-    return _record("gpt", validate_tmp / "gpt-reference")
+    return _once(validate_tmp / "gpt-reference", lambda dest: _record("gpt", dest))
 
 
 @pytest.fixture(scope="session")
 def moe_reference(validate_tmp) -> Path:
-    return _record("moe", validate_tmp / "moe-reference")
+    return _once(validate_tmp / "moe-reference", lambda dest: _record("moe", dest))

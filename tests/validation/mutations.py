@@ -28,7 +28,8 @@ class Mutation:
     script: tuple[str, ...] = ()      # script mode: run the unmodified train.py with these arguments
 
     def apply(self, migrated: Path, dest: Path) -> Path:
-        shutil.copytree(migrated, dest)
+        # bytecode another worker may be writing into the shared tree is not part of the migration
+        shutil.copytree(migrated, dest, ignore=shutil.ignore_patterns("__pycache__"))
         path = dest / self.file
         text = path.read_text()
         for old, new in self.edits:

@@ -3,14 +3,14 @@
 Each seeded bug (tests/validation/mutations.py) is a text edit to the output of `migrate fix` on
 samples/gpt (samples/moe for expert parallelism). Every one must fail the first stage that can
 see it, localised to the right module, while the stages before it still pass; the correct
-migration passes. The original side is recorded once per sample (session fixtures) and every
-mutation is compared against it (`--compare`), running only up to the stage that must catch it.
-All runs start together in one fixture, two at a time, so both CI cores stay busy.
+migration passes. The original side is recorded once per sample (session fixtures, shared by the
+xdist workers) and every mutation is compared against it (`--compare`), running only up to the stage
+that must catch it. Each mutation is its own test and its own run, so `pytest -n auto` spreads them
+over the workers (one fixture running them all was built once per worker, twice the work).
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -23,31 +23,20 @@ from mutations import MUTATIONS  # noqa: E402  (tests/validation is on sys.path 
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def mutation_results(tmp_path_factory, migrated_gpt, migrated_moe, gpt_reference, moe_reference):
-    from migrator import api
-
-    base = tmp_path_factory.mktemp("mutations")
-    trees = {"gpt": migrated_gpt, "moe": migrated_moe}
-    refs = {"gpt": gpt_reference, "moe": moe_reference}
-
-    def run(m):
-        tree = m.apply(trees[m.sample], base / m.name)
-        stages = ("S1",) if m.stage == "S1" else ("S1", m.stage)
-        if m.script:
-            return m.name, api.validate(REPO / "samples" / m.sample, migrated=str(tree), script="train.py",
-                                        script_args=m.script, curve_steps=2, stages=stages)
-        return m.name, api.validate(REPO / "samples" / m.sample, migrated=str(tree), compare=str(refs[m.sample]),
-                                    stages=stages)
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(run, MUTATIONS))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("mutation", MUTATIONS, ids=[m.name for m in MUTATIONS])
-def test_mutation_fails_its_stage_localised(mutation_results, mutation):
-    result = mutation_results[mutation.name]
+def test_mutation_fails_its_stage_localised(mutation, request, tmp_path):
+    from migrator import api
+
+    tree = mutation.apply(request.getfixturevalue(f"migrated_{mutation.sample}"), tmp_path / mutation.name)
+    stages = ("S1",) if mutation.stage == "S1" else ("S1", mutation.stage)
+    original = REPO / "samples" / mutation.sample
+    if mutation.script:
+        result = api.validate(original, migrated=str(tree), script="train.py", script_args=mutation.script,
+                              curve_steps=2, stages=stages)
+    else:
+        reference = request.getfixturevalue(f"{mutation.sample}_reference")
+        result = api.validate(original, migrated=str(tree), compare=str(reference), stages=stages)
     stage = result.stage(mutation.stage)
     assert stage.status == mutation.status, f"{mutation.name} ({mutation.what}) not caught:\n{result.text()}"
     if mutation.check:
