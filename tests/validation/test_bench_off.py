@@ -31,6 +31,7 @@ def _fake_run(monkeypatch, tmp_path, bench: bool):
         import migrator.validation.parent.benchstage as bs
 
         monkeypatch.setattr(bs, "bench_stage", lambda sid, *a, **k: calls.append(sid) or {"migrated": {}})
+    (tmp_path / "validate.py").write_text("# the protocol's place (S1 is faked)\n")
     opts = Options(original=str(tmp_path), migrated=str(tmp_path), stages=("S1",), bench=bench)
     return stages.run(opts), calls
 

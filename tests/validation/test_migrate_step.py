@@ -9,7 +9,9 @@ from migrator.validation.parent.options import Options
 from migrator.validation.parent.results import StageResult
 
 
-def _fake_s1(monkeypatch, seen):
+def _fake_s1(monkeypatch, seen, tree):
+    (tree / "validate.py").write_text("# the protocol's place (S1 is faked)\n")
+
     def fake(opts, original, migrated, *a, **k):
         seen.append(migrated)
         return StageResult("S1", "pass", summary="fake")
@@ -19,7 +21,7 @@ def _fake_s1(monkeypatch, seen):
 
 def test_the_given_migrate_step_makes_the_migrated_tree(monkeypatch, tmp_path):
     seen: list[str] = []
-    _fake_s1(monkeypatch, seen)
+    _fake_s1(monkeypatch, seen, tmp_path)
     calls = []
 
     def migrate(original: str, out: str) -> list[str]:
@@ -34,7 +36,7 @@ def test_the_given_migrate_step_makes_the_migrated_tree(monkeypatch, tmp_path):
 
 
 def test_migrate_errors_and_a_missing_step_are_setup_errors(monkeypatch, tmp_path):
-    _fake_s1(monkeypatch, [])
+    _fake_s1(monkeypatch, [], tmp_path)
     opts = Options(original=str(tmp_path), stages=("S1",), work_dir=str(tmp_path / "work"))
     with pytest.raises(stages.ValidationSetupError, match="migrate fix failed: a.py: boom"):
         stages.run(opts, migrate=lambda original, out: ["a.py: boom"])
@@ -46,6 +48,6 @@ def test_api_passes_migrate_fix(monkeypatch, tmp_path):
     from migrator import api
 
     (tmp_path / "train.py").write_text("import torch\ntorch.cuda.synchronize()\n")
-    _fake_s1(monkeypatch, [])
+    _fake_s1(monkeypatch, [], tmp_path)
     api.validate(tmp_path, stages=("S1",), work_dir=str(tmp_path / "work"))
     assert "torch.npu.synchronize" in (tmp_path / "work" / "migrated" / "train.py").read_text()

@@ -163,7 +163,7 @@ def test_entry_that_cannot_be_imported_exits_2(tmp_path):
 def test_original_without_protocol_exits_2(tmp_path):
     (tmp_path / "empty").mkdir()
     proc = run_cli("validate", str(tmp_path / "empty"), "--migrated", str(tmp_path / "empty"), "--stages", "S1", "-q")
-    assert proc.returncode == 2 and "no validate.py" in proc.stdout
+    assert proc.returncode == 2 and "no validate.py" in proc.stderr, proc.stdout + proc.stderr
 
 
 @pytest.mark.parametrize("args,message", [

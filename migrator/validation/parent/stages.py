@@ -43,6 +43,9 @@ def run(opts: Options, progress: Progress = None, migrate: MigrateStep | None = 
         from .script_mode import run_script_mode
 
         return run_script_mode(opts, progress, migrate)
+    if not opts.entry and not os.path.isfile(os.path.join(original, "validate.py")):  # before any child starts
+        raise ValidationSetupError(f"{original}: no validate.py at the tree root (give --entry module:object or "
+                                   "--script)")
     work = os.path.abspath(opts.work_dir) if opts.work_dir else tempfile.mkdtemp(prefix="migrate-validate-")
     os.makedirs(work, exist_ok=True)
     manifest: dict[str, Any] = {"seed": opts.seed, "steps": list(opts.steps), "bf16_policy": opts.bf16_policy,
