@@ -214,8 +214,8 @@ class BenchStatus(Status):
     how: str | None = None
     dtype: str | None = None
     device_name: str | None = None
-    flops_per_step: float | None = None
-    flops_by_op: Mapping[str, float] = field(default_factory=dict)
+    flops_per_step: int | None = None
+    flops_by_op: Mapping[str, int] = field(default_factory=dict)
     step_times: tuple[float, ...] = ()
     comm_share: Mapping[str, Any] = field(default_factory=dict)
     samples_per_step: int | None = None
