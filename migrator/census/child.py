@@ -17,14 +17,11 @@ for ``steps`` full training steps, with the tracer's two modes on, and writes ``
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import runpy
 import sys
 import time
 from typing import Any
-
-from migrator.validation.records import Failure, Status
 
 from .records import CensusJob, CensusStatus
 
@@ -172,23 +169,10 @@ def run(job: CensusJob) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from migrator.validation import records
+    from migrator.validation.child.worker import serve
 
     argv = sys.argv[1:] if argv is None else argv
-    try:
-        with open(argv[0], encoding="utf-8") as fh:
-            job = records.from_json({k: v for k, v in json.load(fh).items() if k != "kind"}, CensusJob, argv[0])
-    except (OSError, ValueError) as exc:
-        records.write(Status(phase="harness", error=Failure(summary=str(exc))),
-                      os.path.join(os.path.dirname(os.path.abspath(argv[0])), "status.json"))
-        return 1
-    path = os.path.join(job.out, "status.json")
-    try:
-        status: Status = records.from_json(run(job), CensusStatus, path)
-    except BaseException as exc:  # noqa: BLE001 - last resort: always leave a status
-        status = Status(phase="harness", error=Failure(summary=f"{type(exc).__name__}: {exc}"))
-    records.write(status, path)
-    return 0
+    return serve(argv[0], run, CensusJob, CensusStatus)
 
 
 if __name__ == "__main__":

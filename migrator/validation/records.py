@@ -248,7 +248,7 @@ STATUS_OF: dict[str, type[Status]] = {"side": SideStatus, "plan": PlanStatus, "p
                                       "bench": BenchStatus, "optrace": TraceStatus, "script": ScriptStatus}
 
 # ------------------------------------------------------------------------------------ JSON
-R = TypeVar("R")
+RecordT = TypeVar("RecordT")
 _converter: Any = None
 
 
@@ -268,7 +268,7 @@ def to_json(record: Any) -> dict[str, Any]:
     return {"kind": kind, **data} if kind else data
 
 
-def from_json(data: Mapping[str, Any], cls: type[R], where: str = "") -> R:
+def from_json(data: Mapping[str, Any], cls: type[RecordT], where: str = "") -> RecordT:
     """``data`` as a ``cls`` record; :class:`RecordError` says which field is wrong."""
     import cattrs
 
@@ -283,12 +283,14 @@ def from_json(data: Mapping[str, Any], cls: type[R], where: str = "") -> R:
         raise RecordError(f"{where + ': ' if where else ''}{cls.__name__}: {exc}") from None
 
 
-def job_from_json(data: Mapping[str, Any], where: str = "") -> Job:
+def job_from_json(data: Mapping[str, Any], where: str = "", cls: type[Job] | None = None) -> Job:
+    """``data`` as the job record its ``kind`` names (one of ``JOB_KINDS``, or ``cls``'s own kind)."""
     kind = data.get("kind") if isinstance(data, Mapping) else None
-    cls = JOB_KINDS.get(kind) if isinstance(kind, str) else None
-    if cls is None:
-        raise RecordError(f"{where or 'job'}: unknown job kind {kind!r} (known: {', '.join(JOB_KINDS)})")
-    return from_json({k: v for k, v in data.items() if k != "kind"}, cls, where)
+    kinds = {cls.KIND: cls} if cls is not None else JOB_KINDS
+    found = kinds.get(kind) if isinstance(kind, str) else None
+    if found is None:
+        raise RecordError(f"{where or 'job'}: unknown job kind {kind!r} (known: {', '.join(kinds)})")
+    return from_json({k: v for k, v in data.items() if k != "kind"}, found, where)
 
 
 def write(record: Any, path: str) -> None:
@@ -300,12 +302,16 @@ def write(record: Any, path: str) -> None:
     os.replace(tmp, path)
 
 
-def read_job(path: str) -> Job:
-    with open(path, encoding="utf-8") as fh:
-        return job_from_json(json.load(fh), path)
+def read_job(path: str, cls: type[Job] | None = None) -> Job:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{path}: not JSON ({exc})") from None
+    return job_from_json(data, path, cls)
 
 
-def read_status(path: str, cls: type[R]) -> R:
+def read_status(path: str, cls: type[RecordT]) -> RecordT:
     try:
         with open(path, encoding="utf-8") as fh:
             data = json.load(fh)

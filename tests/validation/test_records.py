@@ -126,3 +126,12 @@ def test_a_child_that_left_no_status_is_named_with_its_exit_code(tmp_path):
     assert result.status == records.SideStatus() and not result.ok
     failure = result.failure()
     assert failure is not None and failure.phase == "harness" and "code 3" in failure.error.summary
+
+
+def test_a_program_serving_its_own_job_kind_refuses_another(tmp_path):
+    side = records.to_json(_build(records.SideJob))
+    with pytest.raises(records.RecordError, match=r"unknown job kind 'side' \(known: census\)"):
+        records.job_from_json(side, cls=CensusJob)
+    (tmp_path / "job.json").write_text("{not json")
+    with pytest.raises(records.RecordError, match=r"job\.json: not JSON"):
+        records.read_job(str(tmp_path / "job.json"))

@@ -267,11 +267,9 @@ def run_bench(job: BenchJob) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - a crash of the program is a result
         status.update(phase=failure_phase(exc), error=describe(exc, tree, during=phase))
     finally:
-        if dist.is_initialized():
-            try:
-                dist.destroy_process_group()
-            except Exception:  # noqa: BLE001
-                pass
+        from .parallel import leave_process_group
+
+        leave_process_group()
     return status
 
 

@@ -287,11 +287,7 @@ def run_rank(job: ParallelJob) -> dict[str, Any]:
         active = recorder.active_modules() if recorder is not None else []
         status.update(phase=failure_phase(exc), error=describe(exc, tree, during=phase, active_modules=active))
     finally:
-        if dist.is_initialized():
-            try:
-                dist.destroy_process_group()
-            except Exception:  # noqa: BLE001
-                pass
+        leave_process_group()
     return status
 
 
@@ -320,3 +316,14 @@ def _reference(entry, weights, device, bf16_policy, mine, kind, job: ParallelJob
         rec.save(run_dir, {"reference": kind, "policy": policy, "step": step, "rank": rank})
         dirs[policy] = run_dir
     return dirs
+
+
+def leave_process_group() -> None:
+    """Tear the process group down at a rank's end, whatever state a failure left it in."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except Exception:  # noqa: BLE001 - a broken group is already reported by the run's status
+            pass

@@ -23,6 +23,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from .. import records
@@ -184,26 +185,35 @@ def _run(job: Job) -> dict[str, Any]:
     raise RecordError(f"no runner for job kind {job.KIND!r}")
 
 
-def main(argv=None) -> int:
-    """Read the job, run it, write its status record (always: a harness failure is a status too)."""
-    argv = sys.argv[1:] if argv is None else argv
+def serve(job_path: str, run: Callable[[Any], dict[str, Any]], job_type: type[Job] | None = None,
+          status_type: type[Status] | None = None) -> int:
+    """Read the job at ``job_path``, run it, write its status record: always, a harness failure is a status
+    too. ``job_type`` None: any kind of ``records.JOB_KINDS``; ``status_type`` None: the kind's
+    (``records.STATUS_OF``). Other child programs (the census) serve their own records through this."""
     try:
-        job = records.read_job(argv[0])
+        job = records.read_job(job_path, job_type)
     except (OSError, ValueError) as exc:  # no job to name an out folder: next to the job file
-        out = os.path.dirname(os.path.abspath(argv[0]))
-        records.write(Status(phase="harness", error=Failure(summary=str(exc))), os.path.join(out, "status.json"))
+        _write_failure(os.path.join(os.path.dirname(os.path.abspath(job_path)), "status.json"), str(exc))
         return 1
     path = os.path.join(job.out, _status_name(job))
     try:
         # the runners build their status as a dict while they run (a crash keeps what was known);
         # it is frozen into the kind's record here, so a field the record lacks fails in the child
-        status = records.from_json(_run(job), records.STATUS_OF[job.KIND], path)
+        status = records.from_json(run(job), status_type or records.STATUS_OF[job.KIND], path)
     except BaseException as exc:  # noqa: BLE001 - last resort: always leave a status
-        records.write(Status(phase="harness", error=Failure(summary=f"{type(exc).__name__}: {exc}",
-                                                            traceback=traceback.format_exc()[-4000:])), path)
+        _write_failure(path, f"{type(exc).__name__}: {exc}", traceback.format_exc()[-4000:])
         return 1
     records.write(status, path)
     return 0
+
+
+def _write_failure(path: str, summary: str, trace: str | None = None) -> None:
+    records.write(Status(phase="harness", error=Failure(summary=summary, traceback=trace)), path)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    return serve(argv[0], _run)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..records import DATA_PARALLEL, STAGE_OF, BenchJob, BenchStatus, Side
 from .options import Options
-from .stage_common import StageContext
+from .stage_common import StageContext, _failure_text
 
 CPU_LABEL = "CPU run: proves the measurement machinery, not hardware speed"
 
@@ -54,8 +54,6 @@ def _repeat(job: BenchJob, name: str, opts: Options, ranks: int) -> dict[str, An
                 "statuses": res.statuses}
     failure = res.failure()
     if failure is not None:
-        from .stage_common import _failure_text
-
         kind = "error" if failure.phase in ("entry", "harness") else "crash"
         return {"ok": False, "kind": kind, "reason": _failure_text(failure), "statuses": res.statuses}
     return {"ok": True, "statuses": sorted(res.statuses, key=lambda s: s.rank or 0)}

@@ -31,7 +31,7 @@ import os
 from typing import Literal
 
 from ..records import ScriptJob, ScriptStatus, Side
-from .script_parallel import CURVE_WARN  # one direction: script_parallel never imports this module
+from .script_parallel import CURVE_WARN, _loss_diffs  # one direction: script_parallel never imports this module
 
 
 def run_script_mode(opts, progress=None, migrate=None):
@@ -95,8 +95,6 @@ def run_script_mode(opts, progress=None, migrate=None):
                 comparison.extend(compare_training(Run.load(st["G"].train), None if same_policy else
                                                    Run.load(st["R"].train), Run.load(st["T32"].train),
                                                    Run.load(st["T16"].train)))
-            from .script_parallel import _loss_diffs
-
             n = min(len(st["T16"].losses), len(st["R"].losses))
             diffs = _loss_diffs(st["T16"].losses, st["R"].losses)
             worst = max(diffs) if diffs else 0.0
