@@ -17,7 +17,7 @@ from migrator.engine.sites import dotted
 from migrator.engine.source import SourceText
 from migrator.rules import units
 from migrator.rules.catalogue import Catalogue, Rule, SymbolMatch
-from migrator.rules.device.device_type_compare import lists_npu
+from migrator.rules.device.device_type_compare import accepted_names, lists_npu
 
 ENV_TOKEN = re.compile(
     r"\b(CUDA_[A-Z0-9_]+|NCCL_[A-Z0-9_]+|TORCH_NCCL_[A-Z0-9_]+|TORCH_CUDA_ARCH_LIST|PYTORCH_CUDA_ALLOC_CONF|"
@@ -205,6 +205,7 @@ class PythonChecker(ast.NodeVisitor):
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         if node.name.startswith(MIGRATE_HELPER_PREFIXES):  # helpers emitted by `migrate fix` are ported code
             return
+        self.claim_strings(node.returns)
         for dec in node.decorator_list:  # `@triton.jit`: one finding per kernel
             target = dec.func if isinstance(dec, ast.Call) else dec
             hit = self.match(self.qualnames(target)) if self.qualnames(target) else None
@@ -284,6 +285,7 @@ class PythonChecker(ast.NodeVisitor):
     def visit_arg(self, node: ast.arg) -> None:
         if node.annotation is not None and self.qualnames(node.annotation) & {"torch.Tensor"}:
             self.tensor_names.add(node.arg)
+        self.claim_strings(node.annotation)
         self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
@@ -291,8 +293,23 @@ class PythonChecker(ast.NodeVisitor):
             detect(self, node)
         self.generic_visit(node)
 
+    def claim_strings(self, node: ast.AST | None) -> None:
+        """Strings of a type expression (`Literal["cpu", "cuda"]`, an annotation): names, not device selections."""
+        for n in ast.walk(node) if node is not None else ():
+            if isinstance(n, ast.Constant) and isinstance(n.value, str):
+                self.claimed.add(id(n))
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self.claim_strings(node.annotation)
+        self.generic_visit(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if self.qualnames(node.value) & {"typing.Literal", "typing_extensions.Literal"}:
+            self.claim_strings(node.slice)
+        self.generic_visit(node)
+
     def _collection(self, node) -> None:
-        if lists_npu(node):  # ("cuda", "npu", ...) already handles Ascend
+        if lists_npu(node) or accepted_names(node):  # handles Ascend already, or names a user may type
             for e in node.elts:
                 if isinstance(e, ast.Constant) and e.value == "cuda":
                     self.claimed.add(id(e))

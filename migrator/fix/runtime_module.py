@@ -27,7 +27,7 @@ from migrator.fix.helper_source import module_text
 MODULE_NAME = "_migrate_runtime"
 MODULE_FILE = f"{MODULE_NAME}.py"
 # what the module provides: transforms asking for these helpers get an import instead of a copy
-PROVIDES = frozenset({"_migrate_device", "_migrate_backend", "_migrate_device_module"})
+PROVIDES = frozenset({"_migrate_device", "_migrate_accelerator_type", "_migrate_backend", "_migrate_device_module"})
 
 
 def text() -> str:

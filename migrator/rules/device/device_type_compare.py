@@ -1,4 +1,5 @@
-"""DEV `x.type == "cuda"`: the "cuda" operand becomes "npu" (npu) or the host's device type (portable)."""
+"""DEV `x.type == "cuda"`: the "cuda" operand becomes "npu" (npu) or `_migrate_accelerator_type()` (portable:
+the accelerator this process uses, None on a CPU-only host, where the comparison stays False as before)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,15 @@ LEVEL = "node"
 def lists_npu(node: ast.Tuple | ast.List | ast.Set) -> bool:
     """("cuda", "npu", ...) already handles Ascend."""
     return any(isinstance(e, ast.Constant) and e.value in ("npu", "hccl") for e in node.elts)
+
+
+def accepted_names(node: ast.Tuple | ast.List | ast.Set) -> bool:
+    """`{"cpu", "cuda"}`, `choices=["cpu", "cuda", "auto"]`: the names a user may type, not a device selection
+    (only strings, "cuda" among other names)."""
+    if len(node.elts) < 2 or not all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+        return False
+    names = [e.value for e in node.elts if isinstance(e, ast.Constant)]
+    return "cuda" in names and any(not n.startswith("cuda") for n in names)
 
 
 def detect_compare(checker, node: ast.Compare) -> None:
@@ -49,7 +59,7 @@ def precheck(site: CallSite) -> Verdict:
 def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNode | Declined:
     import libcst as cst
 
-    from migrator.fix.transforms.common import device_type
+    from migrator.fix.transforms.common import accelerator_type
 
     if not isinstance(node, cst.Comparison):
         return Declined("not a comparison")
@@ -58,7 +68,7 @@ def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNo
         if isinstance(expr, cst.SimpleString) and _plain_cuda(expr.value):
             if ctx.target == "npu":
                 return expr.with_changes(value=expr.value.replace("cuda", "npu"))
-            return device_type(ctx)
+            return accelerator_type(ctx)
         return expr
 
     return node.with_changes(
