@@ -24,6 +24,14 @@ ENV_TOKEN = re.compile(
     r"NVIDIA_VISIBLE_DEVICES|NVIDIA_[A-Z0-9_]+|NVTE_[A-Z0-9_]+)\b"
 )
 NVIDIA_SMI = re.compile(r"\bnvidia-smi\b")
+# a string that is a command line by itself: `"nvidia-smi"`, `"nvidia-smi -L"`, `"nvidia-smi | grep ..."`;
+# prose that mentions it (`"run nvidia-smi to check"`, a log format) is no invocation
+NVIDIA_SMI_COMMAND = re.compile(r"^\s*(?:\S*/)?nvidia-smi(?:\s*$|\s+-|\s*[|;&>])")
+COMMAND_RUNNERS = frozenset({
+    "os.system", "os.popen", "os.execvp", "os.execlp", "os.spawnlp", "subprocess.run", "subprocess.call",
+    "subprocess.check_call", "subprocess.check_output", "subprocess.Popen", "subprocess.getoutput",
+    "subprocess.getstatusoutput", "shutil.which", "asyncio.create_subprocess_exec", "asyncio.create_subprocess_shell",
+})
 
 DDP_CALLS = {
     "torch.nn.parallel.DistributedDataParallel",
@@ -144,6 +152,8 @@ class PythonChecker(ast.NodeVisitor):
         self.docstring_nodes = docstrings(tree)
         self.docstrings = {id(n) for n in self.docstring_nodes}
         self.claimed: set[int] = set()
+        self.members_seen: set[tuple[str, str]] = set()
+        self.command_strings: set[int] = set()  # ids of the strings passed to a command runner (subprocess, os.system)  # (code, symbol) of `scope: members` uses reported
         self.call_of: dict[int, ast.Call] = {}  # id of every call's callee expression -> the call
         self.pattern_nodes: set[int] = set()  # ids of the nodes inside `case` patterns
         self.hits: list[tuple[Rule, ast.AST, str, str | None, dict]] = []
@@ -196,7 +206,12 @@ class PythonChecker(ast.NodeVisitor):
         if hit is None:
             return False
         m, name, ambiguous = hit
-        if m.rule.scope == "imports" and not decorator:
+        if m.rule.scope == "members" and isinstance(node, ast.Attribute) and not decorator:
+            if (m.rule.code, name) not in self.members_seen:  # `te.pytorch.fp8_autocast`: the import names only `te`
+                self.members_seen.add((m.rule.code, name))
+                self.emit(m.rule, node, name, None if ambiguous else m.replacement, ambiguous=ambiguous)
+            return True
+        if m.rule.scope in ("imports", "members") and not decorator:
             return True  # the import already carries the finding
         self.emit(m.rule, node, name, None if ambiguous else m.replacement, ambiguous=ambiguous)
         return True
@@ -209,7 +224,7 @@ class PythonChecker(ast.NodeVisitor):
         for dec in node.decorator_list:  # `@triton.jit`: one finding per kernel
             target = dec.func if isinstance(dec, ast.Call) else dec
             hit = self.match(self.qualnames(target)) if self.qualnames(target) else None
-            if hit and hit[0].rule.scope == "imports":
+            if hit and hit[0].rule.scope in ("imports", "members"):
                 self.report_symbol(target, decorator=True)
         self.generic_visit(node)
 
@@ -337,7 +352,7 @@ class PythonChecker(ast.NodeVisitor):
             for m in ENV_TOKEN.finditer(text):
                 if _names_variable(text, m):
                     self.emit_env(node, m.group(1))
-            if NVIDIA_SMI.search(text):
+            if NVIDIA_SMI.search(text) and (id(node) in self.command_strings or NVIDIA_SMI_COMMAND.match(text)):
                 self.emit_impl("nvidia-smi", node, "nvidia-smi")
 
     def emit_env(self, node: ast.AST, name: str) -> None:
@@ -347,6 +362,9 @@ class PythonChecker(ast.NodeVisitor):
 
     def check_call(self, node: ast.Call, func_names: set[str]) -> None:
         kwargs = {k.arg: k.value for k in node.keywords if k.arg}
+        if func_names & COMMAND_RUNNERS:
+            for arg in (*node.args, *(k.value for k in node.keywords)):
+                self.command_strings.update(id(n) for n in ast.walk(arg) if isinstance(n, (ast.Constant, ast.JoinedStr)))
         # transformers `from_pretrained(..., attn_implementation="flash_attention_2")`, as in a config file
         attn = kwargs.get("attn_implementation")
         if isinstance(attn, ast.Constant) and attn.value in FLASH_ATTN_IMPLEMENTATIONS:

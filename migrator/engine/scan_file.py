@@ -26,7 +26,7 @@ PREFILTER = re.compile(
     rb"cuda|CUDA|nccl|NCCL|apex|amp_C|flash_attn|xformers|triton|transformer_engine|bitsandbytes|cupy|"
     rb"pynvml|nvidia|deepspeed|DataParallel|cpp_extension|autocast|GradScaler|migrate:|device|\.to\(|cudnn|nvtx|"
     rb"GPUtil|data_parallel|NVIDIA|NVTE_|torch|flashinfer|liger_kernel|mamba_ssm|causal_conv1d|dropout_layer_norm|"
-    rb"fused_dense_lib|rotary_emb|flash_attention_"
+    rb"fused_dense_lib|rotary_emb|flash_attention_|BitsandbytesPrecision"
 )
 MARKER = re.compile(r"(?i)cuda|nccl|apex|flash_attn|xformers|triton|transformer_engine|NVTE_|cudnn")
 GENERATED = re.compile(rb"@generated\b")
