@@ -144,8 +144,9 @@ def guarded_imports(tree: ast.AST) -> set[int]:
 
 
 class PythonChecker(ast.NodeVisitor):
-    def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST):
+    def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST, build_file: bool = False):
         self.catalogue = catalogue
+        self.build_file = build_file  # setup.py: string fixes are declined (`rules.site.is_build_file`)
         self.enabled = enabled
         self.aliases = collect_aliases(tree)
         self.guarded = guarded_imports(tree)
@@ -365,6 +366,12 @@ class PythonChecker(ast.NodeVisitor):
         if func_names & COMMAND_RUNNERS:
             for arg in (*node.args, *(k.value for k in node.keywords)):
                 self.command_strings.update(id(n) for n in ast.walk(arg) if isinstance(n, (ast.Constant, ast.JoinedStr)))
+        accelerator = kwargs.get("accelerator")  # Lightning accepts no "npu": no exact rename (route facts)
+        if (isinstance(accelerator, ast.Constant) and accelerator.value in ("cuda", "gpu")
+                and any(n.startswith(("lightning.", "pytorch_lightning.")) and n.endswith((".Trainer", ".Fabric"))
+                        for n in func_names)):
+            self.claimed.add(id(accelerator))
+            self.emit_impl("lightning-accelerator", accelerator, f'"{accelerator.value}"')
         # transformers `from_pretrained(..., attn_implementation="flash_attention_2")`, as in a config file
         attn = kwargs.get("attn_implementation")
         if isinstance(attn, ast.Constant) and attn.value in FLASH_ATTN_IMPLEMENTATIONS:
@@ -392,12 +399,13 @@ class PythonChecker(ast.NodeVisitor):
 
 
 def check_module(
-    tree: ast.AST, source: SourceText, catalogue: Catalogue, enabled: Callable[[Rule], bool], target: str = "npu"
+    tree: ast.AST, source: SourceText, catalogue: Catalogue, enabled: Callable[[Rule], bool], target: str = "npu",
+    build_file: bool = False,
 ) -> PythonChecker:
     """Every rule's hits in the module; a hit its rule's precheck declines carries the reason."""
     from migrator.engine.sites import precheck_hits
 
-    checker = PythonChecker(catalogue, enabled, tree)
+    checker = PythonChecker(catalogue, enabled, tree, build_file)
     checker.visit(tree)
     precheck_hits(checker, source, tree, target)
     return checker
