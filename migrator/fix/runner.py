@@ -317,7 +317,7 @@ def _fix_modules(texts: dict[str, str], by_file: dict[str, list[Finding]], entri
         fixable = _fixable(findings, options, rules)
         is_entry = rel in entries and "import torch" in text
         if fixable or (is_entry and options.target == "npu" and "torch_npu" not in text and findings):
-            where = runtime.locate(real_of[rel], MAIN_GUARD.search(text) is not None) if runtime else None
+            where = runtime.locate(real_of[rel]) if runtime else None
             jobs[rel] = PythonJob(_source(text, options), tuple(fixable), options.target, is_entry, where)
     outcomes = fix_modules(list(jobs.values()), options.jobs, progress)
     return {rel: (outcome, job.runtime) for (rel, job), outcome in zip(jobs.items(), outcomes)}
