@@ -36,7 +36,8 @@ def detect_compare(checker, node: ast.Compare) -> None:
     for operand in (node.left, *node.comparators):
         if isinstance(operand, ast.Constant) and operand.value == "cuda":
             checker.claimed.add(id(operand))
-            checker.emit_impl("device-type-compare", node, '== "cuda"', '"npu"')
+            member = operand is node.left and isinstance(node.ops[0], (ast.In, ast.NotIn))
+            checker.emit_impl("device-type-compare", node, MEMBER if member else '== "cuda"', '"npu"')
         elif isinstance(operand, (ast.Tuple, ast.List, ast.Set)):
             cuda = [e for e in operand.elts if isinstance(e, ast.Constant) and e.value == "cuda"]
             for e in cuda:
@@ -45,12 +46,19 @@ def detect_compare(checker, node: ast.Compare) -> None:
                 checker.emit_impl("device-type-compare", node, 'in (..., "cuda", ...)', '"npu"')
 
 
+MEMBER = '"cuda" in ...'
+MEMBER_REASON = ('`"cuda" in ...` tests either a device string (`in str(x.device)`) or a list of names a user may '
+                 'type (`in CHOICES`): say which by hand (`x.device.type == "npu"`, or add "npu" to the names)')
+
+
 def _plain_cuda(text: str) -> bool:
     m = DEVICE_LITERAL.match(text.strip())
     return bool(m and not m.group("rest"))
 
 
 def precheck(site: CallSite) -> Verdict:
+    if site.symbol == MEMBER:
+        return Declined(MEMBER_REASON)
     if any(_plain_cuda(t) for t in site.operands):
         return FIXABLE
     return Declined('"cuda" is not a plain operand here (it sits in a tuple or set): rewrite the comparison by hand')
