@@ -9,7 +9,6 @@ file (difflib), and the executed ones among them must be the same on both sides.
 
 from __future__ import annotations
 
-import difflib
 import json
 import shutil
 import subprocess

@@ -27,7 +27,7 @@ def accepted_names(node: ast.Tuple | ast.List | ast.Set) -> bool:
     (only strings, "cuda" among other names)."""
     if len(node.elts) < 2 or not all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
         return False
-    names = [e.value for e in node.elts if isinstance(e, ast.Constant)]
+    names = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
     return "cuda" in names and any(not n.startswith("cuda") for n in names)
 
 
