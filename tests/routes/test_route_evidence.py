@@ -94,3 +94,18 @@ def test_a_route_covering_nothing_is_one_line(tmp_path):
     text = run_cli("scan", str(tree), "--root", str(tree), "--no-cache").stdout
     route_lines = [ln for ln in text.splitlines()[1:] if ln.startswith(("deepspeed", "  you add", "  note"))]
     assert len(route_lines) == 1 and "covers none of the 1 findings" in route_lines[0]
+
+
+def test_the_installed_distribution_gives_the_version_when_nothing_in_the_tree_does(monkeypatch):
+    from importlib import metadata
+
+    real = metadata.version
+
+    def version(name):
+        return "0.12.1" if name == "megatron-core" else real(name)
+
+    monkeypatch.setattr(metadata, "version", version)
+    tree = TREES / "megatron_import"  # imports megatron.core, no pin, no vendored copy
+    (fw,) = api.scan([tree], root=tree, use_cache=False).frameworks
+    assert (fw.framework.version, fw.framework.version_source) == ("0.12.1", "installed distribution 0.12.1")
+    assert fw.route is not None and fw.version_confirmed
