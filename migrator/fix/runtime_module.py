@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -73,12 +74,14 @@ def location(root: Path, rel: str) -> RuntimeImport:
 
 
 def importable_elsewhere(root: Path) -> bool:
-    """Another `_migrate_runtime` that this environment imports (outside the tree): a plain import could
-    pick it up instead of the tree's copy."""
-    import importlib.util
+    """Another `_migrate_runtime` on this environment's import path (outside the tree; the working folder
+    and modules already imported are not the environment): a plain import could pick it up instead."""
+    import os
+    from importlib.machinery import PathFinder
 
+    search = [p for p in sys.path if p not in ("", os.getcwd())]
     try:
-        spec = importlib.util.find_spec(MODULE_NAME)
+        spec = PathFinder.find_spec(MODULE_NAME, search)
     except (ImportError, ValueError):
         return False
     origin = spec.origin if spec is not None else None

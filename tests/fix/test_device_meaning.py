@@ -40,8 +40,11 @@ def test_portable_device_type_guard_keeps_a_cpu_tensor_on_the_cpu_branch(tmp_pat
     monkeypatch.syspath_prepend(str(tmp_path / "portable"))
     sys.modules.pop("_migrate_runtime", None)
     original, migrated = {}, {}
-    exec(compile(GUARD, "original", "exec"), original)
-    exec(compile(fixed, "migrated", "exec"), migrated)
+    try:
+        exec(compile(GUARD, "original", "exec"), original)
+        exec(compile(fixed, "migrated", "exec"), migrated)
+    finally:
+        sys.modules.pop("_migrate_runtime", None)  # the next tests' fixes must not see this tree's copy
     x = torch.ones(1)
     assert not torch.accelerator.is_available()  # this host: CPU only
     assert original["path_taken"](x) == migrated["path_taken"](x) == "cpu"
