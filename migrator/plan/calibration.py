@@ -19,7 +19,7 @@ FITTED_TO = "Narayanan et al. 2021 (arXiv:2104.04473) Table 1, all 10 rows"
 # GEMM time = max(roofline memory time, FLOPs / (peak x GEMM_EFFICIENCY_MAX) + GEMM_OVERHEAD_S): the
 # efficiency of one matrix multiply is GEMM_EFFICIENCY_MAX x F / (F + F_half), F_half = peak x overhead,
 # so a small GEMM (few tokens per expert, a thin TP shard) loses a fixed time per call.
-GEMM_EFFICIENCY_MAX = 0.74
-GEMM_OVERHEAD_S = 12e-6
+GEMM_EFFICIENCY_MAX = 0.65
+GEMM_OVERHEAD_S = 4e-6
 
 FITTED = {"gemm_efficiency": GEMM_EFFICIENCY_MAX, "gemm_overhead_s": GEMM_OVERHEAD_S}

@@ -76,8 +76,49 @@ def test_pipeline_bubble_is_p_minus_1_over_m():
     cluster = load(["a100-dgx"])[0].with_devices(64)
     est = estimate(Job(GPT_39B, 512, 2048), cluster, Layout(tp=8, pp=4, dp=2, zero=0, recompute="full"))
     assert est.microbatches == 256
-    pipe = est.step_s - est.bubble_s - est.comm_s.get("dp gradient all-reduce", 0.0)
+    pipe = est.step_s - est.bubble_s - est.comm_s.get("dp gradient reduce", 0.0)
     assert est.bubble_s == pytest.approx(3 / 256 * pipe)
+
+
+@pytest.mark.parametrize("schedule, vpp, fraction", [
+    ("1f1b", 2, 7 / (64 * 2)), ("zero-bubble", 1, 7 / (3 * 64)), ("dualpipe", 1, 3 * 2 / (3 * 64))])
+def test_interleaved_zero_bubble_and_dualpipe_shrink_the_bubble(schedule, vpp, fraction):
+    cluster = load(["a100-dgx"])[0].with_devices(64)
+    job = Job(GPT_39B, 64, 2048, assumptions=replace(cost.Assumptions(), schedule=schedule))
+    est = estimate(job, cluster, Layout(tp=8, pp=8, dp=1, zero=0, vpp=vpp))
+    pipe = est.step_s - est.bubble_s
+    assert est.bubble_s == pytest.approx(fraction * pipe)
+    assert est.schedule == ("interleaved" if vpp > 1 else schedule)
+
+
+def test_dp_overlap_hides_the_gradient_reduce_behind_the_last_backward():
+    cluster = load(["a100-dgx"])[0].with_devices(64)
+    lay = Layout(tp=8, dp=8, zero=1)
+    hidden = estimate(Job(GPT_39B, 64, 2048), cluster, lay)
+    exposed = estimate(Job(GPT_39B, 64, 2048, assumptions=replace(cost.Assumptions(), dp_overlap=0.0)), cluster, lay)
+    total = exposed.comm_s["dp gradient reduce"]
+    assert total > 0 and hidden.overlapped_s["dp gradient reduce"] > 0
+    assert hidden.comm_s["dp gradient reduce"] + hidden.overlapped_s["dp gradient reduce"] == pytest.approx(total)
+    assert hidden.step_s < exposed.step_s
+
+
+def test_small_gemms_run_below_the_large_gemm_efficiency():
+    from migrator.plan.assumptions import Assumptions
+    from migrator.plan.compute import Device, gemm_s
+
+    dev, a = Device(312e12, 2.0e12), Assumptions()
+    efficiency = lambda m, k, n: 2 * m * k * n / gemm_s(m, k, n, dev, a) / dev.peak_flops  # noqa: E731
+    assert efficiency(8192, 8192, 8192) == pytest.approx(a.gemm_efficiency, rel=0.05)
+    assert efficiency(64, 4096, 1024) < 0.5 * a.gemm_efficiency
+    assert efficiency(64, 4096, 1024) < efficiency(512, 4096, 1024) < efficiency(4096, 4096, 1024)
+
+
+def test_more_expert_parallelism_means_more_tokens_per_expert_and_faster_expert_gemms():
+    cluster = load(["supernode-384"])[0]
+    job = Job(MIXTRAL_8X22B, 1024, 4096)
+    one = estimate(job, cluster, Layout(tp=4, pp=4, dp=24, ep=1, zero=1))
+    eight = estimate(job, cluster, Layout(tp=4, pp=4, dp=24, ep=8, zero=1))
+    assert eight.compute_parts["compute: experts"] < one.compute_parts["compute: experts"]
 
 
 def test_a_model_that_cannot_fit_says_how_much_it_needs():
