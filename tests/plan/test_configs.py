@@ -13,7 +13,7 @@ from tests.conftest import REPO
 
 DATA = REPO / "tests" / "plan" / "data"
 PUBLISHED = {  # file -> published total parameters (tests/plan/data/SOURCES.md)
-    "llama-3-70b": 70.6e9, "mistral-7b": 7.24e9, "mixtral-8x7b": 46.7e9, "qwen2-72b": 72.7e9,
+    "llama-3-70b": 70.6e9, "llama-3-405b": 405.85e9, "mistral-7b": 7.24e9, "mixtral-8x7b": 46.7e9, "qwen2-72b": 72.7e9,
     "qwen3-8b": 8.2e9, "qwen1.5-moe-a2.7b": 14.3e9, "deepseek-v2": 236e9, "deepseek-v3": 671e9,
     "gpt2": 124e6, "gpt-neox-20b": 20.55e9, "megatron-gpt3-175b": 175e9,
 }
