@@ -96,7 +96,8 @@ def _ep_all_to_all_s(model: ModelShape, lay: Layout, tokens: float, cluster: Clu
         return cost.all_to_all_s(volume, lay.ep, cost.link_gbps("domain", cluster), a)
     domain = int(cluster.need("domain_size"))
     span = cost.group_spans(lay)["ep"]
-    domains = max(1, -(-span // domain))
+    domains = -(-span // domain)
+    domains = domains if domains > 1 else lay.ep  # forced across (explain): every peer in another domain
     per_token = min(model.top_k, a.moe_domains) if a.moe_domains else model.top_k
     across = tokens * per_token * model.hidden * BYTES * (domains - 1) / domains
     return max(across / (cost.link_gbps("scale-out", cluster) * 1e9 * a.link_efficiency),

@@ -83,7 +83,7 @@ def search(job: Job, cluster: Cluster, world: int | None = None, top: int = 5) -
         if any(e.fits for e in candidates):
             world = size
             break
-    fitting = sorted((e for e in candidates if e.fits), key=lambda e: e.step_s)
+    fitting = sorted((e for e in candidates if e.fits), key=lambda e: (e.step_s, e.memory["total"]))
     result: dict[str, Any] = {"cluster": cluster.name, "world": world, "considered": len(candidates),
                               "fitting": len(fitting), "top": fitting[:top], "why": []}
     if fitting and world < int(cluster.need("devices")):

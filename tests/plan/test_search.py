@@ -11,6 +11,7 @@ from migrator.plan.clusters import MissingFigure, load
 from migrator.plan.cost import Layout
 from migrator.plan.model import ModelShape
 from migrator.plan.search import Job, estimate, layouts, search
+from tests.conftest import REPO
 
 MIXTRAL_8X22B = ModelShape("mixtral-8x22b", 56, 6144, 48, 8, 16384, 32768, experts=8, top_k=2, expert_ffn=16384,
                            gated_mlp=True, tied_embeddings=False)
@@ -29,15 +30,40 @@ def test_every_layout_divides_heads_experts_and_batch():
         assert lay.pp <= MIXTRAL_8X22B.layers
 
 
-def test_moe_on_two_supernodes_keeps_tp_and_ep_inside_the_domain():
-    cluster = load(["supernode-384"])[0].with_devices(768)
-    result = search(Job(MIXTRAL_8X22B, 1024, 4096), cluster)
+@pytest.mark.parametrize("config", ["deepseek-v3", "mixtral-8x7b"])
+def test_moe_on_the_supernode_gets_ep_inside_the_domain_and_a_small_domain_moves_it_to_scale_out(config, tmp_path):
+    from migrator.plan.configs import from_config
+
+    model = from_config(REPO / "tests" / "plan" / "data" / f"{config}.json")
+    supernode = load(["supernode-384"])[0]
+    job = Job(model, 3072, 4096)
+    result = search(job, supernode, top=3)
     best = result["top"][0]
-    assert best.layout.tp > 1 and best.layout.ep > 1
-    assert best.links["tp"] == "domain" and best.links["ep"] == "domain"
-    assert any("across the scale-out network would cost" in w for w in result["why"])
+    assert best.layout.ep > 1 and best.links["ep"] == "domain" and best.comm_links["ep all-to-all"] == "domain"
+    assert any(f"EP {best.layout.ep} across the scale-out network would cost" in w for w in result["why"])
     assert all(e.fits for e in result["top"])
     assert [e.step_s for e in result["top"]] == sorted(e.step_s for e in result["top"])
+    # EP wins: the fastest layout without expert parallelism is slower
+    no_ep = [e for e in (estimate(job, supernode, replace(best.layout, ep=1)),) if e.fits]
+    assert all(e.step_s > best.step_s for e in no_ep)
+    # the same layout on supernode-sized figures with an 8-device domain: EP (and a TP 16 group) go scale-out
+    (tmp_path / "pyproject.toml").write_text('[tool.migrate.clusters.small]\nbase = "supernode-384"\ndomain_size = 8\n')
+    small = load(["small"], tmp_path)[0]
+    spread = Layout(tp=2, dp=384, ep=8, zero=1)  # a TP x EP group of 16 devices
+    inside, moved = estimate(job, supernode, spread), estimate(job, small, spread)
+    assert inside.comm_links["ep all-to-all"] == "domain" and moved.comm_links["ep all-to-all"] == "scale-out"
+    assert moved.comm_s["ep all-to-all"] > inside.comm_s["ep all-to-all"]
+    wide = estimate(job, small, Layout(tp=16, dp=48, ep=8, zero=1))
+    assert wide.comm_links["tp all-gather/reduce-scatter"] == "scale-out"
+    assert wide.comm_s["tp all-gather/reduce-scatter"] > estimate(
+        job, supernode, Layout(tp=16, dp=48, ep=8, zero=1)).comm_s["tp all-gather/reduce-scatter"]
+
+
+def test_mixtral_8x22b_on_the_supernode_keeps_tp_inside_the_domain():
+    result = search(Job(MIXTRAL_8X22B, 1024, 4096), load(["supernode-384"])[0])
+    best = result["top"][0]
+    assert best.layout.tp > 1 and best.links["tp"] == "domain"
+    assert any("across the scale-out network would cost" in w for w in result["why"])
 
 
 def test_long_sequences_bring_context_parallelism_inside_the_domain():
@@ -135,4 +161,4 @@ def test_missing_figures_are_all_named_at_once():
 def test_a_small_batch_uses_fewer_devices_and_says_so():
     tiny = ModelShape("tiny-moe", 2, 32, 4, 4, 0, 64, experts=4, top_k=2, expert_ffn=64, gated_mlp=True)
     result = search(Job(tiny, 16, 64), load(["supernode-384"])[0])
-    assert result["world"] < 384 and any(f"uses {result['world']} of 384 devices" in w for w in result["why"])
+    assert result["world"] < 768 and any(f"uses {result['world']} of 768 devices" in w for w in result["why"])
