@@ -90,7 +90,7 @@ def with_class_defaults(doc: dict[str, Any]) -> dict[str, Any]:
     """The config as its class reads it: transformers' config class when installed, else HF_DEFAULTS."""
     model_type = str(doc.get("model_type") or "")
     try:
-        from transformers import AutoConfig
+        from transformers import AutoConfig  # type: ignore[import-not-found]  # optional: not a dependency
     except ImportError:
         AutoConfig = None
     if AutoConfig is not None and model_type:

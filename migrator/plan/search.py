@@ -53,7 +53,7 @@ def layouts(job: Job, world: int, tp_max: int | None = None) -> list[Layout]:
 def _ranked(job: Job, cluster: Cluster, candidates: list[Layout]) -> list[Estimate]:
     """Estimates of the candidates; a micro-batch larger than the first that does not fit is skipped."""
     out = []
-    too_big: set[tuple] = set()
+    too_big: set[Layout] = set()
     for lay in candidates:
         key = replace(lay, micro_batch=1)
         if key in too_big:
