@@ -61,8 +61,9 @@ def plan(model: str | Path, clusters: Sequence[str], *, global_batch: int, seq: 
     from migrator.plan import clusters as cluster_profiles
     from migrator.plan import runner
     from migrator.plan.assumptions import AssumptionError, parse_assume
+    from migrator.plan.configs import from_config
     from migrator.plan.layout_spec import LayoutSyntaxError, parse_layout
-    from migrator.plan.model import ModelError, from_config
+    from migrator.plan.model import ModelError
     from migrator.plan.probe import probe_tree
 
     path = Path(model)

@@ -1,9 +1,8 @@
-"""The model's shape: what the cost model needs (read from a config by `configs.py`, or from the program)."""
+"""The model's shape: what the cost model needs (read from a config by `configs.py`, or from the program by `probe.py`)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 
@@ -107,14 +106,3 @@ class ModelShape:
     def to_json(self) -> dict[str, Any]:
         return asdict(self) | {"params": self.params()}
 
-
-def from_dict(doc: dict[str, Any], name: str, source: str) -> ModelShape:
-    from .configs import from_dict as read
-
-    return read(doc, name, source)
-
-
-def from_config(path: str | Path) -> ModelShape:
-    from .configs import from_config as read
-
-    return read(path)
