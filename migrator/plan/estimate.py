@@ -189,7 +189,8 @@ def _dp_s(m_: ModelShape, lay: Layout, micro: int, per_mb: float, gbps: float, a
     ring = cost.all_reduce_s(dense, replicas, gbps, a) + cost.all_reduce_s(experts, expert_replicas, gbps, a)
     if lay.zero >= 3:
         return 1.5 * ring * micro, a.dp_overlap * per_mb * micro
-    grads = ring * (a.grad_bytes / BYTES + 1) / 2  # fp32 gradients double the reduce-scatter half
+    # an all-reduce of the gradients (ZeRO-0), or a reduce-scatter of them + an all-gather of bf16 weights
+    grads = ring * a.grad_bytes / BYTES if lay.zero == 0 else ring * (a.grad_bytes / BYTES + 1) / 2
     return grads, a.dp_overlap * per_mb
 
 
