@@ -91,7 +91,7 @@ def _ep_all_to_all_s(model: ModelShape, lay: Layout, tokens: float, cluster: Clu
     """Dispatch or combine of one MoE layer: each device sends its tokens x top-k hidden vectors. Across
     domains with node/domain-limited routing a token crosses the scale-out link once per target domain
     (at most `moe_domains`) and fans out inside it (DeepSeek-V3 report Sec. 3.2.2)."""
-    volume = tokens * model.top_k * model.hidden * BYTES
+    volume = tokens * model.top_k * model.hidden * BYTES * a.capacity_factor  # padded to the expert capacity
     if link == "domain":
         return cost.all_to_all_s(volume, lay.ep, cost.link_gbps("domain", cluster), a)
     domain = int(cluster.need("domain_size"))
@@ -99,7 +99,7 @@ def _ep_all_to_all_s(model: ModelShape, lay: Layout, tokens: float, cluster: Clu
     domains = -(-span // domain)
     domains = domains if domains > 1 else lay.ep  # forced across (explain): every peer in another domain
     per_token = min(model.top_k, a.moe_domains) if a.moe_domains else model.top_k
-    across = tokens * per_token * model.hidden * BYTES * (domains - 1) / domains
+    across = tokens * per_token * model.hidden * BYTES * a.capacity_factor * (domains - 1) / domains
     return max(across / (cost.link_gbps("scale-out", cluster) * 1e9 * a.link_efficiency),
                cost.all_to_all_s(volume, lay.ep, cost.link_gbps("domain", cluster), a) if span > 1 else 0.0)
 

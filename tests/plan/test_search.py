@@ -162,3 +162,25 @@ def test_a_small_batch_uses_fewer_devices_and_says_so():
     tiny = ModelShape("tiny-moe", 2, 32, 4, 4, 0, 64, experts=4, top_k=2, expert_ffn=64, gated_mlp=True)
     result = search(Job(tiny, 16, 64), load(["supernode-384"])[0])
     assert result["world"] < 768 and any(f"uses {result['world']} of 768 devices" in w for w in result["why"])
+
+
+def test_capacity_factor_pads_the_expert_gemms_and_the_all_to_all():
+    cluster = load(["supernode-384"])[0]
+    lay = Layout(tp=4, pp=4, dp=24, ep=8, zero=1)
+    even = estimate(Job(MIXTRAL_8X22B, 1024, 4096), cluster, lay)
+    padded = estimate(Job(MIXTRAL_8X22B, 1024, 4096, assumptions=replace(cost.Assumptions(), capacity_factor=1.25)),
+                      cluster, lay)
+    assert padded.comm_s["ep all-to-all"] == pytest.approx(1.25 * even.comm_s["ep all-to-all"])
+    assert padded.compute_parts["compute: experts"] > 1.2 * even.compute_parts["compute: experts"]
+
+
+def test_node_limited_routing_cuts_the_scale_out_all_to_all():
+    from migrator.plan.configs import from_config
+
+    v3 = from_config(REPO / "tests" / "plan" / "data" / "deepseek-v3.json")
+    cluster = load(["h100-dgx"])[0].with_devices(2048)
+    lay = Layout(tp=1, pp=16, dp=128, ep=64, zero=1, sp=False)
+    free = estimate(Job(v3, 15360, 4096), cluster, lay)
+    limited = estimate(Job(v3, 15360, 4096, assumptions=replace(cost.Assumptions(), moe_domains=4)), cluster, lay)
+    assert free.comm_links["ep all-to-all"] == "scale-out"
+    assert limited.comm_s["ep all-to-all"] == pytest.approx(free.comm_s["ep all-to-all"] * 4 / 8, rel=0.01)
