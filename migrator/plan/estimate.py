@@ -202,8 +202,8 @@ def layout_problems(job: Job, cluster: Cluster, layout: Layout, devices: int | N
         out.append(f"world size: tp x cp x pp x dp = {lay.world}, not the {devices} devices asked for")
     if m.heads % lay.tp:
         out.append(f"tp: {m.heads} attention heads are not divisible by tp {lay.tp}")
-    if not m.mla and m.kv_heads % lay.tp and lay.tp % m.kv_heads:
-        out.append(f"tp: {m.kv_heads} KV heads and tp {lay.tp} do not divide each other")
+    if not m.mla and m.kv_heads % lay.tp:
+        out.append(f"tp: {m.kv_heads} KV heads are not divisible by tp {lay.tp}")
     if lay.ep > 1 and not m.moe:
         out.append(f"ep: ep {lay.ep} on a dense model (no experts)")
     if m.moe and m.experts % lay.ep:

@@ -42,6 +42,7 @@ def test_a_given_layout_prints_the_same_breakdown_as_a_searched_plan():
     ("tp=8,pp=1,dp=8,zero=0,recompute=none", "memory: needs"),
     ("tp=8,pp=4,dp=4", "world size: tp x cp x pp x dp = 128, not the 64 devices"),
     ("tp=8,pp=2,dp=4,ep=2", "ep: ep 2 on a dense model"),
+    ("tp=16,pp=1,dp=4", "tp: 8 KV heads are not divisible by tp 16"),
     ("tp=8,pp=8,dp=1,cp=1,vpp=20", "pp: pp x vpp = 160 is more than the 80 layers"),
 ])
 def test_an_impossible_layout_exits_1_naming_the_constraint(layout, constraint):
