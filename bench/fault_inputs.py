@@ -118,6 +118,12 @@ def deep_pyproject(tmp: Path) -> list[str]:
     return _scan(_tree(tmp, {"train.py": TRAIN, "pyproject.toml": "x = " + "[" * DEEP + "]" * DEEP + "\n"}))
 
 
+def deep_framework_pyproject(tmp: Path) -> list[str]:
+    """A vendored framework's pyproject.toml, nested deeply: one file, not the whole scan."""
+    deep = '[project]\ndependencies = ["torch"]\nx = ' + "[" * DEEP + "]" * DEEP + "\n"
+    return _scan(_tree(tmp, {"train.py": TRAIN, "third/pyproject.toml": deep}))
+
+
 def fifo_gitignore(tmp: Path) -> list[str]:
     tree = _tree(tmp, {"train.py": TRAIN})
     _fifo(tree / ".gitignore")
@@ -239,6 +245,7 @@ CASES = [
     Case("exclude-bad-class", exclude_bad_class, "exclude", codes=(2,)),
     Case("tool-not-a-table", tool_not_a_table, "pyproject.toml", codes=(2,)),
     Case("deep-pyproject", deep_pyproject, "pyproject.toml", codes=(2,)),
+    Case("deep-framework-pyproject", deep_framework_pyproject, "third/pyproject.toml"),
     Case("fifo-gitignore", fifo_gitignore, ".gitignore"),
     Case("device-gitignore", device_gitignore, ".gitignore"),
     Case("fifo-baseline", fifo_baseline, "base.json", codes=(2,)),

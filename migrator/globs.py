@@ -25,11 +25,9 @@ class GlobError(ValueError):
 
 @lru_cache(maxsize=1)
 def linear_backend() -> str | None:
-    try:
-        import re2  # noqa: F401 - only whether it is there
-    except ImportError:
-        return None
-    return "re2"
+    import importlib.util
+
+    return "re2" if importlib.util.find_spec("re2") is not None else None
 
 
 def check_pattern(pattern: str) -> None:

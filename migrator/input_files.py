@@ -84,6 +84,22 @@ def read_bytes(path: str | os.PathLike[str], limit: int, root: str | os.PathLike
     return b"".join(chunks)
 
 
+def read_head(path: str | os.PathLike[str], size: int) -> bytes:
+    """The first ``size`` bytes of the regular file ``path`` (however long it is)."""
+    try:
+        return read_bytes(path, size)
+    except InputRefused as exc:
+        if not exc.too_big:
+            raise
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputRefused(path, "is not a regular file: not read")
+        return os.read(fd, size)
+    finally:
+        os.close(fd)
+
+
 def read_text(path: str | os.PathLike[str], limit: int, root: str | os.PathLike[str] | None = None,
               errors: str = "strict") -> str:
     """:func:`read_bytes` decoded as UTF-8 (``UnicodeDecodeError`` with ``errors="strict"``)."""

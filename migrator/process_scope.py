@@ -124,17 +124,22 @@ class Scope:
         self.memory = memory
         self.seen: set[int] = set()
         env = {**env, SCOPE_ENV: self.token}
-        self.proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, env=env, cwd=cwd, start_new_session=True,
-                                     preexec_fn=self._limit if memory else None)
+        self.proc = subprocess.Popen(cmd, stdout=stdout, stderr=stderr, env=env, cwd=cwd, start_new_session=True)
         self.pid = self.proc.pid
         with _lock:
             _open[self.token] = self
+        if memory:
+            self._limit(memory)
 
-    def _limit(self) -> None:  # runs in the child between fork and exec
+    def _limit(self, memory: int) -> None:
+        """Set on the started child (no `preexec_fn`: unsafe with threads) before its interpreter has
+        loaded anything sizeable; inherited by everything it starts."""
         import resource
 
-        assert self.memory is not None
-        resource.setrlimit(resource.RLIMIT_DATA, (self.memory, self.memory))
+        try:
+            resource.prlimit(self.pid, resource.RLIMIT_DATA, (memory, memory))
+        except (ProcessLookupError, PermissionError, ValueError, OSError):
+            pass  # exited already, or a limit this system refuses: run without one
 
     def members(self) -> set[int]:
         """Every live process of this scope (the child itself included while it runs)."""

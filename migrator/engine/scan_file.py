@@ -137,14 +137,17 @@ class FileScan:
 
 
 def scan_file(path: Path, rel: str, kind: str, options: ScanOptions) -> FileResult:
-    from migrator.input_files import MAX_NOTEBOOK_BYTES, MAX_SOURCE_BYTES, InputRefused, read_bytes
+    from migrator import input_files
+    from migrator.input_files import MAX_NOTEBOOK_BYTES, MAX_SOURCE_BYTES, InputRefused
 
     limit = {"notebook": MAX_NOTEBOOK_BYTES, "config": config_checker.MAX_CONFIG_BYTES}.get(kind, MAX_SOURCE_BYTES)
     try:
-        data = read_bytes(path, limit)
+        data = input_files.read_bytes(path, limit)
     except InputRefused as exc:
         if kind == "config" and exc.too_big:
             return FileResult(rel, skipped=f"larger than {config_checker.MAX_CONFIG_BYTES // 2**20} MiB: data, not a config")
+        if exc.too_big and GENERATED.search(_head(path)):
+            return FileResult(rel, skipped="generated file (@generated marker)")
         scan = FileScan(rel, load_catalogue(), options.selector_for(rel))
         scan.meta("unreadable-file", f"cannot read {rel}: {exc}")
         return FileResult(rel, tuple(scan.findings))
@@ -153,6 +156,15 @@ def scan_file(path: Path, rel: str, kind: str, options: ScanOptions) -> FileResu
         scan.meta("unreadable-file", f"cannot read {rel}: {exc.strerror or exc}")
         return FileResult(rel, tuple(scan.findings))
     return scan_bytes(data, rel, kind, options)
+
+
+def _head(path: Path) -> bytes:
+    from migrator.input_files import read_head
+
+    try:
+        return read_head(path, 2048)
+    except OSError:
+        return b""
 
 
 def scan_text_content(text: str, rel: str, kind: str, options: ScanOptions) -> FileResult:

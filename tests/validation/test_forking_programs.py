@@ -57,6 +57,7 @@ def forking_tree(tmp_path, monkeypatch):
     tree = tmp_path / "tree"
     tree.mkdir()
     (tree / "validate.py").write_text(PROTOCOL)
+    (tree / "pyproject.toml").write_text("[project]\nname = 'forking'\n")  # the root: never a folder above
     pids = tmp_path / "pids"
     monkeypatch.setenv("FORK_PIDS", str(pids))
     return tree, pids
