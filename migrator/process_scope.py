@@ -25,7 +25,7 @@ from typing import IO, Any
 SCOPE_ENV = "MIGRATE_PROCESS_SCOPE"  # the token every member inherits
 MEMORY_ENV = "MIGRATE_CHILD_MEMORY"  # e.g. "8G", "512M"; "none" for no limit
 _PR_SET_CHILD_SUBREAPER = 36
-_MEMORY_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory")
+_MEMORY_MARKERS = ("MemoryError", "std::bad_alloc", "Cannot allocate memory")
 
 _open: dict[str, Scope] = {}
 _lock = threading.Lock()
@@ -156,10 +156,12 @@ class Scope:
                     todo.append(child)
         token = f"{SCOPE_ENV}={self.token}".encode()
         me = os.getpid()
-        for pid, _ppid, sid, _state in rows:
+        for pid, ppid, sid, _state in rows:
             if pid == me:
                 continue
-            if sid == self.pid or pid in self.seen or _has_token(pid, token):
+            # an orphan is re-parented here (the subreaper) or, where that failed, to init: only those
+            # need their environment read
+            if sid == self.pid or pid in self.seen or (ppid in (me, 1) and _has_token(pid, token)):
                 found.add(pid)
         if self.proc.returncode is None:
             found.add(self.pid)
