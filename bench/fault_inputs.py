@@ -50,6 +50,7 @@ class Case:
     forbidden: str = ""  # what the output must never show (a file outside the root was read)
     cheap: bool = True  # also a test
     codes: tuple[int, ...] = (0, 1, 2)
+    forks: bool = False  # the program writes the pids it forked to $FORK_PIDS: none may be left
 
 
 @dataclass
@@ -233,6 +234,55 @@ def big_number_record(tmp: Path) -> list[str]:
     return ["report", str(tree), "--no-cache", "--format", "md", "-o", "-"]
 
 
+# a validate.py protocol that starts a SIGTERM-ignoring child and a `setsid` daemon when imported
+FORKING_PROTOCOL = '''
+import os, subprocess, sys, types
+import torch
+
+_SLEEPER = [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"]
+_started = [subprocess.Popen(_SLEEPER, stdout=subprocess.DEVNULL),
+            subprocess.Popen(_SLEEPER, stdout=subprocess.DEVNULL, start_new_session=True)]
+with open(os.environ["FORK_PIDS"], "a") as fh:
+    fh.write("".join(f"{p.pid}\\n" for p in _started))
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(8, 8, bias=False)
+        self.config = types.SimpleNamespace(n_layer=1, n_embd=8, n_head=2, vocab_size=16)
+
+    def forward(self, x):
+        return self.a(x)
+
+def make_model(dropout=0.0):
+    torch.manual_seed(0)
+    return Net()
+
+def make_batch(step):
+    return {"x": torch.randn(4, 8, generator=torch.Generator().manual_seed(step))}
+
+def loss_fn(out, batch):
+    return out.float().pow(2).mean()
+'''
+
+
+def _forking_tree(tmp: Path) -> Path:
+    return _tree(tmp, {"validate.py": FORKING_PROTOCOL})
+
+
+def forking_plan(tmp: Path) -> list[str]:
+    return ["plan", str(_forking_tree(tmp)), "--cluster", "a2-8x"]
+
+
+def forking_ops_trace(tmp: Path) -> list[str]:
+    return ["ops", "--trace", str(_forking_tree(tmp))]
+
+
+def forking_validate(tmp: Path) -> list[str]:
+    tree = _forking_tree(tmp)
+    return ["validate", str(tree), "--migrated", str(tree), "--stages", "S1"]
+
+
 def big_python(tmp: Path) -> list[str]:
     line = "y = torch.zeros(3).cuda()  # a line of a generated module\n"
     return _scan(_tree(tmp, {"train.py": TRAIN, "big.py": line * (50_000_000 // len(line))}))
@@ -265,27 +315,48 @@ CASES = [
     Case("nested-python", nested_python, "nested.py"),
     Case("deep-record", deep_record, "fix-record.json"),
     Case("big-number-record", big_number_record, "fix-record.json"),
-    Case("big-python", big_python, "big.py", cheap=False),
+    Case("big-python", big_python, "big.py"),
+    # programs that fork (torch in the child: seconds each, so bench-only; the tests are
+    # tests/validation/test_forking_programs.py); the time limit does not apply to them
+    Case("forking-plan", forking_plan, "tree", cheap=False, forks=True),
+    Case("forking-ops-trace", forking_ops_trace, "aten::", cheap=False, forks=True),
+    Case("forking-validate", forking_validate, "S1", cheap=False, forks=True),
 ]
+
+
+def _left(pids: list[int], grace: float = 5.0) -> list[int]:
+    deadline = time.monotonic() + grace
+    while any(os.path.exists(f"/proc/{p}") for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return [p for p in pids if os.path.exists(f"/proc/{p}")]
 
 
 def _limit() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE, ADDRESS_SPACE))
 
 
-def run_case(case: Case, tmp: Path, kill_after: float = 3 * SECONDS) -> Outcome:
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_case(case: Case, tmp: Path, kill_after: float | None = None) -> Outcome:
     """Run one case in a subprocess; its violations are filled in."""
     args = case.build(tmp)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
-           "MIGRATE_CACHE_DIR": str(tmp / "cache")}
+           "MIGRATE_CACHE_DIR": str(tmp / "cache"), "FORK_PIDS": str(tmp / "pids")}
     env.pop("FORCE_COLOR", None)
     log = tmp / "output.txt"
     t0 = time.monotonic()
     with open(log, "wb") as fh:
         proc = subprocess.Popen([sys.executable, "-m", "migrator", *args], cwd=tmp, env=env, stdout=fh,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, preexec_fn=_limit,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                preexec_fn=None if case.forks else _limit,  # torch children reserve more
                                 start_new_session=True)
-    timer = threading.Timer(kill_after, lambda: os.killpg(proc.pid, signal.SIGKILL))
+    kill_after = kill_after or (300.0 if case.forks else 3 * SECONDS)
+    timer = threading.Timer(kill_after, _kill_group, (proc.pid,))
     timer.start()
     _, status, usage = os.wait4(proc.pid, 0)
     timer.cancel()
@@ -293,9 +364,18 @@ def run_case(case: Case, tmp: Path, kill_after: float = 3 * SECONDS) -> Outcome:
     seconds = time.monotonic() - t0
     output = log.read_text(errors="replace")
     out = Outcome(case.name, proc.returncode, seconds, usage.ru_maxrss * 1024, output)
-    if seconds > SECONDS:
+    if case.forks:
+        pids = [int(p) for p in (tmp / "pids").read_text().split()] if (tmp / "pids").exists() else []
+        left = _left(pids)
+        if not pids:
+            out.violations.append("the program never started its children")
+        if left:
+            out.violations.append(f"{len(left)} of its {len(pids)} forked process(es) left running")
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+    elif seconds > SECONDS:
         out.violations.append(f"took {seconds:.1f} s (limit {SECONDS:.0f} s)")
-    if out.peak > MEMORY:
+    if out.peak > MEMORY and not case.forks:
         out.violations.append(f"peaked at {out.peak / 2**20:.0f} MiB (limit {MEMORY / 2**20:.0f} MiB)")
     if proc.returncode not in case.codes:
         out.violations.append(f"exit {proc.returncode} (expected {'/'.join(map(str, case.codes))})")
