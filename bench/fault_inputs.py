@@ -131,6 +131,14 @@ def fifo_gitignore(tmp: Path) -> list[str]:
     return _scan(tree)
 
 
+def fifo_gitignore_in_git(tmp: Path) -> list[str]:
+    """Inside a git work tree git opens `.gitignore` itself (engine/git_files.py): a FIFO blocks it."""
+    tree = _tree(tmp, {"train.py": TRAIN})
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    _fifo(tree / ".gitignore")
+    return _scan(tree)
+
+
 def device_gitignore(tmp: Path) -> list[str]:
     tree = _tree(tmp, {"train.py": TRAIN})
     _link(tree / ".gitignore", "/dev/zero")
@@ -297,6 +305,7 @@ CASES = [
     Case("deep-pyproject", deep_pyproject, "pyproject.toml", codes=(2,)),
     Case("deep-framework-pyproject", deep_framework_pyproject, "third/pyproject.toml"),
     Case("fifo-gitignore", fifo_gitignore, ".gitignore"),
+    Case("fifo-gitignore-in-git", fifo_gitignore_in_git, "DEV010", cheap=False),  # open: git blocks (issue 25 item 2's side)
     Case("device-gitignore", device_gitignore, ".gitignore"),
     Case("fifo-baseline", fifo_baseline, "base.json", codes=(2,)),
     Case("device-baseline", device_baseline, "base.json", codes=(2,)),
