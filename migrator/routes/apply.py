@@ -60,11 +60,10 @@ def scan_files(root: Path, paths: list[Path] | None = None,
                exclude: tuple[str, ...] = ()) -> list[tuple[str, Path, str]]:
     """The scan's own files (its paths, `exclude`, `.gitignore`): a framework elsewhere under the root is
     not this scan's framework."""
-    import pathspec
-
     from migrator.engine.discover import Candidate, discover
+    from migrator.globs import compile_globs
 
-    spec = pathspec.GitIgnoreSpec.from_lines(exclude) if exclude else None
+    spec = compile_globs(exclude)[0] if exclude else None  # as the scan's own discovery (checked with the settings)
     return [(c.rel, c.path, c.kind) for c in discover(root, list(paths or [root]), spec) if isinstance(c, Candidate)]
 
 
