@@ -1,18 +1,19 @@
 """First divergent op, with its arguments (parent side): what msprobe users do by hand.
 
-When S1 fails inside a module, that step is rerun on both sides with an op trace inside the
-module (:mod:`.optrace`, one child per side, only on failure). The two op sequences are aligned by
-op kind (``flash_attn_func`` ≡ ``npu_fusion_attention`` ≡ SDPA: attention; apex ``FusedRMSNorm``
-≡ ``npu_rms_norm``: rms_norm; ...) with :class:`difflib.SequenceMatcher`; the first aligned pair
-whose outputs differ (fp32: rel_l2 > 1e-4; bf16 policy: > 1e-2) is the first divergent op, and the
-effective semantic arguments of both calls are diffed (:mod:`.op_semantics`), e.g.
-``scale: 1 (npu default) vs 0.25 (flash_attn default 1/√16)``. A failure localised to the
+When S1 fails inside a module (or in the loss), that step is rerun on both sides with an op trace
+inside the module (:mod:`.optrace`, one child per side, only on failure). The first divergent op is
+found by data flow (:mod:`.dataflow`): the op whose inputs agree with the original and whose output
+does not (fp32: rel_l2 > 1e-4; bf16 policy: > 1e-2), or a buffer that differs after model build;
+its effective semantic arguments are diffed against the original op of the same kind
+(``flash_attn_func`` ≡ ``npu_fusion_attention`` ≡ SDPA: attention; apex ``FusedRMSNorm`` ≡
+``npu_rms_norm``: rms_norm; ...; :mod:`.op_semantics`), e.g.
+``scale: 1 (npu default) vs 0.25 (flash_attn default 1/√16)``, or against the attributes of the
+module a fused op replaced. A failure localised to the
 optimizer or the training steps gets the diff of the two optimizers' hyper-parameters instead.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 from .. import op_semantics as S
 from ..records import OptimizerRun, Side, TraceJob, TraceStatus
 from .compare import FAIL, TensorVerdict
+from .dataflow import Trace
 from .localisation import localise
 
 FP32_METRICS = ("rel_l2_fp32", "mismatch_fp32", "grad_missing", "norm_rel_fp32", "train_rel_l2_fp32")
@@ -67,35 +69,24 @@ def _load(run_dir: str):
     from safetensors.torch import load_file
 
     with open(os.path.join(run_dir, "ops.json"), encoding="utf-8") as fh:
-        events = json.load(fh)
-    return events, load_file(os.path.join(run_dir, "ops.safetensors"))
+        doc = json.load(fh)
+    return Trace(doc, load_file(os.path.join(run_dir, "ops.safetensors")))
 
 
 def first_divergent_op(original_dir: str, migrated_dir: str, policy: str) -> dict[str, Any]:
-    """Align the two traces and return the first divergent pair (or why there is none)."""
-    from .. import metrics as M
+    """Walk back along the migrated data flow to the first op whose inputs agree with the original
+    and whose output does not (:mod:`.dataflow`); a buffer that differs after model build, or an op
+    fed by one, is named as such."""
+    from . import dataflow
 
-    ev_o, t_o = _load(original_dir)
-    ev_m, t_m = _load(migrated_dir)
-    matcher = difflib.SequenceMatcher(None, [e["kind"] for e in ev_o], [e["kind"] for e in ev_m], autojunk=False)
-    limit = DIVERGES[policy]
-    for block in matcher.get_matching_blocks():
-        for k in range(block.size):
-            eo, em = ev_o[block.a + k], ev_m[block.b + k]
-            a, b = t_o[eo["name"]], t_m[em["name"]]
-            value = M.rel_l2(b, a) if tuple(a.shape) == tuple(b.shape) else float("inf")
-            if value > limit:
-                lines = S.diff(S.from_json(eo["semantic"]), S.from_json(em["semantic"]), (eo["op"], em["op"])) \
-                    if eo.get("semantic") and em.get("semantic") else []
-                return {"original_op": eo["op"], "migrated_op": em["op"], "index": block.b + k, "rel_l2": value,
-                        "shapes": [eo["shape"], em["shape"]], "policy": policy, "argument_diff": lines}
-    return {"original_op": None, "migrated_op": None, "ops": [len(ev_o), len(ev_m)],
-            "note": "no single traced op diverges: the module composes the same ops differently"}
+    return dataflow.locate(_load(original_dir), _load(migrated_dir), DIVERGES[policy], policy)
 
 
 def describe(found: dict[str, Any], module: str) -> str:
     if not found.get("migrated_op"):
         return f"inside {module}: {found.get('note', '')}"
+    if found.get("buffer"):
+        return f"inside {module}: " + "; ".join(found["argument_diff"])
     shape = "" if found["shapes"][0] == found["shapes"][1] else f", shapes {found['shapes'][1]} vs {found['shapes'][0]}"
     text = (f"first divergent op inside {module}: {found['migrated_op']} (migrated) vs {found['original_op']} "
             f"(original), op #{found['index']}, {found['policy']} rel_l2 {found['rel_l2']:.3g}{shape}")
