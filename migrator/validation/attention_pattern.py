@@ -13,8 +13,9 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from .metrics import MASKED_BELOW  # an additive mask value at or below this masks the key (-inf, finfo.min)
+
 MAX_BITS = 1 << 16  # larger patterns are kept as a digest: compared, not located
-MASKED_BELOW = -1e4  # an additive mask value at or below this masks the key (-inf, finfo.min, -1e9)
 
 
 def _ij(sq: int, skv: int, like):

@@ -156,7 +156,7 @@ def locate(orig: Trace, mig: Trace, limit: float, policy: str) -> dict[str, Any]
     if read or (buffers and not event.get("inputs")):
         return _buffer_cause(buffers, e, mig, policy)
     o = _counterpart(orig, mig, e, matched)
-    other = orig.events[o] if o is not None else {"op": "?", "shape": None, "semantic": None}
+    other: dict[str, Any] = orig.events[o] if o is not None else {"op": "?", "shape": None, "semantic": None}
     lines: list[str] = []
     t = mig.tensor(e)
     moved = by_shape.reordered(t, limit)

@@ -24,6 +24,7 @@ from .compare import FAIL, TensorVerdict
 from .dataflow import Trace
 from .localisation import localise
 
+LOSS_TARGET = "loss_fn"  # the op trace's target for a divergence in the loss (child.optrace.LOSS_TARGET)
 FP32_METRICS = ("rel_l2_fp32", "mismatch_fp32", "grad_missing", "norm_rel_fp32", "train_rel_l2_fp32")
 DIVERGES = {"fp32": 1e-4, "bf16": 1e-2}
 
@@ -37,10 +38,11 @@ def target_of(verdicts: list[TensorVerdict]) -> dict[str, Any] | None:
     if v is None:
         return None
     if v.category in ("optimizer", "training"):
-        return {"optimizer": True}
-    if v.scope is None or v.category == "loss" or not v.label.startswith("step"):
+        return {"optimizer": True, "training": v.category == "training"}
+    if not v.label.startswith("step") or (v.scope is None and v.category != "loss"):
         return None
-    return {"module": v.scope, "step": int(v.label.split("/")[0].removeprefix("step")),
+    return {"module": LOSS_TARGET if v.category == "loss" else v.scope,
+            "step": int(v.label.split("/")[0].removeprefix("step")),
             "policy": "fp32" if loc.metric in FP32_METRICS else "bf16"}
 
 
@@ -102,6 +104,18 @@ def optimizer_diff(opt_o: OptimizerRun | None, opt_m: OptimizerRun | None) -> st
     lines = S.diff(S.from_json(opt_o.semantic), S.from_json(opt_m.semantic), (opt_o.name, opt_m.name))
     head = f"{opt_m.name} (migrated) vs {opt_o.name} (original)"
     return f"{head}: " + ("; ".join(lines) if lines else "same lr, betas, eps, weight decay and adam_w_mode")
+
+
+def optimizer_cause(target: dict[str, Any], orig_status, mig_status) -> str | None:
+    """For a divergence after k training steps, the step phase whose effect differs
+    (:mod:`.phases`); else (and for the optimizer in isolation) the optimizers' argument diff."""
+    from . import phases
+
+    if target.get("training"):
+        found = phases.cause((orig_status.train or {}).get("fp32"), (mig_status.train or {}).get("fp32"))
+        if found:
+            return found
+    return optimizer_diff(orig_status.optimizer, mig_status.optimizer)
 
 
 def failing(verdicts: list[TensorVerdict]) -> bool:
