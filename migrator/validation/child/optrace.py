@@ -69,6 +69,19 @@ def _op_name(func) -> str:
     return name.strip("_") or name
 
 
+def _is_plain(v) -> bool:
+    if isinstance(v, (tuple, list)):
+        return all(isinstance(x, (bool, int, float)) for x in v)
+    return isinstance(v, (bool, int, float, str))
+
+
+def _plain_args(args, kwargs) -> str:
+    """The call's non-tensor arguments (``1``, ``dim=-1``), to tell two calls of one op apart."""
+    plain = [repr(a) for a in args if _is_plain(a)]
+    plain += [f"{k}={v!r}" for k, v in kwargs.items() if _is_plain(v)]
+    return ", ".join(plain)
+
+
 def _scalar_attrs(module) -> dict[str, Any]:
     return {k: v for k, v in vars(module).items()
             if not k.startswith("_") and isinstance(v, (bool, int, float, str)) and k != "training"}
@@ -108,16 +121,18 @@ class OpTracer:
             return ["input", self._inputs[id(t)]]
         return ["other"]
 
-    def _record(self, op: str, semantic: S.Semantic | None, output, inputs=()) -> None:
+    def _record(self, op: str, semantic: S.Semantic | None, output, args=(), kwargs=None) -> None:
         t = _first_tensor(output)
         if t is None or t.is_complex() or t.is_meta:
             return
-        sources = [self._source(x) for x in _tensors(list(inputs), [])]
+        kwargs = kwargs or {}
+        sources = [self._source(x) for x in _tensors([args, kwargs], [])]
         name = f"op{len(self.events)}.{op}"
         self.tensors[name] = t.detach().to("cpu", torch.float32, copy=True).contiguous()
         self._producer[id(t)] = len(self.events)
         self._pinned.append(t)
         self.events.append({"name": name, "op": op, "kind": S.KIND.get(op, op), "shape": list(t.shape),
+                            "dtype": str(t.dtype).removeprefix("torch."), "args": _plain_args(args, kwargs),
                             "semantic": S.jsonable(semantic) if semantic else None, "inputs": sources,
                             "module": self._stack[-1] if self._stack else None})
 
@@ -130,7 +145,7 @@ class OpTracer:
             out = fn(*args, **kwargs)
         finally:
             self.depth -= 1
-        self._record(op, semantic, out, (args, kwargs))
+        self._record(op, semantic, out, args, kwargs)
         return out
 
     def _wrap(self, fn, op: str):

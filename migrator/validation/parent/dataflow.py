@@ -10,6 +10,9 @@ cause. Named with it:
 * a buffer that differs after model build (before the first step: RoPE cos/sin caches, masks),
   before any op, and as the cause when that op reads it;
 * output values that are the original's reordered (head layout, KV-head repeat order);
+* a bool mask and an additive ``-inf`` mask that allow the same keys agree (two encodings), and an
+  op on no tensor with a constant output (``zeros``) cannot diverge; where the walk passes an
+  attention op, the attention pattern it ends up with (which query sees which key) is named;
 * the semantic diff against the original op of the same kind that read the same inputs, and a
   fused op's arguments against the attributes of the module it replaced on the original side
   (``eps``, ``scale``, rotary mode).
@@ -61,10 +64,12 @@ class _ByShape:
             t = trace.tensor(i)
             self.groups.setdefault(tuple(t.shape), []).append((i, t, float(t.double().norm())))
 
-    def match(self, t, limit: float) -> int | None:
+    def match(self, t, limit: float, dtype: str | None = None) -> int | None:
         norm = float(t.double().norm())
         best, best_value = None, limit
         for i, o, o_norm in self.groups.get(tuple(t.shape), []):
+            if _mask_encodings(self.trace.events[i].get("dtype"), o, dtype, t):
+                return i
             if abs(norm - o_norm) > limit * max(o_norm, 1e-30) * 1.0001 and not (norm == o_norm == 0.0):
                 continue
             value = _rel(o, t)
@@ -79,6 +84,25 @@ class _ByShape:
             if _rel(o.flatten().sort().values, flat) <= limit and _rel(o, t) > limit:
                 return i
         return None
+
+
+def _mask_encodings(dtype_a: str | None, a, dtype_b: str | None, b) -> bool:
+    """A bool mask and an additive one (0 keep, -inf masked) that allow the same keys, either polarity."""
+    from .. import metrics as M
+
+    if (dtype_a == "bool") == (dtype_b == "bool") or None in (dtype_a, dtype_b):
+        return False
+    flags, additive = (a, b) if dtype_a == "bool" else (b, a)
+    finite = additive[additive.isfinite()]
+    if bool((finite != 0).any() & (finite > M.MASKED_BELOW).any()):
+        return False  # not an additive mask
+    keep, flags = additive > M.MASKED_BELOW, flags != 0
+    return bool((keep == flags).all()) or bool((keep != flags).all())
+
+
+def _constant(event: dict[str, Any], t) -> bool:
+    """An op on no tensor (zeros, ones, full) whose output is one value: shape only, nothing to diverge."""
+    return not event.get("inputs") and t.numel() > 0 and bool((t == t.flatten()[0]).all())
 
 
 def _buffer_diffs(orig: Trace, mig: Trace, limit: float) -> dict[str, float]:
@@ -138,41 +162,78 @@ def _attribute_lines(semantic: dict[str, Any], module: dict[str, Any] | None) ->
 def locate(orig: Trace, mig: Trace, limit: float, policy: str) -> dict[str, Any]:
     by_shape = _ByShape(orig)
     buffers = _buffer_diffs(orig, mig, limit)
-    matched = {i: by_shape.match(mig.tensor(i), limit) for i in range(len(mig.events))}
+    matched: dict[int, int | None] = {}
+    for i, event in enumerate(mig.events):
+        t = mig.tensor(i)
+        matched[i] = -1 if _constant(event, t) else by_shape.match(t, limit, event.get("dtype"))
     diverging = sorted(i for i, m in matched.items() if m is None)
     if not diverging:
         if buffers:
             return _buffer_cause(buffers, None, mig, policy)
         return {"original_op": None, "migrated_op": None, "ops": [len(orig.events), len(mig.events)],
                 "note": "no single traced op diverges: the module composes the same ops differently"}
-    e = diverging[-1]
+    e, path = diverging[-1], [diverging[-1]]
     while True:
         bad = [src[1] for src in mig.events[e].get("inputs", []) if src[0] == "op" and src[1] in diverging]
         if not bad:
             break
         e = min(bad)
+        path.append(e)
     event = mig.events[e]
     read = [src[1] for src in event.get("inputs", []) if src[0] == "buffer" and src[1] in buffers]
     if read or (buffers and not event.get("inputs")):
         return _buffer_cause(buffers, e, mig, policy)
-    o = _counterpart(orig, mig, e, matched)
-    other: dict[str, Any] = orig.events[o] if o is not None else {"op": "?", "shape": None, "semantic": None}
-    lines: list[str] = []
     t = mig.tensor(e)
     moved = by_shape.reordered(t, limit)
+    o = moved if moved is not None else _counterpart(orig, mig, e, matched)
+    lines: list[str] = []
     if moved is not None:
         lines.append(f"the same values as the original's {orig.events[moved]['op']} output in another order "
                      "(head layout / KV-head repeat order)")
+    lines += _argument_lines(orig, mig, e, o)
+    lines += _attention_downstream(orig, mig, path[:-1], matched)
+    if o is None and event.get("module") in orig.modules:
+        original_op = f"{orig.modules[event['module']].get('class', 'module')} in primitive ops"
+    else:
+        original_op = orig.events[o]["op"] if o is not None else "?"
+    value = _rel(orig.tensor(o), t) if o is not None else float("inf")
+    return {"original_op": original_op, "migrated_op": event["op"], "index": e, "rel_l2": value,
+            "shapes": [orig.events[o]["shape"] if o is not None else event["shape"], event["shape"]],
+            "policy": policy, "argument_diff": lines, "module": event.get("module")}
+
+
+def _argument_lines(orig: Trace, mig: Trace, e: int, o: int | None) -> list[str]:
+    """The op's semantic diff, its plain arguments against the same op's, and a fused op's
+    arguments against the replaced module's attributes."""
+    event = mig.events[e]
+    other: dict[str, Any] = orig.events[o] if o is not None else {}
+    lines: list[str] = []
     if event.get("semantic") and other.get("semantic"):
         lines += S.diff(S.from_json(other["semantic"]), S.from_json(event["semantic"]), (other["op"], event["op"]))
+    elif other.get("op") == event["op"] and other.get("args", "") != event.get("args", ""):
+        lines.append(f"arguments: {event['op']}({event.get('args', '')}) (migrated) vs "
+                     f"{other['op']}({other.get('args', '')}) (original)")
     if event.get("semantic"):
         said = {line.split(":")[0] for line in lines}
         attrs = _attribute_lines(S.from_json(event["semantic"]), orig.modules.get(event.get("module") or ""))
         lines += [line for line in attrs if line.split(":")[0] not in said]
-    value = _rel(orig.tensor(o), t) if o is not None else float("inf")
-    return {"original_op": other["op"], "migrated_op": event["op"], "index": e, "rel_l2": value,
-            "shapes": [other["shape"], event["shape"]], "policy": policy, "argument_diff": lines,
-            "module": event.get("module")}
+    return lines
+
+
+def _attention_downstream(orig: Trace, mig: Trace, path: list[int], matched: dict[int, int | None]) -> list[str]:
+    """Where the walk passed an attention op (its mask diverged): the attention pattern it ends up with."""
+    for a in reversed(path):  # the attention nearest the cause
+        event = mig.events[a]
+        if event["kind"] != "attention" or not event.get("semantic"):
+            continue
+        o = _counterpart(orig, mig, a, matched)
+        if o is None or not orig.events[o].get("semantic"):
+            continue
+        found = [line for line in S.diff(S.from_json(orig.events[o]["semantic"]), S.from_json(event["semantic"]),
+                                         (orig.events[o]["op"], event["op"])) if line.startswith("attention pattern")]
+        if found:
+            return [f"so {event['op']} (op #{a}) gets another {found[0]}"]
+    return []
 
 
 def _buffer_cause(buffers: dict[str, float], e: int | None, mig: Trace, policy: str) -> dict[str, Any]:
