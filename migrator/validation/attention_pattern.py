@@ -53,13 +53,12 @@ def from_mask(mask, *, true_means_keep: bool):
 
 
 def fold(keep, b: int, n: int, sq: int, skv: int):
-    """Broadcast to ``[B, N, Sq, Skv]`` and fold the heads when every head allows the same keys."""
+    """Broadcast to ``[B, N, Sq, Skv]``; fold the heads, then the batch, where they all allow the same keys."""
     while keep.dim() < 4:
         keep = keep.unsqueeze(0)
     keep = keep.expand(b, n, sq, skv)
-    if bool((keep == keep[:, :1]).all()):
-        return keep[:, 0]
-    return keep.reshape(b * n, sq, skv)
+    keep = keep[:, 0] if bool((keep == keep[:, :1]).all()) else keep.reshape(b * n, sq, skv)
+    return keep[:1] if bool((keep == keep[:1]).all()) else keep
 
 
 def encode(keep) -> str:

@@ -73,7 +73,7 @@ class _ByShape:
             if abs(norm - o_norm) > limit * max(o_norm, 1e-30) * 1.0001 and not (norm == o_norm == 0.0):
                 continue
             value = _rel(o, t)
-            if value <= best_value:
+            if value < best_value or (best is None and value <= limit):  # ties: the earliest producer
                 best, best_value = i, value
         return best
 
