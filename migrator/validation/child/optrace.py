@@ -126,7 +126,10 @@ class OpTracer:
         if t is None or t.is_complex() or t.is_meta:
             return
         kwargs = kwargs or {}
-        sources = [self._source(x) for x in _tensors([args, kwargs], [])]
+        inputs = _tensors([args, kwargs], [])
+        sources = [self._source(x) for x in inputs]
+        same_as = next((k for k, x in enumerate(inputs) if x is not t and x.shape == t.shape and x.dtype != torch.bool
+                        and torch.equal(x.detach().float(), t.detach().float())), None)
         name = f"op{len(self.events)}.{op}"
         self.tensors[name] = t.detach().to("cpu", torch.float32, copy=True).contiguous()
         self._producer[id(t)] = len(self.events)
@@ -134,6 +137,7 @@ class OpTracer:
         self.events.append({"name": name, "op": op, "kind": S.KIND.get(op, op), "shape": list(t.shape),
                             "dtype": str(t.dtype).removeprefix("torch."), "args": _plain_args(args, kwargs),
                             "semantic": S.jsonable(semantic) if semantic else None, "inputs": sources,
+                            "same_as": same_as,  # the input it only copies or casts (x.to(dtype), .contiguous())
                             "module": self._stack[-1] if self._stack else None})
 
     def _active(self) -> bool:

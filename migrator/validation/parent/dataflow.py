@@ -166,6 +166,10 @@ def locate(orig: Trace, mig: Trace, limit: float, policy: str) -> dict[str, Any]
     for i, event in enumerate(mig.events):
         t = mig.tensor(i)
         matched[i] = -1 if _constant(event, t) else by_shape.match(t, limit, event.get("dtype"))
+        if matched[i] is None and event.get("same_as") is not None:  # a copy or cast of an agreeing input
+            src = event["inputs"][event["same_as"]]
+            agrees = matched.get(src[1]) is not None if src[0] == "op" else not (src[0] == "buffer" and src[1] in buffers)
+            matched[i] = -1 if agrees else None
     diverging = sorted(i for i, m in matched.items() if m is None)
     if not diverging:
         if buffers:
@@ -174,7 +178,7 @@ def locate(orig: Trace, mig: Trace, limit: float, policy: str) -> dict[str, Any]
                 "note": "no single traced op diverges: the module composes the same ops differently"}
     e, path = diverging[-1], [diverging[-1]]
     while True:
-        bad = [src[1] for src in mig.events[e].get("inputs", []) if src[0] == "op" and src[1] in diverging]
+        bad = [src[1] for src in _followed(orig, mig, e, matched, by_shape) if src[0] == "op" and src[1] in diverging]
         if not bad:
             break
         e = min(bad)
@@ -200,6 +204,24 @@ def locate(orig: Trace, mig: Trace, limit: float, policy: str) -> dict[str, Any]
     return {"original_op": original_op, "migrated_op": event["op"], "index": e, "rel_l2": value,
             "shapes": [orig.events[o]["shape"] if o is not None else event["shape"], event["shape"]],
             "policy": policy, "argument_diff": lines, "module": event.get("module")}
+
+
+def _followed(orig: Trace, mig: Trace, e: int, matched: dict[int, int | None], by_shape: _ByShape) -> list:
+    """The inputs the walk may go back along. An attention op's mask (inputs after q, k, v) only
+    where the attention pattern differs and the original holds a tensor of the mask's shape: a
+    compressed mask for a sparse mode encodes the mode, not the pattern (it has no counterpart)."""
+    event = mig.events[e]
+    inputs = event.get("inputs", [])
+    if event["kind"] != "attention" or not event.get("semantic") or len(inputs) <= 3:
+        return inputs
+    o = _counterpart(orig, mig, e, matched)
+    pattern_m = event["semantic"].get("attention pattern", [None])[0]
+    pattern_o = (orig.events[o].get("semantic") or {}).get("attention pattern", [None])[0] if o is not None else None
+    if pattern_m is not None and pattern_m == pattern_o:
+        return inputs[:3]
+    masks = [src for src in inputs[3:] if src[0] == "op"
+             and tuple(mig.events[src[1]]["shape"]) in by_shape.groups]
+    return inputs[:3] + masks
 
 
 def _argument_lines(orig: Trace, mig: Trace, e: int, o: int | None) -> list[str]:
