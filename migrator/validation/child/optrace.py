@@ -66,7 +66,13 @@ def _op_name(func) -> str:
     name = getattr(func, "__name__", "") or type(func).__name__
     if name == "__get__":  # a tensor property (x.T, x.mT)
         name = getattr(getattr(func, "__self__", None), "__name__", "property")
-    return name.strip("_") or name
+    if name.startswith("__") and name.endswith("__") and len(name) > 4:
+        name = name[2:-2]  # __mul__ -> mul, __iadd__ -> iadd, __getitem__ -> getitem
+    return name
+
+
+IN_PLACE_DUNDERS = frozenset({"iadd", "isub", "imul", "itruediv", "ifloordiv", "ipow", "iand", "ior", "ixor",
+                              "setitem"})
 
 
 def _is_plain(v) -> bool:
@@ -128,8 +134,9 @@ class OpTracer:
         kwargs = kwargs or {}
         inputs = _tensors([args, kwargs], [])
         sources = [self._source(x) for x in inputs]
-        same_as = next((k for k, x in enumerate(inputs) if x is not t and x.shape == t.shape and x.dtype != torch.bool
-                        and torch.equal(x.detach().float(), t.detach().float())), None)
+        in_place = op.endswith("_") or op in IN_PLACE_DUNDERS
+        same_as = next((k for k, x in enumerate(inputs) if not (in_place and x is t) and x.shape == t.shape
+                        and x.dtype != torch.bool and torch.equal(x.detach().float(), t.detach().float())), None)
         name = f"op{len(self.events)}.{op}"
         self.tensors[name] = t.detach().to("cpu", torch.float32, copy=True).contiguous()
         self._producer[id(t)] = len(self.events)
