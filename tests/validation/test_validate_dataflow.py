@@ -203,3 +203,34 @@ def test_phase_cause_names_the_phase_and_argument():
     assert order.startswith("training step phases differ in step 1: clip (clip_grad_norm_) runs where the original "
                             "runs unscale (scaler.unscale_)")
     assert "zero_grad (optimizer.zero_grad) missing on the migrated side" in cause(good, _train(zero=False))
+
+
+def test_fused_rotary_mode_is_checked_against_the_replaced_modules_attribute():
+    from migrator.validation.parent.dataflow import _attribute_lines
+
+    x = torch.zeros(1, 4, 2, 8)
+    fused = S.npu_rotary_mul("npu_rotary_mul", (x, x, x), {})  # npu default: rotate-half
+    interleaved = {"class": "GPTJRotary", "interleaved": True}
+    assert _attribute_lines(fused, interleaved) == [
+        "rotary mode: half (npu default) vs interleave (the original GPTJRotary.interleaved)"]
+    assert _attribute_lines(S.npu_rotary_mul("npu_rotary_mul", (x, x, x, "interleave"), {}), interleaved) == []
+
+
+def test_a_trace_over_its_byte_budget_links_ops_without_blaming_them(tmp_path):
+    from safetensors.torch import save_file
+
+    from migrator.validation.child.optrace import OpTracer
+    from migrator.validation.parent.op_localise import first_divergent_op
+
+    dirs = []
+    for name, sign in (("original", 1.0), ("migrated", -1.0)):
+        model = _Block(sign=sign)
+        with OpTracer(model, "_root", max_bytes=0) as tracer, torch.no_grad():
+            model(torch.ones(1, 4, 8))
+        assert tracer.events and not tracer.tensors
+        out = tmp_path / name
+        out.mkdir()
+        save_file({"buffer.cos": model.cos}, str(out / "ops.safetensors"))
+        (out / "ops.json").write_text(json.dumps({"events": tracer.events, "modules": tracer.modules}))
+        dirs.append(str(out))
+    assert first_divergent_op(*dirs, "fp32")["migrated_op"] is None

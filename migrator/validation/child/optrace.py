@@ -100,8 +100,9 @@ class OpTracer:
     (``["other"]``); plus the innermost module running it and that module's scalar attributes
     (``eps``, ``scale``, ...), for the parent's walk back along the data flow."""
 
-    def __init__(self, model, target: str) -> None:
-        self.model, self.target = model, target
+    def __init__(self, model, target: str, max_bytes: int = 1 << 30) -> None:
+        self.model, self.target, self.max_bytes = model, target, max_bytes
+        self._bytes = 0
         self.events: list[dict[str, Any]] = []
         self.tensors: dict[str, torch.Tensor] = {}
         self.modules: dict[str, dict[str, Any]] = {}
@@ -138,7 +139,9 @@ class OpTracer:
         same_as = next((k for k, x in enumerate(inputs) if not (in_place and x is t) and x.shape == t.shape
                         and x.dtype != torch.bool and torch.equal(x.detach().float(), t.detach().float())), None)
         name = f"op{len(self.events)}.{op}"
-        self.tensors[name] = t.detach().to("cpu", torch.float32, copy=True).contiguous()
+        if self._bytes + 4 * t.numel() <= self.max_bytes:  # beyond the budget: the op is linked, not compared
+            self.tensors[name] = t.detach().to("cpu", torch.float32, copy=True).contiguous()
+            self._bytes += 4 * t.numel()
         self._producer[id(t)] = len(self.events)
         self._pinned.append(t)
         self.events.append({"name": name, "op": op, "kind": S.KIND.get(op, op), "shape": list(t.shape),

@@ -45,7 +45,8 @@ class Trace:
         return {} if isinstance(self.doc, list) else self.doc.get("modules", {})
 
     def tensor(self, i: int):
-        return self.tensors[self.events[i]["name"]]
+        """The op's output, or None where the trace's byte budget ran out."""
+        return self.tensors.get(self.events[i]["name"])
 
 
 def _rel(a, b) -> float:
@@ -62,6 +63,8 @@ class _ByShape:
         self.groups: dict[tuple[int, ...], list[tuple[int, Any, float]]] = {}
         for i in range(len(trace.events)):
             t = trace.tensor(i)
+            if t is None:
+                continue
             self.groups.setdefault(tuple(t.shape), []).append((i, t, float(t.double().norm())))
 
     def match(self, t, limit: float, dtype: str | None = None) -> int | None:
@@ -165,6 +168,9 @@ def locate(orig: Trace, mig: Trace, limit: float, policy: str) -> dict[str, Any]
     matched: dict[int, int | None] = {}
     for i, event in enumerate(mig.events):
         t = mig.tensor(i)
+        if t is None:  # not stored: unknown, so not blamed
+            matched[i] = -1
+            continue
         matched[i] = -1 if _constant(event, t) else by_shape.match(t, limit, event.get("dtype"))
         if matched[i] is None and event.get("same_as") is not None:  # a copy or cast of an agreeing input
             src = event["inputs"][event["same_as"]]
@@ -200,7 +206,7 @@ def locate(orig: Trace, mig: Trace, limit: float, policy: str) -> dict[str, Any]
         original_op = f"{orig.modules[event['module']].get('class', 'module')} in primitive ops"
     else:
         original_op = orig.events[o]["op"] if o is not None else "?"
-    value = _rel(orig.tensor(o), t) if o is not None else float("inf")
+    value = _rel(orig.tensor(o), t) if o is not None and orig.tensor(o) is not None else float("inf")
     return {"original_op": original_op, "migrated_op": event["op"], "index": e, "rel_l2": value,
             "shapes": [orig.events[o]["shape"] if o is not None else event["shape"], event["shape"]],
             "policy": policy, "argument_diff": lines, "module": event.get("module")}
