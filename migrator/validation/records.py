@@ -144,6 +144,7 @@ class Failure:
     traceback: str | None = None
     during: str | None = None
     active_modules: tuple[str, ...] = ()
+    harness_frame: str | None = None  # our frame, where our own code raised (a harness error: exit 2)
 
 
 @dataclass(frozen=True, kw_only=True)

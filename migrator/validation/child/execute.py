@@ -15,7 +15,7 @@ import os
 import time
 from typing import Any
 
-from .errors import CannotRun
+from .errors import CannotRun, ProgramFault
 
 POLICIES = ("fp32", "bf16")
 OPTIMIZER_STEPS = 3
@@ -80,7 +80,7 @@ def _flatten_batch(value: Any, prefix: str, tensors: dict[str, Any]) -> Any:
                        for i, v in enumerate(value)]}
     if isinstance(value, (int, float, str, bool)) or value is None:
         return value
-    raise TypeError(f"batch element of type {type(value).__name__} cannot be recorded "
+    raise CannotRun(f"batch element of type {type(value).__name__} cannot be recorded "
                     "(use tensors, numbers, strings, dicts, lists, tuples)")
 
 
@@ -182,7 +182,7 @@ def concat_batches(batches: list[Any]) -> Any:
 
 
 # ---------------------------------------------------------------------------- running
-class WeightsMismatch(Exception):
+class WeightsMismatch(ProgramFault):
     """The model's parameters do not match the shared weights (names or shapes)."""
 
 
@@ -332,7 +332,8 @@ def train_updates(entry, weights, batches: list[Any], device: str, policy: str, 
         if step == 0:
             probe.detach()
             facts["policy"] = probe.facts(model)
-    facts["scaler"] = dict(facts["scaler"], scale_after=_scale(scaler))
+    if facts["scaler"] is not None:
+        facts["scaler"] = dict(facts["scaler"], scale_after=_scale(scaler))
     rec = recorder_cls(model)
     with torch.no_grad():
         for n, p in named:

@@ -28,6 +28,7 @@ import os
 from typing import Any
 
 from ..records import DATA_PARALLEL, STAGE_OF, ParallelJob
+from .errors import ProgramFault
 
 
 class Unsupported(Exception):
@@ -209,7 +210,7 @@ def run_rank(job: ParallelJob) -> dict[str, Any]:
         digests = [None] * world
         dist.all_gather_object(digests, digest)
         if len(set(digests)) != 1:
-            raise RuntimeError("make_model(dropout=0.0) built different weights on different ranks with the same seed")
+            raise ProgramFault("make_model(dropout=0.0) built different weights on different ranks with the same seed")
         status["weights_sha256"] = digest
         full_names = [n for n, _ in full.named_parameters()]
         full_lists = _module_lists(full)
@@ -285,7 +286,7 @@ def run_rank(job: ParallelJob) -> dict[str, Any]:
         status["ok"] = True
     except Exception as exc:  # noqa: BLE001 - the program failed on this rank
         active = recorder.active_modules() if recorder is not None else []
-        status.update(phase=failure_phase(exc), error=describe(exc, tree, during=phase, active_modules=active))
+        status.update(phase=failure_phase(exc, tree), error=describe(exc, tree, during=phase, active_modules=active))
     finally:
         leave_process_group()
     return status

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..records import ScriptJob
+from .errors import ProgramFault
 
 
 class StopScript(BaseException):
@@ -122,7 +123,7 @@ class _ScriptHooks:
             weights = execute.load_tensors(os.path.join(shared, "weights.safetensors"))
             missing = sorted(set(state) - set(weights))
             if missing:
-                raise RuntimeError(f"unmatched state_dict: {', '.join(missing[:5])} not in the original's weights")
+                raise ProgramFault(f"unmatched state_dict: {', '.join(missing[:5])} not in the original's weights")
             with torch.no_grad():
                 for k, t in state.items():
                     if torch.is_tensor(t):
@@ -185,7 +186,7 @@ class _ScriptHooks:
 def run_script(job: ScriptJob) -> dict[str, Any]:
     from .. import determinism
     from . import protocol
-    from .errors import describe
+    from .errors import describe, failure_phase
 
     status: dict[str, Any] = {"ok": False, "side": job.side, "policy": job.policy}
     tree = job.tree
@@ -231,7 +232,7 @@ def run_script(job: ScriptJob) -> dict[str, Any]:
 
             _mark_failed("original", job.shared)
         active = hooks.recorder.active_modules() if hooks.recorder is not None else []
-        status.update(phase="run", error=describe(exc, tree, during=f"step {hooks.steps}", active_modules=active))
+        status.update(phase=failure_phase(exc, tree), error=describe(exc, tree, during=f"step {hooks.steps}", active_modules=active))
         return status
     finally:
         for owner, name, value in patches:

@@ -46,7 +46,7 @@ def run_side(job: SideJob) -> dict[str, Any]:
     """S1 on one side. See the module docstring."""
     from .. import determinism
     from . import execute, protocol
-    from .errors import describe
+    from .errors import describe, failure_phase
     from .recorder import Recorder
 
     side, tree, out = job.side, job.tree, job.out
@@ -146,7 +146,7 @@ def run_side(job: SideJob) -> dict[str, Any]:
         status["ok"] = True
     except Exception as exc:  # noqa: BLE001 - the program failed: that is a result
         active = recorder.active_modules() if recorder is not None else []
-        status.update(phase="run", error=describe(exc, tree, during=phase, active_modules=active))
+        status.update(phase=failure_phase(exc, tree), error=describe(exc, tree, during=phase, active_modules=active))
         if side == "original":
             _mark_failed(side, shared)
     return status
@@ -201,14 +201,18 @@ def serve(job_path: str, run: Callable[[Any], dict[str, Any]], job_type: type[Jo
         # it is frozen into the kind's record here, so a field the record lacks fails in the child
         status = records.from_json(run(job), status_type or records.STATUS_OF[job.KIND], path)
     except BaseException as exc:  # noqa: BLE001 - last resort: always leave a status
-        _write_failure(path, f"{type(exc).__name__}: {exc}", traceback.format_exc()[-4000:])
+        from .errors import frame_text, harness_frame
+
+        ours = harness_frame(exc, getattr(job, "tree", None))
+        _write_failure(path, f"{type(exc).__name__}: {exc}", traceback.format_exc()[-4000:],
+                       frame_text(ours) if ours is not None else None)
         return 1
     records.write(status, path)
     return 0
 
 
-def _write_failure(path: str, summary: str, trace: str | None = None) -> None:
-    records.write(Status(phase="harness", error=Failure(summary=summary, traceback=trace)), path)
+def _write_failure(path: str, summary: str, trace: str | None = None, frame: str | None = None) -> None:
+    records.write(Status(phase="harness", error=Failure(summary=summary, traceback=trace, harness_frame=frame)), path)
 
 
 def main(argv=None) -> int:

@@ -42,7 +42,7 @@ def run_script_mode(opts, progress=None, migrate=None):
     from . import launcher
     from .compare import Comparison, Run, compare_runs
     from .results import StageResult, ValidationResult
-    from .stage_common import _failure_text, _migrate, numeric_stage
+    from .stage_common import _failure_text, _migrate, could_not_run, numeric_stage
 
     original = os.path.abspath(opts.original)
     work = os.path.abspath(opts.work_dir) if opts.work_dir else tempfile.mkdtemp(prefix="migrate-validate-")
@@ -79,7 +79,8 @@ def run_script_mode(opts, progress=None, migrate=None):
             key, failure = sorted(failures.items(), key=lambda kv: ("R", "T16", "G", "T32").index(kv[0]))[0]
             side = runs[key][0]
             status = "error" if failure.phase in ("entry", "harness") else "fail"
-            s1 = StageResult("S1", status, summary=f"the {side} script failed ({key})",
+            s1 = StageResult("S1", status, summary=f"the {side} script failed ({key})" if status == "fail" else
+                             f"{could_not_run(side, failure)} ({key})",
                              reason=f"{side} script ({key}) {_failure_text(failure)}")
         else:
             st = {k: r.status for k, r in results.items()}

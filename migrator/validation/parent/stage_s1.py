@@ -14,7 +14,16 @@ from ..records import Side, SideJob, SideStatus, Status
 from .compare import FAIL, Comparison, Run, compare_optimizer, compare_runs
 from .options import Options
 from .results import StageResult
-from .stage_common import Progress, StageContext, _crash_module, _failure_text, _required_run, _say, numeric_stage
+from .stage_common import (
+    Progress,
+    StageContext,
+    _crash_module,
+    _failure_text,
+    _required_run,
+    _say,
+    could_not_run,
+    numeric_stage,
+)
 
 
 def _s1_jobs(opts: Options, original: str, migrated: str, work: str, shared: str) -> tuple[SideJob, SideJob]:
@@ -64,7 +73,7 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: StageCon
             continue
         if phase in ("entry", "harness"):
             return StageResult("S1", "error", reason=f"{side} side could not run: {_failure_text(failure)}",
-                               bench=bench, summary=f"{side} side could not run")
+                               bench=bench, summary=could_not_run(side, failure))
         return StageResult("S1", FAIL, summary=f"the {side} program failed",
                            reason=f"{side} program failed {_failure_text(failure)}",
                            first_divergence=_crash_module(failure) if side == "migrated" else None, bench=bench)
