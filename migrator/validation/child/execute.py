@@ -312,8 +312,12 @@ def train_updates(entry, weights, batches: list[Any], device: str, policy: str, 
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     start = {n: p.detach().float().clone() for n, p in named}
     facts: dict[str, Any] = {"steps": TRAIN_STEPS, "losses": [], "optimizer": type(optimizer).__name__,
-                             "train_step": entry.train_step is not None, "scaler": _scaler_facts(scaler)}
-    from .policy_probe import PolicyProbe
+                             "train_step": entry.train_step is not None}
+    from .policy_probe import PolicyProbe, ScalerTrajectory, current_scale
+
+    trajectory = ScalerTrajectory()
+    if scaler is not None:
+        trajectory.seen(scaler)
 
     probe = PolicyProbe(model, device).attach()
     probe.watch(optimizer)
@@ -324,7 +328,10 @@ def train_updates(entry, weights, batches: list[Any], device: str, policy: str, 
             loss = entry.loss_fn(model(*args, **kwargs), data)
         facts["losses"].append(float(loss.detach().float()))
         if entry.train_step is not None:
+            before = current_scale(scaler)
             entry.train_step(model, optimizer, loss, scaler)
+            if scaler is not None:
+                trajectory.after_update(scaler, before)
         else:
             loss.backward()
             optimizer.step()
@@ -332,8 +339,7 @@ def train_updates(entry, weights, batches: list[Any], device: str, policy: str, 
         if step == 0:
             probe.detach()
             facts["policy"] = probe.facts(model)
-    if facts["scaler"] is not None:
-        facts["scaler"] = dict(facts["scaler"], scale_after=_scale(scaler))
+    facts["scaler"] = trajectory.facts()
     rec = recorder_cls(model)
     with torch.no_grad():
         for n, p in named:
@@ -341,22 +347,6 @@ def train_updates(entry, weights, batches: list[Any], device: str, policy: str, 
                        n.rpartition(".")[0] or "_root", type(optimizer).__name__, "training",
                        p.detach().float() - start[n])
     return rec, facts
-
-
-def _scaler_facts(scaler) -> dict[str, Any] | None:
-    if scaler is None:
-        return None
-    enabled = bool(scaler.is_enabled()) if hasattr(scaler, "is_enabled") else True
-    return {"class": type(scaler).__name__, "enabled": enabled, "init_scale": _scale(scaler)}
-
-
-def _scale(scaler) -> float | None:
-    if scaler is None or not getattr(scaler, "is_enabled", lambda: True)():
-        return None
-    try:
-        return float(scaler.get_scale())
-    except Exception:  # noqa: BLE001 - a scaler without get_scale: not recorded
-        return None
 
 
 class Timer:

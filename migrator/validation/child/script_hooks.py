@@ -15,6 +15,7 @@ from typing import Any
 
 from ..records import ScriptJob
 from .errors import ProgramFault
+from .policy_probe import ScalerTrajectory, patch_grad_scaler
 
 
 class StopScript(BaseException):
@@ -50,6 +51,8 @@ class _ScriptHooks:
         self.in_backward = False
         self.probe: Any | None = None
         self.p0: dict[str, Any] = {}
+        self.scaler = ScalerTrajectory()
+        self.unscaled: dict[int, Any] = {}  # id(scaler.scale(loss)) -> loss: the loss recorded is the unscaled one
 
     # ------------------------------------------------------------- module hooks (global)
     def install(self) -> None:
@@ -67,9 +70,10 @@ class _ScriptHooks:
             if hooks.in_backward:  # re-entered through a TorchFunctionMode (the CUDA device remap)
                 return real_backward(tensor, *args, **kwargs)
             if tensor.numel() == 1:
-                hooks.losses.append(float(tensor.detach().float()))
+                loss = hooks.unscaled.pop(id(tensor), tensor)
+                hooks.losses.append(float(loss.detach().float()))
                 if hooks.recorder is not None and hooks.steps == 0 and hooks.recorder.loss is None:
-                    hooks.recorder.record_loss(tensor)
+                    hooks.recorder.record_loss(loss)
             hooks.in_backward = True
             try:
                 result = real_backward(tensor, *args, **kwargs)
@@ -204,6 +208,7 @@ def run_script(job: ScriptJob) -> dict[str, Any]:
         job = replace(job, out=os.path.join(job.out, f"rank{os.environ.get('RANK', '0')}"))
     hooks = _ScriptHooks(job, layers.device)
     hooks.install()
+    patch_grad_scaler(hooks.scaler, hooks.unscaled, patches)
     script = os.path.join(tree, job.script)
     if not os.path.exists(script):
         status.update(phase="entry", error={"summary": f"{script}: no such script"})
@@ -239,6 +244,8 @@ def run_script(job: ScriptJob) -> dict[str, Any]:
             setattr(owner, name, value)
     status.update(hooks.status, ok="step0" in hooks.status, losses=hooks.losses, steps=hooks.steps,
                   seconds=round(time.perf_counter() - t0, 2))
+    if status.get("precision") is not None:
+        status["precision"] = dict(status["precision"], scaler=hooks.scaler.facts())
     if not status["ok"]:
         status.update(phase="run", error={"summary": "no optimizer step was observed (nothing recorded)"})
     return status
