@@ -180,6 +180,7 @@ class SideStatus(Status):
     batch_sha256: Mapping[str, str] = field(default_factory=dict)  # step -> hash of the shared batch
     own_batch_sha256: Mapping[str, str] = field(default_factory=dict)  # step -> hash of this side's own batch
     dropout_active: tuple[str, ...] = ()
+    dropout: Mapping[str, Any] = field(default_factory=dict)  # sites, neutralised, statistics (child.dropout)
     optimizer: OptimizerRun | None = None
     train: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # policy -> training facts and "dir"
     shared_root: str | None = None  # set in a recorded reference: the folder the paths above point into

@@ -295,7 +295,7 @@ TRAIN_STEPS = 3
 
 
 def train_updates(entry, weights, batches: list[Any], device: str, policy: str, bf16_policy: str, seed: int,
-                  recorder_cls) -> tuple[Any, dict[str, Any]]:
+                  recorder_cls, neutral: bool = False) -> tuple[Any, dict[str, Any]]:
     """``TRAIN_STEPS`` real steps of the program: forward + ``loss_fn`` under the policy, then the
     program's ``train_step(model, optimizer, loss, scaler)`` (its scaled backward, unscale, clip,
     ``step``), else ``backward()`` + ``step()``; ``scaler`` from ``make_scaler()`` (else None).
@@ -324,7 +324,7 @@ def train_updates(entry, weights, batches: list[Any], device: str, policy: str, 
     for step in range(TRAIN_STEPS):
         data = prepare_batch(batches[step % len(batches)], device, policy, bf16_policy)
         args, kwargs = model_inputs(entry, data)
-        with autocast(policy, bf16_policy, device):
+        with autocast(policy, bf16_policy, device), dropout_context(model, neutral):
             loss = entry.loss_fn(model(*args, **kwargs), data)
         facts["losses"].append(float(loss.detach().float()))
         if entry.train_step is not None:
@@ -355,3 +355,34 @@ class Timer:
 
     def __call__(self) -> float:
         return round(time.perf_counter() - self.t0, 3)
+
+
+# ---------------------------------------------------------------------------- dropout (issue 24 item 4)
+def dropout_context(model, neutral: bool):
+    """The numeric runs' dropout: neutralised (identity) when the original applies any, else untouched."""
+    from .dropout import Dropout
+
+    return Dropout(model, neutral=True) if neutral else contextlib.nullcontext()
+
+
+def dropout_census(entry, weights, batch, device: str, seed: int, seeds: int = 0) -> dict[str, Any]:
+    """One fp32 forward in train mode with dropout as the program has it: its dropout sites. With
+    ``seeds``: that many forwards, one seed each, for the statistical check (losses, keep rates)."""
+    import torch
+
+    from .. import determinism
+    from .dropout import Dropout, statistics
+
+    data = prepare_batch(batch, device, "fp32", "amp")
+    args, kwargs = model_inputs(entry, data)
+
+    def forward(s: int):
+        determinism.seed_all(seed + s)
+        model = build_model(entry, weights, device, "fp32", "amp")
+        with torch.no_grad(), Dropout(model, neutral=False) as census:
+            loss = entry.loss_fn(model(*args, **kwargs), data)
+        return float(loss.detach().float()), census
+
+    if not seeds:
+        return {"sites": forward(0)[1].facts()["sites"]}
+    return statistics(forward, seeds)

@@ -106,7 +106,14 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: StageCon
     if differing:
         notes.append(f"the migrated make_batch gives different batches (steps {', '.join(differing)}); "
                      "the original's batches were used")
-    if orig_status.dropout_active:
+    from .randomness import NOT_COMPARABLE, dropout_check
+
+    dropout_row, dropout_notes = dropout_check(orig_status.dropout, mig_status.dropout,
+                                               real_npu="torch_npu" in mig_status.layers)
+    notes += dropout_notes
+    if dropout_row is not None:
+        policy_checks += (dropout_row,)
+    elif orig_status.dropout_active:
         notes.append("dropout still active after make_model(dropout=0.0): " + ", ".join(orig_status.dropout_active))
     ctx.manifest.update({
         "weights_sha256": orig_status.weights_sha256,
@@ -119,6 +126,8 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: StageCon
     bench["seconds"] = round(time.monotonic() - t0, 2)  # the stage's time includes the comparison
     result = numeric_stage("S1", comparison, bench=bench, notes=notes, extra_checks=policy_checks,
                            extra_summary=f"{len(opts.steps)} step(s), bf16 policy {opts.bf16_policy}")
+    if dropout_row is not None and dropout_row["status"] == NOT_COMPARABLE:  # neither pass nor fail
+        return replace(result, status="not_run", summary=dropout_row["message"])
     if result.status == FAIL:
         result = _first_op(result, comparison, opts, original, migrated, work, shared, orig_status, mig_status,
                            progress)
