@@ -78,8 +78,10 @@ def run_script_mode(opts, progress=None, migrate=None):
         if failures:
             key, failure = sorted(failures.items(), key=lambda kv: ("R", "T16", "G", "T32").index(kv[0]))[0]
             side = runs[key][0]
-            status = "error" if failure.phase in ("entry", "harness") else "fail"
+            # the original failing is no verdict on the migration either: it could not run (exit 2)
+            status = "error" if failure.phase in ("entry", "harness") or side == "original" else "fail"
             s1 = StageResult("S1", status, summary=f"the {side} script failed ({key})" if status == "fail" else
+                             f"could not run: the original script fails ({key})" if failure.phase == "run" else
                              f"{could_not_run(side, failure)} ({key})",
                              reason=f"{side} script ({key}) {_failure_text(failure)}")
         else:

@@ -74,6 +74,9 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: StageCon
         if phase in ("entry", "harness"):
             return StageResult("S1", "error", reason=f"{side} side could not run: {_failure_text(failure)}",
                                bench=bench, summary=could_not_run(side, failure))
+        if side == "original":  # nothing to compare against: no verdict on the migration (exit 2, never 1)
+            return StageResult("S1", "error", summary="could not run: the original program fails",
+                               reason=f"could not run: original fails {_failure_text(failure)}", bench=bench)
         return StageResult("S1", FAIL, summary=f"the {side} program failed",
                            reason=f"{side} program failed {_failure_text(failure)}",
                            first_divergence=_crash_module(failure) if side == "migrated" else None, bench=bench)
