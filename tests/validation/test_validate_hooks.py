@@ -95,7 +95,8 @@ def test_who_raised_is_read_from_the_traceback(tmp_path):
 
     tree = tmp_path / "tree"
     tree.mkdir()
-    (tree / "prog.py").write_text("def boom():\n    raise ValueError('from the program')\n")
+    (tree / "prog.py").write_text("import torch\n\n\ndef boom():\n    raise ValueError('from the program')\n\n\n"
+                                  "def bad_matmul():\n    return torch.ones(2, 3) @ torch.ones(2, 3)\n")
     sys.path.insert(0, str(tree))
     try:
         import prog  # type: ignore[import-not-found]
@@ -108,6 +109,19 @@ def test_who_raised_is_read_from_the_traceback(tmp_path):
             prog.boom()
         except ValueError as exc:
             theirs = exc
+        import torch
+
+        from migrator.validation.child.dropout import Dropout
+
+        try:  # the op raises inside our TorchFunctionMode (the dropout census): still the program's error
+            with Dropout(torch.nn.Linear(1, 1), neutral=True):
+                prog.bad_matmul()
+        except RuntimeError as exc:
+            through_us = exc
+        try:  # torch's autograd raises below a call our code made: the program's broken graph
+            torch.ones(2).backward()
+        except RuntimeError as exc:
+            in_torch = exc
     finally:
         sys.path.remove(str(tree))
         sys.modules.pop("prog", None)
@@ -115,3 +129,5 @@ def test_who_raised_is_read_from_the_traceback(tmp_path):
     assert "migrator/validation/child/errors.py" in errors.describe(ours, str(tree))["harness_frame"]
     assert errors.failure_phase(theirs, str(tree)) == "run" and "harness_frame" not in errors.describe(theirs, str(tree))
     assert errors.failure_phase(errors.CannotRun("batch does not split"), str(tree)) == "harness"
+    assert errors.failure_phase(through_us, str(tree)) == "run"
+    assert errors.failure_phase(in_torch, str(tree)) == "run"

@@ -38,7 +38,7 @@ def test_hand_port_to_fused_npu_ops_passes_and_notes_what_was_fused_away(tmp_pat
     assert result.exit_code == 0 and s1.status == "pass", result.text(verbose=True)
     assert not s1.unmatched
     assert any("fused away: blocks.0.mlp.act_fn inside blocks.0.mlp" in n for n in s1.notes), s1.notes
-    assert _row(s1, "precision policy and loss scaling")["status"] == "pass"
+    assert _row(s1, "precision policy per side")["status"] == "pass"
 
 
 @pytest.mark.slow

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import passthrough
+
 FUNCTIONAL = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
 SEEDS = 8  # forwards per side with dropout on (the statistical check)
 
@@ -91,11 +93,11 @@ def _mode(census: Dropout):
                 p = float(kwargs.get("p", args[1] if len(args) > 1 else 0.5))
                 training = kwargs.get("training", args[2] if len(args) > 2 else True)
                 if not training or p <= 0.0:
-                    return func(*args, **kwargs)
+                    return passthrough.call(func, *args, **kwargs)
                 census.seen(f"F.{name}", p)
                 if census.neutral:
                     return args[0] if args else kwargs["input"]
-                out = func(*args, **kwargs)
+                out = passthrough.call(func, *args, **kwargs)
                 x = args[0] if args else kwargs["input"]
                 if isinstance(out, torch.Tensor) and name == "dropout":  # elementwise: its keep rate is observable
                     site = census._stack[-1] if census._stack else "_root"
@@ -112,7 +114,7 @@ def _mode(census: Dropout):
                     census.seen("scaled_dot_product_attention", p)
                     if census.neutral:
                         kwargs["dropout_p"] = 0.0
-            return func(*args, **kwargs)
+            return passthrough.call(func, *args, **kwargs)
 
     return Mode()
 

@@ -20,24 +20,27 @@ class ProgramFault(Exception):
 
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep  # migrator/
-# the reference layers stand in for the user's libraries (torch_npu, flash_attn, ...): their frames count as
-# library frames, like torch's, so a wrong call into them stays the program's fault
-_LAYERS = tuple(os.path.join(os.path.dirname(os.path.abspath(__file__)), d) + os.sep
-                for d in ("npu_emulation", "cuda_reference"))
+# the reference layers stand in for the user's libraries (torch_npu, flash_attn, ...) and our wrappers call
+# the ops they wrap through passthrough.call: those frames count as library frames, like torch's
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_LIBRARY = tuple(os.path.join(_HERE, d) + os.sep for d in ("npu_emulation", "cuda_reference")) + (
+    os.path.join(_HERE, "passthrough.py"),)
 
 
 def harness_frame(exc: BaseException, tree: str | None) -> traceback.FrameSummary | None:
-    """Our frame when the innermost frame of the program's tree or of this package is ours, else None."""
+    """Our frame when the exception was raised in our own code — the innermost frame is ours (a raise, or a
+    builtin / C op called with our arguments) — else None: raised in the program, or in torch or a library
+    the program or our code called (``loss.backward()`` of a broken graph is the program's)."""
     if isinstance(exc, ProgramFault):
         return None
-    root = os.path.abspath(tree) + os.sep if tree else None
-    for frame in reversed(_frames(exc)):
-        path = os.path.abspath(frame.filename)
-        if root and path.startswith(root):
-            return None
-        if path.startswith(_PACKAGE) and not path.startswith(_LAYERS):
-            return frame
-    return None
+    frames = _frames(exc)
+    if not frames:
+        return None
+    frame = frames[-1]
+    path = os.path.abspath(frame.filename)
+    if tree and path.startswith(os.path.abspath(tree) + os.sep):
+        return None
+    return frame if path.startswith(_PACKAGE) and not path.startswith(_LIBRARY) else None
 
 
 def failure_phase(exc: BaseException, tree: str | None = None) -> str:

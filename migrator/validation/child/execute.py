@@ -383,6 +383,11 @@ def dropout_census(entry, weights, batch, device: str, seed: int, seeds: int = 0
             loss = entry.loss_fn(model(*args, **kwargs), data)
         return float(loss.detach().float()), census
 
-    if not seeds:
-        return {"sites": forward(0)[1].facts()["sites"]}
-    return statistics(forward, seeds)
+    try:
+        if not seeds:
+            return {"sites": forward(0)[1].facts()["sites"]}
+        return statistics(forward, seeds)
+    except Exception as exc:  # noqa: BLE001 - the numeric runs meet the same error with the recorder on: reported there
+        from .errors import summarize
+
+        return {"sites": {}, "error": summarize(exc)}

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from . import passthrough
+
 
 class PolicyProbe:
     """Forward hooks on every module plus the optimizer's step pre-hook (see the module docstring)."""
@@ -147,7 +149,7 @@ def patch_grad_scaler(trajectory: ScalerTrajectory, unscaled: dict[int, Any], pa
 
     def scale(self, outputs):
         trajectory.seen(self)
-        result = real_scale(self, outputs)
+        result = passthrough.call(real_scale, self, outputs)
         if isinstance(outputs, torch.Tensor) and isinstance(result, torch.Tensor):
             unscaled.clear()  # only the latest scaled loss is live
             unscaled[id(result)] = outputs
@@ -155,7 +157,7 @@ def patch_grad_scaler(trajectory: ScalerTrajectory, unscaled: dict[int, Any], pa
 
     def update(self, new_scale=None):
         before = current_scale(self)
-        real_update(self, new_scale)
+        passthrough.call(real_update, self, new_scale)
         trajectory.after_update(self, before)
 
     cls.scale = scale  # type: ignore[method-assign]

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..records import ScriptJob
+from . import passthrough
 from .errors import ProgramFault
 from .policy_probe import ScalerTrajectory, patch_grad_scaler
 
@@ -68,7 +69,7 @@ class _ScriptHooks:
 
         def backward(tensor, *args, **kwargs):
             if hooks.in_backward:  # re-entered through a TorchFunctionMode (the CUDA device remap)
-                return real_backward(tensor, *args, **kwargs)
+                return passthrough.call(real_backward, tensor, *args, **kwargs)
             if tensor.numel() == 1:
                 loss = hooks.unscaled.pop(id(tensor), tensor)
                 hooks.losses.append(float(loss.detach().float()))
@@ -76,7 +77,7 @@ class _ScriptHooks:
                     hooks.recorder.record_loss(loss)
             hooks.in_backward = True
             try:
-                result = real_backward(tensor, *args, **kwargs)
+                result = passthrough.call(real_backward, tensor, *args, **kwargs)
             finally:
                 hooks.in_backward = False
             if tensor.numel() == 1 and hooks.steps == 0:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-CHECK = "precision policy and loss scaling per side (autocast, dtypes, GradScaler)"
+CHECK = "precision policy per side (autocast, dtypes, GradScaler and its loss scaling)"
 AUTOCAST_SHARE_DIFF = 0.5   # autocast on at half the module forwards more (or fewer): the policy changed
 
 
