@@ -244,6 +244,7 @@ class ScriptStatus(Status):
     steps: int = 0
     seconds: float = 0.0
     stopped: str | None = None
+    dropout: Mapping[str, Any] = field(default_factory=dict)  # the script's dropout sites (neutralised throughout)
 
 
 STATUS_OF: dict[str, type[Status]] = {"side": SideStatus, "plan": PlanStatus, "parallel": RankStatus,

@@ -44,6 +44,16 @@ def test_dropout_on_the_migrated_side_only_fails():
     assert row["status"] == "fail" and "dropout on the migrated side only: blocks.0.attn p=0.1" in row["message"]
 
 
+def test_script_mode_compares_sites_and_rates_of_the_neutralised_dropout():
+    script = {"sites": {"drop": [0.1]}, "neutralised": True}
+    row, notes = dropout_check(script, dict(script), script=True)
+    assert row["status"] == "pass" and "neutralised on both sides in every run" in notes[0]
+    row, _ = dropout_check(script, {"sites": {"drop": [0.2]}}, script=True)
+    assert row["status"] == "fail" and "drop: p=0.2 (migrated) vs p=0.1 (original)" in row["message"]
+    row, _ = dropout_check({"sites": {}}, script, script=True)
+    assert row["status"] == "fail" and "the original script applies none" in row["message"]
+
+
 def test_neither_neutralised_nor_measured_is_not_comparable():
     row, _ = dropout_check(_side(SITES), {"sites": {}}, real_npu=True)
     assert row["status"] == NOT_COMPARABLE and row["message"].startswith("not comparable: ")

@@ -15,7 +15,7 @@ pytest.importorskip("safetensors")
 
 from tests.validation import llama_family as L  # noqa: E402
 
-SCRIPT = Path(__file__).parent / "programs" / "nanogpt_amp_train.py"
+SCRIPT = Path(__file__).parent / "programs" / "nanogpt_amp_train.py"  # nanoGPT-style, with nn.Dropout(0.1)
 
 
 def _s1(original: Path, migrated: Path):
@@ -114,6 +114,8 @@ def test_nanogpt_style_script_fp16_with_scaler_passes_s2_at_a_world_size_it_acce
     assert result.exit_code == 0 and s1.status == "pass" and s2.status == "pass", result.text(verbose=True)
     assert "script x3" in s2.summary and any("the original script fails at 2 ranks" in n for n in s2.notes)
     assert "GradScaler on (init_scale 1024" in _row(s1, "precision policy")["message"]
+    dropout = _row(s1, "randomness: dropout")  # the script's own dropout: off on both sides, its sites compared
+    assert dropout["status"] == "pass" and dropout["message"] == "same sites and rates (drop p=0.1)", dropout
 
 
 @pytest.mark.slow

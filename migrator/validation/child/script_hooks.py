@@ -53,6 +53,7 @@ class _ScriptHooks:
         self.probe: Any | None = None
         self.p0: dict[str, Any] = {}
         self.scaler = ScalerTrajectory()
+        self.dropout: Any | None = None  # child.dropout.Dropout, neutral, from the root's first forward on
         self.unscaled: dict[int, Any] = {}  # id(scaler.scale(loss)) -> loss: the loss recorded is the unscaled one
 
     # ------------------------------------------------------------- module hooks (global)
@@ -92,8 +93,11 @@ class _ScriptHooks:
             self._share_weights(module, args)
             self.recorder = self.recorder_cls(module, max_bytes=self.job.max_bytes).attach()
             self.param_names = {id(p): n for n, p in module.named_parameters()}
+            from .dropout import Dropout
             from .policy_probe import PolicyProbe
 
+            # a script trains with its dropout on: off on both sides, so the runs compare (the sites are compared)
+            self.dropout = Dropout(module, neutral=True).__enter__()
             self.probe = PolicyProbe(module, self.device).attach()
             self.probe._pre(module, args)  # the root's own call started before the probe's hooks
             # the recorder's own pre-hook was registered after this call started: record the root by hand
@@ -243,6 +247,9 @@ def run_script(job: ScriptJob) -> dict[str, Any]:
     finally:
         for owner, name, value in patches:
             setattr(owner, name, value)
+        if hooks.dropout is not None:
+            hooks.dropout.__exit__(None, None, None)
+            status["dropout"] = dict(hooks.dropout.facts(), neutralised=True)
     status.update(hooks.status, ok="step0" in hooks.status, losses=hooks.losses, steps=hooks.steps,
                   seconds=round(time.perf_counter() - t0, 2))
     if status.get("precision") is not None:

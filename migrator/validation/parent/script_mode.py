@@ -112,9 +112,14 @@ def run_script_mode(opts, progress=None, migrate=None):
             from .policy import compare_policies
 
             policy_row = compare_policies(st["R"].precision, st["T16"].precision, "as-is")
+            from .randomness import dropout_check
+
+            dropout_row, dropout_notes = dropout_check(st["R"].dropout, st["T16"].dropout, script=True)
+            notes += dropout_notes
             s1 = numeric_stage("S1", comparison, bench={"seconds": round(sum(r.seconds for r in results.values()), 2)},
                                notes=notes, extra_summary=f"loss curve max rel diff {worst:.3g}",
-                               extra_checks=(curve_check,) + ((policy_row,) if policy_row else ()))
+                               extra_checks=(curve_check,) + ((policy_row,) if policy_row else ())
+                               + ((dropout_row,) if dropout_row else ()))
         stages.insert(1, s1)
         if "S2" not in opts.stages:
             s2 = StageResult("S2", "not_run", reason="not selected (--stages)")

@@ -18,10 +18,11 @@ class TinyLM(nn.Module):
         self.fc = nn.Linear(dim, 4 * dim)
         self.proj = nn.Linear(4 * dim, dim)
         self.head = nn.Linear(dim, vocab)
+        self.drop = nn.Dropout(0.1)
 
     def forward(self, idx, targets):
         x = self.emb(idx)
-        x = x + self.proj(F.gelu(self.fc(self.norm(x))))
+        x = x + self.drop(self.proj(F.gelu(self.fc(self.norm(x)))))
         logits = self.head(x)
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
 
