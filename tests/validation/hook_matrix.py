@@ -91,20 +91,25 @@ def make_batch(step):
 KWARGS_FORWARD = ("    def forward(self, x):\n", "    def forward(self, x, y=None):\n")
 
 
+# dropout the model applies whatever make_model is told (issue 24 item 4): neutralised in every stage
+ALWAYS_DROPOUT = ("        return self.head(torch.tanh(self.fc(x)))\n",
+                  "        return self.head(F.dropout(torch.tanh(self.fc(x)), p=0.5, training=self.training))\n")
+
+
 def variant_hooks(variant: str) -> tuple[str, ...]:
-    """``none``, ``all``, ``without-<hook>``."""
+    """``none``, ``all``, ``dropout`` (all, plus dropout that stays on), ``without-<hook>``."""
     if variant == "none":
         return ()
-    if variant == "all":
+    if variant in ("all", "dropout"):
         return HOOKS
     return tuple(h for h in HOOKS if h != variant.removeprefix("without-"))
 
 
-VARIANTS = ("none", "all", *(f"without-{h}" for h in HOOKS))
+VARIANTS = ("none", "all", "dropout", *(f"without-{h}" for h in HOOKS))
 
 
-def source(hooks: tuple[str, ...]) -> str:
-    text = BASE
+def source(hooks: tuple[str, ...], dropout: bool = False) -> str:
+    text = BASE.replace(*ALWAYS_DROPOUT) if dropout else BASE
     if "INPUT_KEYS" not in hooks:
         text = text.replace(*KWARGS_FORWARD)
     text += "".join(HOOK_CODE[h] for h in hooks if h != "make_batch_rank")
@@ -126,7 +131,8 @@ def _serve(job, name: str) -> dict:
     return {"ok": bool(status.get("ok")), "phase": status.get("phase"), "summary": error.get("summary"),
             "harness_frame": error.get("harness_frame"), "train": sorted(status.get("train") or {}),
             "checks": [c.get("status") for c in status.get("checks") or ()],
-            "variants": sorted(status.get("variants") or {})}
+            "variants": sorted(status.get("variants") or {}), "notes": list(status.get("notes") or ()),
+            "dropout": status.get("dropout") or {}}
 
 
 def run(side: str, root: str) -> dict:
@@ -139,7 +145,7 @@ def run(side: str, root: str) -> dict:
         tree = os.path.join(root, variant, side)
         os.makedirs(tree, exist_ok=True)
         with open(os.path.join(tree, "validate.py"), "w", encoding="utf-8") as fh:
-            fh.write(source(variant_hooks(variant)))
+            fh.write(source(variant_hooks(variant), dropout=variant == "dropout"))
         sys.modules.pop("validate", None)  # every variant imports its own validate.py
         shared = os.path.join(root, variant, "shared")
         common = {"tree": tree, "seed": 0, "threads": 1}

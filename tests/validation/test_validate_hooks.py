@@ -68,6 +68,19 @@ def test_the_minimal_protocol_runs_everywhere(matrix):
     assert _status(matrix, "none@original", "S1")["ok"]
 
 
+def test_dropout_that_stays_on_is_neutralised_in_every_stage_and_measured_in_s1(matrix):
+    for stage in STAGES:
+        assert _status(matrix, "dropout", stage)["ok"], stage
+    for where in ("dropout", "dropout@original"):
+        facts = _status(matrix, where, "S1")["dropout"]
+        assert facts["sites"] == {"_root": [0.5]} and facts["neutralised"] is True
+        stats = facts["statistics"]
+        assert len(stats["losses"]) == 8 and 0.4 < stats["kept"]["_root"][0] / stats["kept"]["_root"][1] < 0.6
+    for stage in ("S2", "S3"):
+        assert any("neutralised in every run of this stage" in n for n in _status(matrix, "dropout", stage)["notes"])
+    assert _status(matrix, "all", "S1")["dropout"] == {"sites": {}, "neutralised": False}
+
+
 def test_an_exception_in_our_code_is_a_harness_error_not_the_program(tmp_path, monkeypatch):
     """Our own code raising (here: the training loop's step count broken in every child) is exit 2, 'harness
     error', with our frame named: never 'the original program failed'."""
