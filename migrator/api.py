@@ -85,11 +85,12 @@ def scan(
     summary = replace(summary, coverage=coverage_summary(ops, settings) if coverage_on else None)
     tool = ToolInfo("ascend-migrate", __version__, catalogue.digest, coverage_table_name(settings))
     result = RunResult(tool=tool, summary=summary, findings=findings, skipped=output.skipped)
-    return _apply_route(declines.mark_manual(result, declines.recorded(settings.root)), settings)
+    return _apply_route(declines.mark_manual(result, declines.recorded(settings.root)), settings, resolved)
 
 
-def _apply_route(result: RunResult, settings: Settings) -> RunResult:
-    """Framework routes (migrator/routes): `--route none` leaves the result as the rules made it."""
+def _apply_route(result: RunResult, settings: Settings, paths: list[Path]) -> RunResult:
+    """Framework routes (migrator/routes): `--route none` leaves the result as the rules made it; a framework
+    is detected from the scanned paths only."""
     if settings.route == "none":
         return result
     from migrator.routes import CHOICES, apply_routes
@@ -98,7 +99,7 @@ def _apply_route(result: RunResult, settings: Settings) -> RunResult:
     if settings.route not in CHOICES:
         raise UsageError(f"unknown route {settings.route!r}; choose one of {', '.join(CHOICES)}")
     try:
-        return apply_routes(result, settings.root, settings.route)
+        return apply_routes(result, settings.root, settings.route, paths, settings.exclude)
     except RouteTableError as exc:
         raise UsageError(str(exc)) from None
 
@@ -230,9 +231,9 @@ def fix(
     # what a framework route covers is not rewritten: the framework handles it at run time
     to_fix = replace(before, findings=tuple(f for f in before.findings if not (f.route and f.route.absorbs)))
     plan = plan_fixes(to_fix, settings.root, options, extra_files=extra, progress=phase(progress, "fixing"))
-    plan = _route_edits(plan, before, settings)
+    plan = _route_edits(plan, before, settings, resolved)
     if not write:
-        remaining = _apply_route(_remaining_in_memory(before, plan, settings), settings)
+        remaining = _apply_route(_remaining_in_memory(before, plan, settings), settings, resolved)
         return FixOutcome(plan, None, None, declines.declined_are_manual(remaining, plan))
     plan = write_changes(plan, out)
     rescan_root = out or settings.root
@@ -250,14 +251,14 @@ def fix(
     return FixOutcome(plan, rescan_root, record_path, remaining, record_error)
 
 
-def _route_edits(plan, before: RunResult, settings: Settings):
+def _route_edits(plan, before: RunResult, settings: Settings, paths: list[Path]):
     """The route's own one-time edits (MindSpeed: the adaptor import and the pin), with `--route auto` too:
     what the adaptor patches is left unrewritten, so the adaptor must be there."""
     if settings.route == "none" or not before.frameworks:
         return plan
     from migrator.routes.fix import add_route_edits
 
-    return add_route_edits(plan, before, settings.route)
+    return add_route_edits(plan, before, settings.route, paths, settings.exclude, settings.target)
 
 
 def _scanned_sources(settings: Settings, resolved: list[Path]) -> set[str]:

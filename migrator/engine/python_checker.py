@@ -17,13 +17,21 @@ from migrator.engine.sites import dotted
 from migrator.engine.source import SourceText
 from migrator.rules import units
 from migrator.rules.catalogue import Catalogue, Rule, SymbolMatch
-from migrator.rules.device.device_type_compare import lists_npu
+from migrator.rules.device.device_type_compare import accepted_names, lists_npu
 
 ENV_TOKEN = re.compile(
     r"\b(CUDA_[A-Z0-9_]+|NCCL_[A-Z0-9_]+|TORCH_NCCL_[A-Z0-9_]+|TORCH_CUDA_ARCH_LIST|PYTORCH_CUDA_ALLOC_CONF|"
     r"NVIDIA_VISIBLE_DEVICES|NVIDIA_[A-Z0-9_]+|NVTE_[A-Z0-9_]+)\b"
 )
 NVIDIA_SMI = re.compile(r"\bnvidia-smi\b")
+# a string that is a command line by itself: `"nvidia-smi"`, `"nvidia-smi -L"`, `"nvidia-smi | grep ..."`;
+# prose that mentions it (`"run nvidia-smi to check"`, a log format) is no invocation
+NVIDIA_SMI_COMMAND = re.compile(r"^\s*(?:\S*/)?nvidia-smi(?:\s*$|\s+-|\s*[|;&>])")
+COMMAND_RUNNERS = frozenset({
+    "os.system", "os.popen", "os.execvp", "os.execlp", "os.spawnlp", "subprocess.run", "subprocess.call",
+    "subprocess.check_call", "subprocess.check_output", "subprocess.Popen", "subprocess.getoutput",
+    "subprocess.getstatusoutput", "shutil.which", "asyncio.create_subprocess_exec", "asyncio.create_subprocess_shell",
+})
 
 DDP_CALLS = {
     "torch.nn.parallel.DistributedDataParallel",
@@ -136,14 +144,17 @@ def guarded_imports(tree: ast.AST) -> set[int]:
 
 
 class PythonChecker(ast.NodeVisitor):
-    def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST):
+    def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST, build_file: bool = False):
         self.catalogue = catalogue
+        self.build_file = build_file  # setup.py: string fixes are declined (`rules.site.is_build_file`)
         self.enabled = enabled
         self.aliases = collect_aliases(tree)
         self.guarded = guarded_imports(tree)
         self.docstring_nodes = docstrings(tree)
         self.docstrings = {id(n) for n in self.docstring_nodes}
         self.claimed: set[int] = set()
+        self.members_seen: set[tuple[str, str]] = set()
+        self.command_strings: set[int] = set()  # ids of the strings passed to a command runner (subprocess, os.system)  # (code, symbol) of `scope: members` uses reported
         self.call_of: dict[int, ast.Call] = {}  # id of every call's callee expression -> the call
         self.pattern_nodes: set[int] = set()  # ids of the nodes inside `case` patterns
         self.hits: list[tuple[Rule, ast.AST, str, str | None, dict]] = []
@@ -196,7 +207,12 @@ class PythonChecker(ast.NodeVisitor):
         if hit is None:
             return False
         m, name, ambiguous = hit
-        if m.rule.scope == "imports" and not decorator:
+        if m.rule.scope == "members" and isinstance(node, ast.Attribute) and not decorator:
+            if (m.rule.code, name) not in self.members_seen:  # `te.pytorch.fp8_autocast`: the import names only `te`
+                self.members_seen.add((m.rule.code, name))
+                self.emit(m.rule, node, name, None if ambiguous else m.replacement, ambiguous=ambiguous)
+            return True
+        if m.rule.scope in ("imports", "members") and not decorator:
             return True  # the import already carries the finding
         self.emit(m.rule, node, name, None if ambiguous else m.replacement, ambiguous=ambiguous)
         return True
@@ -205,10 +221,11 @@ class PythonChecker(ast.NodeVisitor):
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         if node.name.startswith(MIGRATE_HELPER_PREFIXES):  # helpers emitted by `migrate fix` are ported code
             return
+        self.claim_strings(node.returns)
         for dec in node.decorator_list:  # `@triton.jit`: one finding per kernel
             target = dec.func if isinstance(dec, ast.Call) else dec
             hit = self.match(self.qualnames(target)) if self.qualnames(target) else None
-            if hit and hit[0].rule.scope == "imports":
+            if hit and hit[0].rule.scope in ("imports", "members"):
                 self.report_symbol(target, decorator=True)
         self.generic_visit(node)
 
@@ -284,6 +301,7 @@ class PythonChecker(ast.NodeVisitor):
     def visit_arg(self, node: ast.arg) -> None:
         if node.annotation is not None and self.qualnames(node.annotation) & {"torch.Tensor"}:
             self.tensor_names.add(node.arg)
+        self.claim_strings(node.annotation)
         self.generic_visit(node)
 
     def visit_Compare(self, node: ast.Compare) -> None:
@@ -291,8 +309,23 @@ class PythonChecker(ast.NodeVisitor):
             detect(self, node)
         self.generic_visit(node)
 
+    def claim_strings(self, node: ast.AST | None) -> None:
+        """Strings of a type expression (`Literal["cpu", "cuda"]`, an annotation): names, not device selections."""
+        for n in ast.walk(node) if node is not None else ():
+            if isinstance(n, ast.Constant) and isinstance(n.value, str):
+                self.claimed.add(id(n))
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        self.claim_strings(node.annotation)
+        self.generic_visit(node)
+
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        if self.qualnames(node.value) & {"typing.Literal", "typing_extensions.Literal"}:
+            self.claim_strings(node.slice)
+        self.generic_visit(node)
+
     def _collection(self, node) -> None:
-        if lists_npu(node):  # ("cuda", "npu", ...) already handles Ascend
+        if lists_npu(node) or accepted_names(node):  # handles Ascend already, or names a user may type
             for e in node.elts:
                 if isinstance(e, ast.Constant) and e.value == "cuda":
                     self.claimed.add(id(e))
@@ -320,7 +353,7 @@ class PythonChecker(ast.NodeVisitor):
             for m in ENV_TOKEN.finditer(text):
                 if _names_variable(text, m):
                     self.emit_env(node, m.group(1))
-            if NVIDIA_SMI.search(text):
+            if NVIDIA_SMI.search(text) and (id(node) in self.command_strings or NVIDIA_SMI_COMMAND.match(text)):
                 self.emit_impl("nvidia-smi", node, "nvidia-smi")
 
     def emit_env(self, node: ast.AST, name: str) -> None:
@@ -330,6 +363,15 @@ class PythonChecker(ast.NodeVisitor):
 
     def check_call(self, node: ast.Call, func_names: set[str]) -> None:
         kwargs = {k.arg: k.value for k in node.keywords if k.arg}
+        if func_names & COMMAND_RUNNERS:
+            for arg in (*node.args, *(k.value for k in node.keywords)):
+                self.command_strings.update(id(n) for n in ast.walk(arg) if isinstance(n, (ast.Constant, ast.JoinedStr)))
+        accelerator = kwargs.get("accelerator")  # Lightning accepts no "npu": no exact rename (route facts)
+        if (isinstance(accelerator, ast.Constant) and accelerator.value in ("cuda", "gpu")
+                and any(n.startswith(("lightning.", "pytorch_lightning.")) and n.endswith((".Trainer", ".Fabric"))
+                        for n in func_names)):
+            self.claimed.add(id(accelerator))
+            self.emit_impl("lightning-accelerator", accelerator, f'"{accelerator.value}"')
         # transformers `from_pretrained(..., attn_implementation="flash_attention_2")`, as in a config file
         attn = kwargs.get("attn_implementation")
         if isinstance(attn, ast.Constant) and attn.value in FLASH_ATTN_IMPLEMENTATIONS:
@@ -357,12 +399,13 @@ class PythonChecker(ast.NodeVisitor):
 
 
 def check_module(
-    tree: ast.AST, source: SourceText, catalogue: Catalogue, enabled: Callable[[Rule], bool], target: str = "npu"
+    tree: ast.AST, source: SourceText, catalogue: Catalogue, enabled: Callable[[Rule], bool], target: str = "npu",
+    build_file: bool = False,
 ) -> PythonChecker:
     """Every rule's hits in the module; a hit its rule's precheck declines carries the reason."""
     from migrator.engine.sites import precheck_hits
 
-    checker = PythonChecker(catalogue, enabled, tree)
+    checker = PythonChecker(catalogue, enabled, tree, build_file)
     checker.visit(tree)
     precheck_hits(checker, source, tree, target)
     return checker

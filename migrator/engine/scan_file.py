@@ -23,13 +23,14 @@ from migrator.globs import compile_globs
 from migrator.model import FileResult, Finding, ImportInfo, Marker, OpUse
 from migrator.rules import units
 from migrator.rules.catalogue import Catalogue, Rule, load_catalogue
+from migrator.rules.site import is_build_file
 
 # Bytes that can lead to a finding in Python code; files without any are not parsed.
 PREFILTER = re.compile(
     rb"cuda|CUDA|nccl|NCCL|apex|amp_C|flash_attn|xformers|triton|transformer_engine|bitsandbytes|cupy|"
     rb"pynvml|nvidia|deepspeed|DataParallel|cpp_extension|autocast|GradScaler|migrate:|device|\.to\(|cudnn|nvtx|"
     rb"GPUtil|data_parallel|NVIDIA|NVTE_|torch|flashinfer|liger_kernel|mamba_ssm|causal_conv1d|dropout_layer_norm|"
-    rb"fused_dense_lib|rotary_emb|flash_attention_"
+    rb"fused_dense_lib|rotary_emb|flash_attention_|BitsandbytesPrecision|accelerator="
 )
 MARKER = re.compile(r"(?i)cuda|nccl|apex|flash_attn|xformers|triton|transformer_engine|NVTE_|cudnn")
 GENERATED = re.compile(rb"@generated\b")
@@ -343,7 +344,7 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes):
     if not PREFILTER.search(data):
         return (), set()  # parsed (so syntax errors are reported) but nothing to look for
     try:
-        checker = check_module(tree, source, scan.catalogue, scan.enabled, scan.options.target)
+        checker = check_module(tree, source, scan.catalogue, scan.enabled, scan.options.target, is_build_file(scan.rel))
     except RecursionError:
         scan.meta("parse-error", f"cannot check {scan.rel}: its expressions nest too deeply to walk "
                                  f"(over Python's recursion limit of {sys.getrecursionlimit()})")

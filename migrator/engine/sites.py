@@ -90,7 +90,7 @@ def build_site(checker: Any, source: SourceText, rule: Rule, node: ast.AST, symb
         called=call is not None, args=_args(call, source) if call is not None else (), replacement=replacement,
         is_import=bool(extra.get("is_import")), root=root,
         root_names=frozenset(checker.aliases.get(root[0], ())) if root else frozenset(), operands=operands,
-        in_pattern=id(node) in checker.pattern_nodes,
+        in_pattern=id(node) in checker.pattern_nodes, build_file=checker.build_file,
     )
 
 

@@ -336,12 +336,61 @@ def _import_runtime(module: cst.Module, ctx: FixContext) -> cst.Module:
     ctx.runtime_names = used
     if not used:
         return module
+    if ctx.runtime.level:
+        return _import_runtime_relative(module, ctx.runtime.level, used)
     items = [ImportItem(ctx.runtime.module, name, relative=ctx.runtime.level) for name in sorted(used)]
     # the visitor only places imports in (and reads existing ones from) the leading import block; it
     # walks and copies the module it gets, so it gets that block alone (a 2 000-line module cost 0.6 s)
     lead = _leading_block_end(module)
     head = AddImportsVisitor(CodemodContext(), items).transform_module(module.with_changes(body=module.body[:lead]))
     return head.with_changes(body=[*head.body, *module.body[lead:]])
+
+
+def runtime_import_block(level: int, names: list[str]) -> str:
+    """The relative import of the tree's runtime module, with its fallback for a file Python runs outside
+    its package (by path: no parent package for the relative import); migrator/fix/runtime_module.py."""
+    listed = ", ".join(names)
+    loaded = "".join(f"    {n} = _migrate_runtime.{n}\n" for n in names)
+    return (
+        f"try:\n    from {'.' * level}_migrate_runtime import {listed}\n"
+        "except ImportError:  # run outside its package (by path): load the tree's copy from its file\n"
+        "    import importlib.util as _migrate_util\n"
+        "    from pathlib import Path as _MigratePath\n\n"
+        "    _migrate_spec = _migrate_util.spec_from_file_location(\n"
+        f'        "_migrate_runtime", _MigratePath(__file__).resolve().parents[{level - 1}] / "_migrate_runtime.py"\n'
+        "    )\n"
+        "    _migrate_runtime = _migrate_util.module_from_spec(_migrate_spec)\n"
+        "    _migrate_spec.loader.exec_module(_migrate_runtime)\n"
+        + loaded
+    )
+
+
+def _runtime_names_in(stmt: cst.CSTNode, level: int) -> list[str] | None:
+    """The names an earlier run's runtime block (a `try` opening with the relative import) imports."""
+    if not (isinstance(stmt, cst.Try) and stmt.body.body and isinstance(stmt.body.body[0], cst.SimpleStatementLine)):
+        return None
+    first = stmt.body.body[0].body[0]
+    if not (isinstance(first, cst.ImportFrom) and len(first.relative) == level and isinstance(first.module, cst.Name)
+            and first.module.value == "_migrate_runtime" and not isinstance(first.names, cst.ImportStar)):
+        return None
+    return [a.name.value for a in first.names if isinstance(a.name, cst.Name)]
+
+
+def _import_runtime_relative(module: cst.Module, level: int, used: set[str]) -> cst.Module:
+    """The runtime block after the leading imports, or an earlier one extended with the names it lacks."""
+    body = list(module.body)
+    for i, stmt in enumerate(body):
+        names = _runtime_names_in(stmt, level)
+        if names is not None:
+            if used <= set(names):
+                return module
+            block = cst.parse_module(runtime_import_block(level, sorted(used | set(names)))).body[0]
+            body[i] = block.with_changes(leading_lines=stmt.leading_lines)
+            return module.with_changes(body=body)
+    lead = _leading_block_end(module)
+    block = cst.parse_module(runtime_import_block(level, sorted(used))).body[0]
+    body[lead:lead] = [block]
+    return module.with_changes(body=body)
 
 
 def _leading_block_end(module: cst.Module) -> int:

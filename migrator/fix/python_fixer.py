@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -285,6 +286,11 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
     code = render(new_module, rendered) if target == "npu" and ctx.applied else None  # for both questions
     if code is not None and not ctx.needs_torch_npu and (entry_point or USES_TORCH_NPU.search(code)):
         ctx.needs_torch_npu = True  # `.npu()`, torch.npu and the "npu" device exist once torch_npu is imported
+    if (ctx.needs_torch_npu and not ctx.needs_torch and not ctx.helpers and not _imports_torch(tree)
+            and not NEEDS_REGISTERED_NPU.search(render(new_module, rendered))):
+        # no torch here and nothing that exists only once torch_npu is imported ("npu" strings do not):
+        # torch_npu is registered where torch is imported (a build file or a config module gets none)
+        ctx.needs_torch_npu = False
     new_module = ensure_module_imports(new_module, ctx, code)
     seen = {id(f) for f in ctx.applied} | {id(f) for f, _ in ctx.declined}
     for f in findings:
@@ -293,6 +299,18 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
     if not ctx.applied:
         return PythonFixResult(original_text, ctx.applied, ctx.declined)  # no form feed moved for nothing
     return PythonFixResult(render(new_module, rendered), ctx.applied, ctx.declined, frozenset(ctx.runtime_names))
+
+
+NEEDS_REGISTERED_NPU = re.compile(r"\.npu\(|\.is_npu\b|\btorch_npu\b")
+
+
+def _imports_torch(tree: ast.AST) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] in ("torch", "torch_npu") for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in ("torch", "torch_npu"):
+            return True
+    return False
 
 
 def render(module: cst.Module, memo: dict[int, tuple[cst.CSTNode, str]]) -> str:

@@ -121,7 +121,14 @@ class FixPlan:
     errors: tuple[tuple[str, str], ...] = field(default=())
 
 
+IMPORTS_TORCH = re.compile(r"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b[\w.]*[ \t]+import\b)", re.MULTILINE)
+
+
 def _entry_points(root: Path, scan: RunResult, texts: dict[str, str]) -> set[str]:
+    """Scripts that get `import torch_npu` even where no fix needs its names: `__main__` modules that import
+    torch (a build file or a script without torch has no NPU to register) and the scripts launchers run."""
+    from migrator.rules.site import is_build_file
+
     entries = {path for path, text in texts.items() if path.endswith(".py") and MAIN_GUARD.search(text)}
     for path, text in texts.items():
         if path.endswith((".sh", ".bash", ".zsh", ".slurm", ".sbatch")):
@@ -129,7 +136,7 @@ def _entry_points(root: Path, scan: RunResult, texts: dict[str, str]) -> set[str
             for m in LAUNCHED_SCRIPT.finditer(text):
                 for candidate in ((base / m.group(1)).as_posix(), m.group(1)):
                     entries.add(candidate.lstrip("./") if candidate.startswith("./") else candidate)
-    return entries
+    return {e for e in entries if IMPORTS_TORCH.search(texts.get(e, "")) and not is_build_file(e)}
 
 
 def _read(root: Path, rel: str) -> tuple[str, bytes, str] | str:
@@ -310,7 +317,7 @@ def _fix_modules(texts: dict[str, str], by_file: dict[str, list[Finding]], entri
         fixable = _fixable(findings, options, rules)
         is_entry = rel in entries and "import torch" in text
         if fixable or (is_entry and options.target == "npu" and "torch_npu" not in text and findings):
-            where = runtime.locate(real_of[rel], MAIN_GUARD.search(text) is not None) if runtime else None
+            where = runtime.locate(real_of[rel]) if runtime else None
             jobs[rel] = PythonJob(_source(text, options), tuple(fixable), options.target, is_entry, where)
     outcomes = fix_modules(list(jobs.values()), options.jobs, progress)
     return {rel: (outcome, job.runtime) for (rel, job), outcome in zip(jobs.items(), outcomes)}

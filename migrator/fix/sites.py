@@ -8,7 +8,7 @@ import libcst as cst
 from migrator.fix.context import FixContext
 from migrator.fix.imports import dotted_name, symbol_replacement
 from migrator.model import Finding
-from migrator.rules.site import NOT_LITERAL, Arg, CallSite, literal_of, string_shape
+from migrator.rules.site import NOT_LITERAL, Arg, CallSite, is_build_file, literal_of, string_shape
 
 
 def text(node: cst.CSTNode) -> str:
@@ -54,5 +54,5 @@ def build_site(ctx: FixContext, finding: Finding, node: cst.CSTNode, call: cst.C
         pieces=_pieces(node), called=call is not None, args=_args(call) if call is not None else (),
         replacement=symbol_replacement(finding) if finding.symbol else None, is_import=is_import, root=root,
         root_names=frozenset(ctx.aliases.get(root[0], ())) if root else frozenset(), operands=operands,
-        in_pattern=in_pattern,
+        in_pattern=in_pattern, build_file=is_build_file(finding.path),
     )

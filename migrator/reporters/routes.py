@@ -48,6 +48,9 @@ def headlines(result: RunResult) -> list[str]:
         if fw.route is None:
             lines.append(f"{name}: no route — {fw.note}")
             continue
+        if not (fw.covers or fw.left):  # nothing here relies on the route: one line, no to-do list
+            lines.append(f"{name} → {fw.route.title}: covers none of the {t['findings']} findings")
+            continue
         gated = f" ({fw.gated} only with flags {', '.join(fw.flags)})" if fw.gated else ""
         left = f"; {fw.left} left non-functional by the route" if fw.left else ""
         tail = f"; {rest}" if len(active) == 1 else ""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from migrator.model import Finding, RouteMark, RunResult, finding_counts
-from migrator.routes.detect import Framework, detect
+from migrator.routes.detect import CANONICAL_LAYOUT, Framework, detect
 from migrator.routes.table import ROUTE_NAMES, Cover, Route, best_cover, load_routes, routes_for
 
 ROUTE_FRAMEWORK = {"mindspeed": "megatron-core", "deepspeed": "deepspeed", "hf": "transformers"}
@@ -56,10 +56,15 @@ class FrameworkRoute:
         return data
 
 
-def _scan_files(root: Path) -> list[tuple[str, Path, str]]:
+def scan_files(root: Path, paths: list[Path] | None = None,
+               exclude: tuple[str, ...] = ()) -> list[tuple[str, Path, str]]:
+    """The scan's own files (its paths, `exclude`, `.gitignore`): a framework elsewhere under the root is
+    not this scan's framework."""
     from migrator.engine.discover import Candidate, discover
+    from migrator.globs import compile_globs
 
-    return [(c.rel, c.path, c.kind) for c in discover(root, [root], None) if isinstance(c, Candidate)]
+    spec = compile_globs(exclude)[0] if exclude else None  # as the scan's own discovery (checked with the settings)
+    return [(c.rel, c.path, c.kind) for c in discover(root, list(paths or [root]), spec) if isinstance(c, Candidate)]
 
 
 def _pick(framework: str, version: str | None) -> tuple[Route | None, bool]:
@@ -80,6 +85,12 @@ def choose(frameworks: list[Framework], choice: str) -> list[tuple[Framework, Ro
     for fw in frameworks:
         if wanted and fw.name not in wanted:
             picked.append((fw, None, True, f"not applied (--route {choice})"))
+            continue
+        if fw.lookalike and not wanted:
+            layout = CANONICAL_LAYOUT.get(fw.name)
+            without = f" without {fw.lookalike}/{layout}" if layout else ""
+            picked.append((fw, None, True, f"vendored framework-like code ({fw.lookalike}/{without}), route not "
+                                          "applied: its findings stay work to do"))
             continue
         if fw.name in notes:
             picked.append((fw, None, True, notes[fw.name]))
@@ -199,10 +210,11 @@ def _enclosing_cover(rows: dict[str, Cover], parents: frozenset[str], enclosing:
     return None
 
 
-def apply_routes(result: RunResult, root: Path, choice: str = "auto") -> RunResult:
+def apply_routes(result: RunResult, root: Path, choice: str = "auto", paths: list[Path] | None = None,
+                 exclude: tuple[str, ...] = ()) -> RunResult:
     if choice == "none":
         return result
-    frameworks = detect(root, _scan_files(root))
+    frameworks = detect(root, scan_files(root, paths, exclude))
     picked = choose(frameworks, choice)
     active = [(fw, route, confirmed) for fw, route, confirmed, _ in picked if route is not None]
     counts: dict[int, dict[str, int]] = {id(r): {"covered": 0, "gated": 0, "left": 0} for _, r, _ in active}

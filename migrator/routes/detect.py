@@ -1,8 +1,12 @@
 """Which training framework a scan root is built on, and which version: imports, pins, vendored copies.
 
-Evidence, strongest first: a vendored Megatron-LM tree (`megatron/core/package_info.py`), a pin in
-requirements*.txt / pyproject.toml / setup.py (read with `packaging.requirements`), then imports.
-A pin gives the lowest version it allows (`==4.51.3` -> 4.51.3, `>=4.51` -> 4.51); none -> unknown.
+Evidence, strongest first: a vendored Megatron-LM tree (its canonical layout, `megatron/core/package_info.py`),
+a pin in requirements*.txt / pyproject.toml / setup.py (read with `packaging.requirements`), the installed
+distribution's metadata, then imports. A pin gives the lowest version it allows (`==4.51.3` -> 4.51.3,
+`>=4.51` -> 4.51); none -> unknown. An import name alone is no evidence when the tree holds its own
+package of that name without the framework's layout (an old vendored `megatron/` with `megatron/training.py`
+and no `megatron/core/`): that is a look-alike (`Framework.lookalike`), reported, its route not applied.
+Only the files of the scan (its paths, `exclude`, `.gitignore`) are read.
 """
 
 from __future__ import annotations
@@ -33,6 +37,11 @@ PIN_FRAMEWORK = {
 ORDER = ("megatron-core", "deepspeed", "transformers", "lightning", "mmengine")
 IMPORT_LINE = re.compile(r"^[ \t]*(?:from|import)[ \t]+(" + "|".join(IMPORT_FRAMEWORK) + r")\b", re.MULTILINE)
 MAX_EVIDENCE = 3
+# the file that marks a real copy of the framework's package (its version file); frameworks not listed
+# here have no known layout, so a tree's own package of that import name is always a look-alike
+CANONICAL_LAYOUT = {"megatron-core": "core/package_info.py"}
+DISTRIBUTIONS = {"megatron-core": ("megatron-core",), "deepspeed": ("deepspeed",), "transformers": ("transformers",),
+                 "lightning": ("lightning", "pytorch-lightning"), "mmengine": ("mmengine",)}
 
 
 @dataclass(frozen=True)
@@ -41,10 +50,14 @@ class Framework:
     version: str | None  # lowest version the evidence allows; None when unknown
     version_source: str  # "requirements.txt:3 `transformers>=4.51`", "vendored megatron/core/package_info.py", ...
     evidence: tuple[str, ...]  # first few places it is imported or pinned
+    lookalike: str | None = None  # the tree's own package of that name, without the framework's layout
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "version": self.version, "version_source": self.version_source,
+        data = {"name": self.name, "version": self.version, "version_source": self.version_source,
                 "evidence": list(self.evidence)}
+        if self.lookalike:
+            data["lookalike"] = self.lookalike
+        return data
 
 
 def _lowest(req: Requirement) -> str | None:
@@ -142,8 +155,42 @@ def vendored_megatron(path: Path) -> str | None:
     return f"{parts['MAJOR']}.{parts['MINOR']}.{parts['PATCH']}{parts.get('PRE_RELEASE') or ''}"
 
 
+def installed_version(framework: str) -> str | None:
+    """The version of the framework's distribution installed where migrate runs (its metadata), if any."""
+    from importlib import metadata
+
+    for dist in DISTRIBUTIONS.get(framework, ()):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def local_packages(files: list[tuple[str, Path, str]]) -> dict[str, list[str]]:
+    """framework -> the tree's packages named like its import root (`megatron/`, `lib/megatron/`: a folder
+    with `__init__.py`, or with the canonical layout), each marked `folder*` when it has that layout."""
+    rels = {rel for rel, _, kind in files if kind == "python"}
+    found: dict[str, list[str]] = {}
+    for rel in sorted(rels):
+        parts = rel.split("/")
+        for i, part in enumerate(parts[:-1]):
+            framework = IMPORT_FRAMEWORK.get(part)
+            if framework is None or part == "accelerate":
+                continue
+            folder = "/".join(parts[: i + 1])
+            canonical = CANONICAL_LAYOUT.get(framework)
+            mark = folder + "*" if canonical and f"{folder}/{canonical}" in rels else folder
+            if not mark.endswith("*") and f"{folder}/__init__.py" not in rels:
+                continue  # a plain folder (`examples/lightning/`) is not an importable package of that name
+            seen = found.setdefault(framework, [])
+            if folder not in seen and folder + "*" not in seen:
+                seen.append(mark)
+    return found
+
+
 def detect(root: Path, files: list[tuple[str, Path, str]]) -> list[Framework]:
-    """Frameworks of one scan root. `files`: (relative POSIX path, absolute path, scanner kind)."""
+    """Frameworks of one scan. `files`: (relative POSIX path, absolute path, scanner kind), the scan's own files."""
     from migrator.input_files import MAX_SOURCE_BYTES, read_text
 
     imports: dict[str, list[str]] = {}
@@ -172,17 +219,27 @@ def detect(root: Path, files: list[tuple[str, Path, str]]) -> list[Framework]:
                 if framework not in pinned or (pinned[framework][0] is None and version):
                     pinned[framework] = (version, where)
     found = []
+    local = local_packages(files)
     for name in ORDER:
         if name not in imports and name not in pinned and name not in vendored:
             continue
         evidence = list(imports.get(name, []))
-        if name in vendored:
+        folders = local.get(name, [])
+        lookalike = None
+        if name not in vendored and folders and not any(f.endswith("*") for f in folders):
+            lookalike = folders[0]  # the project's own package of that name shadows the framework
+        installed = None if name in vendored or lookalike else installed_version(name)
+        if lookalike:
+            version, source = None, f"vendored look-alike {lookalike}/"
+        elif name in vendored:
             version, source = vendored[name][0], f"vendored {vendored[name][1]}"
         elif name in pinned and pinned[name][0]:
             version, source = pinned[name][0], f"pin {pinned[name][1]}"
+        elif installed:
+            version, source = installed, f"installed distribution {installed}"
         else:
             version, source = None, (f"pin {pinned[name][1]} (no lower bound)" if name in pinned else "imports only")
         if name in pinned:
             evidence.append(pinned[name][1])
-        found.append(Framework(name, version, source, tuple(evidence)))
+        found.append(Framework(name, version, source, tuple(evidence), lookalike))
     return found

@@ -1,7 +1,8 @@
 """`migrate fix` with the MindSpeed route (auto or `--route mindspeed`): its one-time edits, added to the plan.
 
 * `import mindspeed.megatron_adaptor` directly below the module-level `import torch` of each entry
-  point (a `__main__` script that imports megatron), as MindSpeed's README asks;
+  point (a `__main__` script of the scan that imports megatron and holds a finding), as MindSpeed's
+  README asks; on `--target portable` only where torch_npu is installed, so the CUDA run is unchanged;
 * the MindSpeed requirement pin appended to the root's requirements.txt, when there is one.
 
 What the adaptor patches is not rewritten (api.fix leaves covered findings to the route).
@@ -18,6 +19,12 @@ from pathlib import Path
 from migrator.model import RunResult
 
 ADAPTOR = "import mindspeed.megatron_adaptor"
+# portable: the adaptor redirects torch.cuda to torch.npu, so it is imported on Ascend hosts only
+PORTABLE_ADAPTOR = (
+    "import importlib.util\n"
+    'if importlib.util.find_spec("torch_npu") is not None:  # Ascend: MindSpeed patches Megatron; CUDA runs as before\n'
+    "    import mindspeed.megatron_adaptor  # noqa: F401"
+)
 MAIN_GUARD = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.MULTILINE)
 IMPORTS_MEGATRON = re.compile(r"^[ \t]*(?:from|import)[ \t]+megatron\b", re.MULTILINE)
 ROUTE_CODE = "ROUTE"
@@ -26,7 +33,7 @@ ROUTE_CODE = "ROUTE"
 def insert_adaptor(text: str, line: str = ADAPTOR) -> str | None:
     """The text with `line` below the first module-level `import torch`; None when already there, when the
     module does not import torch at module level, or when it does not parse."""
-    if line in text:
+    if ADAPTOR in text:
         return None
     try:
         tree = ast.parse(text)
@@ -39,7 +46,7 @@ def insert_adaptor(text: str, line: str = ADAPTOR) -> str | None:
             newline = "\r\n" if lines[at - 1].endswith("\r\n") else "\n"
             if not lines[at - 1].endswith(("\n", "\r")):
                 lines[at - 1] += newline
-            return "".join(lines[:at] + [line + newline] + lines[at:])
+            return "".join(lines[:at] + [line.replace("\n", newline) + newline] + lines[at:])
     # no module-level `import torch`: not a training entry point (a script that only imports
     # megatron when it is *not* __main__, say); nothing to patch, so the file is left alone
     return None
@@ -52,8 +59,9 @@ def _edit(code_line: int, symbol: str, title: str):
                 len(symbol) + 1)
 
 
-def add_route_edits(plan, before: RunResult, choice: str):
-    """The plan with the route's edits merged in (entry points and requirements.txt)."""
+def add_route_edits(plan, before: RunResult, choice: str, paths: list[Path] | None = None,
+                    exclude: tuple[str, ...] = (), target: str = "npu"):
+    """The plan with the route's edits merged in (entry points and requirements.txt), within the scan's paths."""
     from migrator.fix.runner import _read, with_text
 
     if choice not in ("auto", "mindspeed"):
@@ -64,30 +72,33 @@ def add_route_edits(plan, before: RunResult, choice: str):
     root = Path(plan.root)
     pin = next((r.text for r in fw.route.requirements if r.kind == "pin"), None)
     changes = {c.path: c for c in plan.changes}
-    from migrator.engine.discover import Candidate, discover
+    from migrator.routes.apply import scan_files
 
-    for cand in discover(root, [root], None):
-        if not isinstance(cand, Candidate) or cand.kind != "python":
-            continue
-        change = changes.get(cand.rel)
+    with_findings = {f.path for f in before.findings}
+    adaptor = PORTABLE_ADAPTOR if target == "portable" else ADAPTOR
+    for rel, _, kind in scan_files(root, paths, exclude):
+        if kind != "python" or rel not in with_findings:
+            continue  # a file without a finding is never edited
+        change = changes.get(rel)
         if change is not None and change.error:
             continue
         current = change.after if change is not None else None
         if current is None:
-            got = _read(root, cand.rel)
+            got = _read(root, rel)
             if isinstance(got, str):  # unreadable: the scan already reported it
                 continue
             current = got[0]
         if not (MAIN_GUARD.search(current) and IMPORTS_MEGATRON.search(current)):
             continue
-        new = insert_adaptor(current)
+        new = insert_adaptor(current, adaptor)
         if new is None:
             continue
-        at = new.splitlines().index(ADAPTOR) + 1
+        at = next(i for i, ln in enumerate(new.splitlines(), 1) if ADAPTOR in ln)
         edit = _edit(at, ADAPTOR, f"{fw.route.title}: add the adaptor import below `import torch`")
-        changes[cand.rel] = with_text(root, cand.rel, new, (*(change.edits if change else ()), edit), change)
+        changes[rel] = with_text(root, rel, new, (*(change.edits if change else ()), edit), change)
     req = "requirements.txt"
-    if pin and (root / req).is_file():
+    in_scan = any(rel == req for rel, _, _ in scan_files(root, paths, exclude))
+    if pin and in_scan and (root / req).is_file():
         change = changes.get(req)
         got = _read(root, req)
         text = change.after if change is not None else (got[0] if not isinstance(got, str) else None)

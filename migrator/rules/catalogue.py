@@ -79,7 +79,8 @@ class Rule:
     symbols: tuple[tuple[str, str | None], ...] = ()  # (pattern, replacement)
     impl: str | None = None
     default_enabled: bool = True
-    scope: str = "all"  # "imports": report imports (and decorators), not every use
+    scope: str = "all"  # "imports": report imports (and decorators), not every use; "members": imports plus
+    # the first use per file of each member reached through a module binding (`te.pytorch.fp8_autocast`)
     effort: Effort = Effort(15, "a manual site")
 
     def render(self, template: str, symbol: str, replacement: str | None, **extra: str) -> str:

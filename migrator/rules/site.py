@@ -48,6 +48,7 @@ class CallSite:
     root_names: frozenset[str] = field(default_factory=frozenset)  # what its first part is bound to
     operands: tuple[str, ...] = ()  # a comparison: the source text of each operand
     in_pattern: bool = False  # inside a `case` pattern (only literals and dotted names fit there)
+    build_file: bool = False  # the file builds the package (`setup.py`): its strings name libraries and flags
 
     @property
     def star(self) -> bool:
@@ -140,3 +141,11 @@ def unparenthesised(text: str) -> str:
 
 # "cuda", 'cuda:0', "cuda:{}" / %d / %s templates, with any string prefix
 DEVICE_LITERAL = re.compile(r"^(?P<prefix>[rRbBuU]*)(?P<q>['\"]{1,3})cuda(?P<rest>(:(\d+|\{\w*\}|%d|%s))?)(?P=q)$")
+
+
+BUILD_FILES = frozenset({"setup.py"})
+
+
+def is_build_file(path: str) -> bool:
+    """`setup.py` (any folder): "nccl", "cuda" there name libraries, flags and paths of a build, not devices."""
+    return path.rsplit("/", 1)[-1] in BUILD_FILES

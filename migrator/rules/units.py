@@ -90,6 +90,10 @@ def text_reason(rule: Rule, symbol: str, target: str, file_kind: str) -> str | N
     return verdict.reason if isinstance(verdict, Declined) else None
 
 
+BUILD_FILE_REASON = ("a build file (setup.py) names CUDA libraries and flags: port the build by hand (HCCL and the"
+                     " CANN libraries, torch_npu.utils.cpp_extension.NpuExtension), not by renaming the string")
+
+
 def precheck(rule: Rule, site: CallSite) -> Verdict:
     """Can the fixer rewrite this site? The one answer for `scan` and `fix`."""
     mod = unit(rule)
@@ -100,6 +104,8 @@ def precheck(rule: Rule, site: CallSite) -> Verdict:
         return check(site)
     if site.in_pattern and site.target != "npu":  # portable rewrites are calls, which no pattern takes
         return Declined(PATTERN_REASON)
+    if site.build_file and site.string:  # `libraries.append("nccl")`: a token swap would not port the build
+        return Declined(BUILD_FILE_REASON)
     check = getattr(mod, "precheck", None) if mod is not None else None
     if check is None:
         return FIXABLE

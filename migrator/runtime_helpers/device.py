@@ -25,6 +25,14 @@ def _migrate_device(index=None):
     return torch.device(device_type, index)
 
 
+def _migrate_accelerator_type():
+    """The device type of the accelerator this process uses ("cuda", "npu", ...), None on a CPU-only host:
+    `x.device.type == _migrate_accelerator_type()` is then False for every tensor, as `== "cuda"` was
+    there. Added by ascend-migrate."""
+    accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+    return accelerator.type if accelerator is not None else None
+
+
 def _migrate_backend():
     """The collective backend for this process's device (nccl, hccl, gloo). Added by ascend-migrate."""
     return torch.distributed.get_default_backend_for_device(_migrate_device())

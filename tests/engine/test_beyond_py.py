@@ -350,8 +350,8 @@ def test_helpers_for_reporters_map_cell_lines():
 def test_ipython_syntax_only_at_the_start_of_a_logical_line(tmp_path):
     src = 's = ("%d"\n     % x)\ndoc = """\n!nvidia-smi in a string\nwhat?\n"""\nz = 1 + \\\n  2\n!nvidia-smi\ntorch.cuda?'
     (tmp_path / "nb.ipynb").write_text(notebook([src]))
-    # the string keeps its text (the Python checker reads it: 3:7), no shell finding on line 4
-    assert _where(_scan(tmp_path)) == ["nb.ipynb:cell 1:3:7 KERN009", "nb.ipynb:cell 1:9:2 KERN009"]
+    # the string stays a string (prose mentioning nvidia-smi: no invocation), no shell finding on line 4
+    assert _where(_scan(tmp_path)) == ["nb.ipynb:cell 1:9:2 KERN009"]
 
 
 def test_every_environment_variable_pattern_passes_the_config_prefilter():

@@ -39,12 +39,19 @@ def _record(root: Path) -> dict:
 
 def test_location_by_folder_kind(tmp_path):
     _tree(tmp_path, {"a.py": "", "tools/b.py": "", "pkg/__init__.py": "", "pkg/sub/__init__.py": "", "pkg/sub/c.py": ""})
-    assert location(tmp_path, "a.py", False) == RuntimeImport(MODULE_FILE, 0)
-    assert location(tmp_path, "tools/b.py", True) == RuntimeImport(f"tools/{MODULE_FILE}", 0)
-    assert location(tmp_path, "pkg/sub/c.py", False) == RuntimeImport(f"pkg/{MODULE_FILE}", 2)
-    assert location(tmp_path, "pkg/c.py", False) == RuntimeImport(f"pkg/{MODULE_FILE}", 1)
-    # a script in a package: by its package name (a relative import fails when it is run by path)
-    assert location(tmp_path, "pkg/sub/c.py", True) == RuntimeImport(f"pkg/{MODULE_FILE}", 0, "pkg._migrate_runtime")
+    assert location(tmp_path, "a.py") == RuntimeImport(MODULE_FILE, 0)
+    assert location(tmp_path, "tools/b.py") == RuntimeImport(f"tools/{MODULE_FILE}", 1)  # beside it, relative
+    assert location(tmp_path, "pkg/sub/c.py") == RuntimeImport(f"pkg/{MODULE_FILE}", 2)
+    assert location(tmp_path, "pkg/c.py") == RuntimeImport(f"pkg/{MODULE_FILE}", 1)
+
+
+def test_another_importable_module_of_that_name_keeps_root_files_inline(tmp_path, monkeypatch):
+    elsewhere = _tree(tmp_path / "site", {MODULE_FILE: "def _migrate_device():\n    return 'theirs'\n"})
+    monkeypatch.syspath_prepend(str(elsewhere))
+    root = _tree(tmp_path / "repo", {"train.py": CUDA, "pkg/__init__.py": "", "pkg/m.py": CUDA})
+    _fix(root)
+    assert "def _migrate_device(index=None):" in (root / "train.py").read_text()  # inline, not theirs
+    assert "from ._migrate_runtime import" in (root / "pkg/m.py").read_text()  # relative: cannot pick theirs
 
 
 def test_one_module_for_the_files_of_a_folder_recorded_and_idempotent(tmp_path):
@@ -120,6 +127,71 @@ def _run(code: str, cwd: Path, path: Path | None = None) -> str:
     return proc.stdout
 
 
+# torch as far as these files and the runtime module need it at import and in `step`: the test is about
+# where Python finds `_migrate_runtime`, and a real torch import per run would cost ~2 s of CPU each
+TORCH_STUB = """
+class device:
+    def __init__(self, type, index=None):
+        self.type, self.index = type, index
+
+
+class accelerator:
+    @staticmethod
+    def is_available():
+        return False
+
+
+class cuda:
+    @staticmethod
+    def synchronize():
+        pass
+"""
+STEP = "import torch\n\ntorch.cuda.synchronize()\nprint('ran', __name__)\n"
+RUN_TREE = {
+    "train.py": STEP,  # a root script
+    "scripts/prep.py": STEP,  # a plain sub-folder: by path, and `-m scripts.prep` (namespace package)
+    "ext/__init__.py": "", "ext/tool/__init__.py": "",
+    "ext/tool/run.py": STEP,  # a script inside a package, run by path: `python ext/tool/run.py`
+    "ext/tool/cli.py": STEP + "\nif __name__ == '__main__':\n    print('main')\n",
+    "ext/tool/rel.py": "from . import run\n" + STEP,  # a relative import: never ran by path
+    "ext/layers.py": "from ext.tool import run\n" + STEP,  # needs its package importable
+}
+
+
+def _modes(root: Path, cwd: Path) -> dict[tuple[str, str], tuple[int, str]]:
+    """(file, how) -> (exit status, stdout) for every file run by path from another folder and with `-m` from the root."""
+    stub = cwd / "stub"
+    (stub / "torch").mkdir(parents=True, exist_ok=True)
+    (stub / "torch" / "__init__.py").write_text(TORCH_STUB)
+    env = {**os.environ, "PYTHONPATH": str(stub)}
+    out = {}
+    for rel in RUN_TREE:
+        if rel.endswith("__init__.py"):
+            continue
+        dotted = rel[: -len(".py")].replace("/", ".")
+        for how, argv, where in (("path", [str(root / rel)], cwd), ("-m", ["-m", dotted], root)):
+            proc = subprocess.run([sys.executable, *argv], cwd=where, env=env, capture_output=True, text=True, timeout=60)
+            out[(rel, how)] = (proc.returncode, proc.stdout)
+    return out
+
+
+def test_every_migrated_file_runs_by_path_and_with_m_exactly_when_it_did_before(tmp_path):
+    root = _tree(tmp_path / "repo", RUN_TREE)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    before = _modes(root, elsewhere)
+    assert before[("ext/tool/run.py", "path")][0] == 0 and before[("ext/tool/rel.py", "path")][0] != 0
+    _fix(root)
+    for rel in ("scripts/prep.py", "ext/tool/run.py", "ext/tool/cli.py", "ext/layers.py"):
+        assert "_migrate_runtime import _migrate_device_module" in (root / rel).read_text()
+    assert "from _migrate_runtime import" in (root / "train.py").read_text()
+    after = _modes(root, elsewhere)
+    assert {k: v[0] == 0 for k, v in after.items()} == {k: v[0] == 0 for k, v in before.items()}
+    assert {k: v[1] for k, v in after.items() if v[0] == 0} == {k: v[1] for k, v in before.items() if v[0] == 0}
+    again = _fix(root)  # idempotent: the runtime block is recognised
+    assert again.changed_files == []
+
+
 @pytest.mark.slow
 def test_migrated_files_find_the_module_from_another_cwd_and_as_a_package(tmp_path):
     pytest.importorskip("torch")
@@ -137,7 +209,7 @@ def test_migrated_files_find_the_module_from_another_cwd_and_as_a_package(tmp_pa
     assert _run(f"{root / 'tools' / 'run.py'}", cwd=elsewhere).strip() == "cpu"
     out = _run("import torch, pkg.sub.layers as m; print(m.step(torch.ones(1)).device)", cwd=elsewhere, path=root)
     assert out.strip() == "cpu"
-    assert "from pkg._migrate_runtime import" in (root / "pkg/sub/cli.py").read_text()
+    assert "from .._migrate_runtime import" in (root / "pkg/sub/cli.py").read_text()
     assert _run(f"{root / 'pkg' / 'sub' / 'cli.py'}", cwd=elsewhere, path=root).strip() == "cpu"  # by path
     assert _run("import runpy; runpy.run_module('pkg.sub.cli', run_name='__main__')", cwd=elsewhere, path=root).strip() == "cpu"
 

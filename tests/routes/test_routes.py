@@ -45,7 +45,11 @@ def test_vendored_megatron_tree_gives_version_and_mindspeed_route():
     stub = marks["pretrain_gpt.py:4 flash_attn.flash_attn_interface.flash_attn_unpadded_func"]
     assert stub.status == "left" and "stub" in stub.note
     assert marks["pretrain_gpt.py:9 torch.cuda.synchronize"] is None  # residual work, fixed as before
-    assert (fw.covered, fw.gated, fw.left) == (3, 1, 1)
+    # `te.pytorch.Linear` (a base class after `import transformer_engine as te`) is a finding of its own:
+    # MindSpeed leaves it a placeholder; the wrapper file's other TE use is gated with the file
+    linear = marks["megatron/core/extensions/transformer_engine.py:4 transformer_engine.pytorch.Linear"]
+    assert linear.status == "left" and "placeholder" in linear.note
+    assert (fw.covered, fw.gated, fw.left) == (3, 2, 2)
 
 
 def test_pin_and_import_detection():
@@ -146,8 +150,8 @@ def test_text_and_markdown_lead_with_the_route():
     tree = TREES / "megatron_vendored"
     text = run_cli("scan", str(tree), "--root", str(tree), "--no-cache").stdout
     first = text.splitlines()[1]
-    assert first.startswith("megatron-core 0.12.1") and "→ MindSpeed 2.1.0_core_r0.12.1: covers 4 of 6 findings" in first
-    assert "(1 only with flags --transformer-impl local)" in first and "residual 2 findings, about" in first
+    assert first.startswith("megatron-core 0.12.1") and "→ MindSpeed 2.1.0_core_r0.12.1: covers 5 of 8 findings" in first
+    assert "(2 only with flags --transformer-impl local)" in first and "residual 3 findings, about" in first
     md = run_cli("report", str(tree), "--root", str(tree), "--no-cache", "--format", "md").stdout
     assert "### Framework route" in md and "basic.py:65" in md  # Markdown escapes the underscore
 

@@ -6,7 +6,7 @@ import libcst as cst
 
 from migrator.fix.context import FixContext
 from migrator.fix.imports import dotted_name
-from migrator.fix.transforms.helpers import DEVICE_HELPER
+from migrator.fix.transforms.helpers import ACCELERATOR_TYPE_HELPER, DEVICE_HELPER
 
 
 def device(ctx: FixContext, index: cst.BaseExpression | None = None) -> cst.Call:
@@ -18,6 +18,13 @@ def device(ctx: FixContext, index: cst.BaseExpression | None = None) -> cst.Call
 
 def device_type(ctx: FixContext) -> cst.Attribute:
     return cst.Attribute(value=device(ctx), attr=cst.Name("type"))
+
+
+def accelerator_type(ctx: FixContext) -> cst.Call:
+    """`_migrate_accelerator_type()`: what a device-type comparison with "cuda" compares with on portable
+    (None on a CPU-only host, so a CPU tensor never looks like an accelerator's)."""
+    ctx.helper("_migrate_accelerator_type", ACCELERATOR_TYPE_HELPER)
+    return cst.Call(func=cst.Name("_migrate_accelerator_type"))
 
 
 def device_arg(ctx: FixContext) -> cst.BaseExpression:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from migrator.fix.helper_source import definitions
 
 DEVICE_HELPER = definitions("device", "_migrate_device")
+ACCELERATOR_TYPE_HELPER = definitions("device", "_migrate_accelerator_type")
 BACKEND_HELPER = definitions("device", "_migrate_backend")
 DEVICE_MODULE_HELPER = definitions("device", "_migrate_device_module", "_MigrateCpuRuntime", "_MIGRATE_CPU_RUNTIME")
 

@@ -1,4 +1,5 @@
-"""DEV `x.type == "cuda"`: the "cuda" operand becomes "npu" (npu) or the host's device type (portable)."""
+"""DEV `x.type == "cuda"`: the "cuda" operand becomes "npu" (npu) or `_migrate_accelerator_type()` (portable:
+the accelerator this process uses, None on a CPU-only host, where the comparison stays False as before)."""
 
 from __future__ import annotations
 
@@ -21,12 +22,22 @@ def lists_npu(node: ast.Tuple | ast.List | ast.Set) -> bool:
     return any(isinstance(e, ast.Constant) and e.value in ("npu", "hccl") for e in node.elts)
 
 
+def accepted_names(node: ast.Tuple | ast.List | ast.Set) -> bool:
+    """`{"cpu", "cuda"}`, `choices=["cpu", "cuda", "auto"]`: the names a user may type, not a device selection
+    (only strings, "cuda" among other names)."""
+    if len(node.elts) < 2 or not all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
+        return False
+    names = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return "cuda" in names and any(not n.startswith("cuda") for n in names)
+
+
 def detect_compare(checker, node: ast.Compare) -> None:
     """`x == "cuda"`, `x in ("cuda", "xpu")` (a collection that lists "npu" too is left alone)."""
     for operand in (node.left, *node.comparators):
         if isinstance(operand, ast.Constant) and operand.value == "cuda":
             checker.claimed.add(id(operand))
-            checker.emit_impl("device-type-compare", node, '== "cuda"', '"npu"')
+            member = operand is node.left and isinstance(node.ops[0], (ast.In, ast.NotIn))
+            checker.emit_impl("device-type-compare", node, MEMBER if member else '== "cuda"', '"npu"')
         elif isinstance(operand, (ast.Tuple, ast.List, ast.Set)):
             cuda = [e for e in operand.elts if isinstance(e, ast.Constant) and e.value == "cuda"]
             for e in cuda:
@@ -35,12 +46,19 @@ def detect_compare(checker, node: ast.Compare) -> None:
                 checker.emit_impl("device-type-compare", node, 'in (..., "cuda", ...)', '"npu"')
 
 
+MEMBER = '"cuda" in ...'
+MEMBER_REASON = ('`"cuda" in ...` tests either a device string (`in str(x.device)`) or a list of names a user may '
+                 'type (`in CHOICES`): say which by hand (`x.device.type == "npu"`, or add "npu" to the names)')
+
+
 def _plain_cuda(text: str) -> bool:
     m = DEVICE_LITERAL.match(text.strip())
     return bool(m and not m.group("rest"))
 
 
 def precheck(site: CallSite) -> Verdict:
+    if site.symbol == MEMBER:
+        return Declined(MEMBER_REASON)
     if any(_plain_cuda(t) for t in site.operands):
         return FIXABLE
     return Declined('"cuda" is not a plain operand here (it sits in a tuple or set): rewrite the comparison by hand')
@@ -49,7 +67,7 @@ def precheck(site: CallSite) -> Verdict:
 def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNode | Declined:
     import libcst as cst
 
-    from migrator.fix.transforms.common import device_type
+    from migrator.fix.transforms.common import accelerator_type
 
     if not isinstance(node, cst.Comparison):
         return Declined("not a comparison")
@@ -58,7 +76,7 @@ def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNo
         if isinstance(expr, cst.SimpleString) and _plain_cuda(expr.value):
             if ctx.target == "npu":
                 return expr.with_changes(value=expr.value.replace("cuda", "npu"))
-            return device_type(ctx)
+            return accelerator_type(ctx)
         return expr
 
     return node.with_changes(
