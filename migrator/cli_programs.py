@@ -31,6 +31,7 @@ from migrator.cli_support import ProgressDisplay, _Errors, _fail, _int_list, wri
 @click.option("--work-dir", type=click.Path(file_okay=False), help="Keep dumps (safetensors + dump.json) here.")
 @click.option("--record", type=click.Path(), help="Run the reference side only and save it (dir, or .tar/.tar.gz).")
 @click.option("--compare", type=click.Path(), help="Validate the migrated side against a --record'ed reference.")
+@click.option("--device", type=click.Choice(["npu", "cuda", "cpu"]), help="--record: cuda|cpu, --compare: npu|cpu for the side run here [default: what answers].")
 @click.option("--export-msprobe", type=click.Path(file_okay=False), help="Also write msprobe's layout (step<k>/rank<r>/dump_tensor_data/*.pt).")
 @click.option("--max-dump-mb", type=click.IntRange(min=0), default=1024, show_default=True, help="Full tensors per recorded run; statistics only beyond.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON (validation.schema.json) to FILE.")
@@ -49,7 +50,7 @@ from migrator.cli_support import ProgressDisplay, _Errors, _fail, _int_list, wri
 def validate(original, script_args, migrated, stages, force, entry, script, curve_steps, seed, steps, nproc, nnodes,
              rdzv_endpoint, plan_world_size, plan_tp, bf16_policy, threads, timeout, work_dir, record, compare,
              export_msprobe, max_dump_mb, output, markdown, fmt, quiet, verbose, bench, bench_steps, repeats,
-             peak_tflops, bench_timeout, msprobe_target, msprobe_golden, cross_device):
+             peak_tflops, bench_timeout, msprobe_target, msprobe_golden, cross_device, device):
     """Staged BF16 diff validation of a migrated program against ORIGINAL.
 
     Exit codes: 0 every run stage passes or warns, 1 a stage fails, 2 the validation could not run.
@@ -74,7 +75,7 @@ def validate(original, script_args, migrated, stages, force, entry, script, curv
         options = dict(migrated=migrated, stages=chosen, force=force, entry=entry, seed=seed,
                        world_size=nproc, nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, plan_world_size=plan_world_size,
                        plan_tp=plan_tp, bf16_policy=bf16_policy, threads=threads, timeout=timeout, work_dir=work_dir,
-                       record=record, compare=compare, export_msprobe=export_msprobe, script=script,
+                       record=record, compare=compare, device=device, export_msprobe=export_msprobe, script=script,
                        script_args=tuple(script_args), curve_steps=curve_steps, max_bytes=max_dump_mb << 20)
         if bench:
             options.update(bench=True, bench_steps=bench_steps, repeats=repeats, peak_tflops=peak_tflops,
