@@ -132,3 +132,24 @@ def test_not_an_msprobe_dump_is_named(tmp_path):
     (broken / "dump.json").write_text("{not json")
     with pytest.raises(UsageError, match=r"rank0/dump.json: not JSON"):
         api_programs.compare_msprobe(tmp_path, tmp_path)
+
+
+def test_our_msprobe_export_is_read_as_either_side(tmp_path):
+    """The dump we export in msprobe's layout goes through the same reader and verdicts as msprobe's own."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("safetensors")
+    from migrator import api_programs
+    from migrator.validation.parent.msprobe_export import export_run
+    from tests.validation.test_validate_results import _record
+
+    run = _record(tmp_path / "rec")
+    for side in ("golden", "target"):
+        export_run(str(run), str(tmp_path / side / "step0" / "rank0"))
+    same = api_programs.compare_msprobe(tmp_path / "target", tmp_path / "golden")
+    assert same.status == "pass" and {"Module.inner.fc.Linear.forward.0", "Tensor.topk.0.forward"} <= {
+        r.key for r in same.records}
+    slipped = tmp_path / "target" / "step0" / "rank0" / "dump_tensor_data" / "Module.inner.fc.Linear.forward.0.output.0.pt"
+    torch.save(torch.load(slipped, weights_only=True) * 1.01, slipped)
+    result = api_programs.compare_msprobe(tmp_path / "target", tmp_path / "golden")
+    assert result.first_divergence.key == "Module.inner.fc.Linear.forward.0"
+    assert result.first_divergence.worst.slot == "output.0"
