@@ -44,8 +44,7 @@ def package(name: str, host: Host) -> Found:
     """Installed distribution version from metadata (never imported)."""
     paths = list(host.package_paths) if host.package_paths is not None else None
     for dist in metadata.distributions(name=name, path=paths) if paths is not None else metadata.distributions(name=name):
-        location = getattr(dist, "_path", None)
-        return Found(dist.version, str(location.parent) if isinstance(location, Path) else "")
+        return Found(dist.version, str(dist.locate_file("")))  # the folder holding the package
     return Found(None)
 
 
