@@ -286,7 +286,8 @@ def optimizer_updates(entry, weights, device: str, seed: int, recorder_cls) -> t
                        "optimizer", n.rpartition(".")[0] or "_root", type(optimizer).__name__, "optimizer", delta)
     from .. import op_semantics
 
-    rec.optimizer_semantic = op_semantics.jsonable(op_semantics.optimizer(optimizer))
+    names = {id(p): n for n, p in model.named_parameters()}  # what each parameter gets, by name
+    rec.optimizer_semantic = op_semantics.jsonable(op_semantics.optimizer(optimizer, names))
     return rec, type(optimizer).__name__
 
 
@@ -313,10 +314,12 @@ def train_updates(entry, weights, batches: list[Any], device: str, policy: str, 
     start = {n: p.detach().float().clone() for n, p in named}
     facts: dict[str, Any] = {"steps": TRAIN_STEPS, "losses": [], "optimizer": type(optimizer).__name__,
                              "train_step": entry.train_step is not None, "scaler": _scaler_facts(scaler)}
+    from .phase_probe import PhaseProbe
     from .policy_probe import PolicyProbe
 
     probe = PolicyProbe(model, device).attach()
     probe.watch(optimizer)
+    phases = PhaseProbe(model, optimizer, scaler).attach()  # the step's phases, for naming a divergence
     for step in range(TRAIN_STEPS):
         data = prepare_batch(batches[step % len(batches)], device, policy, bf16_policy)
         args, kwargs = model_inputs(entry, data)
@@ -332,6 +335,8 @@ def train_updates(entry, weights, batches: list[Any], device: str, policy: str, 
         if step == 0:
             probe.detach()
             facts["policy"] = probe.facts(model)
+        phases.next_step()
+    facts["phases"] = phases.detach()
     facts["scaler"] = dict(facts["scaler"], scale_after=_scale(scaler))
     rec = recorder_cls(model)
     with torch.no_grad():

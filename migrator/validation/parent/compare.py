@@ -239,7 +239,8 @@ def compare_runs(G: Run, R: Run | None, T32: Run | None, T16: Run | None, *, lab
         if r is not None and tuple(r.shape) != tuple(g.shape):
             r = None
 
-        if category == "routing" or not g.is_floating_point():
+        mask_encoding = t32 is not None and str(t32.dtype) == "torch.bool"  # a float mask re-encoded as bool
+        if category == "routing" or not g.is_floating_point() or mask_encoding:
             if t32 is not None:
                 mis = M.mismatch_fraction(t32, g)
                 checks.append(Check("mismatch_fp32", mis, 0.0, PASS if mis == 0.0 else FAIL))

@@ -127,7 +127,7 @@ def _first_op(result: StageResult, comparison: Comparison, opts: Options, origin
     if target is None:
         return result
     if target.get("optimizer"):
-        text = L.optimizer_diff(orig_status.optimizer, mig_status.optimizer)
+        text = L.optimizer_cause(target, orig_status, mig_status)
         row = None
     else:
         _say(progress, f"S1: op-level trace inside {target['module']} (step {target['step']}, {target['policy']}) "
