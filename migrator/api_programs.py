@@ -39,6 +39,20 @@ def validate(original: str | Path, *, migrate: Callable[[str, str], list[str]] |
         raise UsageError(str(exc)) from None
 
 
+def compare_msprobe(target: str | Path, golden: str | Path, *, cross_device: bool = False):
+    """Our verdicts, localisation and argument diffs over two dump folders msprobe made (either side may be
+    any msprobe dump: statistics or tensor task, L0/L1/mix, several ranks). Returns a frozen
+    `migrator.validation.parent.msprobe_compare.MsprobeComparison`; a folder that is not an msprobe dump
+    raises UsageError naming it."""
+    from migrator.validation.parent.msprobe_compare import compare_dumps
+    from migrator.validation.parent.msprobe_dumps import MsprobeDumpError
+
+    try:
+        return compare_dumps(str(target), str(golden), cross_device=cross_device)
+    except MsprobeDumpError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _require_validate_extra() -> None:
     """One clear line before anything runs, not a child process failing on its first import."""
     import importlib.util

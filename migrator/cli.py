@@ -351,6 +351,38 @@ def show_rule(code):
         click.echo(rule_markdown(api.explain(code), heading="#"), nl=False)
 
 
+@main.command()
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--log", "log_file", type=click.Path(dir_okay=False), help="Also explain the Ascend error codes and messages in this log.")
+@click.option("--prefix", type=click.Path(file_okay=False), default="/", show_default=True,
+              help="Read install trees (/usr/local/Ascend, /dev) under this folder (a container image, a chroot).")
+def doctor(fmt, log_file, prefix):
+    """Check this machine's Ascend stack: torch / torch_npu / CANN / driver versions, devices, environment.
+
+    Exit codes: 0 nothing wrong (also on a machine without an NPU), 1 a problem was found, 2 bad arguments.
+    """
+    with _Errors():
+        from migrator import api_doctor
+        from migrator.reporters.doctor import doctor_json, doctor_text
+
+        report = api_doctor.doctor(root=prefix, log=log_file)
+        click.echo(doctor_json(report) if fmt == "json" else doctor_text(report), nl=False)
+        sys.exit(report.exit_code)
+
+
+@main.command("explain")
+@click.argument("code")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def explain_error(code, fmt):
+    """Explain a CANN / HCCL / torch_npu error CODE (EZ9999, EI0006, ERR00100, ...) or a quoted log line."""
+    with _Errors():
+        from migrator import api_doctor
+        from migrator.reporters.doctor import explanation_text, explanations_json
+
+        found = api_doctor.explain_error(code)
+        click.echo(explanations_json(found) if fmt == "json" else "".join(map(explanation_text, found)), nl=False)
+
+
 @main.group("cache")
 def cache_group() -> None:
     """The scan cache (per-file results keyed by content; old entries are pruned on their own)."""

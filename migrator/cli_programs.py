@@ -10,7 +10,7 @@ from migrator.cli_support import ProgressDisplay, _Errors, _fail, _int_list, wri
 
 
 @click.command(context_settings={"allow_interspersed_args": True})
-@click.argument("original", type=click.Path(path_type=str))
+@click.argument("original", type=click.Path(path_type=str), required=False)
 @click.argument("script_args", nargs=-1, type=click.UNPROCESSED)
 @click.option("--migrated", type=click.Path(file_okay=False), help="The migrated tree [default: `migrate fix --target npu` into a temp dir].")
 @click.option("--stages", default="S0,S1,S2,S3", show_default=True, help="Stages to run (comma-separated): S0 plan, S1 parity-1card, S2 parity-dp, S3 parity-mp.")
@@ -31,6 +31,7 @@ from migrator.cli_support import ProgressDisplay, _Errors, _fail, _int_list, wri
 @click.option("--work-dir", type=click.Path(file_okay=False), help="Keep dumps (safetensors + dump.json) here.")
 @click.option("--record", type=click.Path(), help="Run the reference side only and save it (dir, or .tar/.tar.gz).")
 @click.option("--compare", type=click.Path(), help="Validate the migrated side against a --record'ed reference.")
+@click.option("--device", type=click.Choice(["npu", "cuda", "cpu"]), help="--record: cuda|cpu, --compare: npu|cpu for the side run here [default: what answers].")
 @click.option("--export-msprobe", type=click.Path(file_okay=False), help="Also write msprobe's layout (step<k>/rank<r>/dump_tensor_data/*.pt).")
 @click.option("--max-dump-mb", type=click.IntRange(min=0), default=1024, show_default=True, help="Full tensors per recorded run; statistics only beyond.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON (validation.schema.json) to FILE.")
@@ -42,11 +43,14 @@ from migrator.cli_support import ProgressDisplay, _Errors, _fail, _int_list, wri
 @click.option("--bench-steps", type=click.IntRange(min=1), default=5, show_default=True, help="--bench: timed steps per repeat (after 2 warm-up steps).")
 @click.option("--repeats", type=click.IntRange(min=1), default=2, show_default=True, help="--bench: repeats per stage and side (crash / hang / NaN rate).")
 @click.option("--peak-tflops", type=click.FloatRange(min=0, min_open=True), help="--bench: device peak TFLOP/s for MFU [default: the sourced table].")
+@click.option("--msprobe-target", type=click.Path(), help="Compare two msprobe dump folders (no ORIGINAL): the run under test ...")
+@click.option("--msprobe-golden", type=click.Path(), help="... and the golden run (both made by msprobe's PrecisionDebugger).")
+@click.option("--cross-device", is_flag=True, help="--msprobe-*: the dumps come from different device types (fp32 bounds x10).")
 @click.option("--bench-timeout", type=click.FloatRange(min=1), default=300, show_default=True, help="--bench: seconds per repeat before it counts as a hang.")
 def validate(original, script_args, migrated, stages, force, entry, script, curve_steps, seed, steps, nproc, nnodes,
              rdzv_endpoint, plan_world_size, plan_tp, bf16_policy, threads, timeout, work_dir, record, compare,
              export_msprobe, max_dump_mb, output, markdown, fmt, quiet, verbose, bench, bench_steps, repeats,
-             peak_tflops, bench_timeout):
+             peak_tflops, bench_timeout, msprobe_target, msprobe_golden, cross_device, device):
     """Staged BF16 diff validation of a migrated program against ORIGINAL.
 
     Exit codes: 0 every run stage passes or warns, 1 a stage fails, 2 the validation could not run.
@@ -57,6 +61,10 @@ def validate(original, script_args, migrated, stages, force, entry, script, curv
     with _Errors():
         from migrator import api
 
+        if msprobe_target or msprobe_golden:
+            _compare_msprobe(msprobe_target, msprobe_golden, cross_device, output, fmt, verbose)
+        if original is None:
+            _fail("missing ORIGINAL (the tree to validate), or give --msprobe-target and --msprobe-golden")
         if script_args and not script:
             _fail(f"unexpected arguments {' '.join(script_args)!r} (script arguments need --script)")
         if nnodes > 1 and not rdzv_endpoint:
@@ -67,7 +75,7 @@ def validate(original, script_args, migrated, stages, force, entry, script, curv
         options = dict(migrated=migrated, stages=chosen, force=force, entry=entry, seed=seed,
                        world_size=nproc, nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, plan_world_size=plan_world_size,
                        plan_tp=plan_tp, bf16_policy=bf16_policy, threads=threads, timeout=timeout, work_dir=work_dir,
-                       record=record, compare=compare, export_msprobe=export_msprobe, script=script,
+                       record=record, compare=compare, device=device, export_msprobe=export_msprobe, script=script,
                        script_args=tuple(script_args), curve_steps=curve_steps, max_bytes=max_dump_mb << 20)
         if bench:
             options.update(bench=True, bench_steps=bench_steps, repeats=repeats, peak_tflops=peak_tflops,
@@ -98,6 +106,19 @@ def validate(original, script_args, migrated, stages, force, entry, script, curv
         else:
             click.echo(result.text(verbose=verbose), nl=False)
         sys.exit(result.exit_code)
+
+
+def _compare_msprobe(target, golden, cross_device, output, fmt, verbose) -> None:
+    from migrator import api_programs
+    from migrator.reporters.msprobe_text import comparison_json, comparison_text
+
+    if not (target and golden):
+        _fail("--msprobe-target and --msprobe-golden go together")
+    result = api_programs.compare_msprobe(target, golden, cross_device=cross_device)
+    if output:
+        write_output(comparison_json(result), output)
+    click.echo(comparison_json(result) if fmt == "json" else comparison_text(result, verbose), nl=False)
+    sys.exit(result.exit_code)
 
 
 @click.command(name="plan")

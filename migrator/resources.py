@@ -15,7 +15,7 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 
 @cache
 def data_dir(name: str) -> Path:
-    """Folder of a shipped data set: "rules", "op_coverage", "framework_routes" or "clusters"."""
+    """Folder of a shipped data set: "rules", "op_coverage", "framework_routes", "clusters" or "ascend_env"."""
     for candidate in (_PACKAGE_DIR / "_data" / name, _PACKAGE_DIR.parent / name):
         if candidate.is_dir():
             return candidate

@@ -60,6 +60,7 @@ class SideJob(Job):
     wait_timeout: float = 600.0
     recorded: bool = False
     optimizer: bool = True
+    device: str | None = None  # --device of --record / --compare; None: what answers
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -59,3 +59,10 @@ def test_wheel_install_runs_scan(tmp_path: Path):
                           cwd=work, capture_output=True, text=True, env=env)
     assert plan.returncode == 0, plan.stderr
     assert "_data" in json.loads(plan.stdout)["clusters"][0]["cluster"]["origin"]
+
+    # the doctor's release matrix and error table come from the wheel's migrator/_data/ascend_env
+    doctor = subprocess.run([str(migrate), "doctor", "--prefix", str(work)], cwd=work, capture_output=True, text=True,
+                            env={**env, "PATH": f"{venv / 'bin'}:/usr/bin:/bin"})
+    assert doctor.returncode in (0, 1) and "torch" in doctor.stdout, doctor.stderr
+    explain = subprocess.run([str(migrate), "explain", "EI0006"], cwd=work, capture_output=True, text=True, env=env)
+    assert explain.returncode == 0 and "HCCL_CONNECT_TIMEOUT" in explain.stdout, explain.stderr

@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 # what `pip install .` needs to build the package, plus the hook manifest
 HOOK_REPO_PATHS = [".pre-commit-hooks.yaml", "pyproject.toml", "README.md", "migrator", "rules", "op_coverage",
-                   "framework_routes", "clusters"]
+                   "framework_routes", "clusters", "ascend_env"]
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
     "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@example.invalid",

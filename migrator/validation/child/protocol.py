@@ -75,15 +75,36 @@ class Layers:
     backend: str = "gloo"
 
 
-def install_layers(side: str) -> Layers:
-    """Install the reference layers for ``side`` (``original`` or ``migrated``) in this process."""
+class DeviceUnavailable(RuntimeError):
+    """`--device` asked for a device this process cannot use; the message says why."""
+
+
+def device_for(side: str, requested: str | None, *, cuda: bool, real_npu: bool, npu_error: str | None = None) -> str:
+    """The device of this side: what was requested (refused with the reason when it does not answer),
+    else what answers (original: cuda or cpu; migrated: npu with a real torch_npu, else the cpu emulation)."""
+    answers = ("cuda" if cuda else "cpu") if side == "original" else ("npu" if real_npu else "cpu")
+    if requested is None or requested == answers or requested == "cpu":
+        return requested or answers
+    if side == "original":
+        raise DeviceUnavailable(f"--device {requested}: the original side runs on cuda or cpu"
+                                if requested != "cuda" else "--device cuda: torch.cuda.is_available() is False here")
+    if requested != "npu":
+        raise DeviceUnavailable(f"--device {requested}: the migrated side runs on npu or cpu")
+    raise DeviceUnavailable("--device npu: " + (f"torch_npu cannot be imported ({npu_error})" if npu_error
+                                                else "torch_npu is not installed"))
+
+
+def install_layers(side: str, device: str | None = None) -> Layers:
+    """Install the reference layers for ``side`` (``original`` or ``migrated``) in this process, on
+    ``device`` when one was requested (`--device`), else on what answers."""
     import torch
 
     if side == "original":
         from . import cuda_reference
 
+        chosen = device_for(side, device, cuda=torch.cuda.is_available(), real_npu=False)
         used = cuda_reference.install()
-        layers = Layers(side, "cuda" if torch.cuda.is_available() else "cpu")
+        layers = Layers(side, chosen)
         if used:
             layers.used["cuda_reference"] = (f"CPU references for {', '.join(used)} "
                                              "(migrator.validation.child.cuda_reference, not the CUDA kernels)")
@@ -100,7 +121,10 @@ def install_layers(side: str) -> Layers:
     if side == "migrated":
         from . import npu_emulation
 
-        info = npu_emulation.install()
+        if device == "npu":
+            real, error = npu_emulation._real_torch_npu()
+            device_for(side, device, cuda=False, real_npu=real, npu_error=error)
+        info = npu_emulation.install(force=device == "cpu")  # --device cpu: the emulation even beside a torch_npu
         if info.get("real_torch_npu"):
             return Layers(side, "npu", {"torch_npu": "real torch_npu (Ascend)"}, backend="hccl")
         layers = Layers(side, "cpu", backend="hccl")  # the emulation maps hccl -> gloo
@@ -113,7 +137,7 @@ def install_layers(side: str) -> Layers:
 
 def prepare(side: str, tree: str, entry_spec: str | None, status: dict[str, Any], *,
             seed: int | None = None, threads: int | None = None, determinism_device: str | None = None,
-            extra: Callable[[Any], None] | None = None) -> tuple[Entry, Layers] | None:
+            extra: Callable[[Any], None] | None = None, device: str | None = None) -> tuple[Entry, Layers] | None:
     """Start of every child process: the reference layers for `side`, determinism (when `seed` is
     given), then the protocol entry. Returns (entry, layers); on failure `status` says why (phase
     "entry") and None is returned."""
@@ -121,7 +145,7 @@ def prepare(side: str, tree: str, entry_spec: str | None, status: dict[str, Any]
     from .errors import describe
 
     try:
-        layers = install_layers(side)
+        layers = install_layers(side, device)
         status["layers"] = layers.used
         status["device"] = layers.device
         if seed is not None:

@@ -65,7 +65,7 @@ def run_side(job: SideJob) -> dict[str, Any]:
         status["manifest"].update(torch=torch.__version__, torch_npu=getattr(tnpu, "__version__", None) if tnpu else None)
 
     started = protocol.prepare(side, tree, job.entry, status, seed=job.seed, threads=job.threads,
-                               extra=versions)
+                               extra=versions, device=job.device)
     if started is None:
         _mark_failed(side, shared)
         return status

@@ -31,6 +31,7 @@ class Options:
     keep_work_dir: bool = False
     record: str | None = None
     compare: str | None = None
+    device: str | None = None                # --device of --record (cuda|cpu) / --compare (npu|cpu); None: what answers
     export_msprobe: str | None = None
     script: str | None = None
     script_args: tuple[str, ...] = ()

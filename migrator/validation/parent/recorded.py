@@ -90,6 +90,9 @@ def _record(opts: Options, original: str, work: str, ctx: StageContext, progress
         stage = StageResult("S1", verdict, summary="reference side failed", reason=f"original {_failure_text(failure)}")
     else:
         records.write(replace(status, shared_root=shared), os.path.join(shared, "status.json"))
+        from .reference_meta import write_meta
+
+        ctx.manifest["reference"] = write_meta(shared, original, status.device)
         assert opts.record is not None  # _record runs only with --record
         _pack(shared, opts.record)
         stage = StageResult("S1", "not_run", summary="reference recorded",

@@ -28,9 +28,10 @@ from .stage_common import (
 
 def _s1_jobs(opts: Options, original: str, migrated: str, work: str, shared: str) -> tuple[SideJob, SideJob]:
     def job(side: Side, tree: str, out: str) -> SideJob:
+        device = opts.device if (opts.record if side == "original" else opts.compare) else None
         return SideJob(side=side, tree=tree, out=out, seed=opts.seed, threads=opts.threads, entry=opts.entry,
                        steps=tuple(opts.steps), policies=("fp32", "bf16"), bf16_policy=opts.bf16_policy,
-                       shared=shared, max_bytes=opts.max_bytes, wait_timeout=opts.timeout)
+                       shared=shared, max_bytes=opts.max_bytes, wait_timeout=opts.timeout, device=device)
 
     return job("original", original, shared), job("migrated", migrated, os.path.join(work, "s1", "migrated"))
 

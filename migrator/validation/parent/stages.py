@@ -35,6 +35,10 @@ def run(opts: Options, progress: Progress = None, migrate: MigrateStep | None = 
         raise ValidationSetupError(f"unknown stage(s) {', '.join(unknown)}; choose from {', '.join(ALL_STAGES)}")
     if opts.record and opts.compare:
         raise ValidationSetupError("--record and --compare exclude each other")
+    if opts.device is not None:
+        from .device_select import select_device
+
+        select_device(opts.device, record=bool(opts.record), compare=bool(opts.compare))
     if opts.bench and (opts.script or opts.record):
         raise ValidationSetupError("--bench times the protocol's stages: not with --script or --record")
     if opts.bench and (opts.bench_steps < 1 or opts.repeats < 1 or opts.bench_warmup < 0):
@@ -62,6 +66,9 @@ def run(opts: Options, progress: Progress = None, migrate: MigrateStep | None = 
             recorded = _read_recorded(opts.compare, shared)
             if not recorded.ok:
                 raise ValidationSetupError(f"{opts.compare}: the recorded reference side had failed")
+            from .reference_meta import check_meta
+
+            manifest["reference"] = check_meta(opts.compare, shared, original)
             steps = tuple(int(s) for s in recorded.batch_sha256)
             if steps and tuple(opts.steps) != steps:
                 opts = replace(opts, steps=steps)

@@ -1,0 +1,79 @@
+"""Error codes and messages from `ascend_env/error_codes.yaml` (each entry cites its source)."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+
+import yaml
+
+from migrator.doctor.model import Explanation, LogFinding
+from migrator.resources import data_dir
+
+# a CANN code (E + module + 4 digits/letters: EZ9999, EI0006, E39999) or a torch_npu ERRmmccc code
+_CODE = re.compile(r"\b(E[0-9A-Z]\d{4}|ERR\d{5})\b")
+_INNER = re.compile(r"^E[0-9A-Z]9999$")
+
+
+@cache
+def _entries() -> tuple[tuple[Explanation, re.Pattern[str] | None], ...]:
+    data = yaml.safe_load((data_dir("ascend_env") / "error_codes.yaml").read_text(encoding="utf-8"))
+    out = []
+    for item in data["entries"]:
+        explanation = Explanation(str(item["code"]), item["title"], item["cause"], item["remedy"], item["source"],
+                                  item["component"])
+        out.append((explanation, re.compile(item["match"]) if item.get("match") else None))
+    return tuple(out)
+
+
+def table() -> tuple[Explanation, ...]:
+    return tuple(e for e, _ in _entries())
+
+
+def _by_code(code: str) -> Explanation | None:
+    code = code.upper()
+    for explanation, _ in _entries():
+        if explanation.code.upper() == code:
+            return explanation
+    if _INNER.match(code):  # E19999, EH9999, ...: the generic inner-error entry
+        return next((e for e, _ in _entries() if e.code == "E*9999"), None)
+    family = re.match(r"^ERR\d{2}(\d{3})$", code)  # ERR02005 -> the documented ERR**005 entry
+    if family:
+        return next((e for e, _ in _entries() if e.code.startswith("ERR") and e.code.endswith(family.group(1))), None)
+    return None
+
+
+def lookup(text: str) -> list[Explanation]:
+    """A code (`EZ9999`, `ezc9999` is not one), a name from the table, or a log line: every match, in order."""
+    stripped = text.strip()
+    direct = next((e for e, _ in _entries() if e.code.lower() == stripped.lower()), None)
+    if direct:
+        return [direct]
+    return [finding.explanation for finding in _scan_line(stripped, 0)]
+
+
+def _scan_line(line: str, number: int) -> list[LogFinding]:
+    found: list[LogFinding] = []
+    seen: set[str] = set()
+    for match in _CODE.finditer(line):
+        explanation = _by_code(match.group(1))
+        if explanation and explanation.code not in seen:
+            seen.add(explanation.code)
+            found.append(LogFinding(number, line, explanation))
+    for explanation, pattern in _entries():
+        if pattern is not None and explanation.code not in seen and pattern.search(line):
+            seen.add(explanation.code)
+            found.append(LogFinding(number, line, explanation))
+    return found
+
+
+def scan_text(text: str) -> list[LogFinding]:
+    """The first line holding each documented code or message (a log repeats them per rank and frame)."""
+    findings: list[LogFinding] = []
+    reported: set[str] = set()
+    for number, line in enumerate(text.splitlines(), start=1):
+        for finding in _scan_line(line, number):
+            if finding.explanation.code not in reported:
+                reported.add(finding.explanation.code)
+                findings.append(LogFinding(number, line.strip()[:300], finding.explanation))
+    return findings

@@ -1,0 +1,41 @@
+"""Text and JSON of `migrate validate --msprobe-target/--msprobe-golden` (a `MsprobeComparison`)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+from migrator.validation.parent.msprobe_compare import MsprobeComparison
+
+
+def comparison_text(result: MsprobeComparison, verbose: bool = False) -> str:
+    counts: dict[str, int] = {}
+    for record in result.records:
+        counts[record.status] = counts.get(record.status, 0) + 1
+    lines = [f"msprobe dumps ({result.task}): {result.status} — "
+             + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))]
+    first = result.first_divergence
+    if first is not None:
+        lines.append(f"first divergence: {first.key} ({first.label})")
+        if first.user_line:
+            lines.append(f"  at {first.user_line}")
+        for diff in first.argument_diffs:
+            lines.append(f"  argument {diff}")
+        if (worst := first.worst) is not None:
+            lines.append(f"  {worst.slot}: {worst.metric} {worst.value:.3g} > {worst.threshold:g}"
+                         + (f" ({worst.detail})" if worst.detail else ""))
+    shown = [r for r in result.records if verbose or r.status != "pass"]
+    for record in shown[: None if verbose else 12]:
+        bad = [s for s in record.slots if verbose or s.status != "pass"]
+        cells = ", ".join(f"{s.slot} {s.metric} {s.value:.3g} {s.status}" for s in bad)
+        lines.append(f"  {record.status:<4} {record.label} {record.key}: {cells}")
+    for item in result.unmatched[:20]:
+        lines.append(f"  unmatched {item}")
+    lines += [f"note: {n}" for n in result.notes]
+    return "\n".join(lines) + "\n"
+
+
+def comparison_json(result: MsprobeComparison) -> str:
+    doc = asdict(result)
+    doc["exit_code"] = result.exit_code
+    return json.dumps(doc, indent=1, default=str) + "\n"
