@@ -23,8 +23,9 @@ from pathlib import Path
 TEMP_SUFFIX = ".migrate-tmp"
 # what `write_bytes` names its temporary files: `.<name>.<8 mkstemp characters>.migrate-tmp`
 TEMP_NAME = re.compile(r"^\..+\.[a-z0-9_]{8}" + re.escape(TEMP_SUFFIX) + r"$")
-# paths that name an open file of this process (`/dev/stdout` -> /proc/self/fd/1 -> pipe:[...])
-_IN_PLACE_PREFIXES = ("/proc/", "/dev/fd/")
+# devices and the open files of this process (`/dev/stdout` -> /proc/self/fd/1 -> a pipe or the
+# shell's `>>` file): always written in place, never resolved nor renamed over
+_IN_PLACE_PREFIXES = ("/dev/", "/proc/")
 
 
 class UnsafeWrite(OSError):
@@ -50,7 +51,7 @@ def write_bytes(path: str | Path, data: bytes, *, root: Path | None = None, mode
             return
         kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
         raise UnsafeWrite(f"{path}: is {kind}; refused")
-    if st is not None and str(target).startswith(_IN_PLACE_PREFIXES):
+    if st is not None and str(target.absolute()).startswith(_IN_PLACE_PREFIXES):
         _write_in_place(target, data)  # the file behind one of our descriptors: appended to as the shell opened it
         return
     _atomic_replace(target, data, st, mode)
@@ -60,8 +61,8 @@ def _target(path: Path, root: Path | None) -> Path:
     """The file the bytes go to: `path`, or where its links lead; checked against `root` if given."""
     if root is None:
         if path.is_symlink():
-            if str(path).startswith(("/dev/", "/proc/")):
-                return path  # /dev/stdout and friends: opened through the link, never resolved
+            if str(path.absolute()).startswith(_IN_PLACE_PREFIXES):
+                return path.absolute()  # /dev/stdout and friends: opened through the link, never resolved
             return Path(os.path.realpath(path))
         return path
     real_root = Path(os.path.realpath(root))
@@ -79,7 +80,7 @@ def _target(path: Path, root: Path | None) -> Path:
 
 def _write_in_place(target: Path, data: bytes) -> None:
     # O_APPEND keeps what the shell already wrote to a file behind /dev/stdout; no O_CREAT: it exists
-    flags = os.O_WRONLY | (os.O_APPEND if str(target).startswith(_IN_PLACE_PREFIXES) else 0)
+    flags = os.O_WRONLY | (os.O_APPEND if str(target.absolute()).startswith(_IN_PLACE_PREFIXES) else 0)
     fd = os.open(target, flags | getattr(os, "O_NOCTTY", 0))
     try:
         view = memoryview(data)
