@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -29,11 +31,21 @@ def resolve_settings(paths: Sequence[str | Path], root: str | Path | None = None
         path = Path(p)
         if not path.exists() and not path.is_symlink():
             raise UsageError(f"{p}: no such file or directory")
+        if path.is_symlink() and _is_link_loop(path):
+            raise UsageError(f"{p}: a symlink loop (following it leads back to itself); nothing to scan")
         resolved.append(path.absolute())
     root_path = Path(root).absolute() if root else find_root(resolved)
     settings = load_settings(root_path).with_overrides(**overrides)
     _check_coverage_choice(settings)
     return settings, resolved
+
+
+def _is_link_loop(path: Path) -> bool:
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def _check_coverage_choice(settings: Settings) -> None:
