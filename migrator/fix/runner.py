@@ -41,12 +41,12 @@ class Edit:
     new_end_line: int = 0
     new_end_column: int = 1
     cell: int | None = None  # notebooks: 1-based cell; the lines are lines of that cell
-    new_text: str | None = None  # the edited lines after the fix (the ledger looks for them later)
+    new_sha256: str | None = None  # hash of the edited lines after the fix (the ledger looks for them later)
 
     def to_dict(self) -> dict[str, Any]:
         new: dict[str, Any] = {"line": self.new_line, "column": 1, "end_line": self.new_end_line, "end_column": self.new_end_column}
-        if self.new_text is not None:
-            new["text"] = self.new_text
+        if self.new_sha256 is not None:
+            new["sha256"] = self.new_sha256
         data: dict[str, Any] = {
             "code": self.code,
             "fix_kind": self.fix_kind,
@@ -263,9 +263,9 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
             first = mapping.get(f.line, (f.line, f.line))[0]
             last = mapping.get(f.end_line, (f.end_line, f.end_line))[1]
             end_col = len(new_lines[last - 1]) + 1 if 0 < last <= len(new_lines) else 1
-            new_text = "\n".join(new_lines[first - 1:last]) if 0 < first <= last <= len(new_lines) else None
+            new_hash = ledger.lines_sha256(new_lines[first - 1:last]) if 0 < first <= last <= len(new_lines) else None
             edits.append(Edit(f.code, f.fix.kind if f.fix else "exact", f.fix.title if f.fix else "", f.symbol,
-                              f.line, f.column, f.end_line, f.end_column, first, last, end_col, f.cell, new_text))
+                              f.line, f.column, f.end_line, f.end_column, first, last, end_col, f.cell, new_hash))
         real = real_of[rel]
         digest = ledger.sha256(data)
         write_to = real if real != rel else None
