@@ -212,8 +212,9 @@ def fix(
     """Rewrite what can be rewritten, as a transaction over the tree: every file is planned (fixed,
     re-parsed, encoded) before any is written; a file that cannot be planned or written is an error
     of that file only. `write=False` computes the changes only (for --diff/--check)."""
-    from migrator.fix import ledger
-    from migrator.fix.runner import FixOptions, plan_fixes, record_run, write_changes
+    from migrator.fix import journal, ledger
+    from migrator.fix.runner import FixOptions, plan_fixes
+    from migrator.fix.transaction import record_run, write_changes
     from migrator.fix.writer import UnsafeWrite, sweep_stale_temps
 
     if settings is None:
@@ -225,13 +226,17 @@ def fix(
     settings = replace(settings, target=target)  # fixability (each rule's precheck) is judged for this target
     out = Path(out_dir).absolute() if out_dir else None
     if write:
-        if out is None:  # --out leaves the original tree alone, stale files included
-            sweep_stale_temps(settings.root)
         try:
+            if out is None:  # --out leaves the original tree alone, stale files included
+                sweep_stale_temps(settings.root)
+                journal.recover(settings.root)  # a killed run's files and record made to match first
             if record:
                 ledger.check_location(out or settings.root)
         except UnsafeWrite as exc:
             raise UsageError(str(exc)) from None
+        except OSError as exc:
+            raise UsageError(f"{settings.root / journal.JOURNAL_PATH}: cannot complete the interrupted fix's "
+                             f"record ({exc.strerror or exc}); nothing was written") from None
     memo: dict = {}  # the rescan after writing reuses the results of the files fix left alone
     before = scan(resolved, settings=settings, progress=progress, memo=memo)
     extra = {f.path for f in before.findings}
@@ -246,7 +251,7 @@ def fix(
     if not write:
         remaining = _apply_route(_remaining_in_memory(before, plan, settings), settings)
         return FixOutcome(plan, None, None, declines.declined_are_manual(remaining, plan))
-    plan = write_changes(plan, out)
+    plan = write_changes(plan, out, with_journal=record)
     rescan_root = out or settings.root
     rescan_paths = [rescan_root / Path(p).relative_to(settings.root) if Path(p).is_relative_to(settings.root) else p for p in resolved]
     rescanned = scan(rescan_paths, settings=replace(settings, root=rescan_root), progress=prefixed(progress, "re-"),
@@ -258,7 +263,8 @@ def fix(
             covered = ledger.scanned_by(settings_selector(settings), rescan_root, rescan_paths)
             record_path = record_run(plan, rescan_root, remaining, covered)
         except OSError as exc:
-            record_error = f"cannot write the fix record: {exc.strerror or exc}"
+            record_error = (f"cannot write the fix record: {exc.strerror or exc}; this run's edits are kept in "
+                            f"{journal.JOURNAL_PATH} and recorded by the next `migrate fix`")
     return FixOutcome(plan, rescan_root, record_path, remaining, record_error)
 
 

@@ -18,6 +18,7 @@ import os
 import re
 import stat
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 TEMP_SUFFIX = ".migrate-tmp"
@@ -36,9 +37,12 @@ def write_text(path: str | Path, text: str, *, root: Path | None = None, mode: i
     write_bytes(path, text.encode("utf-8"), root=root, mode=mode)
 
 
-def write_bytes(path: str | Path, data: bytes, *, root: Path | None = None, mode: int | None = None) -> None:
+def write_bytes(path: str | Path, data: bytes, *, root: Path | None = None, mode: int | None = None,
+                before_replace: Callable[[], None] | None = None) -> None:
     """Write `data` to `path` as the module docstring says. `mode` is a new file's permission bits
-    (default: what the umask gives); a replaced regular file keeps its own. Raises OSError."""
+    (default: what the umask gives); a replaced regular file keeps its own. `before_replace` runs
+    right before the target changes (after the temporary file is synced) and may raise to keep it.
+    Raises OSError."""
     path = Path(path)
     target = _target(path, root)
     try:
@@ -47,14 +51,18 @@ def write_bytes(path: str | Path, data: bytes, *, root: Path | None = None, mode
         st = None
     if st is not None and not stat.S_ISREG(st.st_mode):
         if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+            if before_replace is not None:
+                before_replace()
             _write_in_place(target, data)
             return
         kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
         raise UnsafeWrite(f"{path}: is {kind}; refused")
     if st is not None and str(target.absolute()).startswith(_IN_PLACE_PREFIXES):
+        if before_replace is not None:
+            before_replace()
         _write_in_place(target, data)  # the file behind one of our descriptors: appended to as the shell opened it
         return
-    _atomic_replace(target, data, st, mode)
+    _atomic_replace(target, data, st, mode, before_replace)
 
 
 def _target(path: Path, root: Path | None) -> Path:
@@ -90,7 +98,8 @@ def _write_in_place(target: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def _atomic_replace(path: Path, data: bytes, st: os.stat_result | None, mode: int | None) -> None:
+def _atomic_replace(path: Path, data: bytes, st: os.stat_result | None, mode: int | None,
+                    before_replace: Callable[[], None] | None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
     try:
@@ -103,6 +112,8 @@ def _atomic_replace(path: Path, data: bytes, st: os.stat_result | None, mode: in
             _keep_owner(tmp, st)
         else:
             os.chmod(tmp, mode if mode is not None else new_file_mode())
+        if before_replace is not None:
+            before_replace()
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from migrator.fix.line_map import line_map
-from migrator.fix.writer import UnsafeWrite, atomic_write, destination, inside
+from migrator.fix.writer import UnsafeWrite, destination, inside
 from migrator.jsonfile import read_json_or_none
+from migrator.safe_write import write_bytes
 from migrator.workdir import ensure_folder
 
 RECORD_DIR = ".migrate"
@@ -79,18 +80,25 @@ def check_location(root: Path) -> None:
 def write(root: Path, run: dict[str, Any], states: dict[str, FileState], remaining: Counter,
           covered: Callable[[str, str], bool]) -> Path:
     """Merge this run's record into the ledger at `root` and write it atomically; returns its path."""
+    return write_merged(root, run, lambda rel: states[rel] if rel in states else read_state(root, rel), remaining,
+                        covered)
+
+
+def write_merged(root: Path, run: dict[str, Any], state_of: Callable[[str], FileState | None], remaining: Counter,
+                 covered: Callable[[str, str], bool]) -> Path:
+    """`write` with the files' states from `state_of` (each asked once); also the journal's recovery."""
     check_location(root)
     path = destination(root, RECORD_PATH)
     ensure_folder(path.parent)
     seen: dict[str, FileState | None] = {}
 
-    def state_of(rel: str) -> FileState | None:
+    def once(rel: str) -> FileState | None:
         if rel not in seen:
-            seen[rel] = states[rel] if rel in states else read_state(root, rel)
+            seen[rel] = state_of(rel)
         return seen[rel]
 
-    merged = merge(read_json_or_none(path), run, state_of, remaining, covered)
-    atomic_write(path, (json.dumps(merged, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+    merged = merge(read_json_or_none(path), run, once, remaining, covered)
+    write_bytes(path, (json.dumps(merged, indent=2, ensure_ascii=False) + "\n").encode("utf-8"), root=root)
     return path
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from migrator.safe_write import TEMP_NAME, TEMP_SUFFIX, UnsafeWrite, write_bytes
 
-__all__ = ["TEMP_NAME", "TEMP_SUFFIX", "UnsafeWrite", "atomic_write", "destination", "inside", "sniff"]
+__all__ = ["TEMP_NAME", "TEMP_SUFFIX", "ChangedSincePlanned", "UnsafeWrite", "atomic_write", "destination", "inside", "sniff"]
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,14 @@ def destination(root: Path, rel: str) -> Path:
     return final
 
 
-def atomic_write(path: Path, data: bytes) -> None:
+class ChangedSincePlanned(OSError):
+    """The file is not what the fix was planned from (edited, renamed, replaced while it ran): kept."""
+
+
+def atomic_write(path: Path, data: bytes, before_replace: Callable[[], None] | None = None) -> None:
     """Replace `path` with `data` (see migrator/safe_write.py: atomic over a regular file or a new path,
-    same mode and owner; never a partial file)."""
-    write_bytes(path, data)
+    same mode and owner; never a partial file); `before_replace` may refuse, right before the rename."""
+    write_bytes(path, data, before_replace=before_replace)
 
 
 def sweep_stale_temps(root: Path) -> list[Path]:
