@@ -108,8 +108,9 @@ def recover(root: Path) -> str | None:
             current = ledger.read_state(root, rel)
             if current is None:
                 return None
-            before = f.get("before_text") if isinstance(f.get("before_text"), str) else current.after
-            return ledger.FileState(before, f.get("before") or "", current.after, current.after_sha256)
+            before_text = f.get("before_text")
+            before = before_text if isinstance(before_text, str) else current.after
+            return ledger.FileState(before, str(f.get("before") or ""), current.after, current.after_sha256)
         return ledger.read_state(root, rel)
 
     ledger.write_merged(root, run, state_of, Counter(), lambda rel, code: False)
