@@ -263,8 +263,9 @@ def fix(
             covered = ledger.scanned_by(settings_selector(settings), rescan_root, rescan_paths)
             record_path = record_run(plan, rescan_root, remaining, covered)
         except OSError as exc:
-            record_error = (f"cannot write the fix record: {exc.strerror or exc}; this run's edits are kept in "
-                            f"{journal.JOURNAL_PATH} and recorded by the next `migrate fix`")
+            record_error = f"cannot write the fix record: {exc.strerror or exc}"
+            if (rescan_root / journal.JOURNAL_PATH).is_file():
+                record_error += f"; this run's edits are kept in {journal.JOURNAL_PATH} and recorded by the next `migrate fix`"
     return FixOutcome(plan, rescan_root, record_path, remaining, record_error)
 
 
