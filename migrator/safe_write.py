@@ -44,7 +44,7 @@ def write_bytes(path: str | Path, data: bytes, *, root: Path | None = None, mode
     right before the target changes (after the temporary file is synced) and may raise to keep it.
     Raises OSError."""
     path = Path(path)
-    target = _target(path, root)
+    target, descriptor = _target(path, root)
     try:
         st = os.stat(target)
     except FileNotFoundError:
@@ -53,26 +53,32 @@ def write_bytes(path: str | Path, data: bytes, *, root: Path | None = None, mode
         if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode):
             if before_replace is not None:
                 before_replace()
-            _write_in_place(target, data)
+            _write_in_place(target, data, append=descriptor)
             return
         kind = "a folder" if stat.S_ISDIR(st.st_mode) else "not a regular file"
         raise UnsafeWrite(f"{path}: is {kind}; refused")
-    if st is not None and str(target.absolute()).startswith(_IN_PLACE_PREFIXES):
+    if st is not None and descriptor:
         if before_replace is not None:
             before_replace()
-        _write_in_place(target, data)  # the file behind one of our descriptors: appended to as the shell opened it
+        _write_in_place(target, data, append=True)  # the file behind one of our descriptors, as the shell opened it
         return
     _atomic_replace(target, data, st, mode, before_replace)
 
 
-def _target(path: Path, root: Path | None) -> Path:
-    """The file the bytes go to: `path`, or where its links lead; checked against `root` if given."""
+def _target(path: Path, root: Path | None) -> tuple[Path, bool]:
+    """The file the bytes go to (`path`, or where its links lead; checked against `root` if given),
+    and whether it is reached through /dev or /proc (`/dev/stdout`, a link to /proc/self/fd/1): then
+    it is opened through the link, never resolved (a pipe has no name to resolve to)."""
     if root is None:
-        if path.is_symlink():
-            if str(path.absolute()).startswith(_IN_PLACE_PREFIXES):
-                return path.absolute()  # /dev/stdout and friends: opened through the link, never resolved
-            return Path(os.path.realpath(path))
-        return path
+        absolute = path.absolute()
+        hop = absolute
+        for _ in range(40):  # the kernel's own limit on a chain of links
+            if str(hop).startswith(_IN_PLACE_PREFIXES):
+                return absolute, True
+            if not hop.is_symlink():
+                break
+            hop = Path(os.path.normpath(hop.parent / os.readlink(hop)))
+        return (Path(os.path.realpath(path)) if path.is_symlink() else path), False
     real_root = Path(os.path.realpath(root))
     folder = Path(os.path.realpath(path.parent))
     if not folder.is_relative_to(real_root):
@@ -82,13 +88,13 @@ def _target(path: Path, root: Path | None) -> Path:
         real = Path(os.path.realpath(final))
         if not real.is_relative_to(real_root):
             raise UnsafeWrite(f"{path}: is a symlink to {real}, outside the root {root}; refused")
-        return real
-    return final
+        return real, False
+    return final, False
 
 
-def _write_in_place(target: Path, data: bytes) -> None:
+def _write_in_place(target: Path, data: bytes, append: bool) -> None:
     # O_APPEND keeps what the shell already wrote to a file behind /dev/stdout; no O_CREAT: it exists
-    flags = os.O_WRONLY | (os.O_APPEND if str(target.absolute()).startswith(_IN_PLACE_PREFIXES) else 0)
+    flags = os.O_WRONLY | (os.O_APPEND if append else 0)
     fd = os.open(target, flags | getattr(os, "O_NOCTTY", 0))
     try:
         view = memoryview(data)
