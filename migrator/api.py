@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 from collections import Counter
@@ -225,48 +226,51 @@ def fix(
         raise UsageError(f"unknown target {target!r}: choose npu or portable")
     settings = replace(settings, target=target)  # fixability (each rule's precheck) is judged for this target
     out = Path(out_dir).absolute() if out_dir else None
-    if write:
-        try:
-            if out is None:  # --out leaves the original tree alone, stale files included
-                sweep_stale_temps(settings.root)
-                journal.recover(settings.root)  # a killed run's files and record made to match first
-            if record:
-                ledger.check_location(out or settings.root)
-        except UnsafeWrite as exc:
-            raise UsageError(str(exc)) from None
-        except OSError as exc:
-            raise UsageError(f"{settings.root / journal.JOURNAL_PATH}: cannot complete the interrupted fix's "
-                             f"record ({exc.strerror or exc}); nothing was written") from None
-    memo: dict = {}  # the rescan after writing reuses the results of the files fix left alone
-    before = scan(resolved, settings=settings, progress=progress, memo=memo)
-    extra = {f.path for f in before.findings}
-    if annotate or strip_annotations:
-        extra |= _scanned_sources(settings, resolved)
-    options = FixOptions(target=target, exact_only=exact_only, annotate=annotate, strip_annotations=strip_annotations,
-                         jobs=settings.jobs)
-    # what a framework route covers is not rewritten: the framework handles it at run time
-    to_fix = replace(before, findings=tuple(f for f in before.findings if not (f.route and f.route.absorbs)))
-    plan = plan_fixes(to_fix, settings.root, options, extra_files=extra, progress=phase(progress, "fixing"))
-    plan = _route_edits(plan, before, settings)
-    if not write:
-        remaining = _apply_route(_remaining_in_memory(before, plan, settings), settings)
-        return FixOutcome(plan, None, None, declines.declined_are_manual(remaining, plan))
-    plan = write_changes(plan, out, with_journal=record)
-    rescan_root = out or settings.root
-    rescan_paths = [rescan_root / Path(p).relative_to(settings.root) if Path(p).is_relative_to(settings.root) else p for p in resolved]
-    rescanned = scan(rescan_paths, settings=replace(settings, root=rescan_root), progress=prefixed(progress, "re-"),
-                     memo=memo)
-    remaining = declines.declined_are_manual(rescanned, plan)
-    record_path, record_error = None, None
-    if record:
-        try:
-            covered = ledger.scanned_by(settings_selector(settings), rescan_root, rescan_paths)
-            record_path = record_run(plan, rescan_root, remaining, covered)
-        except OSError as exc:
-            record_error = f"cannot write the fix record: {exc.strerror or exc}"
-            if (rescan_root / journal.JOURNAL_PATH).is_file():
-                record_error += f"; this run's edits are kept in {journal.JOURNAL_PATH} and recorded by the next `migrate fix`"
-    return FixOutcome(plan, rescan_root, record_path, remaining, record_error)
+    with contextlib.ExitStack() as lock:
+        if write:
+            try:
+                if record:
+                    ledger.check_location(out or settings.root)
+                    if out is None:  # one writing run per tree: a second one would take the first's journal
+                        lock.enter_context(journal.exclusive(settings.root))
+                if out is None:  # --out leaves the original tree alone, stale files included
+                    sweep_stale_temps(settings.root)
+                    journal.recover(settings.root)  # a killed run's files and record made to match first
+            except UnsafeWrite as exc:
+                raise UsageError(str(exc)) from None
+            except OSError as exc:
+                raise UsageError(f"{settings.root / journal.JOURNAL_PATH}: cannot complete the interrupted fix's "
+                                 f"record ({exc.strerror or exc}); nothing was written") from None
+        memo: dict = {}  # the rescan after writing reuses the results of the files fix left alone
+        before = scan(resolved, settings=settings, progress=progress, memo=memo)
+        extra = {f.path for f in before.findings}
+        if annotate or strip_annotations:
+            extra |= _scanned_sources(settings, resolved)
+        options = FixOptions(target=target, exact_only=exact_only, annotate=annotate, strip_annotations=strip_annotations,
+                             jobs=settings.jobs)
+        # what a framework route covers is not rewritten: the framework handles it at run time
+        to_fix = replace(before, findings=tuple(f for f in before.findings if not (f.route and f.route.absorbs)))
+        plan = plan_fixes(to_fix, settings.root, options, extra_files=extra, progress=phase(progress, "fixing"))
+        plan = _route_edits(plan, before, settings)
+        if not write:
+            remaining = _apply_route(_remaining_in_memory(before, plan, settings), settings)
+            return FixOutcome(plan, None, None, declines.declined_are_manual(remaining, plan))
+        plan = write_changes(plan, out, with_journal=record)
+        rescan_root = out or settings.root
+        rescan_paths = [rescan_root / Path(p).relative_to(settings.root) if Path(p).is_relative_to(settings.root) else p for p in resolved]
+        rescanned = scan(rescan_paths, settings=replace(settings, root=rescan_root), progress=prefixed(progress, "re-"),
+                         memo=memo)
+        remaining = declines.declined_are_manual(rescanned, plan)
+        record_path, record_error = None, None
+        if record:
+            try:
+                covered = ledger.scanned_by(settings_selector(settings), rescan_root, rescan_paths)
+                record_path = record_run(plan, rescan_root, remaining, covered)
+            except OSError as exc:
+                record_error = f"cannot write the fix record: {exc.strerror or exc}"
+                if (rescan_root / journal.JOURNAL_PATH).is_file():
+                    record_error += f"; this run's edits are kept in {journal.JOURNAL_PATH} and recorded by the next `migrate fix`"
+        return FixOutcome(plan, rescan_root, record_path, remaining, record_error)
 
 
 def _route_edits(plan, before: RunResult, settings: Settings):

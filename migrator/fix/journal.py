@@ -16,11 +16,13 @@ was written against was committed: the journal is only removed.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import stat
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +32,35 @@ from migrator.safe_write import write_bytes
 from migrator.workdir import ensure_folder
 
 JOURNAL_PATH = f"{ledger.RECORD_DIR}/fix-journal.json"
+LOCK_PATH = f"{ledger.RECORD_DIR}/fix.lock"
 VERSION = 1
+
+
+@contextlib.contextmanager
+def exclusive(root: Path) -> Iterator[None]:
+    """Hold `.migrate/fix.lock` for a writing run; a second `fix` on the same tree is refused (UsageError)
+    instead of taking over the first's journal and temporary files. No lock where fcntl is missing."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    from migrator.usage_error import UsageError
+
+    ensure_folder(root / ledger.RECORD_DIR)
+    try:
+        fd = os.open(root / LOCK_PATH, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as exc:
+        raise UsageError(f"{root / LOCK_PATH}: cannot open the fix lock ({exc.strerror or exc}); nothing was written") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UsageError(f"{root}: another `migrate fix` is writing this tree ({LOCK_PATH} is held); "
+                             "run one at a time") from None
+        yield
+    finally:
+        os.close(fd)
 
 
 def fault_point(name: str) -> None:

@@ -150,3 +150,15 @@ def test_an_unreadable_journal_is_set_aside(tmp_path):
     assert note and "set aside" in note
     assert (root / (journal.JOURNAL_PATH + ".unreadable")).exists()
     assert not (root / journal.JOURNAL_PATH).exists()
+
+
+def test_a_second_fix_on_the_same_tree_is_refused_while_one_writes(tmp_path):
+    from migrator.usage_error import UsageError
+
+    root = _tree(tmp_path / "t")
+    with journal.exclusive(root):  # as a running `migrate fix` holds it
+        with pytest.raises(UsageError, match="another `migrate fix` is writing this tree"):
+            api.fix([root], use_cache=False)
+    assert all((root / rel).read_text() == text for rel, text in FILES.items())
+    api.fix([root], use_cache=False)  # released: the next run goes ahead
+    assert "npu" in (root / "a.py").read_text()
