@@ -4,10 +4,11 @@
     python3 bench/fault_bench.py              # all cases
     python3 bench/fault_bench.py --timed 24   # more timed kills
 
-Cases, each on a fresh copy, each followed by the recovery the next `fix` does first
-(`migrator.fix.journal.recover`) and a check, then a full `fix` and a check again:
+Cases, each on a fresh copy, each followed by what the next `fix` does first (stale temporary
+files swept, `migrator.fix.journal.recover`) and a check, then a full `fix` and a check again:
 - SIGKILL at every named point of the transaction (`MIGRATE_FAULT_AT`: journal, file:1..N, written,
-  record) and at evenly spread times over a measured fix (kill after t ms);
+  record), at evenly spread times over a measured fix (kill after t ms), and t ms after the journal
+  appears (inside the short window where files are replaced);
 - concurrent edits: a writer appends marker lines to a file while `fix` runs; every marker must be
   in the file afterwards (the user's edit survives), and a skipped file must be reported;
 - disk full: the tree on a small tmpfs (`mount -t tmpfs`, needs root; skipped when refused), filled
@@ -35,6 +36,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from migrator.fix import journal  # noqa: E402
+from migrator.fix.writer import sweep_stale_temps  # noqa: E402
 
 SAMPLES = ("gpt", "moe", "resnet")
 RECORD = ".migrate/fix-record.json"
@@ -113,9 +115,25 @@ def violations(root: Path, ref: Reference, appended: dict[str, list[bytes]] | No
     return found
 
 
+LEFT: list[str] = []  # what each fault left before recovery, for the summary
+
+
+def left_by_fault(root: Path, ref: Reference) -> str:
+    now = snapshot(root)
+    fixed = sum(1 for rel in ref.changed if now.get(rel) == ref.fixed[rel])
+    return f"{fixed}/{len(ref.changed)} fixed, {'journal' if (root / journal.JOURNAL_PATH).exists() else 'no journal'}"
+
+
+def next_run_starts(root: Path) -> None:
+    """What a writing `migrate fix` does first (api.fix): stale temporary files go, the journal is recovered."""
+    sweep_stale_temps(root)
+    journal.recover(root)
+
+
 def after_fault(name: str, root: Path, ref: Reference, appended=None) -> list[str]:
     """Recover, check; then the next full run, check again (it must complete the migration)."""
-    journal.recover(root)
+    LEFT.append(left_by_fault(root, ref))
+    next_run_starts(root)
     bad = [f"{name} after recovery: {v}" for v in violations(root, ref, appended)]
     run_fix(root)
     bad += [f"{name} after the next run: {v}" for v in violations(root, ref, appended)]
@@ -149,6 +167,21 @@ def timed_kills(work: Path, ref: Reference, count: int) -> tuple[int, list[str]]
     return count, bad
 
 
+def kills_in_the_write_phase(work: Path, ref: Reference, delays_ms: list[float]) -> tuple[int, list[str]]:
+    """Killed t ms after the journal appears: inside the short window where files are being replaced."""
+    bad = []
+    for i, delay in enumerate(delays_ms):
+        root = make_tree(work / f"write-phase-{i}")
+        proc = subprocess.Popen(fix_cmd(root), cwd=root, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while proc.poll() is None and not (root / journal.JOURNAL_PATH).exists():
+            time.sleep(0.0005)
+        time.sleep(delay / 1000)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        bad += after_fault(f"kill {delay} ms after the journal", root, ref)
+    return len(delays_ms), bad
+
+
 def concurrent_edits(work: Path, ref: Reference, rounds: int = 3) -> tuple[int, list[str]]:
     bad = []
     for i in range(rounds):
@@ -178,7 +211,7 @@ def concurrent_edits(work: Path, ref: Reference, rounds: int = 3) -> tuple[int, 
             bad.append(f"edit {i}: {len(missing)} of the user's {len(marks)} lines in {target} lost")
         if data.startswith(ref.original[target]) and target not in result.stdout + result.stderr:
             bad.append(f"edit {i}: {target} was kept but not reported")
-        journal.recover(root)
+        next_run_starts(root)
         for v in violations(root, ref, {target: marks}):
             if not v.startswith(target):  # the edited file is neither by design
                 bad.append(f"edit {i}: {v}")
@@ -227,10 +260,16 @@ def main() -> int:
         total = []
         for name, case in (("SIGKILL at named points", lambda: named_kills(work, ref)),
                            ("SIGKILL after t ms", lambda: timed_kills(work, ref, args.timed)),
+                           ("SIGKILL t ms after the journal", lambda: kills_in_the_write_phase(
+                               work, ref, [0, 0.5, 1, 2, 3, 5, 8, 12, 20, 40])),
                            ("concurrent edits", lambda: concurrent_edits(work, ref)),
                            ("disk full", lambda: disk_full(work, ref, [k * 4096 for k in (0, 1, 2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 64)]))):
+            LEFT.clear()
             count, bad = case()
             print(f"{name}: {count} runs, {len(bad)} violations")
+            if LEFT:
+                tally = {state: LEFT.count(state) for state in dict.fromkeys(LEFT)}
+                print("  left before recovery: " + "; ".join(f"{state} ×{n}" for state, n in tally.items()))
             for line in bad:
                 print(f"  {line}")
             total += bad

@@ -13,6 +13,7 @@ import pytest
 
 from migrator import api
 from migrator.fix import journal, ledger, runner
+from migrator.fix.writer import sweep_stale_temps
 from tests.conftest import run_cli
 
 FILES = {
@@ -68,7 +69,8 @@ def test_sigkill_at_each_point_recovers_to_a_matching_record(tmp_path, fixed, po
     result = run_cli("fix", str(root), "--no-cache", "-q", cwd=root, env={"MIGRATE_FAULT_AT": point})
     assert result.returncode == -signal.SIGKILL, result.stderr
     assert (root / journal.JOURNAL_PATH).exists()  # killed before the journal went, at every point
-    journal.recover(root)  # what the next `migrate fix` does first
+    sweep_stale_temps(root)  # what the next `migrate fix` does first
+    journal.recover(root)
     assert_consistent(root, fixed)
     api.fix([root], use_cache=False)  # the next run completes the migration
     assert_consistent(root, fixed)
