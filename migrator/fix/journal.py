@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from migrator.fix import ledger
-from migrator.jsonfile import read_json_or_none
+from migrator.jsonfile import loads_bounded, read_json_or_none
 from migrator.safe_write import write_bytes
 from migrator.workdir import ensure_folder
 
@@ -118,9 +118,15 @@ def recover(root: Path) -> str | None:
     """Complete or undo what a killed run left (module docstring); returns a note of what was done,
     None when there was no journal. A journal that cannot be read is set aside, never trusted."""
     path = root / JOURNAL_PATH
-    if not path.is_file() or path.is_symlink():
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            return None
+        # no size cap: our own file, as big as the run's before-texts (a cap would lose the recovery)
+        journal: Any = loads_bounded(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
         return None
-    journal = read_json_or_none(path)
+    except (OSError, UnicodeDecodeError, ValueError):
+        journal = None
     if not isinstance(journal, dict) or journal.get("journal_version") != VERSION or not isinstance(journal.get("run"), dict):
         os.replace(path, path.with_name(path.name + ".unreadable"))
         return f"{path}: an unreadable fix journal was set aside (as {path.name}.unreadable)"
