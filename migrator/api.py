@@ -7,6 +7,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -29,11 +32,21 @@ def resolve_settings(paths: Sequence[str | Path], root: str | Path | None = None
         path = Path(p)
         if not path.exists() and not path.is_symlink():
             raise UsageError(f"{p}: no such file or directory")
+        if path.is_symlink() and _is_link_loop(path):
+            raise UsageError(f"{p}: a symlink loop (following it leads back to itself); nothing to scan")
         resolved.append(path.absolute())
     root_path = Path(root).absolute() if root else find_root(resolved)
     settings = load_settings(root_path).with_overrides(**overrides)
     _check_coverage_choice(settings)
     return settings, resolved
+
+
+def _is_link_loop(path: Path) -> bool:
+    try:
+        os.stat(path)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
 
 
 def _check_coverage_choice(settings: Settings) -> None:
@@ -201,8 +214,9 @@ def fix(
     """Rewrite what can be rewritten, as a transaction over the tree: every file is planned (fixed,
     re-parsed, encoded) before any is written; a file that cannot be planned or written is an error
     of that file only. `write=False` computes the changes only (for --diff/--check)."""
-    from migrator.fix import ledger
-    from migrator.fix.runner import FixOptions, plan_fixes, record_run, write_changes
+    from migrator.fix import journal, ledger
+    from migrator.fix.runner import FixOptions, plan_fixes
+    from migrator.fix.transaction import record_run, write_changes
     from migrator.fix.writer import UnsafeWrite, sweep_stale_temps
 
     if settings is None:
@@ -213,42 +227,51 @@ def fix(
         raise UsageError(f"unknown target {target!r}: choose npu or portable")
     settings = replace(settings, target=target)  # fixability (each rule's precheck) is judged for this target
     out = Path(out_dir).absolute() if out_dir else None
-    if write:
-        if out is None:  # --out leaves the original tree alone, stale files included
-            sweep_stale_temps(settings.root)
-        try:
-            if record:
-                ledger.check_location(out or settings.root)
-        except UnsafeWrite as exc:
-            raise UsageError(str(exc)) from None
-    memo: dict = {}  # the rescan after writing reuses the results of the files fix left alone
-    before = scan(resolved, settings=settings, progress=progress, memo=memo)
-    extra = {f.path for f in before.findings}
-    if annotate or strip_annotations:
-        extra |= _scanned_sources(settings, resolved)
-    options = FixOptions(target=target, exact_only=exact_only, annotate=annotate, strip_annotations=strip_annotations,
-                         jobs=settings.jobs)
-    # what a framework route covers is not rewritten: the framework handles it at run time
-    to_fix = replace(before, findings=tuple(f for f in before.findings if not (f.route and f.route.absorbs)))
-    plan = plan_fixes(to_fix, settings.root, options, extra_files=extra, progress=phase(progress, "fixing"))
-    plan = _route_edits(plan, before, settings, resolved)
-    if not write:
-        remaining = _apply_route(_remaining_in_memory(before, plan, settings), settings, resolved)
-        return FixOutcome(plan, None, None, declines.declined_are_manual(remaining, plan))
-    plan = write_changes(plan, out)
-    rescan_root = out or settings.root
-    rescan_paths = [rescan_root / Path(p).relative_to(settings.root) if Path(p).is_relative_to(settings.root) else p for p in resolved]
-    rescanned = scan(rescan_paths, settings=replace(settings, root=rescan_root), progress=prefixed(progress, "re-"),
-                     memo=memo)
-    remaining = declines.declined_are_manual(rescanned, plan)
-    record_path, record_error = None, None
-    if record:
-        try:
-            covered = ledger.scanned_by(settings_selector(settings), rescan_root, rescan_paths)
-            record_path = record_run(plan, rescan_root, remaining, covered)
-        except OSError as exc:
-            record_error = f"cannot write the fix record: {exc.strerror or exc}"
-    return FixOutcome(plan, rescan_root, record_path, remaining, record_error)
+    with contextlib.ExitStack() as lock:
+        if write:
+            try:
+                if record:
+                    ledger.check_location(out or settings.root)
+                    if out is None:  # one writing run per tree: a second one would take the first's journal
+                        lock.enter_context(journal.exclusive(settings.root))
+                if out is None:  # --out leaves the original tree alone, stale files included
+                    sweep_stale_temps(settings.root)
+                    journal.recover(settings.root)  # a killed run's files and record made to match first
+            except UnsafeWrite as exc:
+                raise UsageError(str(exc)) from None
+            except OSError as exc:
+                raise UsageError(f"{settings.root / journal.JOURNAL_PATH}: cannot complete the interrupted fix's "
+                                 f"record ({exc.strerror or exc}); nothing was written") from None
+        memo: dict = {}  # the rescan after writing reuses the results of the files fix left alone
+        before = scan(resolved, settings=settings, progress=progress, memo=memo)
+        extra = {f.path for f in before.findings}
+        if annotate or strip_annotations:
+            extra |= _scanned_sources(settings, resolved)
+        options = FixOptions(target=target, exact_only=exact_only, annotate=annotate, strip_annotations=strip_annotations,
+                             jobs=settings.jobs)
+        # what a framework route covers is not rewritten: the framework handles it at run time
+        to_fix = replace(before, findings=tuple(f for f in before.findings if not (f.route and f.route.absorbs)))
+        plan = plan_fixes(to_fix, settings.root, options, extra_files=extra, progress=phase(progress, "fixing"))
+        plan = _route_edits(plan, before, settings, resolved)
+        if not write:
+            remaining = _apply_route(_remaining_in_memory(before, plan, settings), settings, resolved)
+            return FixOutcome(plan, None, None, declines.declined_are_manual(remaining, plan))
+        plan = write_changes(plan, out, with_journal=record)
+        rescan_root = out or settings.root
+        rescan_paths = [rescan_root / Path(p).relative_to(settings.root) if Path(p).is_relative_to(settings.root) else p for p in resolved]
+        rescanned = scan(rescan_paths, settings=replace(settings, root=rescan_root), progress=prefixed(progress, "re-"),
+                         memo=memo)
+        remaining = declines.declined_are_manual(rescanned, plan)
+        record_path, record_error = None, None
+        if record:
+            try:
+                covered = ledger.scanned_by(settings_selector(settings), rescan_root, rescan_paths)
+                record_path = record_run(plan, rescan_root, remaining, covered)
+            except OSError as exc:
+                record_error = f"cannot write the fix record: {exc.strerror or exc}"
+                if (rescan_root / journal.JOURNAL_PATH).is_file():
+                    record_error += f"; this run's edits are kept in {journal.JOURNAL_PATH} and recorded by the next `migrate fix`"
+        return FixOutcome(plan, rescan_root, record_path, remaining, record_error)
 
 
 def _route_edits(plan, before: RunResult, settings: Settings, paths: list[Path]):

@@ -1,15 +1,12 @@
-"""What every command shares: exit codes, option choices, the error line and the atomic output writer.
+"""What every command shares: exit codes, option choices, the error line and writing an output.
 
 Only click and the standard library: imported on every run.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import click
@@ -35,28 +32,16 @@ def _fail(message: str) -> NoReturn:
 
 
 def write_output(text: str, path: str | None) -> None:
-    """Print, or write atomically to a file (parent folders created); never a partial file."""
+    """Print, or write to `path` with the one writer (parent folders created); never a partial file."""
     if not path or path == "-":
         click.echo(text, nl=False)
         return
-    target = Path(path)
-    tmp = None
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        umask = os.umask(0o022)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; a report is meant to be shared
-        os.replace(tmp, target)
-        tmp = None
+    from migrator.safe_write import write_text
+
+    try:  # a device or FIFO is written in place (`-o /dev/null` stays a device), a file atomically
+        write_text(path, text)
     except OSError as exc:
         _fail(f"cannot write {path}: {exc.strerror or exc}")
-    finally:
-        if tmp is not None:  # failed before the rename (also on an encoding error): no temp file left
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
 
 
 def _split_codes(values: tuple[str, ...]) -> tuple[str, ...] | None:

@@ -58,9 +58,12 @@ class Settings:
 
 
 def find_root(paths: list[Path]) -> Path:
-    """Nearest ancestor of the first path that holds pyproject.toml or .git."""
-    # realpath, not resolve(): a symlink loop among the paths is reported per path later, not raised here
-    start = Path(os.path.realpath(paths[0] if paths else Path.cwd()))
+    """Nearest ancestor of the first path, as given, that holds pyproject.toml or .git.
+
+    The path is made absolute without following links: the root is where the user stands, not where
+    a link points (`migrate fix link.py` with the link's target in another project must not write
+    that project's `.migrate/`)."""
+    start = Path(os.path.abspath(paths[0] if paths else Path.cwd()))
     folder = start if start.is_dir() else start.parent
     for candidate in (folder, *folder.parents):
         if (candidate / "pyproject.toml").is_file() or (candidate / ".git").exists():

@@ -10,7 +10,6 @@ optional fix record (written by `migrate fix`) and validation result (written by
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -79,15 +78,10 @@ class ReportData:
 
 
 def _git(root: Path, *args: str) -> str | None:
-    try:
-        proc = subprocess.run(
-            ["git", "-C", str(root), *args],
-            capture_output=True, text=True, timeout=10,
-            env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C"},
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return proc.stdout.strip() if proc.returncode == 0 else None
+    from migrator.git_command import run_git
+
+    proc = run_git(list(args), root, filters=args[:1] == ("status",), timeout=10)
+    return proc.stdout.decode("utf-8", "replace").strip() if proc is not None and proc.returncode == 0 else None
 
 
 def git_info(root: Path) -> dict[str, Any]:
@@ -96,7 +90,7 @@ def git_info(root: Path) -> dict[str, Any]:
     top = _git(root, "rev-parse", "--show-toplevel")
     commit = _git(root, "rev-parse", "HEAD")
     branch = _git(root, "rev-parse", "--abbrev-ref", "HEAD")
-    status = _git(root, "status", "--porcelain", "--untracked-files=no")
+    status = _git(root, "status", "--porcelain", "--untracked-files=no", "--ignore-submodules=all")
     return {
         "repo": Path(top).name if top else None,
         "commit": commit,

@@ -55,6 +55,21 @@ def _processes_under(folder: str) -> list[tuple[int, str]]:
     return found
 
 
+def _check_dev_null(session) -> None:
+    """A test that wrote to /dev/null with an atomic rename (as root) replaced it with a regular file:
+    every later `git` then fails. The run fails, naming the damage."""
+    import stat
+
+    try:
+        mode = os.lstat(os.devnull).st_mode
+    except OSError:
+        mode = 0
+    if not stat.S_ISCHR(mode):
+        session.config.get_terminal_writer().line(
+            f"{os.devnull} is no longer a character device (mode {mode:o}): a test or the tool replaced it", red=True)
+        session.exitstatus = 1
+
+
 def pytest_sessionfinish(session, exitstatus):
     """The suite leaves no process behind: anything still running in the session's temporary
     folders (validation children, torchrun ranks, training runs) fails the run, and is ended."""
@@ -63,6 +78,7 @@ def pytest_sessionfinish(session, exitstatus):
 
     if hasattr(session.config, "workerinput"):  # an xdist worker: the controller checks once, at the end
         return
+    _check_dev_null(session)
     factory = getattr(session.config, "_tmp_path_factory", None)
     if factory is None:
         return

@@ -8,10 +8,10 @@ with. A `partial` op with such facts is judged on them instead of the static dty
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from functools import lru_cache
 from pathlib import Path
+
+from migrator.safe_write import write_text
 
 from .model import Census, first_dtype
 
@@ -33,12 +33,7 @@ def write(root: str | Path, census: Census) -> Path:
 
     path = census_path(root)
     ensure_folder(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".op-trace.", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-        json.dump(census.to_json(), fh, indent=1, ensure_ascii=False)
-        fh.write("\n")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    write_text(path, json.dumps(census.to_json(), indent=1, ensure_ascii=False) + "\n", root=Path(root), mode=0o644)
     return path
 
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import hashlib
 import os
 import pickle
-import tempfile
 import time
 from pathlib import Path
 
 from migrator.model import FileResult
+from migrator.safe_write import write_bytes
 
 FORMAT = 2  # 2: Finding.imported
 MAX_AGE_DAYS = 30
@@ -100,11 +100,7 @@ class ScanCache:
             return
         entries = self.entries
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, suffix=".tmp")
-            with os.fdopen(fd, "wb") as fh:
-                pickle.dump(entries, fh, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, self.path)
+            write_bytes(self.path, pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL))
         except OSError:
             return
         prune(self.path.parent)

@@ -9,26 +9,17 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
-GIT_TIMEOUT_S = 120
-# set when we run from a git hook: they would point git at the hook's index or tree, not the folder's
-_HOOK_VARIABLES = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR")
+from migrator.git_command import run_git
+
 SUBMODULE_PATH = re.compile(r"^\s*path\s*=\s*(.+?)\s*$", re.MULTILINE)
 
 
 def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes] | None:
-    git = shutil.which("git")
-    if git is None:
-        return None
-    env = {k: v for k, v in os.environ.items() if k not in _HOOK_VARIABLES}
-    try:
-        return subprocess.run([git, *args], cwd=cwd, env=env, capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+    return run_git(args, cwd)  # isolated: nothing from the repository's config runs (migrator/git_command.py)
 
 
 def project_files(folder: Path, pruned_dirs: Iterable[str] = ()) -> list[str] | None:

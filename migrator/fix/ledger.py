@@ -6,7 +6,9 @@ Merge rule (also in the README and the record's JSON schema), per recorded file:
 - its bytes hash to the recorded `sha256` (unchanged since a run recorded it): every edit stays;
 - its bytes hash to `sha256_before` (the state before the earliest recorded edit): reverted, dropped;
 - otherwise (edited since): an edit stays while the file still holds the lines the edit produced
-  (`new.text`), and moves to where they are now (the nearest match; each match counts once);
+  (`new.sha256`, the hash of lines `new.line`..`new.end_line` joined with `\n`; records of older
+  versions carry the lines themselves, `new.text`), and moves to where they are now (the nearest
+  match; each match counts once);
 - a file this run rewrites gets this run's edits added, earlier ones moved along this run's diff.
 A declined site stays while the scan at the end of the run still finds it (as many entries per
 path, code and symbol as there are such findings); files and codes the run did not scan keep theirs.
@@ -26,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from migrator.fix.line_map import line_map
-from migrator.fix.writer import UnsafeWrite, atomic_write, destination, inside
+from migrator.fix.writer import UnsafeWrite, destination, inside
 from migrator.jsonfile import read_json_or_none
+from migrator.safe_write import write_bytes
 from migrator.workdir import ensure_folder
 
 RECORD_DIR = ".migrate"
@@ -48,6 +51,20 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def lines_sha256(lines: list[str]) -> str:
+    """What the record keeps of an edit's new lines: their hash, not the lines (a 61 KB one-line config
+    with 2 001 sites would otherwise store that line 2 001 times)."""
+    return sha256("\n".join(lines).encode("utf-8", "surrogatepass"))
+
+
+def _block_hash(new: dict) -> str | None:
+    if isinstance(new.get("sha256"), str):
+        return new["sha256"]
+    if isinstance(new.get("text"), str):  # a record of an older version
+        return lines_sha256(new["text"].split("\n"))
+    return None
+
+
 def check_location(root: Path) -> None:
     """Refuse (UnsafeWrite) a `.migrate` folder or record that is a symlink or lies outside the root,
     before anything is written."""
@@ -63,18 +80,25 @@ def check_location(root: Path) -> None:
 def write(root: Path, run: dict[str, Any], states: dict[str, FileState], remaining: Counter,
           covered: Callable[[str, str], bool]) -> Path:
     """Merge this run's record into the ledger at `root` and write it atomically; returns its path."""
+    return write_merged(root, run, lambda rel: states[rel] if rel in states else read_state(root, rel), remaining,
+                        covered)
+
+
+def write_merged(root: Path, run: dict[str, Any], state_of: Callable[[str], FileState | None], remaining: Counter,
+                 covered: Callable[[str, str], bool]) -> Path:
+    """`write` with the files' states from `state_of` (each asked once); also the journal's recovery."""
     check_location(root)
     path = destination(root, RECORD_PATH)
     ensure_folder(path.parent)
     seen: dict[str, FileState | None] = {}
 
-    def state_of(rel: str) -> FileState | None:
+    def once(rel: str) -> FileState | None:
         if rel not in seen:
-            seen[rel] = states[rel] if rel in states else read_state(root, rel)
+            seen[rel] = state_of(rel)
         return seen[rel]
 
-    merged = merge(read_json_or_none(path), run, state_of, remaining, covered)
-    atomic_write(path, (json.dumps(merged, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+    merged = merge(read_json_or_none(path), run, once, remaining, covered)
+    write_bytes(path, (json.dumps(merged, indent=2, ensure_ascii=False) + "\n").encode("utf-8"), root=root)
     return path
 
 
@@ -207,27 +231,32 @@ def _lines(rel: str, text: str) -> Callable[[int | None], list[str]]:
 
 
 def _relocated(rel: str, edits: list[dict], text: str) -> list[dict]:
-    """The edits whose new lines are still in `text`, moved to the nearest place they are now."""
+    """The edits whose new lines are still in `text` (by their hash), moved to the nearest place they are now."""
     lines_of = _lines(rel, text)
     groups: dict[tuple[int, int], list[dict]] = {}
     kept = []
     for e in edits:
         new = _new(e)
-        if not isinstance(new.get("text"), str) or not isinstance(new.get("line"), int):
+        if _block_hash(new) is None or not isinstance(new.get("line"), int) or not isinstance(new.get("end_line", 0), int):
             kept.append(e)  # nothing to look for: kept as recorded
         else:
             groups.setdefault((e.get("cell") or 0, new["line"]), []).append(e)
     claimed: set[tuple[int, int]] = set()
-    where: dict[int, dict[str, list[int]]] = {}  # cell -> line text -> its line numbers
+    windows: dict[tuple[int, int], dict[str, list[int]]] = {}  # (cell, lines) -> block hash -> its starts
+
+    def starts(cell: int, size: int, digest: str) -> list[int]:
+        if (cell, size) not in windows:
+            lines = lines_of(cell)
+            found: dict[str, list[int]] = {}
+            for s in range(1, len(lines) - size + 2):
+                found.setdefault(lines_sha256(lines[s - 1:s - 1 + size]), []).append(s)
+            windows[(cell, size)] = found
+        return windows[(cell, size)].get(digest, [])
+
     for (cell, start), group in sorted(groups.items()):
-        lines = lines_of(cell)
-        if cell not in where:
-            where[cell] = {}
-            for number, line in enumerate(lines, 1):
-                where[cell].setdefault(line, []).append(number)
-        blocks = [_new(e)["text"].split("\n") for e in group]
-        starts = where[cell].get(blocks[0][0], [])
-        spots = [s for s in starts if (cell, s) not in claimed and _fits(lines, s, blocks)]
+        first = group[0]
+        spots = [s for s in starts(cell, _size(first), _block_hash(_new(first)) or "")
+                 if (cell, s) not in claimed and all(s in starts(cell, _size(e), _block_hash(_new(e)) or "") for e in group)]
         if not spots:
             continue  # the edit's lines are gone: reverted or rewritten by hand
         spot = min(spots, key=lambda s: (abs(s - start), s))
@@ -236,8 +265,9 @@ def _relocated(rel: str, edits: list[dict], text: str) -> list[dict]:
     return kept
 
 
-def _fits(lines: list[str], start: int, blocks: list[list[str]]) -> bool:
-    return all(lines[start - 1:start - 1 + len(b)] == b for b in blocks)
+def _size(edit: dict) -> int:
+    new = _new(edit)
+    return max(1, int(new.get("end_line", new["line"])) - int(new["line"]) + 1)
 
 
 def _shifted(edit: dict, by: int) -> dict:
@@ -266,7 +296,7 @@ def _moved(rel: str, edits: list[dict], before: str, after: str) -> list[dict]:
         span = {**new, "line": first, "end_line": last}
         if 0 < last <= len(lines):
             span["end_column"] = len(lines[last - 1]) + 1
-            if "text" in new:
-                span["text"] = "\n".join(lines[first - 1:last])
+            span.pop("text", None)
+            span["sha256"] = lines_sha256(lines[first - 1:last])
         moved.append({**e, "new": span})
     return moved

@@ -5,20 +5,17 @@ from __future__ import annotations
 import ast
 import difflib
 import re
-import shutil
-from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from migrator import __version__
 from migrator.engine.source import UnreadableSource, decode_python, decode_text
 from migrator.fix import ledger, text_fixer
 from migrator.fix.line_map import line_map as _line_map
 from migrator.fix.pool import PythonJob, PythonOutcome, fix_modules
 from migrator.fix.runtime_module import Planner, RuntimeImport
-from migrator.fix.writer import atomic_write, destination, inside, sniff
+from migrator.fix.writer import inside, sniff
 from migrator.model import Finding, RunResult
 from migrator.rules.catalogue import load_catalogue
 
@@ -41,12 +38,12 @@ class Edit:
     new_end_line: int = 0
     new_end_column: int = 1
     cell: int | None = None  # notebooks: 1-based cell; the lines are lines of that cell
-    new_text: str | None = None  # the edited lines after the fix (the ledger looks for them later)
+    new_sha256: str | None = None  # hash of the edited lines after the fix (the ledger looks for them later)
 
     def to_dict(self) -> dict[str, Any]:
         new: dict[str, Any] = {"line": self.new_line, "column": 1, "end_line": self.new_end_line, "end_column": self.new_end_column}
-        if self.new_text is not None:
-            new["text"] = self.new_text
+        if self.new_sha256 is not None:
+            new["sha256"] = self.new_sha256
         data: dict[str, Any] = {
             "code": self.code,
             "fix_kind": self.fix_kind,
@@ -270,9 +267,9 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
             first = mapping.get(f.line, (f.line, f.line))[0]
             last = mapping.get(f.end_line, (f.end_line, f.end_line))[1]
             end_col = len(new_lines[last - 1]) + 1 if 0 < last <= len(new_lines) else 1
-            new_text = "\n".join(new_lines[first - 1:last]) if 0 < first <= last <= len(new_lines) else None
+            new_hash = ledger.lines_sha256(new_lines[first - 1:last]) if 0 < first <= last <= len(new_lines) else None
             edits.append(Edit(f.code, f.fix.kind if f.fix else "exact", f.fix.title if f.fix else "", f.symbol,
-                              f.line, f.column, f.end_line, f.end_column, first, last, end_col, f.cell, new_text))
+                              f.line, f.column, f.end_line, f.end_column, first, last, end_col, f.cell, new_hash))
         real = real_of[rel]
         digest = ledger.sha256(data)
         write_to = real if real != rel else None
@@ -396,90 +393,3 @@ def with_text(root: Path, rel: str, after: str, edits: tuple[Edit, ...], change:
     before = base.before if change is not None else text
     return replace(base, before=before, after=after, edits=edits, encoded=encoded, error=error,
                    before_sha256=base.before_sha256 or ledger.sha256(data))
-
-
-def write_changes(plan: FixPlan, out_dir: Path | None) -> FixPlan:
-    """Write every planned change (in place, or into a full copy under out_dir), each atomically and
-    only inside the root; a file that cannot be written gets its error, the others are still written.
-    Returns the plan as it now stands on disk."""
-    target_root = out_dir or plan.root
-    if out_dir is not None:
-        _copy_tree(plan.root, out_dir)
-    done = []
-    failed_modules: dict[str, str] = {}
-    # runtime modules first: a file whose module could not be written is not written either
-    for change in sorted(plan.changes, key=lambda c: not c.runtime_module):
-        encoded = change.encoded
-        if change.changed and encoded is None:  # never an empty file for a change nobody encoded
-            change = replace(change, error="internal error: the fixed text was not encoded; file left unchanged")
-        elif change.changed and change.imports_module in failed_modules:
-            why = failed_modules[change.imports_module]
-            change = replace(change, error=f"not written: it would import {change.imports_module}, which could not "
-                                           f"be written ({why}); file left unchanged")
-        elif change.changed and encoded is not None:
-            try:
-                atomic_write(destination(target_root, change.real_path), encoded)
-            except OSError as exc:
-                why = exc.strerror if exc.strerror else str(exc)
-                change = replace(change, error=f"cannot write: {why}; file left unchanged")
-                if change.runtime_module:
-                    failed_modules[change.path] = why
-        done.append(change)
-    done.sort(key=lambda c: c.path)
-    return replace(plan, changes=tuple(done))
-
-
-def record_run(plan: FixPlan, root: Path, remaining: RunResult, covered: Callable[[str, str], bool]) -> Path:
-    """Merge this (written) run into the fix record at `root` (see migrator/fix/ledger.py)."""
-    states: dict[str, ledger.FileState] = {}
-    for c in plan.changes:
-        if not c.before_sha256:
-            continue  # never read: the ledger looks at the file itself
-        after, digest = (c.after, ledger.sha256(c.encoded or b"")) if c.changed else (c.before, c.before_sha256)
-        if c.changed or c.real_path not in states:
-            states[c.real_path] = ledger.FileState(c.before, c.before_sha256, after, digest)
-    counts = Counter((f.path, f.code, f.symbol) for f in remaining.findings)
-    return ledger.write(root, fix_record(plan), states, counts, covered)
-
-
-def fix_record(plan: FixPlan) -> dict[str, Any]:
-    """This run alone, paths relative to the root; `ledger.merge` folds it into the earlier runs."""
-    return {
-        "schema_version": 1,
-        "tool": {"name": "ascend-migrate", "version": __version__, "catalogue": load_catalogue().digest},
-        "target": plan.options.target,
-        "files": [
-            {"path": c.real_path, "edits": [e.to_dict() for e in c.edits]}
-            for c in plan.changes
-            if c.changed and c.edits
-        ],
-        # sites the fixer would not rewrite, with the reason: `migrate scan` reports them as manual
-        "declined": [
-            {"path": c.path, "code": f.code, "symbol": f.symbol, "reason": why}
-            for c in plan.changes
-            for f, why in c.declined
-        ],
-        "errors": [{"path": c.path, "error": c.error} for c in plan.changes if c.error],
-        # modules the fix itself wrote (`_migrate_runtime.py`): a later run may replace them while unedited
-        "runtime_modules": [
-            {"path": c.real_path, "sha256": ledger.sha256(c.encoded or b"")}
-            for c in plan.changes
-            if c.runtime_module and c.changed
-        ],
-    }
-
-
-def _copy_tree(root: Path, out_dir: Path) -> None:
-    if out_dir.exists() and any(out_dir.iterdir()):
-        raise FileExistsError(f"{out_dir}: output folder exists and is not empty; choose a new folder")
-    ignore = shutil.ignore_patterns(".git", "__pycache__", ".migrate", "*.pyc", ".venv*")
-    real_out = out_dir.resolve()
-
-    def _ignore(folder, names):
-        skipped = set(ignore(folder, names))
-        for name in names:
-            if (Path(folder) / name).resolve() == real_out:
-                skipped.add(name)
-        return skipped
-
-    shutil.copytree(root, out_dir, symlinks=True, ignore=_ignore, dirs_exist_ok=True)

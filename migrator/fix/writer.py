@@ -4,19 +4,14 @@ newlines; never through a symlink and never outside the root."""
 from __future__ import annotations
 
 import os
-import re
 import stat
-import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-TEMP_SUFFIX = ".migrate-tmp"
-# what `atomic_write` names its temporary files: `.<name>.<8 mkstemp characters>.migrate-tmp`
-TEMP_NAME = re.compile(r"^\..+\.[a-z0-9_]{8}" + re.escape(TEMP_SUFFIX) + r"$")
+from migrator.safe_write import TEMP_NAME, TEMP_SUFFIX, UnsafeWrite, write_bytes
 
-
-class UnsafeWrite(OSError):
-    """A write that would land outside the root or replace a symlink; refused."""
+__all__ = ["TEMP_NAME", "TEMP_SUFFIX", "ChangedSincePlanned", "UnsafeWrite", "atomic_write", "destination", "inside", "sniff"]
 
 
 @dataclass(frozen=True)
@@ -55,49 +50,14 @@ def destination(root: Path, rel: str) -> Path:
     return final
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace `path` with `data` in one rename; keeps the file's mode and (where permitted) its owner
-    and group. A new file gets the mode the umask gives. Never leaves a partial file."""
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        st = None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, stat.S_IMODE(st.st_mode) if st is not None else 0o666 & ~_umask())
-        if st is not None:
-            _keep_owner(tmp, st)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+class ChangedSincePlanned(OSError):
+    """The file is not what the fix was planned from (edited, renamed, replaced while it ran): kept."""
 
 
-def _keep_owner(tmp: str, st: os.stat_result) -> None:
-    own = os.stat(tmp)
-    if (own.st_uid, own.st_gid) == (st.st_uid, st.st_gid) or not hasattr(os, "chown"):
-        return
-    try:
-        os.chown(tmp, st.st_uid, st.st_gid)
-    except PermissionError:
-        try:  # a user may still keep the group, if they belong to it
-            os.chown(tmp, -1, st.st_gid)
-        except PermissionError:
-            pass
-
-
-def _umask() -> int:
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
+def atomic_write(path: Path, data: bytes, before_replace: Callable[[], None] | None = None) -> None:
+    """Replace `path` with `data` (see migrator/safe_write.py: atomic over a regular file or a new path,
+    same mode and owner; never a partial file); `before_replace` may refuse, right before the rename."""
+    write_bytes(path, data, before_replace=before_replace)
 
 
 def sweep_stale_temps(root: Path) -> list[Path]:

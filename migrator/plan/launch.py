@@ -9,9 +9,9 @@ TASK_QUEUE_ENABLE=2 (recommended dispatch queue; may raise peak memory), CUDA_DE
 
 from __future__ import annotations
 
-import os
-import stat
 from pathlib import Path
+
+from migrator.safe_write import new_file_mode, write_text
 
 from .cost import Layout
 
@@ -66,13 +66,10 @@ def write_launch(out: str | Path, stages: dict[str, Layout], per_node: int, scri
             nnodes = -(-layout.world // per_node)
             body = MULTI.format(nnodes=nnodes, nnodes_1=nnodes - 1, per_node=per_node, script=script)
         path = out / f"run_{stage}.sh"
-        tmp = path.with_suffix(".sh.tmp")
         note = (notes or {}).get(stage)
         text = _script(stage, layout, layout.label(), body)
         if note:
             text = text.replace("set -euo pipefail\n", f"# NOTE: {note}\nset -euo pipefail\n", 1)
-        tmp.write_text(text, encoding="utf-8")
-        tmp.chmod(tmp.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-        os.replace(tmp, path)
+        write_text(path, text, mode=new_file_mode(0o777))
         written.append(path)
     return written

@@ -13,7 +13,6 @@ first use, so importing this module costs nothing.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, TypeVar
@@ -299,11 +298,9 @@ def job_from_json(data: Mapping[str, Any], where: str = "", cls: type[Job] | Non
 
 def write(record: Any, path: str) -> None:
     """Write ``record`` to ``path`` atomically (a reader never sees half a file)."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    tmp = os.path.join(os.path.dirname(path), f".{os.path.basename(path)}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(to_json(record), fh, indent=1, default=str)
-    os.replace(tmp, path)
+    from migrator.safe_write import write_text
+
+    write_text(path, json.dumps(to_json(record), indent=1, default=str))
 
 
 def read_job(path: str, cls: type[Job] | None = None) -> Job:

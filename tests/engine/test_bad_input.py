@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from migrator import api
+from migrator.usage_error import UsageError
 
 
 def _scan(root: Path, *paths: Path):
@@ -218,10 +219,9 @@ def test_fifo_named_py_is_skipped_not_opened(repo):
     assert "torch.npu.synchronize" in (repo / "good.py").read_text()
 
 
-def test_explicit_symlink_loop_is_a_per_path_message(repo):
+def test_symlink_loop_named_is_a_usage_error_found_in_a_folder_a_per_path_message(repo):
     os.symlink("loop.py", repo / "loop.py")
-    result = _scan(repo, repo / "loop.py", repo / "good.py")
-    assert [(s.path, s.reason) for s in result.skipped] == [("loop.py", "symlink loop")]
-    assert _codes(result, "good.py") == ["DEV001"]
+    with pytest.raises(UsageError, match="loop.py: a symlink loop"):  # issue 25: exit 2 naming it
+        _scan(repo, repo / "loop.py", repo / "good.py")
     folder = _scan(repo)
     assert [(s.path, s.reason) for s in folder.skipped] == [("loop.py", "symlink loop")]

@@ -11,7 +11,7 @@ from pathlib import Path
 import pathspec
 import pytest
 
-from migrator import api
+from migrator import api, git_command
 from migrator.engine import discover as discover_module
 from migrator.engine import git_files
 from migrator.engine.discover import Candidate, Skip, discover
@@ -27,7 +27,7 @@ def own_git_config(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
-    for name in git_files._HOOK_VARIABLES:
+    for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_COMMON_DIR"):
         monkeypatch.delenv(name, raising=False)
     return home
 
@@ -94,7 +94,7 @@ def test_order_and_files_match_the_walk_without_git(tmp_path, monkeypatch):
     listed = _found(root)
     assert listed == walked
     assert [rel for _, rel in listed] == ["Dockerfile", "a.sh", "b.py", "m.py", "m/x.cu", "m/req/requirements.txt", "z/y.py"]
-    monkeypatch.setattr(git_files.shutil, "which", lambda name: None)  # git not installed
+    monkeypatch.setattr(git_command.shutil, "which", lambda name: None)  # git not installed
     assert _found(root) == walked
 
 

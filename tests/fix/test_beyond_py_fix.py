@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,10 +26,12 @@ DEMO = FIXTURES / "beyond_py"
 GOLDEN = FIXTURES / "beyond_py.npu.diff"
 NOQA = 'import torch_npu  # noqa: F401  registers the Ascend "npu" device'
 NOQA_JSON = NOQA.replace('"', '\\"')
+# read as an empty global config; never os.devnull, which `git config --global` would replace
+ABSENT_GIT_CONFIG = os.path.join(tempfile.gettempdir(), "migrate-tests-absent.gitconfig")
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
     "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@example.invalid",
-    "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": ABSENT_GIT_CONFIG, "GIT_CONFIG_NOSYSTEM": "1",
 }
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from migrator import api
+from migrator.fix.ledger import lines_sha256
 from migrator.reporters.report import build_context, render
 
 ATTN = (
@@ -68,7 +69,8 @@ def test_record_paths_are_relative_and_carry_hashes(repo):
     assert "root" not in r and all(not Path(f["path"]).is_absolute() for f in r["files"])
     entry = next(f for f in r["files"] if f["path"] == "b.py")
     assert set(entry) >= {"sha256", "sha256_before", "edits"}
-    assert [e["new"]["text"] for e in entry["edits"]] == ["x = y.npu()", "z = w.npu()"]
+    assert [e["new"]["sha256"] for e in entry["edits"]] == [lines_sha256(["x = y.npu()"]), lines_sha256(["z = w.npu()"])]
+    assert all("text" not in e["new"] for e in entry["edits"])  # hashes, not the lines
     jsonschema = pytest.importorskip("jsonschema")
     from migrator.resources import schema_path
 
@@ -91,11 +93,12 @@ def test_hand_edits_keep_the_surviving_edits_where_they_are_now(repo):
     (repo / "b.py").write_text("import torch\n# note\nx = y.cuda()\nz = w.npu()\n")
     api.fix([repo / "attn.py"], root=repo, use_cache=False)  # b.py not even planned this time
     edits = next(f["edits"] for f in record(repo)["files"] if f["path"] == "b.py")
-    assert [(e["new"]["line"], e["new"]["text"]) for e in edits] == [(4, "z = w.npu()")]
+    assert [(e["new"]["line"], e["new"]["sha256"]) for e in edits] == [(4, lines_sha256(["z = w.npu()"]))]
     api.fix([repo], use_cache=False)  # fixes x again (and re-adds torch_npu): one new edit, the old one stays
     edits = next(f["edits"] for f in record(repo)["files"] if f["path"] == "b.py")
     assert (repo / "b.py").read_text().splitlines()[3:] == ["x = y.npu()", "z = w.npu()"]
-    assert [(e["new"]["line"], e["new"]["text"]) for e in edits] == [(4, "x = y.npu()"), (5, "z = w.npu()")]
+    assert [(e["new"]["line"], e["new"]["sha256"]) for e in edits] == [(4, lines_sha256(["x = y.npu()"])),
+                                                                        (5, lines_sha256(["z = w.npu()"]))]
 
 
 def test_two_identical_fixed_lines_count_once_each(tmp_path):
@@ -157,7 +160,7 @@ def test_a_record_of_an_older_version_is_kept_by_a_rerun(repo):
     for f in old["files"]:  # what earlier versions wrote: no hashes, no edit text, an absolute root
         f.pop("sha256"), f.pop("sha256_before")
         for e in f["edits"]:
-            e["new"].pop("text")
+            e["new"].pop("sha256")
     old["root"] = repo.as_posix()
     (repo / ".migrate" / "fix-record.json").write_text(json.dumps(old))
     api.fix([repo], use_cache=False)
@@ -209,3 +212,38 @@ def test_a_site_declined_again_is_listed_once():
     kept = merge({**old, "declined": [other_reason]}, run, lambda rel: FileState("x", "d", "x", "d"), two_findings,
                  lambda rel, code: True)
     assert kept["declined"] == [site, other_reason]  # a different site of the same symbol stays
+
+
+def test_a_record_of_an_older_version_with_edit_text_still_relocates():
+    from collections import Counter
+
+    from migrator.fix.ledger import FileState, merge
+
+    edit = {"code": "DEV010", "new": {"line": 2, "end_line": 2, "text": "x = y.npu()"}}
+    old = {"target": "npu", "files": [{"path": "a.py", "sha256": "after", "sha256_before": "before", "edits": [edit]}],
+           "declined": []}
+    run = {"target": "npu", "files": [], "declined": []}
+    text = "# moved\n# down\nimport torch\nx = y.npu()\n"
+    merged = merge(old, run, lambda rel: FileState(text, "edited", text, "edited"), Counter(), lambda r, c: True)
+    assert [e["new"]["line"] for e in merged["files"][0]["edits"]] == [4]
+    text = "import torch\nx = y.cuda()\n"  # the edit's line is gone
+    merged = merge(old, run, lambda rel: FileState(text, "edited", text, "edited"), Counter(), lambda r, c: True)
+    assert merged["files"] == []
+
+
+def test_record_size_does_not_grow_with_line_length(tmp_path):
+    """One long line holding many sites: the record stores a hash per edit, not the line per edit."""
+    import json as json_module
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    devices = ", ".join(f'"k{i}": "cuda:0"' for i in range(300))
+    (tmp_path / "config.json").write_text('{"model": "gpt", "device_map": {' + devices + "}}\n")
+    outcome = api.fix([tmp_path], use_cache=False)
+    r = record(tmp_path)
+    edits = [e for f in r["files"] for e in f["edits"]]
+    if not edits:
+        pytest.skip(f"no edit on the config: {outcome.changed_files}")
+    size = (tmp_path / ".migrate" / "fix-record.json").stat().st_size
+    line = len((tmp_path / "config.json").read_text())
+    assert size < len(edits) * 1000 < len(edits) * line
+    assert json_module.loads((tmp_path / ".migrate" / "fix-record.json").read_text())["files"]

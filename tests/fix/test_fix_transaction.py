@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from migrator import api
-from migrator.fix import python_fixer, runner
+from migrator.fix import python_fixer, transaction
 
 CUDA = "import torch\nx = y.cuda()\n"
 
@@ -68,14 +68,14 @@ def test_an_encoding_failure_is_a_planning_error_of_that_file(repo, monkeypatch)
 
 
 def test_a_write_failure_is_an_error_of_that_file_only(repo, monkeypatch):
-    real = runner.atomic_write
+    real = transaction.atomic_write
 
-    def refuse(path, data):
+    def refuse(path, data, **kw):
         if path.name == "a.py":
             raise PermissionError(13, "Permission denied", str(path))
-        real(path, data)
+        real(path, data, **kw)
 
-    monkeypatch.setattr(runner, "atomic_write", refuse)
+    monkeypatch.setattr(transaction, "atomic_write", refuse)
     outcome = api.fix([repo], use_cache=False)
     assert outcome.errors == [("a.py", "cannot write: Permission denied; file left unchanged")]
     assert (repo / "a.py").read_text() == CUDA and "y.npu()" in (repo / "zz.py").read_text()

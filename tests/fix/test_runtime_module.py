@@ -223,15 +223,15 @@ def test_the_module_scans_clean(tmp_path):
 
 
 def test_a_file_is_not_written_when_its_module_could_not_be(tmp_path, monkeypatch):
-    from migrator.fix import runner
+    from migrator.fix import transaction as runner
 
     root = _tree(tmp_path, {"train.py": CUDA, "pkg/__init__.py": "", "pkg/m.py": CUDA})
     real_write = runner.atomic_write
 
-    def failing(path, data):
+    def failing(path, data, **kw):
         if path.parent == root.resolve() and path.name == MODULE_FILE:
             raise PermissionError(13, "Permission denied")
-        real_write(path, data)
+        real_write(path, data, **kw)
 
     monkeypatch.setattr(runner, "atomic_write", failing)
     outcome = _fix(root)

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,10 +20,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.network]
 # what `pip install .` needs to build the package, plus the hook manifest
 HOOK_REPO_PATHS = [".pre-commit-hooks.yaml", "pyproject.toml", "README.md", "migrator", "rules", "op_coverage",
                    "framework_routes", "clusters", "ascend_env"]
+# read as an empty global config; never os.devnull, which `git config --global` would replace
+ABSENT_GIT_CONFIG = os.path.join(tempfile.gettempdir(), "migrate-tests-absent.gitconfig")
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "test", "GIT_AUTHOR_EMAIL": "test@example.invalid",
     "GIT_COMMITTER_NAME": "test", "GIT_COMMITTER_EMAIL": "test@example.invalid",
-    "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_CONFIG_GLOBAL": ABSENT_GIT_CONFIG, "GIT_CONFIG_NOSYSTEM": "1",
 }
 
 
