@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from migrator.coverage._dtypes import DTYPE_BLIND_APIS as _DTYPE_BLIND_APIS
 from migrator.coverage._names import DTYPES
 
 GENERATOR_VERSION = "1.0.0"
@@ -115,19 +116,10 @@ DTYPE_COPY_PASTE_PREFIXES = (
 #: Integer dtypes: a module's documented list holding only these is about its index input.
 INDEX_DTYPES = frozenset({"uint8", "int8", "int16", "int32", "int64"})
 
-#: Tensor APIs that compute nothing on the data (metadata, autograd bookkeeping, a pass-through
-#: module): the docs give them the "`input` fp32 only" line of their test, but no kernel runs on
-#: the elements, so a dtype-only limit there is not a limit (bf16 `nn.Identity`, `x.size()`).
-DTYPE_BLIND_APIS = frozenset(
-    {"torch.nn.Identity"}
-    | {f"torch.Tensor.{name}" for name in (
-        "size", "dim", "numel", "nelement", "ndimension", "ndim", "shape", "stride", "storage_offset",
-        "element_size", "data_ptr", "is_contiguous", "is_floating_point", "is_complex", "is_conj",
-        "is_signed", "is_inference", "is_pinned", "is_set_to", "is_sparse", "item", "tolist",
-        "storage", "untyped_storage", "storage_type", "grad", "detach", "detach_", "requires_grad_",
-        "retain_grad", "retains_grad", "register_hook", "record_stream",
-    )}
-)
+#: Tensor APIs that compute nothing on the elements (metadata, autograd bookkeeping, a pass-through
+#: module): the docs give them the "`input` fp32 only" line of their test, but no kernel runs on the
+#: elements, so a dtype-only limit there is not a limit (bf16 `nn.Identity`, `x.size()`).
+DTYPE_BLIND_APIS = _DTYPE_BLIND_APIS
 
 #: torch-npu <-> torch pairing (newest torch-npu release per torch release; PyPI Requires-Dist).
 TORCH_PAIRINGS = (
