@@ -100,7 +100,14 @@ def _pick(doc: dict[str, Any], field: str) -> int | None:
     return None
 
 
+def _key_of(doc: dict[str, Any], field: str) -> str | None:
+    return next((k for k in _KEYS[field] if isinstance(doc.get(k), int) and not isinstance(doc.get(k), bool)), None)
+
+
 def from_dict(doc: dict[str, Any], name: str, source: str) -> ModelShape:
+    from migrator.plan.model_checks import check_numbers
+
+    check_numbers({f: _pick(doc, f) for f in _KEYS}, source, {f: k for f in _KEYS if (k := _key_of(doc, f))})
     found = {f: _pick(doc, f) or 0 for f in _KEYS}
     required = ["layers", "hidden", "heads", "vocab"] + (["top_k"] if found["experts"] else [])
     missing = [f for f in required if not found[f]]
