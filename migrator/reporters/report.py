@@ -223,6 +223,7 @@ def build_context(data: ReportData) -> dict[str, Any]:
     ops, census = annotate_ops(ops, data.census)
     worst = list(result.worst(3))
     effort_total = effort.total(findings)
+    effort_scopes = effort.scope_line(findings)
     return {
         "meta": data.meta,
         "tool": result.tool,
@@ -236,6 +237,7 @@ def build_context(data: ReportData) -> dict[str, Any]:
         "n_exact": sum(1 for f in auto if f.fix and f.fix.kind == "exact"),
         "n_numerics": sum(1 for f in auto if f.fix and f.fix.kind == "numerics"),
         "n_manual": len(actions),
+        "effort_scopes": effort_scopes,
         "auto_pct": pct(len(auto), len(core)),
         "record": record,
         "applied": applied,

@@ -100,7 +100,9 @@ def summary_lines(result: RunResult, color: bool = False) -> list[str]:
         per_code.setdefault(a.code, []).append(a)
     biggest = sorted(per_code.items(), key=lambda kv: (-sum(a.minutes for a in kv[1]), kv[0]))[:3]
     parts = "; ".join(f"{code} {len(items)} × {effort.human(items[0].minutes)}" for code, items in biggest)
+    scopes = effort.scope_line(result.findings)
     lines.append(f"  manual work: {len(acts)} action(s), about {effort.human(effort.total(result.findings))}"
+                 + (f" [{scopes}]" if scopes else "")
                  + (f" — most: {parts}" if parts else "")
                  + " (minutes per rule: `migrate rule CODE`; the model: `migrate report`, `effort` in --format json)")
     if optional:
