@@ -51,6 +51,8 @@ CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
 def explicit_kind(path: Path) -> str | None:
     """A file named on the command line that `file_kind` does not know: an extensionless script is
     Python (`bin/train`, a `#!... python` line or none); any other suffix (`notes.txt`) is not read."""
+    if path.suffix.lower() == ".pyi":
+        return "python"
     if path.suffix:
         return None
     try:
