@@ -224,7 +224,7 @@ def build_context(data: ReportData) -> dict[str, Any]:
     worst = list(result.worst(3))
     effort_total = effort.total(findings)
     effort_scopes = effort.scope_line(findings)
-    return {
+    ctx = {
         "meta": data.meta,
         "tool": result.tool,
         "summary": s,
@@ -279,6 +279,20 @@ def build_context(data: ReportData) -> dict[str, Any]:
         ][:MAX_ROUTE_ROWS],
         "route_rows_total": sum(1 for f in findings if f.route is not None),
     }
+    ctx["verdict"] = _verdict(ctx)
+    return ctx
+
+
+def _verdict(ctx: dict[str, Any]) -> str:
+    """The page's first line: what is left for a person, what the fix does, whether it was validated."""
+    if not ctx["n_core"] and not ctx["n_manual"]:
+        head = "Nothing CUDA-only left to port"
+    else:
+        head = (f"{ctx['n_manual']} manual action{'' if ctx['n_manual'] == 1 else 's'} left (about {ctx['effort_total']})"
+                f"; {ctx['auto_pct']} of {ctx['n_core']} CUDA-dependent sites migrate automatically")
+    validation = ctx["validation"]
+    checked = (f"validation {validation['verdict'].replace('_', ' ')}" if validation else "not validated yet")
+    return f"{head}; {checked}."
 
 
 # ---------------------------------------------------------------- rendering
