@@ -100,3 +100,11 @@ def test_ops_output_file_holds_the_json(tmp_path):
     result = _run("ops", "torch.nn.Identity", "-o", str(out))
     assert result.exit_code == 0 and "torch.nn.Identity" in result.stdout
     assert json.loads(out.read_text())[0]["name"] == "torch.nn.Identity"
+
+
+def test_plan_prints_toy_model_sizes_readably_and_says_they_are_toys():
+    from migrator.plan.render import parameters, toy_note
+
+    assert [parameters(n) for n in (77_760, 124_000_000, 7_240_000_000)] == [
+        "77,760 parameters", "124M parameters", "7.24B parameters"]
+    assert "toy model" in toy_note(77_760) and toy_note(7_240_000_000) == ""

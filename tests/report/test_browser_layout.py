@@ -103,3 +103,24 @@ def test_foreign_validation_markdown_shows_no_tags(frozen_result, project, tmp_p
     for markup in ("<details", "</details>", "<summary", "<br"):
         assert markup not in found["text"]
     assert found["verdict"] == "PASS"
+
+
+FOLD = """(() => {
+  const cards = Array.from(document.querySelectorAll('#cards .card')).map(c => c.getBoundingClientRect().bottom);
+  const verdict = document.getElementById('verdict');
+  const route = document.getElementById('route');
+  return {verdictBottom: verdict ? verdict.getBoundingClientRect().bottom : null, verdict: verdict ? verdict.textContent : '',
+          cardsBottom: Math.max(...cards), routeOpen: route ? route.open : null};
+})()"""
+
+
+def test_verdict_and_cards_are_above_the_fold_at_1400_by_900(frozen_result, project, tmp_path):
+    page = tmp_path / "fold.html"
+    page.write_text(render_html(report_data.gather(frozen_result, now=NOW)), encoding="utf-8")
+    with Browser(WIDTH, 900) as browser:
+        browser.open(page.as_uri())
+        found = browser.evaluate(FOLD)
+    assert "manual action" in found["verdict"] or found["verdict"].startswith("Nothing")
+    assert found["verdictBottom"] is not None and found["verdictBottom"] < 900
+    assert found["cardsBottom"] < 900, f"the summary cards end at {found['cardsBottom']} px"
+    assert found["routeOpen"] in (None, False)  # the route block is collapsed
