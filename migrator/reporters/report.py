@@ -237,6 +237,7 @@ def build_context(data: ReportData) -> dict[str, Any]:
         "n_exact": sum(1 for f in auto if f.fix and f.fix.kind == "exact"),
         "n_numerics": sum(1 for f in auto if f.fix and f.fix.kind == "numerics"),
         "n_manual": len(actions),
+        "findings_page": FINDINGS_PAGE,
         "effort_scopes": effort_scopes,
         "auto_pct": pct(len(auto), len(core)),
         "record": record,
@@ -281,6 +282,9 @@ def build_context(data: ReportData) -> dict[str, Any]:
     }
     ctx["verdict"] = _verdict(ctx)
     return ctx
+
+
+FINDINGS_PAGE = 100  # rows of "All findings" shown before "Show all" (a 600-finding page stays under 15 000 px)
 
 
 def _verdict(ctx: dict[str, Any]) -> str:
