@@ -90,8 +90,8 @@ def main() -> int:
         shape = ModelShape("bench", layers, h, a, a, 4 * h, vocab)
         layout = Layout(zero=0, recompute="none", micro_batch=b)
         state = sum(model_state_bytes(shape, layout).values())
-        act = activation_bytes(shape, layout, s, 1, "eager", value_bytes=4) + \
-            working_bytes(shape, layout, s, "eager", value_bytes=4)
+        act = activation_bytes(shape, layout, s, 1, "eager", value_bytes=4, dropout=True) + \
+            working_bytes(shape, layout, s, "eager", value_bytes=4, dropout=True)
         idx = torch.randint(0, vocab, (b, s))
         measured = peak_bytes(model, idx, torch.randint(0, vocab, (b, s)))
         est = state + act

@@ -54,23 +54,33 @@ def plan(model: str | Path, clusters: Sequence[str], *, global_batch: int, seq: 
          validate: Callable[..., Any] = validate, **options):
     """`migrate plan`: rank parallel layouts for MODEL (a tree with validate.py, read on the meta device in a
     child process, or a HF / Megatron config JSON) on each named cluster profile. Options: `dtype`, `devices`,
-    `top`, `failure_rate`, `checkpoint_seconds`. `check_s0` (trees only) runs `validate` S0 on the fake
+    `top`, `failure_rate`, `checkpoint_seconds`, `layout` (a `--layout` string or a Layout: evaluate it instead of
+    searching), `assume` (KEY=VALUE strings over `assumptions`), `explain`. `check_s0` (trees only) runs `validate` S0 on the fake
     process group for each cluster's best layout and records its status in the plan. Returns a frozen
     `migrator.plan.runner.PlanResult`; bad input (unknown cluster, unreadable model) raises UsageError."""
     from migrator.plan import clusters as cluster_profiles
     from migrator.plan import runner
-    from migrator.plan.model import ModelError, from_config
+    from migrator.plan.assumptions import AssumptionError, parse_assume
+    from migrator.plan.configs import from_config
+    from migrator.plan.layout_spec import LayoutSyntaxError, parse_layout
+    from migrator.plan.model import ModelError
     from migrator.plan.probe import probe_tree
 
     path = Path(model)
     try:
+        layout = options.pop("layout", None)
+        if isinstance(layout, str):  # parsed before the (slow) probe: a malformed one is a usage error
+            options["layout"] = parse_layout(layout, options.get("devices"))
+        elif layout is not None:
+            options["layout"] = layout
+        options["assumptions"] = parse_assume(tuple(options.pop("assume", None) or ()), options.get("assumptions"))
         if not path.exists():
             raise UsageError(f"{model}: no such model tree or config file")
         found_root = Path(root) if root else find_root([path if path.is_dir() else Path.cwd()])
         profiles = cluster_profiles.load(list(clusters), found_root)  # before the (slow) probe
         shape = probe_tree(str(path), entry) if path.is_dir() else from_config(path)
         result = runner.plan(shape, profiles, global_batch=global_batch, seq=seq, **options)
-    except (ModelError, cluster_profiles.ClusterError) as exc:
+    except (ModelError, cluster_profiles.ClusterError, LayoutSyntaxError, AssumptionError) as exc:
         raise UsageError(str(exc)) from None
     if not check_s0:
         return result

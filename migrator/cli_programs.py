@@ -122,8 +122,11 @@ def validate(original, script_args, migrated, stages, force, entry, script, curv
 @click.option("--script", default="train.py", show_default=True, help="--write-launch: the training script the launchers run.")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="What to print.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the plan JSON to FILE.")
+@click.option("--layout", help="Evaluate this layout instead of searching: tp=8,pp=35,vpp=3,dp=8,cp=1,ep=1,zero=1,recompute=selective,sp=on,mb=1 (keys left out: 1 / off defaults; dp from --devices).")
+@click.option("--assume", "assume", multiple=True, metavar="KEY=VALUE", help="Set a modelling assumption (repeatable), e.g. attention=eager, dp_overlap=0, grad_dtype=fp32, schedule=dualpipe; --explain lists them all.")
+@click.option("--explain", is_flag=True, help="List every assumption with its default and source; with --layout, also the search's pick and the terms that make it faster.")
 def plan_command(model, model_config, clusters, global_batch, seq, dtype, devices, top, failure_rate,
-                 checkpoint_seconds, entry, check_s0, write_launch, script, fmt, output):
+                 checkpoint_seconds, entry, check_s0, write_launch, script, fmt, output, layout, assume, explain):
     """Propose parallel layouts (TP / PP / DP / EP, ZeRO, recomputation) for MODEL on each cluster.
 
     MODEL is a tree with validate.py (read on the meta device in a child process) or use --model CONFIG.json.
@@ -136,7 +139,8 @@ def plan_command(model, model_config, clusters, global_batch, seq, dtype, device
 
         if bool(model) == bool(model_config):
             _fail("give either MODEL (a tree) or --model CONFIG.json")
-        options = dict(dtype=dtype, devices=devices, top=top, checkpoint_seconds=checkpoint_seconds)
+        options = dict(dtype=dtype, devices=devices, top=top, checkpoint_seconds=checkpoint_seconds,
+                       layout=layout, assume=assume, explain=explain)
         if failure_rate:
             options["failure_rate"] = failure_rate
         result = api.plan(model or model_config, clusters, global_batch=global_batch, seq=seq, entry=entry,

@@ -11,30 +11,13 @@ the scale-out network) with ring collectives. Nothing here reads a cluster figur
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
+from .assumptions import Assumptions
 from .clusters import Cluster
 from .model import ModelShape
 
 BYTES = 2  # bf16/fp16 activations, weights and gradients
-
-
-@dataclass(frozen=True)
-class Assumptions:
-    """Global efficiency assumptions: the same for every model, layout and cluster (docs/plan.md)."""
-
-    gemm_efficiency: float = 0.65     # achieved / peak dense TFLOP/s of the matrix multiplies
-    nongemm_passes: float = 1.0       # HBM passes over a layer's activation bytes per forward-equivalent
-    link_efficiency: float = 0.8      # achieved / nominal link bandwidth of a ring collective
-    latency_s: float = 0.0            # alpha per collective step: no sourced figure, so 0 (bandwidth only)
-    dp_overlap: float = 0.0           # share of the data-parallel gradient traffic hidden behind backward
-    memory_headroom: float = 0.9      # share of HBM the plan may fill (allocator, workspace, fragmentation)
-    attention: str = "flash"          # "flash": no s x s scores kept or re-read; "eager": Korthikanti's 5as/h term
-    cp_min_tokens: int = 4096         # context parallelism only down to this many tokens per device: the GEMM
-                                      # efficiency above is a constant and would flatter ever-smaller GEMMs
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -44,9 +27,11 @@ class Layout:
     pp: int = 1
     dp: int = 1
     ep: int = 1          # expert parallel, inside dp (Megatron/DeepSpeed-MoE style)
-    zero: int = 1        # ZeRO / FSDP stage 0..3 over dp
+    zero: int = 1        # ZeRO / FSDP stage 0..3 over dp (1 = Megatron's distributed optimizer)
     recompute: str = "selective"   # none | selective | full
     micro_batch: int = 1
+    vpp: int = 1         # virtual pipeline stages per device (> 1: the interleaved 1F1B schedule)
+    sp: bool = True      # sequence parallelism inside TP (Korthikanti et al. 2022)
 
     @property
     def world(self) -> int:
@@ -55,8 +40,14 @@ class Layout:
     def label(self) -> str:
         parts = [f"TP {self.tp}"] + ([f"CP {self.cp}"] if self.cp > 1 else []) + [f"PP {self.pp}", f"DP {self.dp}"]
         return " x ".join(parts) + (f", EP {self.ep}" if self.ep > 1 else "") + \
+            (f", VPP {self.vpp}" if self.vpp > 1 else "") + ("" if self.sp or self.tp == 1 else ", no SP") + \
             f", ZeRO-{self.zero}, {'no' if self.recompute == 'none' else self.recompute} recompute, " \
             f"micro-batch {self.micro_batch}"
+
+    def spec(self) -> str:
+        """The `--layout` spelling of this layout."""
+        return (f"tp={self.tp},pp={self.pp},vpp={self.vpp},dp={self.dp},cp={self.cp},ep={self.ep},zero={self.zero},"
+                f"recompute={self.recompute},sp={'on' if self.sp else 'off'},mb={self.micro_batch}")
 
 
 # ---- FLOPs (Narayanan et al. 2021, eq. 3)
@@ -83,31 +74,43 @@ def narayanan_flops(batch: int, seq: int, layers: int, hidden: int, vocab: int, 
 # ---- memory (bytes per device)
 
 def activation_bytes_per_layer(model: ModelShape, seq: float, micro_batch: int, tp: int, recompute: str,
-                               attention: str = "flash", value_bytes: int = BYTES) -> float:
-    """Korthikanti et al. 2022: s b h (34 + 5 a s / h) without parallelism; / t with TP + sequence parallel;
-    selective recomputation (or flash attention, which never stores the s x s scores) s b h 34 / t; full
-    recomputation 2 s b h (the layer input only).
+                               attention: str = "flash", value_bytes: int = BYTES, dropout: bool = False,
+                               sp: bool = True) -> float:
+    """Korthikanti et al. 2022: s b h (34 + 5 a s / h) without parallelism; / t with TP + sequence
+    parallel; selective recomputation (or flash attention, which never stores the s x s scores) s b h 34 / t;
+    full recomputation 2 s b h (the layer input only).
 
-    The 34 counts 2-byte values and 1-byte dropout masks: attention 10 + mask 1, MLP (width 4h) 18 + mask 1,
-    two norm inputs 4; the 5 a s / h is 4 (softmax output, dropout output) + 1 (mask). Other MLP widths scale
-    the MLP's 16 width-sized bytes by width / 4h (x1.5 for a gated MLP, one more width-sized tensor);
-    `value_bytes` = 4 gives the fp32 figure (masks stay 1 byte)."""
+    The 34 counts 2-byte values and 1-byte dropout masks: attention 10 (input 2, Q 2, K 2, V 2, projection
+    input 2) + mask 1, MLP (width 4h) 18 + mask 1, two norm inputs 4; the 5 a s / h is the softmax output 2,
+    dropout output 2 and mask 1. Without dropout (`dropout=False`, modern LLMs) the masks and the dropout
+    output go. GQA / MLA scale K and V by their width; other MLP widths scale the MLP's 16 width-sized bytes
+    by width / 4h (x1.5 for a gated MLP); `value_bytes` = 4 gives the fp32 figure (masks stay 1 byte).
+    Without sequence parallelism the attention and MLP inputs, the norm inputs (8) and the masks (2) are
+    not divided by t: s b h (10 + 24 / t + 5 a s / (h t)) (Korthikanti eq. 2)."""
     s, b, h, a = seq, micro_batch, model.hidden, model.heads
     scale = value_bytes / 2
     if recompute == "full":
-        return 2 * s * b * h * scale
+        return 2 * s * b * h * scale / (tp if sp else 1)
     width = model.mlp_width_active()
-    mlp_values = 2 + 16 * (width / (4 * h)) * (1.5 if model.gated_mlp else 1.0)
-    per_token = (10 + mlp_values + 4) * scale + 2          # + the two h-wide dropout masks
-    scores = (4 * scale + 1) * a * s / h if (recompute == "none" and attention == "eager") else 0.0
-    return s * b * h * (per_token + scores) / tp
+    q = model.heads * model.qk_dim() / h
+    kv = (model.heads if model.mla else model.kv_heads) * (model.qk_dim() + model.value_dim()) / h
+    attention_values = 2 * q + 2 * kv + 2 * (model.heads * model.value_dim() / h)
+    mlp_values = 16 * (width / (4 * h)) * (1.5 if model.gated_mlp else 1.0)
+    masks = 2 if dropout else 0
+    split = (attention_values + mlp_values) * scale / tp
+    unsplit = (8 * scale + masks) / (tp if sp else 1)  # the attention and MLP inputs, two norm inputs
+    scores = 0.0
+    if recompute == "none" and attention == "eager":
+        scores = ((4 * scale + 1) if dropout else 2 * scale) * a * s / h / tp
+    return s * b * h * (split + unsplit + scores)
 
 
-def model_state_bytes(model: ModelShape, layout: Layout) -> dict[str, float]:
-    """Mixed-precision Adam: 2 (weights) + 2 (gradients) + 12 (fp32 master, m, v) bytes per parameter,
-    the parameters divided over tp x pp (experts also over ep); ZeRO stage 1 shards the 12 optimizer
-    bytes over dp (x cp: context-parallel ranks hold the same weights), stage 2 also the gradients,
-    stage 3 also the weights. Experts shard over dp x cp / ep."""
+def model_state_bytes(model: ModelShape, layout: Layout, grad_bytes: int = BYTES, copies: int = 1) -> dict[str, float]:
+    """Mixed-precision Adam: 2 (weights) + 2 or 4 (bf16 or fp32 gradients) + 12 (fp32 master, m, v) bytes
+    per parameter (16 or 18; Rajbhandari et al. 2020), the parameters divided over tp x pp (experts also over
+    ep); ZeRO stage 1 (Megatron's distributed optimizer) shards the 12 optimizer bytes over dp (x cp:
+    context-parallel ranks hold the same weights), stage 2 also the gradients, stage 3 also the weights.
+    Experts shard over dp x cp / ep. `copies` = 2 for DualPipe's two parameter copies."""
     params = model.params()
     per_stage = -(-model.layers // layout.pp) / model.layers / layout.tp  # the largest stage
     dense = params["dense"] * per_stage
@@ -115,31 +118,41 @@ def model_state_bytes(model: ModelShape, layout: Layout) -> dict[str, float]:
     out = {"weights": 0.0, "gradients": 0.0, "optimizer": 0.0}
     replicas = layout.dp * layout.cp
     for count, group in ((dense, replicas), (experts, max(1, replicas // layout.ep))):
-        out["weights"] += 2 * count / (group if layout.zero >= 3 else 1)
-        out["gradients"] += 2 * count / (group if layout.zero >= 2 else 1)
+        out["weights"] += copies * 2 * count / (group if layout.zero >= 3 else 1)
+        out["gradients"] += copies * grad_bytes * count / (group if layout.zero >= 2 else 1)
         out["optimizer"] += 12 * count / (group if layout.zero >= 1 else 1)
     return out
 
 
+def in_flight(layout: Layout, microbatches: int, schedule: str) -> float:
+    """Micro-batches whose activations the first stage holds: 1F1B min(p, m); interleaved
+    p (1 + (p - 1) / (p v)) (Narayanan et al. 2021 Sec. 2.2.2); DualPipe p + 1 (DeepSeek-V3 report Table 2)."""
+    p = layout.pp
+    if schedule == "dualpipe" and p > 1:
+        return min(p + 1, 2 * microbatches)
+    held = float(min(p, microbatches))
+    return held * (1 + (p - 1) / (p * layout.vpp)) if layout.vpp > 1 else held
+
+
 def activation_bytes(model: ModelShape, layout: Layout, seq: int, microbatches: int, attention: str,
-                     value_bytes: int = BYTES) -> float:
-    """1F1B: the first stage holds min(pp, m) microbatches of its l / pp layers (+ the fp32 logits).
+                     value_bytes: int = BYTES, dropout: bool = False, schedule: str = "1f1b") -> float:
+    """The first stage holds `in_flight` micro-batches of its l / pp layers (+ the fp32 logits).
     Context parallelism holds s / cp tokens per device (flash attention only: no s x s scores)."""
     local = seq / layout.cp
     per_layer = activation_bytes_per_layer(model, local, layout.micro_batch, layout.tp, layout.recompute, attention,
-                                           value_bytes)
-    in_flight = min(layout.pp, microbatches)
+                                           value_bytes, dropout, layout.sp)
     logits = 4 * layout.micro_batch * local * model.vocab / layout.tp
-    return -(-model.layers // layout.pp) * in_flight * per_layer + logits
+    return -(-model.layers // layout.pp) * in_flight(layout, microbatches, schedule) * per_layer + logits
 
 
-def working_bytes(model: ModelShape, layout: Layout, seq: int, attention: str, value_bytes: int = BYTES) -> float:
+def working_bytes(model: ModelShape, layout: Layout, seq: int, attention: str, value_bytes: int = BYTES,
+                  dropout: bool = False) -> float:
     """Backward working set: while a layer's backward runs, the gradients of its saved activations exist
     next to the stored ones, about one more layer's activations (with full recomputation, the recomputed
     layer's activations without recomputation, Korthikanti et al. 2022 section 5)."""
     mode = "none" if layout.recompute == "full" else layout.recompute
     return activation_bytes_per_layer(model, seq / layout.cp, layout.micro_batch, layout.tp, mode, attention,
-                                      value_bytes)
+                                      value_bytes, dropout, layout.sp)
 
 
 # ---- collectives (alpha-beta, ring)

@@ -15,7 +15,8 @@ import sys
 from dataclasses import fields, is_dataclass, replace
 from typing import Any
 
-from .model import ModelError, ModelShape, from_dict
+from .configs import from_dict
+from .model import ModelError, ModelShape
 
 
 def _config_attrs(model) -> dict[str, Any]:

@@ -43,18 +43,13 @@ def text(result) -> str:
         if cp.error:
             lines += [f"   not planned: {cp.error}", ""]
             continue
+        if cp.problems:
+            lines += ["   the given layout cannot run here:"] + [f"   - {p}" for p in cp.problems]
         if not cp.top:
             lines += [f"   {w}" for w in cp.why] + [""]
             continue
         for i, e in enumerate(cp.top, 1):
-            mem = e.memory
-            comm = ", ".join(f"{k} {v / e.step_s:.1%} ({e.links[k.split()[0]]})" for k, v in e.comm_s.items()) or "none"
-            lines += [f"{i}. {e.layout.label()}",
-                      f"   step {duration(e.step_s)}, MFU {e.mfu:.1%}, {e.achieved_tflops:.0f} TFLOP/s per device",
-                      f"   memory per device {_gb(mem['total'])} (weights {_gb(mem['weights'])}, gradients "
-                      f"{_gb(mem['gradients'])}, optimizer {_gb(mem['optimizer'])}, activations "
-                      f"{_gb(mem['activations'])}, backward working set {_gb(mem['backward working set'])})",
-                      f"   communication {e.comm_share:.1%}: {comm}; pipeline bubble {e.bubble:.1%}"]
+            lines += [f"{'given' if cp.given else i}. {e.layout.label()}", *breakdown(e)]
         lines.append("   why: " + "; ".join(cp.why))
         f = cp.fault
         if f:
@@ -69,7 +64,28 @@ def text(result) -> str:
         if announced:
             lines.append(f"   announced, not verified, in this profile: {', '.join(announced)}")
         lines.append("")
+    if result.explain:
+        lines += ["assumptions (value: source):"] + [f"   {line}" for line in result.explain] + [""]
     return "\n".join(lines)
+
+
+def _comm(e, table) -> str:
+    return ", ".join(f"{k} {v / e.step_s:.1%} ({e.comm_links.get(k, '?')})" for k, v in table.items() if v) or "none"
+
+
+def breakdown(e) -> list[str]:
+    """One estimate: step, compute by part, each collective on its link (exposed and overlapped), the
+    schedule's bubble, memory by kind."""
+    mem = e.memory
+    compute = ", ".join(f"{k.split(': ')[1]} {v / e.step_s:.1%}" for k, v in e.compute_parts.items())
+    kinds = ", ".join(f"{k} {_gb(v)}" for k, v in mem.items() if k != "total")
+    return [f"   step {duration(e.step_s)}, MFU {e.mfu:.1%}, {e.achieved_tflops:.0f} TFLOP/s per device, "
+            f"{e.microbatches} micro-batches",
+            f"   compute {e.compute_s / e.step_s:.1%}: {compute or 'none'}",
+            f"   communication exposed {e.comm_share:.1%}: {_comm(e, e.comm_s)}",
+            f"   communication overlapped (hidden behind compute): {_comm(e, e.overlapped_s)}",
+            f"   pipeline bubble {e.bubble:.1%} (schedule {e.schedule})",
+            f"   memory per device {_gb(mem['total'])} ({kinds})" + ("" if e.fits else " - does not fit")]
 
 
 def markdown(result) -> str:
@@ -83,14 +99,16 @@ def markdown(result) -> str:
         if cp.error:
             out += [f"Not planned: {cp.error}", ""]
             continue
+        if cp.problems:
+            out += ["The given layout cannot run: " + "; ".join(cp.problems) + ".", ""]
         if not cp.top:
             out += ["; ".join(cp.why), ""]
             continue
         out += ["| # | layout | step | MFU | memory / device | communication | bubble |", "|---|---|---|---|---|---|---|"]
         for i, e in enumerate(cp.top, 1):
-            comm = ", ".join(f"{k} {v / e.step_s:.1%} ({e.links[k.split()[0]]})" for k, v in e.comm_s.items())
+            comm = _comm(e, e.comm_s)
             out.append(f"| {i} | {e.layout.label()} | {duration(e.step_s)} | {e.mfu:.1%} | "
-                       f"{_gb(e.memory['total'])} | {e.comm_share:.1%}: {comm or 'none'} | {e.bubble:.1%} |")
+                       f"{_gb(e.memory['total'])} | {e.comm_share:.1%}: {comm} | {e.bubble:.1%} |")
         out += ["", "Why: " + "; ".join(cp.why) + "."]
         if cp.fault:
             f = cp.fault

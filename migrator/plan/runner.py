@@ -6,11 +6,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .assumptions import Assumptions, explain_lines
 from .clusters import Cluster, MissingFigure
-from .cost import Assumptions, Layout
+from .cost import Layout
+from .estimate import layout_problems
 from .fault import LLAMA3_FAILURES_PER_DEVICE_HOUR, FaultPlan, plan_faults
 from .model import ModelShape
-from .search import Estimate, Job, estimate, search
+from .search import Estimate, Job, compare, duration, estimate, search
 
 SCHEMA_VERSION = 1
 
@@ -27,10 +29,12 @@ class ClusterPlan:
     s0: dict[str, Any] = field(default_factory=dict)
     error: str = ""  # a required figure is missing: this cluster was not planned, the others were
     stage_notes: dict[str, str] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()  # a given --layout cannot run here: each names its constraint
+    given: bool = False             # top[0] is the --layout given, not a searched one
 
     def to_json(self) -> dict[str, Any]:
         return {"cluster": self.cluster.to_json(), "world": self.world, "considered": self.considered,
-                "error": self.error or None,
+                "error": self.error or None, "problems": list(self.problems), "given_layout": self.given,
                 "top": [e.to_json() for e in self.top], "why": list(self.why),
                 "fault": self.fault.to_json() if self.fault else None,
                 "stages": {k: {"layout": v.label(), "note": self.stage_notes.get(k, "")} for k, v in self.stages.items()},
@@ -45,6 +49,7 @@ class PlanResult:
     dtype: str
     assumptions: Assumptions
     clusters: tuple[ClusterPlan, ...]
+    explain: tuple[str, ...] = ()   # --explain: every assumption, its value and its source
 
     @property
     def exit_code(self) -> int:
@@ -53,12 +58,13 @@ class PlanResult:
         if any(c.error for c in self.clusters):
             return 2
         failed = any(c.s0.get("status") in ("fail", "error") for c in self.clusters)
-        return 1 if failed or any(not c.top for c in self.clusters) else 0
+        return 1 if failed or any(not c.top or c.problems for c in self.clusters) else 0
 
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": SCHEMA_VERSION, "model": self.model.to_json(), "global_batch": self.global_batch,
                 "seq": self.seq, "dtype": self.dtype, "assumptions": self.assumptions.to_json(),
-                "clusters": [c.to_json() for c in self.clusters], "markdown": self.markdown()}
+                "clusters": [c.to_json() for c in self.clusters], "explain": list(self.explain),
+                "markdown": self.markdown()}
 
     def markdown(self) -> str:
         from .render import markdown
@@ -131,17 +137,43 @@ def plan_cluster(job: Job, cluster: Cluster, devices: int | None, top: int, fail
                        stages, s0, stage_notes=notes)
 
 
+def evaluate_cluster(job: Job, cluster: Cluster, layout: Layout, devices: int | None, failure_rate: float,
+                     checkpoint_seconds: float | None, explain: bool) -> ClusterPlan:
+    """A given layout: its breakdown, or the constraints it breaks; with `explain`, the search's pick at the
+    same world size and the terms that make it faster."""
+    cluster = cluster.with_devices(devices or layout.world)
+    problems = layout_problems(job, cluster, layout, devices)
+    if problems and not problems[0].startswith("memory:"):
+        return ClusterPlan(cluster, layout.world, 1, (), (), None, problems=tuple(problems), given=True)
+    est = estimate(job, cluster, layout)
+    why = [f"the given layout: {duration(est.step_s)} per step, MFU {est.mfu:.1%}"]
+    if explain:
+        found = search(job, cluster, world=layout.world, top=1)
+        if found["top"]:
+            why += compare(job, cluster, found["top"][0], est)
+    state = sum(v for k, v in est.memory.items() if k in ("weights", "gradients", "optimizer"))
+    fault = plan_faults(layout, cluster, state, failure_rate, checkpoint_seconds)
+    return ClusterPlan(cluster, layout.world, 1, (est,), tuple(why), fault, {"supernode": layout},
+                       s0_check(layout, job.model), problems=tuple(problems), given=True)
+
+
 def plan(model: ModelShape, clusters: list[Cluster], *, global_batch: int, seq: int, dtype: str = "bf16",
          devices: int | None = None, top: int = 3, failure_rate: float = LLAMA3_FAILURES_PER_DEVICE_HOUR,
-         checkpoint_seconds: float | None = None, assumptions: Assumptions | None = None) -> PlanResult:
+         checkpoint_seconds: float | None = None, assumptions: Assumptions | None = None,
+         layout: Layout | None = None, explain: bool = False) -> PlanResult:
     job = Job(model, global_batch, seq, dtype, assumptions or Assumptions())
     plans = []
     for cluster in clusters:
         try:
-            plans.append(plan_cluster(job, cluster, devices, top, failure_rate, checkpoint_seconds))
+            if layout is not None:
+                plans.append(evaluate_cluster(job, cluster, layout, devices, failure_rate, checkpoint_seconds,
+                                              explain))
+            else:
+                plans.append(plan_cluster(job, cluster, devices, top, failure_rate, checkpoint_seconds))
         except MissingFigure as exc:
             plans.append(ClusterPlan(cluster, devices or 0, 0, (), (), None, error=str(exc)))
-    return PlanResult(model, global_batch, seq, dtype, job.assumptions, tuple(plans))
+    notes = tuple(explain_lines(job.assumptions)) if explain else ()
+    return PlanResult(model, global_batch, seq, dtype, job.assumptions, tuple(plans), notes)
 
 
 def _per_node(cluster: Cluster) -> int | None:

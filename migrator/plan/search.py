@@ -2,120 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
-from . import cost
 from .clusters import Cluster, MissingFigure
-from .cost import BYTES, Assumptions, Layout
-from .model import ModelShape
+from .cost import Layout
+from .estimate import Estimate, Job, estimate
+
+__all__ = ["Estimate", "Job", "estimate", "layouts", "search", "explain", "compare"]
 
 RECOMPUTE = ("none", "selective", "full")
-
-
-@dataclass(frozen=True)
-class Estimate:
-    layout: Layout
-    step_s: float
-    compute_s: float
-    bubble_s: float
-    comm_s: dict[str, float]            # exposed seconds per collective ("tp all-gather/reduce-scatter", ...)
-    links: dict[str, str]               # group -> "domain" | "scale-out"
-    memory: dict[str, float]            # bytes per device
-    fits: bool
-    achieved_tflops: float              # hardware FLOPs (with recomputation) per device per second
-    mfu: float                          # model FLOPs (no recomputation) / peak
-    microbatches: int
-    notes: tuple[str, ...] = ()
-
-    @property
-    def comm_share(self) -> float:
-        return sum(self.comm_s.values()) / self.step_s if self.step_s else 0.0
-
-    @property
-    def bubble(self) -> float:
-        return self.bubble_s / self.step_s if self.step_s else 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        lay = self.layout
-        return {
-            "layout": {"tp": lay.tp, "cp": lay.cp, "pp": lay.pp, "dp": lay.dp, "ep": lay.ep, "zero": lay.zero,
-                       "recompute": lay.recompute, "micro_batch": lay.micro_batch, "world": lay.world},
-            "label": lay.label(), "step_s": self.step_s, "compute_s": self.compute_s, "bubble_s": self.bubble_s,
-            "bubble": self.bubble, "comm_s": self.comm_s, "comm_share": self.comm_share, "links": self.links,
-            "memory_bytes": self.memory, "fits": self.fits, "achieved_tflops": self.achieved_tflops,
-            "mfu": self.mfu, "microbatches": self.microbatches, "notes": list(self.notes),
-        }
-
-
-@dataclass(frozen=True)
-class Job:
-    model: ModelShape
-    global_batch: int
-    seq: int
-    dtype: str = "bf16"
-    assumptions: Assumptions = field(default_factory=Assumptions)
-
-
-def estimate(job: Job, cluster: Cluster, layout: Layout, force_links: dict[str, str] | None = None) -> Estimate:
-    m_, a = job.model, job.assumptions
-    lay, s = layout, job.seq
-    peak = cluster.peak_tflops(job.dtype) * 1e12
-    micro = job.global_batch // (lay.dp * lay.micro_batch)
-    links = {g: cost.link_of(span, cluster, lay.world) for g, span in cost.group_spans(lay).items()}
-    links.update(force_links or {})
-    bw = {g: cost.link_gbps(link, cluster) for g, link in links.items()}
-
-    hw_flops = cost.training_flops(m_, job.global_batch, s, lay.recompute)
-    model_flops = cost.training_flops(m_, job.global_batch, s, "none")
-    gemm_s = hw_flops / lay.world / (peak * a.gemm_efficiency)
-    # memory-bound element-wise work: passes over each layer's activation bytes (forward, 2x backward, recompute)
-    local = s / lay.cp  # tokens per device of each sequence
-    traffic = cost.activation_bytes_per_layer(m_, local, lay.micro_batch, lay.tp, "none", a.attention)
-    passes = 3 + {"none": 0.0, "selective": 0.0, "full": 1.0}[lay.recompute]
-    stage_share = -(-m_.layers // lay.pp) * lay.pp / m_.layers  # >1 when the stages are uneven
-    gemm_s *= stage_share
-    nongemm_s = a.nongemm_passes * passes * traffic * micro * -(-m_.layers // lay.pp) / cluster.need("hbm_GBps") / 1e9
-    compute_s = gemm_s + nongemm_s
-
-    layers_here = -(-m_.layers // lay.pp)  # uneven stages: the slowest holds ceil(l / pp) layers
-    act = lay.micro_batch * local * m_.hidden * BYTES      # one layer's [s, b, h] activation
-    comm: dict[str, float] = {}
-    if lay.tp > 1:  # sequence parallel: 2 all-gathers + 2 reduce-scatters per layer forward (and backward)
-        per_layer = (4 + (4 if lay.recompute == "full" else 0)) * 2
-        comm["tp all-gather/reduce-scatter"] = per_layer * micro * layers_here * \
-            cost.all_gather_s(act, lay.tp, bw["tp"], a)
-    if lay.ep > 1 and m_.moe:  # dispatch + combine, forward and backward (and the recomputed forward)
-        calls = 4 + (2 if lay.recompute == "full" else 0)
-        tokens = lay.micro_batch * local / lay.tp
-        comm["ep all-to-all"] = calls * micro * layers_here * \
-            cost.all_to_all_s(tokens * m_.top_k * m_.hidden * BYTES, lay.ep, bw["ep"], a)
-    if lay.cp > 1:  # all-gather K and V forward; backward all-gathers again and reduce-scatters dK, dV
-        kv = lay.micro_batch * s * 2 * m_.kv_heads * m_.head_dim * BYTES / lay.tp
-        calls = 3 + (1 if lay.recompute == "full" else 0)
-        comm["cp all-gather K/V"] = calls * micro * layers_here * cost.all_gather_s(kv, lay.cp, bw["cp"], a)
-    if lay.pp > 1:
-        comm["pp send/recv"] = 2 * micro * cost.p2p_s(act / lay.tp, bw["pp"], a)
-    pipe_s = compute_s + sum(comm.values())
-    bubble_s = (lay.pp - 1) / micro * pipe_s
-    if lay.dp * lay.cp > 1:
-        params = m_.params()
-        dense_grad = params["dense"] / (lay.tp * lay.pp) * BYTES
-        expert_grad = params["experts"] / (lay.tp * lay.pp * lay.ep) * BYTES
-        factor = 1.5 if lay.zero >= 3 else 1.0  # ZeRO-3 also all-gathers the weights (fwd + bwd)
-        replicas = lay.dp * lay.cp
-        dp_s = factor * (cost.all_reduce_s(dense_grad, replicas, bw["dp"], a)
-                         + cost.all_reduce_s(expert_grad, max(1, replicas // lay.ep), bw["dp"], a))
-        comm["dp gradient all-reduce"] = dp_s * (1 - a.dp_overlap)
-    step_s = pipe_s + bubble_s + comm.get("dp gradient all-reduce", 0.0)
-
-    memory = cost.model_state_bytes(m_, lay)
-    memory["activations"] = cost.activation_bytes(m_, lay, s, micro, a.attention)
-    memory["backward working set"] = cost.working_bytes(m_, lay, s, a.attention)
-    memory["total"] = sum(memory.values())
-    fits = memory["total"] <= cluster.need("hbm_GB") * 1e9 * a.memory_headroom
-    return Estimate(lay, step_s, compute_s, bubble_s, comm, links, memory, fits,
-                    hw_flops / lay.world / step_s / 1e12, model_flops / lay.world / step_s / peak, micro)
 
 
 def _divisors(n: int) -> list[int]:
@@ -125,8 +21,9 @@ def _divisors(n: int) -> list[int]:
 def layouts(job: Job, world: int, tp_max: int | None = None) -> list[Layout]:
     """Every layout that divides: tp | heads and kv-heads (and <= the domain when asked), 2 cp | seq
     (load-balanced causal chunks, cp <= 16, at least `cp_min_tokens` per device, flash attention only),
-    pp <= layers (uneven stages allowed),
-    dp | global batch, ep | experts and dp, micro-batch | batch per replica."""
+    pp <= layers (uneven stages allowed; vpp 2 when the stages split evenly), dp | global batch, ep | experts
+    and dp, ZeRO 1-3, micro-batch a power of two dividing the batch per replica (the search stops growing it
+    once it no longer fits)."""
     m = job.model
     out = []
     a = job.assumptions
@@ -134,21 +31,37 @@ def layouts(job: Job, world: int, tp_max: int | None = None) -> list[Layout]:
                                                      and job.seq // c >= a.cp_min_tokens)] \
         if a.attention == "flash" else [1]
     for tp in _divisors(world):
-        if m.heads % tp or m.kv_heads % tp or (tp_max and tp > tp_max):
+        if m.heads % tp or (not m.mla and m.kv_heads % tp) or (tp_max and tp > tp_max):
             continue
         for cp in (c for c in cps if (world // tp) % c == 0):
             for pp in _divisors(world // (tp * cp)):
                 dp = world // (tp * cp * pp)
                 if pp > m.layers or job.global_batch % dp:
                     continue
-                eps = [e for e in _divisors(dp) if m.experts % e == 0] if m.moe else [1]
+                vpps = [1] + ([2] if pp > 1 and m.layers % (2 * pp) == 0 else [])
+                eps = [e for e in _divisors(dp * cp) if m.experts % e == 0 and dp % e == 0] if m.moe else [1]
                 per_replica = job.global_batch // dp
+                mbs = [b for b in (1, 2, 4, 8, 16) if per_replica % b == 0]
                 for ep in eps:
-                    for zero in (1, 3) if dp * cp > 1 else (0,):
+                    for zero in (1, 2, 3) if dp * cp > 1 else (0,):
                         for rc in RECOMPUTE:
-                            for mb in (1, 2, 4):
-                                if per_replica % mb == 0:
-                                    out.append(Layout(tp, cp, pp, dp, ep, zero, rc, mb))
+                            for vpp in vpps:
+                                out += [Layout(tp, cp, pp, dp, ep, zero, rc, mb, vpp) for mb in mbs]
+    return out
+
+
+def _ranked(job: Job, cluster: Cluster, candidates: list[Layout]) -> list[Estimate]:
+    """Estimates of the candidates; a micro-batch larger than the first that does not fit is skipped."""
+    out = []
+    too_big: set[Layout] = set()
+    for lay in candidates:
+        key = replace(lay, micro_batch=1)
+        if key in too_big:
+            continue
+        e = estimate(job, cluster, lay)
+        if not e.fits and lay.micro_batch >= 1:
+            too_big.add(key)
+        out.append(e)
     return out
 
 
@@ -166,11 +79,11 @@ def search(job: Job, cluster: Cluster, world: int | None = None, top: int = 5) -
             f"pyproject.toml under [tool.migrate.clusters.{cluster.name}]")
     candidates: list[Estimate] = []
     for size in world_sizes(world, cluster):  # every device first; fewer only when the full world cannot divide
-        candidates = [estimate(job, cluster, lay) for lay in layouts(job, size)]
+        candidates = _ranked(job, cluster, layouts(job, size))
         if any(e.fits for e in candidates):
             world = size
             break
-    fitting = sorted((e for e in candidates if e.fits), key=lambda e: e.step_s)
+    fitting = sorted((e for e in candidates if e.fits), key=lambda e: (e.step_s, e.memory["total"]))
     result: dict[str, Any] = {"cluster": cluster.name, "world": world, "considered": len(candidates),
                               "fitting": len(fitting), "top": fitting[:top], "why": []}
     if fitting and world < int(cluster.need("devices")):
@@ -220,3 +133,19 @@ def explain(job: Job, cluster: Cluster, ranked: list[Estimate]) -> list[str]:
             why.append(f"{lay.recompute} recomputation because without it the layout needs "
                        f"{e.memory['total'] / 1e9:.1f} GB per device")
     return why
+
+
+def compare(job: Job, cluster: Cluster, pick: Estimate, given: Estimate) -> list[str]:
+    """Why the search prefers `pick` over a given (e.g. published) layout: the step-time terms that differ
+    most, and memory when the given one does not fit."""
+    gain = given.step_s / pick.step_s - 1
+    head = (f"the search's pick ({pick.layout.label()}) is predicted {gain:.1%} "
+            + ("faster" if gain >= 0 else "slower") + f" than the given layout ({given.layout.label()})")
+    mine, theirs = pick.terms(), given.terms()
+    deltas = sorted(((theirs.get(k, 0.0) - mine.get(k, 0.0), k) for k in set(mine) | set(theirs)), reverse=True)
+    named = [f"{k} {d / given.step_s:+.1%} of the given step" for d, k in deltas if d > 0.01 * given.step_s][:3]
+    lines = [head + (": it saves " + ", ".join(named) if named and gain > 0 else "")]
+    if not given.fits:
+        lines.append(f"the given layout needs {given.memory['total'] / 1e9:.1f} GB per device, more than the "
+                     "memory headroom allows")
+    return lines

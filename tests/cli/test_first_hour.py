@@ -9,7 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from migrator.cli import main
-from migrator.plan.model import ModelError, from_dict
+from migrator.plan.configs import from_dict
+from migrator.plan.model import ModelError
 from migrator.plan.model_checks import check_numbers
 
 

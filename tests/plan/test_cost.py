@@ -27,13 +27,27 @@ def test_training_flops_are_narayanan_eq3(layers, hidden, batch, seq, vocab):
 def test_activations_per_layer_are_korthikanti():
     s, b, h, a, t = 2048, 4, 4096, 32, 8
     model = gpt(hidden=h, heads=a)
-    per_layer = cost.activation_bytes_per_layer
-    assert per_layer(model, s, b, 1, "none", "eager") == pytest.approx(s * b * h * (34 + 5 * a * s / h))
-    assert per_layer(model, s, b, t, "none", "eager") == pytest.approx(s * b * h * (34 + 5 * a * s / h) / t)
-    assert per_layer(model, s, b, t, "selective") == pytest.approx(s * b * h * 34 / t)
-    assert per_layer(model, s, b, 1, "full") == pytest.approx(2 * s * b * h)
+
+    def per_layer(tp, recompute, attention="flash", sp=True):
+        return cost.activation_bytes_per_layer(model, s, b, tp, recompute, attention, dropout=True, sp=sp)
+
+    assert per_layer(1, "none", "eager") == pytest.approx(s * b * h * (34 + 5 * a * s / h))
+    assert per_layer(t, "none", "eager") == pytest.approx(s * b * h * (34 + 5 * a * s / h) / t)
+    assert per_layer(t, "selective") == pytest.approx(s * b * h * 34 / t)
+    assert per_layer(1, "full") == pytest.approx(2 * s * b * h)
+    # tensor parallel without sequence parallelism: s b h (10 + 24 / t + 5 a s / (h t)) (Korthikanti eq. 2)
+    assert per_layer(t, "none", "eager", sp=False) == pytest.approx(s * b * h * (10 + 24 / t + 5 * a * s / (h * t)))
     # flash attention keeps no s x s scores: the same as selective recomputation
-    assert per_layer(model, s, b, t, "none", "flash") == per_layer(model, s, b, t, "selective")
+    assert per_layer(t, "none", "flash") == per_layer(t, "selective")
+
+
+def test_modern_activations_drop_the_dropout_masks_and_shrink_k_v_with_gqa():
+    s, b, h, a = 2048, 1, 4096, 32
+    mha = gpt(hidden=h, heads=a)
+    assert cost.activation_bytes_per_layer(mha, s, b, 1, "selective") == pytest.approx(s * b * h * 32)
+    assert cost.activation_bytes_per_layer(mha, s, b, 1, "none", "eager") == pytest.approx(s * b * h * (32 + 2 * a * s / h))
+    gqa = ModelShape("gqa", 24, h, a, 8, 4 * h, 51200)  # K and V a quarter as wide: 4 bytes -> 1
+    assert cost.activation_bytes_per_layer(gqa, s, b, 1, "selective") == pytest.approx(s * b * h * 29)
 
 
 def test_activations_of_a_pipeline_stage_hold_min_pp_m_microbatches():
@@ -56,6 +70,14 @@ def test_model_state_is_16_bytes_per_parameter_sharded_by_zero_stage():
     assert total(zero=3) == pytest.approx(16 * n / d)
     tp_pp = sum(cost.model_state_bytes(model, Layout(tp=4, pp=2, zero=0)).values())
     assert tp_pp == pytest.approx(16 * n / 8, rel=0.01)  # layers 24 / pp 2 divide evenly
+
+
+def test_fp32_gradients_make_18_bytes_per_parameter_and_zero_2_shards_them():
+    model = gpt()
+    n = model.params()["total"]
+    total = lambda **kw: sum(cost.model_state_bytes(model, Layout(dp=8, **kw), grad_bytes=4).values())  # noqa: E731
+    assert total(zero=0) == pytest.approx(18 * n)
+    assert total(zero=2) == pytest.approx((2 + (4 + 12) / 8) * n)
 
 
 def test_experts_shard_over_ep_and_the_rest_of_dp():

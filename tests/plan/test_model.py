@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from migrator.plan.model import ModelError, ModelShape, from_config
+from migrator.plan.configs import from_config
+from migrator.plan.model import ModelError, ModelShape
 from migrator.plan.probe import probe_tree
 from tests.conftest import REPO
 
