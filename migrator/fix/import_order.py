@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -146,7 +146,7 @@ def _key(line: _Line, style: ImportStyle) -> tuple:
     return (parts,) if style.force_sort_within_sections else (line.is_from, parts)
 
 
-def _blocks(body: list[cst.BaseStatement], start: int, end: int) -> list[tuple[int, int]]:
+def _blocks(body: list[Any], start: int, end: int) -> list[tuple[int, int]]:
     """[start, end) index ranges of the blank-line separated blocks of the leading imports."""
     out: list[tuple[int, int]] = []
     i = start
@@ -163,7 +163,7 @@ def _blank_before(stmt: cst.BaseStatement) -> bool:
     return any(line.comment is None for line in getattr(stmt, "leading_lines", ()))
 
 
-def insert_sorted(body: list[cst.BaseStatement], stmt: cst.SimpleStatementLine, start: int, end: int,
+def insert_sorted(body: list[Any], stmt: cst.SimpleStatementLine, start: int, end: int,
                   style: ImportStyle, section: int | None = None) -> int:
     """Insert `stmt` into `body[start:end]` (the leading imports); returns its index."""
     import libcst as cst

@@ -296,8 +296,8 @@ def ensure_module_imports(module: cst.Module, ctx: FixContext, code: str | None 
         body.insert(at, guarded)
     for name in sorted(ctx.imports):
         if not _binds_anywhere(module, name):
-            stmt = cst.parse_statement(f"import {name}\n")
-            insert_sorted(body, stmt, _insert_at(module), _block_end(body, _insert_at(module)), style, STDLIB)  # type: ignore[arg-type]
+            std = cst.parse_statement(f"import {name}\n")
+            insert_sorted(body, std, _insert_at(module), _block_end(body, _insert_at(module)), style, STDLIB)  # type: ignore[arg-type]
     if ctx.helpers:
         # helpers go after the last import of the leading import block
         last_import = _block_end(body, _insert_at(module))

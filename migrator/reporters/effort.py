@@ -132,7 +132,7 @@ def actions(findings: Iterable[Finding]) -> list[Action]:
         if units[key] in ("site", "file"):
             used.setdefault((fs[0].code, fs[0].path), key)
     for key in [k for k in grouped if units[k] == "import"]:
-        rest = []
+        rest: list[Finding] = []
         for f in grouped[key]:  # a file whose use of the library is an edit: its import goes with that edit
             owner = used.get((f.code, f.path))
             (grouped[owner] if owner is not None else rest).append(f)
@@ -151,13 +151,15 @@ def action_scope(action: Action) -> str:
 
 def by_scope(findings: Iterable[Finding]) -> dict[str, dict]:
     """Per scope: actions, minutes and the files they touch."""
-    out = {s: {"actions": 0, "minutes": 0.0, "files": set()} for s in SCOPES}
+    count = dict.fromkeys(SCOPES, 0)
+    minutes = dict.fromkeys(SCOPES, 0.0)
+    files: dict[str, set[str]] = {s: set() for s in SCOPES}
     for a in actions(findings):
-        row = out[action_scope(a)]
-        row["actions"] += 1
-        row["minutes"] += a.minutes
-        row["files"].update(f.path for f in a.findings)
-    return {s: {"actions": r["actions"], "minutes": r["minutes"], "files": sorted(r["files"])} for s, r in out.items()}
+        where = action_scope(a)
+        count[where] += 1
+        minutes[where] += a.minutes
+        files[where].update(f.path for f in a.findings)
+    return {s: {"actions": count[s], "minutes": minutes[s], "files": sorted(files[s])} for s in SCOPES}
 
 
 def scope_line(findings: Iterable[Finding]) -> str:
