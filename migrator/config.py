@@ -76,21 +76,38 @@ def _codes(value: Any, key: str, source: Path) -> tuple[str, ...]:
     return tuple(normalise_code(v) for v in value)
 
 
+def _check_globs(patterns: list[str], key: str, source: Path) -> None:
+    from migrator.globs import GlobError, check_pattern
+
+    for pattern in patterns:
+        try:
+            check_pattern(pattern)
+        except GlobError as exc:
+            raise ConfigError(f"{source}: [tool.migrate] {key}: {exc}") from None
+
+
 def normalise_code(value: str) -> str:
     value = value.strip()
     return FAMILY_WORDS.get(value.lower(), value.upper())
 
 
 def load_settings(root: Path) -> Settings:
+    from migrator.input_files import MAX_SMALL_BYTES, read_text
+
     path = root / "pyproject.toml"
     base = Settings(root=root)
-    if not path.is_file():
+    if not os.path.lexists(path):
         return base
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_text(path, MAX_SMALL_BYTES, root))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read configuration: {exc}") from None
-    section = (data.get("tool") or {}).get("migrate")
+    except RecursionError:
+        raise ConfigError(f"{path}: cannot read configuration: nested too deeply for the TOML reader") from None
+    tool = data.get("tool")
+    if tool is not None and not isinstance(tool, dict):
+        raise ConfigError(f"{path}: `tool` must be a table ([tool.*] sections), not {type(tool).__name__}")
+    section = (tool or {}).get("migrate")
     if section is None:
         return base
     if not isinstance(section, dict):
@@ -111,11 +128,13 @@ def load_settings(root: Path) -> Settings:
             value = section[key]
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ConfigError(f"{path}: [tool.migrate] {key} must be a list of glob patterns")
+            _check_globs(value, key, path)
             changes["exclude"] = tuple(changes.get("exclude", ())) + tuple(value)
     if "per-file-ignores" in section:
         pfi = section["per-file-ignores"]
         if not isinstance(pfi, dict):
             raise ConfigError(f"{path}: [tool.migrate] per-file-ignores must be a table of glob = [codes]")
+        _check_globs(list(pfi), "per-file-ignores", path)
         changes["per_file_ignores"] = tuple(
             (glob, _codes(codes, f"per-file-ignores.{glob}", path)) for glob, codes in sorted(pfi.items())
         )
@@ -138,8 +157,13 @@ def load_settings(root: Path) -> Settings:
     if "torch-npu-version" in section:
         changes["torch_npu_version"] = str(section["torch-npu-version"])
     if "baseline" in section:
-        if not isinstance(section["baseline"], str) or not section["baseline"]:
+        if not isinstance(section["baseline"], str) or not section["baseline"] or "\0" in section["baseline"]:
             raise ConfigError(f"{path}: [tool.migrate] baseline must be a file path (relative to {root})")
+        from migrator.input_files import inside_root
+
+        if not inside_root(root / section["baseline"], root):
+            raise ConfigError(f"{path}: [tool.migrate] baseline {section['baseline']!r} resolves outside the project "
+                              f"root {root}: not read (give a path inside it, or --baseline on the command line)")
         changes["baseline"] = root / section["baseline"]
     return replace(base, **changes)
 

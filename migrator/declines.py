@@ -23,7 +23,7 @@ def recorded(root: Path) -> dict[tuple[str, str, str], list[str]]:
     from migrator.jsonfile import read_json_or_none
 
     try:
-        record = read_json_or_none(root / ".migrate" / "fix-record.json") or {}
+        record = read_json_or_none(root / ".migrate" / "fix-record.json", root=root) or {}
         entries = record.get("declined") or []
         reasons: dict[tuple[str, str, str], list[str]] = {}
         for e in entries:

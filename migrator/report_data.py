@@ -114,12 +114,13 @@ def report_date(now: datetime | None = None) -> str:
     return now.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
-def _load_checked(path: str | Path, what: str, schema: str) -> Any:
-    """A JSON file of ours, validated against `migrator/schema/<schema>`; clear errors naming the file."""
+def _load_checked(path: str | Path, what: str, schema: str, root: Path | None = None) -> Any:
+    """A JSON file of ours, validated against `migrator/schema/<schema>`; clear errors naming the file
+    (also when it resolves outside ``root``, where one is given)."""
     from migrator.schema_check import SchemaMismatch, check
 
     path = Path(path)
-    data = read_json(path, what, ReportDataError)
+    data = read_json(path, what, ReportDataError, root=root)
     try:
         check(data, schema)
     except SchemaMismatch as exc:
@@ -135,10 +136,11 @@ def load_plan(path: str | Path) -> dict[str, Any]:
     return _load_checked(path, "plan", "plan.schema.json")
 
 
-def load_fix_record(path: str | Path, scan_root: Path) -> FixRecord:
-    """Tolerant: unknown keys are ignored, only files[].path and edits[].code are required."""
+def load_fix_record(path: str | Path, scan_root: Path, confined: bool = False) -> FixRecord:
+    """Tolerant: unknown keys are ignored, only files[].path and edits[].code are required; ``confined``
+    (the record found in the root, not one the user named): never read through a link out of the root."""
     path = Path(path)
-    data = _load_checked(path, "fix record", "fix-record.schema.json")
+    data = _load_checked(path, "fix record", "fix-record.schema.json", scan_root if confined else None)
     record_root = Path(data["root"]) if isinstance(data.get("root"), str) and data.get("root") else None
     edits: list[AppliedEdit] = []
     files: list[str] = []
@@ -185,9 +187,9 @@ def gather(
     record = None
     if fix_record is not None:
         record = load_fix_record(fix_record, root)
-    elif (root / DEFAULT_FIX_RECORD).is_file():
+    elif os.path.lexists(root / DEFAULT_FIX_RECORD):
         try:
-            record = load_fix_record(root / DEFAULT_FIX_RECORD, root)
+            record = load_fix_record(root / DEFAULT_FIX_RECORD, root, confined=True)
         except ReportDataError as exc:
             notes.append(f"fix record ignored: {exc}")
     validation_data = load_validation(validation) if validation is not None else None

@@ -42,10 +42,10 @@ def split_lines(text: str) -> list[str]:
 
 
 def read_lines(path: Path) -> list[str] | None:
+    from migrator.input_files import read_bytes
+
     try:
-        if path.stat().st_size > MAX_BYTES:
-            return None
-        data = path.read_bytes()
+        data = read_bytes(path, MAX_BYTES)  # a regular file only: never a FIFO swapped in after the scan
     except (OSError, ValueError):
         return None
     return split_lines(decode(data, python=path.suffix.lower() in (".py", ".pyi", "")))

@@ -42,12 +42,13 @@ def write(root: str | Path, census: Census) -> Path:
     return path
 
 
-def load(path: str | Path) -> Census:
+def load(path: str | Path, root: str | Path | None = None) -> Census:
+    """The census at ``path`` (never read through a link out of ``root``, where one is given)."""
     from migrator.jsonfile import read_json
     from migrator.schema_check import SchemaMismatch, check
 
     path = Path(path)
-    data = read_json(path, "op census", CensusFileError)
+    data = read_json(path, "op census", CensusFileError, root=Path(root) if root is not None else None)
     try:
         check(data, SCHEMA)
     except SchemaMismatch as exc:
@@ -61,7 +62,7 @@ def load_for_root(root: str | Path) -> tuple[Census | None, str | None]:
     if not path.is_file():
         return None, None
     try:
-        return load(path), None
+        return load(path, root), None
     except CensusFileError as exc:
         return None, f"op census ignored: {exc}"
 

@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from migrator.engine import toml_positions
+from migrator.jsonfile import depth_over, loads_bounded
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -85,9 +86,33 @@ def _yaml_value(node: yaml.ScalarNode) -> tuple[Any, bool]:
     return node.value, False
 
 
+MAX_DEPTH = 200  # configs nest a handful of levels; the walks below recurse
+
+
+def _check_yaml_size(roots: list[Any], text: str) -> None:
+    """ConfigParseError when the documents, every alias expanded, hold more nodes than the text could
+    spell out (an alias bomb: 633 bytes of nested aliases are 2^28 strings) or nest over MAX_DEPTH.
+    Counted without recursion and stopped at the budget, so the check itself is bounded."""
+    budget = max(100_000, len(text))
+    count = 0
+    todo = [(root, 1) for root in roots if root is not None]
+    while todo:
+        node, depth = todo.pop()
+        count += 1
+        if count > budget:
+            raise ConfigParseError(f"its aliases expand to more than {budget} nodes (an alias bomb?)")
+        if depth > MAX_DEPTH:
+            raise ConfigParseError(f"nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, yaml.MappingNode):
+            todo.extend((part, depth + 1) for pair in node.value for part in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            todo.extend((item, depth + 1) for item in node.value)
+
+
 def _parse_yaml(text: str) -> ParsedConfig:
     try:
         roots = list(yaml.compose_all(text, Loader=YAML_LOADER))
+        _check_yaml_size(roots, text)
         constructor = yaml.constructor.SafeConstructor()
         docs = [constructor.construct_document(root) if root is not None else None for root in roots]
     except yaml.YAMLError as exc:
@@ -139,8 +164,8 @@ _scanstring: Any = json.decoder.scanstring  # type: ignore[attr-defined]
 
 def _parse_json(text: str) -> ParsedConfig:
     try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
+        data = loads_bounded(text)
+    except ValueError as exc:  # invalid, nested over MAX_DEPTH, or a number of over 4 300 digits
         raise ConfigParseError(f"invalid JSON: {exc}") from None
     parsed = ParsedConfig("json", text, [data])
     counter = iter(range(1 << 62))
@@ -202,6 +227,10 @@ def _parse_toml(text: str) -> ParsedConfig:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigParseError(f"invalid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigParseError("nested too deeply for the TOML reader") from None
+    if depth_over(data, MAX_DEPTH):
+        raise ConfigParseError(f"nested deeper than {MAX_DEPTH} levels")
     parsed = ParsedConfig("toml", text, [data])
     counter = iter(range(1 << 62))
     values: dict[tuple, Scalar] = {}  # document path -> scalar, for every value that is not a table

@@ -260,12 +260,23 @@ def _walk_order(parts: list[str], is_folder: bool) -> tuple[tuple[int, str], ...
     return (*((1, p) for p in parts[:-1]), (1 if is_folder else 0, parts[-1]))
 
 
-def _gitignore(folder: Path) -> pathspec.PathSpec | None:
+def _gitignore(folder: Path) -> tuple[pathspec.PathSpec | None, str | None]:
+    """(spec, None), (None, None) without a `.gitignore`, or (spec of the usable patterns or None, why the
+    file or some of its patterns were not used)."""
+    from migrator.globs import compile_globs
+    from migrator.input_files import MAX_SMALL_BYTES, read_text
+
     path = folder / ".gitignore"
+    if not os.path.lexists(path):
+        return None, None
     try:
-        return pathspec.GitIgnoreSpec.from_lines(path.read_text(encoding="utf-8", errors="replace").splitlines())
-    except OSError:
-        return None
+        lines = read_text(path, MAX_SMALL_BYTES, errors="replace").splitlines()
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, f"not used: {exc}"
+    spec, problems = compile_globs(lines, strict=False)
+    return spec, ("pattern(s) not used: " + "; ".join(problems)) if problems else None
 
 
 def _walk(walk: _Discovery, start: Path) -> Iterator[Candidate | Skip]:
@@ -276,7 +287,9 @@ def _walk(walk: _Discovery, start: Path) -> Iterator[Candidate | Skip]:
     # .gitignore files between the root and the starting folder apply too
     for parent in [*reversed(start.parents), start]:
         if parent == root or root in parent.parents:
-            spec = _gitignore(parent)
+            spec, problem = _gitignore(parent)
+            if problem:
+                yield Skip(rel_to(root, parent / ".gitignore"), problem)
             if spec:
                 ignores.append((parent, spec))
 
@@ -304,7 +317,9 @@ def _walk(walk: _Discovery, start: Path) -> Iterator[Candidate | Skip]:
             continue
         visited_dirs.add(key)
         if folder != start:
-            spec = _gitignore(folder)
+            spec, problem = _gitignore(folder)
+            if problem:
+                yield Skip(rel_to(root, folder / ".gitignore"), problem)
             if spec:
                 ignores.append((folder, spec))
         try:

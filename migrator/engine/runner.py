@@ -17,8 +17,6 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import pathspec
-
 from migrator import __version__
 from migrator.census.store import traced_apis
 from migrator.config import Settings
@@ -26,6 +24,7 @@ from migrator.coverage._dtypes import training_dtypes
 from migrator.engine.cache import ScanCache, content_digest
 from migrator.engine.discover import Candidate, Skip, discover
 from migrator.engine.scan_file import ScanOptions, scan_file
+from migrator.globs import compile_globs
 from migrator.model import FileResult, SkippedFile
 from migrator.rules.catalogue import load_catalogue
 
@@ -144,7 +143,7 @@ def run(settings: Settings, paths: list[Path], progress: Progress | None = None,
     """`memo`: shared by the scans of one command (fix scans before and after writing): a file whose
     bytes did not change is not scanned again, with or without the disk cache."""
     catalogue = load_catalogue()
-    exclude = pathspec.GitIgnoreSpec.from_lines(settings.exclude) if settings.exclude else None
+    exclude = compile_globs(settings.exclude)[0] if settings.exclude else None  # checked when the settings were read
     candidates: list[Candidate] = []
     skipped: list[SkippedFile] = []
     for item in discover(settings.root, paths, exclude):

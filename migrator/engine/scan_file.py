@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 import warnings
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
 
 import pathspec
@@ -17,6 +19,7 @@ from migrator.engine.coverage_checker import coverage_hits
 from migrator.engine.python_checker import check_module
 from migrator.engine.source import SourceText, UnreadableSource, decode_python, decode_text
 from migrator.engine.suppress import Directives, parse_directives
+from migrator.globs import compile_globs
 from migrator.model import FileResult, Finding, ImportInfo, Marker, OpUse
 from migrator.rules import units
 from migrator.rules.catalogue import Catalogue, Rule, load_catalogue
@@ -46,9 +49,14 @@ class ScanOptions:
     def selector_for(self, rel: str) -> RuleSelector:
         extra: list[str] = []
         for glob, codes in self.per_file_ignores:
-            if pathspec.GitIgnoreSpec.from_lines([glob]).match_file(rel):
+            if _glob(glob).match_file(rel):
                 extra.extend(codes)
         return RuleSelector(self.select, self.ignore + tuple(extra))
+
+
+@lru_cache(maxsize=256)
+def _glob(pattern: str) -> pathspec.PathSpec:
+    return compile_globs([pattern])[0]
 
 
 class FileScan:
@@ -130,13 +138,34 @@ class FileScan:
 
 
 def scan_file(path: Path, rel: str, kind: str, options: ScanOptions) -> FileResult:
+    from migrator import input_files
+    from migrator.input_files import MAX_NOTEBOOK_BYTES, MAX_SOURCE_BYTES, InputRefused
+
+    limit = {"notebook": MAX_NOTEBOOK_BYTES, "config": config_checker.MAX_CONFIG_BYTES}.get(kind, MAX_SOURCE_BYTES)
     try:
-        data = path.read_bytes()
+        data = input_files.read_bytes(path, limit)
+    except InputRefused as exc:
+        if kind == "config" and exc.too_big:
+            return FileResult(rel, skipped=f"larger than {config_checker.MAX_CONFIG_BYTES // 2**20} MiB: data, not a config")
+        if exc.too_big and GENERATED.search(_head(path)):
+            return FileResult(rel, skipped="generated file (@generated marker)")
+        scan = FileScan(rel, load_catalogue(), options.selector_for(rel))
+        scan.meta("unreadable-file", f"cannot read {rel}: {exc}")
+        return FileResult(rel, tuple(scan.findings))
     except OSError as exc:
         scan = FileScan(rel, load_catalogue(), options.selector_for(rel))
         scan.meta("unreadable-file", f"cannot read {rel}: {exc.strerror or exc}")
         return FileResult(rel, tuple(scan.findings))
     return scan_bytes(data, rel, kind, options)
+
+
+def _head(path: Path) -> bytes:
+    from migrator.input_files import read_head
+
+    try:
+        return read_head(path, 2048)
+    except OSError:
+        return b""
 
 
 def scan_text_content(text: str, rel: str, kind: str, options: ScanOptions) -> FileResult:
@@ -292,6 +321,13 @@ def _text_hits(kind: str, source: SourceText):
     return iter(())
 
 
+def _parse_failure(exc: BaseException) -> str:
+    """Why `ast.parse` gave up (CPython's parser raises an empty MemoryError on deep nesting)."""
+    if isinstance(exc, MemoryError):
+        return "nested too deeply for Python's parser (MemoryError)"
+    return str(exc) or type(exc).__name__
+
+
 def _check_python(scan: FileScan, source: SourceText, data: bytes):
     try:
         with warnings.catch_warnings():
@@ -303,11 +339,16 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes):
         scan.meta("parse-error", f"cannot parse {scan.rel}: {exc.msg}{hint}", line, max(exc.offset or 1, 1))
         return None
     except (ValueError, RecursionError, MemoryError) as exc:
-        scan.meta("parse-error", f"cannot parse {scan.rel}: {exc}")
+        scan.meta("parse-error", f"cannot parse {scan.rel}: {_parse_failure(exc)}")
         return None
     if not PREFILTER.search(data):
         return (), set()  # parsed (so syntax errors are reported) but nothing to look for
-    checker = check_module(tree, source, scan.catalogue, scan.enabled, scan.options.target)
+    try:
+        checker = check_module(tree, source, scan.catalogue, scan.enabled, scan.options.target)
+    except RecursionError:
+        scan.meta("parse-error", f"cannot check {scan.rel}: its expressions nest too deeply to walk "
+                                 f"(over Python's recursion limit of {sys.getrecursionlimit()})")
+        return None
     for rule, node, symbol, replacement, extra in checker.hits:
         line = getattr(node, "lineno", 1)
         end_line = getattr(node, "end_lineno", None) or line

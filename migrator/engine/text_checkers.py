@@ -457,6 +457,8 @@ def check_pyproject(text: str, lines: tuple[str, ...]) -> Iterator[TextHit]:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise PyprojectError(f"invalid TOML: {exc}") from None
+    except RecursionError:
+        raise PyprojectError("nested too deeply for the TOML reader") from None
     seen_lines: set[tuple[int, str]] = set()
     for req in _pyproject_requirements(data):
         for number, raw in enumerate(lines, 1):

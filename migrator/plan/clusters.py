@@ -7,6 +7,7 @@ to set it.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass
 from functools import cache
@@ -127,14 +128,23 @@ def user_profiles(root: Path | None) -> dict[str, Cluster]:
     """`[tool.migrate.clusters.NAME]` tables of ROOT/pyproject.toml; `base = "a2-8x"` starts from a shipped one."""
     if root is None:
         return {}
+    from migrator.input_files import MAX_SMALL_BYTES, read_text
+
     path = Path(root) / "pyproject.toml"
-    if not path.is_file():
+    if not os.path.lexists(path):
         return {}
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(read_text(path, MAX_SMALL_BYTES, root))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ClusterError(f"{path}: cannot read configuration: {exc}") from None
-    section = ((data.get("tool") or {}).get("migrate") or {}).get("clusters") or {}
+    except RecursionError:
+        raise ClusterError(f"{path}: cannot read configuration: nested too deeply for the TOML reader") from None
+    section: Any = data
+    for table in ("tool", "tool.migrate"):
+        section = section.get(table.rsplit(".", 1)[-1]) or {}
+        if not isinstance(section, dict):
+            raise ClusterError(f"{path}: [{table}] must be a table")
+    section = section.get("clusters") or {}
     if not isinstance(section, dict):
         raise ClusterError(f"{path}: [tool.migrate.clusters] must be a table of cluster tables")
     shipped = builtin()

@@ -91,12 +91,16 @@ def probe_tree(tree: str, entry: str | None = None, timeout: float = 300) -> Mod
                          "or the model's config with --model CONFIG.json")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root(), os.environ.get("PYTHONPATH")])))
     cmd = [sys.executable, "-m", "migrator.plan.probe", os.path.abspath(tree)] + ([entry] if entry else [])
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=tree)
-    except subprocess.TimeoutExpired:
-        raise ModelError(f"{tree}: building the model on the meta device took over {timeout:.0f} s") from None
+    proc = _run_scoped(cmd, env, tree, timeout)
+    if proc is None:
+        raise ModelError(f"{tree}: building the model on the meta device took over {timeout:.0f} s")
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode or not lines:
+        from migrator import process_scope
+
+        memory = process_scope.hit_memory_limit(proc.stderr or "", process_scope.memory_limit())
+        if memory:
+            raise ModelError(f"{tree}: {memory}")
         tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
         raise ModelError(f"{tree}: cannot build the model from the validate.py protocol on the meta device: "
                          + (" | ".join(tail) or f"exit {proc.returncode}"))
@@ -104,6 +108,28 @@ def probe_tree(tree: str, entry: str | None = None, timeout: float = 300) -> Mod
     if "error" in doc:
         raise ModelError(f"{tree}: {doc['error']}")
     return shape_from_probe(doc, os.path.basename(os.path.abspath(tree)), f"{tree} (validate.py on the meta device)")
+
+
+def _run_scoped(cmd: list[str], env: dict[str, str], cwd: str,
+                timeout: float) -> subprocess.CompletedProcess[str] | None:
+    """Run the probe in a process scope (output to files, not pipes: a process the program forks would
+    hold a pipe open until the timeout); everything it started is ended. None on timeout."""
+    import tempfile
+
+    from migrator import process_scope
+
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        scope = process_scope.Scope(cmd, env=env, cwd=cwd, stdout=out, stderr=err, memory=process_scope.memory_limit())
+        try:
+            finished = scope.wait(timeout)
+        finally:
+            scope.end()
+        if not finished:
+            return None
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(cmd, scope.proc.returncode or 0,
+                                           out.read().decode("utf-8", "replace"), err.read().decode("utf-8", "replace"))
 
 
 def shape_from_probe(doc: dict[str, Any], name: str, source: str) -> ModelShape:

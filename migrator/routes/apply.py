@@ -131,9 +131,11 @@ class Enclosing:
     def _spans(self, rel: str) -> list[tuple[int, int, str]]:
         if rel not in self.spans:
             out: list[tuple[int, int, str]] = []
+            from migrator.input_files import MAX_SOURCE_BYTES, read_text
+
             try:
-                tree = ast.parse((self.root / rel).read_text(encoding="utf-8", errors="replace"))
-            except (OSError, SyntaxError, ValueError):
+                tree = ast.parse(read_text(self.root / rel, MAX_SOURCE_BYTES, errors="replace"))
+            except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
                 tree = None
             module = rel[: -len(".py")].replace("/", ".").removesuffix(".__init__")
 

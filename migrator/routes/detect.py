@@ -74,12 +74,15 @@ def _pins_in_requirements(text: str):
 def _pins_in_pyproject(text: str):
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         return
     project = data.get("project") or {}
-    items = list(project.get("dependencies") or [])
-    for extra in (project.get("optional-dependencies") or {}).values():
-        items.extend(extra or [])
+    if not isinstance(project, dict):
+        return
+    deps, extras = project.get("dependencies") or [], project.get("optional-dependencies") or {}
+    items = list(deps) if isinstance(deps, list) else []
+    for extra in extras.values() if isinstance(extras, dict) else ():
+        items.extend(extra if isinstance(extra, list) else [])
     for item in items:
         if isinstance(item, str):
             yield _line_of(text, item), item
@@ -123,9 +126,11 @@ def pins(rel: str, text: str) -> list[tuple[str, str | None, str]]:
 
 def vendored_megatron(path: Path) -> str | None:
     """megatron-core version from `megatron/core/package_info.py` (MAJOR, MINOR, PATCH, PRE_RELEASE)."""
+    from migrator.input_files import MAX_SOURCE_BYTES, read_text
+
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"))
-    except (OSError, SyntaxError, ValueError):
+        tree = ast.parse(read_text(path, MAX_SOURCE_BYTES, errors="replace"))
+    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     parts: dict[str, object] = {}
     for node in tree.body:
@@ -139,6 +144,8 @@ def vendored_megatron(path: Path) -> str | None:
 
 def detect(root: Path, files: list[tuple[str, Path, str]]) -> list[Framework]:
     """Frameworks of one scan root. `files`: (relative POSIX path, absolute path, scanner kind)."""
+    from migrator.input_files import MAX_SOURCE_BYTES, read_text
+
     imports: dict[str, list[str]] = {}
     pinned: dict[str, tuple[str | None, str]] = {}
     vendored: dict[str, tuple[str, str]] = {}
@@ -147,8 +154,8 @@ def detect(root: Path, files: list[tuple[str, Path, str]]) -> list[Framework]:
         if kind not in ("python", "requirements", "pyproject"):
             continue
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            text = read_text(path, MAX_SOURCE_BYTES, errors="replace")
+        except OSError:  # also a file the scan itself refused (not regular, over the cap)
             continue
         if kind == "python":
             for m in IMPORT_LINE.finditer(text):

@@ -135,11 +135,21 @@ def norm_ratio(t, r) -> float:
     return nt / nr
 
 
+MASKED_BELOW = -1e4  # an additive attention mask's value at or below this masks the key
+
+
 def mismatch_fraction(t, r) -> float:
-    """Share of elements that differ (exact compare, for integer tensors such as routing indices)."""
+    """Share of elements that differ (exact compare, for integer tensors such as routing indices).
+    A bool mask against an additive float mask (0 keep, -inf masked) compares the pattern they
+    encode, in whichever polarity the bool one uses: two encodings of one attention mask agree."""
     tt, rr = t.detach().reshape(-1).to("cpu"), r.detach().reshape(-1).to("cpu")
     if tt.numel() == 0:
         return 0.0
+    if (str(tt.dtype) == "torch.bool") != (str(rr.dtype) == "torch.bool"):
+        flags, additive = (tt, rr) if str(tt.dtype) == "torch.bool" else (rr, tt)
+        if additive.is_floating_point():
+            keep = additive > MASKED_BELOW
+            return float(min((flags != keep).double().mean(), (flags != ~keep).double().mean()))
     return float((tt != rr).double().mean())
 
 

@@ -144,6 +144,7 @@ class Failure:
     traceback: str | None = None
     during: str | None = None
     active_modules: tuple[str, ...] = ()
+    harness_frame: str | None = None  # our frame, where our own code raised (a harness error: exit 2)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -179,6 +180,7 @@ class SideStatus(Status):
     batch_sha256: Mapping[str, str] = field(default_factory=dict)  # step -> hash of the shared batch
     own_batch_sha256: Mapping[str, str] = field(default_factory=dict)  # step -> hash of this side's own batch
     dropout_active: tuple[str, ...] = ()
+    dropout: Mapping[str, Any] = field(default_factory=dict)  # sites, neutralised, statistics (child.dropout)
     optimizer: OptimizerRun | None = None
     train: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # policy -> training facts and "dir"
     shared_root: str | None = None  # set in a recorded reference: the folder the paths above point into
@@ -242,6 +244,7 @@ class ScriptStatus(Status):
     steps: int = 0
     seconds: float = 0.0
     stopped: str | None = None
+    dropout: Mapping[str, Any] = field(default_factory=dict)  # the script's dropout sites (neutralised throughout)
 
 
 STATUS_OF: dict[str, type[Status]] = {"side": SideStatus, "plan": PlanStatus, "parallel": RankStatus,

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from migrator import api
-from migrator.engine import scan_file as scan_file_module
 
 
 def _scan(root: Path, *paths: Path):
@@ -97,14 +96,16 @@ def test_large_plain_file_is_scanned(repo):
 
 def test_unreadable_file_is_reported(repo, monkeypatch):
     (repo / "locked.py").write_text("x.cuda()\n")
-    real = Path.read_bytes
+    from migrator import input_files
 
-    def read_bytes(self):
-        if self.name == "locked.py":
+    real = input_files.read_bytes
+
+    def read_bytes(path, *args, **kwargs):
+        if Path(path).name == "locked.py":
             raise PermissionError(13, "Permission denied")
-        return real(self)
+        return real(path, *args, **kwargs)
 
-    monkeypatch.setattr(scan_file_module.Path, "read_bytes", read_bytes)
+    monkeypatch.setattr(input_files, "read_bytes", read_bytes)
     result = _scan(repo)
     [f] = [f for f in result.findings if f.path == "locked.py"]
     assert f.code == "MIG002" and "Permission denied" in f.message

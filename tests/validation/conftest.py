@@ -13,6 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "samples"
+PROGRAMS = Path(__file__).resolve().parent / "programs"  # program families samples/ lacks
 
 
 @pytest.fixture(scope="session")
@@ -39,10 +40,10 @@ def _once(dest: Path, build: Callable[[Path], None]) -> Path:
     return dest
 
 
-def _migrate(sample: str, dest: Path) -> None:
+def _migrate(sample: str, dest: Path, base: Path = SAMPLES) -> None:
     from migrator import api
 
-    api.fix([SAMPLES / sample], root=SAMPLES / sample, target="npu", out_dir=dest, use_cache=False)
+    api.fix([base / sample], root=base / sample, target="npu", out_dir=dest, use_cache=False)
 
 
 @pytest.fixture(scope="session")
@@ -56,10 +57,10 @@ def migrated_moe(validate_tmp) -> Path:
     return _once(validate_tmp / "moe-migrated", lambda dest: _migrate("moe", dest))
 
 
-def _record(sample: str, dest: Path) -> None:
+def _record(sample: str, dest: Path, base: Path = SAMPLES, **options) -> None:
     from migrator import api
 
-    result = api.validate(SAMPLES / sample, record=str(dest), stages=("S1",))
+    result = api.validate(base / sample, record=str(dest), stages=("S1",), **options)
     assert result.exit_code == 0, result.text()
 
 
@@ -72,3 +73,23 @@ def gpt_reference(validate_tmp) -> Path:
 @pytest.fixture(scope="session")
 def moe_reference(validate_tmp) -> Path:
     return _once(validate_tmp / "moe-reference", lambda dest: _record("moe", dest))
+
+
+@pytest.fixture(scope="session")
+def migrated_gqa(validate_tmp) -> Path:
+    """`migrate fix --target npu` of tests/validation/programs/gqa."""
+    return _once(validate_tmp / "gqa-migrated", lambda dest: _migrate("gqa", dest, PROGRAMS))
+
+
+@pytest.fixture(scope="session")
+def hand_gqa(validate_tmp, migrated_gqa) -> Path:
+    """The correct hand port of programs/gqa (fused RMSNorm, additive mask): the base of its slips."""
+    from mutations_gqa import HAND_PORT
+
+    return _once(validate_tmp / "gqa-hand", lambda dest: HAND_PORT.apply(migrated_gqa, dest))
+
+
+@pytest.fixture(scope="session")
+def gqa_reference(validate_tmp) -> Path:
+    """One S1 step (the program has no step-dependent path): each slip's run costs less."""
+    return _once(validate_tmp / "gqa-reference", lambda dest: _record("gqa", dest, PROGRAMS, steps=(0,)))

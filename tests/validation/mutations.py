@@ -106,10 +106,11 @@ MUTATIONS = (
              check="bf16 tolerance", passes="fp32 logic"),
     Mutation("no_unscale", "gpt", "validate.py", (("    scaler.unscale_(optimizer)\n", ""),), "S1", "training step",
              "scaler.unscale_ dropped before clip_grad_norm_: the scaled grads are clipped, then unscaled by step",
-             check="params after k training steps, fp32"),
+             check="params after k training steps, fp32",
+             op="clip (clip_grad_norm_) runs where the original runs unscale (scaler.unscale_)"),
     Mutation("loss_sum", "gpt", "validate.py",
              (('batch["targets"].flatten())', 'batch["targets"].flatten(), reduction="sum")'),), "S1", "loss_fn",
-             "loss reduced with sum instead of mean"),
+             "loss reduced with sum instead of mean", op="reduction: sum (given) vs mean (F.cross_entropy default)"),
     Mutation("ddp_no_average", "gpt", "validate.py",
              (("    return DDP(model, process_group=mesh.get_group() if mesh is not None else None)",
                "    ddp = DDP(model, process_group=mesh.get_group() if mesh is not None else None)\n"

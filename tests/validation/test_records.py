@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
+import os
 import sys
 import time
 import types
@@ -15,6 +15,7 @@ from collections.abc import Mapping
 
 import pytest
 
+from migrator import process_scope
 from migrator.census.records import CensusJob, CensusStatus
 from migrator.validation import records
 from migrator.validation.child import worker
@@ -110,8 +111,8 @@ def test_the_launcher_reads_a_status_that_does_not_match_as_a_harness_failure(tm
     out = tmp_path / "child"
     out.mkdir()
     (out / "status.json").write_text(json.dumps({"ok": True, "checks": [], "colour": "green"}))
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    child = launcher.Child("plan", proc, str(out), str(out / "log.txt"), time.monotonic(), timeout=30)
+    scope = process_scope.Scope([sys.executable, "-c", "pass"], env=dict(os.environ), cwd=str(out), stdout=None)
+    child = launcher.Child("plan", scope, str(out), str(out / "log.txt"), time.monotonic(), timeout=30)
     result = launcher.wait(child, records.PlanStatus)
     assert not result.ok
     failure = result.failure()
@@ -120,8 +121,9 @@ def test_the_launcher_reads_a_status_that_does_not_match_as_a_harness_failure(tm
 
 
 def test_a_child_that_left_no_status_is_named_with_its_exit_code(tmp_path):
-    proc = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"])
-    child = launcher.Child("side", proc, str(tmp_path), str(tmp_path / "log.txt"), time.monotonic(), timeout=30)
+    scope = process_scope.Scope([sys.executable, "-c", "raise SystemExit(3)"], env=dict(os.environ),
+                                cwd=str(tmp_path), stdout=None)
+    child = launcher.Child("side", scope, str(tmp_path), str(tmp_path / "log.txt"), time.monotonic(), timeout=30)
     result = launcher.wait(child, records.SideStatus)
     assert result.status == records.SideStatus() and not result.ok
     failure = result.failure()

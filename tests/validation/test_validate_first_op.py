@@ -21,11 +21,11 @@ def _diff(orig, mig):
     return S.diff(S.from_json(S.jsonable(orig)), S.from_json(S.jsonable(mig)), ("o", "m"))
 
 
-def npu(*, scale=None, sparse_mode=0, mask=None, layout="BSND", keep_prob=1.0):
+def npu(*, scale=None, sparse_mode=0, mask=None, layout="BSND", keep_prob=1.0, skv=8):
     kwargs = {"atten_mask": mask, "keep_prob": keep_prob, "sparse_mode": sparse_mode}
     if scale is not None:
         kwargs["scale"] = scale
-    return S.npu_fusion_attention("npu_fusion_attention", (q(), q(), q(), 2, layout), kwargs)
+    return S.npu_fusion_attention("npu_fusion_attention", (q(), q(s=skv), q(s=skv), 2, layout), kwargs)
 
 
 def test_flash_attn_vs_npu_scale_default_and_causal_alignment():
@@ -34,11 +34,17 @@ def test_flash_attn_vs_npu_scale_default_and_causal_alignment():
     assert _diff(flash, npu(scale=0.125, sparse_mode=3, mask=compressed)) == []  # the correct port
     assert _diff(flash, npu(sparse_mode=3, mask=compressed)) == [
         "scale: 1 (npu default) vs 0.125 (flash_attn default 1/√64)"]
-    assert _diff(flash, npu(scale=0.125, sparse_mode=2, mask=compressed)) == [
-        "causal alignment: top-left (sparse_mode 2) vs bottom-right (flash_attn >= 2.1 causal=True)"]
+    # top-left and bottom-right causal are one pattern when Sq == Skv: two encodings, no difference
+    assert _diff(flash, npu(scale=0.125, sparse_mode=2, mask=compressed)) == []
+    longer_kv = S.flash_attn("flash_attn_func", (q(), q(s=12), q(s=12)), {"causal": True})
+    assert _diff(longer_kv, npu(scale=0.125, sparse_mode=2, mask=compressed, skv=12)) == [
+        "causal alignment: top-left (sparse_mode 2) vs bottom-right (flash_attn >= 2.1 causal=True)",
+        "attention pattern: query 0 sees key 1 in the original only (32 of 96 query-key pairs differ)"]
     lines = _diff(flash, npu(scale=0.125, layout="BNSD", keep_prob=0.9, sparse_mode=3, mask=compressed))
     assert lines == ["layout: BNSD (input_layout) vs BSND (flash_attn (B, S, N, D))",
-                     "keep_prob: 0.9 (keep_prob) vs 1 (1 - dropout_p)"]
+                     "keep_prob: 0.9 (keep_prob) vs 1 (1 - dropout_p)",  # BNSD reads the 2 heads as 2 queries:
+                     "attention pattern: patterns of different shapes: (1, 2, 2) (migrated) vs (1, 8, 8) (original) "
+                     "[batch, query, key]"]
     varlen = S.flash_attn("flash_attn_varlen_func", (q()[0], q()[0], q()[0], None, None, 8, 8, 0.1), {})
     assert varlen["layout"][0] == "TND" and varlen["keep_prob"][0] == pytest.approx(0.9)
 
@@ -51,10 +57,11 @@ def test_xformers_vs_npu_top_left_mask_and_scale():
         pass
 
     compressed = torch.ones(2048, 2048, dtype=torch.bool)
-    top_left = S.xformers("memory_efficient_attention", (q(), q(), q(), LowerTriangularMask()), {})
-    assert _diff(top_left, npu(scale=0.125, sparse_mode=2, mask=compressed)) == []
-    assert _diff(top_left, npu(scale=0.125, sparse_mode=3, mask=compressed)) == [
-        "causal alignment: bottom-right (sparse_mode 3) vs top-left (LowerTriangularMask)"]
+    top_left = S.xformers("memory_efficient_attention", (q(), q(s=12), q(s=12), LowerTriangularMask()), {})
+    assert _diff(top_left, npu(scale=0.125, sparse_mode=2, mask=compressed, skv=12)) == []
+    assert _diff(top_left, npu(scale=0.125, sparse_mode=3, mask=compressed, skv=12)) == [
+        "causal alignment: bottom-right (sparse_mode 3) vs top-left (LowerTriangularMask)",
+        "attention pattern: query 0 sees key 1 in the migrated only (32 of 96 query-key pairs differ)"]
     bottom_right = S.xformers("memory_efficient_attention", (q(), q(), q()),
                               {"attn_bias": LowerTriangularFromBottomRightMask(), "scale": 0.5})
     assert _diff(bottom_right, npu(scale=0.125, sparse_mode=3, mask=compressed)) == [
@@ -134,7 +141,7 @@ def _trace(tmp_path, name, scale):
     out = tmp_path / name
     out.mkdir()
     save_file(tracer.tensors, str(out / "ops.safetensors"))
-    (out / "ops.json").write_text(json.dumps(tracer.events))
+    (out / "ops.json").write_text(json.dumps({"events": tracer.events, "modules": tracer.modules}))
     return tracer.events, str(out)
 
 
@@ -142,10 +149,13 @@ def test_tracer_records_only_inside_the_target_module_and_alignment_names_the_op
     from migrator.validation.parent.op_localise import describe, first_divergent_op
 
     events, original = _trace(tmp_path, "original", None)
-    assert [e["op"] for e in events] == ["linear", "scaled_dot_product_attention"]  # head (outside) not traced
+    # head (outside) not traced; views included, each op linked to what it read
+    assert [e["op"] for e in events] == ["linear", "view", "transpose", "scaled_dot_product_attention"]
+    assert events[0]["inputs"] == [["input", 0], ["param", "attn.proj.weight"], ["param", "attn.proj.bias"]]
+    assert events[3]["inputs"] == [["op", 2]] * 3
     _, migrated = _trace(tmp_path, "migrated", 1.0)
     found = first_divergent_op(original, migrated, "fp32")
-    assert found["migrated_op"] == found["original_op"] == "scaled_dot_product_attention" and found["index"] == 1
+    assert found["migrated_op"] == found["original_op"] == "scaled_dot_product_attention" and found["index"] == 3
     assert found["argument_diff"] == ["scale: 1 (given) vs 0.3536 (SDPA default 1/√8)"]
     assert "first divergent op inside attn: scaled_dot_product_attention (migrated)" in describe(found, "attn")
     _, same = _trace(tmp_path, "same", None)

@@ -15,28 +15,82 @@ def _facts(autocast_on=28, forwards=28, dtype="bfloat16", acts="bfloat16", param
             "scaler": scaler}
 
 
-SCALER = {"class": "GradScaler", "enabled": True, "init_scale": 65536.0}
+SCALER = {"class": "GradScaler", "enabled": True, "init_scale": 65536.0, "growth_factor": 2.0,
+          "growth_interval": 2000.0, "backoff_factor": 0.5, "dynamic": True, "trajectory": [65536.0] * 3,
+          "skipped_steps": 0}
 
 
 def test_same_policy_passes_and_describes_both_sides():
     row = compare_policies(_facts(scaler=SCALER), _facts(scaler=SCALER), "bf16")
     assert row["status"] == "pass" and row["worst"] == 0
-    assert "autocast bfloat16 at 28/28" in row["message"] and "GradScaler on (scale 65536)" in row["message"]
+    assert "autocast bfloat16 at 28/28" in row["message"]
+    assert "GradScaler on (init_scale 65536, growth_factor 2, growth_interval 2000, backoff_factor 0.5)" in row["message"]
 
 
 @pytest.mark.parametrize("migrated, expected", [
     (_facts(autocast_on=2, acts="float32", scaler=SCALER), "autocast on at 2/28 module forwards (migrated) vs 28/28"),
-    (_facts(dtype="float16", acts="float16", scaler=SCALER), "autocast dtype float16 (migrated) vs bfloat16 (original)"),
-    (_facts(params="bfloat16", scaler=SCALER), "params mostly bfloat16 (migrated) vs float32 (original)"),
+    (_facts(params="bfloat16", scaler=SCALER), "params (master weights) mostly bfloat16 (migrated) vs float32 (original)"),
     (_facts(grads="bfloat16", scaler=SCALER), "grads mostly bfloat16 (migrated) vs float32 (original)"),
-    (_facts(scaler=None), "GradScaler only on the original side"),
-    (_facts(scaler=dict(SCALER, enabled=False)), "GradScaler off (migrated) vs on (original)"),
-    (_facts(scaler=dict(SCALER, init_scale=1.0)), "GradScaler scale 1.0 (migrated) vs 65536.0 (original)"),
 ])
-def test_every_policy_difference_warns_naming_both_values(migrated, expected):
+def test_a_policy_difference_the_numerics_judge_warns_naming_both_values(migrated, expected):
     row = compare_policies(_facts(scaler=SCALER), migrated, "bf16")
     assert row["status"] == "warn" and expected in row["message"], row
     assert row["original"] == describe(_facts(scaler=SCALER)) and row["migrated"] == describe(migrated)
+
+
+@pytest.mark.parametrize("migrated, expected", [
+    (_facts(dtype="float16", acts="float16", scaler=SCALER), "autocast dtype float16 (migrated) vs bfloat16 (original)"),
+    (_facts(scaler=None), "GradScaler lost: no GradScaler (migrated)"),
+    (_facts(scaler=dict(SCALER, enabled=False)), "GradScaler lost: GradScaler off (migrated)"),
+    (_facts(scaler=dict(SCALER, init_scale=1.0)), "GradScaler init_scale 1 (migrated) vs 65536 (original)"),
+    (_facts(scaler=dict(SCALER, growth_interval=1000.0)), "GradScaler growth_interval 1000 (migrated) vs 2000"),
+    (_facts(scaler=dict(SCALER, growth_factor=4.0)), "GradScaler growth_factor 4 (migrated) vs 2 (original)"),
+    (_facts(scaler=dict(SCALER, backoff_factor=0.25)), "GradScaler backoff_factor 0.25 (migrated) vs 0.5"),
+    (_facts(scaler=dict(SCALER, dynamic=False)), "GradScaler dynamic False (migrated) vs True (original)"),
+    (_facts(scaler=dict(SCALER, skipped_steps=1, trajectory=[32768.0] * 3)), "GradScaler skipped steps 1 (migrated) vs 0"),
+    (_facts(scaler=dict(SCALER, trajectory=[65536.0, 131072.0, 131072.0])), "GradScaler scale per step"),
+])
+def test_a_changed_16_bit_format_or_scaler_fails_naming_the_setting(migrated, expected):
+    row = compare_policies(_facts(scaler=SCALER), migrated, "bf16")
+    assert row["status"] == "fail" and expected in row["message"], row
+
+
+def test_fp16_autocast_for_bf16_without_a_scaler_fails_naming_both_settings():
+    row = compare_policies(_facts(scaler=None), _facts(dtype="float16", acts="float16", scaler=None), "as-is")
+    assert row["status"] == "fail"
+    assert "autocast dtype float16 (migrated) vs bfloat16 (original)" in row["message"]
+    assert "fp16 autocast without a GradScaler" in row["message"]
+
+
+def test_one_region_in_another_16_bit_format_fails_naming_the_region():
+    regions = {"_root": "bfloat16", "blocks.0.attn": "bfloat16", "blocks.0.mlp": "bfloat16"}
+    original, migrated = _facts(scaler=None), _facts(scaler=None)
+    original["policy"]["autocast_regions"] = regions
+    migrated["policy"]["autocast_regions"] = dict(regions, **{"blocks.0.attn": "float16"})
+    row = compare_policies(original, migrated, "bf16")
+    assert row["status"] == "fail" and "blocks.0.attn: autocast float16 (migrated) vs bfloat16 (original)" in row["message"]
+    migrated["policy"]["autocast_regions"] = dict(regions, **{"blocks.0.attn": "off"})
+    assert compare_policies(original, migrated, "bf16")["status"] == "warn"
+
+
+def test_the_scaler_trajectory_is_recorded_per_step():
+    torch = pytest.importorskip("torch")
+    from migrator.validation.child.policy_probe import ScalerTrajectory
+
+    scaler = torch.amp.GradScaler("cpu", init_scale=8.0, growth_interval=1)
+    w = torch.nn.Parameter(torch.ones(2))
+    opt = torch.optim.SGD([w], lr=0.1)
+    traj = ScalerTrajectory()
+    for value in (1.0, float("inf"), 1.0):
+        before = float(scaler.get_scale())
+        scaler.scale((w * value).sum()).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad()
+        traj.after_update(scaler, before)
+    facts = traj.facts()
+    assert facts["trajectory"] == [16.0, 8.0, 16.0] and facts["skipped_steps"] == 1
+    assert facts["init_scale"] == 8.0 and facts["growth_interval"] == 1.0 and facts["dynamic"] is True
 
 
 def test_no_facts_on_one_side_gives_no_row():

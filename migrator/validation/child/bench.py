@@ -265,7 +265,7 @@ def run_bench(job: BenchJob) -> dict[str, Any]:
     except _NonFinite as exc:
         status.update(phase="nan", error={"summary": str(exc)}, nan_step=step_no - 1)
     except Exception as exc:  # noqa: BLE001 - a crash of the program is a result
-        status.update(phase=failure_phase(exc), error=describe(exc, tree, during=phase))
+        status.update(phase=failure_phase(exc, tree), error=describe(exc, tree, during=phase))
     finally:
         from .parallel import leave_process_group
 

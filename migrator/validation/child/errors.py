@@ -1,4 +1,6 @@
-"""Short, readable summaries of exceptions raised by the program under validation."""
+"""Short, readable summaries of exceptions raised by the program under validation, and who raised them:
+an exception whose innermost frame (of the program's tree and this package) is in our own code is a
+harness error (exit 2, our frame named), never the program's failure."""
 
 from __future__ import annotations
 
@@ -12,8 +14,43 @@ class CannotRun(ValueError):
     the validation could not run (exit 2), the program did not fail."""
 
 
-def failure_phase(exc: BaseException) -> str:
-    return "harness" if isinstance(exc, CannotRun) else "run"
+class ProgramFault(Exception):
+    """Raised by our code about the program (its state_dict does not match the shared weights): the
+    program's fault although the frame is ours."""
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep  # migrator/
+# the reference layers stand in for the user's libraries (torch_npu, flash_attn, ...) and our wrappers call
+# the ops they wrap through passthrough.call: those frames count as library frames, like torch's
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_LIBRARY = tuple(os.path.join(_HERE, d) + os.sep for d in ("npu_emulation", "cuda_reference")) + (
+    os.path.join(_HERE, "passthrough.py"),)
+
+
+def harness_frame(exc: BaseException, tree: str | None) -> traceback.FrameSummary | None:
+    """Our frame when the exception was raised in our own code — the innermost frame is ours (a raise, or a
+    builtin / C op called with our arguments) — else None: raised in the program, or in torch or a library
+    the program or our code called (``loss.backward()`` of a broken graph is the program's)."""
+    if isinstance(exc, ProgramFault):
+        return None
+    frames = _frames(exc)
+    if not frames:
+        return None
+    frame = frames[-1]
+    path = os.path.abspath(frame.filename)
+    if tree and path.startswith(os.path.abspath(tree) + os.sep):
+        return None
+    return frame if path.startswith(_PACKAGE) and not path.startswith(_LIBRARY) else None
+
+
+def failure_phase(exc: BaseException, tree: str | None = None) -> str:
+    """``harness`` (exit 2: the program could not be run as declared, or our code raised), else ``run``."""
+    return "harness" if isinstance(exc, CannotRun) or harness_frame(exc, tree) is not None else "run"
+
+
+def frame_text(frame: traceback.FrameSummary) -> str:
+    where = os.path.relpath(os.path.abspath(frame.filename), os.path.dirname(_PACKAGE.rstrip(os.sep)))
+    return f"{where}:{frame.lineno} in {frame.name}" + (f": {frame.line.strip()}" if frame.line else "")
 
 
 def _frames(exc: BaseException) -> list[traceback.FrameSummary]:
@@ -48,4 +85,8 @@ def describe(exc: BaseException, tree: str | None = None, **extra: Any) -> dict[
     """JSON-able description of a failure: summary, short traceback (last 6 frames), extras."""
     tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
     short = "".join(tb[-7:]) if len(tb) > 7 else "".join(tb)
-    return {"type": type(exc).__name__, "summary": summarize(exc, tree), "traceback": short[-4000:], **extra}
+    ours = None if isinstance(exc, CannotRun) else harness_frame(exc, tree)
+    out = {"type": type(exc).__name__, "summary": summarize(exc, tree), "traceback": short[-4000:], **extra}
+    if ours is not None:
+        out["harness_frame"] = frame_text(ours)
+    return out

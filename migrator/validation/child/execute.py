@@ -15,7 +15,7 @@ import os
 import time
 from typing import Any
 
-from .errors import CannotRun
+from .errors import CannotRun, ProgramFault
 
 POLICIES = ("fp32", "bf16")
 OPTIMIZER_STEPS = 3
@@ -80,7 +80,7 @@ def _flatten_batch(value: Any, prefix: str, tensors: dict[str, Any]) -> Any:
                        for i, v in enumerate(value)]}
     if isinstance(value, (int, float, str, bool)) or value is None:
         return value
-    raise TypeError(f"batch element of type {type(value).__name__} cannot be recorded "
+    raise CannotRun(f"batch element of type {type(value).__name__} cannot be recorded "
                     "(use tensors, numbers, strings, dicts, lists, tuples)")
 
 
@@ -182,7 +182,7 @@ def concat_batches(batches: list[Any]) -> Any:
 
 
 # ---------------------------------------------------------------------------- running
-class WeightsMismatch(Exception):
+class WeightsMismatch(ProgramFault):
     """The model's parameters do not match the shared weights (names or shapes)."""
 
 
@@ -286,7 +286,8 @@ def optimizer_updates(entry, weights, device: str, seed: int, recorder_cls) -> t
                        "optimizer", n.rpartition(".")[0] or "_root", type(optimizer).__name__, "optimizer", delta)
     from .. import op_semantics
 
-    rec.optimizer_semantic = op_semantics.jsonable(op_semantics.optimizer(optimizer))
+    names = {id(p): n for n, p in model.named_parameters()}  # what each parameter gets, by name
+    rec.optimizer_semantic = op_semantics.jsonable(op_semantics.optimizer(optimizer, names))
     return rec, type(optimizer).__name__
 
 
@@ -295,7 +296,7 @@ TRAIN_STEPS = 3
 
 
 def train_updates(entry, weights, batches: list[Any], device: str, policy: str, bf16_policy: str, seed: int,
-                  recorder_cls) -> tuple[Any, dict[str, Any]]:
+                  recorder_cls, neutral: bool = False) -> tuple[Any, dict[str, Any]]:
     """``TRAIN_STEPS`` real steps of the program: forward + ``loss_fn`` under the policy, then the
     program's ``train_step(model, optimizer, loss, scaler)`` (its scaled backward, unscale, clip,
     ``step``), else ``backward()`` + ``step()``; ``scaler`` from ``make_scaler()`` (else None).
@@ -312,19 +313,28 @@ def train_updates(entry, weights, batches: list[Any], device: str, policy: str, 
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     start = {n: p.detach().float().clone() for n, p in named}
     facts: dict[str, Any] = {"steps": TRAIN_STEPS, "losses": [], "optimizer": type(optimizer).__name__,
-                             "train_step": entry.train_step is not None, "scaler": _scaler_facts(scaler)}
-    from .policy_probe import PolicyProbe
+                             "train_step": entry.train_step is not None}
+    from .phase_probe import PhaseProbe
+    from .policy_probe import PolicyProbe, ScalerTrajectory, current_scale
+
+    trajectory = ScalerTrajectory()
+    if scaler is not None:
+        trajectory.seen(scaler)
 
     probe = PolicyProbe(model, device).attach()
     probe.watch(optimizer)
+    phases = PhaseProbe(model, optimizer, scaler).attach()  # the step's phases, for naming a divergence
     for step in range(TRAIN_STEPS):
         data = prepare_batch(batches[step % len(batches)], device, policy, bf16_policy)
         args, kwargs = model_inputs(entry, data)
-        with autocast(policy, bf16_policy, device):
+        with autocast(policy, bf16_policy, device), dropout_context(model, neutral):
             loss = entry.loss_fn(model(*args, **kwargs), data)
         facts["losses"].append(float(loss.detach().float()))
         if entry.train_step is not None:
+            before = current_scale(scaler)
             entry.train_step(model, optimizer, loss, scaler)
+            if scaler is not None:
+                trajectory.after_update(scaler, before)
         else:
             loss.backward()
             optimizer.step()
@@ -332,7 +342,9 @@ def train_updates(entry, weights, batches: list[Any], device: str, policy: str, 
         if step == 0:
             probe.detach()
             facts["policy"] = probe.facts(model)
-    facts["scaler"] = dict(facts["scaler"], scale_after=_scale(scaler))
+        phases.next_step()
+    facts["phases"] = phases.detach()
+    facts["scaler"] = trajectory.facts()
     rec = recorder_cls(model)
     with torch.no_grad():
         for n, p in named:
@@ -342,25 +354,45 @@ def train_updates(entry, weights, batches: list[Any], device: str, policy: str, 
     return rec, facts
 
 
-def _scaler_facts(scaler) -> dict[str, Any] | None:
-    if scaler is None:
-        return None
-    enabled = bool(scaler.is_enabled()) if hasattr(scaler, "is_enabled") else True
-    return {"class": type(scaler).__name__, "enabled": enabled, "init_scale": _scale(scaler)}
-
-
-def _scale(scaler) -> float | None:
-    if scaler is None or not getattr(scaler, "is_enabled", lambda: True)():
-        return None
-    try:
-        return float(scaler.get_scale())
-    except Exception:  # noqa: BLE001 - a scaler without get_scale: not recorded
-        return None
-
-
 class Timer:
     def __init__(self) -> None:
         self.t0 = time.perf_counter()
 
     def __call__(self) -> float:
         return round(time.perf_counter() - self.t0, 3)
+
+
+# ---------------------------------------------------------------------------- dropout (issue 24 item 4)
+def dropout_context(model, neutral: bool):
+    """The numeric runs' dropout: neutralised (identity) when the original applies any, else untouched."""
+    from .dropout import Dropout
+
+    return Dropout(model, neutral=True) if neutral else contextlib.nullcontext()
+
+
+def dropout_census(entry, weights, batch, device: str, seed: int, seeds: int = 0) -> dict[str, Any]:
+    """One fp32 forward in train mode with dropout as the program has it: its dropout sites. With
+    ``seeds``: that many forwards, one seed each, for the statistical check (losses, keep rates)."""
+    import torch
+
+    from .. import determinism
+    from .dropout import Dropout, statistics
+
+    data = prepare_batch(batch, device, "fp32", "amp")
+    args, kwargs = model_inputs(entry, data)
+
+    def forward(s: int):
+        determinism.seed_all(seed + s)
+        model = build_model(entry, weights, device, "fp32", "amp")
+        with torch.no_grad(), Dropout(model, neutral=False) as census:
+            loss = entry.loss_fn(model(*args, **kwargs), data)
+        return float(loss.detach().float()), census
+
+    try:
+        if not seeds:
+            return {"sites": forward(0)[1].facts()["sites"]}
+        return statistics(forward, seeds)
+    except Exception as exc:  # noqa: BLE001 - the numeric runs meet the same error with the recorder on: reported there
+        from .errors import summarize
+
+        return {"sites": {}, "error": summarize(exc)}

@@ -28,6 +28,7 @@ import os
 from typing import Any
 
 from ..records import DATA_PARALLEL, STAGE_OF, ParallelJob
+from .errors import ProgramFault
 
 
 class Unsupported(Exception):
@@ -209,11 +210,17 @@ def run_rank(job: ParallelJob) -> dict[str, Any]:
         digests = [None] * world
         dist.all_gather_object(digests, digest)
         if len(set(digests)) != 1:
-            raise RuntimeError("make_model(dropout=0.0) built different weights on different ranks with the same seed")
+            raise ProgramFault("make_model(dropout=0.0) built different weights on different ranks with the same seed")
         status["weights_sha256"] = digest
         full_names = [n for n, _ in full.named_parameters()]
         full_lists = _module_lists(full)
         del full
+        phase = "dropout census"  # dropout still on after make_model(dropout=0.0): off in every run (issue 24)
+        first = entry.batch(job.steps[0], 0, 1) if entry.batch_takes_rank else entry.batch(job.steps[0])
+        neutral = bool(execute.dropout_census(entry, weights, first, device, job.seed)["sites"])
+        if neutral:
+            status["notes"].append("dropout active after make_model(dropout=0.0): neutralised in every run of "
+                                   "this stage (the unsharded reference and the sharded runs)")
 
         generic_ok = entry.parallelize is None  # a program with a plan gets only the variants it declares
 
@@ -244,7 +251,9 @@ def run_rank(job: ParallelJob) -> dict[str, Any]:
                         recorder.skip_prefixes = tuple(ep_lists)
                         recorder.attach()
                         data = execute.prepare_batch(mine, device, policy, bf16_policy)
-                        execute.forward_backward(entry, inner, pmodel, data, policy, bf16_policy, device, recorder)
+                        with execute.dropout_context(inner, neutral):
+                            execute.forward_backward(entry, inner, pmodel, data, policy, bf16_policy, device,
+                                                     recorder)
                         if entry.sync_grads is not None and (how.startswith("parallelize") or variant == "ddp"):
                             entry.sync_grads(pmodel, mesh, STAGE_OF[variant])
                         grads = unshard_grads(inner, full_names, ep_lists, world, rank)
@@ -268,7 +277,7 @@ def run_rank(job: ParallelJob) -> dict[str, Any]:
                 if kind not in refs:
                     phase = f"reference ({kind} batch) step {step}"
                     refs[kind] = _reference(entry, weights, device, bf16_policy, mine, kind, job, rank, world,
-                                            full_names, step, out)
+                                            full_names, step, out, neutral)
                 info = status["variants"].setdefault(variant, {"how": how, "runs": {}, "checks": []})
                 ranks = range(world) if kind == "micro" else [0]
                 info["runs"][f"step{step}"] = {
@@ -285,7 +294,7 @@ def run_rank(job: ParallelJob) -> dict[str, Any]:
         status["ok"] = True
     except Exception as exc:  # noqa: BLE001 - the program failed on this rank
         active = recorder.active_modules() if recorder is not None else []
-        status.update(phase=failure_phase(exc), error=describe(exc, tree, during=phase, active_modules=active))
+        status.update(phase=failure_phase(exc, tree), error=describe(exc, tree, during=phase, active_modules=active))
     finally:
         leave_process_group()
     return status
@@ -295,7 +304,8 @@ def _run_dir(out: str, what: str, step: int, policy: str, rank: int) -> str:
     return os.path.join(out, what, f"step{step}", policy, f"rank{rank}")
 
 
-def _reference(entry, weights, device, bf16_policy, mine, kind, job: ParallelJob, rank, world, full_names, step, out):
+def _reference(entry, weights, device, bf16_policy, mine, kind, job: ParallelJob, rank, world, full_names, step, out,
+               neutral: bool = False):
     """The unsharded reference on this rank's batch, fp32 and bf16; grads accumulated over ranks."""
     from .. import determinism
     from . import execute
@@ -307,7 +317,8 @@ def _reference(entry, weights, device, bf16_policy, mine, kind, job: ParallelJob
         model = execute.build_model(entry, weights, device, policy, bf16_policy)
         rec = Recorder(model, max_bytes=job.max_bytes).attach()
         data = execute.prepare_batch(mine, device, policy, bf16_policy)
-        execute.forward_backward(entry, model, model, data, policy, bf16_policy, device, rec)
+        with execute.dropout_context(model, neutral):
+            execute.forward_backward(entry, model, model, data, policy, bf16_policy, device, rec)
         rec.detach()
         grads = _accumulate(model, world) if kind == "micro" else execute.param_grads(model)
         if rank == 0:

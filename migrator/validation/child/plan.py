@@ -229,7 +229,7 @@ def _run_plan_step(entry, pmodel, inner, batch, shim: CollectiveShim) -> tuple[d
 def run_plan(job: PlanJob) -> dict[str, Any]:
     from .. import determinism
     from . import execute, protocol
-    from .errors import describe
+    from .errors import describe, failure_phase
 
     W = int(job.world_size)
     rank = W - 1
@@ -296,6 +296,8 @@ def run_plan(job: PlanJob) -> dict[str, Any]:
                     variant = {"dp": "ddp", "fsdp": "fsdp2", "tp": "tp", "ep": "ep"}[stage]
                     pmodel, _how = apply_variant(entry, pmodel, sub, variant, True)
             except Exception as exc:  # noqa: BLE001
+                if failure_phase(exc, job.tree) == "harness":
+                    raise
                 checks.append(_check(f"{label}: plan builds", False, describe(exc, job.tree)["summary"]))
                 continue
             from .parallel import _inner
@@ -312,6 +314,8 @@ def run_plan(job: PlanJob) -> dict[str, Any]:
             try:
                 info, issued = _run_plan_step(entry, pmodel, inner, batch, shim)
             except Exception as exc:  # noqa: BLE001
+                if failure_phase(exc, job.tree) == "harness":
+                    raise
                 checks.append(_check(f"{label}: forward/backward on the fake group", False,
                                      describe(exc, job.tree)["summary"]))
                 continue
@@ -329,8 +333,11 @@ def run_plan(job: PlanJob) -> dict[str, Any]:
         status["bench"] = {"seconds_in_child": round(time.perf_counter() - t0, 2)}
         status["ok"] = True
     except Exception as exc:  # noqa: BLE001
-        checks.append(_check("plan check", False, describe(exc, job.tree)["summary"]))
-        status["ok"] = True
+        if failure_phase(exc, job.tree) == "harness":  # our code raised: exit 2, never the program's fault
+            status.update(phase="harness", error=describe(exc, job.tree, during="plan check"))
+        else:
+            checks.append(_check("plan check", False, describe(exc, job.tree)["summary"]))
+            status["ok"] = True
     finally:
         shim.uninstall()
         if dist.is_initialized():

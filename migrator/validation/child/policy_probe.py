@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from . import passthrough
+
 
 class PolicyProbe:
     """Forward hooks on every module plus the optimizer's step pre-hook (see the module docstring)."""
@@ -18,6 +20,8 @@ class PolicyProbe:
         self.autocast_dtypes: Counter[str] = Counter()
         self.activations: Counter[str] = Counter()
         self.grads: Counter[str] = Counter()
+        self.regions: dict[str, str] = {}  # module path -> autocast dtype at its first call ("off")
+        self._names = {id(m): n or "_root" for n, m in model.named_modules()}
         self._handles: list = []
 
     def attach(self) -> PolicyProbe:
@@ -38,9 +42,12 @@ class PolicyProbe:
         import torch
 
         self.forwards += 1
+        state = "off"
         if torch.is_autocast_enabled(self.device):
             self.autocast_on += 1
-            self.autocast_dtypes[_name(torch.get_autocast_dtype(self.device))] += 1
+            state = _name(torch.get_autocast_dtype(self.device))
+            self.autocast_dtypes[state] += 1
+        self.regions.setdefault(self._names.get(id(module), type(module).__name__), state)
 
     def _post(self, module, args, output) -> None:
         import torch
@@ -62,7 +69,7 @@ class PolicyProbe:
         params = Counter(_name(p.dtype) for p in model.parameters())
         return {"module_forwards": self.forwards, "autocast_on": self.autocast_on,
                 "autocast_dtype": _majority(self.autocast_dtypes), "activation_dtypes": dict(self.activations),
-                "param_dtypes": dict(params), "grad_dtypes": dict(self.grads)}
+                "param_dtypes": dict(params), "grad_dtypes": dict(self.grads), "autocast_regions": dict(self.regions)}
 
 
 def _name(dtype) -> str:
@@ -71,3 +78,88 @@ def _name(dtype) -> str:
 
 def _majority(counts: Counter[str]) -> str | None:
     return counts.most_common(1)[0][0] if counts else None
+
+
+# ------------------------------------------------------------------------------ loss scaling
+SCALER_SETTINGS = (("init_scale", "_init_scale"), ("growth_factor", "_growth_factor"),
+                   ("backoff_factor", "_backoff_factor"), ("growth_interval", "_growth_interval"))
+
+
+def scaler_config(scaler) -> dict[str, Any] | None:
+    """The loss scaler's configuration (None: no scaler): class, on/off, and when on its init scale, growth
+    factor and interval, backoff factor and whether it is dynamic (torch's always is; torch_npu's may not be)."""
+    if scaler is None:
+        return None
+    enabled = bool(scaler.is_enabled()) if hasattr(scaler, "is_enabled") else True
+    config: dict[str, Any] = {"class": type(scaler).__name__, "enabled": enabled}
+    if enabled:
+        for key, attr in SCALER_SETTINGS:
+            value = getattr(scaler, attr, None)
+            if isinstance(value, (int, float)):
+                config[key] = float(value)
+        config["dynamic"] = bool(getattr(scaler, "_dynamic", True))
+    return config
+
+
+def current_scale(scaler) -> float | None:
+    if scaler is None or not getattr(scaler, "is_enabled", lambda: True)():
+        return None
+    try:
+        return float(scaler.get_scale())
+    except Exception:  # noqa: BLE001 - a scaler without get_scale: not recorded
+        return None
+
+
+class ScalerTrajectory:
+    """Per optimizer step: the scale after ``update()`` and the steps skipped (the scale backed off: inf/NaN
+    grads). Fed by :meth:`after_update`; ``facts()`` merges it into the scaler's configuration."""
+
+    def __init__(self) -> None:
+        self.config: dict[str, Any] | None = None
+        self.scales: list[float] = []
+        self.skipped = 0
+
+    def seen(self, scaler) -> None:
+        if self.config is None:
+            self.config = scaler_config(scaler)
+
+    def after_update(self, scaler, before: float | None) -> None:
+        self.seen(scaler)
+        after = current_scale(scaler)
+        if after is None:
+            return
+        self.scales.append(after)
+        if before is not None and after < before:
+            self.skipped += 1
+
+    def facts(self) -> dict[str, Any] | None:
+        if self.config is None:
+            return None
+        return dict(self.config, trajectory=list(self.scales), skipped_steps=self.skipped)
+
+
+def patch_grad_scaler(trajectory: ScalerTrajectory, unscaled: dict[int, Any], patches: list) -> None:
+    """Script mode: every ``GradScaler`` (torch's, the device remap's, the emulation's: they share
+    ``torch.amp.GradScaler.scale`` / ``update``) reports to ``trajectory``; ``scale(loss)`` remembers the
+    unscaled loss by the id of what it returns, so the loss recorded at ``backward()`` is the unscaled one."""
+    import torch
+
+    cls = torch.amp.GradScaler
+    real_scale, real_update = cls.scale, cls.update
+
+    def scale(self, outputs):
+        trajectory.seen(self)
+        result = passthrough.call(real_scale, self, outputs)
+        if isinstance(outputs, torch.Tensor) and isinstance(result, torch.Tensor):
+            unscaled.clear()  # only the latest scaled loss is live
+            unscaled[id(result)] = outputs
+        return result
+
+    def update(self, new_scale=None):
+        before = current_scale(self)
+        passthrough.call(real_update, self, new_scale)
+        trajectory.after_update(self, before)
+
+    cls.scale = scale  # type: ignore[method-assign]
+    cls.update = update  # type: ignore[method-assign]
+    patches.extend([(cls, "scale", real_scale), (cls, "update", real_update)])

@@ -30,6 +30,8 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
+from . import passthrough
+
 ROOT = "_root"
 API_FUNCS = ("topk", "bincount")
 
@@ -240,7 +242,7 @@ class Recorder:
 
         class _ApiRecorder(TorchFunctionMode):
             def __torch_function__(self, func, types, args=(), kwargs=None):
-                result = func(*args, **(kwargs or {}))
+                result = passthrough.call(func, *args, **(kwargs or {}))
                 hit = targets.get(func)
                 if hit is not None:
                     recorder._record_api(hit[0], hit[1], result)

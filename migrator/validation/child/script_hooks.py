@@ -14,6 +14,9 @@ from dataclasses import replace
 from typing import Any
 
 from ..records import ScriptJob
+from . import passthrough
+from .errors import ProgramFault
+from .policy_probe import ScalerTrajectory, patch_grad_scaler
 
 
 class StopScript(BaseException):
@@ -49,6 +52,9 @@ class _ScriptHooks:
         self.in_backward = False
         self.probe: Any | None = None
         self.p0: dict[str, Any] = {}
+        self.scaler = ScalerTrajectory()
+        self.dropout: Any | None = None  # child.dropout.Dropout, neutral, from the root's first forward on
+        self.unscaled: dict[int, Any] = {}  # id(scaler.scale(loss)) -> loss: the loss recorded is the unscaled one
 
     # ------------------------------------------------------------- module hooks (global)
     def install(self) -> None:
@@ -64,14 +70,15 @@ class _ScriptHooks:
 
         def backward(tensor, *args, **kwargs):
             if hooks.in_backward:  # re-entered through a TorchFunctionMode (the CUDA device remap)
-                return real_backward(tensor, *args, **kwargs)
+                return passthrough.call(real_backward, tensor, *args, **kwargs)
             if tensor.numel() == 1:
-                hooks.losses.append(float(tensor.detach().float()))
+                loss = hooks.unscaled.pop(id(tensor), tensor)
+                hooks.losses.append(float(loss.detach().float()))
                 if hooks.recorder is not None and hooks.steps == 0 and hooks.recorder.loss is None:
-                    hooks.recorder.record_loss(tensor)
+                    hooks.recorder.record_loss(loss)
             hooks.in_backward = True
             try:
-                result = real_backward(tensor, *args, **kwargs)
+                result = passthrough.call(real_backward, tensor, *args, **kwargs)
             finally:
                 hooks.in_backward = False
             if tensor.numel() == 1 and hooks.steps == 0:
@@ -86,8 +93,11 @@ class _ScriptHooks:
             self._share_weights(module, args)
             self.recorder = self.recorder_cls(module, max_bytes=self.job.max_bytes).attach()
             self.param_names = {id(p): n for n, p in module.named_parameters()}
+            from .dropout import Dropout
             from .policy_probe import PolicyProbe
 
+            # a script trains with its dropout on: off on both sides, so the runs compare (the sites are compared)
+            self.dropout = Dropout(module, neutral=True).__enter__()
             self.probe = PolicyProbe(module, self.device).attach()
             self.probe._pre(module, args)  # the root's own call started before the probe's hooks
             # the recorder's own pre-hook was registered after this call started: record the root by hand
@@ -122,7 +132,7 @@ class _ScriptHooks:
             weights = execute.load_tensors(os.path.join(shared, "weights.safetensors"))
             missing = sorted(set(state) - set(weights))
             if missing:
-                raise RuntimeError(f"unmatched state_dict: {', '.join(missing[:5])} not in the original's weights")
+                raise ProgramFault(f"unmatched state_dict: {', '.join(missing[:5])} not in the original's weights")
             with torch.no_grad():
                 for k, t in state.items():
                     if torch.is_tensor(t):
@@ -185,7 +195,7 @@ class _ScriptHooks:
 def run_script(job: ScriptJob) -> dict[str, Any]:
     from .. import determinism
     from . import protocol
-    from .errors import describe
+    from .errors import describe, failure_phase
 
     status: dict[str, Any] = {"ok": False, "side": job.side, "policy": job.policy}
     tree = job.tree
@@ -203,6 +213,7 @@ def run_script(job: ScriptJob) -> dict[str, Any]:
         job = replace(job, out=os.path.join(job.out, f"rank{os.environ.get('RANK', '0')}"))
     hooks = _ScriptHooks(job, layers.device)
     hooks.install()
+    patch_grad_scaler(hooks.scaler, hooks.unscaled, patches)
     script = os.path.join(tree, job.script)
     if not os.path.exists(script):
         status.update(phase="entry", error={"summary": f"{script}: no such script"})
@@ -231,13 +242,18 @@ def run_script(job: ScriptJob) -> dict[str, Any]:
 
             _mark_failed("original", job.shared)
         active = hooks.recorder.active_modules() if hooks.recorder is not None else []
-        status.update(phase="run", error=describe(exc, tree, during=f"step {hooks.steps}", active_modules=active))
+        status.update(phase=failure_phase(exc, tree), error=describe(exc, tree, during=f"step {hooks.steps}", active_modules=active))
         return status
     finally:
         for owner, name, value in patches:
             setattr(owner, name, value)
+        if hooks.dropout is not None:
+            hooks.dropout.__exit__(None, None, None)
+            status["dropout"] = dict(hooks.dropout.facts(), neutralised=True)
     status.update(hooks.status, ok="step0" in hooks.status, losses=hooks.losses, steps=hooks.steps,
                   seconds=round(time.perf_counter() - t0, 2))
+    if status.get("precision") is not None:
+        status["precision"] = dict(status["precision"], scaler=hooks.scaler.facts())
     if not status["ok"]:
         status.update(phase="run", error={"summary": "no optimizer step was observed (nothing recorded)"})
     return status

@@ -20,6 +20,7 @@ active module stack, layers, manifest, and the kind's own results.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import traceback
@@ -39,14 +40,17 @@ from ..records import (
     Status,
     TraceJob,
 )
+from .dropout import SEEDS
 from .handoff import READY, _mark_failed, _wait_for
+
+DROPOUT = "dropout.json"  # the original side's dropout sites, next to the shared weights
 
 
 def run_side(job: SideJob) -> dict[str, Any]:
     """S1 on one side. See the module docstring."""
     from .. import determinism
     from . import execute, protocol
-    from .errors import describe
+    from .errors import describe, failure_phase
     from .recorder import Recorder
 
     side, tree, out = job.side, job.tree, job.out
@@ -70,6 +74,7 @@ def run_side(job: SideJob) -> dict[str, Any]:
     status["timings"] = {"setup": timer()}
 
     phase = "weights"
+    own_sites = None
     try:
 
         bf16_policy, device, steps = job.bf16_policy, status["device"], job.steps
@@ -86,6 +91,12 @@ def run_side(job: SideJob) -> dict[str, Any]:
             for step in steps:
                 batch = entry.batch(step)
                 status["batch_sha256"][str(step)] = execute.save_batch(batch, os.path.join(shared, f"batch_step{step}"))
+            phase = "dropout census"
+            census = execute.dropout_census(entry, weights, execute.load_batch(os.path.join(shared, f"batch_step{steps[0]}")),
+                                            status["device"], job.seed)
+            with open(os.path.join(shared, DROPOUT), "w", encoding="utf-8") as fh:
+                json.dump(census, fh)
+            own_sites = census["sites"]
             with open(os.path.join(shared, READY), "w") as fh:
                 fh.write(status["weights_sha256"])
         else:
@@ -106,6 +117,18 @@ def run_side(job: SideJob) -> dict[str, Any]:
                 except Exception as exc:  # noqa: BLE001 - reported, the shared batch is used
                     status["own_batch_sha256"][str(step)] = f"error: {describe(exc, tree)['summary']}"
         status["timings"]["weights"] = timer()
+        # the original's dropout decides for both sides: neutralised in every numeric run when it applies any
+        phase = "dropout census"
+        first = execute.load_batch(os.path.join(shared, f"batch_step{steps[0]}"))
+        original_sites = _original_dropout(shared)
+        own = own_sites if own_sites is not None else execute.dropout_census(entry, weights, first, device,
+                                                                               job.seed)["sites"]
+        neutral = bool(original_sites)
+        status["dropout"] = {"sites": own, "neutralised": neutral}
+        if neutral:
+            phase = "dropout statistics"
+            status["dropout"]["statistics"] = execute.dropout_census(entry, weights, first, device, job.seed,
+                                                                     seeds=SEEDS)
 
         for policy in job.policies:
             for step in steps:
@@ -115,7 +138,8 @@ def run_side(job: SideJob) -> dict[str, Any]:
                 model = execute.build_model(entry, weights, device, policy, bf16_policy)
                 recorder = Recorder(model, max_bytes=job.max_bytes).attach()
                 data = execute.prepare_batch(batch, device, policy, bf16_policy)
-                execute.forward_backward(entry, model, model, data, policy, bf16_policy, device, recorder)
+                with execute.dropout_context(model, neutral):
+                    execute.forward_backward(entry, model, model, data, policy, bf16_policy, device, recorder)
                 recorder.record_param_grads(execute.param_grads(model))
                 recorder.detach()
                 run_dir = os.path.join(out, policy, f"step{step}", "rank0")
@@ -138,7 +162,7 @@ def run_side(job: SideJob) -> dict[str, Any]:
             for policy in job.policies:
                 phase = f"{policy} training ({execute.TRAIN_STEPS} steps)"
                 rec, facts = execute.train_updates(entry, weights, batches, device, policy, bf16_policy,
-                                                   job.seed, Recorder)
+                                                   job.seed, Recorder, neutral=neutral)
                 run_dir = os.path.join(out, "train", policy)
                 rec.save(run_dir, {"side": side, "policy": policy, "training": facts})
                 status["train"][policy] = dict(facts, dir=run_dir)
@@ -146,10 +170,19 @@ def run_side(job: SideJob) -> dict[str, Any]:
         status["ok"] = True
     except Exception as exc:  # noqa: BLE001 - the program failed: that is a result
         active = recorder.active_modules() if recorder is not None else []
-        status.update(phase="run", error=describe(exc, tree, during=phase, active_modules=active))
+        status.update(phase=failure_phase(exc, tree), error=describe(exc, tree, during=phase, active_modules=active))
         if side == "original":
             _mark_failed(side, shared)
     return status
+
+
+def _original_dropout(shared: str) -> dict[str, Any]:
+    """The dropout sites the original side found (none recorded: none)."""
+    try:
+        with open(os.path.join(shared, DROPOUT), encoding="utf-8") as fh:
+            return json.load(fh).get("sites") or {}
+    except (OSError, ValueError):
+        return {}
 
 
 def _status_name(job: Job) -> str:
@@ -201,14 +234,18 @@ def serve(job_path: str, run: Callable[[Any], dict[str, Any]], job_type: type[Jo
         # it is frozen into the kind's record here, so a field the record lacks fails in the child
         status = records.from_json(run(job), status_type or records.STATUS_OF[job.KIND], path)
     except BaseException as exc:  # noqa: BLE001 - last resort: always leave a status
-        _write_failure(path, f"{type(exc).__name__}: {exc}", traceback.format_exc()[-4000:])
+        from .errors import frame_text, harness_frame
+
+        ours = harness_frame(exc, getattr(job, "tree", None))
+        _write_failure(path, f"{type(exc).__name__}: {exc}", traceback.format_exc()[-4000:],
+                       frame_text(ours) if ours is not None else None)
         return 1
     records.write(status, path)
     return 0
 
 
-def _write_failure(path: str, summary: str, trace: str | None = None) -> None:
-    records.write(Status(phase="harness", error=Failure(summary=summary, traceback=trace)), path)
+def _write_failure(path: str, summary: str, trace: str | None = None, frame: str | None = None) -> None:
+    records.write(Status(phase="harness", error=Failure(summary=summary, traceback=trace, harness_frame=frame)), path)
 
 
 def main(argv=None) -> int:

@@ -186,12 +186,13 @@ def compare_runs(G: Run, R: Run | None, T32: Run | None, T16: Run | None, *, lab
         return out
     dtype_diffs: list[tuple[bool, str]] = []
     forward_compared = 0
+    one_sided: list[tuple[Any, ...]] = []  # decided once every tensor is compared (fused away or unmatched)
     if gate_unmatched:
         seen = {e["match"] for e in under_test.events}
         for order, g_event in enumerate(G.events):
             if g_event["match"] not in seen and not g_event.get("missing"):
-                _unmatched_verdict(out, g_event, CATEGORY.get(g_event["kind"], "forward"), order, label,
-                                   "only in the original run", G, True)
+                one_sided.append((g_event, CATEGORY.get(g_event["kind"], "forward"), order, label,
+                                  "only in the original run", G))
     f32_pass = th.fp32_pass * (th.cross_device_factor if cross_device else 1.0)
     f32_warn = th.fp32_warn * (th.cross_device_factor if cross_device else 1.0)
     if T16 is not None and R is None:
@@ -201,7 +202,10 @@ def compare_runs(G: Run, R: Run | None, T32: Run | None, T16: Run | None, *, lab
         match, category = event["match"], CATEGORY.get(event["kind"], "forward")
         g_event = G.by_match.get(match)
         if g_event is None:
-            _unmatched_verdict(out, event, category, order, label, "not in the golden run", under_test, gate_unmatched)
+            if gate_unmatched:
+                one_sided.append((event, category, order, label, "not in the golden run", under_test))
+            else:
+                _unmatched_verdict(out, event, category, order, label, "not in the golden run", under_test, False)
             continue
         if event.get("missing") or g_event.get("missing"):
             g = G.tensor(match)
@@ -239,7 +243,8 @@ def compare_runs(G: Run, R: Run | None, T32: Run | None, T16: Run | None, *, lab
         if r is not None and tuple(r.shape) != tuple(g.shape):
             r = None
 
-        if category == "routing" or not g.is_floating_point():
+        mask_encoding = t32 is not None and str(t32.dtype) == "torch.bool"  # a float mask re-encoded as bool
+        if category == "routing" or not g.is_floating_point() or mask_encoding:
             if t32 is not None:
                 mis = M.mismatch_fraction(t32, g)
                 checks.append(Check("mismatch_fp32", mis, 0.0, PASS if mis == 0.0 else FAIL))
@@ -302,6 +307,10 @@ def compare_runs(G: Run, R: Run | None, T32: Run | None, T16: Run | None, *, lab
             pass
         status = worst_status(c.status for c in checks)
         out.verdicts.append(_verdict(event, category, order, label, status, checks, under_test, columns))
+    if one_sided:
+        from .fused import resolve
+
+        resolve(one_sided, out, _unmatched_verdict)
     if dtype_diffs:
         wider = [d for narrower, d in dtype_diffs if not narrower]
         out.notes.append(f"dtypes differ from the original's under the bf16 policy on {len(dtype_diffs)} tensor(s) "

@@ -9,8 +9,11 @@ updates while leaving step-0 grads untouched.
 * fp32 logic: ``rel_l2(ΔT32, ΔG)`` per parameter, pass ≤ 1e-4, warn ≤ 1e-3 (looser than a single
   step's 1e-5: Adam divides by √v, so fp32 noise in a grad near 0 moves its update by up to lr;
   measured on samples/gpt: ≤ 1.1e-5 for the correct migration);
-* bf16 tolerance: ``rel_l2(ΔT16, ΔG) / max(rel_l2(ΔR, ΔG), 2e-4)`` with the parameter-grad
-  thresholds (pass ≤ 3, warn ≤ 5).
+* bf16 tolerance: ``rel_l2(ΔT16, ΔG) / max(rel_l2(ΔR, ΔG), median over parameters of rel_l2(ΔR, ΔG),
+  2e-4)`` with the parameter-grad thresholds (pass ≤ 3, warn ≤ 5). The median: after k Adam steps one
+  parameter's bf16 error is one noisy sample (sign flips of grads near 0 move an update by up to lr), and
+  R's may be small by chance where T's is not; measured on a correct SwiGLU → ``npu_swiglu`` hand port
+  (tests/validation/llama_family.py): ΔR 4.9e-3 vs ΔT16 4.4e-2 on one matrix, with R 2-7 % on the others.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ def compare_training(G: Run | None, R: Run | None, T32: Run | None, T16: Run | N
     under_test = T32 or T16
     if under_test is None or G is None:
         return out
+    typical = _typical_error(G, R)
     for order, event in enumerate(under_test.events):
         match = event["match"]
         g = G.tensor(match)
@@ -49,7 +53,7 @@ def compare_training(G: Run | None, R: Run | None, T32: Run | None, T16: Run | N
             t16 = T16.tensor(match) if T16 is not None else None
             r = R.tensor(match) if R is not None else None
             if t16 is not None and r is not None and tuple(t16.shape) == tuple(r.shape) == tuple(g.shape):
-                ratio = M.ratio(M.rel_l2(t16, g), M.rel_l2(r, g))
+                ratio = M.ratio(M.rel_l2(t16, g), max(M.rel_l2(r, g), typical))
                 checks.append(Check("train_ratio", ratio, th.grad_warn, _grade(ratio, th.grad_pass, th.grad_warn)))
         if not checks:
             continue
@@ -58,6 +62,16 @@ def compare_training(G: Run | None, R: Run | None, T32: Run | None, T16: Run | N
             name=event["name"], match=match, category="training", scope="training",
             scope_cls=event.get("cls"), order=ORDER + order, status=status, checks=tuple(checks), label="train/"))
     return out
+
+
+def _typical_error(G: Run, R: Run | None) -> float:
+    """The median over parameters of ``rel_l2(ΔR, ΔG)`` (0 without R)."""
+    if R is None:
+        return 0.0
+    errors = sorted(M.rel_l2(r, g) for e in G.events
+                    if (g := G.tensor(e["match"])) is not None and (r := R.tensor(e["match"])) is not None
+                    and tuple(r.shape) == tuple(g.shape))
+    return errors[len(errors) // 2] if errors else 0.0
 
 
 def training_note(original: Mapping[str, Any] | None, migrated: Mapping[str, Any] | None) -> str | None:

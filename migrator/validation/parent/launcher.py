@@ -1,8 +1,8 @@
 """Start harness children and ``torch.distributed.run`` (parent side).
 
-Every child is ``python -m migrator.validation.child.worker JOB.json`` in its own process group; a
-timeout kills that group and the group of every process below it (torchrun's ranks run in sessions of
-their own), with the determinism environment of
+Every child is ``python -m migrator.validation.child.worker JOB.json`` in a
+:class:`migrator.process_scope.Scope` (its own session, a memory limit, every process it or torchrun's
+ranks start ended with it on exit, timeout, Ctrl-C or SIGTERM), with the determinism environment of
 :mod:`.determinism`, the checkout's ``migrator`` on ``PYTHONPATH`` and no inherited
 ``RANK``/``WORLD_SIZE``. N ranks always go through torchrun (``python -m torch.distributed.run``);
 on one node ``--standalone``, on a cluster the same command with ``--nnodes`` and a rendezvous
@@ -12,13 +12,12 @@ endpoint.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from ... import process_scope
 from .. import records
 from ..records import Failure, Job, Status
 
@@ -50,7 +49,7 @@ def child_env(seed: int, threads: int, extra: dict[str, str] | None = None) -> d
 @dataclass
 class Child:
     name: str
-    proc: subprocess.Popen
+    scope: process_scope.Scope
     out: str
     log: str
     started: float
@@ -58,7 +57,7 @@ class Child:
     timeout: float = 600.0
 
     def done(self) -> bool:
-        return self.proc.poll() is not None
+        return self.scope.proc.poll() is not None
 
 
 S = TypeVar("S", bound=Status)
@@ -74,6 +73,7 @@ class ChildResult(Generic[S]):
     log_tail: str = ""
     timed_out: bool = False
     expected: int = 1
+    memory_limit: int | None = None
 
     @property
     def status(self) -> S:
@@ -86,6 +86,9 @@ class ChildResult(Generic[S]):
     def failure(self) -> Status | None:
         """The most telling failed status (a program failure beats a 'skipped' or harness one)."""
         bad = [s for s in self.statuses if not s.ok]
+        memory = process_scope.hit_memory_limit(self.log_tail, self.memory_limit) if not self.ok else None
+        if memory:
+            return Status(phase="run", error=Failure(summary=memory))
         if not bad:
             if self.timed_out:
                 return Status(phase="harness", error=Failure(summary=f"timed out after {self.seconds:.0f} s"))
@@ -108,9 +111,9 @@ def start(job: Job, name: str, env: dict[str, str], timeout: float = 600.0,
     records.write(job, job_path)
     log = os.path.join(out, "log.txt")
     with open(log, "wb") as fh:
-        proc = subprocess.Popen([sys.executable, "-m", module, job_path], stdout=fh,
-                                stderr=subprocess.STDOUT, env=env, cwd=out, start_new_session=True)
-    return Child(name, proc, out, log, time.monotonic(), timeout=timeout)
+        scope = process_scope.Scope([sys.executable, "-m", module, job_path], env=env, cwd=out, stdout=fh,
+                                    memory=process_scope.memory_limit())
+    return Child(name, scope, out, log, time.monotonic(), timeout=timeout)
 
 
 def start_torchrun(job: Job, name: str, env: dict[str, str], nproc_per_node: int, *, nnodes: int = 1,
@@ -130,66 +133,19 @@ def start_torchrun(job: Job, name: str, env: dict[str, str], nproc_per_node: int
                 "--rdzv-id", f"migrate-validate-{name}"]
     cmd += ["-m", WORKER, job_path]
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env, cwd=out, start_new_session=True)
-    return Child(name, proc, out, log, time.monotonic(), ranks=nproc_per_node * nnodes, timeout=timeout)
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid``, read from ``/proc`` (empty where there is none)."""
-    children: dict[int, list[int]] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read()
-        except OSError:
-            continue  # exited meanwhile
-        fields = stat[stat.rindex(b")") + 2:].split()  # after "pid (comm) ": state, ppid, ...
-        children.setdefault(int(fields[1]), []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    """SIGKILL the child's process group and the group of every process below it: torch's launcher
-    starts each rank in a session of its own, so the launcher's group alone would orphan the ranks."""
-    groups = {proc.pid}  # the group this launcher created for the child
-    for pid in _descendants(proc.pid):
-        try:
-            groups.add(os.getpgid(pid))
-        except (ProcessLookupError, PermissionError):
-            pass
-    groups.discard(os.getpgrp())  # never our own
-    for group in groups:
-        try:
-            os.killpg(group, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:  # pragma: no cover
-        pass
+        scope = process_scope.Scope(cmd, env=env, cwd=out, stdout=fh, memory=process_scope.memory_limit())
+    return Child(name, scope, out, log, time.monotonic(), ranks=nproc_per_node * nnodes, timeout=timeout)
 
 
 def wait(child: Child, status_type: type[S]) -> ChildResult[S]:
-    """Wait for ``child`` (killing its process group on timeout) and read its status record(s); a status
-    file that does not match ``status_type`` counts as a harness failure naming the file and field."""
-    timed_out = False
+    """Wait for ``child`` and end its scope (every process it started, on exit or timeout); read its status
+    record(s): a status file that does not match ``status_type`` counts as a harness failure naming the
+    file and field."""
     remaining = child.timeout - (time.monotonic() - child.started)
     try:
-        child.proc.wait(timeout=max(remaining, 0.1))
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _kill(child.proc)
+        timed_out = not child.scope.wait(max(remaining, 0.1))
+    finally:
+        child.scope.end()
     seconds = time.monotonic() - child.started
     statuses: list[S] = []
     names = ["status.json"] if not child.ranks else [f"status_rank{r}.json" for r in range(child.ranks)]
@@ -208,10 +164,9 @@ def wait(child: Child, status_type: type[S]) -> ChildResult[S]:
             tail = fh.read().decode("utf-8", "replace")
     except OSError:
         pass
-    return ChildResult(child.name, child.proc.returncode, seconds, statuses, status_type(), tail, timed_out,
-                       max(child.ranks, 1))
+    return ChildResult(child.name, child.scope.proc.returncode, seconds, statuses, status_type(), tail, timed_out,
+                       max(child.ranks, 1), child.scope.memory)
 
 
 def kill(child: Child) -> None:
-    if not child.done():
-        _kill(child.proc)
+    child.scope.end()

@@ -1,18 +1,19 @@
 """First divergent op, with its arguments (parent side): what msprobe users do by hand.
 
-When S1 fails inside a module, that step is rerun on both sides with an op trace inside the
-module (:mod:`.optrace`, one child per side, only on failure). The two op sequences are aligned by
-op kind (``flash_attn_func`` ≡ ``npu_fusion_attention`` ≡ SDPA: attention; apex ``FusedRMSNorm``
-≡ ``npu_rms_norm``: rms_norm; ...) with :class:`difflib.SequenceMatcher`; the first aligned pair
-whose outputs differ (fp32: rel_l2 > 1e-4; bf16 policy: > 1e-2) is the first divergent op, and the
-effective semantic arguments of both calls are diffed (:mod:`.op_semantics`), e.g.
-``scale: 1 (npu default) vs 0.25 (flash_attn default 1/√16)``. A failure localised to the
+When S1 fails inside a module (or in the loss), that step is rerun on both sides with an op trace
+inside the module (:mod:`.optrace`, one child per side, only on failure). The first divergent op is
+found by data flow (:mod:`.dataflow`): the op whose inputs agree with the original and whose output
+does not (fp32: rel_l2 > 1e-4; bf16 policy: > 1e-2), or a buffer that differs after model build;
+its effective semantic arguments are diffed against the original op of the same kind
+(``flash_attn_func`` ≡ ``npu_fusion_attention`` ≡ SDPA: attention; apex ``FusedRMSNorm`` ≡
+``npu_rms_norm``: rms_norm; ...; :mod:`.op_semantics`), e.g.
+``scale: 1 (npu default) vs 0.25 (flash_attn default 1/√16)``, or against the attributes of the
+module a fused op replaced. A failure localised to the
 optimizer or the training steps gets the diff of the two optimizers' hyper-parameters instead.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 from typing import Any
@@ -20,8 +21,10 @@ from typing import Any
 from .. import op_semantics as S
 from ..records import OptimizerRun, Side, TraceJob, TraceStatus
 from .compare import FAIL, TensorVerdict
+from .dataflow import Trace
 from .localisation import localise
 
+LOSS_TARGET = "loss_fn"  # the op trace's target for a divergence in the loss (child.optrace.LOSS_TARGET)
 FP32_METRICS = ("rel_l2_fp32", "mismatch_fp32", "grad_missing", "norm_rel_fp32", "train_rel_l2_fp32")
 DIVERGES = {"fp32": 1e-4, "bf16": 1e-2}
 
@@ -35,10 +38,11 @@ def target_of(verdicts: list[TensorVerdict]) -> dict[str, Any] | None:
     if v is None:
         return None
     if v.category in ("optimizer", "training"):
-        return {"optimizer": True}
-    if v.scope is None or v.category == "loss" or not v.label.startswith("step"):
+        return {"optimizer": True, "training": v.category == "training"}
+    if not v.label.startswith("step") or (v.scope is None and v.category != "loss"):
         return None
-    return {"module": v.scope, "step": int(v.label.split("/")[0].removeprefix("step")),
+    return {"module": LOSS_TARGET if v.category == "loss" else v.scope,
+            "step": int(v.label.split("/")[0].removeprefix("step")),
             "policy": "fp32" if loc.metric in FP32_METRICS else "bf16"}
 
 
@@ -67,35 +71,24 @@ def _load(run_dir: str):
     from safetensors.torch import load_file
 
     with open(os.path.join(run_dir, "ops.json"), encoding="utf-8") as fh:
-        events = json.load(fh)
-    return events, load_file(os.path.join(run_dir, "ops.safetensors"))
+        doc = json.load(fh)
+    return Trace(doc, load_file(os.path.join(run_dir, "ops.safetensors")))
 
 
 def first_divergent_op(original_dir: str, migrated_dir: str, policy: str) -> dict[str, Any]:
-    """Align the two traces and return the first divergent pair (or why there is none)."""
-    from .. import metrics as M
+    """Walk back along the migrated data flow to the first op whose inputs agree with the original
+    and whose output does not (:mod:`.dataflow`); a buffer that differs after model build, or an op
+    fed by one, is named as such."""
+    from . import dataflow
 
-    ev_o, t_o = _load(original_dir)
-    ev_m, t_m = _load(migrated_dir)
-    matcher = difflib.SequenceMatcher(None, [e["kind"] for e in ev_o], [e["kind"] for e in ev_m], autojunk=False)
-    limit = DIVERGES[policy]
-    for block in matcher.get_matching_blocks():
-        for k in range(block.size):
-            eo, em = ev_o[block.a + k], ev_m[block.b + k]
-            a, b = t_o[eo["name"]], t_m[em["name"]]
-            value = M.rel_l2(b, a) if tuple(a.shape) == tuple(b.shape) else float("inf")
-            if value > limit:
-                lines = S.diff(S.from_json(eo["semantic"]), S.from_json(em["semantic"]), (eo["op"], em["op"])) \
-                    if eo.get("semantic") and em.get("semantic") else []
-                return {"original_op": eo["op"], "migrated_op": em["op"], "index": block.b + k, "rel_l2": value,
-                        "shapes": [eo["shape"], em["shape"]], "policy": policy, "argument_diff": lines}
-    return {"original_op": None, "migrated_op": None, "ops": [len(ev_o), len(ev_m)],
-            "note": "no single traced op diverges: the module composes the same ops differently"}
+    return dataflow.locate(_load(original_dir), _load(migrated_dir), DIVERGES[policy], policy)
 
 
 def describe(found: dict[str, Any], module: str) -> str:
     if not found.get("migrated_op"):
         return f"inside {module}: {found.get('note', '')}"
+    if found.get("buffer"):
+        return f"inside {module}: " + "; ".join(found["argument_diff"])
     shape = "" if found["shapes"][0] == found["shapes"][1] else f", shapes {found['shapes'][1]} vs {found['shapes'][0]}"
     text = (f"first divergent op inside {module}: {found['migrated_op']} (migrated) vs {found['original_op']} "
             f"(original), op #{found['index']}, {found['policy']} rel_l2 {found['rel_l2']:.3g}{shape}")
@@ -111,6 +104,18 @@ def optimizer_diff(opt_o: OptimizerRun | None, opt_m: OptimizerRun | None) -> st
     lines = S.diff(S.from_json(opt_o.semantic), S.from_json(opt_m.semantic), (opt_o.name, opt_m.name))
     head = f"{opt_m.name} (migrated) vs {opt_o.name} (original)"
     return f"{head}: " + ("; ".join(lines) if lines else "same lr, betas, eps, weight decay and adam_w_mode")
+
+
+def optimizer_cause(target: dict[str, Any], orig_status, mig_status) -> str | None:
+    """For a divergence after k training steps, the step phase whose effect differs
+    (:mod:`.phases`); else (and for the optimizer in isolation) the optimizers' argument diff."""
+    from . import phases
+
+    if target.get("training"):
+        found = phases.cause((orig_status.train or {}).get("fp32"), (mig_status.train or {}).get("fp32"))
+        if found:
+            return found
+    return optimizer_diff(orig_status.optimizer, mig_status.optimizer)
 
 
 def failing(verdicts: list[TensorVerdict]) -> bool:

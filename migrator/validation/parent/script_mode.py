@@ -42,7 +42,7 @@ def run_script_mode(opts, progress=None, migrate=None):
     from . import launcher
     from .compare import Comparison, Run, compare_runs
     from .results import StageResult, ValidationResult
-    from .stage_common import _failure_text, _migrate, numeric_stage
+    from .stage_common import _failure_text, _migrate, could_not_run, numeric_stage
 
     original = os.path.abspath(opts.original)
     work = os.path.abspath(opts.work_dir) if opts.work_dir else tempfile.mkdtemp(prefix="migrate-validate-")
@@ -78,8 +78,11 @@ def run_script_mode(opts, progress=None, migrate=None):
         if failures:
             key, failure = sorted(failures.items(), key=lambda kv: ("R", "T16", "G", "T32").index(kv[0]))[0]
             side = runs[key][0]
-            status = "error" if failure.phase in ("entry", "harness") else "fail"
-            s1 = StageResult("S1", status, summary=f"the {side} script failed ({key})",
+            # the original failing is no verdict on the migration either: it could not run (exit 2)
+            status = "error" if failure.phase in ("entry", "harness") or side == "original" else "fail"
+            s1 = StageResult("S1", status, summary=f"the {side} script failed ({key})" if status == "fail" else
+                             f"could not run: the original script fails ({key})" if failure.phase == "run" else
+                             f"{could_not_run(side, failure)} ({key})",
                              reason=f"{side} script ({key}) {_failure_text(failure)}")
         else:
             st = {k: r.status for k, r in results.items()}
@@ -109,9 +112,14 @@ def run_script_mode(opts, progress=None, migrate=None):
             from .policy import compare_policies
 
             policy_row = compare_policies(st["R"].precision, st["T16"].precision, "as-is")
+            from .randomness import dropout_check
+
+            dropout_row, dropout_notes = dropout_check(st["R"].dropout, st["T16"].dropout, script=True)
+            notes += dropout_notes
             s1 = numeric_stage("S1", comparison, bench={"seconds": round(sum(r.seconds for r in results.values()), 2)},
                                notes=notes, extra_summary=f"loss curve max rel diff {worst:.3g}",
-                               extra_checks=(curve_check,) + ((policy_row,) if policy_row else ()))
+                               extra_checks=(curve_check,) + ((policy_row,) if policy_row else ())
+                               + ((dropout_row,) if dropout_row else ()))
         stages.insert(1, s1)
         if "S2" not in opts.stages:
             s2 = StageResult("S2", "not_run", reason="not selected (--stages)")

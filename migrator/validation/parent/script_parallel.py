@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..records import ScriptJob, ScriptStatus, Side
@@ -37,26 +38,62 @@ PROTOCOL_TEMPLATE = """S0 (plan at the real world size) and S3 (tensor/expert pa
 then: migrate validate TREE   (README: `migrate validate`, the protocol)"""
 
 
+MAX_RETRY_RANKS = 4  # the world sizes tried when the original refuses one: N, N+1, ... up to this (one node)
+
+
+def world_sizes(opts) -> list[int]:
+    """The world sizes S2 tries, in order: the one asked for, then (one node only) the next ones up to
+    :data:`MAX_RETRY_RANKS` (a script may accept only some: nanoGPT's accumulation steps must divide)."""
+    first = opts.world_size * opts.nnodes
+    if opts.nnodes != 1:
+        return [first]
+    return [first] + list(range(first + 1, max(first, MAX_RETRY_RANKS) + 1))
+
+
 def run_script_s2(opts, original: str, migrated: str, work: str, progress=None):
+    """S2 at the first world size the original script accepts; "could not run" (not_run, never a failure)
+    when the original fails at every one tried."""
+    from .results import StageResult
+    from .stage_common import _failure_text
+
+    refused: list[str] = []
+    for nprocs in world_sizes(opts):
+        result, original_failure = _script_s2_at(opts, original, migrated, work, nprocs, progress)
+        if original_failure is None:
+            if refused and result.status in ("pass", "warn"):
+                result = replace(result, notes=result.notes + (f"the original script fails at {'; '.join(refused)}: "
+                                                               f"S2 ran at {nprocs} ranks",))
+            return result
+        refused.append(f"{nprocs} ranks")
+        line = _failure_text(original_failure)
+    sizes = ", ".join(str(n) for n in world_sizes(opts))
+    return StageResult("S2", "not_run", summary=f"could not run: original fails at {sizes} ranks: {line}",
+                       reason=f"the original script fails under torchrun at every world size tried ({sizes}); "
+                              "S2 says nothing about the migration")
+
+
+def _script_s2_at(opts, original: str, migrated: str, work: str, nprocs: int, progress=None):
+    """(the stage at ``nprocs`` ranks, None) or (None, the original's failure) when the original fails there."""
     from . import launcher
     from .compare import Comparison, Run, compare_runs
     from .compare_train import compare_training
     from .results import StageResult
     from .stage_common import _failure_text, _say, numeric_stage
 
-    nprocs = opts.world_size * opts.nnodes
     _say(progress, f"S2 (script mode): {opts.script} under torchrun at {nprocs} ranks, original and migrated (fp32)")
-    shared = os.path.join(work, "script_s2", "shared")
+    base = os.path.join(work, f"script_s2_{nprocs}")
+    shared = os.path.join(base, "shared")
     env = launcher.child_env(opts.seed, opts.threads)
     children = {}
     runs: tuple[tuple[str, Side, bool], ...] = (("G", "original", True), ("T32", "migrated", False))
+    per_node = nprocs // opts.nnodes
     for key, side, writes in runs:
         job = ScriptJob(distributed=True, side=side, policy="fp32", writes_weights=writes,
                         tree=original if side == "original" else migrated, script=opts.script,
                         args=tuple(opts.script_args), curve_steps=opts.curve_steps, seed=opts.seed,
-                        threads=opts.threads, shared=shared, out=os.path.join(work, "script_s2", key),
+                        threads=opts.threads, shared=shared, out=os.path.join(base, key),
                         wait_timeout=opts.timeout, max_bytes=opts.max_bytes)
-        children[key] = launcher.start_torchrun(job, f"s2-{key}", env, opts.world_size, nnodes=opts.nnodes,
+        children[key] = launcher.start_torchrun(job, f"s2-{key}", env, per_node, nnodes=opts.nnodes,
                                                 rdzv_endpoint=opts.rdzv_endpoint, timeout=opts.timeout)
     results = {k: launcher.wait(c, ScriptStatus) for k, c in children.items()}
     bench: dict[str, Any] = {"seconds": round(max(r.seconds for r in results.values()), 2), "ranks": nprocs}
@@ -64,9 +101,11 @@ def run_script_s2(opts, original: str, migrated: str, work: str, progress=None):
         failure = results[key].failure()
         if failure is not None:
             side = "original" if key == "G" else "migrated"
+            if key == "G" and failure.phase == "run":  # the original refuses this world size: not the migration
+                return None, failure
             status = "error" if failure.phase in ("entry", "harness") else "fail"
             return StageResult("S2", status, summary=f"the {side} script failed under torchrun ({key})", bench=bench,
-                               reason=f"{side} script ({key}, {nprocs} ranks) {_failure_text(failure)}")
+                               reason=f"{side} script ({key}, {nprocs} ranks) {_failure_text(failure)}"), None
     st = {k: r.statuses for k, r in results.items()}
     comparison = Comparison()
     worst = 0.0
@@ -75,7 +114,7 @@ def run_script_s2(opts, original: str, migrated: str, work: str, progress=None):
         golden = Run.load(g.step0)
         if golden is None:
             return StageResult("S2", "error", summary="could not run", bench=bench,
-                               reason=f"the original script recorded no step on rank {rank}")
+                               reason=f"the original script recorded no step on rank {rank}"), None
         comparison.extend(compare_runs(golden, None, Run.load(t.step0), None,
                                        label=f"rank{rank}/step0/", gate_unmatched=True))
         diffs = _loss_diffs(t.losses, g.losses)
@@ -89,7 +128,7 @@ def run_script_s2(opts, original: str, migrated: str, work: str, progress=None):
              f"{nprocs} ranks, the script's own distributed code on both sides; autocast forced off (fp32 logic)",
              "per-rank grads recorded at the optimizer's step pre-hook (after the program's reduction)"]
     return numeric_stage("S2", comparison, bench=bench, notes=notes, extra_checks=(curve,),
-                         extra_summary=f"script x{nprocs} (torchrun)")
+                         extra_summary=f"script x{nprocs} (torchrun)"), None
 
 
 def _loss_diffs(migrated: Sequence[float], original: Sequence[float]) -> list[float]:

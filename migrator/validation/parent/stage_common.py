@@ -50,7 +50,18 @@ def _failure_text(status: Status) -> str:
     err = status.error
     if err is None:
         return "unknown error"
-    return f"during {err.during}: {err.summary}" if err.during else err.summary
+    text = f"during {err.during}: {err.summary}" if err.during else err.summary
+    if err.harness_frame:
+        text = f"harness error (a bug in migrate validate, not in the program) {text}; raised in our code at " \
+               f"{err.harness_frame}"
+    return text
+
+
+def could_not_run(side: str, status: Status) -> str:
+    """The summary of a stage one side could not run: a harness error names itself."""
+    if status.error is not None and status.error.harness_frame:
+        return f"harness error on the {side} side"
+    return f"{side} side could not run"
 
 
 def _crash_module(status: Status) -> str | None:

@@ -12,7 +12,16 @@ from ..records import ParallelJob, PlanJob, PlanStatus, RankStatus
 from .compare import FAIL, Comparison, Run, compare_runs, worst_status
 from .options import Options
 from .results import StageResult
-from .stage_common import Progress, StageContext, _crash_module, _failure_text, _required_run, _say, numeric_stage
+from .stage_common import (
+    Progress,
+    StageContext,
+    _crash_module,
+    _failure_text,
+    _required_run,
+    _say,
+    could_not_run,
+    numeric_stage,
+)
 
 
 def run_s0(opts: Options, migrated: str, work: str, ctx: StageContext, progress: Progress = None) -> StageResult:
@@ -76,7 +85,7 @@ def run_parallel_stage(sid: str, opts: Options, migrated: str, work: str, ctx: S
     if failure is not None:
         phase = failure.phase
         if phase in ("entry", "harness"):
-            return StageResult(sid, "error", summary="could not run", bench=bench,
+            return StageResult(sid, "error", summary=could_not_run("migrated", failure), bench=bench,
                                reason=f"{sid} could not run: {_failure_text(failure)}")
         return StageResult(sid, FAIL, summary="the migrated program failed on the ranks", bench=bench,
                            reason=f"migrated program failed {_failure_text(failure)}",

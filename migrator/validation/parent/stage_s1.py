@@ -14,7 +14,16 @@ from ..records import Side, SideJob, SideStatus, Status
 from .compare import FAIL, Comparison, Run, compare_optimizer, compare_runs
 from .options import Options
 from .results import StageResult
-from .stage_common import Progress, StageContext, _crash_module, _failure_text, _required_run, _say, numeric_stage
+from .stage_common import (
+    Progress,
+    StageContext,
+    _crash_module,
+    _failure_text,
+    _required_run,
+    _say,
+    could_not_run,
+    numeric_stage,
+)
 
 
 def _s1_jobs(opts: Options, original: str, migrated: str, work: str, shared: str) -> tuple[SideJob, SideJob]:
@@ -64,7 +73,10 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: StageCon
             continue
         if phase in ("entry", "harness"):
             return StageResult("S1", "error", reason=f"{side} side could not run: {_failure_text(failure)}",
-                               bench=bench, summary=f"{side} side could not run")
+                               bench=bench, summary=could_not_run(side, failure))
+        if side == "original":  # nothing to compare against: no verdict on the migration (exit 2, never 1)
+            return StageResult("S1", "error", summary="could not run: the original program fails",
+                               reason=f"could not run: original fails {_failure_text(failure)}", bench=bench)
         return StageResult("S1", FAIL, summary=f"the {side} program failed",
                            reason=f"{side} program failed {_failure_text(failure)}",
                            first_divergence=_crash_module(failure) if side == "migrated" else None, bench=bench)
@@ -97,7 +109,14 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: StageCon
     if differing:
         notes.append(f"the migrated make_batch gives different batches (steps {', '.join(differing)}); "
                      "the original's batches were used")
-    if orig_status.dropout_active:
+    from .randomness import NOT_COMPARABLE, dropout_check
+
+    dropout_row, dropout_notes = dropout_check(orig_status.dropout, mig_status.dropout,
+                                               real_npu="torch_npu" in mig_status.layers)
+    notes += dropout_notes
+    if dropout_row is not None:
+        policy_checks += (dropout_row,)
+    elif orig_status.dropout_active:
         notes.append("dropout still active after make_model(dropout=0.0): " + ", ".join(orig_status.dropout_active))
     ctx.manifest.update({
         "weights_sha256": orig_status.weights_sha256,
@@ -110,6 +129,8 @@ def run_s1(opts: Options, original: str, migrated: str, work: str, ctx: StageCon
     bench["seconds"] = round(time.monotonic() - t0, 2)  # the stage's time includes the comparison
     result = numeric_stage("S1", comparison, bench=bench, notes=notes, extra_checks=policy_checks,
                            extra_summary=f"{len(opts.steps)} step(s), bf16 policy {opts.bf16_policy}")
+    if dropout_row is not None and dropout_row["status"] == NOT_COMPARABLE:  # neither pass nor fail
+        return replace(result, status="not_run", summary=dropout_row["message"])
     if result.status == FAIL:
         result = _first_op(result, comparison, opts, original, migrated, work, shared, orig_status, mig_status,
                            progress)
@@ -126,7 +147,7 @@ def _first_op(result: StageResult, comparison: Comparison, opts: Options, origin
     if target is None:
         return result
     if target.get("optimizer"):
-        text = L.optimizer_diff(orig_status.optimizer, mig_status.optimizer)
+        text = L.optimizer_cause(target, orig_status, mig_status)
         row = None
     else:
         _say(progress, f"S1: op-level trace inside {target['module']} (step {target['step']}, {target['policy']}) "

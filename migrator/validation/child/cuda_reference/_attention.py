@@ -14,6 +14,8 @@ import math
 
 import torch
 
+from .. import dropout as _dropout
+
 __all__ = ["band_keep_mask", "alibi_bias", "expand_kv_heads", "attention_bshd"]
 
 
@@ -120,6 +122,7 @@ def attention_bshd(
     if q.dtype in (torch.float16, torch.bfloat16):  # P enters the second GEMM in the input dtype
         p = p + (p.detach().to(q.dtype).float() - p.detach())
     signed = p
+    dropout_p = _dropout.fused("flash_attn(dropout_p)", dropout_p)  # the validation's dropout census
     if dropout_p > 0.0:
         kept = torch.rand(p.shape, device=p.device) >= dropout_p
         signed = torch.where(kept, p, -p).detach()

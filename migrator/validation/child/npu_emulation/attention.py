@@ -56,6 +56,7 @@ from collections.abc import Sequence
 
 import torch
 
+from .. import dropout as _dropout
 from .attention_masks import (
     _band_bottom_right,
     _band_top_left,
@@ -252,6 +253,8 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
     compute = torch.float64 if query.dtype == torch.float64 else torch.float32
     scale = float(scale)
     keep_prob = float(keep_prob)
+    if keep_prob < 1.0 and dropout_mask is None:  # reported to the validation's dropout census (neutralised: 1)
+        keep_prob = 1.0 - _dropout.fused("npu_fusion_attention(keep_prob)", 1.0 - keep_prob)
     pre, nxt = int(pre_tockens), int(next_tockens)
 
     mask_in = None
