@@ -51,9 +51,11 @@ def main() -> None:
 @click.option("--write-baseline", type=click.Path(dir_okay=False), help="Record the current findings in FILE and exit 0.")
 @click.option("--torch-npu-version", help="Coverage table to check ops against [default: newest shipped].")
 @click.option("--include-info", is_flag=True, help="sarif, github: also emit info-level notes (default: warnings and errors).")
+@click.option("--show-source", is_flag=True, help="text: print the source line under each finding.")
+@click.option("--statistics", is_flag=True, help="Print one line per code with its count instead of the findings.")
 @ROUTE_OPTION
 def scan(paths, fmt, output, select, ignore, fail_on, exit_zero, jobs, no_cache, root, soc, quiet, baseline, write_baseline,
-         torch_npu_version, include_info, route):
+         torch_npu_version, include_info, show_source, statistics, route):
     """Find CUDA-only dependencies in PATHS (files or folders; default: the current folder)."""
     with _Errors():
         from migrator import api
@@ -73,6 +75,12 @@ def scan(paths, fmt, output, select, ignore, fail_on, exit_zero, jobs, no_cache,
         )
         with ProgressDisplay(quiet) as progress:
             result = api.scan(resolved, settings=settings, progress=progress)
+        if result.summary.files_scanned == 0:
+            asked = ", ".join(list(paths) or ["."])
+            click.echo(f"migrate: warning: no files to scan in {asked}" + (
+                "".join(f"\n  {s.path}: skipped: {s.reason}" for s in result.skipped[:5]) if result.skipped else
+                " (no Python, notebook, shell, config or requirements file found)"), err=True)
+            sys.exit(EXIT_ERROR)
         if write_baseline:
             write_output(api.baseline_text(result), write_baseline)
             click.echo(f"migrate: baseline of {len(result.findings)} finding(s) written to {write_baseline}", err=True)
@@ -85,10 +93,11 @@ def scan(paths, fmt, output, select, ignore, fail_on, exit_zero, jobs, no_cache,
 
         text = render(result, fmt, color=color, lines_of=SourceLines(result.summary.root) if fmt in ("sarif", "github") else None,
                       include_info=include_info)
-        if quiet and fmt == "text":
-            from migrator.reporters.text import render as render_text
+        if fmt == "text" and (quiet or show_source or statistics):
+            from migrator.reporters import text as text_reporter
 
-            text = render_text(result, color=color, show_summary=False)
+            text = (text_reporter.statistics(result, color=color) if statistics else text_reporter.render(
+                result, color=color, show_summary=not quiet, lines_of=SourceLines(result.summary.root) if show_source else None))
         write_output(text, output)
         if output and fmt == "text" and not quiet:
             pass
@@ -221,8 +230,9 @@ def _safe_diff(path: str, diff: str) -> str:
 @click.option("--timeout", type=click.FloatRange(min=1), default=600, show_default=True, help="--trace: seconds for the traced run.")
 @click.option("--all", "all_rows", is_flag=True, help="--trace: print every traced op, not only the worst 40.")
 @click.option("--quiet", "-q", is_flag=True, help="--trace: no progress display.")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Also write the JSON (--trace: the census; else the lookups) to FILE.")
 def ops(names, soc, torch_npu_version, fmt, list_all, status, trace_target, steps, fake, entry, bf16_policy, fail_on,
-        root, timeout, all_rows, quiet):
+        root, timeout, all_rows, quiet, output):
     """Does NAME run on Ascend? Status, dtypes, NPU equivalent and the source of the fact.
 
     Op census: migrate ops --trace TREE_OR_SCRIPT [--fake] [-- SCRIPT_ARGS]
@@ -235,7 +245,7 @@ def ops(names, soc, torch_npu_version, fmt, list_all, status, trace_target, step
 
         if trace_target:
             _trace_ops(trace_target, names, soc, torch_npu_version, fmt, steps, fake, entry, bf16_policy, fail_on,
-                       root, timeout, all_rows, quiet)
+                       root, timeout, all_rows, quiet, output)
             return
         if not names and not list_all:
             raise click.UsageError("name one or more APIs (e.g. torch.nn.functional.gelu), or use --list")
@@ -251,6 +261,8 @@ def ops(names, soc, torch_npu_version, fmt, list_all, status, trace_target, step
             rows = api.ops(names, soc=soc, version=torch_npu_version)
         except CoverageError as exc:
             _fail(str(exc))
+        if output:
+            write_output(json.dumps(rows, indent=2, ensure_ascii=False) + "\n", output)
         if fmt == "json":
             write_output(json.dumps(rows, indent=2, ensure_ascii=False) + "\n", None)
         else:
@@ -260,7 +272,7 @@ def ops(names, soc, torch_npu_version, fmt, list_all, status, trace_target, step
 
 
 def _trace_ops(target, script_args, soc, torch_npu_version, fmt, steps, fake, entry, bf16_policy, fail_on, root,
-               timeout, all_rows, quiet) -> None:
+               timeout, all_rows, quiet, output=None) -> None:
     import json
 
     from migrator import api
@@ -271,6 +283,8 @@ def _trace_ops(target, script_args, soc, torch_npu_version, fmt, steps, fake, en
         census, path, settings = api.trace_ops(target, root=root, soc=soc, torch_npu_version=torch_npu_version,
                                                script_args=tuple(script_args), steps=steps, fake=fake, entry=entry,
                                                bf16_policy=bf16_policy, timeout=timeout, progress=progress)
+    if output:
+        write_output(json.dumps(census.to_json(), indent=1, ensure_ascii=False) + "\n", output)
     if fmt == "json":
         write_output(json.dumps(census.to_json(), indent=1, ensure_ascii=False) + "\n", None)
     else:

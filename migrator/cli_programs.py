@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -67,6 +68,10 @@ def validate(original, script_args, migrated, stages, force, entry, script, curv
             _fail("missing ORIGINAL (the tree to validate), or give --msprobe-target and --msprobe-golden")
         if script_args and not script:
             _fail(f"unexpected arguments {' '.join(script_args)!r} (script arguments need --script)")
+        if os.path.isfile(original) and original.endswith(".py"):
+            folder, name = os.path.split(original)
+            _fail(f"{original}: ORIGINAL is the folder of the original program, not a file; to validate one "
+                  f"script, name its folder and the script: migrate validate {folder or '.'} --script {name}")
         if nnodes > 1 and not rdzv_endpoint:
             _fail("--nnodes > 1 needs --rdzv-endpoint HOST:PORT")
         chosen = tuple(s.strip().upper() for s in stages.split(",") if s.strip())

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import yaml
 
+from migrator.coverage._dtypes import DTYPE_BLIND_APIS as _DTYPE_BLIND_APIS
 from migrator.coverage._names import DTYPES
 
 GENERATOR_VERSION = "1.0.0"
@@ -103,7 +104,22 @@ DTYPE_COPY_PASTE_PREFIXES = (
     "torch.nn.ParameterDict",
     "torch.nn.Sequential",
     "torch.nn.parameter.",
+    "torch.fx.",
+    "torch.optim.lr_scheduler.",
+    "torch.utils.data.",
+    "torch.testing.",
+    "torch.distributed.GradBucket",
+    "torch.Sym",
+    "torch.sym_",
 )
+
+#: Integer dtypes: a module's documented list holding only these is about its index input.
+INDEX_DTYPES = frozenset({"uint8", "int8", "int16", "int32", "int64"})
+
+#: Tensor APIs that compute nothing on the elements (metadata, autograd bookkeeping, a pass-through
+#: module): the docs give them the "`input` fp32 only" line of their test, but no kernel runs on the
+#: elements, so a dtype-only limit there is not a limit (bf16 `nn.Identity`, `x.size()`).
+DTYPE_BLIND_APIS = _DTYPE_BLIND_APIS
 
 #: torch-npu <-> torch pairing (newest torch-npu release per torch release; PyPI Requires-Dist).
 TORCH_PAIRINGS = (

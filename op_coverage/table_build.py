@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -9,7 +10,9 @@ from migrator.coverage._names import normalize_name
 from op_coverage.aten_layer import AtenInfo, CodegenInfo, kernel_for, parse_codegen_yaml, parse_native_functions
 from op_coverage.docs_limits import DocRow, LimitInfo, analyse_limits, parse_docs_md
 from op_coverage.facts import (
+    DTYPE_BLIND_APIS,
     DTYPE_COPY_PASTE_PREFIXES,
+    INDEX_DTYPES,
     KERNEL_RUNS_ON_NPU,
     SOCS,
     TORCH_NPU_VERSION,
@@ -174,13 +177,14 @@ def _add_doc_rows(table: _Entries, inp: Inputs, aten: AtenInfo) -> None:
         if e["aten"]:
             e["sources"].add("aten")
         lim = analyse_limits(row.limit_lines)
-        _doc_status(e, row, lim, non_tensor=name.startswith(DTYPE_COPY_PASTE_PREFIXES))
+        _doc_status(e, row, lim, non_tensor=name.startswith(DTYPE_COPY_PASTE_PREFIXES) or name in DTYPE_BLIND_APIS,
+                    module_class=re.match(r"^torch\.nn\.[A-Z]\w*$", name) is not None)
         npu = _npu_form(row.npu_name) or _npu_form(lim.npu_name)
         if npu:
             e["npu_name"] = npu
 
 
-def _doc_status(e: Entry, row: DocRow, lim: LimitInfo, non_tensor: bool) -> None:
+def _doc_status(e: Entry, row: DocRow, lim: LimitInfo, non_tensor: bool, module_class: bool = False) -> None:
     """Per SoC: the docs' tick or cross decides; limits make a tick partial."""
     kernel = e["kernel"]
     status: dict[str, str] = {}
@@ -206,12 +210,15 @@ def _doc_status(e: Entry, row: DocRow, lim: LimitInfo, non_tensor: bool) -> None
             status[soc] = "supported"
             continue
         status[soc] = "partial" if lim.applies[soc] else "supported"
-        if soc_dtypes:
+        fragments[soc] = list(lim.fragments[soc])
+        if soc_dtypes and module_class and set(soc_dtypes) <= INDEX_DTYPES:
+            # nn.Embedding's `input` is its indices: the list says nothing of the weight's dtype
+            fragments[soc].insert(0, f"indices: {', '.join(sorted_dtypes(soc_dtypes))} only")
+        elif soc_dtypes:
             dtypes[soc] = sorted_dtypes((set(soc_dtypes) | lim.added[soc]) - lim.excluded[soc])
         if lim.excluded[soc]:
             excluded[soc] = sorted_dtypes(lim.excluded[soc])
         flags.update(lim.flags[soc])
-        fragments[soc] = list(lim.fragments[soc])
         more[soc] = lim.untranslated[soc]
         if kernel == "cpu_fallback":
             flags.add("cpu_fallback")

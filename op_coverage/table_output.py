@@ -47,7 +47,10 @@ RULES_TEXT = {
         "bf16_undocumented lists SoCs where that list has fp16/fp32 but not bf16 while the ATen layer runs the "
         "op on the NPU (npu_kernel, via delegate, decomposes, composite_explicit): a documentation gap, "
         "info only, never a warning by itself. Dtype-only limits on non-tensor APIs (torch.backends.*, "
-        "torch.nn.Module containers and methods) are copy-paste in the docs and ignored (doc_dtype_ignored)."
+        "torch.nn.Module containers and methods, torch.fx, schedulers, samplers) and on Tensor APIs that compute "
+        "nothing on the elements (metadata such as Tensor.size, autograd bookkeeping, nn.Identity) are copy-paste "
+        "in the docs and ignored (doc_dtype_ignored). A torch.nn module whose list holds only integer dtypes "
+        "(nn.Embedding) documents its index input: the list becomes the limit 'indices: ... only'."
     ),
     "npu_name": (
         "torch.cuda.X -> torch.npu.X iff X is in torch_npu.npu.__all__; otherwise an explicit transfer_to_npu "

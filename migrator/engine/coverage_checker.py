@@ -1,7 +1,7 @@
 """The coverage family: every torch op call looked up in the generated op-coverage table.
 
-Statuses map to rules: unsupported (OPS002), CPU fallback (OPS003), partial with dtype limits
-(OPS004, info), unverified (OPS005, info); float64 use where the op lacks fp64 (OPS006); Tensor
+Statuses map to rules: unsupported (OPS002), CPU fallback (OPS003), partial with a dtype the module
+uses outside the documented list (OPS004, info), unverified (OPS005, info); float64 use where the op lacks fp64 (OPS006); Tensor
 methods on receivers of unknown type (OPS007, off by default, only unsupported / CPU fallback).
 
 With an op census (`.migrate/op-trace.json`, `migrate ops --trace`), a partial op the traced
@@ -23,6 +23,7 @@ STATUS_IMPL = {
     "unverified": "op-unverified",
 }
 INFO_ONCE = {"op-partial", "op-unverified"}
+SETUP_PREFIXES = ("torch.nn.init.",)
 # Methods common on non-tensors: a receiver of unknown type calling these is not evidence of a tensor.
 AMBIGUOUS_METHODS = {"split", "join", "format", "get", "items", "keys", "values", "append", "update", "copy", "sort",
                      "index", "count", "pop", "replace", "strip", "read", "write", "close", "add", "clear", "insert",
@@ -88,45 +89,69 @@ def _traced_impl(impl, entry, name: str, soc: str, version: str | None, traced: 
                               f"not among its documented dtypes on {soc} ({_describe(entry)})")
 
 
-def coverage_hits(checker, soc: str, version: str | None, traced: dict | None = None):
+def _verdict(entry, name: str, soc: str, version: str | None, traced: dict, used: frozenset[str]):
+    """(impl, message, status) of one op: a partial op is a finding only for a dtype the program uses
+    (traced, else what the module shows) outside its documented list; otherwise it counts as supported."""
+    impl = STATUS_IMPL.get(entry.status)
+    judged = _traced_impl(impl, entry, name, soc, version, traced)
+    if judged is not None:
+        return judged[0], judged[1], entry.status if judged[0] else "supported"
+    if impl != "op-partial":
+        return impl, _message(entry, name), entry.status
+    from migrator.coverage._dtypes import dtype_outside
+
+    dtype = dtype_outside(entry, used)
+    if dtype is None:
+        return None, "", "supported"
+    return impl, f"`{name}` is documented on {soc} for {_describe(entry)}; the program uses {dtype}", entry.status
+
+
+def coverage_hits(checker, soc: str, version: str | None, traced: dict | None = None,
+                  training: tuple[str, ...] = ()):
     """Yield (impl, node, symbol, message, CoverageInfo, op name, status) for one checked module.
-    `traced`: API name -> dtypes from the op census (`migrator.census.store.traced_apis`)."""
+    `traced`: API name -> dtypes from the op census (`migrator.census.store.traced_apis`); `training`:
+    the 16-bit dtypes the scanned tree trains in (`migrator.coverage._dtypes.training_dtypes`).
+    Metadata APIs (`Tensor.size`, `.item()`) get no verdict; the status is the program's: a partial op
+    used only in documented dtypes is supported (`migrator/coverage/_dtypes.py`)."""
+    from migrator.coverage._dtypes import DEFAULT_DTYPES, METADATA_APIS
+
     traced = traced or {}
+    local = frozenset(DEFAULT_DTYPES | checker.dtypes_used)
+    used = local | set(training)
     noted: set[str] = set()
     for name, node in checker.calls:
-        if name.startswith(("torch.npu.", "torch_npu.")):
-            continue  # the Ascend API itself, not an op to port
+        if name.startswith(("torch.npu.", "torch_npu.")) or name in METADATA_APIS:
+            continue  # the Ascend API itself, not an op to port; metadata computes nothing
         entry = _lookup(name, soc, version)
         if not entry.known:
             continue
-        impl, message = STATUS_IMPL.get(entry.status), _message(entry, name)
-        judged = _traced_impl(impl, entry, name, soc, version, traced)
-        if judged is not None:
-            impl, message = judged
-        elif impl in INFO_ONCE:
+        # nn.init runs at construction on parameters in the default dtype, before any autocast or cast
+        # (the census records it as setup, unjudged): only the module's own dtypes count for it
+        dtypes = local if name.startswith(SETUP_PREFIXES) else used
+        impl, message, status = _verdict(entry, name, soc, version, traced, dtypes)
+        if impl in INFO_ONCE:
             impl = None if name in noted else impl  # info notes: first call site per file; the summary counts all
             noted.add(name)
-        info = CoverageInfo(entry.status, soc, entry.dtypes, entry.note)
-        yield (impl, node.func, name, message, info, name, entry.status)
+        info = CoverageInfo(status, soc, entry.dtypes, entry.note)
+        yield (impl, node.func, name, message, info, name, status)
     for receiver, method, node in checker.method_calls:
         known_tensor = receiver is not None and receiver in checker.tensor_names
         if not known_tensor and method in AMBIGUOUS_METHODS:
             continue
         name = f"torch.Tensor.{method}"
+        if name in METADATA_APIS:
+            continue
         entry = _lookup(name, soc, version)
         if not entry.known:
             continue
-        info = CoverageInfo(entry.status, soc, entry.dtypes, entry.note)
         if known_tensor:
-            impl, message = STATUS_IMPL.get(entry.status), _message(entry, name)
-            judged = _traced_impl(impl, entry, name, soc, version, traced)
-            if judged is not None:
-                impl, message = judged
-            elif impl in INFO_ONCE:
+            impl, message, status = _verdict(entry, name, soc, version, traced, used)
+            if impl in INFO_ONCE:
                 impl = None if name in noted else impl
                 noted.add(name)
-            yield (impl, node.func, name, message, info, name, entry.status)
+            yield (impl, node.func, name, message, CoverageInfo(status, soc, entry.dtypes, entry.note), name, status)
         elif entry.status in ("unsupported", "cpu_fallback"):
+            info = CoverageInfo(entry.status, soc, entry.dtypes, entry.note)
             yield ("tensor-method-unknown-receiver", node.func, name,
                    _message(entry, name) + " (if the receiver is a tensor)", info, None, None)
     for node, symbol in checker.float64:

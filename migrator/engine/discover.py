@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -45,6 +46,21 @@ def file_kind(path: Path) -> str | None:
 
 
 CONFIG_SUFFIXES = (".yaml", ".yml", ".json", ".toml")
+
+
+def explicit_kind(path: Path) -> str | None:
+    """A file named on the command line that `file_kind` does not know: an extensionless script is
+    Python (`bin/train`, a `#!... python` line or none); any other suffix (`notes.txt`) is not read."""
+    if path.suffix.lower() == ".pyi":
+        return "python"
+    if path.suffix:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            first = fh.readline(200)
+    except OSError:
+        return "python"  # unreadable: the skip names why
+    return "shell" if first.startswith(b"#!") and b"python" not in first and re.search(rb"\b(ba|z)?sh\b", first) else "python"
 
 
 def is_container_file(name: str) -> bool:
@@ -149,8 +165,11 @@ class _Discovery:
         if rel in self.seen:
             return
         self.seen.add(rel)
-        kind = file_kind(start) or "python"  # an explicit file is scanned as Python unless its name says otherwise
-        if self.excluded(rel):
+        kind = file_kind(start) or explicit_kind(start)
+        if kind is None:
+            yield Skip(rel, f"not a file migrate reads (Python, notebook, shell, CUDA, config, requirements, "
+                            f"Dockerfile): `{start.suffix}` files are not parsed as Python")
+        elif self.excluded(rel):
             yield Skip(rel, "excluded by configuration")
         elif why := unreadable_reason(start):
             yield Skip(rel, why)

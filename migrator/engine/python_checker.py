@@ -42,6 +42,14 @@ LOAD_INLINE = {"torch.utils.cpp_extension.load_inline"}
 LOAD_EXT = {"torch.utils.cpp_extension.load"}
 MIGRATE_HELPER_PREFIXES = ("_migrate_", "_Migrate")
 FLASH_ATTN_IMPLEMENTATIONS = {"flash_attention_2", "flash_attention_3"}
+# What shows a module computes in a dtype (for the op verdicts: a limit matters for dtypes in use)
+DTYPE_NAMES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.half": "fp16", "torch.float64": "fp64",
+               "torch.double": "fp64", "torch.complex64": "complex64", "torch.cfloat": "complex64",
+               "torch.complex128": "complex128", "torch.cdouble": "complex128"}
+DTYPE_METHODS = {"bfloat16": "bf16", "half": "fp16", "double": "fp64", "cfloat": "complex64", "cdouble": "complex128"}
+DTYPE_STRINGS = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16",
+                 "fp64": "fp64", "float64": "fp64"}
+AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast"}  # fp16 unless dtype= says
 
 
 def _names_variable(text: str, m: re.Match) -> bool:
@@ -162,6 +170,7 @@ class PythonChecker(ast.NodeVisitor):
         self.method_calls: list[tuple[str | None, str, ast.Call]] = []  # (receiver name, method, call)
         self.tensor_names: set[str] = set()  # names the code shows are tensors
         self.float64: list[tuple[ast.AST, str]] = []  # torch.float64 / torch.double / .double()
+        self.dtypes_used: set[str] = set()  # value dtypes beyond the default fp32 the module shows
         self.impl: dict[str, Rule] = {}
         for rule in catalogue.rules.values():
             if rule.impl:
@@ -203,6 +212,7 @@ class PythonChecker(ast.NodeVisitor):
             return False
         if names & {"torch.float64", "torch.double"}:
             self.float64.append((node, sorted(names)[0]))
+        self.dtypes_used.update(DTYPE_NAMES[n] for n in names if n in DTYPE_NAMES)
         hit = self.match(names)
         if hit is None:
             return False
@@ -288,6 +298,10 @@ class PythonChecker(ast.NodeVisitor):
             self.method_calls.append((receiver, node.func.attr, node))
             if node.func.attr == "double" and not node.args:
                 self.float64.append((node, ".double()"))
+            if node.func.attr in DTYPE_METHODS and not node.args:
+                self.dtypes_used.add(DTYPE_METHODS[node.func.attr])
+        if func_names & AUTOCAST and not any(k.arg == "dtype" for k in node.keywords):
+            self.dtypes_used.add("fp16")
         self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
@@ -336,6 +350,8 @@ class PythonChecker(ast.NodeVisitor):
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str) and id(node) not in self.claimed and id(node) not in self.docstrings:
             self.check_string(node, node.value)
+            if node.value.lower() in DTYPE_STRINGS:  # `dtype="bfloat16"`, `--precision bf16`
+                self.dtypes_used.add(DTYPE_STRINGS[node.value.lower()])
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
         text = "".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values)

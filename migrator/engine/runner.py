@@ -20,6 +20,7 @@ from pathlib import Path
 from migrator import __version__
 from migrator.census.store import traced_apis
 from migrator.config import Settings
+from migrator.coverage._dtypes import training_dtypes
 from migrator.engine.cache import ScanCache, content_digest
 from migrator.engine.discover import Candidate, Skip, discover
 from migrator.engine.scan_file import ScanOptions, scan_file
@@ -125,6 +126,14 @@ def worker_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
 
 
+def _texts(candidates: list[Candidate]) -> Iterator[bytes]:
+    for cand in candidates:
+        try:
+            yield cand.path.read_bytes()
+        except OSError:
+            continue  # the scan reports it
+
+
 # results of one process's earlier scans, by cache key, then path: (content digest, result)
 ScanMemo = dict[str, dict[str, tuple[str, FileResult]]]
 
@@ -151,9 +160,11 @@ def run(settings: Settings, paths: list[Path], progress: Progress | None = None,
         torch_npu_version=settings.torch_npu_version,
         traced=traced_apis(settings.root),
         target=settings.target,
+        training_dtypes=training_dtypes(_texts(candidates)),
     )
     traced_key = content_digest(repr(options.traced).encode()) if options.traced else ""
-    key = f"{__version__}|{catalogue.digest}|{_coverage_digest()}|{settings.cache_key()}|{extra_key}|{traced_key}"
+    key = (f"{__version__}|{catalogue.digest}|{_coverage_digest()}|{settings.cache_key()}|{extra_key}|{traced_key}"
+           f"|{','.join(options.training_dtypes)}")
     cache = ScanCache(settings.root, key)
     if settings.use_cache:
         cache.load()

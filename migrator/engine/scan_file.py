@@ -45,6 +45,7 @@ class ScanOptions:
     torch_npu_version: str | None = None
     traced: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (API, dtypes) from .migrate/op-trace.json
     target: str = "npu"  # what fixability is judged for (a rule's precheck depends on it)
+    training_dtypes: tuple[str, ...] = ()  # bf16 / fp16 when the scanned tree trains in them (op verdicts)
 
     def selector_for(self, rel: str) -> RuleSelector:
         extra: list[str] = []
@@ -362,7 +363,8 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes):
         _setup_requirements(scan, tree, source, checker.docstrings)
     op_uses: list[OpUse] = []
     for impl, node, symbol, message, info, op, status in coverage_hits(checker, scan.options.soc, scan.options.torch_npu_version,
-                                                                   dict(scan.options.traced)):
+                                                                   dict(scan.options.traced),
+                                                                   scan.options.training_dtypes):
         line = node.lineno
         col = source.char_column(line, node.col_offset)
         if op is not None:

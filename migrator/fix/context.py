@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from migrator.fix.import_order import ImportStyle
 from migrator.fix.runtime_module import PROVIDES, RuntimeImport
 from migrator.model import Finding
 
@@ -32,6 +33,7 @@ class FixContext:
     helpers: dict[str, str] = field(default_factory=dict)  # name -> source, emitted once per file
     runtime: RuntimeImport | None = None  # where the tree's `_migrate_runtime` module is (portable target)
     runtime_names: set[str] = field(default_factory=set)  # helpers imported from it instead of copied
+    import_style: ImportStyle = field(default_factory=ImportStyle)  # the repository's isort / ruff settings
     declined: list[tuple[Finding, str]] = field(default_factory=list)
     applied: list[Finding] = field(default_factory=list)
 

@@ -259,49 +259,48 @@ except ImportError:
 
 
 def ensure_module_imports(module: cst.Module, ctx: FixContext, code: str | None = None) -> cst.Module:
-    """Every import the file's fixes scheduled, added once: `import torch`, `import torch_npu` right
-    after it (npu; portable: guarded, with the device helpers), standard-library modules at the top
-    of the first import block, the tree's runtime module after the leading imports, then the inline
-    helpers. Nothing already bound is imported again; nothing goes above the docstring or
-    `from __future__`. `code`: the module's text when the caller has it (saves a walk of the tree)."""
+    """Every import the file's fixes scheduled, added once: `import torch` and `import torch_npu` (npu;
+    portable: guarded, after the block holding torch, with the device helpers), standard-library
+    modules and the tree's runtime module, each where isort / ruff would sort it in the repository's
+    style (`fix/import_order.py`), then the inline helpers after the leading imports. Nothing already
+    bound is imported again; nothing goes above the docstring or `from __future__`. `code`: the
+    module's text when the caller has it (saves a walk of the tree)."""
+    from migrator.fix.import_order import STDLIB, THIRD_PARTY, insert_sorted
+
+    style = ctx.import_style
     if ctx.runtime is not None and ctx.runtime_names:
-        module = _import_runtime(module, ctx)  # first: after the user's own leading imports
+        module = _import_runtime(module, ctx)  # first: its own line sorted among the leading imports
     body = list(module.body)
-    torch_idx = next((i for i, s in enumerate(body) if _is_import_of(s, "torch")), None)
     need_torch = (ctx.needs_torch or ctx.helpers) and not _binds_anywhere(module, "torch")
-    additions_after_torch: list[cst.BaseStatement] = []
+    lines: list[cst.SimpleStatementLine] = []
     if need_torch:
-        additions_after_torch.append(cst.parse_statement("import torch\n"))
+        lines.append(cst.parse_statement("import torch\n"))  # type: ignore[arg-type]  # a simple statement
     npu_name_used = ctx.target == "npu" and ctx.needs_torch_npu and _torch_npu_used(module, ctx, code)
     # portable: torch_npu registers the "npu" device the device helpers look for (the runtime module
     # imports it itself); the other helpers run on tensors some device helper already placed
     device_helpers = ctx.target == "portable" and any(name in PROVIDES for name in ctx.helpers)
+    guarded = None
     if (ctx.needs_torch_npu or device_helpers) and not _binds_anywhere(module, "torch_npu"):
         if ctx.target == "npu":
-            additions_after_torch.append(cst.parse_statement(TORCH_NPU if npu_name_used else TORCH_NPU_SIDE_EFFECT))
+            lines.append(cst.parse_statement(TORCH_NPU if npu_name_used else TORCH_NPU_SIDE_EFFECT))  # type: ignore[arg-type]
         else:
-            additions_after_torch.append(cst.parse_statement(TORCH_NPU_GUARDED))
+            guarded = cst.parse_statement(TORCH_NPU_GUARDED)
     elif ctx.target == "npu" and ctx.needs_torch_npu and not npu_name_used:
         body = [_with_noqa(s) for s in body]  # the user's own bare `import torch_npu` now matters too
-    if torch_idx is not None and not need_torch:
-        insert = torch_idx + 1  # `import torch_npu` right after `import torch`
-    else:
-        insert = _insert_at(module)
-    if additions_after_torch:
-        body[insert:insert] = additions_after_torch  # type: ignore[assignment]  # parsed statements
-    stdlib = [cst.parse_statement(f"import {name}\n") for name in sorted(ctx.imports) if not _binds_anywhere(module, name)]
-    if stdlib:  # standard-library imports join the first import block, at its top
+    for stmt in lines:
+        insert_sorted(body, stmt, _insert_at(module), _block_end(body, _insert_at(module)), style, THIRD_PARTY)
+    if guarded is not None:  # a try block ends an import block: after the block that holds torch
         top = _insert_at(module)
-        if top < len(body) and body[top].leading_lines:
-            stdlib[0] = stdlib[0].with_changes(leading_lines=body[top].leading_lines)
-            body[top] = body[top].with_changes(leading_lines=())
-        body[top:top] = stdlib
-        insert += len(stdlib) if insert >= top else 0
+        torch_at = max((i for i in range(top, _block_end(body, top)) if _is_import_of(body[i], "torch")), default=None)
+        at = _block_end(body, top) if torch_at is None else _run_end(body, torch_at)
+        body.insert(at, guarded)
+    for name in sorted(ctx.imports):
+        if not _binds_anywhere(module, name):
+            std = cst.parse_statement(f"import {name}\n")
+            insert_sorted(body, std, _insert_at(module), _block_end(body, _insert_at(module)), style, STDLIB)  # type: ignore[arg-type]
     if ctx.helpers:
         # helpers go after the last import of the leading import block
-        last_import = insert + len(additions_after_torch)
-        while last_import < len(body) and _is_any_import(body[last_import]):
-            last_import += 1
+        last_import = _block_end(body, _insert_at(module))
         helper_stmts: list[cst.BaseStatement] = []
         for name in sorted(ctx.helpers):
             if any(isinstance(s, (cst.FunctionDef, cst.ClassDef)) and s.name.value == name for s in body):
@@ -315,6 +314,23 @@ def ensure_module_imports(module: cst.Module, ctx: FixContext, code: str | None 
             body[last_import] = nxt.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *_strip_blank(nxt.leading_lines)])
         body[last_import:last_import] = helper_stmts  # type: ignore[assignment]  # parsed statements
     return module.with_changes(body=body)
+
+
+def _block_end(body: list, start: int) -> int:
+    """Index of the first statement from `start` on that is not an import (or a guarded import)."""
+    i = start
+    while i < len(body) and _is_any_import(body[i]):
+        i += 1
+    return i
+
+
+def _run_end(body: list, i: int) -> int:
+    """End of the blank-line separated run of imports holding `body[i]`."""
+    i += 1
+    while i < len(body) and _is_any_import(body[i]) and not any(
+            line.comment is None for line in getattr(body[i], "leading_lines", ())):
+        i += 1
+    return i
 
 
 def _import_runtime(module: cst.Module, ctx: FixContext) -> cst.Module:
@@ -343,7 +359,22 @@ def _import_runtime(module: cst.Module, ctx: FixContext) -> cst.Module:
     # walks and copies the module it gets, so it gets that block alone (a 2 000-line module cost 0.6 s)
     lead = _leading_block_end(module)
     head = AddImportsVisitor(CodemodContext(), items).transform_module(module.with_changes(body=module.body[:lead]))
-    return head.with_changes(body=[*head.body, *module.body[lead:]])
+    body = list(head.body)
+    added = next((i for i, stmt in enumerate(body) if _is_runtime_import(stmt, ctx.runtime.module)
+                  and not any(_is_runtime_import(old, ctx.runtime.module) for old in module.body[:lead])), None)
+    if added is not None:  # a new line (not an existing import extended): sorted into its section
+        from migrator.fix.import_order import FIRST_PARTY, LOCAL, insert_sorted
+
+        stmt = body.pop(added).with_changes(leading_lines=())
+        top = _insert_at(head)
+        insert_sorted(body, stmt, top, _block_end(body, top), ctx.import_style,  # type: ignore[arg-type]
+                      LOCAL if ctx.runtime.level else FIRST_PARTY)
+    return head.with_changes(body=[*body, *module.body[lead:]])
+
+
+def _is_runtime_import(stmt: cst.CSTNode, name: str) -> bool:
+    return isinstance(stmt, cst.SimpleStatementLine) and any(
+        isinstance(s, cst.ImportFrom) and s.module is not None and dotted_name(s.module) == name for s in stmt.body)
 
 
 def runtime_import_block(level: int, names: list[str]) -> str:

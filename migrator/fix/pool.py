@@ -12,6 +12,7 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from migrator.fix.import_order import ImportStyle
 from migrator.fix.runtime_module import RuntimeImport
 from migrator.model import Finding
 
@@ -27,6 +28,7 @@ class PythonJob:
     target: str
     entry_point: bool
     runtime: RuntimeImport | None = None  # where the tree's runtime module is (portable target)
+    style: ImportStyle = ImportStyle()  # the repository's isort / ruff settings
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ def _fix_one(job: PythonJob) -> _Indexed:
     from migrator.rules.catalogue import load_catalogue
 
     try:
-        result = fix_python(job.text, list(job.findings), load_catalogue().rules, job.target, job.entry_point, job.runtime)
+        result = fix_python(job.text, list(job.findings), load_catalogue().rules, job.target, job.entry_point, job.runtime, job.style)
         index = {id(f): i for i, f in enumerate(job.findings)}
         return _Indexed(
             result.text,

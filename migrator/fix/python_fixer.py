@@ -19,6 +19,7 @@ from migrator.engine.python_checker import collect_aliases
 from migrator.engine.sites import IMPORT_STAYS, IMPORT_UNUSED
 from migrator.fix import syntax
 from migrator.fix.context import Checkpoint, FixContext
+from migrator.fix.import_order import ImportStyle
 from migrator.fix.imports import (
     REMOVABLE_ROOTS,
     USES_TORCH_NPU,
@@ -240,16 +241,17 @@ def _keys(findings: list[Finding], shifted: dict[int, int]) -> dict[Key, list[Fi
 
 
 def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], target: str, entry_point: bool,
-               runtime: RuntimeImport | None = None) -> PythonFixResult:
+               runtime: RuntimeImport | None = None, style: ImportStyle | None = None) -> PythonFixResult:
     """`runtime`: where the tree's `_migrate_runtime` module is for this file (portable target; None:
-    the device helpers are copied into the file)."""
+    the device helpers are copied into the file); `style`: the repository's import sorting."""
     original_text = text
     text, shifted = syntax.normalise_form_feeds(text)
     by_key = _keys(findings, shifted)
     tree = ast.parse(text)
     aliases = collect_aliases(tree)
     import_lines = {n.lineno for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))}
-    ctx = FixContext(target=target, aliases=aliases, module_text=text, runtime=runtime)
+    ctx = FixContext(target=target, aliases=aliases, module_text=text, runtime=runtime,
+                     import_style=style or ImportStyle())
     ctx.import_renames = import_renames(findings, rules, aliases, target)
     try:
         module = cst.parse_module(text)

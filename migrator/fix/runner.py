@@ -12,6 +12,7 @@ from typing import Any
 
 from migrator.engine.source import UnreadableSource, decode_python, decode_text
 from migrator.fix import ledger, text_fixer
+from migrator.fix.import_order import read_style
 from migrator.fix.line_map import line_map as _line_map
 from migrator.fix.pool import PythonJob, PythonOutcome, fix_modules
 from migrator.fix.runtime_module import Planner, RuntimeImport
@@ -213,7 +214,7 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
         real_of[members[0]] = real
     entries = _entry_points(root, scan, texts)
     runtime = Planner(root, ledger.recorded_runtime_modules(root)) if options.target == "portable" else None
-    modules = _fix_modules(texts, by_file, entries, options, runtime, real_of, progress)
+    modules = _fix_modules(root, texts, by_file, entries, options, runtime, real_of, progress)
     changes: list[FileChange] = [FileChange(rel, "", "", error=why) for rel, why in errors.items()]
     for rel, text in texts.items():
         findings = by_file.get(rel, [])
@@ -298,7 +299,7 @@ def _source(text: str, options: FixOptions) -> str:
     return text_fixer.strip_annotations(text) if options.strip_annotations else text
 
 
-def _fix_modules(texts: dict[str, str], by_file: dict[str, list[Finding]], entries: Collection[str],
+def _fix_modules(root: Path, texts: dict[str, str], by_file: dict[str, list[Finding]], entries: Collection[str],
                  options: FixOptions, runtime: Planner | None, real_of: dict[str, str],
                  progress: Callable[[int, int], None] | None) -> dict[str, tuple[PythonOutcome, RuntimeImport | None]]:
     """The Python modules to fix, fixed (in parallel where the tree is big enough), each with where
@@ -306,6 +307,7 @@ def _fix_modules(texts: dict[str, str], by_file: dict[str, list[Finding]], entri
     from migrator.engine.discover import file_kind
 
     rules = load_catalogue().rules
+    style = read_style(root)
     jobs: dict[str, PythonJob] = {}
     for rel, text in texts.items():
         if not rel.endswith(".py") or file_kind(Path(rel)) in ("notebook", "config"):
@@ -315,7 +317,7 @@ def _fix_modules(texts: dict[str, str], by_file: dict[str, list[Finding]], entri
         is_entry = rel in entries and "import torch" in text
         if fixable or (is_entry and options.target == "npu" and "torch_npu" not in text and findings):
             where = runtime.locate(real_of[rel]) if runtime else None
-            jobs[rel] = PythonJob(_source(text, options), tuple(fixable), options.target, is_entry, where)
+            jobs[rel] = PythonJob(_source(text, options), tuple(fixable), options.target, is_entry, where, style)
     outcomes = fix_modules(list(jobs.values()), options.jobs, progress)
     return {rel: (outcome, job.runtime) for (rel, job), outcome in zip(jobs.items(), outcomes)}
 

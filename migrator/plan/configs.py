@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .model import ModelError, ModelShape
+from .model_checks import check_numbers
 
 _SWIGLU = {"hidden_act": "silu", "tie_word_embeddings": False}
 _DEEPSEEK_MLA = {"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_rope_head_dim": 64, "v_head_dim": 128,
@@ -106,9 +107,16 @@ def _megatron(doc: dict[str, Any]) -> dict[str, Any]:
     return {str(k).lstrip("-").replace("-", "_"): v for k, v in doc.items()}
 
 
+def _key_of(doc: dict[str, Any], field: str) -> str | None:
+    """The key `_pick` read `field` from (for messages)."""
+    return next((k for k in _KEYS[field] if isinstance(doc.get(k), int) and not isinstance(doc.get(k), bool)), None)
+
+
 def from_dict(doc: dict[str, Any], name: str, source: str) -> ModelShape:
     doc = with_class_defaults(_megatron(doc))
     model_type = str(doc.get("model_type") or "")
+    core = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "experts", "top_k", "expert_ffn", "shared_experts")
+    check_numbers({f: _pick(doc, f) for f in core}, source, {f: k for f in core if (k := _key_of(doc, f))})
     found = {f: _pick(doc, f) or 0 for f in _KEYS}
     required = ["layers", "hidden", "heads", "vocab"] + (["top_k"] if found["experts"] else [])
     missing = [f for f in required if not found[f]]

@@ -86,6 +86,9 @@ def child(tree: str, entry: str | None) -> dict[str, Any]:
 def probe_tree(tree: str, entry: str | None = None, timeout: float = 300) -> ModelShape:
     from migrator.validation.parent.launcher import package_root
 
+    if not entry and not os.path.isfile(os.path.join(tree, "validate.py")):  # validate's --script means a run, not a model
+        raise ModelError(f"{tree}: no validate.py (the protocol) at the tree root: give --entry module:object "
+                         "or the model's config with --model CONFIG.json")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [package_root(), os.environ.get("PYTHONPATH")])))
     cmd = [sys.executable, "-m", "migrator.plan.probe", os.path.abspath(tree)] + ([entry] if entry else [])
     proc = _run_scoped(cmd, env, tree, timeout)

@@ -9,12 +9,32 @@ def _gb(x: float) -> str:
     return f"{x / 1e9:.1f} GB"
 
 
+# Below this the cluster figures (step time, MFU, communication share) describe no real run: a model
+# this small is latency-bound, which the analytic model does not price.
+TOY_PARAMETERS = 100_000_000
+
+
+def parameters(total: int) -> str:
+    """`7.24B parameters`, `124M parameters`, `77,760 parameters` (never `7.78e-05B`)."""
+    if total >= 1e9:
+        return f"{total / 1e9:.3g}B parameters"
+    if total >= 1e6:
+        return f"{total / 1e6:.3g}M parameters"
+    return f"{total:,} parameters"
+
+
+def toy_note(total: int) -> str:
+    return ("" if total >= TOY_PARAMETERS else
+            f" (a toy model: under {TOY_PARAMETERS // 1_000_000}M parameters the step times and MFU below are "
+            "the analytic model's, not what a cluster would show; plan the full-size config with --model)")
+
+
 def text(result) -> str:
     m = result.model
     p = m.params()
-    lines = [f"model {m.name}: {p['total'] / 1e9:.3g}B parameters ({m.layers} layers, hidden {m.hidden}, "
+    lines = [f"model {m.name}: {parameters(p['total'])} ({m.layers} layers, hidden {m.hidden}, "
              f"{m.heads} heads / {m.kv_heads} kv" + (f", {m.experts} experts top-{m.top_k}" if m.moe else "")
-             + f"; from {m.source})",
+             + f"; from {m.source})" + toy_note(p["total"]),
              f"global batch {result.global_batch} x seq {result.seq}, {result.dtype}", ""]
     for cp in result.clusters:
         c = cp.cluster
@@ -71,8 +91,9 @@ def breakdown(e) -> list[str]:
 def markdown(result) -> str:
     """The plan as Markdown (embedded in the plan JSON; `migrate report --plan` shows it)."""
     m = result.model
-    out = [f"Model **{m.name}**: {m.params()['total'] / 1e9:.3g}B parameters, global batch {result.global_batch} "
-           f"x seq {result.seq}, {result.dtype}.", ""]
+    total = m.params()["total"]
+    out = [f"Model **{m.name}**: {parameters(total)}, global batch {result.global_batch} "
+           f"x seq {result.seq}, {result.dtype}{toy_note(total)}.", ""]
     for cp in result.clusters:
         out += [f"#### {cp.cluster.name}: {cp.cluster.title}", ""]
         if cp.error:

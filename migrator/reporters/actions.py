@@ -34,7 +34,7 @@ def manual_groups(actions: list, catalogue) -> list[dict]:
     groups = []
     for code, acts in sorted(by_code.items(), key=order):
         rule = catalogue.get(code)
-        sites = [f for a in acts for f in a.findings]
+        sites = sorted((f for a in acts for f in a.findings), key=lambda f: (f.path, f.cell or 0, f.line, f.column))
         mins = sum(a.minutes for a in acts)
         each = effort.human(acts[0].minutes)
         one, many = UNIT_WORDS[acts[0].unit]
@@ -64,7 +64,7 @@ def manual_groups(actions: list, catalogue) -> list[dict]:
 def note_groups(notes: list[Finding]) -> list[dict]:
     """Info-level notes by rule (no effort): shown collapsed, a few examples each."""
     by_code: dict[str, list[Finding]] = defaultdict(list)
-    for f in notes:
+    for f in sorted(notes, key=lambda f: (f.path, f.cell or 0, f.line, f.column)):
         by_code[f.code].append(f)
     return [
         {"code": code, "name": fs[0].name, "family": fs[0].family, "count": len(fs), "anchor": rule_anchor(code),

@@ -2,9 +2,9 @@
 
     action   = one manual site of a rule: a finding without an automatic fix that no route covers,
                at warning or error level; except
-                 - an import statement counts once per file and library
-                   (`from transformer_engine.pytorch import A, B, C` is one action, not three),
-                   and not at all where the file's use of the name is an action (one edit),
+                 - an import counts once per library and repository (its files listed:
+                   `import triton` in ten files is one port of triton, not ten), and not at
+                   all in a file whose use of the name is an action (one edit),
                  - an op-coverage finding counts once per distinct op in the run
                    (an unsupported op is worked around once, not per call site),
                  - a rule with `effort.per: file` counts once per file (CUDA graphs: a feature)
@@ -15,6 +15,8 @@
     no effort: automatic fixes (`migrate fix` applies them; numerics fixes are checked by
                `migrate validate`), findings a framework route covers (`--route`), info-level notes
                (partial / unverified ops, cuDNN flags, ...): grouped in the report, never actions.
+    scope    = production / tests / extensions (examples, contrib, benchmarks...) from the path; the
+               total counts all three, the report and JSON say how much is which (`by_scope`).
 
 Op-coverage findings are actions only when actionable: unsupported (OPS002), CPU fallback (OPS003),
 float64 (OPS001/OPS006) and, with an op census (`.migrate/op-trace.json`), a traced dtype outside the
@@ -82,11 +84,31 @@ def kind(f: Finding) -> str:
     return "action"
 
 
+# Where a file sits in the repository: production code, its tests, or optional extensions and examples
+# (a folder a user does not run to train: ported when needed, shown apart).
+SCOPES = ("production", "tests", "extensions")
+_TEST_PARTS = {"test", "tests", "testing", "unittests", "unit_tests"}
+_EXTENSION_PARTS = {"examples", "example", "contrib", "extensions", "ext", "benchmarks", "benchmark", "docs",
+                    "tutorials", "scripts", "tools", "demo", "demos", "projects"}
+
+
+def scope(path: str) -> str:
+    """production | tests | extensions, from the path (`tests/`, `test_*.py`, `conftest.py`; `examples/`...)."""
+    parts = path.split("/")
+    name = parts[-1]
+    if any(p in _TEST_PARTS for p in parts[:-1]) or name.startswith("test_") or name.endswith("_test.py") \
+            or name == "conftest.py":
+        return "tests"
+    if any(p in _EXTENSION_PARTS for p in parts[:-1]):
+        return "extensions"
+    return "production"
+
+
 def _unit_key(f: Finding) -> tuple[str, tuple]:
     if f.family == PER_DISTINCT_OP:
         return "op", (f.code, f.symbol)
-    if f.imported is not None:
-        return "import", (f.code, f.path, f.imported.library)
+    if f.imported is not None:  # a library is ported once per repository, whichever files import it
+        return "import", (f.code, f.imported.library)
     if _per_file(f.code):
         return "file", (f.code, f.path)
     return "site", (f.code, f.path, f.cell, f.line, f.symbol)  # the same name twice on a line: one edit
@@ -110,10 +132,40 @@ def actions(findings: Iterable[Finding]) -> list[Action]:
         if units[key] in ("site", "file"):
             used.setdefault((fs[0].code, fs[0].path), key)
     for key in [k for k in grouped if units[k] == "import"]:
-        owner = used.get((grouped[key][0].code, grouped[key][0].path))
-        if owner is not None:
-            grouped[owner].extend(grouped.pop(key))
+        rest: list[Finding] = []
+        for f in grouped[key]:  # a file whose use of the library is an edit: its import goes with that edit
+            owner = used.get((f.code, f.path))
+            (grouped[owner] if owner is not None else rest).append(f)
+        if rest:
+            grouped[key] = rest
+        else:
+            del grouped[key]
     return [Action(fs[0].code, units[key], rule_minutes(fs[0].code)[0], tuple(fs)) for key, fs in grouped.items()]
+
+
+def action_scope(action: Action) -> str:
+    """The scope an action is charged to: production when any of its files is, else tests, else extensions."""
+    found = {scope(f.path) for f in action.findings}
+    return next(s for s in SCOPES if s in found)
+
+
+def by_scope(findings: Iterable[Finding]) -> dict[str, dict]:
+    """Per scope: actions, minutes and the files they touch."""
+    count = dict.fromkeys(SCOPES, 0)
+    minutes = dict.fromkeys(SCOPES, 0.0)
+    files: dict[str, set[str]] = {s: set() for s in SCOPES}
+    for a in actions(findings):
+        where = action_scope(a)
+        count[where] += 1
+        minutes[where] += a.minutes
+        files[where].update(f.path for f in a.findings)
+    return {s: {"actions": count[s], "minutes": minutes[s], "files": sorted(files[s])} for s in SCOPES}
+
+
+def scope_line(findings: Iterable[Finding]) -> str:
+    """`production 2.5 h (12 actions) · tests 30 min (3) · extensions 1 h (4)`; empty scopes left out."""
+    parts = [f"{s} {human(r['minutes'])} ({r['actions']})" for s, r in by_scope(findings).items() if r["actions"]]
+    return " · ".join(parts)
 
 
 def _fixed_uses(findings: list[Finding]) -> dict[str, set[str]]:
@@ -183,13 +235,14 @@ def model_rows(codes: Iterable[str] | None = None) -> list[dict]:
 
 MODEL_TEXT = (
     "Effort counts actions only: manual findings (no automatic fix, not covered by a framework route) at warning "
-    "or error level. An import counts once per file and library, an op-coverage finding once per distinct op "
-    "(unsupported, CPU fallback, float64, or a traced dtype outside the documented set). Each action costs its "
+    "or error level. An import counts once per library in the repository (its files listed), an op-coverage "
+    "finding once per distinct op (unsupported, CPU fallback, float64, or a traced dtype outside the documented set). Each action costs its "
     "rule's minutes from the catalogue (rules/<family>.yaml: the family default unless the rule sets its own, "
     "each with a one-line reason; `migrate rule CODE` shows it). Optional imports (inside `try/except ImportError` "
     f"with a fallback) are listed separately at {OPTIONAL_MINUTES:g} min per library, to check the fallback runs. "
     "Automatic fixes, covered findings and info-level notes cost nothing here. Calibrated on the samples' golden "
-    "ports (docs/effort.md); h = hours, d = 8-hour days; an order of magnitude, not a promise."
+    "ports (docs/effort.md); the total is split into production code, tests and optional extensions (examples, "
+    "contrib, benchmarks) by path; h = hours, d = 8-hour days; an order of magnitude, not a promise."
 )
 
 
@@ -208,6 +261,12 @@ def to_json(findings: Iterable[Finding]) -> dict:
             {"code": code, "actions": len(items), "minutes_each": items[0].minutes,
              "minutes": sum(a.minutes for a in items), "unit": items[0].unit, "why": rule_minutes(code)[1]}
             for code, items in sorted(per_code.items())
+        ],
+        "by_scope": by_scope(findings),
+        "imports": [
+            {"code": a.code, "library": a.first.imported.library if a.first.imported else None,
+             "minutes": a.minutes, "scope": action_scope(a), "files": sorted({f.path for f in a.findings})}
+            for a in acts if a.unit == "import"
         ],
         "optional_imports": {
             "findings": len(optional),

@@ -223,7 +223,8 @@ def build_context(data: ReportData) -> dict[str, Any]:
     ops, census = annotate_ops(ops, data.census)
     worst = list(result.worst(3))
     effort_total = effort.total(findings)
-    return {
+    effort_scopes = effort.scope_line(findings)
+    ctx = {
         "meta": data.meta,
         "tool": result.tool,
         "summary": s,
@@ -236,6 +237,8 @@ def build_context(data: ReportData) -> dict[str, Any]:
         "n_exact": sum(1 for f in auto if f.fix and f.fix.kind == "exact"),
         "n_numerics": sum(1 for f in auto if f.fix and f.fix.kind == "numerics"),
         "n_manual": len(actions),
+        "findings_page": FINDINGS_PAGE,
+        "effort_scopes": effort_scopes,
         "auto_pct": pct(len(auto), len(core)),
         "record": record,
         "applied": applied,
@@ -277,6 +280,23 @@ def build_context(data: ReportData) -> dict[str, Any]:
         ][:MAX_ROUTE_ROWS],
         "route_rows_total": sum(1 for f in findings if f.route is not None),
     }
+    ctx["verdict"] = _verdict(ctx)
+    return ctx
+
+
+FINDINGS_PAGE = 100  # rows of "All findings" shown before "Show all" (a 600-finding page stays under 15 000 px)
+
+
+def _verdict(ctx: dict[str, Any]) -> str:
+    """The page's first line: what is left for a person, what the fix does, whether it was validated."""
+    if not ctx["n_core"] and not ctx["n_manual"]:
+        head = "Nothing CUDA-only left to port"
+    else:
+        head = (f"{ctx['n_manual']} manual action{'' if ctx['n_manual'] == 1 else 's'} left (about {ctx['effort_total']})"
+                f"; {ctx['auto_pct']} of {ctx['n_core']} CUDA-dependent sites migrate automatically")
+    validation = ctx["validation"]
+    checked = (f"validation {validation['verdict'].replace('_', ' ')}" if validation else "not validated yet")
+    return f"{head}; {checked}."
 
 
 # ---------------------------------------------------------------- rendering

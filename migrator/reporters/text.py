@@ -42,7 +42,9 @@ def listed(result: RunResult, show_all: bool = False) -> int:
     return sum(1 for f in result.findings if show_all or not folded(f))
 
 
-def render(result: RunResult, color: bool = False, show_summary: bool = True, show_all: bool = False) -> str:
+def render(result: RunResult, color: bool = False, show_summary: bool = True, show_all: bool = False,
+           lines_of=None) -> str:
+    """`lines_of`: a `scanned_lines.SourceLines` to print the source line (and a caret) under each finding."""
     from migrator.reporters.routes import headlines, mark_text
 
     out: list[str] = []
@@ -56,6 +58,8 @@ def render(result: RunResult, color: bool = False, show_summary: bool = True, sh
         code = _style(f.code, color, fg=SEVERITY_STYLE[f.severity], bold=True)
         fix = f" [fix: {f.fix.kind}]" if f.fix else ""
         out.append(f"{where} {code} {f.severity}: {one_line(f.message)}{fix}{one_line(mark_text(f))}")
+        if lines_of is not None:
+            out.extend(_source_excerpt(f, lines_of, color))
     for s in result.skipped:
         out.append(_style(one_line(f"{s.path}: skipped: {s.reason}"), color, dim=True))
     if not show_summary and not show_all and (line := folded_line(result)):
@@ -96,7 +100,9 @@ def summary_lines(result: RunResult, color: bool = False) -> list[str]:
         per_code.setdefault(a.code, []).append(a)
     biggest = sorted(per_code.items(), key=lambda kv: (-sum(a.minutes for a in kv[1]), kv[0]))[:3]
     parts = "; ".join(f"{code} {len(items)} × {effort.human(items[0].minutes)}" for code, items in biggest)
+    scopes = effort.scope_line(result.findings)
     lines.append(f"  manual work: {len(acts)} action(s), about {effort.human(effort.total(result.findings))}"
+                 + (f" [{scopes}]" if scopes else "")
                  + (f" — most: {parts}" if parts else "")
                  + " (minutes per rule: `migrate rule CODE`; the model: `migrate report`, `effort` in --format json)")
     if optional:
@@ -117,3 +123,33 @@ def summary_lines(result: RunResult, color: bool = False) -> list[str]:
             cell = f"cell {f.cell}:" if f.cell is not None else ""
             lines.append(one_line(f"  {i}. {f.path}:{cell}{f.line}: {f.code} {f.message}"))
     return lines
+
+
+def _source_excerpt(f, lines_of, color: bool) -> list[str]:
+    """`  12 | x = y.cuda()` and a caret under the finding's columns (ruff's full output, one line)."""
+    if f.cell is not None:
+        return []  # a notebook's lines are per cell; its path:cell location already says where
+    text = lines_of.line(f.path, f.line)
+    if text is None:
+        return []
+    text = one_line(text.rstrip("\n").expandtabs(4))
+    gutter = f"{f.line:>5} | "
+    start = max(f.column - 1, 0)
+    width = max((f.end_column or f.column) - f.column, 1) if (f.end_line or f.line) == f.line else max(len(text) - start, 1)
+    caret = " " * (len(gutter) - 2) + "| " + " " * start + "^" * min(width, max(len(text) - start, 1))
+    return [_style(gutter, color, dim=True) + text, _style(caret, color, fg=SEVERITY_STYLE[f.severity])]
+
+
+def statistics(result: RunResult, color: bool = False) -> str:
+    """One line per code, most frequent first: `count  CODE  [*]  name` (ruff's --statistics;
+    `*` marks codes with an automatic fix at some site)."""
+    counts: dict[str, list] = {}
+    for f in result.findings:
+        row = counts.setdefault(f.code, [0, f.name, False])
+        row[0] += 1
+        row[2] = row[2] or f.fix is not None
+    rows = sorted(counts.items(), key=lambda item: (-item[1][0], item[0]))
+    width = max((len(str(n)) for _, (n, _, _) in rows), default=1)
+    lines = [f"{n:>{width}}\t{_style(code, color, bold=True)}\t{'[*]' if fixable else '[ ]'} {name}"
+             for code, (n, name, fixable) in rows]
+    return "\n".join(lines) + ("\n" if lines else "")

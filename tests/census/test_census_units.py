@@ -48,10 +48,12 @@ def test_partial_op_inside_its_documented_dtypes_is_fine_outside_is_unsupported(
 
 
 def test_metadata_only_calls_and_setup_ops_are_not_judged():
-    meta, setup = judge([_row("torch.is_complex", ["fp32"], dispatched=False),
+    meta, setup = judge([_row("torch.Tensor.float_power_", ["fp32"], dispatched=False),
                          _row("torch.nn.functional.silu", ["fp64"], phase="setup")], "A2", None)
-    assert lookup("torch.is_complex", soc="A2", dtype="fp32").status == "unsupported"  # the table's dtype list
+    assert lookup("torch.Tensor.float_power_", soc="A2", dtype="fp32").status == "unsupported"  # its dtype list
     assert meta.verdict == "partial" and meta.code is None
+    # a metadata API's copy-paste dtype line is not in the table at all
+    assert lookup("torch.is_complex", soc="A2", dtype="bf16").status == "supported"
     assert setup.verdict == "unsupported" and setup.code is None
 
 

@@ -59,7 +59,7 @@ def test_qwen3_head_dim_and_qwen_moe_shared_expert_width():
 @pytest.mark.parametrize("doc, words", [
     ({"num_layers": 2, "hidden_size": 64, "num_attention_heads": 6, "num_query_groups": 4, "vocab_size": 10},
      "6 attention heads are not a multiple of 4 KV heads"),
-    ({"num_layers": 0, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10}, "missing layers"),
+    ({"num_layers": 0, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10}, "layers = 0 (`num_layers`)"),
     ({"num_layers": 2, "hidden_size": -64, "num_attention_heads": 4, "vocab_size": 10}, "hidden = -64"),
     ({"num_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "vocab_size": 10, "num_experts": 4,
       "moe_router_topk": 8}, "top_k 8 is more than the 4 experts"),

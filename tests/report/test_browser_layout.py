@@ -103,3 +103,49 @@ def test_foreign_validation_markdown_shows_no_tags(frozen_result, project, tmp_p
     for markup in ("<details", "</details>", "<summary", "<br"):
         assert markup not in found["text"]
     assert found["verdict"] == "PASS"
+
+
+FOLD = """(() => {
+  const cards = Array.from(document.querySelectorAll('#cards .card')).map(c => c.getBoundingClientRect().bottom);
+  const verdict = document.getElementById('verdict');
+  const route = document.getElementById('route');
+  return {verdictBottom: verdict ? verdict.getBoundingClientRect().bottom : null, verdict: verdict ? verdict.textContent : '',
+          cardsBottom: Math.max(...cards), routeOpen: route ? route.open : null};
+})()"""
+
+
+def test_verdict_and_cards_are_above_the_fold_at_1400_by_900(frozen_result, project, tmp_path):
+    page = tmp_path / "fold.html"
+    page.write_text(render_html(report_data.gather(frozen_result, now=NOW)), encoding="utf-8")
+    with Browser(WIDTH, 900) as browser:
+        browser.open(page.as_uri())
+        found = browser.evaluate(FOLD)
+    assert "manual action" in found["verdict"] or found["verdict"].startswith("Nothing")
+    assert found["verdictBottom"] is not None and found["verdictBottom"] < 900
+    assert found["cardsBottom"] < 900, f"the summary cards end at {found['cardsBottom']} px"
+    assert found["routeOpen"] in (None, False)  # the route block is collapsed
+
+
+def test_a_600_finding_report_stays_short_and_shows_every_row_on_demand(tmp_path):
+    from migrator import api
+
+    tree = tmp_path / "big"
+    tree.mkdir()
+    (tree / "pyproject.toml").write_text("")
+    for i in range(30):
+        body = "".join(f"x{j} = torch.zeros(2).cuda()\ntorch.cuda.synchronize()\n" for j in range(10))
+        (tree / f"m{i:02d}.py").write_text("import torch\n\n" + body)
+    result = api.scan([tree], root=tree, use_cache=False)
+    assert len(result.findings) == 600
+    page = tmp_path / "big.html"
+    page.write_text(render_html(report_data.gather(result, now=NOW)), encoding="utf-8")
+    rows = "document.querySelectorAll('#findings-table tbody tr').length"
+    visible = "Array.from(document.querySelectorAll('#findings-table tbody tr')).filter(r => r.offsetParent).length"
+    with Browser(WIDTH, 900) as browser:
+        browser.open(page.as_uri())
+        height = browser.evaluate("document.documentElement.scrollHeight")
+        assert height < 15000, f"the 600-finding page is {height} px tall"
+        assert browser.evaluate(rows) == 600 and browser.evaluate(visible) == 100
+        browser.evaluate("document.querySelector('[data-unpage=\"findings-table\"]').click()")
+        assert browser.evaluate(visible) == 600
+        assert not browser.console_errors()

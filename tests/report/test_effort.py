@@ -53,13 +53,14 @@ def test_an_import_goes_with_its_use(tmp_path):
     assert act.code == "KERN001" and act.unit == "site" and len(act.findings) == 2
 
 
-def test_one_library_import_per_file_counts_once(tmp_path):
+def test_one_library_counts_once_per_repository(tmp_path):
     result = scan(tmp_path, {"a.py": TE_IMPORTS, "b.py": TE_IMPORTS})
     te = [f for f in result.findings if f.code == "KERN005"]
     assert len(te) == 6 and all(f.imported and f.imported.library == "transformer_engine" for f in te)
     acts = effort.actions(result.findings)
-    assert [(a.code, a.unit, len(a.findings)) for a in acts] == [("KERN005", "import", 3)] * 2
-    assert effort.total(result.findings) == 2 * load_catalogue().get("KERN005").effort.minutes
+    assert [(a.code, a.unit, len(a.findings)) for a in acts] == [("KERN005", "import", 6)]
+    assert {f.path for f in acts[0].findings} == {"a.py", "b.py"}
+    assert effort.total(result.findings) == load_catalogue().get("KERN005").effort.minutes
 
 
 def test_guarded_import_with_a_fallback_is_optional_and_listed_apart(tmp_path):
@@ -88,7 +89,8 @@ def test_which_handlers_are_a_fallback(tmp_path, handler, optional):
 
 
 def test_info_notes_cost_nothing_and_ops_count_once_per_run(tmp_path):
-    code = "import torch\nimport torch.nn.functional as F\ny = F.gelu(x, approximate='tanh')\nz = torch.ones(3)\n"
+    code = ("import torch\nimport torch.nn.functional as F\nz = torch.ones(3, dtype=torch.bfloat16)\n"
+            "y = F.grid_sample(z, z)\n")  # grid_sample: documented without bf16, which the file uses
     result = scan(tmp_path, {"a.py": code, "b.py": code})
     notes = effort.notes(result.findings)
     assert notes and all(f.severity == "info" for f in notes)
@@ -112,10 +114,12 @@ def test_json_effort_block_matches_the_report(tmp_path):
     schema = json.loads((REPO / "migrator" / "schema" / "findings.schema.json").read_text())
     jsonschema.Draft202012Validator(schema).validate(doc)
     block = doc["effort"]
-    assert block["actions"] == len(effort.actions(result.findings)) == 2
+    assert block["actions"] == len(effort.actions(result.findings)) == 1  # transformer_engine, once for a.py and r.py
     assert block["minutes"] == effort.total(result.findings)
     assert block["optional_imports"] == {"findings": 3, "libraries": ["transformer_engine"], "minutes": effort.OPTIONAL_MINUTES}
-    assert {r["code"]: r["actions"] for r in block["by_rule"]} == {"KERN005": 2}
+    assert {r["code"]: r["actions"] for r in block["by_rule"]} == {"KERN005": 1}
+    assert [(r["library"], r["files"]) for r in block["imports"]] == [("transformer_engine", ["a.py", "r.py"])]
+    assert block["by_scope"]["production"]["actions"] == 1
 
 
 def _context(tree: Path, route: str = "auto") -> dict:
@@ -147,7 +151,8 @@ def test_golden_port_leaves_exactly_the_estimated_work_of_the_original(sample):
 def test_report_explains_the_model_and_lists_optional_imports(tmp_path):
     from migrator.reporters.report import render_html, render_markdown
 
-    scan(tmp_path, {"g.py": GUARDED, "r.py": REQUIRED, "n.py": "import torch\ny = torch.ones(3)\n"})
+    scan(tmp_path, {"g.py": GUARDED, "r.py": REQUIRED,
+                    "n.py": "import torch\ny = torch.ones(3).bfloat16()\nz = torch.nn.functional.grid_sample(y, y)\n"})
     settings, resolved = api.resolve_settings([tmp_path], root=tmp_path, use_cache=False, route="none")
     data = api.report(resolved, settings=settings)
     md = render_markdown(data)

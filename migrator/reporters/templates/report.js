@@ -34,6 +34,7 @@
     if (!table) { return; }
     var controls = document.querySelectorAll('[data-filter-for="' + tableId + '"]');
     var shown = 0, total = 0;
+    each(controls, function (ctl) { if (ctl.value.trim()) { unpage(tableId); } });
     each(table.tBodies[0].rows, function (row) {
       var ok = true;
       each(controls, function (ctl) {
@@ -55,6 +56,14 @@
     });
   }
 
+  function unpage(tableId) {
+    var table = document.getElementById(tableId);
+    if (table) { table.classList.remove("paged"); }
+    each(document.querySelectorAll('[data-unpage="' + tableId + '"]'), function (button) {
+      button.parentElement.hidden = true;
+    });
+  }
+
   function openTarget() {
     var id = decodeURIComponent(window.location.hash.slice(1));
     if (!id) { return; }
@@ -62,6 +71,7 @@
     if (!el) { return; }
     for (var p = el; p; p = p.parentElement) {
       if (p.tagName === "DETAILS") { p.open = true; }
+      if (p.tagName === "TABLE" && p.classList.contains("paged")) { unpage(p.id); }
     }
     el.scrollIntoView({ block: "center" });
   }
@@ -78,6 +88,9 @@
           if (e.key === "Enter" || e.key === " ") { e.preventDefault(); go(); }
         });
       });
+    });
+    each(document.querySelectorAll("[data-unpage]"), function (button) {
+      button.addEventListener("click", function () { unpage(button.getAttribute("data-unpage")); });
     });
     each(document.querySelectorAll("[data-filter-for]"), function (ctl) {
       var id = ctl.getAttribute("data-filter-for");

@@ -10,9 +10,9 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch_npu
 import torch.nn as nn
 import torch.nn.functional as F
+import torch_npu
 
 
 class _MigrateRMSNorm(torch.nn.Module):

@@ -17,8 +17,8 @@ from contextlib import nullcontext
 from dataclasses import replace
 
 import torch
-import torch_npu  # noqa: F401  registers the Ascend "npu" device
 import torch.distributed as dist
+import torch_npu  # noqa: F401  registers the Ascend "npu" device
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from data import get_batch

@@ -12,8 +12,8 @@ import sys
 from dataclasses import replace
 
 import torch
-import torch_npu  # noqa: F401  registers the Ascend "npu" device
 import torch.nn.functional as F
+import torch_npu  # noqa: F401  registers the Ascend "npu" device
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

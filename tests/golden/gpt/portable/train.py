@@ -20,9 +20,9 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from _migrate_runtime import _migrate_backend, _migrate_device, _migrate_device_module
 from data import get_batch
 from model import GPT, GPT_CONFIGS
-from _migrate_runtime import _migrate_backend, _migrate_device, _migrate_device_module
 
 
 def get_args():

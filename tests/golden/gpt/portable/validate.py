@@ -14,6 +14,7 @@ from dataclasses import replace
 import torch
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
+
 from _migrate_runtime import _migrate_device
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

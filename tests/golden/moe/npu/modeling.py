@@ -9,10 +9,10 @@ stream so it overlaps with the all-to-all token dispatch.
 from dataclasses import dataclass
 
 import torch
-import torch_npu  # noqa: F401  registers the Ascend "npu" device
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+import torch_npu  # noqa: F401  registers the Ascend "npu" device
 
 from parallel import (ColumnParallelLinear, RowParallelLinear, all_to_all, group_rank, group_size,
                       nvtx_range)

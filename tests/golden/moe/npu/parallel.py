@@ -11,10 +11,10 @@ import os
 from contextlib import contextmanager
 
 import torch
-import torch_npu
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+import torch_npu
 
 _NVTX = os.environ.get("MOE_NVTX", "1") == "1"
 

@@ -10,9 +10,9 @@ import itertools
 import os
 
 import torch
-import torch_npu  # noqa: F401  registers the Ascend "npu" device
 import torch.distributed as dist
 import torch.nn.functional as F
+import torch_npu  # noqa: F401  registers the Ascend "npu" device
 
 from data_utils import synthetic_batch
 from modeling import MOE_CONFIGS, MoEGPT

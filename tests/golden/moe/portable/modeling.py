@@ -13,9 +13,9 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
+from _migrate_runtime import _migrate_device_module
 from parallel import (ColumnParallelLinear, RowParallelLinear, all_to_all, group_rank, group_size,
                       nvtx_range)
-from _migrate_runtime import _migrate_device_module
 
 
 @dataclass

@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+
 from _migrate_runtime import _migrate_device_module
 
 _NVTX = os.environ.get("MOE_NVTX", "1") == "1"

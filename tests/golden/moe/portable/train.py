@@ -13,10 +13,10 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from _migrate_runtime import _migrate_backend, _migrate_device, _migrate_device_module
 from data_utils import synthetic_batch
 from modeling import MOE_CONFIGS, MoEGPT
 from parallel import group_rank, group_size, init_parallel_groups, nvtx_range
-from _migrate_runtime import _migrate_backend, _migrate_device, _migrate_device_module
 
 
 def get_args():

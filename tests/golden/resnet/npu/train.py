@@ -6,16 +6,16 @@ ResNet training with Apex AMP, in the style of NVIDIA's apex/examples/imagenet/m
     torchrun --nproc_per_node=8 train.py -b 128 --sync_bn              # apex DDP + SyncBatchNorm
 """
 
-import contextlib
 import argparse
+import contextlib
 import os
 import time
 
 import torch
-import torch_npu  # noqa: F401  registers the Ascend "npu" device
 import torch.backends.cudnn as cudnn
 import torch.distributed as dist
 import torch.nn as nn
+import torch_npu  # noqa: F401  registers the Ascend "npu" device
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 

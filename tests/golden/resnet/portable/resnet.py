@@ -11,6 +11,7 @@ import os
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
 from _migrate_runtime import _migrate_device_module
 
 _CSRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "fused_bias_relu.cu")

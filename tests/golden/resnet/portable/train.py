@@ -6,8 +6,8 @@ ResNet training with Apex AMP, in the style of NVIDIA's apex/examples/imagenet/m
     torchrun --nproc_per_node=8 train.py -b 128 --sync_bn              # apex DDP + SyncBatchNorm
 """
 
-import contextlib
 import argparse
+import contextlib
 import os
 import time
 
@@ -18,9 +18,9 @@ import torch.nn as nn
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
+from _migrate_runtime import _migrate_backend, _migrate_device, _migrate_device_module
 from resnet import resnet_cifar
 from synthetic_data import SyntheticImages
-from _migrate_runtime import _migrate_backend, _migrate_device, _migrate_device_module
 
 
 def _migrate_amp_initialize(models, optimizers=None, opt_level="O1", loss_scale=None, **ignored):
