@@ -114,15 +114,36 @@ def _unit_key(f: Finding) -> tuple[str, tuple]:
     return "site", (f.code, f.path, f.cell, f.line, f.symbol)  # the same name twice on a line: one edit
 
 
+def _optionally_imported(findings: list[Finding]) -> set[tuple[str, str]]:
+    """(file, library) pairs where every import of the library in that file is optional."""
+    every: dict[tuple[str, str], bool] = {}
+    for f in findings:
+        if f.imported is not None:
+            key = (f.path, f.imported.library)
+            every[key] = every.get(key, True) and f.imported.optional
+    return {key for key, optional in every.items() if optional}
+
+
+def _guarded_member(f: Finding, optional: set[tuple[str, str]]) -> bool:
+    """A `scope: members` use (`te.pytorch.fp8_autocast`) in a file that imports its library only optionally:
+    it runs only where that import succeeded, so it goes with the optional import (the fallback is what runs
+    on Ascend), not with an edit of its own."""
+    if f.imported is not None or not optional:
+        return False
+    rule = _catalogue().get(f.code)
+    return rule is not None and rule.scope == "members" and (f.path, f.symbol.split(".")[0]) in optional
+
+
 def actions(findings: Iterable[Finding]) -> list[Action]:
     """The actions in `findings`, in the order of their first finding. A file's import of a name whose
     use in the same file is an action too is part of that edit (the import line goes with the use)."""
     findings = list(findings)
     fixed_uses = _fixed_uses(findings)
+    optional = _optionally_imported(findings)
     grouped: dict[tuple, list[Finding]] = {}
     units: dict[tuple, str] = {}
     for f in findings:
-        if kind(f) != "action" or _goes_with_fixes(f, fixed_uses):
+        if kind(f) != "action" or _goes_with_fixes(f, fixed_uses) or _guarded_member(f, optional):
             continue
         unit, key = _unit_key(f)
         grouped.setdefault(key, []).append(f)

@@ -75,6 +75,17 @@ def test_guarded_import_with_a_fallback_is_optional_and_listed_apart(tmp_path):
     assert json.loads(api_json(result))["findings"][0]["import"] == {"library": "transformer_engine", "optional": True}
 
 
+def test_member_uses_after_an_optional_import_go_with_it(tmp_path):
+    uses = "\n\ndef step(x):\n    if HAVE_TE:\n        with te.pytorch.fp8_autocast():\n            return x\n    return x\n"
+    required = "import transformer_engine as te\n\n\ndef step(x):\n    with te.pytorch.fp8_autocast():\n        return x\n"
+    result = scan(tmp_path, {"guarded.py": GUARDED + uses, "required.py": required})
+    members = [f for f in result.findings if f.code == "KERN005" and f.imported is None]
+    assert {f.path for f in members} == {"guarded.py", "required.py"}  # both uses are found
+    charged = {f.path for a in effort.actions(result.findings) for f in a.findings}
+    assert charged == {"required.py"}  # the guarded file's use runs only where its optional import succeeded
+    assert effort.optional_minutes(result.findings) == effort.OPTIONAL_MINUTES
+
+
 @pytest.mark.parametrize("handler, optional", [
     ("except (ImportError, OSError):\n    te = None\n", True),
     ("except Exception:\n    pass\n", True),
