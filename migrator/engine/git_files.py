@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -30,7 +31,10 @@ def project_files(folder: Path, pruned_dirs: Iterable[str] = ()) -> list[str] | 
     or git ignores `folder` itself."""
     if not _below_a_git_folder(folder):
         return None  # no work tree: spare the git process
+    pruned_dirs = tuple(pruned_dirs)
     excludes = [f"--exclude={name}/" for name in sorted(pruned_dirs)]
+    if _ignore_files_git_cannot_read(folder, pruned_dirs):
+        return None  # git would block opening a FIFO `.gitignore`: the walk reads each one safely instead
     out = _git(["ls-files", "--cached", "--others", "--exclude-standard", "-z", *excludes], folder)
     if out is None or out.returncode != 0:
         return None
@@ -39,6 +43,30 @@ def project_files(folder: Path, pruned_dirs: Iterable[str] = ()) -> list[str] | 
     # -z: names unquoted, as bytes; os.fsdecode keeps a non-UTF-8 name openable (surrogateescape)
     names = {os.fsdecode(raw).rstrip("/") for raw in out.stdout.split(b"\0") if raw}
     return sorted(names)  # a conflicted file is listed once per stage
+
+
+def _ignore_files_git_cannot_read(folder: Path, pruned_dirs: Iterable[str]) -> bool:
+    """Whether a `.gitignore` (or `.git/info/exclude`) under `folder` is no regular file: git opens them
+    itself, and a FIFO there blocks it. git lists no FIFO, so the folders are walked (names only, no reads)."""
+    pruned = {".git", *pruned_dirs}
+    stack = [str(folder)]
+    while stack:
+        here = stack.pop()
+        try:
+            with os.scandir(here) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        if entry.name not in pruned:
+                            stack.append(entry.path)
+                    elif entry.name == ".gitignore" and not (entry.is_file(follow_symlinks=False)
+                                                             or entry.is_symlink()):  # git reads no linked one
+                        return True
+        except OSError:
+            continue
+    try:
+        return not stat.S_ISREG(os.lstat(os.path.join(folder, ".git", "info", "exclude")).st_mode)
+    except OSError:
+        return False
 
 
 def _ignored_by_git(folder: Path) -> bool:
