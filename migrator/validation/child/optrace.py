@@ -31,6 +31,7 @@ from torch.overrides import TorchFunctionMode
 
 from .. import op_semantics as S
 from ..records import TraceJob
+from .bindings import bindings
 
 KNOWN = (("flash_attn", "flash_attn_func"), ("flash_attn", "flash_attn_varlen_func"),
          ("xformers.ops", "memory_efficient_attention"), ("torch_npu", "npu_fusion_attention"),
@@ -277,14 +278,9 @@ class OpTracer:
         self._pinned.clear()
 
     def _swap_everywhere(self, fn, wrapper) -> None:
-        for module in list(sys.modules.values()):
-            try:
-                names = [k for k, v in vars(module).items() if v is fn]
-            except TypeError:
-                continue
-            for k in names:
-                self._restore.append((module, k, fn))
-                setattr(module, k, wrapper)
+        for module, name in bindings(fn):
+            self._restore.append((module, name, fn))
+            setattr(module, name, wrapper)
 
 
 def run_optrace(job: TraceJob) -> dict[str, Any]:

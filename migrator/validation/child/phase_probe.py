@@ -13,10 +13,11 @@ right before ``step``.
 from __future__ import annotations
 
 import functools
-import sys
 from typing import Any
 
 import torch
+
+from .bindings import bindings
 
 CLIP = ("clip_grad_norm_", "clip_grad_value_")
 
@@ -98,13 +99,8 @@ class PhaseProbe:
         return wrapper
 
     def _swap_everywhere(self, fn, wrapper) -> None:
-        for module in list(sys.modules.values()):
-            try:
-                names = [k for k, v in vars(module).items() if v is fn]
-            except TypeError:
-                continue
-            for k in names:
-                self._patch(module, k, wrapper)
+        for module, name in bindings(fn):
+            self._patch(module, name, wrapper)
 
     def next_step(self) -> None:
         self.step += 1
