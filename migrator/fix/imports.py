@@ -8,10 +8,10 @@ from typing import TypeVar
 
 import libcst as cst
 
+from migrator.catalogue.loader import Rule, load_catalogue
 from migrator.fix.context import FixContext
 from migrator.fix.runtime_module import PROVIDES
 from migrator.model import Finding
-from migrator.rules.catalogue import Rule, load_catalogue
 
 # Library roots whose imports are removed once the last use is fixed (never when they were unused).
 REMOVABLE_ROOTS = ("apex", "amp_C", "flash_attn", "xformers")

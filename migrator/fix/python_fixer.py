@@ -15,6 +15,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from migrator.catalogue import units
+from migrator.catalogue.loader import Rule
+from migrator.catalogue.site import CallSite, Declined
 from migrator.engine.python_checker import collect_aliases
 from migrator.engine.sites import IMPORT_STAYS, IMPORT_UNUSED
 from migrator.fix import syntax
@@ -33,9 +36,6 @@ from migrator.fix.positions import NodePositions, node_positions
 from migrator.fix.runtime_module import RuntimeImport
 from migrator.fix.sites import build_site
 from migrator.model import Finding
-from migrator.rules import units
-from migrator.rules.catalogue import Rule
-from migrator.rules.site import CallSite, Declined
 
 Key = tuple[int, int, int, int]
 
@@ -95,7 +95,7 @@ class _Fixer(cst.CSTTransformer):
             unit = units.unit(rule)
             fix = getattr(unit, "fix", None)
             if fix is None:
-                self.ctx.decline(finding, f"no automatic fix for `{rule.fix}` yet")
+                self.ctx.decline(finding, f"no automatic fix in {rule.unit_module} yet")
                 continue
             site = build_site(self.ctx, finding, original if original is not None else updated, call if at_call else None,
                               in_pattern=self.pattern_depth > 0)

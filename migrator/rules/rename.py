@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from migrator.rules.site import FIXABLE, STAR_IMPORT, CallSite, Declined, Verdict
+from migrator.catalogue.site import FIXABLE, STAR_IMPORT, CallSite, Declined, Verdict
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -50,7 +50,7 @@ def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNo
     from migrator.fix.transforms.common import string_token_rename
 
     if finding.family == "environment":
-        from migrator.rules.catalogue import load_catalogue
+        from migrator.catalogue.loader import load_catalogue
 
         hit = load_catalogue().match_symbol(f"$env.{finding.symbol}")
         new = string_token_rename(node, finding.symbol, hit.replacement) if hit and hit.replacement else None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from migrator.rules.site import NOT_LITERAL, Arg, CallSite, Declined, needs_call
+from migrator.catalogue.site import NOT_LITERAL, Arg, CallSite, Declined, needs_call
 
 if TYPE_CHECKING:
     import libcst as cst

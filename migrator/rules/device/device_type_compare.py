@@ -6,7 +6,9 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from migrator.rules.site import DEVICE_LITERAL, FIXABLE, CallSite, Declined, Verdict
+from migrator.catalogue.patterns import DEVICE_LITERAL, lists_npu
+from migrator.catalogue.protocols import Checker
+from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -17,33 +19,19 @@ if TYPE_CHECKING:
 LEVEL = "node"
 
 
-def lists_npu(node: ast.Tuple | ast.List | ast.Set) -> bool:
-    """("cuda", "npu", ...) already handles Ascend."""
-    return any(isinstance(e, ast.Constant) and e.value in ("npu", "hccl") for e in node.elts)
-
-
-def accepted_names(node: ast.Tuple | ast.List | ast.Set) -> bool:
-    """`{"cpu", "cuda"}`, `choices=["cpu", "cuda", "auto"]`: the names a user may type, not a device selection
-    (only strings, "cuda" among other names)."""
-    if len(node.elts) < 2 or not all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
-        return False
-    names = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-    return "cuda" in names and any(not n.startswith("cuda") for n in names)
-
-
-def detect_compare(checker, node: ast.Compare) -> None:
+def detect_compare(checker: Checker, node: ast.Compare) -> None:
     """`x == "cuda"`, `x in ("cuda", "xpu")` (a collection that lists "npu" too is left alone)."""
     for operand in (node.left, *node.comparators):
         if isinstance(operand, ast.Constant) and operand.value == "cuda":
-            checker.claimed.add(id(operand))
+            checker.claim(operand)
             member = operand is node.left and isinstance(node.ops[0], (ast.In, ast.NotIn))
-            checker.emit_impl("device-type-compare", node, MEMBER if member else '== "cuda"', '"npu"')
+            checker.emit("device-type-compare", node, MEMBER if member else '== "cuda"', '"npu"')
         elif isinstance(operand, (ast.Tuple, ast.List, ast.Set)):
             cuda = [e for e in operand.elts if isinstance(e, ast.Constant) and e.value == "cuda"]
             for e in cuda:
-                checker.claimed.add(id(e))
+                checker.claim(e)
             if cuda and not lists_npu(operand):
-                checker.emit_impl("device-type-compare", node, 'in (..., "cuda", ...)', '"npu"')
+                checker.emit("device-type-compare", node, 'in (..., "cuda", ...)', '"npu"')
 
 
 MEMBER = '"cuda" in ...'

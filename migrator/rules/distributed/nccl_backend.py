@@ -6,7 +6,9 @@ import ast
 import re
 from typing import TYPE_CHECKING
 
-from migrator.rules.site import FIXABLE, CallSite, Declined, Verdict
+from migrator.catalogue.patterns import NCCL_STRING, PLAIN_NCCL
+from migrator.catalogue.protocols import Checker
+from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -15,14 +17,11 @@ if TYPE_CHECKING:
     from migrator.model import Finding
 
 LEVEL = "node"
-# a whole backend name, or a "device:backend,..." spec that names nccl
-NCCL_STRING = re.compile(r"(?i)^(nccl|(\w+:\w+,)*\w+:nccl(,\w+:\w+)*)$")
 
 
-def detect_string(checker, node: ast.AST, text: str) -> None:
+def detect_string(checker: Checker, node: ast.AST, text: str) -> None:
     if NCCL_STRING.match(text):
-        checker.emit_impl("nccl-backend-string", node, text, re.sub("(?i)nccl", "hccl", text))
-PLAIN_NCCL = re.compile(r"[rRuU]?(['\"])nccl\1", flags=re.I)
+        checker.emit("nccl-backend-string", node, text, re.sub("(?i)nccl", "hccl", text))
 
 
 def precheck(site: CallSite) -> Verdict:
