@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from migrator.catalogue.loader import Rule
+from migrator.catalogue import units
+from migrator.catalogue.kinds import FixKind, Severity, Target
+from migrator.catalogue.loader import Rule, rule_location
 
 FIX_KIND_TEXT = {
     "exact": "automatic, exact (behaviour identical)",
@@ -20,13 +23,35 @@ def _effort_text(rule: Rule) -> str:
     if rule.family == "coverage":
         unit = "once per distinct op"
     where = f"rules/{rule.family}.yaml" + (" (family default)" if e.source == "family" else "")
-    extra = " Info-level: a note, no effort." if rule.severity == "info" else ""
-    auto = " Sites the fixer rewrites cost nothing." if rule.fix_kind != "manual" else ""
+    extra = " Info-level: a note, no effort." if rule.severity == Severity.INFO else ""
+    auto = " Sites the fixer rewrites cost nothing." if rule.fix_kind != FixKind.MANUAL else ""
     return f"{e.minutes:g} min {unit}: {e.why} ({where}).{auto}{extra}"
 
 
-def rule_markdown(rule: Rule, heading: str = "##") -> str:
+def rule_where(rule: Rule) -> str:
+    """Where the rule is written, one hop from either: its YAML entry (file:line and key) and its unit
+    module, as paths from the folder holding the `migrator` package (the repository in a checkout)."""
+    base = Path(units.__file__).resolve().parents[2]
+    path, line = rule_location(rule)
+    try:
+        shown = path.resolve().relative_to(base).as_posix()
+    except ValueError:
+        shown = str(path)
+    entry = f"`{shown}:{line}` (`code: {rule.code}`, `name: {rule.name}`)" if line else f"`{shown}`"
+    module = rule.unit_module
+    if module is None:
+        found = f"the engine's `impl: {rule.impl}` check" if rule.impl else "its YAML `symbols`"
+        unit = f"none (`fix: none`; detected by {found})"
+    else:
+        shared = " (`fix: rename`, shared by every renaming rule)" if rule.fix == "rename" else ""
+        unit = f"`{units.module_path(module)}`{shared}"
+    return f"Defined in: {entry} · unit: {unit}"
+
+
+def rule_markdown(rule: Rule, heading: str = "##", where: str | None = None) -> str:
     out = [f"{heading} {rule.code} `{rule.name}`", ""]
+    if where:
+        out += [where, ""]
     out.append(f"Family: **{rule.family}** · severity: **{rule.severity}** · fix: {FIX_KIND_TEXT[rule.fix_kind]}")
     if not rule.default_enabled:
         out.append("")
@@ -38,7 +63,7 @@ def rule_markdown(rule: Rule, heading: str = "##") -> str:
         out += ["", f"Names: {names}{more}."]
     out += ["", "### Why", "", rule.docs.why]
     out += ["", "### Use instead", "", rule.docs.use_instead]
-    if rule.fix_kind != "manual":
+    if rule.fix_kind != FixKind.MANUAL:
         out += ["", "### Fix", "", rule.fix_title.replace("{symbol}", "<name>").replace("{replacement}", "<replacement>")]
     if rule.docs.fix_notes:
         out += ["", rule.docs.fix_notes]
@@ -50,7 +75,7 @@ def rule_markdown(rule: Rule, heading: str = "##") -> str:
             out += ["", f"Fixed (`--target {ex.target}`):", "", f"```{ex.language}", ex.fixed.rstrip(), "```"]
     for ex in rule.declined:
         where = f" (`{ex.file}`)" if ex.file != "example.py" else ""
-        target = f", `--target {ex.target}`" if ex.target != "npu" else ""
+        target = f", `--target {ex.target}`" if ex.target != Target.NPU else ""
         out += ["", f"Declined{where}{target}: {ex.reason}", "", f"```{ex.language}", ex.code.rstrip(), "```"]
     for ex in rule.valid[:1]:
         where = f" (`{ex.file}`)" if ex.file != "example.py" else ""

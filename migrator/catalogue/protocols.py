@@ -7,14 +7,37 @@ the contract and never import a unit.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from migrator.catalogue.site import CallSite, Verdict
 
 if TYPE_CHECKING:
-    from migrator.catalogue.loader import Rule
     from migrator.model import Finding
+
+
+class RuleRef(Protocol):
+    """What the registry reads of a rule (`migrator.catalogue.loader.Rule`) to find its unit."""
+
+    @property
+    def code(self) -> str: ...
+    @property
+    def family(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def fix(self) -> str: ...
+    @property
+    def impl(self) -> str | None: ...
+
+
+class RulesRef(Protocol):
+    """What the registry reads of a catalogue (`migrator.catalogue.loader.Catalogue`)."""
+
+    @property
+    def digest(self) -> str: ...
+    @property
+    def rules(self) -> Mapping[str, RuleRef]: ...
 
 
 class Checker(Protocol):
@@ -51,4 +74,4 @@ class RuleUnit(Protocol):
 
     def precheck(self, site: CallSite) -> Verdict: ...
 
-    def fix(self, ctx: Any, node: Any, finding: Finding, rule: Rule) -> Any: ...
+    def fix(self, ctx: Any, node: Any, finding: Finding, rule: Any) -> Any: ...

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from functools import cache
-from typing import TYPE_CHECKING, Literal, cast, overload
+from typing import Literal, cast, overload
 
 from migrator.catalogue.kinds import Target
 from migrator.catalogue.protocols import (
@@ -24,13 +24,12 @@ from migrator.catalogue.protocols import (
     CallDetector,
     CompareDetector,
     Detector,
+    RuleRef,
+    RulesRef,
     RuleUnit,
     StringDetector,
 )
 from migrator.catalogue.site import FIXABLE, PATTERN_REASON, CallSite, Declined, Verdict
-
-if TYPE_CHECKING:
-    from migrator.catalogue.loader import Catalogue, Rule
 
 UNITS_PACKAGE = "migrator.rules"
 RENAME_UNIT = f"{UNITS_PACKAGE}.rename"
@@ -72,17 +71,17 @@ def _load(dotted: str) -> RuleUnit:
     return cast(RuleUnit, importlib.import_module(dotted))
 
 
-def unit(rule: Rule) -> RuleUnit | None:
+def unit(rule: RuleRef) -> RuleUnit | None:
     name = module_name(rule.family, rule.name, rule.fix)
     return _load(name) if name else None
 
 
-def level(rule: Rule) -> str:
+def level(rule: RuleRef) -> str:
     mod = unit(rule)
     return getattr(mod, "LEVEL", "node") if mod is not None else "node"
 
 
-def detector_of(rule: Rule, kind: str) -> Detector | None:
+def detector_of(rule: RuleRef, kind: str) -> Detector | None:
     """The unit's `detect_<kind>` hook, if the rule is a pattern rule whose unit has one."""
     mod = unit(rule) if rule.impl else None
     return cast("Detector | None", getattr(mod, f"detect_{kind}", None))
@@ -92,16 +91,16 @@ _DETECTORS: dict[tuple[str, str], tuple[Detector, ...]] = {}
 
 
 @overload
-def detectors(catalogue: Catalogue, kind: Literal["call"]) -> tuple[CallDetector, ...]: ...
+def detectors(catalogue: RulesRef, kind: Literal["call"]) -> tuple[CallDetector, ...]: ...
 @overload
-def detectors(catalogue: Catalogue, kind: Literal["string"]) -> tuple[StringDetector, ...]: ...
+def detectors(catalogue: RulesRef, kind: Literal["string"]) -> tuple[StringDetector, ...]: ...
 @overload
-def detectors(catalogue: Catalogue, kind: Literal["compare"]) -> tuple[CompareDetector, ...]: ...
+def detectors(catalogue: RulesRef, kind: Literal["compare"]) -> tuple[CompareDetector, ...]: ...
 @overload
-def detectors(catalogue: Catalogue, kind: Literal["attribute"]) -> tuple[AttributeDetector, ...]: ...
+def detectors(catalogue: RulesRef, kind: Literal["attribute"]) -> tuple[AttributeDetector, ...]: ...
 
 
-def detectors(catalogue: Catalogue, kind: str) -> tuple[Detector, ...]:
+def detectors(catalogue: RulesRef, kind: str) -> tuple[Detector, ...]:
     """The `detect_<kind>` functions (`DETECTOR_KINDS`) of the catalogue's pattern rules whose unit has
     one, each once (units of one family may share a detector): the scanner calls them from its single
     `ast` traversal."""
@@ -118,7 +117,7 @@ def detectors(catalogue: Catalogue, kind: str) -> tuple[Detector, ...]:
     return _DETECTORS[key]
 
 
-def text_reason(rule: Rule, symbol: str, target: str, file_kind: str) -> str | None:
+def text_reason(rule: RuleRef, symbol: str, target: str, file_kind: str) -> str | None:
     """Why a site with no syntax tree (a launch script line, a config scalar) is not fixed, or None."""
     verdict = precheck(rule, CallSite(rule.code, symbol, target, file_kind))
     return verdict.reason if isinstance(verdict, Declined) else None
@@ -128,7 +127,7 @@ BUILD_FILE_REASON = ("a build file (setup.py) names CUDA libraries and flags: po
                      " CANN libraries, torch_npu.utils.cpp_extension.NpuExtension), not by renaming the string")
 
 
-def precheck(rule: Rule, site: CallSite) -> Verdict:
+def precheck(rule: RuleRef, site: CallSite) -> Verdict:
     """Can the fixer rewrite this site? The one answer for `scan` and `fix`."""
     mod = unit(rule)
     if site.file_kind != "python":  # a config, launch script, Dockerfile, requirements file ...

@@ -14,6 +14,7 @@ from pathlib import Path
 import pathspec
 
 from migrator.catalogue import units
+from migrator.catalogue.kinds import FixKind
 from migrator.catalogue.loader import Catalogue, Rule, load_catalogue
 from migrator.catalogue.site import is_build_file
 from migrator.config import RuleSelector
@@ -99,7 +100,7 @@ class FileScan:
         fix = None if ambiguous or manual_reason else rule.fix_info(symbol, replacement)
         if ambiguous:
             text += " (the name is bound by several imports, so no automatic fix)"
-        elif manual_reason and rule.fix_kind != "manual":
+        elif manual_reason and rule.fix_kind != FixKind.MANUAL:
             text += f" ({manual_reason})"
         self.findings.append(
             Finding(

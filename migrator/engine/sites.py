@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from migrator.catalogue import units
+from migrator.catalogue.kinds import FixKind
 from migrator.catalogue.site import NOT_LITERAL, STAR_IMPORT, Arg, CallSite, Declined, string_shape
 
 if TYPE_CHECKING:
@@ -124,13 +125,13 @@ def name_uses(tree: ast.AST) -> Counter[str]:
 
 def removes_import(rule: Rule) -> bool:
     """The fix of an import of this rule is its removal once the last use is rewritten."""
-    return rule.fix not in ("none", "rename") and rule.fix_kind != "manual"
+    return rule.fix not in ("none", "rename") and rule.fix_kind != FixKind.MANUAL
 
 
 def precheck_hits(checker: Any, source: SourceText, tree: ast.AST, target: str) -> None:
     """Set `manual_reason` on every hit whose rule's precheck declines it (the fixer's reason)."""
     hits = [(rule, node, symbol, replacement, extra) for rule, node, symbol, replacement, extra in checker.hits
-            if rule.fix != "none" and rule.fix_kind != "manual" and not extra.get("ambiguous")]
+            if rule.fix != "none" and rule.fix_kind != FixKind.MANUAL and not extra.get("ambiguous")]
     covered: Counter[str] = Counter()  # names whose use a fix rewrites away
     imports = []
     for rule, node, symbol, replacement, extra in hits:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from migrator.catalogue.kinds import Target
 from migrator.catalogue.site import FIXABLE, STAR_IMPORT, CallSite, Declined, Verdict
 
 if TYPE_CHECKING:
@@ -27,12 +28,12 @@ NO_PORTABLE = "no portable spelling for this use (it names a CUDA-only module di
 
 def precheck(site: CallSite) -> Verdict:
     if site.code.startswith("ENV"):
-        return Declined(ENV_NPU_ONLY) if site.target != "npu" else FIXABLE
+        return Declined(ENV_NPU_ONLY) if site.target != Target.NPU else FIXABLE
     if site.is_import and site.text == "*":
         return Declined(STAR_IMPORT)
     if site.is_import:
-        return Declined(IMPORT_NPU_ONLY) if site.target != "npu" else FIXABLE
-    if site.target == "portable" and not _portable_spelling(site):
+        return Declined(IMPORT_NPU_ONLY) if site.target != Target.NPU else FIXABLE
+    if site.target == Target.PORTABLE and not _portable_spelling(site):
         return Declined(NO_PORTABLE)
     return FIXABLE
 
@@ -58,7 +59,7 @@ def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNo
     replacement = symbol_replacement(finding)
     if replacement is None or not isinstance(node, (cst.Name, cst.Attribute)):
         return Declined(NO_REPLACEMENT)
-    if ctx.target == "portable":
+    if ctx.target == Target.PORTABLE:
         return _portable_rename(ctx, node)
     return _rename_use(ctx, node, replacement)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from migrator.catalogue.kinds import Target
 from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
 
 if TYPE_CHECKING:
@@ -17,7 +18,7 @@ VALUE = "GradScaler used as a value: pass the device when constructing it"
 
 
 def precheck(site: CallSite) -> Verdict:
-    if site.target != "npu" and not site.called:
+    if site.target != Target.NPU and not site.called:
         return Declined(VALUE)
     return FIXABLE
 
@@ -29,7 +30,7 @@ def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNo
     from migrator.fix.transforms.common import device_type
 
     if not isinstance(node, cst.Call):
-        return ctx.expr_for("torch.npu.amp.GradScaler") if ctx.target == "npu" else Declined(VALUE)
-    if ctx.target == "npu":
+        return ctx.expr_for("torch.npu.amp.GradScaler") if ctx.target == Target.NPU else Declined(VALUE)
+    if ctx.target == Target.NPU:
         return node.with_changes(func=ctx.expr_for("torch.npu.amp.GradScaler"))
     return with_args(node, ctx.expr_for("torch.amp.GradScaler"), [positional(device_type(ctx)), *node.args])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from migrator.catalogue.kinds import Target
 from migrator.catalogue.site import FIXABLE, NOT_LITERAL, CallSite, Declined, Verdict, needs_call
 
 if TYPE_CHECKING:
@@ -71,7 +72,7 @@ def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode 
 def _helpers(ctx: FixContext) -> None:
     from migrator.fix.transforms.helpers import DEVICE_HELPER, apex_amp_helpers
 
-    if ctx.target == "npu":
+    if ctx.target == Target.NPU:
         ctx.needs_torch_npu = True
     else:
         ctx.helper("_migrate_device", DEVICE_HELPER)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from migrator.catalogue.kinds import Target
 from migrator.catalogue.site import CallSite, Declined, Verdict
 from migrator.rules.apex import _norm
 
@@ -28,7 +29,7 @@ def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode 
     if args is None:
         return Declined("unusual FusedRMSNorm arguments")
     func: cst.BaseExpression
-    if ctx.target == "npu":
+    if ctx.target == Target.NPU:
         ctx.needs_torch_npu = True
         func = ctx.helper("_MigrateRMSNorm", RMS_NORM_NPU)
     else:

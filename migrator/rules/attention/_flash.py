@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from migrator.catalogue.kinds import Target
 from migrator.catalogue.site import NOT_LITERAL, Arg, CallSite, Declined, needs_call
 
 if TYPE_CHECKING:
@@ -54,12 +55,12 @@ def helper(ctx: FixContext, varlen: bool) -> cst.Name:
     from migrator.fix.transforms import helpers
 
     if varlen:
-        source = helpers.FLASH_ATTN_VARLEN_NPU if ctx.target == "npu" else helpers.FLASH_ATTN_VARLEN_PORTABLE
+        source = helpers.FLASH_ATTN_VARLEN_NPU if ctx.target == Target.NPU else helpers.FLASH_ATTN_VARLEN_PORTABLE
         name = "_migrate_flash_attn_varlen"
     else:
-        source = helpers.FLASH_ATTN_NPU if ctx.target == "npu" else helpers.FLASH_ATTN_PORTABLE
+        source = helpers.FLASH_ATTN_NPU if ctx.target == Target.NPU else helpers.FLASH_ATTN_PORTABLE
         name = "_migrate_flash_attn"
-    if ctx.target == "npu":
+    if ctx.target == Target.NPU:
         ctx.needs_torch_npu = True
     return ctx.helper(name, source)
 

@@ -3,6 +3,7 @@ npu target). The line edit itself is `migrator.fix.text_fixer.add_torch_npu`."""
 
 from __future__ import annotations
 
+from migrator.catalogue.kinds import Target
 from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
 
 LEVEL = "node"
@@ -11,7 +12,7 @@ NOT_REQUIREMENTS = "add the torch-npu pin by hand here (only requirements files 
 
 
 def precheck_text(site: CallSite) -> Verdict:
-    if site.target != "npu":
+    if site.target != Target.NPU:
         return Declined(PORTABLE)
     if site.file_kind != "requirements":
         return Declined(NOT_REQUIREMENTS)
@@ -19,4 +20,4 @@ def precheck_text(site: CallSite) -> Verdict:
 
 
 def precheck(site: CallSite) -> Verdict:  # a setup.py requirement string
-    return Declined(PORTABLE if site.target != "npu" else NOT_REQUIREMENTS)
+    return Declined(PORTABLE if site.target != Target.NPU else NOT_REQUIREMENTS)

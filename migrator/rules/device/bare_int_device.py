@@ -6,6 +6,7 @@ import ast
 import re
 from typing import TYPE_CHECKING
 
+from migrator.catalogue.kinds import Target
 from migrator.catalogue.protocols import Checker
 from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
 
@@ -62,11 +63,11 @@ def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNo
         if len(node.args) != 1 or node.args[0].keyword or node.args[0].star:
             return Declined(UNUSUAL)
         index = node.args[0].value
-        if ctx.target == "npu":
+        if ctx.target == Target.NPU:
             return with_args(node, node.func, [positional(cst.SimpleString('"npu"')), positional(index)])
         return device(ctx, index)
     if isinstance(node, cst.Integer):
-        if ctx.target == "npu":
+        if ctx.target == Target.NPU:
             return cst.SimpleString(f'"npu:{node.value}"')
         return device(ctx, node)
     return Declined("not an integer device")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from migrator.catalogue.kinds import Target
 from migrator.catalogue.patterns import DEVICE_LITERAL, DEVICE_STRING
 from migrator.catalogue.protocols import Checker
 from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
@@ -26,7 +27,7 @@ NO_PORTABLE = "this device string has no portable rewrite; pick the device once 
 
 
 def precheck(site: CallSite) -> Verdict:
-    if site.target == "npu":
+    if site.target == Target.NPU:
         return FIXABLE if _npu_ok(site) else Declined(NOT_PLAIN)
     return FIXABLE if _portable_ok(site) else Declined(NO_PORTABLE)
 
@@ -52,7 +53,7 @@ def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNo
 
     from migrator.fix.transforms.common import device, device_type
 
-    if ctx.target == "npu":
+    if ctx.target == Target.NPU:
         if isinstance(node, cst.SimpleString) and (m := DEVICE_LITERAL.match(node.value)):
             return node.with_changes(value=f"{m.group('prefix')}{m.group('q')}npu{m.group('rest')}{m.group('q')}")
         if isinstance(node, cst.FormattedString) and node.parts and isinstance(node.parts[0], cst.FormattedStringText):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from migrator.catalogue.kinds import Target
 from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict, needs_call
 
 if TYPE_CHECKING:
@@ -18,7 +19,7 @@ LEVEL = "call"
 def precheck(site: CallSite) -> Verdict:
     if (declined := needs_call(site)) is not None:
         return declined
-    if site.target == "npu":  # the rule's names are exactly torch_npu.npu.mstx's
+    if site.target == Target.NPU:  # the rule's names are exactly torch_npu.npu.mstx's
         return FIXABLE
     return Declined(f"`nvtx.{site.name}` has no automatic {site.target} rewrite; remove it or use torch_npu.npu.mstx")
 

@@ -6,6 +6,7 @@ import ast
 import re
 from typing import TYPE_CHECKING
 
+from migrator.catalogue.kinds import Target
 from migrator.catalogue.protocols import Checker
 from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
 
@@ -25,7 +26,7 @@ def detect_string(checker: Checker, node: ast.AST, text: str) -> None:
 
 
 def precheck(site: CallSite) -> Verdict:
-    if site.target != "npu":
+    if site.target != Target.NPU:
         return Declined("compare dtype and device instead of type strings for portable code")
     return FIXABLE
 

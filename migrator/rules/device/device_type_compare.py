@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from migrator.catalogue.kinds import Target
 from migrator.catalogue.patterns import DEVICE_LITERAL, lists_npu
 from migrator.catalogue.protocols import Checker
 from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
@@ -62,7 +63,7 @@ def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNo
 
     def swap(expr: cst.BaseExpression) -> cst.BaseExpression:
         if isinstance(expr, cst.SimpleString) and _plain_cuda(expr.value):
-            if ctx.target == "npu":
+            if ctx.target == Target.NPU:
                 return expr.with_changes(value=expr.value.replace("cuda", "npu"))
             return accelerator_type(ctx)
         return expr

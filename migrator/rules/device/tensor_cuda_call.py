@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from migrator.catalogue.kinds import Target
 from migrator.catalogue.protocols import Checker
 from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
 
@@ -25,7 +26,7 @@ def detect_call(checker: Checker, node: ast.Call, func_names: set[str], kwargs: 
 
 
 def precheck(site: CallSite) -> Verdict:
-    if site.target != "npu" and site.bind(PARAMS) is None:
+    if site.target != Target.NPU and site.bind(PARAMS) is None:
         return Declined("unusual `.cuda()` arguments")
     return FIXABLE
 
@@ -39,7 +40,7 @@ def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode 
     func = call.func
     if not isinstance(func, cst.Attribute):
         return Declined("not a method call")
-    if ctx.target == "npu":
+    if ctx.target == Target.NPU:
         return call.with_changes(func=func.with_changes(attr=func.attr.with_changes(value="npu")))
     args = bind(call, PARAMS)
     if args is None:

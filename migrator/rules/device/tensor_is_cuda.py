@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
+from migrator.catalogue.kinds import Target
 from migrator.catalogue.protocols import Checker
 from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
 
@@ -35,7 +36,7 @@ def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNo
 
     if not isinstance(node, cst.Attribute):
         return Declined("not an attribute")
-    if ctx.target == "npu":
+    if ctx.target == Target.NPU:
         return node.with_changes(attr=node.attr.with_changes(value="is_npu"))
     # any accelerator: the tensor is not on the CPU
     return cst.parse_expression(f'({code(node.value)}.device.type != "cpu")')

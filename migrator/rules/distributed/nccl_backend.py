@@ -6,6 +6,7 @@ import ast
 import re
 from typing import TYPE_CHECKING
 
+from migrator.catalogue.kinds import Target
 from migrator.catalogue.patterns import NCCL_STRING, PLAIN_NCCL
 from migrator.catalogue.protocols import Checker
 from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
@@ -27,7 +28,7 @@ def detect_string(checker: Checker, node: ast.AST, text: str) -> None:
 def precheck(site: CallSite) -> Verdict:
     if site.string != "plain":
         return Declined("not a plain string literal")
-    if site.target != "npu" and not PLAIN_NCCL.fullmatch(site.text.strip()):
+    if site.target != Target.NPU and not PLAIN_NCCL.fullmatch(site.text.strip()):
         return Declined("combined backend specs have no portable rewrite; use dist.get_default_backend_for_device")
     return FIXABLE
 
@@ -39,7 +40,7 @@ def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNo
 
     if not isinstance(node, cst.SimpleString):
         return Declined("not a plain string literal")
-    if ctx.target == "npu":
+    if ctx.target == Target.NPU:
         value = re.sub(r"(?i)\bnccl\b", lambda m: "HCCL" if m.group(0).isupper() else "hccl", node.value)
         value = re.sub(r"\bcuda:", "npu:", value)
         return node.with_changes(value=value)
