@@ -11,7 +11,8 @@ from __future__ import annotations
 import ast
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from migrator.catalogue import units
 from migrator.catalogue.loader import Catalogue, Rule, SymbolMatch
@@ -65,7 +66,7 @@ CUDA_EXTENSION_MODULE = re.compile(r"^\w*(_cuda|_cuda_lib|_cuda_ext|cuda_ext)$")
 
 
 
-def iter_statements(tree: ast.AST):
+def iter_statements(tree: ast.AST) -> Iterator[ast.stmt]:
     """Every statement, at any depth, without descending into expressions (cheap)."""
     stack = list(getattr(tree, "body", ()))
     while stack:
@@ -198,11 +199,11 @@ class PythonChecker(ast.NodeVisitor):
         self.detect_attribute = units.detectors(catalogue, "attribute")
 
     # -- emitting -------------------------------------------------------------------------
-    def emit(self, rule: Rule | None, node: ast.AST, symbol: str, replacement: str | None = None, **extra):
+    def emit(self, rule: Rule | None, node: ast.AST, symbol: str, replacement: str | None = None, **extra: Any) -> None:
         if rule is not None and self.enabled(rule):
             self.hits.append((rule, node, symbol, replacement, extra))
 
-    def emit_impl(self, impl: str, node: ast.AST, symbol: str, replacement: str | None = None, **extra):
+    def emit_impl(self, impl: str, node: ast.AST, symbol: str, replacement: str | None = None, **extra: Any) -> None:
         self.emit(self.catalogue.impl_rule(impl), node, symbol, replacement, **extra)
 
     def claim(self, node: ast.AST) -> None:
@@ -358,7 +359,7 @@ class PythonChecker(ast.NodeVisitor):
             self.claim_strings(node.slice)
         self.generic_visit(node)
 
-    def _collection(self, node) -> None:
+    def _collection(self, node: ast.Tuple | ast.List | ast.Set) -> None:
         if lists_npu(node) or accepted_names(node):  # handles Ascend already, or names a user may type
             for e in node.elts:
                 if isinstance(e, ast.Constant) and e.value == "cuda":
@@ -402,6 +403,12 @@ class PythonChecker(ast.NodeVisitor):
         if func_names & COMMAND_RUNNERS:
             for arg in (*node.args, *(k.value for k in node.keywords)):
                 self.command_strings.update(id(n) for n in ast.walk(arg) if isinstance(n, (ast.Constant, ast.JoinedStr)))
+        self._check_framework_arguments(func_names, kwargs)
+        for detect in self.detect_call:
+            detect(self.facade, node, func_names, kwargs)
+        self._check_extensions(node, func_names, kwargs)
+
+    def _check_framework_arguments(self, func_names: set[str], kwargs: dict[str, ast.expr]) -> None:
         accelerator = kwargs.get("accelerator")  # Lightning accepts no "npu": no exact rename (route facts)
         if (isinstance(accelerator, ast.Constant) and accelerator.value in CUDA_ACCELERATORS
                 and any(n.startswith(("lightning.", "pytorch_lightning.")) and n.endswith((".Trainer", ".Fabric"))
@@ -412,8 +419,8 @@ class PythonChecker(ast.NodeVisitor):
         attn = kwargs.get("attn_implementation")
         if isinstance(attn, ast.Constant) and attn.value in FLASH_ATTN_IMPLEMENTATIONS:
             self.emit_impl("config-flash-attention", attn, attn.value)
-        for detect in self.detect_call:
-            detect(self.facade, node, func_names, kwargs)
+
+    def _check_extensions(self, node: ast.Call, func_names: set[str], kwargs: dict[str, ast.expr]) -> None:
         if func_names & DDP_CALLS:
             for key in ("device_ids", "output_device"):
                 if key in kwargs:

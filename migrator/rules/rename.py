@@ -15,6 +15,7 @@ from migrator.catalogue.site import FIXABLE, STAR_IMPORT, CallSite, Declined, Ve
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
     from migrator.model import Finding
 
@@ -44,7 +45,7 @@ def _portable_spelling(site: CallSite) -> bool:
     return cuda and "torch" in site.root_names and len(site.root) >= 2 and site.root[1] == "cuda"
 
 
-def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNode | Declined:
+def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     import libcst as cst
 
     from migrator.fix.imports import symbol_replacement
@@ -81,7 +82,7 @@ def _rename_use(ctx: FixContext, node: cst.BaseExpression, replacement: str) -> 
     return replace_dotted(node, _dotted_text(ctx.expr_for(replacement)))
 
 
-def _dotted_text(expr) -> str:
+def _dotted_text(expr: cst.BaseExpression) -> str:
     from migrator.fix.imports import dotted_name
 
     return dotted_name(expr)

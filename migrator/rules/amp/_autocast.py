@@ -4,7 +4,8 @@ and a literal "cuda" device argument of torch.autocast / GradScaler / friends (A
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from migrator.catalogue.patterns import DEVICE_LITERAL, DEVICE_STRING
 from migrator.catalogue.protocols import Checker
@@ -13,10 +14,12 @@ from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict, needs_
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
     from migrator.model import Finding
 
 LEVEL = "call"
+T = TypeVar("T")  # an argument of either parser's call
 CUDA_AUTOCAST_PARAMS = ["enabled", "dtype", "cache_enabled"]
 DEVICE_KEYWORDS = ("device_type", "device")
 AUTOCAST_CALLS = {
@@ -46,7 +49,7 @@ def detect_call(checker: Checker, node: ast.Call, func_names: set[str], kwargs: 
         checker.emit(impl, node, f"{sorted(func_names)[0]}({arg.value!r})", '"npu"')
 
 
-def _device_args(site_args, keyword_of, text_of) -> list[int]:
+def _device_args(site_args: Sequence[T], keyword_of: Callable[[T], str | None], text_of: Callable[[T], str]) -> list[int]:
     """Indexes of the arguments that name the device with a plain "cuda..." literal."""
     found = []
     for i, arg in enumerate(site_args):
@@ -67,7 +70,7 @@ def precheck(site: CallSite) -> Verdict:
     return FIXABLE
 
 
-def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode | Declined:
+def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     from migrator.fix.transforms.args import bind, code, kwarg, positional, with_args
     from migrator.fix.transforms.common import device_arg
 

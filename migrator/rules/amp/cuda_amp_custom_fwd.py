@@ -9,6 +9,7 @@ from migrator.catalogue.site import FIXABLE, CallSite, Verdict
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
     from migrator.model import Finding
 
@@ -19,7 +20,7 @@ def precheck(site: CallSite) -> Verdict:
     return FIXABLE  # every site the scanner reports is rewritten
 
 
-def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNode:
+def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule: Rule) -> cst.CSTNode:
     import libcst as cst
 
     from migrator.fix.transforms.args import kwarg, with_args

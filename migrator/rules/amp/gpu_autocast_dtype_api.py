@@ -9,6 +9,7 @@ from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict, needs_
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
     from migrator.model import Finding
 
@@ -19,7 +20,7 @@ def precheck(site: CallSite) -> Verdict:
     return needs_call(site) or FIXABLE
 
 
-def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode | Declined:
+def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     from migrator.fix.imports import symbol_replacement
     from migrator.fix.transforms.args import positional, with_args
     from migrator.fix.transforms.common import device_arg

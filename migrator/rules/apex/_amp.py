@@ -11,6 +11,7 @@ from migrator.catalogue.site import FIXABLE, NOT_LITERAL, CallSite, Declined, Ve
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
     from migrator.model import Finding
 
@@ -43,7 +44,7 @@ def precheck(site: CallSite) -> Verdict:
     return FIXABLE
 
 
-def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode | Declined:
+def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     import libcst as cst
 
     from migrator.fix.transforms.args import bind, kwarg, with_args

@@ -10,6 +10,7 @@ from migrator.rules.apex import _norm
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
     from migrator.model import Finding
 
@@ -20,7 +21,7 @@ def precheck(site: CallSite) -> Verdict:
     return _norm.precheck(site, "LayerNorm")
 
 
-def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode | Declined:
+def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     from migrator.fix.transforms.args import with_args
 
     args = _norm.norm_args(call)

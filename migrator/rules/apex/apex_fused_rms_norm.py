@@ -11,6 +11,7 @@ from migrator.rules.apex import _norm
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
     from migrator.model import Finding
 
@@ -21,7 +22,7 @@ def precheck(site: CallSite) -> Verdict:
     return _norm.precheck(site, "RMSNorm")
 
 
-def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode | Declined:
+def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     from migrator.fix.transforms.args import with_args
     from migrator.fix.transforms.helpers import RMS_NORM_NPU
 

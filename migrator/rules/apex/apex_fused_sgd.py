@@ -9,6 +9,7 @@ from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict, needs_
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
     from migrator.model import Finding
 
@@ -31,7 +32,7 @@ def precheck(site: CallSite) -> Verdict:
     return FIXABLE
 
 
-def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode | Declined:
+def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     from migrator.fix.transforms.args import bind, with_args
     from migrator.rules.apex._optim import explicit, first
 

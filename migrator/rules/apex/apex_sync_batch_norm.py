@@ -12,6 +12,7 @@ from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
     from migrator.model import Finding
 
@@ -35,7 +36,7 @@ def precheck(site: CallSite) -> Verdict:
     return FIXABLE
 
 
-def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNode | Declined:
+def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     import libcst as cst
 
     from migrator.fix.transforms.args import bind, positional, with_args

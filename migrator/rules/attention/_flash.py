@@ -65,7 +65,8 @@ def helper(ctx: FixContext, varlen: bool) -> cst.Name:
     return ctx.helper(name, source)
 
 
-def rebuild(ctx, call, params, keep, varlen, prefix_args=None):
+def rebuild(ctx: FixContext, call: cst.Call, params: list[str], keep: list[str], varlen: bool,
+            prefix_args: list[cst.Arg] | None = None) -> cst.Call | Declined:
     """The call onto the helper with the `keep` arguments (positional while they stay in place)."""
     from migrator.fix.transforms.args import bind, kwarg, with_args
 

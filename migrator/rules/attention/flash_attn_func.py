@@ -10,6 +10,7 @@ from migrator.rules.attention import _flash
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
     from migrator.model import Finding
 
@@ -21,5 +22,5 @@ def precheck(site: CallSite) -> Verdict:
     return _flash.check(site, _flash.FLASH_PARAMS) or FIXABLE
 
 
-def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode | Declined:
+def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     return _flash.rebuild(ctx, call, _flash.FLASH_PARAMS, KEEP, False)

@@ -11,6 +11,7 @@ from migrator.rules.attention import _flash
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
     from migrator.model import Finding
 
@@ -30,7 +31,7 @@ def precheck(site: CallSite) -> Verdict:
     return _flash.check(site, KV, ("q", "kv")) or FIXABLE
 
 
-def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode | Declined:
+def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     import libcst as cst
 
     from migrator.fix.transforms.args import bind, code

@@ -12,6 +12,7 @@ from migrator.rules.attention import _flash
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
     from migrator.model import Finding
 
@@ -39,7 +40,7 @@ def precheck(site: CallSite) -> Verdict:
     return FIXABLE
 
 
-def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode | Declined:
+def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     import libcst as cst
 
     from migrator.fix.transforms.args import bind, code, kwarg, with_args

@@ -13,6 +13,7 @@ from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
     from migrator.model import Finding
 
@@ -48,7 +49,7 @@ def _portable_ok(site: CallSite) -> bool:
     return site.string == "fstring" and site.pieces == (("text", "cuda:"), ("expr", "plain"))
 
 
-def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNode | Declined:
+def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     import libcst as cst
 
     from migrator.fix.transforms.common import device, device_type

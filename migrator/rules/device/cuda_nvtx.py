@@ -10,6 +10,7 @@ from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict, needs_
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
     from migrator.model import Finding
 
@@ -24,7 +25,7 @@ def precheck(site: CallSite) -> Verdict:
     return Declined(f"`nvtx.{site.name}` has no automatic {site.target} rewrite; remove it or use torch_npu.npu.mstx")
 
 
-def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule) -> cst.CSTNode | Declined:
+def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     import libcst as cst
 
     ctx.needs_torch_npu = True

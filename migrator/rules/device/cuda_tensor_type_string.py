@@ -13,6 +13,7 @@ from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
     from migrator.model import Finding
 
@@ -31,7 +32,7 @@ def precheck(site: CallSite) -> Verdict:
     return FIXABLE
 
 
-def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNode | Declined:
+def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     from migrator.fix.transforms.common import string_token_rename
 
     new = string_token_rename(node, "torch.cuda.", "torch.npu.")

@@ -14,6 +14,7 @@ from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
     from migrator.model import Finding
 
@@ -53,7 +54,7 @@ def precheck(site: CallSite) -> Verdict:
     return Declined('"cuda" is not a plain operand here (it sits in a tuple or set): rewrite the comparison by hand')
 
 
-def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNode | Declined:
+def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     import libcst as cst
 
     from migrator.fix.transforms.common import accelerator_type
