@@ -75,7 +75,7 @@ def measure(tree: Path, target: str, work: Path, name: str | None = None) -> Agr
     scanned = api.scan([copy], use_cache=False, target=target)  # as `migrate scan` with `target` configured
     report.claimed = _fixable(scanned)
     outcome = api.fix([copy], target=target, use_cache=False)
-    from migrator.rules.catalogue import load_catalogue
+    from migrator.catalogue.loader import load_catalogue
 
     rules = load_catalogue().rules
     for change in outcome.plan.changes:

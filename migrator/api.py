@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from migrator import __version__, declines
+from migrator.catalogue.loader import Rule, load_catalogue
 from migrator.config import ConfigError, Settings, find_root, load_settings
 from migrator.model import Finding, RunResult, Summary, ToolInfo, finding_counts
 from migrator.progress import Progress, phase, prefixed
-from migrator.rules.catalogue import Rule, load_catalogue
 from migrator.usage_error import UsageError
 
 MAX_LISTED_MARKERS = 200

@@ -342,7 +342,7 @@ def list_rules(fmt, output):
     """List the rule catalogue."""
     with _Errors():
         from migrator import api
-        from migrator.rules import docs
+        from migrator.catalogue import docs
 
         rules = api.rules()
         render = {"text": docs.catalogue_text, "json": docs.catalogue_json, "md": docs.catalogue_markdown}[fmt]
@@ -355,14 +355,15 @@ def show_rule(code):
     """Explain one rule (or a framework route: mindspeed, deepspeed, hf): what it finds, why, the fix, sources."""
     with _Errors():
         from migrator import api
-        from migrator.rules.docs import rule_markdown
+        from migrator.catalogue.docs import rule_markdown, rule_where
 
         if code.lower() in ROUTE_CHOICES[2:]:  # a framework route: `migrate rule mindspeed`
             from migrator.routes.docs import route_markdown
 
             click.echo(route_markdown(code.lower()), nl=False)
             return
-        click.echo(rule_markdown(api.explain(code), heading="#"), nl=False)
+        rule = api.explain(code)
+        click.echo(rule_markdown(rule, heading="#", where=rule_where(rule)), nl=False)
 
 
 @main.command()

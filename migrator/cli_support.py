@@ -65,7 +65,7 @@ class _Errors:
         if exc is None or isinstance(exc, (SystemExit, click.exceptions.Exit, click.ClickException)):
             return False
         from migrator.api import ConfigError, UsageError
-        from migrator.rules.catalogue import CatalogueError
+        from migrator.catalogue.loader import CatalogueError
 
         if isinstance(exc, (UsageError, ConfigError, CatalogueError, FileNotFoundError)):
             _fail(str(exc))

@@ -4,6 +4,7 @@ is acyclic, so each layer can be read, tested and loaded without the ones above 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "migrator"
@@ -103,3 +104,94 @@ def test_validation_never_imports_the_api():
     graph = import_graph(PACKAGE)
     assert sorted(f"{m} -> {t}" for m, ts in graph.items() if m.startswith("migrator.validation")
                   for t in ts if t in ("migrator.api", "migrator.api_programs", "migrator.cli")) == []
+
+
+# -- floors: the package graph -------------------------------------------------------------------
+# Each top-level module or sub-package of migrator/ sits on one floor; an import (lazy ones included)
+# may go down or stay on its floor, never up, and the packages form no circle.
+FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
+    ("ground", frozenset({
+        "migrator", "model", "catalogue", "coverage", "resources", "input_files", "jsonfile", "globs",
+        "process_scope", "safe_write", "git_command", "safe_text", "usage_error", "schema_check", "workdir",
+        "progress", "config", "declines", "runtime_helpers",
+    })),
+    ("engine", frozenset({"engine", "scanned_lines"})),
+    ("fix", frozenset({"fix"})),
+    ("rules", frozenset({"rules"})),  # the rule units: above fix/ (their `fix` uses its helpers), reached by name
+    ("services", frozenset({"routes", "census", "validation", "plan", "doctor", "reporters", "report_data", "baseline"})),
+    ("api", frozenset({"api", "api_programs", "api_doctor"})),
+    ("cli", frozenset({"cli", "cli_support", "cli_programs", "__main__"})),
+)
+# Imports that still run up a floor while the pipeline branch lands (issue 27, item 2); the lead removes them.
+FLOOR_EXCEPTIONS = frozenset({
+    # the scan reads the op census itself; the pipeline floor will read it and pass `ScanOptions.traced` in
+    ("migrator.engine.runner", "migrator.census.store"),
+})
+
+
+@functools.cache
+def migrator_graph() -> dict[str, set[str]]:
+    return import_graph(PACKAGE)
+
+
+def package_of(module: str) -> str:
+    """`migrator.engine.scan_file` -> `engine`; `migrator.api` -> `api`; `migrator` -> `migrator`."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def floor_of(package: str, floors=FLOORS) -> int:
+    for level, (_, members) in enumerate(floors):
+        if package in members:
+            return level
+    raise AssertionError(f"migrator.{package} sits on no floor: add it to FLOORS in tests/test_import_graph.py")
+
+
+def upward_imports(graph: dict[str, set[str]], floors=FLOORS, exceptions=frozenset()) -> list[str]:
+    return sorted(f"{m} -> {t} ({floors[floor_of(package_of(m), floors)][0]} -> {floors[floor_of(package_of(t), floors)][0]})"
+                  for m, targets in graph.items() for t in targets
+                  if floor_of(package_of(t), floors) > floor_of(package_of(m), floors) and (m, t) not in exceptions)
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    packages: dict[str, set[str]] = {package_of(m): set() for m in graph}
+    for m, targets in graph.items():
+        packages[package_of(m)].update(package_of(t) for t in targets if package_of(t) != package_of(m))
+    return packages
+
+
+def test_no_import_runs_up_a_floor():
+    graph = migrator_graph()
+    assert {package_of(m) for m in graph} >= {"catalogue", "rules", "engine", "fix", "api", "cli"}
+    assert upward_imports(graph, exceptions=FLOOR_EXCEPTIONS) == []
+    still_needed = {(m, t) for m, t in FLOOR_EXCEPTIONS if t in graph.get(m, set())}
+    assert still_needed == FLOOR_EXCEPTIONS, "an exception no longer needed: remove it from FLOOR_EXCEPTIONS"
+
+
+def test_the_packages_form_no_circle():
+    graph = migrator_graph()
+    cycle = find_cycle(package_graph(graph))
+    assert cycle is None, " -> ".join(cycle or [])
+
+
+def test_nothing_below_the_rules_floor_imports_a_rule_unit():
+    """engine/, fix/, census/ and the catalogue reach the units only through the registry (importlib)."""
+    graph = migrator_graph()
+    below = [m for m in graph if floor_of(package_of(m)) < floor_of("rules") or package_of(m) == "census"]
+    assert below and [f"{m} -> {t}" for m in below for t in graph[m] if package_of(t) == "rules"] == []
+
+
+def test_an_upward_import_and_a_package_circle_are_found(tmp_path):
+    pkg = tmp_path / "pkg"
+    for sub in ("low", "high"):
+        (pkg / sub).mkdir(parents=True)
+        (pkg / sub / "__init__.py").write_text("")
+    (pkg / "__init__.py").write_text("")
+    (pkg / "low" / "a.py").write_text("def f():\n    from pkg.high import b\n")  # a lazy import counts
+    (pkg / "high" / "b.py").write_text("from pkg.low import c\n")
+    (pkg / "low" / "c.py").write_text("")
+    graph = import_graph(pkg)
+    floors = (("low", frozenset({"low", "pkg"})), ("high", frozenset({"high"})))
+    assert upward_imports(graph, floors) == ["pkg.low.a -> pkg.high.b (low -> high)"]
+    assert find_cycle(package_graph(graph)) == ["high", "low", "high"]  # no module circle, a package one
+    assert find_cycle(graph) is None

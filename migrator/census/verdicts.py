@@ -43,7 +43,7 @@ def _lookup(name: str, soc: str, version: str | None, dtype: str | None):
 
 @lru_cache(maxsize=1)
 def _severities() -> dict[str, str]:
-    from migrator.rules.catalogue import load_catalogue
+    from migrator.catalogue.loader import load_catalogue
 
     rules = load_catalogue().rules
     return {code: rules[code].severity for code in CODES.values() if code in rules}

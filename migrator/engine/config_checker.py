@@ -35,9 +35,9 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from migrator.catalogue.patterns import NCCL_STRING
 from migrator.engine.config_reader import Entry, ParsedConfig, Scalar
 from migrator.engine.python_checker import ENV_TOKEN
-from migrator.rules.distributed.nccl_backend import NCCL_STRING
 
 CONFIG_PREFILTER = re.compile(
     rb"(?i)cuda|nccl|flash_att|use_flash|NVIDIA_|NVTE_|[\"']?\bamp[\"']?\s*:|\blamb\b|\badamw?\b|sparse_attention"

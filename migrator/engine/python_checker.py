@@ -11,13 +11,14 @@ from __future__ import annotations
 import ast
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
+from migrator.catalogue import units
+from migrator.catalogue.loader import Catalogue, Rule, SymbolMatch
+from migrator.catalogue.patterns import CUDA_ACCELERATORS, accepted_names, lists_npu
 from migrator.engine.sites import dotted
 from migrator.engine.source import SourceText
-from migrator.rules import units
-from migrator.rules.catalogue import Catalogue, Rule, SymbolMatch
-from migrator.rules.device.device_type_compare import accepted_names, lists_npu
 
 ENV_TOKEN = re.compile(
     r"\b(CUDA_[A-Z0-9_]+|NCCL_[A-Z0-9_]+|TORCH_NCCL_[A-Z0-9_]+|TORCH_CUDA_ARCH_LIST|PYTORCH_CUDA_ALLOC_CONF|"
@@ -65,7 +66,7 @@ CUDA_EXTENSION_MODULE = re.compile(r"^\w*(_cuda|_cuda_lib|_cuda_ext|cuda_ext)$")
 
 
 
-def iter_statements(tree: ast.AST):
+def iter_statements(tree: ast.AST) -> Iterator[ast.stmt]:
     """Every statement, at any depth, without descending into expressions (cheap)."""
     stack = list(getattr(tree, "body", ()))
     while stack:
@@ -151,10 +152,29 @@ def guarded_imports(tree: ast.AST) -> set[int]:
     return out
 
 
+class CheckerFacade:
+    """What the rule units' detectors see of the scanner (`migrator.catalogue.protocols.Checker`):
+    report a pattern rule by name, claim a node, resolve a name; never the checker's fields."""
+
+    __slots__ = ("_checker",)
+
+    def __init__(self, checker: PythonChecker) -> None:
+        self._checker = checker
+
+    def emit(self, impl: str, node: ast.AST, symbol: str, replacement: str | None = None) -> None:
+        self._checker.emit_impl(impl, node, symbol, replacement)
+
+    def claim(self, node: ast.AST) -> None:
+        self._checker.claim(node)
+
+    def qualnames(self, node: ast.AST) -> set[str]:
+        return self._checker.qualnames(node)
+
+
 class PythonChecker(ast.NodeVisitor):
     def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST, build_file: bool = False):
         self.catalogue = catalogue
-        self.build_file = build_file  # setup.py: string fixes are declined (`rules.site.is_build_file`)
+        self.build_file = build_file  # setup.py: string fixes are declined (`catalogue.site.is_build_file`)
         self.enabled = enabled
         self.aliases = collect_aliases(tree)
         self.guarded = guarded_imports(tree)
@@ -171,23 +191,24 @@ class PythonChecker(ast.NodeVisitor):
         self.tensor_names: set[str] = set()  # names the code shows are tensors
         self.float64: list[tuple[ast.AST, str]] = []  # torch.float64 / torch.double / .double()
         self.dtypes_used: set[str] = set()  # value dtypes beyond the default fp32 the module shows
-        self.impl: dict[str, Rule] = {}
-        for rule in catalogue.rules.values():
-            if rule.impl:
-                self.impl[rule.impl] = rule
-        # the pattern rules' own detection (`detect_*` in migrator/rules/<family>/<rule>.py)
+        # the pattern rules' own detection (`detect_*` of their units), which sees only the facade
+        self.facade = CheckerFacade(self)
         self.detect_call = units.detectors(catalogue, "call")
         self.detect_string = units.detectors(catalogue, "string")
         self.detect_compare = units.detectors(catalogue, "compare")
         self.detect_attribute = units.detectors(catalogue, "attribute")
 
     # -- emitting -------------------------------------------------------------------------
-    def emit(self, rule: Rule | None, node: ast.AST, symbol: str, replacement: str | None = None, **extra):
+    def emit(self, rule: Rule | None, node: ast.AST, symbol: str, replacement: str | None = None, **extra: Any) -> None:
         if rule is not None and self.enabled(rule):
             self.hits.append((rule, node, symbol, replacement, extra))
 
-    def emit_impl(self, impl: str, node: ast.AST, symbol: str, replacement: str | None = None, **extra):
-        self.emit(self.impl.get(impl), node, symbol, replacement, **extra)
+    def emit_impl(self, impl: str, node: ast.AST, symbol: str, replacement: str | None = None, **extra: Any) -> None:
+        self.emit(self.catalogue.impl_rule(impl), node, symbol, replacement, **extra)
+
+    def claim(self, node: ast.AST) -> None:
+        """The node is a finding's (or no device selection): no later string check reports it."""
+        self.claimed.add(id(node))
 
     # -- name resolution ------------------------------------------------------------------
     def qualnames(self, node: ast.AST) -> set[str]:
@@ -279,7 +300,7 @@ class PythonChecker(ast.NodeVisitor):
         if self.report_symbol(node):  # loads, and stores such as `cudnn.benchmark = True`
             return
         for detect in self.detect_attribute:
-            detect(self, node)
+            detect(self.facade, node)
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
@@ -320,14 +341,14 @@ class PythonChecker(ast.NodeVisitor):
 
     def visit_Compare(self, node: ast.Compare) -> None:
         for detect in self.detect_compare:
-            detect(self, node)
+            detect(self.facade, node)
         self.generic_visit(node)
 
     def claim_strings(self, node: ast.AST | None) -> None:
         """Strings of a type expression (`Literal["cpu", "cuda"]`, an annotation): names, not device selections."""
         for n in ast.walk(node) if node is not None else ():
             if isinstance(n, ast.Constant) and isinstance(n.value, str):
-                self.claimed.add(id(n))
+                self.claim(n)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         self.claim_strings(node.annotation)
@@ -338,11 +359,11 @@ class PythonChecker(ast.NodeVisitor):
             self.claim_strings(node.slice)
         self.generic_visit(node)
 
-    def _collection(self, node) -> None:
+    def _collection(self, node: ast.Tuple | ast.List | ast.Set) -> None:
         if lists_npu(node) or accepted_names(node):  # handles Ascend already, or names a user may type
             for e in node.elts:
                 if isinstance(e, ast.Constant) and e.value == "cuda":
-                    self.claimed.add(id(e))
+                    self.claim(e)
         self.generic_visit(node)
 
     visit_Tuple = visit_List = visit_Set = _collection
@@ -364,7 +385,7 @@ class PythonChecker(ast.NodeVisitor):
     # -- rule bodies -----------------------------------------------------------------------
     def check_string(self, node: ast.AST, text: str) -> None:
         for detect in self.detect_string:
-            detect(self, node, text)
+            detect(self.facade, node, text)
         if len(text) < 4000:
             for m in ENV_TOKEN.finditer(text):
                 if _names_variable(text, m):
@@ -382,18 +403,24 @@ class PythonChecker(ast.NodeVisitor):
         if func_names & COMMAND_RUNNERS:
             for arg in (*node.args, *(k.value for k in node.keywords)):
                 self.command_strings.update(id(n) for n in ast.walk(arg) if isinstance(n, (ast.Constant, ast.JoinedStr)))
+        self._check_framework_arguments(func_names, kwargs)
+        for detect in self.detect_call:
+            detect(self.facade, node, func_names, kwargs)
+        self._check_extensions(node, func_names, kwargs)
+
+    def _check_framework_arguments(self, func_names: set[str], kwargs: dict[str, ast.expr]) -> None:
         accelerator = kwargs.get("accelerator")  # Lightning accepts no "npu": no exact rename (route facts)
-        if (isinstance(accelerator, ast.Constant) and accelerator.value in ("cuda", "gpu")
+        if (isinstance(accelerator, ast.Constant) and accelerator.value in CUDA_ACCELERATORS
                 and any(n.startswith(("lightning.", "pytorch_lightning.")) and n.endswith((".Trainer", ".Fabric"))
                         for n in func_names)):
-            self.claimed.add(id(accelerator))
+            self.claim(accelerator)
             self.emit_impl("lightning-accelerator", accelerator, f'"{accelerator.value}"')
         # transformers `from_pretrained(..., attn_implementation="flash_attention_2")`, as in a config file
         attn = kwargs.get("attn_implementation")
         if isinstance(attn, ast.Constant) and attn.value in FLASH_ATTN_IMPLEMENTATIONS:
             self.emit_impl("config-flash-attention", attn, attn.value)
-        for detect in self.detect_call:
-            detect(self, node, func_names, kwargs)
+
+    def _check_extensions(self, node: ast.Call, func_names: set[str], kwargs: dict[str, ast.expr]) -> None:
         if func_names & DDP_CALLS:
             for key in ("device_ids", "output_device"):
                 if key in kwargs:
@@ -401,7 +428,7 @@ class PythonChecker(ast.NodeVisitor):
         if func_names & {"importlib.import_module", "torch.utils.cpp_extension.load"} and node.args:
             first = node.args[0]
             if isinstance(first, ast.Constant) and isinstance(first.value, str) and CUDA_EXTENSION_MODULE.match(first.value):
-                self.claimed.add(id(first))
+                self.claim(first)
                 self.emit_impl("cuda-extension-import", first, first.value)
         if func_names & LOAD_INLINE and "cuda_sources" in kwargs:
             self.emit_impl("cuda-extension-build", node, "load_inline(cuda_sources=...)")

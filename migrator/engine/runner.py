@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from migrator import __version__
+from migrator.catalogue.loader import load_catalogue
 from migrator.census.store import traced_apis
 from migrator.config import Settings
 from migrator.coverage._dtypes import training_dtypes
@@ -26,7 +27,6 @@ from migrator.engine.discover import Candidate, Skip, discover
 from migrator.engine.scan_file import ScanOptions, scan_file
 from migrator.globs import compile_globs
 from migrator.model import FileResult, SkippedFile
-from migrator.rules.catalogue import load_catalogue
 
 Progress = Callable[[int, int], None]
 POOL_THRESHOLD = 48  # below this many files to parse, a pool costs more than it saves

@@ -13,6 +13,10 @@ from pathlib import Path
 
 import pathspec
 
+from migrator.catalogue import units
+from migrator.catalogue.kinds import FixKind
+from migrator.catalogue.loader import Catalogue, Rule, load_catalogue
+from migrator.catalogue.site import is_build_file
 from migrator.config import RuleSelector
 from migrator.engine import config_checker, config_reader, notebook, text_checkers
 from migrator.engine.coverage_checker import coverage_hits
@@ -21,9 +25,6 @@ from migrator.engine.source import SourceText, UnreadableSource, decode_python, 
 from migrator.engine.suppress import Directives, parse_directives
 from migrator.globs import compile_globs
 from migrator.model import FileResult, Finding, ImportInfo, Marker, OpUse
-from migrator.rules import units
-from migrator.rules.catalogue import Catalogue, Rule, load_catalogue
-from migrator.rules.site import is_build_file
 
 # Bytes that can lead to a finding in Python code; files without any are not parsed.
 PREFILTER = re.compile(
@@ -71,7 +72,6 @@ class FileScan:
         self.catalogue = catalogue
         self.selector = selector
         self.findings: list[Finding] = []
-        self.impl = {r.impl: r for r in catalogue.rules.values() if r.impl}
 
     def enabled(self, rule: Rule) -> bool:
         return self.selector.enabled(rule.code, rule.default_enabled)
@@ -100,7 +100,7 @@ class FileScan:
         fix = None if ambiguous or manual_reason else rule.fix_info(symbol, replacement)
         if ambiguous:
             text += " (the name is bound by several imports, so no automatic fix)"
-        elif manual_reason and rule.fix_kind != "manual":
+        elif manual_reason and rule.fix_kind != FixKind.MANUAL:
             text += f" ({manual_reason})"
         self.findings.append(
             Finding(
@@ -128,12 +128,12 @@ class FileScan:
         return units.text_reason(rule, symbol, self.options.target, self.kind)
 
     def meta(self, impl: str, message: str, line: int = 1, column: int = 1) -> None:
-        self.add(self.impl.get(impl), line, column, line, column, self.rel, message=message)
+        self.add(self.catalogue.impl_rule(impl), line, column, line, column, self.rel, message=message)
 
     def rule_for_key(self, key: str, replacement: str | None) -> tuple[Rule | None, str | None]:
         kind, _, name = key.partition(":")
         if kind == "impl":
-            return self.impl.get(name), replacement
+            return self.catalogue.impl_rule(name), replacement
         hit = self.catalogue.match_symbol(name)
         return (hit.rule, hit.replacement) if hit else (None, None)
 
@@ -369,7 +369,7 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes):
         col = source.char_column(line, node.col_offset)
         if op is not None:
             op_uses.append(OpUse(op, scan.rel, line, col, status, info.dtypes if info else ()))
-        impl_rule = scan.impl.get(impl) if impl else None
+        impl_rule = scan.catalogue.impl_rule(impl) if impl else None
         if impl_rule is None:
             continue
         end_line = node.end_lineno or line

@@ -1,5 +1,5 @@
 """The scanner's side of "one decision": each fixable hit becomes a `CallSite` built from the `ast`
-tree and goes through its rule's `precheck` (migrator/rules/units.py), the same function `migrate
+tree and goes through its rule's `precheck` (migrator/catalogue/units.py), the same function `migrate
 fix` calls with the site it builds from libcst. A declined site is reported as manual, with the
 fixer's reason; an import whose fix is its removal is fixable only if every use of the name it
 binds is rewritten away (otherwise the fixer keeps the import).
@@ -12,12 +12,13 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from migrator.rules import units
-from migrator.rules.site import NOT_LITERAL, STAR_IMPORT, Arg, CallSite, Declined, string_shape
+from migrator.catalogue import units
+from migrator.catalogue.kinds import FixKind
+from migrator.catalogue.site import NOT_LITERAL, STAR_IMPORT, Arg, CallSite, Declined, string_shape
 
 if TYPE_CHECKING:
+    from migrator.catalogue.loader import Rule
     from migrator.engine.source import SourceText
-    from migrator.rules.catalogue import Rule
 
 IMPORT_UNUSED = "imported but never used here (an availability probe?): remove or port it by hand"
 IMPORT_STAYS = "the import stays while the name is still used"
@@ -124,13 +125,13 @@ def name_uses(tree: ast.AST) -> Counter[str]:
 
 def removes_import(rule: Rule) -> bool:
     """The fix of an import of this rule is its removal once the last use is rewritten."""
-    return rule.fix not in ("none", "rename") and rule.fix_kind != "manual"
+    return rule.fix not in ("none", "rename") and rule.fix_kind != FixKind.MANUAL
 
 
 def precheck_hits(checker: Any, source: SourceText, tree: ast.AST, target: str) -> None:
     """Set `manual_reason` on every hit whose rule's precheck declines it (the fixer's reason)."""
     hits = [(rule, node, symbol, replacement, extra) for rule, node, symbol, replacement, extra in checker.hits
-            if rule.fix != "none" and rule.fix_kind != "manual" and not extra.get("ambiguous")]
+            if rule.fix != "none" and rule.fix_kind != FixKind.MANUAL and not extra.get("ambiguous")]
     covered: Counter[str] = Counter()  # names whose use a fix rewrites away
     imports = []
     for rule, node, symbol, replacement, extra in hits:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from migrator.catalogue import units
+from migrator.catalogue.loader import load_catalogue
 from migrator.engine import config_checker as cc
 from migrator.engine import config_reader
 from migrator.engine.config_verify import verify
 from migrator.model import Finding
-from migrator.rules import units
-from migrator.rules.catalogue import load_catalogue
 
 EXACT_CODES = {"DEV017", "DIST007", "ENV001", "ENV002"}
 

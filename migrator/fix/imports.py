@@ -8,10 +8,11 @@ from typing import TypeVar
 
 import libcst as cst
 
+from migrator.catalogue.kinds import Target
+from migrator.catalogue.loader import Rule, load_catalogue
 from migrator.fix.context import FixContext
 from migrator.fix.runtime_module import PROVIDES
 from migrator.model import Finding
-from migrator.rules.catalogue import Rule, load_catalogue
 
 # Library roots whose imports are removed once the last use is fixed (never when they were unused).
 REMOVABLE_ROOTS = ("apex", "amp_C", "flash_attn", "xformers")
@@ -52,7 +53,7 @@ def rewrite_import(fixer, original, updated):
                     fixer.import_findings.append(finding)
                 continue
             new = symbol_replacement(finding)
-            if new is None or ctx.target != "npu":
+            if new is None or ctx.target != Target.NPU:
                 ctx.decline(finding, "imports are renamed for the npu target only; use the module-level name")
                 continue
             renamed[i] = new
@@ -275,17 +276,17 @@ def ensure_module_imports(module: cst.Module, ctx: FixContext, code: str | None 
     lines: list[cst.SimpleStatementLine] = []
     if need_torch:
         lines.append(cst.parse_statement("import torch\n"))  # type: ignore[arg-type]  # a simple statement
-    npu_name_used = ctx.target == "npu" and ctx.needs_torch_npu and _torch_npu_used(module, ctx, code)
+    npu_name_used = ctx.target == Target.NPU and ctx.needs_torch_npu and _torch_npu_used(module, ctx, code)
     # portable: torch_npu registers the "npu" device the device helpers look for (the runtime module
     # imports it itself); the other helpers run on tensors some device helper already placed
-    device_helpers = ctx.target == "portable" and any(name in PROVIDES for name in ctx.helpers)
+    device_helpers = ctx.target == Target.PORTABLE and any(name in PROVIDES for name in ctx.helpers)
     guarded = None
     if (ctx.needs_torch_npu or device_helpers) and not _binds_anywhere(module, "torch_npu"):
-        if ctx.target == "npu":
+        if ctx.target == Target.NPU:
             lines.append(cst.parse_statement(TORCH_NPU if npu_name_used else TORCH_NPU_SIDE_EFFECT))  # type: ignore[arg-type]
         else:
             guarded = cst.parse_statement(TORCH_NPU_GUARDED)
-    elif ctx.target == "npu" and ctx.needs_torch_npu and not npu_name_used:
+    elif ctx.target == Target.NPU and ctx.needs_torch_npu and not npu_name_used:
         body = [_with_noqa(s) for s in body]  # the user's own bare `import torch_npu` now matters too
     for stmt in lines:
         insert_sorted(body, stmt, _insert_at(module), _block_end(body, _insert_at(module)), style, THIRD_PARTY)

@@ -113,7 +113,7 @@ def recorded_runtime_modules(root: Path) -> dict[str, str]:
 def scanned_by(selector, root: Path, paths: list[Path]) -> Callable[[str, str], bool]:
     """Whether a scan of `paths` with `selector` (a config.RuleSelector) looked for `code` in `rel`:
     only there can a recorded decline be found gone."""
-    from migrator.rules.catalogue import load_catalogue
+    from migrator.catalogue.loader import load_catalogue
 
     rules = load_catalogue().rules
 

@@ -24,13 +24,14 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
+from migrator.catalogue.kinds import Target
+from migrator.catalogue.loader import Rule
 from migrator.engine import config_reader
 from migrator.engine.notebook import Cell, cell_views, import_headers, read_notebook, split_lines
 from migrator.fix import text_fixer
 from migrator.fix.context import FixContext
 from migrator.fix.imports import ensure_module_imports
 from migrator.model import Finding
-from migrator.rules.catalogue import Rule
 
 TORCH_NPU_LINE = re.compile(r"^import torch_npu[ \t]*(#[^\r\n]*)?(\r\n|\r|\n)?$")
 IMPORTS_TORCH_NPU = re.compile(r"^[ \t]*(import torch_npu\b|from torch_npu\b)", re.MULTILINE)
@@ -126,7 +127,7 @@ def fix_notebook(text: str, findings: list[Finding], rules: dict[str, Rule], tar
                         python_changed.add(index)
         if source != cell.source:
             new_src[index] = source
-    if target == "npu" and python_changed:
+    if target == Target.NPU and python_changed:
         _one_torch_npu_import(nb.cells, new_src, min(python_changed))
     new_src = {i: s for i, s in new_src.items() if s != cells[i].source}
     if not new_src:

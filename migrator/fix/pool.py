@@ -50,8 +50,8 @@ class _Indexed:
 
 
 def _fix_one(job: PythonJob) -> _Indexed:
+    from migrator.catalogue.loader import load_catalogue
     from migrator.fix.python_fixer import fix_python
-    from migrator.rules.catalogue import load_catalogue
 
     try:
         result = fix_python(job.text, list(job.findings), load_catalogue().rules, job.target, job.entry_point, job.runtime, job.style)

@@ -15,6 +15,10 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from migrator.catalogue import units
+from migrator.catalogue.kinds import Target
+from migrator.catalogue.loader import Rule
+from migrator.catalogue.site import CallSite, Declined
 from migrator.engine.python_checker import collect_aliases
 from migrator.engine.sites import IMPORT_STAYS, IMPORT_UNUSED
 from migrator.fix import syntax
@@ -33,9 +37,6 @@ from migrator.fix.positions import NodePositions, node_positions
 from migrator.fix.runtime_module import RuntimeImport
 from migrator.fix.sites import build_site
 from migrator.model import Finding
-from migrator.rules import units
-from migrator.rules.catalogue import Rule
-from migrator.rules.site import CallSite, Declined
 
 Key = tuple[int, int, int, int]
 
@@ -95,7 +96,7 @@ class _Fixer(cst.CSTTransformer):
             unit = units.unit(rule)
             fix = getattr(unit, "fix", None)
             if fix is None:
-                self.ctx.decline(finding, f"no automatic fix for `{rule.fix}` yet")
+                self.ctx.decline(finding, f"no automatic fix in {rule.unit_module} yet")
                 continue
             site = build_site(self.ctx, finding, original if original is not None else updated, call if at_call else None,
                               in_pattern=self.pattern_depth > 0)
@@ -215,7 +216,7 @@ class _Fixer(cst.CSTTransformer):
 
 def import_renames(findings: list[Finding], rules: dict[str, Rule], aliases: dict[str, set[str]], target: str):
     """local name -> qualified name after the fix, for aliases bound to a renamed symbol."""
-    if target != "npu":
+    if target != Target.NPU:
         return {}
     renamed: dict[str, str] = {}
     for f in findings:
@@ -285,7 +286,7 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
         elif all(f is not a for a in ctx.applied):
             ctx.decline(f, import_kept(f))
     rendered: dict[int, tuple[cst.CSTNode, str]] = {}
-    code = render(new_module, rendered) if target == "npu" and ctx.applied else None  # for both questions
+    code = render(new_module, rendered) if target == Target.NPU and ctx.applied else None  # for both questions
     if code is not None and not ctx.needs_torch_npu and (entry_point or USES_TORCH_NPU.search(code)):
         ctx.needs_torch_npu = True  # `.npu()`, torch.npu and the "npu" device exist once torch_npu is imported
     if (ctx.needs_torch_npu and not ctx.needs_torch and not ctx.helpers and not _imports_torch(tree)

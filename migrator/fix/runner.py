@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from migrator.catalogue.loader import load_catalogue
 from migrator.engine.source import UnreadableSource, decode_python, decode_text
 from migrator.fix import ledger, text_fixer
 from migrator.fix.import_order import read_style
@@ -18,7 +19,6 @@ from migrator.fix.pool import PythonJob, PythonOutcome, fix_modules
 from migrator.fix.runtime_module import Planner, RuntimeImport
 from migrator.fix.writer import inside, sniff
 from migrator.model import Finding, RunResult
-from migrator.rules.catalogue import load_catalogue
 
 MAIN_GUARD = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.MULTILINE)
 LAUNCHED_SCRIPT = re.compile(r"(?:python3?|torchrun|deepspeed|accelerate\s+launch)\b[^\n#]*?\s([\w./-]+\.py)\b")
@@ -125,7 +125,7 @@ IMPORTS_TORCH = re.compile(r"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b[\w.
 def _entry_points(root: Path, scan: RunResult, texts: dict[str, str]) -> set[str]:
     """Scripts that get `import torch_npu` even where no fix needs its names: `__main__` modules that import
     torch (a build file or a script without torch has no NPU to register) and the scripts launchers run."""
-    from migrator.rules.site import is_build_file
+    from migrator.catalogue.site import is_build_file
 
     entries = {path for path, text in texts.items() if path.endswith(".py") and MAIN_GUARD.search(text)}
     for path, text in texts.items():

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.catalogue.site import NOT_LITERAL, Arg, CallSite, is_build_file, literal_of, string_shape
 from migrator.fix.context import FixContext
 from migrator.fix.imports import dotted_name, symbol_replacement
 from migrator.model import Finding
-from migrator.rules.site import NOT_LITERAL, Arg, CallSite, is_build_file, literal_of, string_shape
 
 
 def text(node: cst.CSTNode) -> str:

@@ -16,7 +16,7 @@ from typing import cast
 
 import libcst as cst
 
-from migrator.rules.site import PATTERN_REASON  # noqa: F401  (re-exported: the rule prechecks decline with it too)
+from migrator.catalogue.site import PATTERN_REASON  # noqa: F401  (re-exported: the rule prechecks decline with it too)
 
 PATTERN_LITERALS = (cst.SimpleString, cst.ConcatenatedString, cst.Integer, cst.Float, cst.Imaginary)
 FSTRING_REASON = "the rewrite needs a quote or backslash the enclosing f-string cannot hold before Python 3.12"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
+from migrator.catalogue import units
+from migrator.catalogue.loader import load_catalogue
 from migrator.model import Finding
-from migrator.rules import units
-from migrator.rules.catalogue import load_catalogue
 
 ANNOTATION = re.compile(r"^[ \t]*# MIGRATE\((?P<code>[A-Z]+\d{3})\): .*(\r\n|\n|\r)?$")
 

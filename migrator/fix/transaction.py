@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from migrator import __version__
+from migrator.catalogue.loader import load_catalogue
 from migrator.fix import journal, ledger
 from migrator.fix.runner import FileChange, FixPlan
 from migrator.fix.writer import ChangedSincePlanned, atomic_write, destination
 from migrator.model import RunResult
-from migrator.rules.catalogue import load_catalogue
 
 
 def _unchanged_since_planned(path: Path, change: FileChange) -> Callable[[], None]:

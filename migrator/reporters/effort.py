@@ -53,7 +53,7 @@ class Action:
 
 @lru_cache(maxsize=1)
 def _catalogue():
-    from migrator.rules.catalogue import load_catalogue
+    from migrator.catalogue.loader import load_catalogue
 
     return load_catalogue()
 

@@ -130,8 +130,8 @@ def _site(site: Any) -> str:
 
 
 def build_context(data: ReportData) -> dict[str, Any]:
-    from migrator.rules.catalogue import load_catalogue
-    from migrator.rules.docs import rule_markdown
+    from migrator.catalogue.docs import rule_markdown
+    from migrator.catalogue.loader import load_catalogue
 
     result = data.result
     s = result.summary

@@ -66,7 +66,7 @@ def _plain(markdown: str) -> str:
 
 
 def rule_descriptor(rule) -> dict:
-    from migrator.rules.docs import rule_markdown
+    from migrator.catalogue.docs import rule_markdown
 
     md = rule_markdown(rule, heading="#")
     return {
@@ -120,8 +120,8 @@ def render(
     include_info: bool = False,
 ) -> str:
     """Warnings and errors; `include_info` adds the info-level notes (migrator/reporters/annotations.py)."""
+    from migrator.catalogue.loader import load_catalogue
     from migrator.reporters.annotations import emitted, level, message_suffix
-    from migrator.rules.catalogue import load_catalogue
 
     catalogue = load_catalogue()
     shown = emitted(result.findings, include_info)

@@ -16,6 +16,7 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+from migrator.catalogue.kinds import Target
 from migrator.model import RunResult
 
 ADAPTOR = "import mindspeed.megatron_adaptor"
@@ -75,7 +76,7 @@ def add_route_edits(plan, before: RunResult, choice: str, paths: list[Path] | No
     from migrator.routes.apply import scan_files
 
     with_findings = {f.path for f in before.findings}
-    adaptor = PORTABLE_ADAPTOR if target == "portable" else ADAPTOR
+    adaptor = PORTABLE_ADAPTOR if target == Target.PORTABLE else ADAPTOR
     for rel, _, kind in scan_files(root, paths, exclude):
         if kind != "python" or rel not in with_findings:
             continue  # a file without a finding is never edited

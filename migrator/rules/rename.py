@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from migrator.rules.site import FIXABLE, STAR_IMPORT, CallSite, Declined, Verdict
+from migrator.catalogue.kinds import Target
+from migrator.catalogue.site import FIXABLE, STAR_IMPORT, CallSite, Declined, Verdict
 
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
     from migrator.model import Finding
 
@@ -27,12 +29,12 @@ NO_PORTABLE = "no portable spelling for this use (it names a CUDA-only module di
 
 def precheck(site: CallSite) -> Verdict:
     if site.code.startswith("ENV"):
-        return Declined(ENV_NPU_ONLY) if site.target != "npu" else FIXABLE
+        return Declined(ENV_NPU_ONLY) if site.target != Target.NPU else FIXABLE
     if site.is_import and site.text == "*":
         return Declined(STAR_IMPORT)
     if site.is_import:
-        return Declined(IMPORT_NPU_ONLY) if site.target != "npu" else FIXABLE
-    if site.target == "portable" and not _portable_spelling(site):
+        return Declined(IMPORT_NPU_ONLY) if site.target != Target.NPU else FIXABLE
+    if site.target == Target.PORTABLE and not _portable_spelling(site):
         return Declined(NO_PORTABLE)
     return FIXABLE
 
@@ -43,14 +45,14 @@ def _portable_spelling(site: CallSite) -> bool:
     return cuda and "torch" in site.root_names and len(site.root) >= 2 and site.root[1] == "cuda"
 
 
-def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNode | Declined:
+def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     import libcst as cst
 
     from migrator.fix.imports import symbol_replacement
     from migrator.fix.transforms.common import string_token_rename
 
     if finding.family == "environment":
-        from migrator.rules.catalogue import load_catalogue
+        from migrator.catalogue.loader import load_catalogue
 
         hit = load_catalogue().match_symbol(f"$env.{finding.symbol}")
         new = string_token_rename(node, finding.symbol, hit.replacement) if hit and hit.replacement else None
@@ -58,7 +60,7 @@ def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNo
     replacement = symbol_replacement(finding)
     if replacement is None or not isinstance(node, (cst.Name, cst.Attribute)):
         return Declined(NO_REPLACEMENT)
-    if ctx.target == "portable":
+    if ctx.target == Target.PORTABLE:
         return _portable_rename(ctx, node)
     return _rename_use(ctx, node, replacement)
 
@@ -80,7 +82,7 @@ def _rename_use(ctx: FixContext, node: cst.BaseExpression, replacement: str) -> 
     return replace_dotted(node, _dotted_text(ctx.expr_for(replacement)))
 
 
-def _dotted_text(expr) -> str:
+def _dotted_text(expr: cst.BaseExpression) -> str:
     from migrator.fix.imports import dotted_name
 
     return dotted_name(expr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jsonschema
@@ -152,7 +153,19 @@ def test_version_and_module_entry():
     assert proc.returncode == 0 and "ascend-migrate" in proc.stdout
 
 
-@pytest.mark.parametrize("args", [("--help",), ("rules",), ("rule", "DEV001"), ("scan", "{clean}")])
+def test_rule_names_its_yaml_entry_and_unit_module_one_hop_from_either():
+    out = run_cli("rule", "DEV012").stdout
+    entry = re.search(r"Defined in: `(rules/device\.yaml):(\d+)` \(`code: DEV012`, `name: cuda-device-string`\)", out)
+    unit = re.search(r"unit: `(migrator/rules/device/cuda_device_string\.py)`", out)
+    assert entry and unit, out[:400]
+    lines = (REPO / entry.group(1)).read_text(encoding="utf-8").splitlines()
+    assert lines[int(entry.group(2)) - 1].strip() == "- code: DEV012"
+    assert (REPO / unit.group(1)).is_file()
+    assert "unit: none (`fix: none`" in run_cli("rule", "DEV002").stdout
+
+
+@pytest.mark.parametrize("args", [("--help",), ("rules",), ("rule", "DEV001"), ("rule", "--help"), ("rule", "DEV012"),
+                                  ("scan", "{clean}")])
 def test_light_commands_do_not_import_libcst_or_torch(project, args):
     args = tuple(a.format(clean=project / "clean.py") for a in args)
     proc = run_cli(*args, env={"PYTHONPROFILEIMPORTTIME": "1"})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from migrator.rules.catalogue import load_catalogue
+from migrator.catalogue.loader import load_catalogue
 from tests.engine.helpers import positions, scan_text
 
 CATALOGUE = load_catalogue()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from migrator.rules.catalogue import load_catalogue
+from migrator.catalogue.loader import load_catalogue
 from tests.rules.examples import fix_example, without_helpers
 
 CASES = [
@@ -28,7 +28,7 @@ def test_every_fixed_text_in_the_yaml_is_a_case():
     rewrite of its example, so every case above checks an edit."""
     import yaml
 
-    from migrator.rules.catalogue import catalogue_files
+    from migrator.catalogue.loader import catalogue_files
 
     written = [
         (rule["code"], ex["fixed"])

@@ -12,8 +12,8 @@ import libcst as cst
 import pytest
 
 from migrator import api
+from migrator.catalogue.loader import load_catalogue
 from migrator.fix import python_fixer, syntax
-from migrator.rules.catalogue import load_catalogue
 from tests.engine.helpers import scan_text
 from tests.fix.programs import HEADER, SHAPES_312, check_fix_properties, shapes_for
 

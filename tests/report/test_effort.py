@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from migrator import api
+from migrator.catalogue.loader import load_catalogue
 from migrator.reporters import effort
 from migrator.reporters.report import build_context
-from migrator.rules.catalogue import load_catalogue
 from tests.conftest import REPO
 
 TE_IMPORTS = "from transformer_engine.pytorch import Linear, LayerNorm, DotProductAttention\n"

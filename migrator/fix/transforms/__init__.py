@@ -1,3 +1,3 @@
 """libcst building blocks for the rules' `fix` functions (args, common) and the source of the runtime
 helpers a fix inserts (helpers). The rewrites themselves live with their rules, in
-`migrator/rules/<family>/<rule>.py` (see migrator/rules/units.py)."""
+`migrator/rules/<family>/<rule>.py` (see migrator/catalogue/units.py)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.rules.site import literal_of
+from migrator.catalogue.site import literal_of
 
 
 def bind(call: cst.Call, params: list[str]) -> dict[str, cst.Arg] | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import libcst as cst
 
+from migrator.catalogue.kinds import Target
 from migrator.fix.context import FixContext
 from migrator.fix.imports import dotted_name
 from migrator.fix.transforms.helpers import ACCELERATOR_TYPE_HELPER, DEVICE_HELPER
@@ -29,7 +30,7 @@ def accelerator_type(ctx: FixContext) -> cst.Call:
 
 def device_arg(ctx: FixContext) -> cst.BaseExpression:
     """The device-type argument: "npu", or the portable host's accelerator type."""
-    return cst.SimpleString('"npu"') if ctx.target == "npu" else device_type(ctx)
+    return cst.SimpleString('"npu"') if ctx.target == Target.NPU else device_type(ctx)
 
 
 def string_token_rename(node: cst.CSTNode, old: str, new: str) -> cst.BaseExpression | None:

@@ -9,6 +9,7 @@ target the device helpers come from the tree's `_migrate_runtime.py` instead (`f
 
 from __future__ import annotations
 
+from migrator.catalogue.kinds import Target
 from migrator.fix.helper_source import definitions
 
 DEVICE_HELPER = definitions("device", "_migrate_device")
@@ -28,5 +29,5 @@ _AMP_SHARED = definitions("apex_amp", "_migrate_amp_initialize", "_migrate_skipp
 
 def apex_amp_helpers(target: str) -> str:
     """amp.initialize / amp.scale_loss and the target's scaler and autocast device type."""
-    variant = "apex_amp_npu" if target == "npu" else "apex_amp_portable"
+    variant = "apex_amp_npu" if target == Target.NPU else "apex_amp_portable"
     return _AMP_SHARED + "\n\n" + definitions(variant, "_migrate_amp_scaler", "_migrate_amp_device_type")

@@ -1,1 +1,1 @@
-"""Rule units of the amp family (see migrator/rules/units.py)."""
+"""Rule units of the amp family (see migrator/catalogue/units.py)."""

@@ -1,1 +1,1 @@
-"""Rule units of the apex family (see migrator/rules/units.py)."""
+"""Rule units of the apex family (see migrator/catalogue/units.py)."""

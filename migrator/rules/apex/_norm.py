@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from migrator.rules.site import FIXABLE, CallSite, Declined, Verdict, needs_call
+from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict, needs_call
 
 if TYPE_CHECKING:
     import libcst as cst

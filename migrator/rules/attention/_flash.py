@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from migrator.rules.site import NOT_LITERAL, Arg, CallSite, Declined, needs_call
+from migrator.catalogue.kinds import Target
+from migrator.catalogue.site import NOT_LITERAL, Arg, CallSite, Declined, needs_call
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -54,17 +55,18 @@ def helper(ctx: FixContext, varlen: bool) -> cst.Name:
     from migrator.fix.transforms import helpers
 
     if varlen:
-        source = helpers.FLASH_ATTN_VARLEN_NPU if ctx.target == "npu" else helpers.FLASH_ATTN_VARLEN_PORTABLE
+        source = helpers.FLASH_ATTN_VARLEN_NPU if ctx.target == Target.NPU else helpers.FLASH_ATTN_VARLEN_PORTABLE
         name = "_migrate_flash_attn_varlen"
     else:
-        source = helpers.FLASH_ATTN_NPU if ctx.target == "npu" else helpers.FLASH_ATTN_PORTABLE
+        source = helpers.FLASH_ATTN_NPU if ctx.target == Target.NPU else helpers.FLASH_ATTN_PORTABLE
         name = "_migrate_flash_attn"
-    if ctx.target == "npu":
+    if ctx.target == Target.NPU:
         ctx.needs_torch_npu = True
     return ctx.helper(name, source)
 
 
-def rebuild(ctx, call, params, keep, varlen, prefix_args=None):
+def rebuild(ctx: FixContext, call: cst.Call, params: list[str], keep: list[str], varlen: bool,
+            prefix_args: list[cst.Arg] | None = None) -> cst.Call | Declined:
     """The call onto the helper with the `keep` arguments (positional while they stay in place)."""
     from migrator.fix.transforms.args import bind, kwarg, with_args
 

@@ -1,1 +1,1 @@
-"""Rule units of the coverage family (see migrator/rules/units.py)."""
+"""Rule units of the coverage family (see migrator/catalogue/units.py)."""

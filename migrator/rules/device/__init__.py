@@ -1,1 +1,1 @@
-"""Rule units of the device family (see migrator/rules/units.py)."""
+"""Rule units of the device family (see migrator/catalogue/units.py)."""

@@ -6,44 +6,34 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from migrator.rules.site import DEVICE_LITERAL, FIXABLE, CallSite, Declined, Verdict
+from migrator.catalogue.kinds import Target
+from migrator.catalogue.patterns import DEVICE_LITERAL, lists_npu
+from migrator.catalogue.protocols import Checker
+from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
 
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
     from migrator.model import Finding
 
 LEVEL = "node"
 
 
-def lists_npu(node: ast.Tuple | ast.List | ast.Set) -> bool:
-    """("cuda", "npu", ...) already handles Ascend."""
-    return any(isinstance(e, ast.Constant) and e.value in ("npu", "hccl") for e in node.elts)
-
-
-def accepted_names(node: ast.Tuple | ast.List | ast.Set) -> bool:
-    """`{"cpu", "cuda"}`, `choices=["cpu", "cuda", "auto"]`: the names a user may type, not a device selection
-    (only strings, "cuda" among other names)."""
-    if len(node.elts) < 2 or not all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts):
-        return False
-    names = [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-    return "cuda" in names and any(not n.startswith("cuda") for n in names)
-
-
-def detect_compare(checker, node: ast.Compare) -> None:
+def detect_compare(checker: Checker, node: ast.Compare) -> None:
     """`x == "cuda"`, `x in ("cuda", "xpu")` (a collection that lists "npu" too is left alone)."""
     for operand in (node.left, *node.comparators):
         if isinstance(operand, ast.Constant) and operand.value == "cuda":
-            checker.claimed.add(id(operand))
+            checker.claim(operand)
             member = operand is node.left and isinstance(node.ops[0], (ast.In, ast.NotIn))
-            checker.emit_impl("device-type-compare", node, MEMBER if member else '== "cuda"', '"npu"')
+            checker.emit("device-type-compare", node, MEMBER if member else '== "cuda"', '"npu"')
         elif isinstance(operand, (ast.Tuple, ast.List, ast.Set)):
             cuda = [e for e in operand.elts if isinstance(e, ast.Constant) and e.value == "cuda"]
             for e in cuda:
-                checker.claimed.add(id(e))
+                checker.claim(e)
             if cuda and not lists_npu(operand):
-                checker.emit_impl("device-type-compare", node, 'in (..., "cuda", ...)', '"npu"')
+                checker.emit("device-type-compare", node, 'in (..., "cuda", ...)', '"npu"')
 
 
 MEMBER = '"cuda" in ...'
@@ -64,7 +54,7 @@ def precheck(site: CallSite) -> Verdict:
     return Declined('"cuda" is not a plain operand here (it sits in a tuple or set): rewrite the comparison by hand')
 
 
-def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNode | Declined:
+def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     import libcst as cst
 
     from migrator.fix.transforms.common import accelerator_type
@@ -74,7 +64,7 @@ def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNo
 
     def swap(expr: cst.BaseExpression) -> cst.BaseExpression:
         if isinstance(expr, cst.SimpleString) and _plain_cuda(expr.value):
-            if ctx.target == "npu":
+            if ctx.target == Target.NPU:
                 return expr.with_changes(value=expr.value.replace("cuda", "npu"))
             return accelerator_type(ctx)
         return expr

@@ -6,41 +6,42 @@ import ast
 import re
 from typing import TYPE_CHECKING
 
-from migrator.rules.site import FIXABLE, CallSite, Declined, Verdict
+from migrator.catalogue.kinds import Target
+from migrator.catalogue.patterns import NCCL_STRING, PLAIN_NCCL
+from migrator.catalogue.protocols import Checker
+from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
 
 if TYPE_CHECKING:
     import libcst as cst
 
+    from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
     from migrator.model import Finding
 
 LEVEL = "node"
-# a whole backend name, or a "device:backend,..." spec that names nccl
-NCCL_STRING = re.compile(r"(?i)^(nccl|(\w+:\w+,)*\w+:nccl(,\w+:\w+)*)$")
 
 
-def detect_string(checker, node: ast.AST, text: str) -> None:
+def detect_string(checker: Checker, node: ast.AST, text: str) -> None:
     if NCCL_STRING.match(text):
-        checker.emit_impl("nccl-backend-string", node, text, re.sub("(?i)nccl", "hccl", text))
-PLAIN_NCCL = re.compile(r"[rRuU]?(['\"])nccl\1", flags=re.I)
+        checker.emit("nccl-backend-string", node, text, re.sub("(?i)nccl", "hccl", text))
 
 
 def precheck(site: CallSite) -> Verdict:
     if site.string != "plain":
         return Declined("not a plain string literal")
-    if site.target != "npu" and not PLAIN_NCCL.fullmatch(site.text.strip()):
+    if site.target != Target.NPU and not PLAIN_NCCL.fullmatch(site.text.strip()):
         return Declined("combined backend specs have no portable rewrite; use dist.get_default_backend_for_device")
     return FIXABLE
 
 
-def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule) -> cst.CSTNode | Declined:
+def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     import libcst as cst
 
     from migrator.fix.transforms.helpers import BACKEND_HELPER, DEVICE_HELPER
 
     if not isinstance(node, cst.SimpleString):
         return Declined("not a plain string literal")
-    if ctx.target == "npu":
+    if ctx.target == Target.NPU:
         value = re.sub(r"(?i)\bnccl\b", lambda m: "HCCL" if m.group(0).isupper() else "hccl", node.value)
         value = re.sub(r"\bcuda:", "npu:", value)
         return node.with_changes(value=value)

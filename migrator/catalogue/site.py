@@ -1,0 +1,147 @@
+"""The parser-neutral record of one finding's site, and a rule's verdict on it.
+
+`scan` builds a `CallSite` from the `ast` tree, `fix` from the libcst tree; a rule's `precheck`
+sees only this record, so both ask the same question and get the same answer: a site is fixable
+in the scan exactly when the fixer rewrites it, and a declined site carries the same reason in both.
+Kept free of libcst and torch (the scanner imports it).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class _NotLiteral:
+    def __repr__(self) -> str:
+        return "<expression>"
+
+
+NOT_LITERAL: Any = _NotLiteral()  # an argument whose value is not a Python literal
+
+
+@dataclass(frozen=True)
+class Arg:
+    keyword: str | None  # None: positional
+    value: Any  # the literal value, or NOT_LITERAL
+    text: str  # its source text
+    star: str = ""  # "*" or "**"
+
+
+@dataclass(frozen=True)
+class CallSite:
+    code: str  # the rule
+    symbol: str  # the finding's symbol (a qualified name, a string, `.cuda()`, ...)
+    target: str = "npu"  # npu | portable
+    file_kind: str = "python"  # python | shell | config | dockerfile | requirements | ...
+    text: str = ""  # the source text of the finding's node
+    string: str = ""  # a string literal node: "plain", "fstring" or "concat" (implicit concatenation)
+    pieces: tuple[tuple[str, str], ...] = ()  # an f-string: ("text", source) / ("expr", "plain" | "formatted")
+    called: bool = False  # the node is called (it is a call's callee, or the call itself)
+    args: tuple[Arg, ...] = ()  # the call's arguments
+    replacement: str | None = None  # the catalogue's replacement name
+    is_import: bool = False  # the site is an import alias
+    root: tuple[str, ...] = ()  # a dotted use: its parts (`t.cuda.x` -> ("t", "cuda", "x"))
+    root_names: frozenset[str] = field(default_factory=frozenset)  # what its first part is bound to
+    operands: tuple[str, ...] = ()  # a comparison: the source text of each operand
+    in_pattern: bool = False  # inside a `case` pattern (only literals and dotted names fit there)
+    build_file: bool = False  # the file builds the package (`setup.py`): its strings name libraries and flags
+
+    @property
+    def star(self) -> bool:
+        return any(a.star for a in self.args)
+
+    @property
+    def name(self) -> str:
+        """The last part of the symbol: `apex.amp.initialize` -> `initialize`."""
+        return self.symbol.rsplit(".", 1)[-1]
+
+    def bind(self, params: list[str]) -> dict[str, Arg] | None:
+        """Each argument by its parameter name; None for *args/**kwargs, unknown or repeated keywords."""
+        bound: dict[str, Arg] = {}
+        for i, arg in enumerate(self.args):
+            if arg.star:
+                return None
+            if arg.keyword is None:
+                if i >= len(params):
+                    return None
+                bound[params[i]] = arg
+            elif arg.keyword not in params or arg.keyword in bound:
+                return None
+            else:
+                bound[arg.keyword] = arg
+        return bound
+
+
+@dataclass(frozen=True)
+class Fixable:
+    pass
+
+
+@dataclass(frozen=True)
+class Declined:
+    reason: str
+
+
+Verdict = Fixable | Declined
+FIXABLE = Fixable()
+
+PATTERN_REASON = "a `case` pattern takes only literals and dotted names: match the device type in a guard instead"
+STAR_IMPORT = "a star import binds names that cannot be renamed: import them by name"
+VALUE_USE = "used as a value (a base class or a variable), not called: port it by hand"
+STAR_ARGS = "called with *args/**kwargs, so the arguments cannot be mapped: port it by hand"
+
+
+def needs_call(site: CallSite) -> Declined | None:
+    """A fix that rewrites the whole call: the name alone, or arguments it cannot see, are manual."""
+    if not site.called:
+        return Declined(VALUE_USE)
+    if site.star:
+        return Declined(STAR_ARGS)
+    return None
+
+
+def literal_of(text: str) -> Any:
+    """The value of a literal's source text (`1e-3`, `(0.9, 0.999)`, `"O1"`), else NOT_LITERAL."""
+    import ast
+
+    try:
+        return ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return NOT_LITERAL
+
+
+def string_shape(text: str) -> str:
+    """"plain", "fstring" or "concat" for a string literal's source text ("" if it is not one)."""
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(text.strip()).readline)
+                  if t.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.COMMENT)]
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return ""
+    if not tokens or any(t.type != tokenize.STRING for t in tokens):
+        return ""
+    if len(tokens) > 1:
+        return "concat"
+    prefix = re.match(r"[A-Za-z]*", tokens[0].string)
+    return "fstring" if prefix and "f" in prefix.group(0).lower() else "plain"
+
+
+def unparenthesised(text: str) -> str:
+    text = text.strip()
+    while text.startswith("(") and text.endswith(")") and literal_of(text) is NOT_LITERAL:
+        inner = text[1:-1].strip()
+        if not inner or "," in inner:
+            break
+        text = inner
+    return text
+
+
+BUILD_FILES = frozenset({"setup.py"})
+
+
+def is_build_file(path: str) -> bool:
+    """`setup.py` (any folder): "nccl", "cuda" there name libraries, flags and paths of a build, not devices."""
+    return path.rsplit("/", 1)[-1] in BUILD_FILES

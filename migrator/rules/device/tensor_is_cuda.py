@@ -1,0 +1,43 @@
+"""DEV `tensor.is_cuda`: `.is_npu` (npu), "not on the CPU" (portable)."""
+
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING
+
+from migrator.catalogue.kinds import Target
+from migrator.catalogue.protocols import Checker
+from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
+
+if TYPE_CHECKING:
+    import libcst as cst
+
+    from migrator.catalogue.loader import Rule
+    from migrator.fix.context import FixContext
+    from migrator.model import Finding
+
+LEVEL = "node"
+
+
+def detect_attribute(checker: Checker, node: ast.Attribute) -> None:
+    """`x.is_cuda` on a value (not `self.is_cuda`, not an imported name)."""
+    own = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
+    if node.attr == "is_cuda" and isinstance(node.ctx, ast.Load) and not own and not checker.qualnames(node):
+        checker.emit("tensor-is-cuda", node, "is_cuda", "is_npu")
+
+
+def precheck(site: CallSite) -> Verdict:
+    return FIXABLE  # every site the scanner reports is rewritten
+
+
+def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
+    import libcst as cst
+
+    from migrator.fix.transforms.args import code
+
+    if not isinstance(node, cst.Attribute):
+        return Declined("not an attribute")
+    if ctx.target == Target.NPU:
+        return node.with_changes(attr=node.attr.with_changes(value="is_npu"))
+    # any accelerator: the tensor is not on the CPU
+    return cst.parse_expression(f'({code(node.value)}.device.type != "cpu")')
