@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from migrator.engine.scan_file import ScanOptions, scan_text_content
 from migrator.engine.source import UnreadableSource, decode_python, decode_text
 from migrator.fix import ledger, text_fixer
 from migrator.fix.import_order import read_style
@@ -109,6 +110,7 @@ class FixOptions:
     annotate: bool = False
     strip_annotations: bool = False
     jobs: int = 0  # worker processes for big trees; 0 = one per CPU
+    scan: ScanOptions | None = None  # what --annotate judges the fixed text with (pipeline/options.scan_options)
 
 
 @dataclass(frozen=True)
@@ -342,14 +344,13 @@ def _annotate(rel, text, findings, applied, declined, options, encoding: str = "
     Notebooks, container files and configs are not annotated: a comment line inside a JSON string,
     a Dockerfile heredoc or a YAML block scalar would change what the file means."""
     from migrator.engine.discover import file_kind
-    from migrator.engine.scan_file import ScanOptions, scan_text_content
 
     kind = file_kind(Path(rel))
     if kind not in ("python", "shell"):
         return text
 
     reasons = {(f.code, f.symbol): why for f, why in declined}
-    remaining = scan_text_content(text, rel, kind, ScanOptions(target=options.target))
+    remaining = scan_text_content(text, rel, kind, options.scan or ScanOptions(target=options.target))
     starts: dict[int, int] = {}  # shell: a note goes above the first line of a `\`-continued command
     if kind == "shell":
         from migrator.engine.text_checkers import _logical_lines
