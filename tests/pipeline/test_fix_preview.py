@@ -59,3 +59,14 @@ def test_a_fix_that_writes_nothing_reports_what_a_scan_of_the_written_files_repo
     assert summary.coverage and summary.coverage["soc"] == soc
     assert summary.unattributed_markers >= N_MARKERS > len(summary.unattributed)
     assert any("op-trace.json" in f.message for f in preview.remaining.findings) or soc != "A2"
+
+
+def test_the_portable_preview_scans_the_runtime_module_the_fix_would_create(tmp_path):
+    options = {"use_cache": False, "jobs": 1, "target": "portable"}
+    preview_tree, written_tree = _tree(tmp_path, "preview"), _tree(tmp_path, "written")
+    preview = api.fix([preview_tree], root=preview_tree, write=False, **options)
+    api.fix([written_tree], root=written_tree, **options)
+    assert (written_tree / "_migrate_runtime.py").is_file() and not (preview_tree / "_migrate_runtime.py").exists()
+    fresh = api.scan([written_tree], root=written_tree, **options)
+    assert _comparable(preview.remaining) == _comparable(fresh)
+    assert preview.remaining.summary.files_scanned == fresh.summary.files_scanned
