@@ -290,7 +290,8 @@ def _trace_ops(target, script_args, soc, torch_npu_version, fmt, steps, fake, en
     else:
         click.echo(render_census(census, str(path) if path else None, None if all_rows else 40), nl=False)
     floor = fail_on or settings.fail_on
-    if floor != "never" and any(SEVERITY_RANK[o.severity] >= SEVERITY_RANK[floor] for o in census.findings):
+    if floor != "never" and any(o.severity is not None and SEVERITY_RANK[o.severity] >= SEVERITY_RANK[floor]
+                                 for o in census.findings):
         sys.exit(EXIT_FINDINGS)
 
 

@@ -14,11 +14,14 @@ import os
 import pickle
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from migrator.model import FileResult
 from migrator.safe_write import write_bytes
 
-FORMAT = 2  # 2: Finding.imported
+if TYPE_CHECKING:
+    from migrator.engine.scanned import ScannedFile
+
+FORMAT = 3  # 2: Finding.imported; 3: ScannedFile (training-dtype evidence and variants)
 MAX_AGE_DAYS = 30
 SUFFIX = ".pickle"
 
@@ -74,7 +77,7 @@ class ScanCache:
     def __init__(self, root: Path, key: str):
         name = hashlib.sha256(f"{FORMAT}|{root.resolve()}|{key}".encode()).hexdigest()[:24]
         self.path = cache_dir() / f"{name}{SUFFIX}"
-        self.entries: dict[str, tuple[str, FileResult]] = {}
+        self.entries: dict[str, tuple[str, ScannedFile]] = {}
         self.dirty = False
 
     def load(self) -> None:
@@ -86,11 +89,11 @@ class ScanCache:
         except Exception:  # noqa: BLE001 - a broken cache only costs a cold scan
             self.entries = {}
 
-    def get(self, rel: str, digest: str) -> FileResult | None:
+    def get(self, rel: str, digest: str) -> ScannedFile | None:
         hit = self.entries.get(rel)
         return hit[1] if hit and hit[0] == digest else None
 
-    def put(self, rel: str, digest: str, result: FileResult) -> None:
+    def put(self, rel: str, digest: str, result: ScannedFile) -> None:
         self.entries[rel] = (digest, result)
         self.dirty = True
 

@@ -170,6 +170,28 @@ def coverage_hits(checker, soc: str, version: str | None, traced: dict | None = 
         yield ("float64-use", node, symbol, message, None, None, None)
 
 
+def depends_on_training(checker, soc: str, version: str | None, traced: dict) -> bool:
+    """Whether any op verdict of this module changes when the tree trains in bf16/fp16: a partial op
+    (not decided by the census) with a 16-bit dtype outside its list before the first one the module
+    itself shows. With every training dtype added the verdict is the same, so is it with any subset
+    (the first dtype outside the list is the earliest of a larger set)."""
+    from migrator.coverage._dtypes import DEFAULT_DTYPES, TRAINING_DTYPES
+
+    local = frozenset(DEFAULT_DTYPES | checker.dtypes_used)
+    every = local | frozenset(TRAINING_DTYPES)
+    if every == local:
+        return False
+    names = [name for name, _ in checker.calls if not name.startswith(SETUP_PREFIXES)]
+    names += [f"torch.Tensor.{method}" for receiver, method, _ in checker.method_calls
+              if receiver is not None and receiver in checker.tensor_names]
+    for name in dict.fromkeys(names):
+        entry = _lookup(name, soc, version)
+        if entry.known and entry.status == "partial" and \
+                _verdict(entry, name, soc, version, traced, local) != _verdict(entry, name, soc, version, traced, every):
+            return True
+    return False
+
+
 def _enclosing_op(checker, node: ast.AST) -> str | None:
     for name, call in checker.calls:
         if any(kw.value is node for kw in call.keywords) or any(a is node for a in call.args):

@@ -1,30 +1,26 @@
 """Run the scan over many files: discovery, cache, optional process pool, progress callback.
 
-The pool's workers die with the scan: SIGTERM or SIGINT to the parent terminates them before it
-exits (by the same signal), and each worker also watches its parent (`PR_SET_PDEATHSIG` on Linux,
-a parent-pid check elsewhere), so even a parent killed with SIGKILL leaves no worker behind.
+Each file is read once, by the worker that scans it (`engine/scanned.py`); the tree's training
+dtypes are combined here from the workers' per-file evidence. The pool's workers never outlive the
+scan (`engine/workers.py`).
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import sys
-import threading
-from collections.abc import Callable, Iterator
-from concurrent.futures import ProcessPoolExecutor
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 from migrator import __version__
 from migrator.catalogue.loader import load_catalogue
-from migrator.census.store import traced_apis
 from migrator.config import Settings
-from migrator.coverage._dtypes import training_dtypes
 from migrator.engine.cache import ScanCache, content_digest
-from migrator.engine.discover import Candidate, Skip, discover
-from migrator.engine.scan_file import ScanOptions, scan_file
+from migrator.engine.discover import Candidate, Skip, discover, file_kind
+from migrator.engine.scan_file import ScanOptions
+from migrator.engine.scanned import ScannedFile, scan_one, tree_training_dtypes
+from migrator.engine.workers import worker_pool
 from migrator.globs import compile_globs
 from migrator.model import FileResult, SkippedFile
 
@@ -36,6 +32,7 @@ POOL_THRESHOLD = 48  # below this many files to parse, a pool costs more than it
 class EngineOutput:
     files: tuple[FileResult, ...]
     skipped: tuple[SkippedFile, ...]
+    training_dtypes: tuple[str, ...] = ()  # the 16-bit dtypes the scanned files show (op verdicts)
 
 
 def _coverage_digest() -> str:
@@ -48,101 +45,16 @@ def _coverage_digest() -> str:
         return "none"
 
 
-def _scan_one(args: tuple[Path, str, str, ScanOptions]) -> FileResult:
-    return scan_file(*args)
+def _scan_one(args: tuple[Path, str, str, ScanOptions, bytes | None]) -> ScannedFile:
+    return scan_one(*args)
 
 
-PARENT_POLL_S = 1.0
+# results of one process's earlier scans, by cache key, then path: (content digest, scanned file)
+ScanMemo = dict[str, dict[str, tuple[str, ScannedFile]]]
 
 
-def _die_with_parent(parent: int) -> None:
-    """Pool initializer: exit when the scan that started this worker is gone."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent stops us
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler, inherited by fork
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG: SIGTERM when the parent dies
-        except (OSError, AttributeError):
-            pass
-    if os.getppid() != parent:  # the parent died before we got here
-        os._exit(1)
-
-    def watch() -> None:  # portable fallback (and a forkserver parent): poll the parent pid
-        while os.getppid() == parent:
-            threading.Event().wait(PARENT_POLL_S)
-        os._exit(1)
-
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
-class _Terminated(BaseException):
-    """SIGTERM arrived while the pool was running (raised in the main thread)."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _raise_terminated(signum, frame) -> None:
-    raise _Terminated(signum)
-
-
-def _stop(pool: ProcessPoolExecutor) -> None:
-    """Cancel what is queued and terminate the workers now (no waiting for running files)."""
-    procs = list((getattr(pool, "_processes", None) or {}).values())
-    pool.shutdown(wait=False, cancel_futures=True)
-    for proc in procs:
-        proc.terminate()
-    for proc in procs:
-        proc.join(timeout=5)
-        if proc.is_alive():
-            proc.kill()
-
-
-@contextmanager
-def worker_pool(jobs: int) -> Iterator[ProcessPoolExecutor]:
-    """A process pool whose workers never outlive the caller: on SIGTERM, Ctrl-C or an error they
-    are terminated; after SIGTERM the process then exits by that signal."""
-    pool = ProcessPoolExecutor(max_workers=jobs, initializer=_die_with_parent, initargs=(os.getpid(),))
-    in_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main else None
-    try:
-        yield pool
-    except _Terminated as exc:
-        _stop(pool)
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        os.kill(os.getpid(), exc.signum)  # exit as a SIGTERM'd process does
-        raise SystemExit(128 + exc.signum) from None  # (if the signal is blocked)
-    except BaseException:
-        _stop(pool)
-        raise
-    else:
-        pool.shutdown(wait=True)
-    finally:
-        if in_main:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
-
-
-def _texts(candidates: list[Candidate]) -> Iterator[bytes]:
-    for cand in candidates:
-        try:
-            yield cand.path.read_bytes()
-        except OSError:
-            continue  # the scan reports it
-
-
-# results of one process's earlier scans, by cache key, then path: (content digest, result)
-ScanMemo = dict[str, dict[str, tuple[str, FileResult]]]
-
-
-def run(settings: Settings, paths: list[Path], progress: Progress | None = None, extra_key: str = "",
-        memo: ScanMemo | None = None) -> EngineOutput:
-    """`memo`: shared by the scans of one command (fix scans before and after writing): a file whose
-    bytes did not change is not scanned again, with or without the disk cache."""
-    catalogue = load_catalogue()
+def _discovered(settings: Settings, paths: list[Path], overlay: Mapping[str, bytes]) -> tuple[list[Candidate], list[SkippedFile]]:
+    """The files to scan; an overlay file discovery cannot see yet (a module fix would create) is added."""
     exclude = compile_globs(settings.exclude)[0] if settings.exclude else None  # checked when the settings were read
     candidates: list[Candidate] = []
     skipped: list[SkippedFile] = []
@@ -151,70 +63,99 @@ def run(settings: Settings, paths: list[Path], progress: Progress | None = None,
             skipped.append(SkippedFile(item.rel, item.reason))
         else:
             candidates.append(item)
+    seen = {c.rel for c in candidates}
+    for rel in overlay:
+        kind = file_kind(Path(rel))
+        if rel not in seen and kind is not None and _under(settings.root / rel, paths):
+            candidates.append(Candidate(settings.root / rel, rel, kind, False))
+    return candidates, skipped
 
-    options = ScanOptions(
-        select=settings.select,
-        ignore=settings.ignore,
-        per_file_ignores=settings.per_file_ignores,
-        soc=settings.soc,
-        torch_npu_version=settings.torch_npu_version,
-        traced=traced_apis(settings.root),
-        target=settings.target,
-        training_dtypes=training_dtypes(_texts(candidates)),
-    )
+
+def _under(path: Path, paths: list[Path]) -> bool:
+    return any(path == p or path.is_relative_to(p) for p in paths)
+
+
+def _cache_key(settings: Settings, options: ScanOptions, extra_key: str) -> str:
+    catalogue = load_catalogue()
     traced_key = content_digest(repr(options.traced).encode()) if options.traced else ""
-    key = (f"{__version__}|{catalogue.digest}|{_coverage_digest()}|{settings.cache_key()}|{extra_key}|{traced_key}"
-           f"|{','.join(options.training_dtypes)}")
-    cache = ScanCache(settings.root, key)
-    if settings.use_cache:
-        cache.load()
-    known = memo.setdefault(key, {}) if memo is not None else None
+    return f"{__version__}|{catalogue.digest}|{_coverage_digest()}|{settings.cache_key()}|{extra_key}|{traced_key}"
 
-    results: dict[str, FileResult] = {}
-    todo: list[tuple[Candidate, str | None]] = []
-    for cand in candidates:
-        digest = None
-        if settings.use_cache or known is not None:
-            try:
-                digest = content_digest(cand.path.read_bytes())
-            except OSError:
-                digest = None
-            remembered = known.get(cand.rel) if known is not None and digest else None
-            hit = remembered[1] if remembered and remembered[0] == digest else None
-            if hit is None and settings.use_cache and digest:
-                hit = cache.get(cand.rel, digest)
-            if hit is not None:
-                results[cand.rel] = hit
-                if known is not None and digest:
-                    known[cand.rel] = (digest, hit)
-                continue
-        todo.append((cand, digest))
 
-    total = len(candidates)
-    done = len(results)
+class _Results:
+    """Per-file results found in this command's memo or the disk cache, and those still to scan."""
+
+    def __init__(self, settings: Settings, key: str, memo: ScanMemo | None, overlay: Mapping[str, bytes]):
+        self.use_cache = settings.use_cache
+        self.cache = ScanCache(settings.root, key)
+        if self.use_cache:
+            self.cache.load()
+        self.known = memo.setdefault(key, {}) if memo is not None else None
+        self.overlay = overlay
+        self.scanned: dict[str, ScannedFile] = {}
+
+    def digest(self, cand: Candidate) -> str | None:
+        if cand.rel in self.overlay:
+            return content_digest(self.overlay[cand.rel])
+        if not (self.use_cache or self.known is not None):
+            return None
+        try:
+            return content_digest(cand.path.read_bytes())
+        except OSError:
+            return None
+
+    def lookup(self, cand: Candidate, digest: str | None) -> bool:
+        if digest is None:
+            return False
+        remembered = self.known.get(cand.rel) if self.known is not None else None
+        hit = remembered[1] if remembered and remembered[0] == digest else None
+        if hit is None and self.use_cache and cand.rel not in self.overlay:
+            hit = self.cache.get(cand.rel, digest)
+        if hit is None:
+            return False
+        self.keep(cand, digest, hit)
+        return True
+
+    def keep(self, cand: Candidate, digest: str | None, scanned: ScannedFile) -> None:
+        self.scanned[cand.rel] = scanned
+        if digest and self.use_cache and cand.rel not in self.overlay:
+            self.cache.put(cand.rel, digest, scanned)
+        if digest and self.known is not None:
+            self.known[cand.rel] = (digest, scanned)
+
+    def save(self) -> None:
+        if self.use_cache:
+            self.cache.save()
+
+
+def run(settings: Settings, paths: list[Path], options: ScanOptions, progress: Progress | None = None,
+        extra_key: str = "", memo: ScanMemo | None = None, overlay: Mapping[str, bytes] | None = None) -> EngineOutput:
+    """Scan with `options` (built from the settings by `migrator.pipeline.options.scan_options`).
+    `memo`: shared by the scans of one command (fix scans before and after writing): a file whose bytes
+    did not change is not scanned again, with or without the disk cache. `overlay`: root-relative path
+    -> bytes scanned instead of the file on disk (fix's planned texts, before they are written)."""
+    overlay = overlay or {}
+    candidates, skipped = _discovered(settings, paths, overlay)
+    results = _Results(settings, _cache_key(settings, options, extra_key), memo, overlay)
+    todo = [(cand, digest) for cand in candidates if not results.lookup(cand, digest := results.digest(cand))]
+    total, done = len(candidates), len(candidates) - len(todo)
     if progress:
         progress(done, total)
     jobs = settings.jobs or (os.cpu_count() or 1)
-    work = [(c.path, c.rel, c.kind, options) for c, _ in todo]
+    work = [(c.path, c.rel, c.kind, options, overlay.get(c.rel)) for c, _ in todo]
     with ExitStack() as stack:
         if jobs > 1 and len(work) >= POOL_THRESHOLD:
             pool = stack.enter_context(worker_pool(jobs))
             outputs = pool.map(_scan_one, work, chunksize=max(1, min(16, len(work) // (jobs * 4))))
         else:
             outputs = map(_scan_one, work)
-        for (cand, digest), result in zip(todo, outputs):
-            results[cand.rel] = result
-            if digest and settings.use_cache:
-                cache.put(cand.rel, digest, result)
-            if digest and known is not None:
-                known[cand.rel] = (digest, result)
+        for (cand, digest), scanned in zip(todo, outputs):
+            results.keep(cand, digest, scanned)
             done += 1
             if progress:
                 progress(done, total)
-    if settings.use_cache:
-        cache.save()
-    ordered = tuple(results[c.rel] for c in candidates)
-    for r in ordered:
-        if r.skipped:
-            skipped.append(SkippedFile(r.path, r.skipped))
-    return EngineOutput(ordered, tuple(sorted(skipped, key=lambda s: s.path)))
+    results.save()
+    files = [results.scanned[c.rel] for c in candidates]
+    dtypes = tree_training_dtypes(files)
+    ordered = tuple(f.for_training(dtypes) for f in files)
+    skipped.extend(SkippedFile(r.path, r.skipped) for r in ordered if r.skipped)
+    return EngineOutput(ordered, tuple(sorted(skipped, key=lambda s: s.path)), dtypes)

@@ -19,7 +19,7 @@ from migrator.catalogue.loader import Catalogue, Rule, load_catalogue
 from migrator.catalogue.site import is_build_file
 from migrator.config import RuleSelector
 from migrator.engine import config_checker, config_reader, notebook, text_checkers
-from migrator.engine.coverage_checker import coverage_hits
+from migrator.engine.coverage_checker import coverage_hits, depends_on_training
 from migrator.engine.python_checker import check_module
 from migrator.engine.source import SourceText, UnreadableSource, decode_python, decode_text
 from migrator.engine.suppress import Directives, parse_directives
@@ -72,6 +72,7 @@ class FileScan:
         self.catalogue = catalogue
         self.selector = selector
         self.findings: list[Finding] = []
+        self.training_sensitive = False  # an op verdict here depends on the tree's training dtypes
 
     def enabled(self, rule: Rule) -> bool:
         return self.selector.enabled(rule.code, rule.default_enabled)
@@ -139,12 +140,18 @@ class FileScan:
 
 
 def scan_file(path: Path, rel: str, kind: str, options: ScanOptions) -> FileResult:
+    read = read_for_scan(path, rel, kind, options)
+    return read if isinstance(read, FileResult) else scan_bytes(read, rel, kind, options)
+
+
+def read_for_scan(path: Path, rel: str, kind: str, options: ScanOptions) -> bytes | FileResult:
+    """The file's bytes (through `input_files`, capped per kind), or the result for a file that cannot be read."""
     from migrator import input_files
     from migrator.input_files import MAX_NOTEBOOK_BYTES, MAX_SOURCE_BYTES, InputRefused
 
     limit = {"notebook": MAX_NOTEBOOK_BYTES, "config": config_checker.MAX_CONFIG_BYTES}.get(kind, MAX_SOURCE_BYTES)
     try:
-        data = input_files.read_bytes(path, limit)
+        return input_files.read_bytes(path, limit)
     except InputRefused as exc:
         if kind == "config" and exc.too_big:
             return FileResult(rel, skipped=f"larger than {config_checker.MAX_CONFIG_BYTES // 2**20} MiB: data, not a config")
@@ -157,7 +164,6 @@ def scan_file(path: Path, rel: str, kind: str, options: ScanOptions) -> FileResu
         scan = FileScan(rel, load_catalogue(), options.selector_for(rel))
         scan.meta("unreadable-file", f"cannot read {rel}: {exc.strerror or exc}")
         return FileResult(rel, tuple(scan.findings))
-    return scan_bytes(data, rel, kind, options)
 
 
 def _head(path: Path) -> bytes:
@@ -175,8 +181,18 @@ def scan_text_content(text: str, rel: str, kind: str, options: ScanOptions) -> F
 
 
 def scan_bytes(data: bytes, rel: str, kind: str, options: ScanOptions) -> FileResult:
+    return judged_scan(data, rel, kind, options)[0]
+
+
+def judged_scan(data: bytes, rel: str, kind: str, options: ScanOptions) -> tuple[FileResult, bool]:
+    """The file's result, and whether a verdict in it would change with other `training_dtypes`."""
     catalogue = load_catalogue()
     scan = FileScan(rel, catalogue, options.selector_for(rel), options, kind)
+    return _scan_bytes(scan, data), scan.training_sensitive
+
+
+def _scan_bytes(scan: FileScan, data: bytes) -> FileResult:
+    rel, kind = scan.rel, scan.kind
     if GENERATED.search(data[:2048]):
         return FileResult(rel, skipped="generated file (@generated marker)")
     if kind == "notebook":
@@ -278,6 +294,7 @@ def _scan_notebook(scan: FileScan, data: bytes) -> FileResult:
             combined = header + cell.python
             view = SourceText(combined, tuple(notebook_lines(combined)), "utf-8")
             parsed = _check_python(cscan, view, combined.encode("utf-8"))
+            scan.training_sensitive |= cscan.training_sensitive
             cscan.findings = [  # back to cell lines; the header's own findings belong to other cells
                 replace(f, line=max(f.line - h, 1), end_line=max(f.end_line - h, 1))
                 for f in cscan.findings
@@ -361,10 +378,11 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes):
                  imported=ImportInfo(library, bool(extra.get("optional"))) if library else None)
     if scan.rel == "setup.py" or scan.rel.endswith("/setup.py"):
         _setup_requirements(scan, tree, source, checker.docstrings)
+    traced = dict(scan.options.traced)
+    scan.training_sensitive = depends_on_training(checker, scan.options.soc, scan.options.torch_npu_version, traced)
     op_uses: list[OpUse] = []
     for impl, node, symbol, message, info, op, status in coverage_hits(checker, scan.options.soc, scan.options.torch_npu_version,
-                                                                   dict(scan.options.traced),
-                                                                   scan.options.training_dtypes):
+                                                                   traced, scan.options.training_dtypes):
         line = node.lineno
         col = source.char_column(line, node.col_offset)
         if op is not None:

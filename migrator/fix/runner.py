@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from migrator.catalogue.loader import load_catalogue
+from migrator.catalogue.loader import Rule, load_catalogue
+from migrator.engine.scan_file import ScanOptions, scan_text_content
 from migrator.engine.source import UnreadableSource, decode_python, decode_text
 from migrator.fix import ledger, text_fixer
 from migrator.fix.import_order import read_style
@@ -58,7 +59,8 @@ class Edit:
         return data
 
 
-def _edit_line_map(kind: str | None, before: str, after: str, cell: tuple[str, str] | None):
+def _edit_line_map(kind: str | None, before: str, after: str,
+                   cell: tuple[str, str] | None) -> tuple[dict[int, tuple[int, int]], list[str]]:
     """Old line -> new lines, for the whole file or (notebooks) one cell's source. Span edits that kept
     every line in place (configs, Dockerfiles, scripts) skip the diff, which is quadratic on huge files."""
     if cell is not None:
@@ -109,6 +111,7 @@ class FixOptions:
     annotate: bool = False
     strip_annotations: bool = False
     jobs: int = 0  # worker processes for big trees; 0 = one per CPU
+    scan: ScanOptions | None = None  # what --annotate judges the fixed text with (pipeline/options.scan_options)
 
 
 @dataclass(frozen=True)
@@ -190,95 +193,57 @@ def _encode(data: bytes, encoding: str, text: str) -> tuple[bytes | None, str | 
                       f"({char!r}, U+{ord(char):04X}, line {line}); file left unchanged")
 
 
-def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Collection[str] = frozenset(),
-               progress: Callable[[int, int], None] | None = None) -> FixPlan:
-    """Every file planned in full (read, fixed, re-parsed, encoded) before anything is written; a file
-    that cannot be planned gets its error and is left unchanged, the others go on."""
-    from migrator.engine.discover import file_kind
+@dataclass
+class _Fixed:
+    """One file's text after its fixer ran (before annotation and encoding)."""
 
-    rules = load_catalogue().rules
-    by_file: dict[str, list[Finding]] = {}
-    for f in scan.findings:
-        by_file.setdefault(f.path, []).append(f)
-    groups, errors = _grouped(root, sorted(set(by_file) | set(extra_files)))
-    texts: dict[str, str] = {}
-    raw: dict[str, tuple[bytes, str]] = {}
-    real_of: dict[str, str] = {}
+    text: str
+    applied: list[Finding] = field(default_factory=list)
+    declined: list[tuple[Finding, str]] = field(default_factory=list)
+    error: str | None = None
+    cell_texts: dict[int, tuple[str, str]] = field(default_factory=dict)
+    runtime_at: RuntimeImport | None = None  # the runtime module this file now imports
+
+
+@dataclass(frozen=True)
+class _Read:
+    """The files to plan, read once per real file (links fixed through their real path)."""
+
+    groups: dict[str, list[str]]
+    errors: dict[str, str]
+    texts: dict[str, str]
+    raw: dict[str, tuple[bytes, str]]
+    real_of: dict[str, str]
+
+
+def _read_all(root: Path, rels: list[str]) -> _Read:
+    groups, errors = _grouped(root, rels)
+    read = _Read(groups, errors, {}, {}, {})
     for real, members in groups.items():
         got = _read(root, members[0])
         if isinstance(got, str):
             errors.update(dict.fromkeys(members, got))
             continue
-        texts[members[0]], data, enc = got
-        raw[members[0]] = (data, enc)
-        real_of[members[0]] = real
-    entries = _entry_points(root, scan, texts)
-    runtime = Planner(root, ledger.recorded_runtime_modules(root)) if options.target == "portable" else None
-    modules = _fix_modules(root, texts, by_file, entries, options, runtime, real_of, progress)
-    changes: list[FileChange] = [FileChange(rel, "", "", error=why) for rel, why in errors.items()]
-    for rel, text in texts.items():
-        findings = by_file.get(rel, [])
-        fixable = _fixable(findings, options, rules)
-        source = _source(text, options)
-        new, applied, declined, error = source, [], [], None
-        cell_texts: dict[int, tuple[str, str]] = {}
-        imports_runtime, where = False, None
-        kind = file_kind(Path(rel))
-        if kind == "notebook":
-            if fixable:
-                new, applied, declined, cell_texts, error = _fix_notebook(source, fixable, rules, options.target)
-        elif kind == "config":
-            if fixable:
-                from migrator.fix.config_fixer import fix_config
+        read.texts[members[0]], data, enc = got
+        read.raw[members[0]] = (data, enc)
+        read.real_of[members[0]] = real
+    return read
 
-                new, applied, declined = fix_config(rel, source, fixable, options.target)
-        elif rel.endswith(".py"):
-            if rel in modules:
-                outcome, where = modules[rel]
-                new, applied, declined, error = outcome.text, outcome.applied, outcome.declined, outcome.error
-                imports_runtime = where is not None and bool(outcome.runtime_names)
-            if error is None and new != source:
-                try:
-                    ast.parse(new)
-                except SyntaxError as exc:
-                    error = f"the fixed text would not parse ({exc.msg}, line {exc.lineno}); file left unchanged"
-        elif fixable:
-            new, applied, declined = text_fixer.fix_text(source, fixable, options.target)
-        if options.annotate and error is None:
-            new = _annotate(rel, new, findings, applied, declined, options, raw[rel][1])
-            if rel.endswith(".py"):
-                try:
-                    ast.parse(new)
-                except SyntaxError:
-                    new = text_fixer.strip_annotations(new) if not options.strip_annotations else new
-        data, enc = raw[rel]
-        encoded = None
-        if error is None and new != text:
-            encoded, error = _encode(data, enc, new)
-        if error is not None:
-            new, applied = text, []
-        elif imports_runtime and runtime is not None and where is not None:
-            runtime.used.add(where.path)
-        maps: dict = {}
-        edits = []
-        for f in sorted(applied, key=Finding.sort_key):
-            if f.cell not in maps:
-                maps[f.cell] = _edit_line_map(kind, text, new, cell_texts.get(f.cell) if f.cell is not None else None)
-            mapping, new_lines = maps[f.cell]
-            first = mapping.get(f.line, (f.line, f.line))[0]
-            last = mapping.get(f.end_line, (f.end_line, f.end_line))[1]
-            end_col = len(new_lines[last - 1]) + 1 if 0 < last <= len(new_lines) else 1
-            new_hash = ledger.lines_sha256(new_lines[first - 1:last]) if 0 < first <= last <= len(new_lines) else None
-            edits.append(Edit(f.code, f.fix.kind if f.fix else "exact", f.fix.title if f.fix else "", f.symbol,
-                              f.line, f.column, f.end_line, f.end_column, first, last, end_col, f.cell, new_hash))
-        real = real_of[rel]
-        digest = ledger.sha256(data)
-        write_to = real if real != rel else None
-        needs = where.path if imports_runtime and where is not None and error is None else None
-        changes.append(FileChange(rel, text, new, tuple(edits), tuple(declined), error, write_to, encoded, digest,
-                                  imports_module=needs))
-        for link in groups[real][1:]:  # other names of the same file: fixed once, through its real path
-            changes.append(FileChange(link, text, text, (), tuple(declined), None, real, None, digest))
+
+def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Collection[str] = frozenset(),
+               progress: Callable[[int, int], None] | None = None) -> FixPlan:
+    """Every file planned in full (read, fixed, re-parsed, encoded) before anything is written; a file
+    that cannot be planned gets its error and is left unchanged, the others go on."""
+    by_file: dict[str, list[Finding]] = {}
+    for f in scan.findings:
+        by_file.setdefault(f.path, []).append(f)
+    read = _read_all(root, sorted(set(by_file) | set(extra_files)))
+    entries = _entry_points(root, scan, read.texts)
+    runtime = Planner(root, ledger.recorded_runtime_modules(root)) if options.target == "portable" else None
+    modules = _fix_modules(root, read.texts, by_file, entries, options, runtime, read.real_of, progress)
+    changes: list[FileChange] = [FileChange(rel, "", "", error=why) for rel, why in read.errors.items()]
+    for rel, text in read.texts.items():
+        changes.extend(_plan_file(rel, text, read, by_file.get(rel, []), options, modules, runtime))
     for module in runtime.writes() if runtime else ():
         changes.append(FileChange(module.path, module.before, module.after, encoded=module.after.encode("utf-8"),
                                   before_sha256=ledger.sha256(module.before_bytes), runtime_module=True))
@@ -286,11 +251,109 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
     return FixPlan(root, tuple(changes), options)
 
 
-def _fix_kind(f: Finding, rules) -> str:
+def _plan_file(rel: str, text: str, read: _Read, findings: list[Finding], options: FixOptions,
+               modules: dict[str, tuple[PythonOutcome, RuntimeImport | None]], runtime: Planner | None) -> list[FileChange]:
+    """The planned change of one file (and of its other names, through links)."""
+    from migrator.engine.discover import file_kind
+
+    kind = file_kind(Path(rel))
+    data, enc = read.raw[rel]
+    fixed = _fixed_text(rel, kind, _source(text, options), findings, options, modules)
+    new = fixed.text
+    if options.annotate and fixed.error is None:
+        new = _annotated(rel, new, findings, fixed, options, enc)
+    encoded, error = None, fixed.error
+    if error is None and new != text:
+        encoded, error = _encode(data, enc, new)
+    applied = fixed.applied
+    if error is not None:
+        new, applied = text, []
+    elif fixed.runtime_at is not None and runtime is not None:
+        runtime.used.add(fixed.runtime_at.path)
+    edits = _edits(kind, text, new, applied, fixed.cell_texts)
+    real = read.real_of[rel]
+    digest = ledger.sha256(data)
+    needs = fixed.runtime_at.path if fixed.runtime_at is not None and error is None else None
+    changes = [FileChange(rel, text, new, edits, tuple(fixed.declined), error, real if real != rel else None, encoded,
+                          digest, imports_module=needs)]
+    for link in read.groups[real][1:]:  # other names of the same file: fixed once, through its real path
+        changes.append(FileChange(link, text, text, (), tuple(fixed.declined), None, real, None, digest))
+    return changes
+
+
+def _fixed_text(rel: str, kind: str | None, source: str, findings: list[Finding], options: FixOptions,
+                modules: dict[str, tuple[PythonOutcome, RuntimeImport | None]]) -> _Fixed:
+    """What the file's fixer makes of it: notebooks, configs, Python modules (fixed by `_fix_modules`,
+    re-parsed here) and text files each by their own fixer."""
+    rules = load_catalogue().rules
+    fixable = _fixable(findings, options, rules)
+    if kind == "notebook":
+        if not fixable:
+            return _Fixed(source)
+        new, applied, declined, cells, error = _fix_notebook(source, fixable, rules, options.target)
+        return _Fixed(new, applied, declined, error, cells)
+    if kind == "config":
+        if not fixable:
+            return _Fixed(source)
+        from migrator.fix.config_fixer import fix_config
+
+        new, applied, declined = fix_config(rel, source, fixable, options.target)
+        return _Fixed(new, applied, declined)
+    if rel.endswith(".py"):
+        return _fixed_module(source, modules.get(rel))
+    if fixable:
+        new, applied, declined = text_fixer.fix_text(source, fixable, options.target)
+        return _Fixed(new, applied, declined)
+    return _Fixed(source)
+
+
+def _fixed_module(source: str, module: tuple[PythonOutcome, RuntimeImport | None] | None) -> _Fixed:
+    fixed = _Fixed(source)
+    if module is not None:
+        outcome, where = module
+        runtime_at = where if where is not None and outcome.runtime_names else None
+        fixed = _Fixed(outcome.text, outcome.applied, outcome.declined, outcome.error, runtime_at=runtime_at)
+    if fixed.error is None and fixed.text != source:
+        try:
+            ast.parse(fixed.text)
+        except SyntaxError as exc:
+            fixed.error = f"the fixed text would not parse ({exc.msg}, line {exc.lineno}); file left unchanged"
+    return fixed
+
+
+def _annotated(rel: str, new: str, findings: list[Finding], fixed: _Fixed, options: FixOptions, encoding: str) -> str:
+    annotated = _annotate(rel, new, findings, fixed.applied, fixed.declined, options, encoding)
+    if rel.endswith(".py"):
+        try:
+            ast.parse(annotated)
+        except SyntaxError:
+            return text_fixer.strip_annotations(annotated) if not options.strip_annotations else annotated
+    return annotated
+
+
+def _edits(kind: str | None, text: str, new: str, applied: list[Finding],
+           cell_texts: dict[int, tuple[str, str]]) -> tuple[Edit, ...]:
+    """Each applied finding as an edit, with where its lines are in the new text."""
+    maps: dict[int | None, tuple[dict[int, tuple[int, int]], list[str]]] = {}
+    edits = []
+    for f in sorted(applied, key=Finding.sort_key):
+        if f.cell not in maps:
+            maps[f.cell] = _edit_line_map(kind, text, new, cell_texts.get(f.cell) if f.cell is not None else None)
+        mapping, new_lines = maps[f.cell]
+        first = mapping.get(f.line, (f.line, f.line))[0]
+        last = mapping.get(f.end_line, (f.end_line, f.end_line))[1]
+        end_col = len(new_lines[last - 1]) + 1 if 0 < last <= len(new_lines) else 1
+        new_hash = ledger.lines_sha256(new_lines[first - 1:last]) if 0 < first <= last <= len(new_lines) else None
+        edits.append(Edit(f.code, f.fix.kind if f.fix else "exact", f.fix.title if f.fix else "", f.symbol,
+                          f.line, f.column, f.end_line, f.end_column, first, last, end_col, f.cell, new_hash))
+    return tuple(edits)
+
+
+def _fix_kind(f: Finding, rules: dict[str, Rule]) -> str:
     return f.fix.kind if f.fix else rules[f.code].fix_kind
 
 
-def _fixable(findings: list[Finding], options: FixOptions, rules) -> list[Finding]:
+def _fixable(findings: list[Finding], options: FixOptions, rules: dict[str, Rule]) -> list[Finding]:
     """Declined sites go to the fixers too: their precheck declines them again, so the fix record lists them."""
     return [f for f in findings if (f.fix or f.declined) and (not options.exact_only or _fix_kind(f, rules) == "exact")]
 
@@ -322,7 +385,8 @@ def _fix_modules(root: Path, texts: dict[str, str], by_file: dict[str, list[Find
     return {rel: (outcome, job.runtime) for (rel, job), outcome in zip(jobs.items(), outcomes)}
 
 
-def _fix_notebook(text, findings, rules, target):
+def _fix_notebook(text: str, findings: list[Finding], rules: dict[str, Rule], target: str,
+                  ) -> tuple[str, list[Finding], list[tuple[Finding, str]], dict[int, tuple[str, str]], str | None]:
     """(new text, applied, declined, cell texts, error) for one notebook; never raises."""
     from migrator.engine.notebook import NotebookError
     from migrator.fix.notebook_fixer import NotebookFixError, fix_notebook
@@ -336,20 +400,20 @@ def _fix_notebook(text, findings, rules, target):
     return result.text, result.applied, result.declined, result.cells, None
 
 
-def _annotate(rel, text, findings, applied, declined, options, encoding: str = "utf-8") -> str:
+def _annotate(rel: str, text: str, findings: list[Finding], applied: list[Finding], declined: list[tuple[Finding, str]],
+              options: FixOptions, encoding: str = "utf-8") -> str:
     """Mark every site the fix could not handle with `# MIGRATE(CODE): reason` (Python and shell).
 
     Notebooks, container files and configs are not annotated: a comment line inside a JSON string,
     a Dockerfile heredoc or a YAML block scalar would change what the file means."""
     from migrator.engine.discover import file_kind
-    from migrator.engine.scan_file import ScanOptions, scan_text_content
 
     kind = file_kind(Path(rel))
     if kind not in ("python", "shell"):
         return text
 
     reasons = {(f.code, f.symbol): why for f, why in declined}
-    remaining = scan_text_content(text, rel, kind, ScanOptions(target=options.target))
+    remaining = scan_text_content(text, rel, kind, options.scan or ScanOptions(target=options.target))
     starts: dict[int, int] = {}  # shell: a note goes above the first line of a `\`-continued command
     if kind == "shell":
         from migrator.engine.text_checkers import _logical_lines

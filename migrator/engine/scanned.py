@@ -1,0 +1,58 @@
+"""One file's scan as a worker returns it (and the cache keeps it), with its training-dtype evidence.
+
+A partial op's verdict depends on the 16-bit dtypes the *whole tree* trains in (autocast, `--dtype
+bf16`, a DeepSpeed config; `migrator/coverage/_dtypes.py`), which no worker knows. So the worker
+reads the file once, notes the 16-bit dtypes the file itself shows (`evidence`), scans it as for a
+tree that trains in neither (`base`), and, only when some verdict of the file would change with
+them, also for each set of training dtypes that changes it (`variants`). The parent combines the
+evidence of every file and takes each file's result for that set (`for_training`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from migrator.coverage._dtypes import TRAINING_DTYPES, training_dtypes
+from migrator.engine.scan_file import ScanOptions, judged_scan, read_for_scan
+from migrator.model import FileResult
+
+#: every non-empty set of training dtypes, in `TRAINING_DTYPES` order
+TRAINING_SETS: tuple[tuple[str, ...], ...] = (("bf16",), ("fp16",), ("bf16", "fp16"))
+assert {d for s in TRAINING_SETS for d in s} == set(TRAINING_DTYPES)
+
+
+@dataclass(frozen=True)
+class ScannedFile:
+    base: FileResult  # as for a tree that trains in no 16-bit dtype
+    evidence: tuple[str, ...] = ()  # the 16-bit training dtypes this file shows
+    variants: tuple[tuple[tuple[str, ...], FileResult], ...] = ()  # (training dtypes, result) where it differs
+
+    def for_training(self, dtypes: tuple[str, ...]) -> FileResult:
+        return dict(self.variants).get(dtypes, self.base)
+
+
+def tree_training_dtypes(files: list[ScannedFile]) -> tuple[str, ...]:
+    """The 16-bit dtypes any scanned file shows count for every file, in `TRAINING_DTYPES` order."""
+    shown = {d for f in files for d in f.evidence}
+    return tuple(d for d in TRAINING_DTYPES if d in shown)
+
+
+def scan_one(path: Path, rel: str, kind: str, options: ScanOptions, data: bytes | None = None) -> ScannedFile:
+    """Read `path` once (or take `data`: a fix result not written yet) and scan it for every training set."""
+    if data is None:
+        read = read_for_scan(path, rel, kind, options)
+        if isinstance(read, FileResult):
+            return ScannedFile(read)
+        data = read
+    base_options = replace(options, training_dtypes=())
+    base, sensitive = judged_scan(data, rel, kind, base_options)
+    evidence = training_dtypes([data])
+    if not sensitive:
+        return ScannedFile(base, evidence)
+    variants = []
+    for dtypes in TRAINING_SETS:
+        result, _ = judged_scan(data, rel, kind, replace(options, training_dtypes=dtypes))
+        if result != base:
+            variants.append((dtypes, result))
+    return ScannedFile(base, evidence, tuple(variants))

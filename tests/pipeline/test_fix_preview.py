@@ -1,0 +1,72 @@
+"""`fix --diff` / `fix --check` (a fix that writes nothing) say what a fresh scan of the written files
+would say: the same remaining findings, summary counts and unattributed markers, for every SoC the
+coverage table knows, with a census in the tree and a tree that trains in bf16."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from migrator import api
+from migrator.census import store
+from migrator.census.model import Census
+from migrator.coverage import lookup, socs
+
+REPO = Path(__file__).resolve().parents[2]
+N_MARKERS = 260  # more than the summary lists (MAX_LISTED_MARKERS): the count must still be exact
+
+
+def _tree(tmp_path: Path, name: str) -> Path:
+    tree = tmp_path / name
+    shutil.copytree(REPO / "samples" / "gpt", tree)
+    (tree / "pyproject.toml").write_text('[project]\nname = "gpt"\n')
+    # a fixable finding on each line plus a CUDA-looking token no rule claims: every marker of the
+    # file moves with the fix, so a preview that kept the old markers would be caught
+    (tree / "helpers.py").write_text("import torch\n" + "".join(
+        f"x{i} = torch.zeros(1).cuda(); my_cudnn_helper{i} = x{i}\n" for i in range(N_MARKERS)))
+    # ops the training step ran, with dtypes: one partial op outside its documented list
+    documented = lookup("torch.nn.functional.silu", soc="A2")
+    census = Census({"target": ".", "mode": "script", "steps": 1}, "A2", documented.version, "", 0.0, ())
+    raw = census.to_json()
+    raw["ops"] = [{"level": "api", "op": "torch.nn.functional.silu", "dtypes": ["fp64"], "count": 1,
+                   "status": "partial", "verdict": "unsupported", "sites": [{"phase": "forward", "count": 1}]}]
+    store.census_path(tree).parent.mkdir(exist_ok=True)
+    store.census_path(tree).write_text(json.dumps(raw))
+    assert store.traced_apis(tree)
+    return tree
+
+
+def _comparable(result):
+    return result.findings, replace(result.summary, root="")
+
+
+@pytest.mark.parametrize("soc", socs(None))
+def test_a_fix_that_writes_nothing_reports_what_a_scan_of_the_written_files_reports(tmp_path, soc):
+    options = {"soc": soc, "use_cache": False, "jobs": 1}
+    preview_tree, written_tree = _tree(tmp_path, "preview"), _tree(tmp_path, "written")
+    preview = api.fix([preview_tree], root=preview_tree, write=False, **options)
+    written = api.fix([written_tree], root=written_tree, **options)
+    assert preview.changed_files == written.changed_files and "helpers.py" in preview.changed_files
+    fresh = api.scan([written_tree], root=written_tree, **options)
+    assert _comparable(preview.remaining) == _comparable(fresh)
+    assert _comparable(written.remaining) == _comparable(fresh)
+    # what the comparison covers is really there: the SoC's table, the census's verdict, bf16, markers
+    summary = preview.remaining.summary
+    assert summary.coverage and summary.coverage["soc"] == soc
+    assert summary.unattributed_markers >= N_MARKERS > len(summary.unattributed)
+    assert any("op-trace.json" in f.message for f in preview.remaining.findings) or soc != "A2"
+
+
+def test_the_portable_preview_scans_the_runtime_module_the_fix_would_create(tmp_path):
+    options = {"use_cache": False, "jobs": 1, "target": "portable"}
+    preview_tree, written_tree = _tree(tmp_path, "preview"), _tree(tmp_path, "written")
+    preview = api.fix([preview_tree], root=preview_tree, write=False, **options)
+    api.fix([written_tree], root=written_tree, **options)
+    assert (written_tree / "_migrate_runtime.py").is_file() and not (preview_tree / "_migrate_runtime.py").exists()
+    fresh = api.scan([written_tree], root=written_tree, **options)
+    assert _comparable(preview.remaining) == _comparable(fresh)
+    assert preview.remaining.summary.files_scanned == fresh.summary.files_scanned
