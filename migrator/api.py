@@ -12,13 +12,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from migrator.catalogue.loader import Rule, load_catalogue
 from migrator.config import ConfigError, Settings
 from migrator.model import RunResult
 from migrator.pipeline.fix import FixOutcome, FixRequest, FixTransaction
 from migrator.pipeline.options import resolve_settings
 from migrator.pipeline.scan import scan_tree
 from migrator.progress import Progress, prefixed
-from migrator.catalogue.loader import Rule, load_catalogue
 from migrator.usage_error import UsageError
 
 if TYPE_CHECKING:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from migrator.catalogue.kinds import Target
 from migrator.catalogue.loader import Rule, load_catalogue
 from migrator.engine.scan_file import ScanOptions, scan_text_content
 from migrator.engine.source import UnreadableSource, decode_python, decode_text
@@ -239,7 +240,7 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
         by_file.setdefault(f.path, []).append(f)
     read = _read_all(root, sorted(set(by_file) | set(extra_files)))
     entries = _entry_points(root, scan, read.texts)
-    runtime = Planner(root, ledger.recorded_runtime_modules(root)) if options.target == "portable" else None
+    runtime = Planner(root, ledger.recorded_runtime_modules(root)) if options.target == Target.PORTABLE else None
     modules = _fix_modules(root, read.texts, by_file, entries, options, runtime, read.real_of, progress)
     changes: list[FileChange] = [FileChange(rel, "", "", error=why) for rel, why in read.errors.items()]
     for rel, text in read.texts.items():
@@ -378,7 +379,7 @@ def _fix_modules(root: Path, texts: dict[str, str], by_file: dict[str, list[Find
         findings = by_file.get(rel, [])
         fixable = _fixable(findings, options, rules)
         is_entry = rel in entries and "import torch" in text
-        if fixable or (is_entry and options.target == "npu" and "torch_npu" not in text and findings):
+        if fixable or (is_entry and options.target == Target.NPU and "torch_npu" not in text and findings):
             where = runtime.locate(real_of[rel]) if runtime else None
             jobs[rel] = PythonJob(_source(text, options), tuple(fixable), options.target, is_entry, where, style)
     outcomes = fix_modules(list(jobs.values()), options.jobs, progress)

@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from migrator import __version__, declines
+from migrator.catalogue.loader import Rule, load_catalogue
 from migrator.config import Settings
 from migrator.model import Finding, Marker, OpUse, RunResult, Summary, ToolInfo, finding_counts
 from migrator.pipeline.options import scan_options, selector
 from migrator.progress import Progress, phase
-from migrator.catalogue.loader import Rule, load_catalogue
 from migrator.usage_error import UsageError
 
 MAX_LISTED_MARKERS = 200
