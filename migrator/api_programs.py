@@ -28,6 +28,7 @@ def validate(original: str | Path, *, migrate: Callable[[str, str], list[str]] |
     path = Path(original)
     if not path.is_dir():
         raise UsageError(f"{original}: no such directory")
+    options.update(_nodes(options, options.pop("launcher_env", None)))
     _require_validate_extra()
     try:
         opts = Options(original=str(path), **options)
@@ -37,6 +38,19 @@ def validate(original: str | Path, *, migrate: Callable[[str, str], list[str]] |
         return run(opts, progress=progress, migrate=migrate)
     except ValidationSetupError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _nodes(options: dict[str, Any], launcher_env: dict[str, str] | None) -> dict[str, Any]:
+    """``nnodes`` / ``node_rank`` / ``rdzv_endpoint`` from the options, else (``launcher_env`` given: the
+    command line) from the torchrun / srun environment that started us; bad ones raise UsageError."""
+    from migrator.validation.parent.node_spec import NodeSpecError, resolve
+
+    try:
+        spec = resolve(options.get("nnodes", 1), options.get("node_rank", 0), options.get("rdzv_endpoint"),
+                       launcher_env)
+    except NodeSpecError as exc:
+        raise UsageError(str(exc)) from None
+    return {"nnodes": spec.nnodes, "node_rank": spec.node_rank, "rdzv_endpoint": spec.endpoint}
 
 
 def compare_msprobe(target: str | Path, golden: str | Path, *, cross_device: bool = False):

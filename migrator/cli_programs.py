@@ -22,8 +22,9 @@ from migrator.cli_support import ProgressDisplay, _Errors, _fail, _int_list, wri
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for weights, data order and every RNG.")
 @click.option("--steps", help="S1 batches, e.g. 0,1 [default: 0,1].")
 @click.option("--nproc-per-node", "--world-size", "nproc", type=click.IntRange(min=1), default=2, show_default=True, help="S2/S3 ranks per node.")
-@click.option("--nnodes", type=click.IntRange(min=1), default=1, show_default=True, help="S2/S3 nodes (a real cluster; with --rdzv-endpoint).")
-@click.option("--rdzv-endpoint", help="torchrun rendezvous HOST:PORT for --nnodes > 1.")
+@click.option("--nnodes", type=click.IntRange(min=1), default=1, show_default=True, help="S2/S3 nodes: run the same command on each (with --node-rank, --rdzv-endpoint) [default: 1, or what torchrun/srun started us with].")
+@click.option("--node-rank", type=click.IntRange(min=0), default=0, show_default=True, help="This node (0 gathers every node's records and compares).")
+@click.option("--rdzv-endpoint", help="Node 0's HOST:PORT (its rendezvous store) for --nnodes > 1.")
 @click.option("--plan-world-size", type=click.IntRange(min=1), default=8, show_default=True, help="S0: the real target world size (8, 64, 384, ...).")
 @click.option("--plan-tp", type=click.IntRange(min=1), help="S0: tensor-parallel degree [default: 2 when the program declares tp].")
 @click.option("--bf16-policy", type=click.Choice(["amp", "pure"]), default="amp", show_default=True, help="amp: autocast over fp32 master weights; pure: model.to(bfloat16).")
@@ -49,7 +50,7 @@ from migrator.cli_support import ProgressDisplay, _Errors, _fail, _int_list, wri
 @click.option("--cross-device", is_flag=True, help="--msprobe-*: the dumps come from different device types (fp32 bounds x10).")
 @click.option("--bench-timeout", type=click.FloatRange(min=1), default=300, show_default=True, help="--bench: seconds per repeat before it counts as a hang.")
 def validate(original, script_args, migrated, stages, force, entry, script, curve_steps, seed, steps, nproc, nnodes,
-             rdzv_endpoint, plan_world_size, plan_tp, bf16_policy, threads, timeout, work_dir, record, compare,
+             node_rank, rdzv_endpoint, plan_world_size, plan_tp, bf16_policy, threads, timeout, work_dir, record, compare,
              export_msprobe, max_dump_mb, output, markdown, fmt, quiet, verbose, bench, bench_steps, repeats,
              peak_tflops, bench_timeout, msprobe_target, msprobe_golden, cross_device, device):
     """Staged BF16 diff validation of a migrated program against ORIGINAL.
@@ -72,13 +73,12 @@ def validate(original, script_args, migrated, stages, force, entry, script, curv
             folder, name = os.path.split(original)
             _fail(f"{original}: ORIGINAL is the folder of the original program, not a file; to validate one "
                   f"script, name its folder and the script: migrate validate {folder or '.'} --script {name}")
-        if nnodes > 1 and not rdzv_endpoint:
-            _fail("--nnodes > 1 needs --rdzv-endpoint HOST:PORT")
         chosen = tuple(s.strip().upper() for s in stages.split(",") if s.strip())
         if chosen == ("ALL",):
             chosen = ("S0", "S1", "S2", "S3")
         options = dict(migrated=migrated, stages=chosen, force=force, entry=entry, seed=seed,
-                       world_size=nproc, nnodes=nnodes, rdzv_endpoint=rdzv_endpoint, plan_world_size=plan_world_size,
+                       world_size=nproc, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint,
+                       launcher_env=dict(os.environ), plan_world_size=plan_world_size,
                        plan_tp=plan_tp, bf16_policy=bf16_policy, threads=threads, timeout=timeout, work_dir=work_dir,
                        record=record, compare=compare, device=device, export_msprobe=export_msprobe, script=script,
                        script_args=tuple(script_args), curve_steps=curve_steps, max_bytes=max_dump_mb << 20)

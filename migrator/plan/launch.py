@@ -14,6 +14,7 @@ from pathlib import Path
 from migrator.safe_write import new_file_mode, write_text
 
 from .cost import Layout
+from .launch_validate import write_validate
 
 HEADER = """#!/usr/bin/env bash
 # Written by `migrate plan` ({stage}): {label}
@@ -52,7 +53,8 @@ def _script(stage: str, layout: Layout, label: str, body: str) -> str:
 def write_launch(out: str | Path, stages: dict[str, Layout], per_node: int, script: str = "train.py",
                  notes: dict[str, str] | None = None) -> list[Path]:
     """`stages`: {"1card": layout, "1machine": layout, "supernode": layout}. Writes each as run_<stage>.sh
-    (an existing file is replaced only after the new one is written in full)."""
+    and its `migrate validate` as validate_<stage>.sh (.slurm across nodes; :mod:`.launch_validate`); an
+    existing file is replaced only after the new one is written in full."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     written = []
@@ -72,4 +74,5 @@ def write_launch(out: str | Path, stages: dict[str, Layout], per_node: int, scri
             text = text.replace("set -euo pipefail\n", f"# NOTE: {note}\nset -euo pipefail\n", 1)
         write_text(path, text, mode=new_file_mode(0o777))
         written.append(path)
+        written += write_validate(out, stage, layout.world, per_node)
     return written

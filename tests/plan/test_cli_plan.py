@@ -77,12 +77,36 @@ def test_write_launch_writes_three_valid_scripts(config, tmp_path):
                                        "--write-launch", str(out)])
     assert result.exit_code == 0, result.output
     scripts = sorted(p.name for p in out.iterdir())
-    assert scripts == ["run_1card.sh", "run_1machine.sh", "run_supernode.sh"]
+    assert scripts == ["run_1card.sh", "run_1machine.sh", "run_supernode.sh", "validate_1machine.sh",
+                       "validate_supernode.sh", "validate_supernode.slurm"]
     for name in scripts:
         assert subprocess.run(["bash", "-n", str(out / name)]).returncode == 0
     supernode = (out / "run_supernode.sh").read_text()
     assert "torchrun --nnodes" in supernode and "HCCL_CONNECT_TIMEOUT" in supernode and "HCCL_IF_IP" in supernode
     assert "--nproc-per-node 1" in (out / "run_1card.sh").read_text()
+
+
+def test_write_launch_validate_scripts_call_validate_per_node(config, tmp_path):
+    """The validate scripts run `migrate validate` with each node's flags: the same node count and ranks per
+    node as the stage's torchrun line; srun's variant passes no node flags (validate joins from its env)."""
+    import re
+
+    out = tmp_path / "launch"
+    result = CliRunner().invoke(main, ["plan", "--model", str(config), "--cluster", "supernode-384",
+                                       "--write-launch", str(out)])
+    assert result.exit_code == 0, result.output
+    run = re.search(r"--nnodes (\d+) .*--nproc-per-node (\d+)", (out / "run_supernode.sh").read_text())
+    assert run is not None
+    nnodes, per_node = run.groups()
+    per_node_script = (out / "validate_supernode.sh").read_text()
+    assert (f"migrate validate \"$TREE\" --stages S2,S3 --nproc-per-node {per_node} --nnodes {nnodes} "
+            '--node-rank "$NODE_RANK"') in per_node_script
+    assert '--rdzv-endpoint "$MASTER_ADDR:${MIGRATE_RDZV_PORT:-29400}"' in per_node_script
+    slurm = (out / "validate_supernode.slurm").read_text()
+    assert f"#SBATCH --nodes={nnodes}" in slurm and f"srun --nodes={nnodes} --ntasks-per-node=1" in slurm
+    assert "--node-rank" not in slurm and f"--nproc-per-node {per_node}" in slurm
+    machine = (out / "validate_1machine.sh").read_text()
+    assert "--nnodes" not in machine and "--nproc-per-node" in machine
 
 
 def test_bad_arguments():

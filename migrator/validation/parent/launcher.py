@@ -15,7 +15,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from ... import process_scope
 from .. import records
@@ -55,6 +55,7 @@ class Child:
     started: float
     ranks: int = 0
     timeout: float = 600.0
+    launch: int | None = None  # node 0 of a multi-node run: which announced launch (its shards come back)
 
     def done(self) -> bool:
         return self.scope.proc.poll() is not None
@@ -117,8 +118,9 @@ def start(job: Job, name: str, env: dict[str, str], timeout: float = 600.0,
 
 
 def start_torchrun(job: Job, name: str, env: dict[str, str], nproc_per_node: int, *, nnodes: int = 1,
-                   rdzv_endpoint: str | None = None, timeout: float = 600.0) -> Child:
-    """N ranks of the worker through ``torch.distributed.run`` (the torchrun engine)."""
+                   rdzv_endpoint: str | None = None, timeout: float = 600.0, rdzv_id: str | None = None) -> Child:
+    """N ranks of the worker through ``torch.distributed.run`` (the torchrun engine). Across nodes, node 0
+    announces the launch to the others (:mod:`.multinode`), which pass its ``rdzv_id``."""
     out = job.out
     os.makedirs(out, exist_ok=True)
     job_path = os.path.join(out, "job.json")
@@ -126,15 +128,27 @@ def start_torchrun(job: Job, name: str, env: dict[str, str], nproc_per_node: int
     log = os.path.join(out, "log.txt")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc_per_node),
            "--nnodes", str(nnodes), "--max-restarts", "0", "--monitor-interval", "0.1"]
+    launch = None
     if nnodes == 1 and not rdzv_endpoint:
         cmd.append("--standalone")
     else:
+        if nnodes > 1:
+            from . import multinode
+
+            leader = multinode.current()
+            if leader is not None and rdzv_id is None:
+                launch, rdzv_id = leader.announce(records.to_json(job), name, nproc_per_node, timeout)
         cmd += ["--rdzv-backend", "c10d", "--rdzv-endpoint", rdzv_endpoint or "localhost:29400",
-                "--rdzv-id", f"migrate-validate-{name}"]
+                "--rdzv-id", rdzv_id or f"migrate-validate-{name}"]
     cmd += ["-m", WORKER, job_path]
+    if nnodes > 1:
+        from .multinode import guarded
+
+        cmd, env = guarded(cmd, env)
     with open(log, "wb") as fh:
         scope = process_scope.Scope(cmd, env=env, cwd=out, stdout=fh, memory=process_scope.memory_limit())
-    return Child(name, scope, out, log, time.monotonic(), ranks=nproc_per_node * nnodes, timeout=timeout)
+    return Child(name, scope, out, log, time.monotonic(), ranks=nproc_per_node * nnodes, timeout=timeout,
+                 launch=launch)
 
 
 def wait(child: Child, status_type: type[S]) -> ChildResult[S]:
@@ -142,10 +156,15 @@ def wait(child: Child, status_type: type[S]) -> ChildResult[S]:
     record(s): a status file that does not match ``status_type`` counts as a harness failure naming the
     file and field."""
     remaining = child.timeout - (time.monotonic() - child.started)
+    leader = _leader_of(child)
     try:
-        timed_out = not child.scope.wait(max(remaining, 0.1))
+        if leader is not None:  # also stops waiting when another node is lost
+            timed_out = not leader.wait(child.scope, max(remaining, 0.1))
+        else:
+            timed_out = not child.scope.wait(max(remaining, 0.1))
     finally:
         child.scope.end()
+    lost = leader.gather(child.launch, child.out) if leader is not None and child.launch is not None else None
     seconds = time.monotonic() - child.started
     statuses: list[S] = []
     names = ["status.json"] if not child.ranks else [f"status_rank{r}.json" for r in range(child.ranks)]
@@ -156,6 +175,8 @@ def wait(child: Child, status_type: type[S]) -> ChildResult[S]:
                 statuses.append(records.read_status(path, status_type))
             except (OSError, records.RecordError) as exc:
                 statuses.append(status_type(phase="harness", error=Failure(summary=str(exc))))
+    if lost is not None:  # another node's records are missing: nothing to compare; say which node
+        statuses = [status_type(phase="harness", error=Failure(summary=lost))]
     tail = ""
     try:
         with open(child.log, "rb") as fh:
@@ -166,6 +187,15 @@ def wait(child: Child, status_type: type[S]) -> ChildResult[S]:
         pass
     return ChildResult(child.name, child.scope.proc.returncode, seconds, statuses, status_type(), tail, timed_out,
                        max(child.ranks, 1), child.scope.memory)
+
+
+def _leader_of(child: Child) -> Any:
+    """Node 0's multi-node session when ``child`` is one of its announced launches."""
+    if child.launch is None:
+        return None
+    from . import multinode
+
+    return multinode.current()
 
 
 def kill(child: Child) -> None:

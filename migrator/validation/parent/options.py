@@ -19,7 +19,8 @@ class Options:
     parallel_steps: tuple[int, ...] = (0,)   # S2/S3 batches
     world_size: int = 2                      # S2/S3 processes per node
     nnodes: int = 1
-    rdzv_endpoint: str | None = None
+    node_rank: int = 0                       # this node (0: gathers every node's records and compares)
+    rdzv_endpoint: str | None = None         # HOST:PORT of node 0's rendezvous store (--nnodes > 1)
     plan_world_size: int = 8                 # S0: the real target world size (8, 64, 384, ...)
     plan_tp: int | None = None            # S0: tensor-parallel degree (default 2 when "tp" is declared)
     dp_variants: tuple[str, ...] = ("ddp", "fsdp2")

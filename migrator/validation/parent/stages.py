@@ -24,12 +24,22 @@ __all__ = ["ValidationSetupError", "run"]
 
 
 # ------------------------------------------------------------------------------------ entry point
+def _on_node_zero() -> bool:
+    from .multinode import current
+
+    return current() is not None
+
+
 def run(opts: Options, progress: Progress = None, migrate: MigrateStep | None = None) -> ValidationResult:
     """Run the selected stages; never raises for a failing program (that is a result). ``migrate`` makes
     the migrated tree when ``opts.migrated`` is not given (the api passes `migrate fix` in)."""
     original = os.path.abspath(opts.original)
     if not os.path.isdir(original):
         raise ValidationSetupError(f"{opts.original}: not a directory")
+    if opts.nnodes > 1 and not _on_node_zero():  # across nodes: node 0 runs this with the others joined
+        from .multinode_follow import run_across_nodes
+
+        return run_across_nodes(opts, progress, migrate, run)
     unknown = [s for s in opts.stages if s not in ALL_STAGES]
     if unknown:
         raise ValidationSetupError(f"unknown stage(s) {', '.join(unknown)}; choose from {', '.join(ALL_STAGES)}")
