@@ -259,6 +259,7 @@ class _Repeat:
             return model, model
         from .parallel import _inner, apply_variant
 
+        assert mesh is not None  # a variant always builds its process group (_build)
         call, self.status["how"] = apply_variant(self.entry, model, mesh, self.job.variant, True)
         return call, _inner(call)
 

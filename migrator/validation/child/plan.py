@@ -142,12 +142,6 @@ def _declared(entry: Entry, stage: str, model: torch.nn.Module, mesh: DeviceMesh
     return declared, None
 
 
-def _module_lists(model: torch.nn.Module) -> dict[str, int]:
-    import torch
-
-    return {n: len(m) for n, m in model.named_modules() if isinstance(m, torch.nn.ModuleList)}
-
-
 def _shape_checks(full: torch.nn.Module, inner: torch.nn.Module, tp: int, ep: int,
                   ep_lists: dict[str, tuple[int, int]]) -> list[Check]:
     """Local shapes and placements of ``inner``'s parameters against the full model."""
@@ -314,6 +308,7 @@ class _PlanChecks:
 
         from .. import determinism
         from . import execute
+        from .parallel import _module_lists
 
         job, entry, world = self.job, self.entry, self.world
         determinism.seed_all(job.seed)
@@ -364,7 +359,7 @@ class _PlanChecks:
 
     def _check_plan(self, plan: Plan, dp_mesh: DeviceMesh, tp: int, dp: int) -> str | None:
         """Build one plan, check its layout, run one step; its summary, or None when it did not build or run."""
-        from .parallel import _inner
+        from .parallel import _inner, _module_lists
 
         label, steps = plan
         pmodel = self._build(label, steps)

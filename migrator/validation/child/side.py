@@ -190,10 +190,10 @@ class _SideRun:
 
         job, status, device = self.job, self.status, self.device
         self.phase = "optimizer"
-        rec, name = execute.optimizer_updates(self.entry, weights, device, job.seed, Recorder)
+        rec, name, semantic = execute.optimizer_updates(self.entry, weights, device, job.seed, Recorder)
         run_dir = os.path.join(job.out, "optimizer")
         rec.save(run_dir, {"side": job.side, "optimizer": name})
-        status["optimizer"] = {"name": name, "dir": run_dir, "semantic": getattr(rec, "optimizer_semantic", None)}
+        status["optimizer"] = {"name": name, "dir": run_dir, "semantic": semantic}
         status["timings"]["optimizer"] = self.timer()
         batches = [execute.load_batch(_batch_path(job.shared, s)) for s in job.steps]
         status["train"] = {}
