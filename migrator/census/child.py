@@ -21,6 +21,7 @@ import os
 import runpy
 import sys
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .records import CensusJob, CensusStatus
@@ -169,10 +170,14 @@ def run(job: CensusJob) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from migrator.validation.child.worker import serve
+    from migrator.validation.child.worker import Runner, serve
 
     argv = sys.argv[1:] if argv is None else argv
-    return serve(argv[0], run, CensusJob, CensusStatus)
+    return serve(argv[0], {CensusJob.KIND: Runner(CensusJob, CensusStatus, _runner)})
+
+
+def _runner() -> Callable[[CensusJob], Mapping[str, object]]:
+    return run
 
 
 if __name__ == "__main__":

@@ -11,14 +11,18 @@ the extractors only (the child side); the parent only decodes strings.
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 from .metrics import MASKED_BELOW  # an additive mask value at or below this masks the key (-inf, finfo.min)
 
 MAX_BITS = 1 << 16  # larger patterns are kept as a digest: compared, not located
 
 
-def _ij(sq: int, skv: int, like):
+def _ij(sq: int, skv: int, like: Tensor) -> tuple[Tensor, Tensor]:
     import torch
 
     i = torch.arange(sq, device=like.device).unsqueeze(1)
@@ -26,13 +30,13 @@ def _ij(sq: int, skv: int, like):
     return i, j
 
 
-def causal(sq: int, skv: int, like, *, bottom_right: bool):
+def causal(sq: int, skv: int, like: Tensor, *, bottom_right: bool) -> Tensor:
     """Query i sees keys j <= i (top-left) or j <= i + Skv - Sq (bottom-right)."""
     i, j = _ij(sq, skv, like)
     return j <= i + ((skv - sq) if bottom_right else 0)
 
 
-def window(sq: int, skv: int, like, left: int, right: int):
+def window(sq: int, skv: int, like: Tensor, left: int, right: int) -> Tensor:
     """flash-attn's window_size, bottom-right aligned; -1 is unbounded."""
     i, j = _ij(sq, skv, like)
     d = i + (skv - sq)
@@ -44,7 +48,7 @@ def window(sq: int, skv: int, like, left: int, right: int):
     return keep
 
 
-def from_mask(mask, *, true_means_keep: bool):
+def from_mask(mask: Tensor, *, true_means_keep: bool) -> Tensor:
     """A bool mask (polarity given) or an additive float mask (0 keep, large negative masked)."""
     if mask.dtype.is_floating_point:
         return mask.float() > MASKED_BELOW
@@ -52,7 +56,7 @@ def from_mask(mask, *, true_means_keep: bool):
     return m if true_means_keep else ~m
 
 
-def fold(keep, b: int, n: int, sq: int, skv: int):
+def fold(keep: Tensor, b: int, n: int, sq: int, skv: int) -> Tensor:
     """Broadcast to ``[B, N, Sq, Skv]``; fold the heads, then the batch, where they all allow the same keys."""
     while keep.dim() < 4:
         keep = keep.unsqueeze(0)
@@ -61,7 +65,7 @@ def fold(keep, b: int, n: int, sq: int, skv: int):
     return keep[:1] if bool((keep == keep[:1]).all()) else keep
 
 
-def encode(keep) -> str:
+def encode(keep: Tensor) -> str:
     """``"2x8x8:<hex bits>"`` (row-major, True = sees) or ``"2x8x8:sha256:<digest>"`` when large."""
     import numpy as np
 
@@ -107,7 +111,7 @@ def describe_difference(original: str, migrated: str) -> str:
             f"({len(diffs)} of {len(bits_m)} query-key pairs differ)")
 
 
-def safe(build) -> Any:
+def safe(build: Callable[[], Tensor]) -> str | None:
     """The encoded pattern, or None where it cannot be worked out (varlen, an odd mask shape)."""
     try:
         return encode(build())

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import os
 import random
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 #: msprobe's ``seed_all`` set for NPU (§1.1) plus cuBLAS' deterministic workspace (§3.5).
 DETERMINISTIC_ENV = {
@@ -88,7 +91,7 @@ def apply(seed: int, threads: int, device: str) -> dict[str, Any]:
     return flags
 
 
-def dropout_modules(model) -> list[str]:
+def dropout_modules(model: torch.nn.Module) -> list[str]:
     """Names of dropout modules with ``p > 0`` (should be none after ``make_model(dropout=0.0)``)."""
     import torch
 

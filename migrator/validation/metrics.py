@@ -21,6 +21,10 @@ Non-finite values propagate as ``inf`` (never NaN) so that a verdict can always 
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 RATIO_FLOOR = 2e-4  # §3.3: about 1/20 of the bf16 unit roundoff
 SMALL_VALUE = 2.0 ** -10  # msprobe bf16/fp16 small-value boundary (§1.1)
@@ -29,17 +33,17 @@ THOUSANDTH = 1e-3
 INF = float("inf")
 
 
-def _f64(x):
+def _f64(x: Tensor) -> Tensor:
     return x.detach().reshape(-1).to("cpu").double()
 
 
-def _finite(x) -> bool:
+def _finite(x: Tensor) -> bool:
     import torch
 
     return bool(torch.isfinite(x).all())
 
 
-def rel_l2(t, r) -> float:
+def rel_l2(t: Tensor, r: Tensor) -> float:
     """``‖t − r‖ / ‖r‖``; 0 when both are zero, ``inf`` when only ``r`` is zero or ``t`` is not finite."""
     t64, r64 = _f64(t), _f64(r)
     if not _finite(t64) or not _finite(r64):
@@ -59,7 +63,7 @@ def ratio(err_t: float, err_r: float, floor: float = RATIO_FLOOR) -> float:
     return err_t / max(err_r if math.isfinite(err_r) else floor, floor)
 
 
-def cosine(t, r) -> float:
+def cosine(t: Tensor, r: Tensor) -> float:
     """Cosine similarity in fp64; 1.0 when both are zero, 0.0 when only one is."""
     t64, r64 = _f64(t), _f64(r)
     if not _finite(t64) or not _finite(r64):
@@ -72,7 +76,7 @@ def cosine(t, r) -> float:
     return float(t64 @ r64) / (nt * nr)
 
 
-def max_abs(t, r) -> float:
+def max_abs(t: Tensor, r: Tensor) -> float:
     d = (_f64(t) - _f64(r)).abs()
     if d.numel() == 0:
         return 0.0
@@ -80,12 +84,12 @@ def max_abs(t, r) -> float:
     return INF if math.isnan(value) else value
 
 
-def _rel_errors(t64, r64):
+def _rel_errors(t64: Tensor, r64: Tensor) -> Tensor:
     big = r64.abs() > SMALL_VALUE
     return ((t64 - r64).abs()[big] / r64.abs()[big])
 
 
-def max_rel(t, r) -> float:
+def max_rel(t: Tensor, r: Tensor) -> float:
     """Largest ``|t − r| / |r|`` over elements with ``|r| > 2^-10`` (msprobe's small-value rule)."""
     e = _rel_errors(_f64(t), _f64(r))
     if e.numel() == 0:
@@ -94,7 +98,7 @@ def max_rel(t, r) -> float:
     return INF if math.isnan(value) else value
 
 
-def mean_rel(t, r) -> float:
+def mean_rel(t: Tensor, r: Tensor) -> float:
     e = _rel_errors(_f64(t), _f64(r))
     if e.numel() == 0:
         return 0.0
@@ -102,7 +106,7 @@ def mean_rel(t, r) -> float:
     return INF if math.isnan(value) else value
 
 
-def thousandth(t, r) -> float:
+def thousandth(t: Tensor, r: Tensor) -> float:
     """Share of elements with relative error below 1e-3 (exact zeros in ``r`` count as agreeing
     only when ``t`` is zero there too)."""
     import torch
@@ -116,7 +120,7 @@ def thousandth(t, r) -> float:
     return float((rel < THOUSANDTH).double().mean())
 
 
-def error_balance(t, r) -> float:
+def error_balance(t: Tensor, r: Tensor) -> float:
     """``|#(t > r) − #(t < r)| / N`` (msprobe's EB, §1.1); 0 for empty tensors."""
     t64, r64 = _f64(t), _f64(r)
     n = t64.numel()
@@ -125,7 +129,7 @@ def error_balance(t, r) -> float:
     return abs(int((t64 > r64).sum()) - int((t64 < r64).sum())) / n
 
 
-def norm_ratio(t, r) -> float:
+def norm_ratio(t: Tensor, r: Tensor) -> float:
     """``‖t‖ / ‖r‖`` (1.0 when both are zero)."""
     nt, nr = float(_f64(t).norm()), float(_f64(r).norm())
     if nr == 0.0:
@@ -138,7 +142,7 @@ def norm_ratio(t, r) -> float:
 MASKED_BELOW = -1e4  # an additive attention mask's value at or below this masks the key
 
 
-def mismatch_fraction(t, r) -> float:
+def mismatch_fraction(t: Tensor, r: Tensor) -> float:
     """Share of elements that differ (exact compare, for integer tensors such as routing indices).
     A bool mask against an additive float mask (0 keep, -inf masked) compares the pattern they
     encode, in whichever polarity the bool one uses: two encodings of one attention mask agree."""
@@ -153,7 +157,7 @@ def mismatch_fraction(t, r) -> float:
     return float((tt != rr).double().mean())
 
 
-def stats(t) -> dict[str, float | None]:
+def stats(t: Tensor) -> dict[str, float | None]:
     """msprobe's per-tensor statistics ``Max, Min, Mean, Norm`` (plain floats; ``None`` when empty)."""
     x = _f64(t)
     if x.numel() == 0:
@@ -161,13 +165,13 @@ def stats(t) -> dict[str, float | None]:
     return {"Max": _num(x.max()), "Min": _num(x.min()), "Mean": _num(x.mean()), "Norm": _num(x.norm())}
 
 
-def report_columns(t, r) -> dict[str, float]:
+def report_columns(t: Tensor, r: Tensor) -> dict[str, float]:
     """msprobe's report-only columns for one pair (not gated on)."""
     return {"cosine": cosine(t, r), "max_abs": max_abs(t, r), "max_rel": max_rel(t, r),
             "thousandth": thousandth(t, r)}
 
 
-def _num(v) -> float | None:
+def _num(v: Tensor | float) -> float | None:
     value = float(v)
     if math.isnan(value):
         return None

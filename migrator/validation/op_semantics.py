@@ -16,12 +16,17 @@ Ascend replacement compare key by key (ascend-facts §c.1, §c.5):
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 from . import attention_pattern as P
 
 Semantic = dict[str, tuple[Any, str]]
+Args = Sequence[Any]  # a call's positional arguments
+Kwargs = Mapping[str, Any]
 KIND = {"flash_attn_func": "attention", "flash_attn_varlen_func": "attention",
         "memory_efficient_attention": "attention", "scaled_dot_product_attention": "attention",
         "npu_fusion_attention": "attention", "layer_norm": "layer_norm", "rms_norm": "rms_norm",
@@ -32,7 +37,7 @@ LOSSES = frozenset({"cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_
                     "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "poisson_nll_loss"})
 
 
-def _arg(args, kwargs, index: int, name: str, default: Any = None) -> tuple[Any, bool]:
+def _arg(args: Args, kwargs: Kwargs, index: int, name: str, default: Any = None) -> tuple[Any, bool]:
     """(value, given explicitly)."""
     if name in kwargs:
         return kwargs[name], True
@@ -41,7 +46,7 @@ def _arg(args, kwargs, index: int, name: str, default: Any = None) -> tuple[Any,
     return default, False
 
 
-def _shape(t) -> tuple[int, ...]:
+def _shape(t: object) -> tuple[int, ...]:
     return tuple(getattr(t, "shape", ()) or ())
 
 
@@ -49,13 +54,13 @@ def _rsqrt_default(lib: str, d: int) -> tuple[float, str]:
     return 1.0 / math.sqrt(d), f"{lib} default 1/√{d}"
 
 
-def _scale(value, given: bool, lib: str, d: int) -> tuple[Any, str]:
+def _scale(value: float | None, given: bool, lib: str, d: int) -> tuple[Any, str]:
     if value is None:
         return _rsqrt_default(lib, d)
     return float(value), "given" if given else f"{lib} default"
 
 
-def flash_attn(name: str, args, kwargs) -> Semantic:
+def flash_attn(name: str, args: Args, kwargs: Kwargs) -> Semantic:
     q = args[0]
     varlen = name == "flash_attn_varlen_func"
     base = 7 if varlen else 3  # positional index of dropout_p
@@ -80,14 +85,14 @@ def flash_attn(name: str, args, kwargs) -> Semantic:
         left, right = tuple(window or (-1, -1))
         right = 0 if causal else right
 
-        def keep():
+        def keep() -> torch.Tensor:
             return P.fold(P.window(sq, skv, q, int(left), int(right)), b, n, sq, skv)
 
         out["attention pattern"] = (P.safe(keep), "causal / window_size")
     return out
 
 
-def xformers(name: str, args, kwargs) -> Semantic:
+def xformers(name: str, args: Args, kwargs: Kwargs) -> Semantic:
     q = args[0]
     bias, _ = _arg(args, kwargs, 3, "attn_bias", None)
     p, _ = _arg(args, kwargs, 4, "p", 0.0)
@@ -105,7 +110,7 @@ def xformers(name: str, args, kwargs) -> Semantic:
     b, sq, n = _shape(q)[0], _shape(q)[1], _shape(q)[2]
     skv = _shape(args[1])[1]
 
-    def keep():
+    def keep() -> torch.Tensor:
         if kind is None:
             return P.fold(P.window(sq, skv, q, -1, -1), b, n, sq, skv)
         if causal != "none":
@@ -118,7 +123,7 @@ def xformers(name: str, args, kwargs) -> Semantic:
             "attention pattern": (P.safe(keep), "attn_bias")}
 
 
-def sdpa(name: str, args, kwargs) -> Semantic:
+def sdpa(name: str, args: Args, kwargs: Kwargs) -> Semantic:
     q = args[0]
     mask, _ = _arg(args, kwargs, 3, "attn_mask", None)
     dropout, _ = _arg(args, kwargs, 4, "dropout_p", 0.0)
@@ -134,7 +139,7 @@ def sdpa(name: str, args, kwargs) -> Semantic:
     b, n, sq = (shape[0] if len(shape) > 3 else 1), (shape[-3] if len(shape) > 2 else 1), shape[-2]
     skv = _shape(args[1])[-2]
 
-    def keep():
+    def keep() -> torch.Tensor:
         if causal:
             return P.fold(P.causal(sq, skv, q, bottom_right=False), b, n, sq, skv)
         if mask is None:
@@ -153,7 +158,7 @@ _SPARSE = {0: "given mask", 1: "given mask", 2: "top-left", 3: "bottom-right", 4
            5: "prefix", 6: "prefix", 7: "bottom-right (varlen split)", 8: "top-left (varlen split)"}
 
 
-def npu_fusion_attention(name: str, args, kwargs) -> Semantic:
+def npu_fusion_attention(name: str, args: Args, kwargs: Kwargs) -> Semantic:
     layout, _ = _arg(args, kwargs, 4, "input_layout", "BSH")
     mask, _ = _arg(args, kwargs, 7, "atten_mask", None)
     scale, given = _arg(args, kwargs, 8, "scale", 1.0)
@@ -178,7 +183,7 @@ def npu_fusion_attention(name: str, args, kwargs) -> Semantic:
 _NPU_DIMS = {"BSND": (0, 1, 2), "BNSD": (0, 2, 1), "BSH": (0, 1, None), "SBH": (1, 0, None)}  # b, s, n axes
 
 
-def _npu_pattern(args, kwargs, layout: str, mask, mode: int):
+def _npu_pattern(args: Args, kwargs: Kwargs, layout: str, mask: torch.Tensor | None, mode: int) -> torch.Tensor:
     q, k = args[0], args[1]
     b_ax, s_ax, n_ax = _NPU_DIMS[layout]  # TND (varlen) raises KeyError: not compared
     head_num, _ = _arg(args, kwargs, 3, "head_num", 1)
@@ -200,28 +205,28 @@ def _npu_pattern(args, kwargs, layout: str, mask, mode: int):
     return P.fold(keep, b, n, sq, skv)
 
 
-def layer_norm(name: str, args, kwargs) -> Semantic:
+def layer_norm(name: str, args: Args, kwargs: Kwargs) -> Semantic:
     weight, _ = _arg(args, kwargs, 2, "weight", None)
     eps, given = _arg(args, kwargs, 4 if name == "layer_norm" else 3, "eps", 1e-5 if name == "layer_norm" else None)
     return {"eps": (eps, "given" if given else f"F.{name} default"), "affine": (weight is not None, "weight passed")}
 
 
-def npu_rms_norm(name: str, args, kwargs) -> Semantic:
+def npu_rms_norm(name: str, args: Args, kwargs: Kwargs) -> Semantic:
     eps, given = _arg(args, kwargs, 2, "epsilon", 1e-6)
     return {"eps": (float(eps), "given" if given else "npu default"), "affine": (True, "gamma is mandatory")}
 
 
-def npu_rotary_mul(name: str, args, kwargs) -> Semantic:
+def npu_rotary_mul(name: str, args: Args, kwargs: Kwargs) -> Semantic:
     mode, given = _arg(args, kwargs, 3, "rotary_mode", "half")
     return {"rotary mode": (str(mode), "given" if given else "npu default")}
 
 
-def npu_swiglu(name: str, args, kwargs) -> Semantic:
+def npu_swiglu(name: str, args: Args, kwargs: Kwargs) -> Semantic:
     dim, given = _arg(args, kwargs, 1, "dim", -1)
     return {"split dim": (int(dim), "given" if given else "npu default")}
 
 
-def loss_call(func, name: str, args, kwargs) -> Semantic:
+def loss_call(func: Callable[..., Any], name: str, args: Args, kwargs: Kwargs) -> Semantic:
     """Every argument of a loss function but its input and target, defaults included
     (``label_smoothing``, ``ignore_index``, ``reduction``, a class ``weight``)."""
     import inspect
@@ -244,7 +249,7 @@ def loss_call(func, name: str, args, kwargs) -> Semantic:
     return out
 
 
-def norm_module(module) -> Semantic:
+def norm_module(module: object) -> Semantic:
     """apex Fused*Norm (or any norm module with ``eps``): from its attributes."""
     return {"eps": (getattr(module, "eps", None), f"{type(module).__name__}(eps=...)"),
             "affine": (bool(getattr(module, "elementwise_affine", True)), "elementwise_affine")}
@@ -264,7 +269,7 @@ def _hyper(group: Mapping[str, Any]) -> tuple[Any, ...]:
                  else (float(group[k]) if isinstance(group.get(k), (int, float)) else None) for k in HYPER)
 
 
-def optimizer(opt, names: Mapping[int, str] | None = None) -> Semantic:
+def optimizer(opt: object, names: Mapping[int, str] | None = None) -> Semantic:
     """Hyper-parameters of the first param group, in one vocabulary (apex ``adam_w_mode``, torch
     ``AdamW`` = decoupled, ``Adam`` = L2 unless ``decoupled_weight_decay``); with ``names`` (id of
     a parameter -> its name) also what each parameter gets (``per parameter``), so parameter groups

@@ -123,7 +123,7 @@ def _serve(job, name: str) -> dict:
 
     path = os.path.join(job.out, f"{name}.job.json")
     records.write(job, path)
-    worker.serve(path, worker._run)
+    worker.serve(path)
     status_name = "status_rank0.json" if job.KIND == "parallel" else "status.json"
     with open(os.path.join(job.out, status_name), encoding="utf-8") as fh:
         status = json.load(fh)

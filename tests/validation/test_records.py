@@ -85,17 +85,19 @@ def test_a_value_of_the_wrong_kind_is_refused_naming_the_field():
         records.from_json({"phase": "exploded"}, records.Status)
 
 
-def test_the_worker_freezes_what_a_runner_built_and_refuses_an_unknown_field(tmp_path, monkeypatch):
+def _table(run):
+    return {"side": worker.Runner(records.SideJob, records.SideStatus, lambda: run)}
+
+
+def test_the_worker_freezes_what_a_runner_built_and_refuses_an_unknown_field(tmp_path):
     job = records.SideJob(side="original", tree=str(tmp_path), out=str(tmp_path / "out"), shared=str(tmp_path),
                           steps=(0,))
     records.write(job, str(tmp_path / "job.json"))
-    monkeypatch.setattr(worker, "_run", lambda job: {"ok": True, "runs": {"fp32/step0": "d"}})
-    assert worker.main([str(tmp_path / "job.json")]) == 0
+    assert worker.serve(str(tmp_path / "job.json"), _table(lambda job: {"ok": True, "runs": {"fp32/step0": "d"}})) == 0
     status = records.read_status(str(tmp_path / "out" / "status.json"), records.SideStatus)
     assert status.ok and status.runs == {"fp32/step0": "d"}
 
-    monkeypatch.setattr(worker, "_run", lambda job: {"ok": True, "runz": {}})
-    assert worker.main([str(tmp_path / "job.json")]) == 1
+    assert worker.serve(str(tmp_path / "job.json"), _table(lambda job: {"ok": True, "runz": {}})) == 1
     status = records.read_status(str(tmp_path / "out" / "status.json"), records.SideStatus)
     assert not status.ok and status.phase == "harness" and "runz" in status.error.summary
 
@@ -105,6 +107,40 @@ def test_the_worker_given_a_broken_job_file_leaves_a_status_saying_so(tmp_path):
     assert worker.main([str(tmp_path / "job.json")]) == 1
     status = records.read_status(str(tmp_path / "status.json"), records.Status)
     assert status.phase == "harness" and "job.json" in status.error.summary and "out" in status.error.summary
+
+
+@pytest.mark.parametrize("data", [{"kind": "sidee", "tree": "t", "out": "o"}, {"tree": "t", "out": "o"}, [1, 2]],
+                         ids=["misspelt", "none", "not-an-object"])
+def test_a_job_of_a_kind_the_child_does_not_run_is_a_harness_failure_naming_the_job_file(tmp_path, data):
+    (tmp_path / "job.json").write_text(json.dumps(data))
+    assert worker.main([str(tmp_path / "job.json")]) == 1
+    status = records.read_status(str(tmp_path / "status.json"), records.Status)
+    assert status.phase == "harness" and not status.ok
+    assert status.error.summary.startswith(str(tmp_path / "job.json")) and "unknown job kind" in status.error.summary
+
+
+def test_a_census_job_is_refused_by_the_validation_table_and_served_by_its_own(tmp_path, monkeypatch):
+    from migrator.census import child as census_child
+
+    job = CensusJob(tree=str(tmp_path), out=str(tmp_path / "out"))
+    records.write(job, str(tmp_path / "job.json"))
+    assert worker.main([str(tmp_path / "job.json")]) == 1
+    assert "unknown job kind 'census'" in records.read_status(str(tmp_path / "status.json"), records.Status).error.summary
+
+    seen = []
+    monkeypatch.setattr(census_child, "run", lambda job: seen.append(job) or {"ok": True, "torch": "x"})
+    assert census_child.main([str(tmp_path / "job.json")]) == 0
+    assert seen == [job]
+    assert records.read_status(str(tmp_path / "out" / "status.json"), CensusStatus).torch == "x"
+
+
+def test_the_table_holds_one_runner_per_job_record_each_with_its_status_record():
+    assert set(worker.RUNNERS) == set(records.JOB_KINDS)
+    for kind, runner in worker.RUNNERS.items():
+        assert runner.job is records.JOB_KINDS[kind] and runner.status is records.STATUS_OF[kind]
+        run = runner.load()
+        hints = typing.get_type_hints(run)
+        assert hints["job"] is runner.job, kind
 
 
 def test_the_launcher_reads_a_status_that_does_not_match_as_a_harness_failure(tmp_path):

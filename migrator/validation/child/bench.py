@@ -19,9 +19,16 @@ import os
 import re
 import resource
 import time
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from ..records import DATA_PARALLEL, BenchJob
+
+if TYPE_CHECKING:
+    import torch
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from .protocol import Entry, Layers
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
 _KIND_RE = (("reduce-scatter", re.compile(r"reduce_?scatter", re.I)),
@@ -57,7 +64,7 @@ def _union(intervals: list[tuple[float, float]]) -> float:
     return total
 
 
-def comm_share(events, step_mark: str = STEP_MARK) -> dict[str, Any]:
+def comm_share(events: Iterable[Any], step_mark: str = STEP_MARK) -> dict[str, Any]:
     """Collective time / step time from profiler events (``name``, ``time_range`` in µs).
 
     Only the parts of collective intervals inside a marked step count; intervals of one kind are
@@ -78,7 +85,7 @@ def comm_share(events, step_mark: str = STEP_MARK) -> dict[str, Any]:
     if not steps or step_time <= 0:
         return {"total": 0.0, **{k: 0.0 for k in KINDS}, "profiled_steps": 0}
 
-    def clipped(intervals):
+    def clipped(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
         out = []
         for s, e in intervals:
             for a, b in steps:
@@ -132,7 +139,7 @@ def batch_size(batch: Any) -> tuple[int | None, int | None]:
 
     tensors: list[Any] = []
 
-    def walk(v):
+    def walk(v: Any) -> None:
         if isinstance(v, torch.Tensor):
             tensors.append(v)
         elif isinstance(v, dict):
@@ -152,123 +159,25 @@ def batch_size(batch: Any) -> tuple[int | None, int | None]:
 
 def run_bench(job: BenchJob) -> dict[str, Any]:
     """One repeat; returns the status dict (``ok``, ``phase`` on failure, the measurements)."""
-    from .. import determinism
-    from . import execute, flops, protocol
+    from . import protocol
     from .errors import describe, failure_phase
+    from .parallel import leave_process_group
 
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    side, tree = job.side, job.tree
-    status: dict[str, Any] = {"ok": False, "side": side, "rank": rank, "world_size": world}
-    started = protocol.prepare(side, tree, job.entry, status)
+    status: dict[str, Any] = {"ok": False, "side": job.side, "rank": rank, "world_size": world}
+    started = protocol.prepare(job.side, job.tree, job.entry, status)
     if started is None:
         return status
-    entry, layers = started
-    device = layers.device
-
-    import torch
-    import torch.distributed as dist
-
-    phase = "setup"
-    step_no = 0
+    repeat = _Repeat(job, started[0], started[1], status, rank, world)
     try:
-        torch.set_num_threads(int(job.threads))
-        determinism.seed_all(job.seed)
-        variant = job.variant
-        if device != "cpu" and world > 1:
-            getattr(torch, device).set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        mesh = None
-        if world > 1 or variant:
-            from torch.distributed.device_mesh import init_device_mesh
-
-            dist.init_process_group(backend=layers.backend)
-            mesh = init_device_mesh(device, (world,), mesh_dim_names=("dp" if job.stage == "S2" else "mp",))
-        bf16_policy = job.bf16_policy
-        model = entry.make_model(dropout=0.0).to(device).train()
-        if bf16_policy == "pure":
-            model.to(torch.bfloat16)
-        call = model
-        status["how"] = "one process, the unwrapped model"
-        if variant:
-            from .parallel import _inner, apply_variant
-
-            call, status["how"] = apply_variant(entry, model, mesh, variant, True)
-            model = _inner(call)
-            if variant in DATA_PARALLEL:
-                batch = (entry.make_batch(job.batch_step, rank, world) if entry.batch_takes_rank
-                         else execute.split_batch(entry.batch(job.batch_step), world)[rank])
-            else:
-                batch = entry.batch(job.batch_step, 0, 1) if entry.batch_takes_rank else entry.batch(job.batch_step)
-        else:
-            batch = entry.batch(job.batch_step, 0, 1) if entry.batch_takes_rank else entry.batch(job.batch_step)
-        data = execute.prepare_batch(batch, device, "bf16", bf16_policy)
-        samples, tokens = batch_size(data)
-        args, kwargs = execute.model_inputs(entry, data)
-        status["dtype"] = "bfloat16"
-        status["device_name"] = _device_name(device)
-        if device != "cpu":
-            try:
-                getattr(torch, device).reset_peak_memory_stats()
-            except Exception:  # noqa: BLE001
-                pass
-
-        def step():
-            with execute.autocast("bf16", bf16_policy, device):
-                out = call(*args, **kwargs)
-                loss = entry.loss_fn(out, data)
-            loss.backward()
-            model.zero_grad(set_to_none=True)
-            return loss.detach()
-
-        def finite(loss) -> bool:
-            ok = torch.tensor([1.0 if bool(torch.isfinite(loss).all()) else 0.0])
-            if dist.is_initialized():  # every rank stops together (outside the timed region)
-                if layers.backend in ("nccl", "hccl"):
-                    ok = ok.to(device)
-                dist.all_reduce(ok, op=dist.ReduceOp.MIN)
-            return bool(ok.item() > 0)
-
-        def checked(loss, what):
-            nonlocal step_no
-            step_no += 1
-            if not finite(loss):
-                raise _NonFinite(f"non-finite loss at step {step_no - 1} ({what})")
-
-        for _ in range(int(job.warmup)):
-            phase = f"warm-up step {step_no}"
-            checked(step(), "warm-up")
-        phase = f"FLOP count (step {step_no})"
-        total, per_op, loss = flops.count(step)
-        checked(loss, "FLOP count")
-        status["flops_per_step"] = total
-        status["flops_by_op"] = per_op
-        times: list[float] = []
-        for _ in range(int(job.steps)):
-            phase = f"timed step {step_no}"
-            _sync(device)
-            t0 = time.perf_counter()
-            loss = step()
-            _sync(device)
-            times.append(time.perf_counter() - t0)
-            checked(loss, "timed")
-        status["step_times"] = times
-        profile_steps = int(job.profile_steps)
-        if profile_steps > 0:
-            phase = f"profiled step {step_no}"
-            status["comm_share"] = _profile(step, device, profile_steps, checked)
-            if world == 1:
-                status["comm_share"]["note"] = "one process: no collectives"
-        status["samples_per_step"] = samples
-        status["tokens_per_step"] = tokens
-        status["peak_memory"] = _peak_memory(device)
+        repeat.run()
         status["ok"] = True
     except _NonFinite as exc:
-        status.update(phase="nan", error={"summary": str(exc)}, nan_step=step_no - 1)
+        status.update(phase="nan", error={"summary": str(exc)}, nan_step=repeat.step_no - 1)
     except Exception as exc:  # noqa: BLE001 - a crash of the program is a result
-        status.update(phase=failure_phase(exc, tree), error=describe(exc, tree, during=phase))
+        status.update(phase=failure_phase(exc, job.tree), error=describe(exc, job.tree, during=repeat.phase))
     finally:
-        from .parallel import leave_process_group
-
         leave_process_group()
     return status
 
@@ -277,7 +186,136 @@ class _NonFinite(Exception):
     pass
 
 
-def _profile(step, device: str, n: int, checked) -> dict[str, Any]:
+class _Repeat:
+    """One benchmark repeat, step by step; ``phase`` and ``step_no`` say where a failure happened."""
+
+    def __init__(self, job: BenchJob, entry: Entry, layers: Layers, status: dict[str, Any], rank: int,
+                 world: int) -> None:
+        self.job, self.entry, self.layers, self.status = job, entry, layers, status
+        self.rank, self.world, self.device = rank, world, layers.device
+        self.phase = "setup"
+        self.step_no = 0
+
+    def run(self) -> None:
+        from . import flops
+
+        job, status = self.job, self.status
+        self._build()
+        for _ in range(int(job.warmup)):
+            self.phase = f"warm-up step {self.step_no}"
+            self.checked(self.step(), "warm-up")
+        self.phase = f"FLOP count (step {self.step_no})"
+        total, per_op, loss = flops.count(self.step)
+        self.checked(loss, "FLOP count")
+        status["flops_per_step"] = total
+        status["flops_by_op"] = per_op
+        status["step_times"] = self._timed_steps()
+        profile_steps = int(job.profile_steps)
+        if profile_steps > 0:
+            self.phase = f"profiled step {self.step_no}"
+            status["comm_share"] = _profile(self.step, self.device, profile_steps, self.checked)
+            if self.world == 1:
+                status["comm_share"]["note"] = "one process: no collectives"
+        status["samples_per_step"], status["tokens_per_step"] = batch_size(self.data)
+        status["peak_memory"] = _peak_memory(self.device)
+
+    def _build(self) -> None:
+        """The process group (under torchrun or for a variant), the model as the stage runs it, its batch."""
+        import torch
+        import torch.distributed as dist
+
+        from .. import determinism
+        from . import execute
+
+        job, device, status = self.job, self.device, self.status
+        torch.set_num_threads(int(job.threads))
+        determinism.seed_all(job.seed)
+        if device != "cpu" and self.world > 1:
+            getattr(torch, device).set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        mesh = None
+        if self.world > 1 or job.variant:
+            from torch.distributed.device_mesh import init_device_mesh
+
+            dist.init_process_group(backend=self.layers.backend)
+            mesh = init_device_mesh(device, (self.world,), mesh_dim_names=("dp" if job.stage == "S2" else "mp",))
+        model = self.entry.make_model(dropout=0.0).to(device).train()
+        if job.bf16_policy == "pure":
+            model.to(torch.bfloat16)
+        self.call, self.model = self._parallelize(model, mesh)
+        self.data = execute.prepare_batch(self._batch(), device, "bf16", job.bf16_policy)
+        self.args, self.kwargs = execute.model_inputs(self.entry, self.data)
+        status["dtype"] = "bfloat16"
+        status["device_name"] = _device_name(device)
+        if device != "cpu":
+            try:
+                getattr(torch, device).reset_peak_memory_stats()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _parallelize(self, model: torch.nn.Module, mesh: DeviceMesh | None) -> tuple[torch.nn.Module, torch.nn.Module]:
+        """(what is called, the model inside it): the stage's variant, else the unwrapped model."""
+        if not self.job.variant:
+            self.status["how"] = "one process, the unwrapped model"
+            return model, model
+        from .parallel import _inner, apply_variant
+
+        assert mesh is not None  # a variant always builds its process group (_build)
+        call, self.status["how"] = apply_variant(self.entry, model, mesh, self.job.variant, True)
+        return call, _inner(call)
+
+    def _batch(self) -> Any:
+        """This rank's micro-batch for a data-parallel variant, else the full batch."""
+        from . import execute
+
+        entry, step = self.entry, self.job.batch_step
+        if self.job.variant in DATA_PARALLEL:
+            return (entry.make_batch(step, self.rank, self.world) if entry.batch_takes_rank
+                    else execute.split_batch(entry.batch(step), self.world)[self.rank])
+        return entry.batch(step)
+
+    def step(self) -> torch.Tensor:
+        """One benchmarked step: forward + backward under the stage's bf16 policy."""
+        from . import execute
+
+        with execute.autocast("bf16", self.job.bf16_policy, self.device):
+            out = self.call(*self.args, **self.kwargs)
+            loss = self.entry.loss_fn(out, self.data)
+        loss.backward()
+        self.model.zero_grad(set_to_none=True)
+        return loss.detach()
+
+    def _finite(self, loss: torch.Tensor) -> bool:
+        import torch
+        import torch.distributed as dist
+
+        ok = torch.tensor([1.0 if bool(torch.isfinite(loss).all()) else 0.0])
+        if dist.is_initialized():  # every rank stops together (outside the timed region)
+            if self.layers.backend in ("nccl", "hccl"):
+                ok = ok.to(self.device)
+            dist.all_reduce(ok, op=dist.ReduceOp.MIN)
+        return bool(ok.item() > 0)
+
+    def checked(self, loss: torch.Tensor, what: str) -> None:
+        """Count the step; a non-finite loss (on any rank) stops the repeat."""
+        self.step_no += 1
+        if not self._finite(loss):
+            raise _NonFinite(f"non-finite loss at step {self.step_no - 1} ({what})")
+
+    def _timed_steps(self) -> list[float]:
+        times: list[float] = []
+        for _ in range(int(self.job.steps)):
+            self.phase = f"timed step {self.step_no}"
+            _sync(self.device)
+            t0 = time.perf_counter()
+            loss = self.step()
+            _sync(self.device)
+            times.append(time.perf_counter() - t0)
+            self.checked(loss, "timed")
+        return times
+
+
+def _profile(step: Callable[[], torch.Tensor], device: str, n: int,
+             checked: Callable[[torch.Tensor, str], None]) -> dict[str, Any]:
     import torch
     from torch.profiler import ProfilerActivity, record_function
 

@@ -15,7 +15,12 @@ dropout kept (its keep rate).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from torch.overrides import TorchFunctionMode
 
 from . import passthrough
 
@@ -37,7 +42,7 @@ def fused(op: str, p: float) -> float:
 class Dropout:
     """Context manager: the dropout census of one model (see the module docstring)."""
 
-    def __init__(self, model, neutral: bool) -> None:
+    def __init__(self, model: torch.nn.Module, neutral: bool) -> None:
         self.neutral = neutral
         self.sites: dict[str, set[float]] = {}
         self.kept: dict[str, list[float]] = {}   # site -> [kept, total] elements of the functional dropouts
@@ -64,29 +69,30 @@ class Dropout:
         _active = self
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         global _active
         _active = None
         self._mode.__exit__(*exc)
         for h in self._handles:
             h.remove()
 
-    def _pre(self, module, args) -> None:
+    def _pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         name = self._names.get(id(module))
         if name is not None:
             self._stack.append(name)
 
-    def _post(self, module, args, output) -> None:
+    def _post(self, module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
         if self._names.get(id(module)) is not None and self._stack:
             self._stack.pop()
 
 
-def _mode(census: Dropout):
+def _mode(census: Dropout) -> TorchFunctionMode:
     import torch
     from torch.overrides import TorchFunctionMode
 
     class Mode(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
+        def __torch_function__(self, func: Callable[..., Any], types: Iterable[type], args: tuple[Any, ...] = (),
+                               kwargs: dict[str, Any] | None = None) -> Any:
             kwargs = dict(kwargs or {})
             name = getattr(func, "__name__", "")
             if name in FUNCTIONAL and _is_functional(func, name):
@@ -119,18 +125,18 @@ def _mode(census: Dropout):
     return Mode()
 
 
-def _is_functional(func, name: str) -> bool:
+def _is_functional(func: Callable[..., Any], name: str) -> bool:
     import torch
 
     return func is getattr(torch.nn.functional, name, None)
 
 
-def _rest(args: tuple) -> dict[str, Any]:
+def _rest(args: tuple[Any, ...]) -> dict[str, Any]:
     """SDPA's positional arguments after ``dropout_p`` as keywords."""
     return dict(zip(("is_causal", "scale", "enable_gqa"), args[5:]))
 
 
-def statistics(forward, seeds: int = SEEDS) -> dict[str, Any]:
+def statistics(forward: Callable[[int], tuple[float, Dropout]], seeds: int = SEEDS) -> dict[str, Any]:
     """``forward(seed)`` -> loss, with dropout on, for ``seeds`` seeds: the sites, keep rates and the losses."""
     losses: list[float] = []
     sites: dict[str, set[float]] = {}

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import os
 import traceback
-from typing import Any
+from collections.abc import Sequence
+from typing import TypedDict
 
 
 class CannotRun(ValueError):
@@ -81,12 +82,29 @@ def summarize(exc: BaseException, tree: str | None = None) -> str:
     return text
 
 
-def describe(exc: BaseException, tree: str | None = None, **extra: Any) -> dict[str, Any]:
-    """JSON-able description of a failure: summary, short traceback (last 6 frames), extras."""
+class FailureInfo(TypedDict, total=False):
+    """A failure as a status under construction holds it: the JSON shape of ``records.Failure``."""
+
+    type: str
+    summary: str
+    traceback: str
+    during: str
+    active_modules: list[str]
+    harness_frame: str
+
+
+def describe(exc: BaseException, tree: str | None = None, *, during: str | None = None,
+             active_modules: Sequence[str] | None = None) -> FailureInfo:
+    """JSON-able description of a failure: summary, short traceback (last 6 frames), what was running
+    (``during``) and the module stack (``active_modules``) when given."""
     tb = traceback.format_exception(type(exc), exc, exc.__traceback__)
     short = "".join(tb[-7:]) if len(tb) > 7 else "".join(tb)
     ours = None if isinstance(exc, CannotRun) else harness_frame(exc, tree)
-    out = {"type": type(exc).__name__, "summary": summarize(exc, tree), "traceback": short[-4000:], **extra}
+    out = FailureInfo(type=type(exc).__name__, summary=summarize(exc, tree), traceback=short[-4000:])
+    if during is not None:
+        out["during"] = during
+    if active_modules is not None:
+        out["active_modules"] = list(active_modules)
     if ours is not None:
         out["harness_frame"] = frame_text(ours)
     return out

@@ -13,16 +13,25 @@ import hashlib
 import json
 import os
 import time
-from typing import Any
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 from .errors import CannotRun, ProgramFault
 
-POLICIES = ("fp32", "bf16")
+if TYPE_CHECKING:
+    import torch
+
+    from .protocol import Entry
+    from .recorder import Recorder
+
+Tensors = dict[str, "torch.Tensor"]  # a state dict, shared weights, a batch's tensors by name
+
 OPTIMIZER_STEPS = 3
 
 
 # ---------------------------------------------------------------------------- hashing / files
-def tensor_hash(tensors: dict[str, Any]) -> str:
+def tensor_hash(tensors: Tensors) -> str:
     """sha256 over (name, dtype, shape, bytes) in sorted name order."""
     import torch
 
@@ -38,7 +47,7 @@ def tensor_hash(tensors: dict[str, Any]) -> str:
     return h.hexdigest()
 
 
-def round_weights(model) -> dict[str, Any]:
+def round_weights(model: torch.nn.Module) -> Tensors:
     """State dict with every floating tensor rounded to bf16 once (kept as fp32 values)."""
     import torch
 
@@ -50,7 +59,7 @@ def round_weights(model) -> dict[str, Any]:
     return out
 
 
-def save_tensors(tensors: dict[str, Any], path: str) -> None:
+def save_tensors(tensors: Tensors, path: str) -> None:
     from safetensors.torch import save_file
 
     tmp = path + ".tmp"
@@ -58,13 +67,13 @@ def save_tensors(tensors: dict[str, Any], path: str) -> None:
     os.replace(tmp, path)
 
 
-def load_tensors(path: str) -> dict[str, Any]:
+def load_tensors(path: str) -> Tensors:
     from safetensors.torch import load_file
 
     return load_file(path)
 
 
-def _flatten_batch(value: Any, prefix: str, tensors: dict[str, Any]) -> Any:
+def _flatten_batch(value: Any, prefix: str, tensors: Tensors) -> Any:
     import torch
 
     if isinstance(value, torch.Tensor):
@@ -84,7 +93,7 @@ def _flatten_batch(value: Any, prefix: str, tensors: dict[str, Any]) -> Any:
                     "(use tensors, numbers, strings, dicts, lists, tuples)")
 
 
-def _unflatten_batch(spec: Any, tensors: dict[str, Any]) -> Any:
+def _unflatten_batch(spec: Any, tensors: Tensors) -> Any:
     if isinstance(spec, dict):
         if "__tensor__" in spec:
             return tensors[spec["__tensor__"]]
@@ -99,7 +108,7 @@ def _unflatten_batch(spec: Any, tensors: dict[str, Any]) -> Any:
 
 def save_batch(batch: Any, path_prefix: str) -> str:
     """Write ``<prefix>.safetensors`` + ``<prefix>.json``; return the batch hash."""
-    tensors: dict[str, Any] = {}
+    tensors: Tensors = {}
     spec = _flatten_batch(batch, "", tensors)
     save_tensors(tensors, path_prefix + ".safetensors")
     with open(path_prefix + ".json", "w", encoding="utf-8") as fh:
@@ -114,7 +123,7 @@ def load_batch(path_prefix: str) -> Any:
 
 
 def batch_hash(batch: Any) -> str:
-    tensors: dict[str, Any] = {}
+    tensors: Tensors = {}
     spec = _flatten_batch(batch, "", tensors)
     h = hashlib.sha256(json.dumps(spec, sort_keys=True).encode())
     h.update(tensor_hash(tensors).encode())
@@ -122,7 +131,7 @@ def batch_hash(batch: Any) -> str:
 
 
 # ---------------------------------------------------------------------------- batches
-def map_tensors(value: Any, fn) -> Any:
+def map_tensors(value: Any, fn: Callable[[torch.Tensor], Any]) -> Any:
     import torch
 
     if isinstance(value, torch.Tensor):
@@ -138,7 +147,7 @@ def prepare_batch(batch: Any, device: str, policy: str, bf16_policy: str) -> Any
     """Move tensors to ``device``; under the pure-bf16 policy float inputs become bf16."""
     import torch
 
-    def fn(t):
+    def fn(t: torch.Tensor) -> torch.Tensor:
         t = t.to(device)
         if policy == "bf16" and bf16_policy == "pure" and t.is_floating_point():
             t = t.to(torch.bfloat16)
@@ -152,7 +161,7 @@ def split_batch(batch: Any, parts: int) -> list[Any]:
     ``make_batch`` does not take a rank). Every tensor must have the same leading size."""
     sizes: set[int | None] = set()  # None: a 0-d tensor
 
-    def collect(t):
+    def collect(t: torch.Tensor) -> torch.Tensor:
         sizes.add(t.shape[0] if t.dim() else None)
         return t
 
@@ -165,20 +174,10 @@ def split_batch(batch: Any, parts: int) -> list[Any]:
         raise CannotRun(f"batch size {size} does not divide over {parts} ranks (give make_batch(step, rank, "
                          "world_size) or a larger batch)")
     chunk = size // parts
-    return [map_tensors(batch, lambda t, i=i: t[i * chunk:(i + 1) * chunk].clone()) for i in range(parts)]
+    def part(i: int) -> Any:
+        return map_tensors(batch, lambda t: t[i * chunk:(i + 1) * chunk].clone())
 
-
-def concat_batches(batches: list[Any]) -> Any:
-    import torch
-
-    first = batches[0]
-    if isinstance(first, torch.Tensor):
-        return torch.cat(batches)
-    if isinstance(first, dict):
-        return {k: concat_batches([b[k] for b in batches]) for k in first}
-    if isinstance(first, (list, tuple)):
-        return type(first)(concat_batches([b[i] for b in batches]) for i in range(len(first)))
-    return first
+    return [part(i) for i in range(parts)]
 
 
 # ---------------------------------------------------------------------------- running
@@ -186,7 +185,7 @@ class WeightsMismatch(ProgramFault):
     """The model's parameters do not match the shared weights (names or shapes)."""
 
 
-def build_model(entry, weights: dict[str, Any], device: str, policy: str, bf16_policy: str):
+def build_model(entry: Entry, weights: Tensors, device: str, policy: str, bf16_policy: str) -> torch.nn.Module:
     """``make_model(dropout=0.0)``, load the shared weights (strict), move, set the dtype policy."""
     import torch
 
@@ -213,7 +212,7 @@ def build_model(entry, weights: dict[str, Any], device: str, policy: str, bf16_p
     return model
 
 
-def autocast(policy: str, bf16_policy: str, device: str):
+def autocast(policy: str, bf16_policy: str, device: str) -> AbstractContextManager[Any]:
     import torch
 
     if policy == "bf16" and bf16_policy == "amp":
@@ -221,7 +220,7 @@ def autocast(policy: str, bf16_policy: str, device: str):
     return contextlib.nullcontext()
 
 
-def model_inputs(entry, batch) -> tuple[tuple, dict]:
+def model_inputs(entry: Entry, batch: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
     if isinstance(batch, dict):
         if entry.input_keys is not None:
             return (), {k: batch[k] for k in entry.input_keys if k in batch}
@@ -231,8 +230,8 @@ def model_inputs(entry, batch) -> tuple[tuple, dict]:
     return (batch,), {}
 
 
-def forward_backward(entry, model, call_model, batch, policy: str, bf16_policy: str, device: str, recorder,
-                     loss_scale: float = 1.0):
+def forward_backward(entry: Entry, model: torch.nn.Module, call_model: Callable[..., Any], batch: Any, policy: str,
+                     bf16_policy: str, device: str, recorder: Recorder, loss_scale: float = 1.0) -> torch.Tensor:
     """Run ``loss_fn(model(batch), batch)`` and its backward under the recorder; return the loss."""
     args, kwargs = model_inputs(entry, batch)
     with recorder.api_mode(), autocast(policy, bf16_policy, device):
@@ -243,12 +242,12 @@ def forward_backward(entry, model, call_model, batch, policy: str, bf16_policy: 
     return loss
 
 
-def param_grads(model) -> list[tuple[str, Any]]:
+def param_grads(model: torch.nn.Module) -> list[tuple[str, torch.Tensor | None]]:
     return [(name, p.grad) for name, p in model.named_parameters()]
 
 
 # ---------------------------------------------------------------------------- optimizer in isolation
-def synthetic_grads(weights: dict[str, Any], names: list[str], seed: int) -> dict[str, Any]:
+def synthetic_grads(weights: Tensors, names: list[str], seed: int) -> Tensors:
     """Deterministic fp32 grads, identical on both sides: N(0, 1e-3²) with 1 % exact zeros.
 
     Each optimizer step draws fresh ones (the seed includes the step): with one constant gradient,
@@ -265,10 +264,13 @@ def synthetic_grads(weights: dict[str, Any], names: list[str], seed: int) -> dic
     return grads
 
 
-def optimizer_updates(entry, weights, device: str, seed: int, recorder_cls) -> tuple[Any, str]:
+def optimizer_updates(entry: Entry, weights: Tensors, device: str, seed: int,
+                      recorder_cls: type[Recorder]) -> tuple[Recorder, str, dict[str, list[Any]]]:
     """fp32 master params through ``make_optimizer(model)`` for ``OPTIMIZER_STEPS`` steps with the
     same synthetic fp32 grads; records each step's update ``p_after - p_before`` (numerics.md §3.2:
-    optimizers compared in isolation, never by step-1 bf16 updates)."""
+    optimizers compared in isolation, never by step-1 bf16 updates). Returns (the recorder, the
+    optimizer's class name, its semantic arguments as JSON)."""
+    assert entry.make_optimizer is not None  # called only for a protocol that has one
     model = build_model(entry, weights, device, "fp32", "amp")
     optimizer = entry.make_optimizer(model)
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -287,16 +289,15 @@ def optimizer_updates(entry, weights, device: str, seed: int, recorder_cls) -> t
     from .. import op_semantics
 
     names = {id(p): n for n, p in model.named_parameters()}  # what each parameter gets, by name
-    rec.optimizer_semantic = op_semantics.jsonable(op_semantics.optimizer(optimizer, names))
-    return rec, type(optimizer).__name__
+    return rec, type(optimizer).__name__, op_semantics.jsonable(op_semantics.optimizer(optimizer, names))
 
 
 # ---------------------------------------------------------------------------- k real training steps
 TRAIN_STEPS = 3
 
 
-def train_updates(entry, weights, batches: list[Any], device: str, policy: str, bf16_policy: str, seed: int,
-                  recorder_cls, neutral: bool = False) -> tuple[Any, dict[str, Any]]:
+def train_updates(entry: Entry, weights: Tensors, batches: list[Any], device: str, policy: str, bf16_policy: str,
+                  seed: int, recorder_cls: type[Recorder], neutral: bool = False) -> tuple[Recorder, dict[str, Any]]:
     """``TRAIN_STEPS`` real steps of the program: forward + ``loss_fn`` under the policy, then the
     program's ``train_step(model, optimizer, loss, scaler)`` (its scaled backward, unscale, clip,
     ``step``), else ``backward()`` + ``step()``; ``scaler`` from ``make_scaler()`` (else None).
@@ -306,6 +307,7 @@ def train_updates(entry, weights, batches: list[Any], device: str, policy: str, 
 
     from .. import determinism
 
+    assert entry.make_optimizer is not None  # called only for a protocol that has one
     determinism.seed_all(seed)
     model = build_model(entry, weights, device, policy, bf16_policy)
     optimizer = entry.make_optimizer(model)
@@ -363,14 +365,14 @@ class Timer:
 
 
 # ---------------------------------------------------------------------------- dropout (issue 24 item 4)
-def dropout_context(model, neutral: bool):
+def dropout_context(model: torch.nn.Module, neutral: bool) -> AbstractContextManager[Any]:
     """The numeric runs' dropout: neutralised (identity) when the original applies any, else untouched."""
     from .dropout import Dropout
 
     return Dropout(model, neutral=True) if neutral else contextlib.nullcontext()
 
 
-def dropout_census(entry, weights, batch, device: str, seed: int, seeds: int = 0) -> dict[str, Any]:
+def dropout_census(entry: Entry, weights: Tensors, batch: Any, device: str, seed: int, seeds: int = 0) -> dict[str, Any]:
     """One fp32 forward in train mode with dropout as the program has it: its dropout sites. With
     ``seeds``: that many forwards, one seed each, for the statistical check (losses, keep rates)."""
     import torch
@@ -381,7 +383,7 @@ def dropout_census(entry, weights, batch, device: str, seed: int, seeds: int = 0
     data = prepare_batch(batch, device, "fp32", "amp")
     args, kwargs = model_inputs(entry, data)
 
-    def forward(s: int):
+    def forward(s: int) -> tuple[float, Dropout]:
         determinism.seed_all(seed + s)
         model = build_model(entry, weights, device, "fp32", "amp")
         with torch.no_grad(), Dropout(model, neutral=False) as census:

@@ -24,14 +24,3 @@ def count(fn: Callable[[], Any]) -> tuple[int, dict[str, int], Any]:
     top = counts.get("Global", {})  # the module-level totals (every op once)
     per_op: dict[str, int] = {str(op).replace("aten.", ""): int(n) for op, n in top.items()}
     return int(counter.get_total_flops()), per_op, result
-
-
-def linear_stack_flops(batch: int, dims) -> int:
-    """Exact forward+backward FLOPs of ``nn.Linear(d0, d1), nn.Linear(d1, d2), ...`` on ``batch`` rows
-    when the input needs no grad: forward 2·b·in·out per layer, backward 2·b·in·out (weight grad)
-    plus 2·b·in·out (input grad) for every layer but the first."""
-    total = 0
-    for i, (d_in, d_out) in enumerate(zip(dims, dims[1:])):
-        mm = 2 * batch * d_in * d_out
-        total += mm + mm + (mm if i > 0 else 0)
-    return total

@@ -24,6 +24,8 @@ import functools
 import json
 import os
 import sys
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
@@ -40,7 +42,7 @@ NORM_MODULES = ("apex.normalization", ("FusedLayerNorm", "FusedRMSNorm", "MixedF
 LOSS_TARGET = "loss_fn"  # the job's module for a divergence localised to the loss: the loss_fn call is traced
 
 
-def _first_tensor(value):
+def _first_tensor(value: Any) -> torch.Tensor | None:
     if isinstance(value, torch.Tensor):
         return value
     if isinstance(value, (tuple, list)):
@@ -51,7 +53,7 @@ def _first_tensor(value):
     return None
 
 
-def _tensors(value, out: list) -> list:
+def _tensors(value: Any, out: list[torch.Tensor]) -> list[torch.Tensor]:
     if isinstance(value, torch.Tensor):
         out.append(value)
     elif isinstance(value, (tuple, list)):
@@ -63,7 +65,7 @@ def _tensors(value, out: list) -> list:
     return out
 
 
-def _op_name(func) -> str:
+def _op_name(func: Callable[..., Any]) -> str:
     name = getattr(func, "__name__", "") or type(func).__name__
     if name == "__get__":  # a tensor property (x.T, x.mT)
         name = getattr(getattr(func, "__self__", None), "__name__", "property")
@@ -76,20 +78,20 @@ IN_PLACE_DUNDERS = frozenset({"iadd", "isub", "imul", "itruediv", "ifloordiv", "
                               "setitem"})
 
 
-def _is_plain(v) -> bool:
+def _is_plain(v: object) -> bool:
     if isinstance(v, (tuple, list)):
         return all(isinstance(x, (bool, int, float)) for x in v)
     return isinstance(v, (bool, int, float, str))
 
 
-def _plain_args(args, kwargs) -> str:
+def _plain_args(args: Iterable[Any], kwargs: dict[str, Any]) -> str:
     """The call's non-tensor arguments (``1``, ``dim=-1``), to tell two calls of one op apart."""
     plain = [repr(a) for a in args if _is_plain(a)]
     plain += [f"{k}={v!r}" for k, v in kwargs.items() if _is_plain(v)]
     return ", ".join(plain)
 
 
-def _scalar_attrs(module) -> dict[str, Any]:
+def _scalar_attrs(module: torch.nn.Module) -> dict[str, Any]:
     return {k: v for k, v in vars(module).items()
             if not k.startswith("_") and isinstance(v, (bool, int, float, str)) and k != "training"}
 
@@ -101,7 +103,7 @@ class OpTracer:
     (``["other"]``); plus the innermost module running it and that module's scalar attributes
     (``eps``, ``scale``, ...), for the parent's walk back along the data flow."""
 
-    def __init__(self, model, target: str, max_bytes: int = 1 << 30) -> None:
+    def __init__(self, model: torch.nn.Module, target: str, max_bytes: int = 1 << 30) -> None:
         self.model, self.target, self.max_bytes = model, target, max_bytes
         self._bytes = 0
         self.events: list[dict[str, Any]] = []
@@ -110,7 +112,7 @@ class OpTracer:
         self.depth = 0
         self.enabled = 0
         self._restore: list[tuple[Any, str, Any]] = []
-        self._handles: list = []
+        self._handles: list[torch.utils.hooks.RemovableHandle] = []
         self._mode: TorchFunctionMode | None = None
         self._producer: dict[int, int] = {}
         self._pinned: list[torch.Tensor] = []  # keeps ids unique while tracing
@@ -120,7 +122,7 @@ class OpTracer:
         self._stack: list[str] = []
 
     # ------------------------------------------------------------------ recording
-    def _source(self, t) -> list[Any]:
+    def _source(self, t: torch.Tensor) -> list[Any]:
         if id(t) in self._producer:
             return ["op", self._producer[id(t)]]
         if id(t) in self._leaves:
@@ -129,7 +131,8 @@ class OpTracer:
             return ["input", self._inputs[id(t)]]
         return ["other"]
 
-    def _record(self, op: str, semantic: S.Semantic | None, output, args=(), kwargs=None) -> None:
+    def _record(self, op: str, semantic: S.Semantic | None, output: Any, args: tuple[Any, ...] = (),
+                kwargs: dict[str, Any] | None = None) -> None:
         t = _first_tensor(output)
         if t is None or t.is_complex() or t.is_meta:
             return
@@ -154,7 +157,8 @@ class OpTracer:
     def _active(self) -> bool:
         return self.enabled > 0 and self.depth == 0
 
-    def _call(self, fn, op: str, semantic, args, kwargs):
+    def _call(self, fn: Callable[..., Any], op: str, semantic: S.Semantic | None, args: tuple[Any, ...],
+              kwargs: dict[str, Any]) -> Any:
         self.depth += 1
         try:
             out = fn(*args, **kwargs)
@@ -163,22 +167,22 @@ class OpTracer:
         self._record(op, semantic, out, args, kwargs)
         return out
 
-    def _wrap(self, fn, op: str):
+    def _wrap(self, fn: Callable[..., Any], op: str) -> Callable[..., Any]:
         tracer = self
 
         @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             if not tracer._active():
                 return fn(*args, **kwargs)
             return tracer._call(fn, op, S.EXTRACTORS[op](op, args, kwargs), args, kwargs)
 
         return wrapper
 
-    def _wrap_norm(self, forward, cls_name: str):
+    def _wrap_norm(self, forward: Callable[..., Any], cls_name: str) -> Callable[..., Any]:
         tracer = self
 
         @functools.wraps(forward)
-        def wrapper(module, *args, **kwargs):
+        def wrapper(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
             if not tracer._active():
                 return forward(module, *args, **kwargs)
             return tracer._call(functools.partial(forward, module), cls_name, S.norm_module(module), args, kwargs)
@@ -212,7 +216,8 @@ class OpTracer:
         tracer = self
 
         class _Mode(TorchFunctionMode):
-            def __torch_function__(self, func, types, args=(), kwargs=None):
+            def __torch_function__(self, func: Callable[..., Any], types: Iterable[type], args: tuple[Any, ...] = (),
+                                   kwargs: dict[str, Any] | None = None) -> Any:
                 kwargs = kwargs or {}
                 if not tracer._active():
                     return func(*args, **kwargs)
@@ -229,8 +234,8 @@ class OpTracer:
         self._mode.__enter__()
         return self
 
-    def _pre(self, path: str, is_target: bool):
-        def hook(module, args, kwargs):
+    def _pre(self, path: str, is_target: bool) -> Callable[[torch.nn.Module, tuple[Any, ...], dict[str, Any]], None]:
+        def hook(module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             self._stack.append(path)
             if is_target:
                 self.enabled += 1
@@ -241,8 +246,8 @@ class OpTracer:
 
         return hook
 
-    def _post(self, is_target: bool):
-        def hook(module, args, output):
+    def _post(self, is_target: bool) -> Callable[[torch.nn.Module, tuple[Any, ...], Any], None]:
+        def hook(module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
             if self._stack:
                 self._stack.pop()
             if is_target:
@@ -251,12 +256,12 @@ class OpTracer:
 
         return hook
 
-    def trace(self):
+    def trace(self) -> AbstractContextManager[OpTracer]:
         """Trace everything in a ``with`` block (the loss function)."""
         import contextlib
 
         @contextlib.contextmanager
-        def on():
+        def on() -> Iterator[OpTracer]:
             self.enabled += 1
             try:
                 yield self
@@ -265,7 +270,7 @@ class OpTracer:
 
         return on()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         if self._mode is not None:
             self._mode.__exit__(*exc)
         for h in self._handles:
@@ -277,7 +282,7 @@ class OpTracer:
                 setattr(owner, name, value)
         self._pinned.clear()
 
-    def _swap_everywhere(self, fn, wrapper) -> None:
+    def _swap_everywhere(self, fn: Callable[..., Any], wrapper: Callable[..., Any]) -> None:
         for module, name in bindings(fn):
             self._restore.append((module, name, fn))
             setattr(module, name, wrapper)

@@ -25,17 +25,24 @@ Rank 0's status lists every rank's dumps; the parent compares (:mod:`.stages`).
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..records import DATA_PARALLEL, STAGE_OF, ParallelJob
 from .errors import ProgramFault
+
+if TYPE_CHECKING:
+    import torch
+    from torch.distributed import ProcessGroup
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from .protocol import Entry
 
 
 class Unsupported(Exception):
     """The program declares no plan for this variant."""
 
 
-def _declares(entry, stage: str, model, mesh) -> tuple[bool, Any]:
+def _declares(entry: Entry, stage: str, model: torch.nn.Module, mesh: DeviceMesh) -> tuple[bool, Any]:
     """(declared, parallelized model): call the protocol's ``parallelize``; a ``ValueError`` means
     the program does not implement ``stage``."""
     if entry.parallelize is None:
@@ -49,13 +56,13 @@ def _declares(entry, stage: str, model, mesh) -> tuple[bool, Any]:
         raise
 
 
-def _generic_ddp(model, mesh):
+def _generic_ddp(model: torch.nn.Module, mesh: DeviceMesh) -> torch.nn.Module:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     return DDP(model, process_group=mesh.get_group(), find_unused_parameters=True)
 
 
-def _generic_fsdp2(model, mesh):
+def _generic_fsdp2(model: torch.nn.Module, mesh: DeviceMesh) -> torch.nn.Module:
     import torch
     from torch.distributed.fsdp import fully_shard
 
@@ -67,7 +74,8 @@ def _generic_fsdp2(model, mesh):
     return model
 
 
-def apply_variant(entry, model, mesh, variant: str, generic_ok: bool):
+def apply_variant(entry: Entry, model: torch.nn.Module, mesh: DeviceMesh, variant: str,
+                  generic_ok: bool) -> tuple[torch.nn.Module, str]:
     """Parallelize ``model`` for ``variant``; returns (wrapped model, how it was done). ``generic_ok``:
     the program has no ``parallelize``, so the harness may wrap it itself."""
     stage = STAGE_OF[variant]
@@ -82,19 +90,19 @@ def apply_variant(entry, model, mesh, variant: str, generic_ok: bool):
     return _generic_fsdp2(model, mesh), "harness fully_shard / FSDP2 (no 'fsdp' plan declared)"
 
 
-def _inner(pmodel):
+def _inner(pmodel: torch.nn.Module) -> torch.nn.Module:
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     return pmodel.module if isinstance(pmodel, DDP) else pmodel
 
 
-def _module_lists(model) -> dict[str, int]:
+def _module_lists(model: torch.nn.Module) -> dict[str, int]:
     import torch
 
     return {name: len(m) for name, m in model.named_modules() if isinstance(m, torch.nn.ModuleList)}
 
 
-def _gather(t, world: int, group=None) -> list[Any]:
+def _gather(t: torch.Tensor, world: int, group: ProcessGroup | None = None) -> list[torch.Tensor]:
     import torch
     import torch.distributed as dist
 
@@ -104,7 +112,7 @@ def _gather(t, world: int, group=None) -> list[Any]:
     return out
 
 
-def unshard_grads(inner, full_names: list[str], ep_lists: dict[str, tuple[int, int]], world: int,
+def unshard_grads(inner: torch.nn.Module, full_names: list[str], ep_lists: dict[str, tuple[int, int]], world: int,
                   rank: int) -> list[tuple[str, Any]]:
     """Full (un-sharded, reduced) grads in the full model's parameter order. Collective."""
     import torch
@@ -140,12 +148,12 @@ def unshard_grads(inner, full_names: list[str], ep_lists: dict[str, tuple[int, i
     return ordered + sorted(grads.items())
 
 
-def _accumulate(model, world: int) -> list[tuple[str, Any]]:
+def _accumulate(model: torch.nn.Module, world: int) -> list[tuple[str, torch.Tensor | None]]:
     """Each parameter's grad summed over ranks in rank order (all-gather, then a local fixed-order
     sum in fp64) and divided by N. A rank without a grad contributes zeros."""
     import torch
 
-    out = []
+    out: list[tuple[str, torch.Tensor | None]] = []
     for name, p in model.named_parameters():
         g = p.grad
         flags = _gather(torch.tensor([0.0 if g is None else 1.0]), world)
@@ -304,8 +312,9 @@ def _run_dir(out: str, what: str, step: int, policy: str, rank: int) -> str:
     return os.path.join(out, what, f"step{step}", policy, f"rank{rank}")
 
 
-def _reference(entry, weights, device, bf16_policy, mine, kind, job: ParallelJob, rank, world, full_names, step, out,
-               neutral: bool = False):
+def _reference(entry: Entry, weights: dict[str, torch.Tensor], device: str, bf16_policy: str, mine: Any, kind: str,
+               job: ParallelJob, rank: int, world: int, full_names: list[str], step: int, out: str,
+               neutral: bool = False) -> dict[str, str]:
     """The unsharded reference on this rank's batch, fp32 and bf16; grads accumulated over ranks."""
     from .. import determinism
     from . import execute

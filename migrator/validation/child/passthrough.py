@@ -7,8 +7,9 @@ op belongs to whoever called the op (the program), not to the wrapper between th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 
-def call(func, *args: Any, **kwargs: Any) -> Any:
+def call(func: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     return func(*args, **kwargs)

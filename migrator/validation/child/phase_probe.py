@@ -13,6 +13,7 @@ right before ``step``.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -20,10 +21,12 @@ import torch
 from .bindings import bindings
 
 CLIP = ("clip_grad_norm_", "clip_grad_value_")
+# notes a phase from the call's (args, kwargs)
+After = Callable[[tuple[Any, ...], dict[str, Any]], None]
 
 
 class PhaseProbe:
-    def __init__(self, model, optimizer, scaler) -> None:
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scaler: Any) -> None:
         self.named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         self.optimizer, self.scaler = optimizer, scaler
         self.events: list[dict[str, Any]] = []
@@ -40,17 +43,17 @@ class PhaseProbe:
                             "args": {k: v for k, v in args.items() if isinstance(v, (bool, int, float, str))}})
 
     # ------------------------------------------------------------------ patches
-    def _patch(self, owner, name: str, wrapper) -> None:
+    def _patch(self, owner: object, name: str, wrapper: Callable[..., Any]) -> None:
         own = name in vars(owner) if hasattr(owner, "__dict__") else False
         self._restore.append((owner, name, getattr(owner, name), own))
         setattr(owner, name, wrapper)
 
-    def _outer(self, fn, after):
+    def _outer(self, fn: Callable[..., Any], after: After) -> Callable[..., Any]:
         """Call ``fn``; note its phase with ``after(result, args, kwargs)`` unless inside another phase."""
         probe = self
 
         @functools.wraps(fn)
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             probe.depth += 1
             try:
                 out = fn(*args, **kwargs)
@@ -68,7 +71,7 @@ class PhaseProbe:
         for name in CLIP:
             fn = getattr(torch.nn.utils, name)
 
-            def after(args, kwargs, name=name):
+            def after(args: tuple[Any, ...], kwargs: dict[str, Any], name: str = name) -> None:
                 extra = {k: v for k, v in zip(("max_norm" if name == CLIP[0] else "clip_value", "norm_type"), args[1:])}
                 self._note("clip", self._grad_norms(), fn=name, **extra, **kwargs)
 
@@ -81,11 +84,11 @@ class PhaseProbe:
             self.optimizer.zero_grad, lambda a, k: self._note("zero_grad", self._grad_norms(), **k)))
         return self
 
-    def _step_wrapper(self, step):
+    def _step_wrapper(self, step: Callable[..., Any]) -> Callable[..., Any]:
         probe = self
 
         @functools.wraps(step)
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             before = [p.detach().clone() for _, p in probe.named]
             probe.depth += 1
             try:
@@ -98,7 +101,7 @@ class PhaseProbe:
 
         return wrapper
 
-    def _swap_everywhere(self, fn, wrapper) -> None:
+    def _swap_everywhere(self, fn: Callable[..., Any], wrapper: Callable[..., Any]) -> None:
         for module, name in bindings(fn):
             self._patch(module, name, wrapper)
 

@@ -23,14 +23,27 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import Any
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..records import PlanJob
+
+if TYPE_CHECKING:
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from .protocol import Entry
 
 HEAD_ATTRS = ("n_head", "n_heads", "num_heads", "num_attention_heads", "n_kv_head", "num_key_value_heads")
 COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "all_gather_single", "reduce_scatter_tensor",
                "reduce_scatter_single", "reduce_scatter",
                "all_to_all_single", "all_to_all", "broadcast", "reduce", "barrier")
+VARIANT_OF_STAGE = {"dp": "ddp", "fsdp": "fsdp2", "tp": "tp", "ep": "ep"}
+# a plan: its label and the (stage, sub-mesh) steps that build it
+Plan = tuple[str, list[tuple[str, "DeviceMesh"]]]
+Check = dict[str, Any]
 
 
 class CollectiveShim:
@@ -60,11 +73,11 @@ class CollectiveShim:
             setattr(owner, name, real)
         self._saved.clear()
 
-    def _wrap(self, name: str, real):
+    def _wrap(self, name: str, real: Callable[..., Any]) -> Callable[..., Any]:
         shim = self
 
         @functools.wraps(real)
-        def wrapper(*args, **kwargs):
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
             shim.counts[name] = shim.counts.get(name, 0) + 1
             result = real(*args, **kwargs)
             try:
@@ -76,7 +89,7 @@ class CollectiveShim:
         return wrapper
 
     @staticmethod
-    def _complete(name: str, args, kwargs) -> None:
+    def _complete(name: str, args: Sequence[Any], kwargs: dict[str, Any]) -> None:
         import torch
         import torch.distributed as dist
 
@@ -104,7 +117,7 @@ class CollectiveShim:
                 out.copy_(inp.reshape(-1).chunk(n)[me].view_as(out))
 
 
-def _ddp_hook(state, bucket):
+def _ddp_hook(state: dist.ProcessGroup, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
     """Comm hook for DDP on the fake process group: issue the all-reduce, complete it locally."""
     import torch
     import torch.distributed as dist
@@ -115,11 +128,11 @@ def _ddp_hook(state, bucket):
     return fut
 
 
-def _check(name: str, ok: bool, message: str = "", status_if_bad: str = "fail") -> dict[str, Any]:
+def _check(name: str, ok: bool, message: str = "", status_if_bad: str = "fail") -> Check:
     return {"check": name, "status": "pass" if ok else status_if_bad, "message": message}
 
 
-def _declared(entry, stage: str, model, mesh) -> tuple[bool, str | None]:
+def _declared(entry: Entry, stage: str, model: torch.nn.Module, mesh: DeviceMesh) -> tuple[bool, str | None]:
     from .parallel import _declares
 
     try:
@@ -129,64 +142,73 @@ def _declared(entry, stage: str, model, mesh) -> tuple[bool, str | None]:
     return declared, None
 
 
-def _module_lists(model) -> dict[str, int]:
-    import torch
-
-    return {n: len(m) for n, m in model.named_modules() if isinstance(m, torch.nn.ModuleList)}
-
-
-def _shape_checks(full, inner, tp: int, ep: int, ep_lists: dict[str, tuple[int, int]]) -> list[dict[str, Any]]:
+def _shape_checks(full: torch.nn.Module, inner: torch.nn.Module, tp: int, ep: int,
+                  ep_lists: dict[str, tuple[int, int]]) -> list[Check]:
     """Local shapes and placements of ``inner``'s parameters against the full model."""
-    try:
-        from torch.distributed.tensor import DTensor
-        from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
-    except ImportError:  # pragma: no cover
-        DTensor = compute_local_shape_and_global_offset = None  # type: ignore[misc, assignment]
     full_shapes = {n: tuple(p.shape) for n, p in full.named_parameters()}
     problems: list[str] = []
-    sharded = replicated = dtensors = experts = 0
+    kinds: Counter[str] = Counter()
     for name, p in inner.named_parameters():
-        ep_prefix = next((pre for pre in ep_lists if name.startswith(pre + ".")), None)
-        if ep_prefix is not None:
-            experts += 1
-            full_len, local_len = ep_lists[ep_prefix]
-            idx, _, tail = name[len(ep_prefix) + 1:].partition(".")
-            global_name = f"{ep_prefix}.{int(idx)}.{tail}"
-            if full_shapes.get(global_name) != tuple(p.shape):
-                problems.append(f"{name}: local {tuple(p.shape)} != expert shape {full_shapes.get(global_name)}")
-            continue
-        want = full_shapes.get(name)
-        if DTensor is not None and isinstance(p, DTensor):
-            dtensors += 1
-            if tuple(p.shape) != want:
-                problems.append(f"{name}: global shape {tuple(p.shape)} != {want}")
-            local = tuple(p.to_local().shape)
-            expected, _ = compute_local_shape_and_global_offset(p.shape, p.device_mesh, p.placements)
-            if local != tuple(expected):
-                problems.append(f"{name}: local shape {local} != {tuple(expected)} for placements {p.placements}")
-            continue
-        if hasattr(p, "tp_shard"):
-            sharded += 1
-            dim, parts = p.tp_shard
-            if want is None:
-                problems.append(f"{name}: not in the full model")
-                continue
-            if want[dim] % (parts * tp):
-                problems.append(f"{name}: dim {dim} of size {want[dim]} does not divide into {parts} part(s) x tp {tp}")
-            shard_shape = list(want)
-            shard_shape[dim] = want[dim] // tp
-            if tuple(p.shape) != tuple(shard_shape):
-                problems.append(f"{name}: local {tuple(p.shape)} != {tuple(shard_shape)} (1/{tp} of dim {dim})")
-            continue
-        replicated += 1
-        if want is not None and tuple(p.shape) != want:
-            problems.append(f"{name}: local {tuple(p.shape)} != full {want} (no sharding declared)")
-    msg = (f"{sharded} tp_shard, {dtensors} DTensor, {experts} expert-local, {replicated} replicated parameter(s)"
-           + (": " + "; ".join(problems[:4]) if problems else ""))
+        kind, found = _parameter_shape(name, p, full_shapes, tp, ep_lists)
+        kinds[kind] += 1
+        problems += found
+    msg = (f"{kinds['tp_shard']} tp_shard, {kinds['DTensor']} DTensor, {kinds['expert']} expert-local, "
+           f"{kinds['replicated']} replicated parameter(s)" + (": " + "; ".join(problems[:4]) if problems else ""))
     return [_check("local shapes and placements as declared", not problems, msg)]
 
 
-def _divisibility(full, tp: int, ep: int, ep_lists, full_lists, declared_ep: bool) -> list[dict[str, Any]]:
+def _parameter_shape(name: str, p: torch.nn.Parameter, full_shapes: dict[str, tuple[int, ...]], tp: int,
+                     ep_lists: dict[str, tuple[int, int]]) -> tuple[str, list[str]]:
+    """(how ``p`` is laid out: expert / DTensor / tp_shard / replicated, its shape problems)."""
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # pragma: no cover
+        DTensor = None  # type: ignore[misc, assignment]
+    ep_prefix = next((pre for pre in ep_lists if name.startswith(pre + ".")), None)
+    if ep_prefix is not None:
+        idx, _, tail = name[len(ep_prefix) + 1:].partition(".")
+        want = full_shapes.get(f"{ep_prefix}.{int(idx)}.{tail}")
+        return "expert", [] if want == tuple(p.shape) else [f"{name}: local {tuple(p.shape)} != expert shape {want}"]
+    if DTensor is not None and isinstance(p, DTensor):
+        return "DTensor", _dtensor_problems(name, p, full_shapes.get(name))
+    if hasattr(p, "tp_shard"):
+        return "tp_shard", _tp_shard_problems(name, p, full_shapes.get(name), tp)
+    want = full_shapes.get(name)
+    if want is not None and tuple(p.shape) != want:
+        return "replicated", [f"{name}: local {tuple(p.shape)} != full {want} (no sharding declared)"]
+    return "replicated", []
+
+
+def _dtensor_problems(name: str, p: Any, want: tuple[int, ...] | None) -> list[str]:
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+    problems = []
+    if tuple(p.shape) != want:
+        problems.append(f"{name}: global shape {tuple(p.shape)} != {want}")
+    local = tuple(p.to_local().shape)
+    expected, _ = compute_local_shape_and_global_offset(p.shape, p.device_mesh, p.placements)
+    if local != tuple(expected):
+        problems.append(f"{name}: local shape {local} != {tuple(expected)} for placements {p.placements}")
+    return problems
+
+
+def _tp_shard_problems(name: str, p: torch.nn.Parameter, want: tuple[int, ...] | None, tp: int) -> list[str]:
+    """A Megatron-style ``p.tp_shard = (dim, parts)`` weight at 1/tp of its dimension."""
+    dim, parts = p.tp_shard  # type: ignore[attr-defined]
+    if want is None:
+        return [f"{name}: not in the full model"]
+    problems = []
+    if want[dim] % (parts * tp):
+        problems.append(f"{name}: dim {dim} of size {want[dim]} does not divide into {parts} part(s) x tp {tp}")
+    shard_shape = list(want)
+    shard_shape[dim] = want[dim] // tp
+    if tuple(p.shape) != tuple(shard_shape):
+        problems.append(f"{name}: local {tuple(p.shape)} != {tuple(shard_shape)} (1/{tp} of dim {dim})")
+    return problems
+
+
+def _divisibility(full: torch.nn.Module, tp: int, ep: int, ep_lists: dict[str, tuple[int, int]],
+                  declared_ep: bool) -> list[Check]:
     problems = []
     if tp > 1:
         for name, m in full.named_modules():
@@ -204,7 +226,9 @@ def _divisibility(full, tp: int, ep: int, ep_lists, full_lists, declared_ep: boo
     return [_check("heads / experts / hidden sizes divide", not problems, "; ".join(problems[:4]))]
 
 
-def _run_plan_step(entry, pmodel, inner, batch, shim: CollectiveShim) -> tuple[dict[str, Any], dict[str, int]]:
+def _run_plan_step(entry: Entry, pmodel: torch.nn.Module, batch: Any,
+                   shim: CollectiveShim) -> tuple[str, dict[str, int]]:
+    """One forward/backward of the parallelized model; (a note, the collectives it issued)."""
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from .execute import model_inputs, prepare_batch
@@ -212,7 +236,8 @@ def _run_plan_step(entry, pmodel, inner, batch, shim: CollectiveShim) -> tuple[d
     note = ""
     if isinstance(pmodel, DDP):
         try:
-            pmodel.register_comm_hook(pmodel.process_group, _ddp_hook)
+            # through a lambda: DDP compares a hook's annotations with its classes, and this module's are strings
+            pmodel.register_comm_hook(pmodel.process_group, lambda state, bucket: _ddp_hook(state, bucket))
         except RuntimeError as exc:
             note = f"DDP already has a comm hook ({exc}); its collectives are not issued on the fake group"
     before = dict(shim.counts)
@@ -223,120 +248,38 @@ def _run_plan_step(entry, pmodel, inner, batch, shim: CollectiveShim) -> tuple[d
     if not note:
         loss.backward()
     issued = {k: v - before.get(k, 0) for k, v in shim.counts.items() if v - before.get(k, 0)}
-    return {"note": note}, issued
+    return note, issued
 
 
 def run_plan(job: PlanJob) -> dict[str, Any]:
-    from .. import determinism
-    from . import execute, protocol
+    """S0 as the last rank of the fake world; returns the status being built (frozen into a ``PlanStatus``)."""
+    from . import protocol
     from .errors import describe, failure_phase
 
-    W = int(job.world_size)
-    rank = W - 1
     status: dict[str, Any] = {"ok": False, "checks": [], "notes": [], "bench": {}}
     t0 = time.perf_counter()
     prepared = protocol.prepare("migrated", job.tree, job.entry, status, seed=job.seed,
                                 threads=job.threads, determinism_device="cpu")
     if prepared is None:
         return status
-    entry = prepared[0]
 
     import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
-    checks: list[dict[str, Any]] = status["checks"]
     shim = CollectiveShim()
     try:
-        dist.init_process_group("fake", store=FakeStore(), rank=rank, world_size=W)
+        dist.init_process_group("fake", store=FakeStore(), rank=int(job.world_size) - 1, world_size=int(job.world_size))
         shim.install()
-        determinism.seed_all(job.seed)
-        full = entry.make_model(dropout=0.0)
-        weights = execute.round_weights(full)
-        full_lists = _module_lists(full)
-        step = job.batch_step
-
-        flat = init_device_mesh("cpu", (W,), mesh_dim_names=("world",))
-        declared = {}
-        for stage in ("dp", "fsdp", "tp", "ep"):
-            model = execute.build_model(entry, weights, "cpu", "fp32", "amp")
-            declared[stage], _ = _declared(entry, stage, model, flat)
-        status["declared"] = [s for s, d in declared.items() if d]
-        tp = int(job.tp or (2 if declared["tp"] else 1))
-        if W % tp:
-            checks.append(_check("mesh builds", False, f"world size {W} does not divide by tp {tp}"))
+        if not _PlanChecks(job, prepared[0], status, shim).run():
             status["ok"] = True
             return status
-        dp = W // tp
-        mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp")) if tp > 1 else \
-            init_device_mesh("cpu", (W,), mesh_dim_names=("dp",))
-        dp_mesh = mesh["dp"] if tp > 1 else mesh
-        checks.append(_check("mesh builds", True, f"{W} ranks as dp {dp} x tp {tp}" if tp > 1 else f"{W} ranks (dp)"))
-
-        plans: list[tuple[str, list[tuple[str, Any]]]] = []
-        mp = [(s, mesh["tp"] if s == "tp" else dp_mesh) for s in ("tp", "ep") if declared[s]]
-        if mp:
-            plans.append(("+".join(s for s, _ in mp) + ("+dp" if declared["dp"] else ""),
-                          mp + ([("dp", dp_mesh)] if declared["dp"] else [])))
-        elif declared["dp"] or entry.parallelize is None:
-            plans.append(("dp (DDP)", [("dp", dp_mesh)]))
-        generic_ok = entry.parallelize is None or declared["dp"] or declared["fsdp"]
-        if "fsdp2" in job.dp_variants and (declared["fsdp"] or generic_ok) and not mp:
-            plans.append(("fsdp2", [("fsdp", dp_mesh)]))
-
-        summaries = []
-        for label, steps in plans:
-            model = execute.build_model(entry, weights, "cpu", "fp32", "amp")
-            pmodel = model
-            ep = dp if declared["ep"] else 1
-            try:
-                for stage, sub in steps:
-                    from .parallel import apply_variant
-
-                    variant = {"dp": "ddp", "fsdp": "fsdp2", "tp": "tp", "ep": "ep"}[stage]
-                    pmodel, _how = apply_variant(entry, pmodel, sub, variant, True)
-            except Exception as exc:  # noqa: BLE001
-                if failure_phase(exc, job.tree) == "harness":
-                    raise
-                checks.append(_check(f"{label}: plan builds", False, describe(exc, job.tree)["summary"]))
-                continue
-            from .parallel import _inner
-
-            inner = _inner(pmodel)
-            lists = _module_lists(inner)
-            ep_lists = {p: (full_lists[p], n) for p, n in lists.items() if p in full_lists and n < full_lists[p]}
-            checks.append(_check(f"{label}: plan builds", True, f"on {W} ranks"))
-            checks += [dict(c, check=f"{label}: {c['check']}") for c in
-                       _divisibility(full, tp if declared["tp"] else 1, ep, ep_lists, full_lists, declared["ep"])]
-            checks += [dict(c, check=f"{label}: {c['check']}") for c in
-                       _shape_checks(full, inner, tp if declared["tp"] else 1, ep, ep_lists)]
-            batch = entry.make_batch(step, dp_mesh.get_local_rank(), dp) if entry.batch_takes_rank else entry.batch(step)
-            try:
-                info, issued = _run_plan_step(entry, pmodel, inner, batch, shim)
-            except Exception as exc:  # noqa: BLE001
-                if failure_phase(exc, job.tree) == "harness":
-                    raise
-                checks.append(_check(f"{label}: forward/backward on the fake group", False,
-                                     describe(exc, job.tree)["summary"]))
-                continue
-            total = sum(issued.values())
-            expect = any(s in ("tp", "ep", "dp", "fsdp") for s, _ in steps)
-            text = ", ".join(f"{k} {v}" for k, v in sorted(issued.items())) or "none"
-            if info["note"]:
-                status["notes"].append(f"{label}: {info['note']}")
-            checks.append(_check(f"{label}: every collective issued", total > 0 or not expect,
-                                 f"{total} collective call(s): {text}" if total else "no collective was issued",
-                                 status_if_bad="fail"))
-            summaries.append(f"{label}: {total} collectives")
-        status["summary"] = (f"world {W} (rank {rank} of dp {dp} x tp {tp}); " if tp > 1 else f"world {W} (rank {rank}); ") \
-            + ("; ".join(summaries) if summaries else "no plan ran")
         status["bench"] = {"seconds_in_child": round(time.perf_counter() - t0, 2)}
         status["ok"] = True
     except Exception as exc:  # noqa: BLE001
         if failure_phase(exc, job.tree) == "harness":  # our code raised: exit 2, never the program's fault
             status.update(phase="harness", error=describe(exc, job.tree, during="plan check"))
         else:
-            checks.append(_check("plan check", False, describe(exc, job.tree)["summary"]))
+            status["checks"].append(_check("plan check", False, describe(exc, job.tree)["summary"]))
             status["ok"] = True
     finally:
         shim.uninstall()
@@ -349,3 +292,128 @@ def run_plan(job: PlanJob) -> dict[str, Any]:
     except (ImportError, OSError):  # pragma: no cover
         pass
     return status
+
+
+class _PlanChecks:
+    """The checks of every declared plan on the fake world of ``job.world_size`` ranks, into ``status``."""
+
+    def __init__(self, job: PlanJob, entry: Entry, status: dict[str, Any], shim: CollectiveShim) -> None:
+        self.job, self.entry, self.status, self.shim = job, entry, status, shim
+        self.checks: list[Check] = status["checks"]
+        self.world = int(job.world_size)
+
+    def run(self) -> bool:
+        """Every plan checked; False when the mesh does not build (then nothing else is checked)."""
+        from torch.distributed.device_mesh import init_device_mesh
+
+        from .. import determinism
+        from . import execute
+        from .parallel import _module_lists
+
+        job, entry, world = self.job, self.entry, self.world
+        determinism.seed_all(job.seed)
+        self.full = entry.make_model(dropout=0.0)
+        self.weights = execute.round_weights(self.full)
+        self.full_lists = _module_lists(self.full)
+        flat = init_device_mesh("cpu", (world,), mesh_dim_names=("world",))
+        self.declared = {stage: _declared(entry, stage, self._fresh_model(), flat)[0]
+                         for stage in ("dp", "fsdp", "tp", "ep")}
+        self.status["declared"] = [s for s, d in self.declared.items() if d]
+        tp = int(job.tp or (2 if self.declared["tp"] else 1))
+        if world % tp:
+            self.checks.append(_check("mesh builds", False, f"world size {world} does not divide by tp {tp}"))
+            return False
+        dp = world // tp
+        mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp")) if tp > 1 else \
+            init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))
+        dp_mesh = mesh["dp"] if tp > 1 else mesh
+        self.checks.append(_check("mesh builds", True, f"{world} ranks as dp {dp} x tp {tp}" if tp > 1
+                                  else f"{world} ranks (dp)"))
+        summaries = [summary for plan in self._plans(mesh, dp_mesh)
+                     if (summary := self._check_plan(plan, dp_mesh, tp, dp)) is not None]
+        rank = world - 1
+        self.status["summary"] = (f"world {world} (rank {rank} of dp {dp} x tp {tp}); " if tp > 1
+                                  else f"world {world} (rank {rank}); ") \
+            + ("; ".join(summaries) if summaries else "no plan ran")
+        return True
+
+    def _fresh_model(self) -> torch.nn.Module:
+        from . import execute
+
+        return execute.build_model(self.entry, self.weights, "cpu", "fp32", "amp")
+
+    def _plans(self, mesh: DeviceMesh, dp_mesh: DeviceMesh) -> list[Plan]:
+        """The plans to check: the model-parallel stages the program declares (with its dp), else DDP, and FSDP2."""
+        declared, parallelize = self.declared, self.entry.parallelize
+        plans: list[Plan] = []
+        mp = [(s, mesh["tp"] if s == "tp" else dp_mesh) for s in ("tp", "ep") if declared[s]]
+        if mp:
+            plans.append(("+".join(s for s, _ in mp) + ("+dp" if declared["dp"] else ""),
+                          mp + ([("dp", dp_mesh)] if declared["dp"] else [])))
+        elif declared["dp"] or parallelize is None:
+            plans.append(("dp (DDP)", [("dp", dp_mesh)]))
+        generic_ok = parallelize is None or declared["dp"] or declared["fsdp"]
+        if "fsdp2" in self.job.dp_variants and (declared["fsdp"] or generic_ok) and not mp:
+            plans.append(("fsdp2", [("fsdp", dp_mesh)]))
+        return plans
+
+    def _check_plan(self, plan: Plan, dp_mesh: DeviceMesh, tp: int, dp: int) -> str | None:
+        """Build one plan, check its layout, run one step; its summary, or None when it did not build or run."""
+        from .parallel import _inner, _module_lists
+
+        label, steps = plan
+        pmodel = self._build(label, steps)
+        if pmodel is None:
+            return None
+        inner = _inner(pmodel)
+        declared_tp = tp if self.declared["tp"] else 1
+        ep = dp if self.declared["ep"] else 1
+        ep_lists = {p: (self.full_lists[p], n) for p, n in _module_lists(inner).items()
+                    if p in self.full_lists and n < self.full_lists[p]}
+        self.checks.append(_check(f"{label}: plan builds", True, f"on {self.world} ranks"))
+        self.checks += [dict(c, check=f"{label}: {c['check']}") for c in
+                        _divisibility(self.full, declared_tp, ep, ep_lists, self.declared["ep"])]
+        self.checks += [dict(c, check=f"{label}: {c['check']}") for c in
+                        _shape_checks(self.full, inner, declared_tp, ep, ep_lists)]
+        return self._check_collectives(label, steps, pmodel, dp_mesh, dp)
+
+    def _build(self, label: str, steps: list[tuple[str, DeviceMesh]]) -> torch.nn.Module | None:
+        """The model parallelized by ``steps``; None when the program's plan raised (a failed check)."""
+        from .errors import describe, failure_phase
+        from .parallel import apply_variant
+
+        pmodel = self._fresh_model()
+        try:
+            for stage, sub in steps:
+                pmodel, _how = apply_variant(self.entry, pmodel, sub, VARIANT_OF_STAGE[stage], True)
+        except Exception as exc:  # noqa: BLE001
+            if failure_phase(exc, self.job.tree) == "harness":
+                raise
+            self.checks.append(_check(f"{label}: plan builds", False, describe(exc, self.job.tree)["summary"]))
+            return None
+        return pmodel
+
+    def _check_collectives(self, label: str, steps: list[tuple[str, DeviceMesh]], pmodel: torch.nn.Module,
+                           dp_mesh: DeviceMesh, dp: int) -> str | None:
+        """One forward/backward on the fake group: every collective issued."""
+        from .errors import describe, failure_phase
+
+        entry, step = self.entry, self.job.batch_step
+        batch = entry.make_batch(step, dp_mesh.get_local_rank(), dp) if entry.batch_takes_rank else entry.batch(step)
+        try:
+            note, issued = _run_plan_step(entry, pmodel, batch, self.shim)
+        except Exception as exc:  # noqa: BLE001
+            if failure_phase(exc, self.job.tree) == "harness":
+                raise
+            self.checks.append(_check(f"{label}: forward/backward on the fake group", False,
+                                      describe(exc, self.job.tree)["summary"]))
+            return None
+        total = sum(issued.values())
+        expect = any(s in ("tp", "ep", "dp", "fsdp") for s, _ in steps)
+        text = ", ".join(f"{k} {v}" for k, v in sorted(issued.items())) or "none"
+        if note:
+            self.status["notes"].append(f"{label}: {note}")
+        self.checks.append(_check(f"{label}: every collective issued", total > 0 or not expect,
+                                  f"{total} collective call(s): {text}" if total else "no collective was issued",
+                                  status_if_bad="fail"))
+        return f"{label}: {total} collectives"

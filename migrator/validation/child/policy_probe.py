@@ -5,7 +5,10 @@ grads the optimizer sees are, during the first training step (the parent compare
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 from . import passthrough
 
@@ -13,7 +16,7 @@ from . import passthrough
 class PolicyProbe:
     """Forward hooks on every module plus the optimizer's step pre-hook (see the module docstring)."""
 
-    def __init__(self, model, device: str, optimizer=None) -> None:
+    def __init__(self, model: torch.nn.Module, device: str, optimizer: torch.optim.Optimizer | None = None) -> None:
         self.model, self.device, self.optimizer = model, device, optimizer
         self.forwards = 0
         self.autocast_on = 0
@@ -22,7 +25,7 @@ class PolicyProbe:
         self.grads: Counter[str] = Counter()
         self.regions: dict[str, str] = {}  # module path -> autocast dtype at its first call ("off")
         self._names = {id(m): n or "_root" for n, m in model.named_modules()}
-        self._handles: list = []
+        self._handles: list[torch.utils.hooks.RemovableHandle] = []
 
     def attach(self) -> PolicyProbe:
         for module in self.model.modules():
@@ -30,7 +33,7 @@ class PolicyProbe:
             self._handles.append(module.register_forward_hook(self._post))
         return self
 
-    def watch(self, optimizer) -> None:
+    def watch(self, optimizer: torch.optim.Optimizer) -> None:
         self._handles.append(optimizer.register_step_pre_hook(self._opt_pre))
 
     def detach(self) -> None:
@@ -38,7 +41,7 @@ class PolicyProbe:
             h.remove()
         self._handles.clear()
 
-    def _pre(self, module, args) -> None:
+    def _pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         import torch
 
         self.forwards += 1
@@ -49,7 +52,7 @@ class PolicyProbe:
             self.autocast_dtypes[state] += 1
         self.regions.setdefault(self._names.get(id(module), type(module).__name__), state)
 
-    def _post(self, module, args, output) -> None:
+    def _post(self, module: torch.nn.Module, args: tuple[Any, ...], output: Any) -> None:
         import torch
 
         outs = output if isinstance(output, (tuple, list)) else (output,)
@@ -57,7 +60,7 @@ class PolicyProbe:
             if isinstance(t, torch.Tensor) and t.is_floating_point():
                 self.activations[_name(t.dtype)] += 1
 
-    def _opt_pre(self, optimizer, args, kwargs) -> None:
+    def _opt_pre(self, optimizer: torch.optim.Optimizer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         if self.grads:
             return
         for group in optimizer.param_groups:
@@ -65,14 +68,14 @@ class PolicyProbe:
                 if p.grad is not None:
                     self.grads[_name(p.grad.dtype)] += 1
 
-    def facts(self, model) -> dict[str, Any]:
+    def facts(self, model: torch.nn.Module) -> dict[str, Any]:
         params = Counter(_name(p.dtype) for p in model.parameters())
         return {"module_forwards": self.forwards, "autocast_on": self.autocast_on,
                 "autocast_dtype": _majority(self.autocast_dtypes), "activation_dtypes": dict(self.activations),
                 "param_dtypes": dict(params), "grad_dtypes": dict(self.grads), "autocast_regions": dict(self.regions)}
 
 
-def _name(dtype) -> str:
+def _name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
@@ -85,7 +88,7 @@ SCALER_SETTINGS = (("init_scale", "_init_scale"), ("growth_factor", "_growth_fac
                    ("backoff_factor", "_backoff_factor"), ("growth_interval", "_growth_interval"))
 
 
-def scaler_config(scaler) -> dict[str, Any] | None:
+def scaler_config(scaler: Any) -> dict[str, Any] | None:
     """The loss scaler's configuration (None: no scaler): class, on/off, and when on its init scale, growth
     factor and interval, backoff factor and whether it is dynamic (torch's always is; torch_npu's may not be)."""
     if scaler is None:
@@ -101,7 +104,7 @@ def scaler_config(scaler) -> dict[str, Any] | None:
     return config
 
 
-def current_scale(scaler) -> float | None:
+def current_scale(scaler: Any) -> float | None:
     if scaler is None or not getattr(scaler, "is_enabled", lambda: True)():
         return None
     try:
@@ -119,11 +122,11 @@ class ScalerTrajectory:
         self.scales: list[float] = []
         self.skipped = 0
 
-    def seen(self, scaler) -> None:
+    def seen(self, scaler: Any) -> None:
         if self.config is None:
             self.config = scaler_config(scaler)
 
-    def after_update(self, scaler, before: float | None) -> None:
+    def after_update(self, scaler: Any, before: float | None) -> None:
         self.seen(scaler)
         after = current_scale(scaler)
         if after is None:
@@ -138,7 +141,7 @@ class ScalerTrajectory:
         return dict(self.config, trajectory=list(self.scales), skipped_steps=self.skipped)
 
 
-def patch_grad_scaler(trajectory: ScalerTrajectory, unscaled: dict[int, Any], patches: list) -> None:
+def patch_grad_scaler(trajectory: ScalerTrajectory, unscaled: dict[int, Any], patches: list[tuple[Any, str, Any]]) -> None:
     """Script mode: every ``GradScaler`` (torch's, the device remap's, the emulation's: they share
     ``torch.amp.GradScaler.scale`` / ``update``) reports to ``trajectory``; ``scale(loss)`` remembers the
     unscaled loss by the id of what it returns, so the loss recorded at ``backward()`` is the unscaled one."""
@@ -147,7 +150,7 @@ def patch_grad_scaler(trajectory: ScalerTrajectory, unscaled: dict[int, Any], pa
     cls = torch.amp.GradScaler
     real_scale, real_update = cls.scale, cls.update
 
-    def scale(self, outputs):
+    def scale(self: torch.amp.GradScaler, outputs: Any) -> Any:
         trajectory.seen(self)
         result = passthrough.call(real_scale, self, outputs)
         if isinstance(outputs, torch.Tensor) and isinstance(result, torch.Tensor):
@@ -155,7 +158,7 @@ def patch_grad_scaler(trajectory: ScalerTrajectory, unscaled: dict[int, Any], pa
             unscaled[id(result)] = outputs
         return result
 
-    def update(self, new_scale=None):
+    def update(self: torch.amp.GradScaler, new_scale: float | torch.Tensor | None = None) -> None:
         before = current_scale(self)
         passthrough.call(real_update, self, new_scale)
         trajectory.after_update(self, before)

@@ -32,9 +32,13 @@ import importlib
 import inspect
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from torch.distributed.device_mesh import DeviceMesh
 
 REQUIRED = ("make_model", "make_batch", "loss_fn")
 
@@ -48,18 +52,18 @@ class Entry:
     """The loaded protocol of one tree."""
 
     source: str
-    make_model: Callable
-    make_batch: Callable
-    loss_fn: Callable
-    parallelize: Callable | None = None
-    sync_grads: Callable | None = None
-    make_optimizer: Callable | None = None
-    train_step: Callable | None = None
-    make_scaler: Callable | None = None
+    make_model: Callable[..., torch.nn.Module]
+    make_batch: Callable[..., Any]
+    loss_fn: Callable[[Any, Any], torch.Tensor]
+    parallelize: Callable[[torch.nn.Module, DeviceMesh, str], torch.nn.Module | None] | None = None
+    sync_grads: Callable[[torch.nn.Module, DeviceMesh, str], None] | None = None
+    make_optimizer: Callable[[torch.nn.Module], torch.optim.Optimizer] | None = None
+    train_step: Callable[[torch.nn.Module, torch.optim.Optimizer, torch.Tensor, Any], None] | None = None
+    make_scaler: Callable[[], Any] | None = None
     input_keys: tuple[str, ...] | None = None
     batch_takes_rank: bool = False
 
-    def batch(self, step: int, rank: int = 0, world_size: int = 1):
+    def batch(self, step: int, rank: int = 0, world_size: int = 1) -> Any:
         if self.batch_takes_rank:
             return self.make_batch(step, rank, world_size)
         return self.make_batch(step)
@@ -135,9 +139,9 @@ def install_layers(side: str, device: str | None = None) -> Layers:
     raise ValueError(f"unknown side {side!r}")
 
 
-def prepare(side: str, tree: str, entry_spec: str | None, status: dict[str, Any], *,
+def prepare(side: str, tree: str, entry_spec: str | None, status: MutableMapping[str, object], *,
             seed: int | None = None, threads: int | None = None, determinism_device: str | None = None,
-            extra: Callable[[Any], None] | None = None, device: str | None = None) -> tuple[Entry, Layers] | None:
+            extra: Callable[[Layers], None] | None = None, device: str | None = None) -> tuple[Entry, Layers] | None:
     """Start of every child process: the reference layers for `side`, determinism (when `seed` is
     given), then the protocol entry. Returns (entry, layers); on failure `status` says why (phase
     "entry") and None is returned."""

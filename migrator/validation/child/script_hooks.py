@@ -11,25 +11,33 @@ import runpy
 import sys
 import time
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..records import ScriptJob
 from . import passthrough
 from .errors import ProgramFault
 from .policy_probe import ScalerTrajectory, patch_grad_scaler
 
+if TYPE_CHECKING:
+    import torch
+
+    from .dropout import Dropout
+    from .policy_probe import PolicyProbe
+    from .recorder import Recorder
+
 
 class StopScript(BaseException):
     """Raised from the optimizer hook once the requested steps have run."""
 
 
-def _force_autocast_off(patches: list) -> None:
+def _force_autocast_off(patches: list[tuple[Any, str, Any]]) -> None:
     from torch.amp import autocast_mode
 
     cls = autocast_mode.autocast
     real_init = cls.__init__
 
-    def __init__(self, device_type, dtype=None, enabled=True, cache_enabled=None):
+    def __init__(self: autocast_mode.autocast, device_type: str, dtype: torch.dtype | None = None, enabled: bool = True,
+                 cache_enabled: bool | None = None) -> None:
         real_init(self, device_type, dtype=dtype, enabled=False, cache_enabled=cache_enabled)
 
     cls.__init__ = __init__  # type: ignore[method-assign]
@@ -42,19 +50,19 @@ class _ScriptHooks:
 
         self.job, self.device = job, device
         self.recorder_cls = Recorder
-        self.recorder: Any | None = None
-        self.root = None
+        self.recorder: Recorder | None = None
+        self.root: torch.nn.Module | None = None
         self.steps = 0
         self.losses: list[float] = []
-        self.handles: list = []
+        self.handles: list[torch.utils.hooks.RemovableHandle] = []
         self.status: dict[str, Any] = {}
         self.param_names: dict[int, str] = {}
         self.in_backward = False
-        self.probe: Any | None = None
-        self.p0: dict[str, Any] = {}
+        self.probe: PolicyProbe | None = None
+        self.p0: dict[str, torch.Tensor] = {}
         self.scaler = ScalerTrajectory()
-        self.dropout: Any | None = None  # child.dropout.Dropout, neutral, from the root's first forward on
-        self.unscaled: dict[int, Any] = {}  # id(scaler.scale(loss)) -> loss: the loss recorded is the unscaled one
+        self.dropout: Dropout | None = None  # neutral, from the root's first forward on
+        self.unscaled: dict[int, torch.Tensor] = {}  # id(scaler.scale(loss)) -> loss: the loss recorded is the unscaled one
 
     # ------------------------------------------------------------- module hooks (global)
     def install(self) -> None:
@@ -68,7 +76,7 @@ class _ScriptHooks:
         real_backward = torch.Tensor.backward
         hooks = self
 
-        def backward(tensor, *args, **kwargs):
+        def backward(tensor: torch.Tensor, *args: Any, **kwargs: Any) -> None:
             if hooks.in_backward:  # re-entered through a TorchFunctionMode (the CUDA device remap)
                 return passthrough.call(real_backward, tensor, *args, **kwargs)
             if tensor.numel() == 1:
@@ -87,7 +95,7 @@ class _ScriptHooks:
 
         torch.Tensor.backward = backward  # type: ignore[method-assign, assignment]
 
-    def _pre(self, module, args):
+    def _pre(self, module: torch.nn.Module, args: tuple[Any, ...]) -> None:
         if self.root is None:
             self.root = module
             self._share_weights(module, args)
@@ -104,7 +112,7 @@ class _ScriptHooks:
             self.recorder._pre_hook("_root")(module, args, {})
         return None
 
-    def _share_weights(self, root, args) -> None:
+    def _share_weights(self, root: torch.nn.Module, args: tuple[Any, ...]) -> None:
         import torch
 
         from ..child import execute
@@ -153,8 +161,8 @@ class _ScriptHooks:
         self.status["backward_grads"] = True
 
     # ------------------------------------------------------------- optimizer hooks
-    def _opt_pre(self, optimizer, args, kwargs):
-        if self.steps == 0 and self.probe is not None:
+    def _opt_pre(self, optimizer: torch.optim.Optimizer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        if self.steps == 0 and self.probe is not None and self.root is not None:  # the probe starts with the root
             self.probe._opt_pre(optimizer, args, kwargs)
             self.probe.detach()
             self.status["precision"] = {"policy": self.probe.facts(self.root)}
@@ -173,7 +181,7 @@ class _ScriptHooks:
             self.status["step0"] = os.path.join(self.job.out, "step0")
         return None
 
-    def _opt_post(self, optimizer, args, kwargs):
+    def _opt_post(self, optimizer: torch.optim.Optimizer, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.steps += 1
         if self.steps >= self.job.curve_steps:
             self._save_updates(type(optimizer).__name__)
@@ -193,63 +201,30 @@ class _ScriptHooks:
 
 
 def run_script(job: ScriptJob) -> dict[str, Any]:
-    from .. import determinism
-    from . import protocol
-    from .errors import describe, failure_phase
-
+    """The script under the hooks until ``curve_steps`` optimizer steps ran; returns the status being built
+    (the worker freezes it into a ``ScriptStatus``)."""
     status: dict[str, Any] = {"ok": False, "side": job.side, "policy": job.policy}
-    tree = job.tree
-    try:
-        layers = protocol.install_layers(job.side)
-        status.update(layers=layers.used, device=layers.device)
-        status["manifest"] = determinism.apply(job.seed, job.threads, layers.device)
-    except Exception as exc:  # noqa: BLE001
-        status.update(phase="entry", error=describe(exc, tree))
+    device = _install_layers(job, status)
+    if device is None:
         return status
-    patches: list = []
+    patches: list[tuple[Any, str, Any]] = []
     if job.policy == "fp32":
         _force_autocast_off(patches)
     if job.distributed:  # one rank of torchrun: its own folder
         job = replace(job, out=os.path.join(job.out, f"rank{os.environ.get('RANK', '0')}"))
-    hooks = _ScriptHooks(job, layers.device)
+    hooks = _ScriptHooks(job, device)
     hooks.install()
     patch_grad_scaler(hooks.scaler, hooks.unscaled, patches)
-    script = os.path.join(tree, job.script)
+    script = os.path.join(job.tree, job.script)
     if not os.path.exists(script):
         status.update(phase="entry", error={"summary": f"{script}: no such script"})
         return status
     sys.argv = [script, *job.args]
     sys.path.insert(0, os.path.dirname(script))
-    os.chdir(tree)
+    os.chdir(job.tree)
     t0 = time.perf_counter()
-    try:
-        runpy.run_path(script, run_name="__main__")
-        status["stopped"] = "script ended"
-    except StopScript:
-        status["stopped"] = f"after {hooks.steps} optimizer steps"
-    except SystemExit as exc:
-        if exc.code not in (0, None):
-            if job.writes_weights:
-                from .handoff import _mark_failed
-
-                _mark_failed("original", job.shared)
-            status.update(phase="run", error={"summary": f"the script exited with code {exc.code}"})
-            return status
-        status["stopped"] = "script exited"
-    except BaseException as exc:  # noqa: BLE001 - the program failed: a result
-        if job.writes_weights:
-            from .handoff import _mark_failed
-
-            _mark_failed("original", job.shared)
-        active = hooks.recorder.active_modules() if hooks.recorder is not None else []
-        status.update(phase=failure_phase(exc, tree), error=describe(exc, tree, during=f"step {hooks.steps}", active_modules=active))
+    if not _run_path(job, script, hooks, patches, status):
         return status
-    finally:
-        for owner, name, value in patches:
-            setattr(owner, name, value)
-        if hooks.dropout is not None:
-            hooks.dropout.__exit__(None, None, None)
-            status["dropout"] = dict(hooks.dropout.facts(), neutralised=True)
     status.update(hooks.status, ok="step0" in hooks.status, losses=hooks.losses, steps=hooks.steps,
                   seconds=round(time.perf_counter() - t0, 2))
     if status.get("precision") is not None:
@@ -257,3 +232,58 @@ def run_script(job: ScriptJob) -> dict[str, Any]:
     if not status["ok"]:
         status.update(phase="run", error={"summary": "no optimizer step was observed (nothing recorded)"})
     return status
+
+
+def _install_layers(job: ScriptJob, status: dict[str, Any]) -> str | None:
+    """The side's reference layers and determinism; the device, or None when they failed (phase "entry")."""
+    from .. import determinism
+    from . import protocol
+    from .errors import describe
+
+    try:
+        layers = protocol.install_layers(job.side)
+        status.update(layers=layers.used, device=layers.device)
+        status["manifest"] = determinism.apply(job.seed, job.threads, layers.device)
+    except Exception as exc:  # noqa: BLE001
+        status.update(phase="entry", error=describe(exc, job.tree))
+        return None
+    return layers.device
+
+
+def _run_path(job: ScriptJob, script: str, hooks: _ScriptHooks, patches: list[tuple[Any, str, Any]],
+              status: dict[str, Any]) -> bool:
+    """Run the script until it ends or the hooks stop it; False when it failed (the status says how)."""
+    from .errors import describe, failure_phase
+
+    try:
+        runpy.run_path(script, run_name="__main__")
+        status["stopped"] = "script ended"
+    except StopScript:
+        status["stopped"] = f"after {hooks.steps} optimizer steps"
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            _original_failed(job)
+            status.update(phase="run", error={"summary": f"the script exited with code {exc.code}"})
+            return False
+        status["stopped"] = "script exited"
+    except BaseException as exc:  # noqa: BLE001 - the program failed: a result
+        _original_failed(job)
+        active = hooks.recorder.active_modules() if hooks.recorder is not None else []
+        status.update(phase=failure_phase(exc, job.tree),
+                      error=describe(exc, job.tree, during=f"step {hooks.steps}", active_modules=active))
+        return False
+    finally:
+        for owner, name, value in patches:
+            setattr(owner, name, value)
+        if hooks.dropout is not None:
+            hooks.dropout.__exit__(None, None, None)
+            status["dropout"] = dict(hooks.dropout.facts(), neutralised=True)
+    return True
+
+
+def _original_failed(job: ScriptJob) -> None:
+    """The migrated side waits for the original's weights: tell it they will not come."""
+    if job.writes_weights:
+        from .handoff import _mark_failed
+
+        _mark_failed("original", job.shared)

@@ -1,18 +1,21 @@
 """Child-process entry point: ``python -m migrator.validation.child.worker JOB.json``.
 
 The program under validation only ever runs here (never in the user's own process). A job is one
-of the records of :mod:`migrator.validation.records`; its ``kind`` selects what runs:
+of the records of :mod:`migrator.validation.records`; its ``kind`` selects its :class:`Runner` in
+:data:`RUNNERS`, one per kind:
 
-* ``side``: S1 on one side (``original``: writes the shared bf16-rounded weights and batches, then
-  G = fp32 and R = bf16 runs; ``migrated``: waits for them, then T32 and T16 runs), plus the
-  isolated optimizer check when the protocol has ``make_optimizer``;
+* ``side``: S1 on one side (:mod:`.side`);
 * ``plan``: S0 on the fake process group (:mod:`.plan`);
 * ``parallel``: one rank of S2/S3 under ``torch.distributed.run`` (:mod:`.parallel`);
 * ``script``: an unmodified training script under global hooks (:mod:`.script_hooks`);
 * ``optrace``: one forward with the op tracer inside one module (:mod:`.optrace`);
 * ``bench``: one benchmark repeat of one side (``--bench`` only; :mod:`.bench`).
 
-Every job writes its status record (``records.STATUS_OF[kind]``) as ``status.json``
+Other child programs serve their own kinds through :func:`serve` with a table of their own (the
+census: ``census``, :mod:`migrator.census.child`). A kind the table does not hold is a harness
+failure naming the job file.
+
+Every job writes its status record (the runner's ``status`` type) as ``status.json``
 (``status_rank<r>.json`` for ranks) into its ``out`` folder: ``ok``, ``phase`` of a failure
 (``entry`` = the protocol could not be loaded: exit 2; ``run`` = the program failed), a summary, the
 active module stack, layers, manifest, and the kind's own results.
@@ -24,165 +27,90 @@ import json
 import os
 import sys
 import traceback
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 from .. import records
 from ..records import (
     BenchJob,
+    BenchStatus,
     Failure,
     Job,
     ParallelJob,
     PlanJob,
+    PlanStatus,
+    RankStatus,
     RecordError,
     ScriptJob,
+    ScriptStatus,
     SideJob,
+    SideStatus,
     Status,
     TraceJob,
+    TraceStatus,
 )
-from .dropout import SEEDS
-from .handoff import READY, _mark_failed, _wait_for
 
-DROPOUT = "dropout.json"  # the original side's dropout sites, next to the shared weights
-
-
-def run_side(job: SideJob) -> dict[str, Any]:
-    """S1 on one side. See the module docstring."""
-    from .. import determinism
-    from . import execute, protocol
-    from .errors import describe, failure_phase
-    from .recorder import Recorder
-
-    side, tree, out = job.side, job.tree, job.out
-    shared = job.shared  # original side's folder: weights + batches
-    status: dict[str, Any] = {"ok": False, "side": side, "tree": tree, "runs": {}}
-    timer = execute.Timer()
-    recorder = None
-    def versions(layers) -> None:
-        import torch
-
-        tnpu = sys.modules.get("torch_npu")
-        status["manifest"].update(torch=torch.__version__, torch_npu=getattr(tnpu, "__version__", None) if tnpu else None)
-
-    started = protocol.prepare(side, tree, job.entry, status, seed=job.seed, threads=job.threads,
-                               extra=versions, device=job.device)
-    if started is None:
-        _mark_failed(side, shared)
-        return status
-    entry = started[0]
-    status["entry"] = entry.source
-    status["timings"] = {"setup": timer()}
-
-    phase = "weights"
-    own_sites = None
-    try:
-
-        bf16_policy, device, steps = job.bf16_policy, status["device"], job.steps
-        if side == "original" and not job.recorded:
-            os.makedirs(shared, exist_ok=True)
-            determinism.seed_all(job.seed)
-            model = entry.make_model(dropout=0.0)
-            status["dropout_active"] = determinism.dropout_modules(model)
-            weights = execute.round_weights(model)
-            del model
-            execute.save_tensors(weights, os.path.join(shared, "weights.safetensors"))
-            status["weights_sha256"] = execute.tensor_hash(weights)
-            status["batch_sha256"] = {}
-            for step in steps:
-                batch = entry.batch(step)
-                status["batch_sha256"][str(step)] = execute.save_batch(batch, os.path.join(shared, f"batch_step{step}"))
-            phase = "dropout census"
-            census = execute.dropout_census(entry, weights, execute.load_batch(os.path.join(shared, f"batch_step{steps[0]}")),
-                                            status["device"], job.seed)
-            with open(os.path.join(shared, DROPOUT), "w", encoding="utf-8") as fh:
-                json.dump(census, fh)
-            own_sites = census["sites"]
-            with open(os.path.join(shared, READY), "w") as fh:
-                fh.write(status["weights_sha256"])
-        else:
-            waited = _wait_for(shared, job.wait_timeout)
-            if waited != "ready":
-                status.update(phase="skipped", error={"summary": "the original side produced no weights "
-                                                      f"({'it failed' if waited == 'failed' else 'timeout'})"})
-                return status
-            weights = execute.load_tensors(os.path.join(shared, "weights.safetensors"))
-            status["weights_sha256"] = execute.tensor_hash(weights)
-            status["batch_sha256"] = {}
-            status["own_batch_sha256"] = {}
-            for step in steps:
-                batch = execute.load_batch(os.path.join(shared, f"batch_step{step}"))
-                status["batch_sha256"][str(step)] = execute.batch_hash(batch)
-                try:
-                    status["own_batch_sha256"][str(step)] = execute.batch_hash(entry.batch(step))
-                except Exception as exc:  # noqa: BLE001 - reported, the shared batch is used
-                    status["own_batch_sha256"][str(step)] = f"error: {describe(exc, tree)['summary']}"
-        status["timings"]["weights"] = timer()
-        # the original's dropout decides for both sides: neutralised in every numeric run when it applies any
-        phase = "dropout census"
-        first = execute.load_batch(os.path.join(shared, f"batch_step{steps[0]}"))
-        original_sites = _original_dropout(shared)
-        own = own_sites if own_sites is not None else execute.dropout_census(entry, weights, first, device,
-                                                                               job.seed)["sites"]
-        neutral = bool(original_sites)
-        status["dropout"] = {"sites": own, "neutralised": neutral}
-        if neutral:
-            phase = "dropout statistics"
-            status["dropout"]["statistics"] = execute.dropout_census(entry, weights, first, device, job.seed,
-                                                                     seeds=SEEDS)
-
-        for policy in job.policies:
-            for step in steps:
-                phase = f"{policy} step {step}"
-                batch = execute.load_batch(os.path.join(shared, f"batch_step{step}"))
-                determinism.seed_all(job.seed)
-                model = execute.build_model(entry, weights, device, policy, bf16_policy)
-                recorder = Recorder(model, max_bytes=job.max_bytes).attach()
-                data = execute.prepare_batch(batch, device, policy, bf16_policy)
-                with execute.dropout_context(model, neutral):
-                    execute.forward_backward(entry, model, model, data, policy, bf16_policy, device, recorder)
-                recorder.record_param_grads(execute.param_grads(model))
-                recorder.detach()
-                run_dir = os.path.join(out, policy, f"step{step}", "rank0")
-                recorder.save(run_dir, {"side": side, "policy": policy, "bf16_policy": bf16_policy, "step": step,
-                                        "rank": 0, "device": device})
-                status["runs"][f"{policy}/step{step}"] = run_dir
-                recorder = None
-                del model
-        status["timings"]["runs"] = timer()
-
-        if entry.make_optimizer is not None and job.optimizer:
-            phase = "optimizer"
-            rec, name = execute.optimizer_updates(entry, weights, device, job.seed, Recorder)
-            run_dir = os.path.join(out, "optimizer")
-            rec.save(run_dir, {"side": side, "optimizer": name})
-            status["optimizer"] = {"name": name, "dir": run_dir, "semantic": getattr(rec, "optimizer_semantic", None)}
-            status["timings"]["optimizer"] = timer()
-            batches = [execute.load_batch(os.path.join(shared, f"batch_step{s}")) for s in steps]
-            status["train"] = {}
-            for policy in job.policies:
-                phase = f"{policy} training ({execute.TRAIN_STEPS} steps)"
-                rec, facts = execute.train_updates(entry, weights, batches, device, policy, bf16_policy,
-                                                   job.seed, Recorder, neutral=neutral)
-                run_dir = os.path.join(out, "train", policy)
-                rec.save(run_dir, {"side": side, "policy": policy, "training": facts})
-                status["train"][policy] = dict(facts, dir=run_dir)
-            status["timings"]["train"] = timer()
-        status["ok"] = True
-    except Exception as exc:  # noqa: BLE001 - the program failed: that is a result
-        active = recorder.active_modules() if recorder is not None else []
-        status.update(phase=failure_phase(exc, tree), error=describe(exc, tree, during=phase, active_modules=active))
-        if side == "original":
-            _mark_failed(side, shared)
-    return status
+JobT = TypeVar("JobT", bound=Job)
+# what a runner returns: its status as built while it ran (a crash keeps what was known); the worker
+# freezes it into the runner's status record, so a field the record lacks fails in the child
+StatusDraft = Mapping[str, object]
 
 
-def _original_dropout(shared: str) -> dict[str, Any]:
-    """The dropout sites the original side found (none recorded: none)."""
-    try:
-        with open(os.path.join(shared, DROPOUT), encoding="utf-8") as fh:
-            return json.load(fh).get("sites") or {}
-    except (OSError, ValueError):
-        return {}
+@dataclass(frozen=True)
+class Runner(Generic[JobT]):
+    """How the child runs one job kind: its job record, its status record, and ``load``, which imports the
+    runner on first use (a job never imports the other kinds' modules: ``--bench`` off imports no bench code)."""
+
+    job: type[JobT]
+    status: type[Status]
+    load: Callable[[], Callable[[JobT], StatusDraft]]
+
+
+def _side() -> Callable[[SideJob], StatusDraft]:
+    from .side import run_side
+
+    return run_side
+
+
+def _plan() -> Callable[[PlanJob], StatusDraft]:
+    from .plan import run_plan
+
+    return run_plan
+
+
+def _parallel() -> Callable[[ParallelJob], StatusDraft]:
+    from .parallel import run_rank
+
+    return run_rank
+
+
+def _bench() -> Callable[[BenchJob], StatusDraft]:
+    from .bench import run_bench
+
+    return run_bench
+
+
+def _optrace() -> Callable[[TraceJob], StatusDraft]:
+    from .optrace import run_optrace
+
+    return run_optrace
+
+
+def _script() -> Callable[[ScriptJob], StatusDraft]:
+    from .script_hooks import run_script
+
+    return run_script
+
+
+RUNNERS: Mapping[str, Runner[Any]] = {runner.job.KIND: runner for runner in (
+    Runner(SideJob, SideStatus, _side),
+    Runner(PlanJob, PlanStatus, _plan),
+    Runner(ParallelJob, RankStatus, _parallel),
+    Runner(BenchJob, BenchStatus, _bench),
+    Runner(TraceJob, TraceStatus, _optrace),
+    Runner(ScriptJob, ScriptStatus, _script),
+)}
 
 
 def _status_name(job: Job) -> str:
@@ -192,47 +120,32 @@ def _status_name(job: Job) -> str:
     return f"status_rank{os.environ.get('RANK', '0')}.json" if ranked else "status.json"
 
 
-def _run(job: Job) -> dict[str, Any]:
-    if isinstance(job, SideJob):
-        return run_side(job)
-    if isinstance(job, PlanJob):
-        from .plan import run_plan
-
-        return run_plan(job)
-    if isinstance(job, ParallelJob):
-        from .parallel import run_rank
-
-        return run_rank(job)
-    if isinstance(job, BenchJob):
-        from .bench import run_bench
-
-        return run_bench(job)
-    if isinstance(job, TraceJob):
-        from .optrace import run_optrace
-
-        return run_optrace(job)
-    if isinstance(job, ScriptJob):
-        from .script_hooks import run_script
-
-        return run_script(job)
-    raise RecordError(f"no runner for job kind {job.KIND!r}")
-
-
-def serve(job_path: str, run: Callable[[Any], dict[str, Any]], job_type: type[Job] | None = None,
-          status_type: type[Status] | None = None) -> int:
-    """Read the job at ``job_path``, run it, write its status record: always, a harness failure is a status
-    too. ``job_type`` None: any kind of ``records.JOB_KINDS``; ``status_type`` None: the kind's
-    (``records.STATUS_OF``). Other child programs (the census) serve their own records through this."""
+def read_job(job_path: str, runners: Mapping[str, Runner[Any]]) -> tuple[Runner[Any], Job]:
+    """The job at ``job_path`` and the runner of its kind; :class:`RecordError` naming the file when the
+    file is not a job of a kind in ``runners``."""
     try:
-        job = records.read_job(job_path, job_type)
+        with open(job_path, encoding="utf-8") as fh:
+            data = json.load(fh)
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{job_path}: not JSON ({exc})") from None
+    kind = data.get("kind") if isinstance(data, dict) else None
+    runner = runners.get(kind) if isinstance(kind, str) else None
+    if runner is None:
+        raise RecordError(f"{job_path}: unknown job kind {kind!r} (this child runs: {', '.join(runners)})")
+    return runner, records.job_from_json(data, job_path, runner.job)
+
+
+def serve(job_path: str, runners: Mapping[str, Runner[Any]] = RUNNERS) -> int:
+    """Read the job at ``job_path``, run it with its kind's runner, write its status record: always, a
+    harness failure is a status too."""
+    try:
+        runner, job = read_job(job_path, runners)
     except (OSError, ValueError) as exc:  # no job to name an out folder: next to the job file
         _write_failure(os.path.join(os.path.dirname(os.path.abspath(job_path)), "status.json"), str(exc))
         return 1
     path = os.path.join(job.out, _status_name(job))
     try:
-        # the runners build their status as a dict while they run (a crash keeps what was known);
-        # it is frozen into the kind's record here, so a field the record lacks fails in the child
-        status = records.from_json(run(job), status_type or records.STATUS_OF[job.KIND], path)
+        status = records.from_json(runner.load()(job), runner.status, path)
     except BaseException as exc:  # noqa: BLE001 - last resort: always leave a status
         from .errors import frame_text, harness_frame
 
@@ -248,9 +161,9 @@ def _write_failure(path: str, summary: str, trace: str | None = None, frame: str
     records.write(Status(phase="harness", error=Failure(summary=summary, traceback=trace, harness_frame=frame)), path)
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    return serve(argv[0], _run)
+    return serve(argv[0])
 
 
 if __name__ == "__main__":
