@@ -17,10 +17,11 @@ import json
 import os
 import shutil
 import tarfile
-import tempfile
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from migrator.safe_write import write_bytes
 
 INDEX = "https://pypi.org/simple/{name}/"
 TIMEOUT_S = 60
@@ -87,19 +88,12 @@ def fetch(pin: Pin, cache: Path, log=lambda message: None) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         url = _file_url(pin)
         log(f"downloading {pin.filename} ...")
-        with tempfile.NamedTemporaryFile(dir=folder, suffix=".part", delete=False) as tmp:
-            try:
-                with _open(url) as response:
-                    shutil.copyfileobj(response, tmp)
-            except BaseException:
-                Path(tmp.name).unlink(missing_ok=True)
-                raise
-        got = Path(tmp.name)
-        digest = sha256_of(got)
+        with _open(url) as response:
+            data = response.read()  # an sdist is a few MB: checked whole, then written atomically
+        digest = hashlib.sha256(data).hexdigest()
         if digest != pin.sha256:
-            got.unlink()
             raise BenchError(f"refusing {pin.filename}: sha256 {digest} != pinned {pin.sha256}")
-        got.replace(target)
+        write_bytes(target, data)
     digest = sha256_of(target)
     if digest != pin.sha256:
         raise BenchError(f"refusing {target}: sha256 {digest} != pinned {pin.sha256} (delete the file to download it again)")

@@ -5,12 +5,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from migrator.usage_error import UsageError
 
+if TYPE_CHECKING:
+    from migrator.doctor.model import DoctorReport, Explanation, LogFinding
+
 
 def doctor(*, root: str | Path = "/", env: Mapping[str, str] | None = None,
-           package_paths: Sequence[str] | None = None, log: str | Path | None = None):
+           package_paths: Sequence[str] | None = None, log: str | Path | None = None) -> DoctorReport:
     """Check this machine's Ascend stack (python, torch, torch_npu, CANN toolkit and kernels, driver,
     firmware, devices, environment) against the generated torch-npu release matrix. `root` prefixes every
     install path, `env` replaces the environment, `package_paths` the folders searched for package
@@ -31,7 +35,7 @@ def doctor(*, root: str | Path = "/", env: Mapping[str, str] | None = None,
     return report
 
 
-def explain_error(code: str):
+def explain_error(code: str) -> list[Explanation]:
     """The documented meaning and remedy of a CANN / HCCL / torch_npu error code, or of a log line
     holding one (`EZ9999`, `EI0006`, `ERR00100`, ...). Unknown codes raise UsageError naming the
     codes the table has."""
@@ -44,7 +48,7 @@ def explain_error(code: str):
     return found
 
 
-def scan_log(path: str | Path):
+def scan_log(path: str | Path) -> list[LogFinding]:
     """Every line of a log file that holds a documented error code or message, explained."""
     from migrator.doctor.explain import scan_text
 

@@ -6,14 +6,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from migrator.config import find_root
 from migrator.usage_error import UsageError
 
+if TYPE_CHECKING:  # the programs' layers are imported when a command runs
+    from migrator.plan.runner import PlanResult
+    from migrator.validation.parent.msprobe_compare import MsprobeComparison
+    from migrator.validation.parent.results import ValidationResult
+
 
 def validate(original: str | Path, *, migrate: Callable[[str, str], list[str]] | None = None,
-             progress: Callable[[str], None] | None = None, **options):
+             progress: Callable[[str], None] | None = None, **options: Any) -> ValidationResult:
     """`migrate validate ORIGINAL`: staged BF16 diff validation of the migrated program (S0 plan,
     S1 parity-1card, S2 parity-dp, S3 parity-mp). Keyword options are the fields of
     `migrator.validation.parent.options.Options` (`migrated`, `stages`, `force`, `entry`, `seed`, `steps`,
@@ -53,7 +58,7 @@ def _nodes(options: dict[str, Any], launcher_env: dict[str, str] | None) -> dict
     return {"nnodes": spec.nnodes, "node_rank": spec.node_rank, "rdzv_endpoint": spec.endpoint}
 
 
-def compare_msprobe(target: str | Path, golden: str | Path, *, cross_device: bool = False):
+def compare_msprobe(target: str | Path, golden: str | Path, *, cross_device: bool = False) -> MsprobeComparison:
     """Our verdicts, localisation and argument diffs over two dump folders msprobe made (either side may be
     any msprobe dump: statistics or tensor task, L0/L1/mix, several ranks). Returns a frozen
     `migrator.validation.parent.msprobe_compare.MsprobeComparison`; a folder that is not an msprobe dump
@@ -79,7 +84,7 @@ def _require_validate_extra() -> None:
 
 def plan(model: str | Path, clusters: Sequence[str], *, global_batch: int, seq: int, root: str | Path | None = None,
          entry: str | None = None, check_s0: bool = False, progress: Callable[[str], None] | None = None,
-         validate: Callable[..., Any] = validate, **options):
+         validate: Callable[..., Any] = validate, **options: Any) -> PlanResult:
     """`migrate plan`: rank parallel layouts for MODEL (a tree with validate.py, read on the meta device in a
     child process, or a HF / Megatron config JSON) on each named cluster profile. Options: `dtype`, `devices`,
     `top`, `failure_rate`, `checkpoint_seconds`, `layout` (a `--layout` string or a Layout: evaluate it instead of

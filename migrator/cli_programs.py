@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from migrator.cli_support import ProgressDisplay, _Errors, _fail, _int_list, write_output
+
+if TYPE_CHECKING:
+    from migrator.validation.parent.results import ValidationResult
 
 
 @click.command(context_settings={"allow_interspersed_args": True})
@@ -49,17 +53,19 @@ from migrator.cli_support import ProgressDisplay, _Errors, _fail, _int_list, wri
 @click.option("--msprobe-golden", type=click.Path(), help="... and the golden run (both made by msprobe's PrecisionDebugger).")
 @click.option("--cross-device", is_flag=True, help="--msprobe-*: the dumps come from different device types (fp32 bounds x10).")
 @click.option("--bench-timeout", type=click.FloatRange(min=1), default=300, show_default=True, help="--bench: seconds per repeat before it counts as a hang.")
-def validate(original, script_args, migrated, stages, force, entry, script, curve_steps, seed, steps, nproc, nnodes,
-             node_rank, rdzv_endpoint, plan_world_size, plan_tp, bf16_policy, threads, timeout, work_dir, record, compare,
-             export_msprobe, max_dump_mb, output, markdown, fmt, quiet, verbose, bench, bench_steps, repeats,
-             peak_tflops, bench_timeout, msprobe_target, msprobe_golden, cross_device, device):
+def validate(original: str | None, script_args: tuple[str, ...], migrated: str | None, stages: str, force: bool,
+             entry: str | None, script: str | None, curve_steps: int, seed: int, steps: str | None, nproc: int,
+             nnodes: int, node_rank: int, rdzv_endpoint: str | None, plan_world_size: int, plan_tp: int | None, bf16_policy: str,
+             threads: int, timeout: float, work_dir: str | None, record: str | None, compare: str | None,
+             export_msprobe: str | None, max_dump_mb: int, output: str | None, markdown: str | None, fmt: str,
+             quiet: bool, verbose: bool, bench: bool, bench_steps: int, repeats: int, peak_tflops: float | None,
+             bench_timeout: float, msprobe_target: str | None, msprobe_golden: str | None, cross_device: bool,
+             device: str | None) -> None:
     """Staged BF16 diff validation of a migrated program against ORIGINAL.
 
     Exit codes: 0 every run stage passes or warns, 1 a stage fails, 2 the validation could not run.
     Script mode: migrate validate ORIGINAL --script train.py -- ARGS
     """
-    import json
-
     with _Errors():
         from migrator import api
 
@@ -67,16 +73,11 @@ def validate(original, script_args, migrated, stages, force, entry, script, curv
             _compare_msprobe(msprobe_target, msprobe_golden, cross_device, output, fmt, verbose)
         if original is None:
             _fail("missing ORIGINAL (the tree to validate), or give --msprobe-target and --msprobe-golden")
-        if script_args and not script:
-            _fail(f"unexpected arguments {' '.join(script_args)!r} (script arguments need --script)")
-        if os.path.isfile(original) and original.endswith(".py"):
-            folder, name = os.path.split(original)
-            _fail(f"{original}: ORIGINAL is the folder of the original program, not a file; to validate one "
-                  f"script, name its folder and the script: migrate validate {folder or '.'} --script {name}")
+        _check_validate_arguments(original, script_args, script)
         chosen = tuple(s.strip().upper() for s in stages.split(",") if s.strip())
         if chosen == ("ALL",):
             chosen = ("S0", "S1", "S2", "S3")
-        options = dict(migrated=migrated, stages=chosen, force=force, entry=entry, seed=seed,
+        options: dict[str, Any] = dict(migrated=migrated, stages=chosen, force=force, entry=entry, seed=seed,
                        world_size=nproc, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint,
                        launcher_env=dict(os.environ), plan_world_size=plan_world_size,
                        plan_tp=plan_tp, bf16_policy=bf16_policy, threads=threads, timeout=timeout, work_dir=work_dir,
@@ -99,21 +100,40 @@ def validate(original, script_args, migrated, stages, force, entry, script, curv
 
         with display:
             result = api.validate(original, progress=progress, **options)
-        doc = result.to_json()
-        if output:
-            write_output(json.dumps(doc, indent=1) + "\n", output)
-        if markdown:
-            write_output(result.markdown(), markdown)
-        if fmt == "json":
-            click.echo(json.dumps(doc, indent=1))
-        elif fmt == "md":
-            click.echo(result.markdown(), nl=False)
-        else:
-            click.echo(result.text(verbose=verbose), nl=False)
+        _show_validation(result, output, markdown, fmt, verbose)
         sys.exit(result.exit_code)
 
 
-def _compare_msprobe(target, golden, cross_device, output, fmt, verbose) -> None:
+def _check_validate_arguments(original: str, script_args: tuple[str, ...], script: str | None) -> None:
+    """Exit 2 naming the mistake for arguments that cannot go together."""
+    if script_args and not script:
+        _fail(f"unexpected arguments {' '.join(script_args)!r} (script arguments need --script)")
+    if os.path.isfile(original) and original.endswith(".py"):
+        folder, name = os.path.split(original)
+        _fail(f"{original}: ORIGINAL is the folder of the original program, not a file; to validate one "
+              f"script, name its folder and the script: migrate validate {folder or '.'} --script {name}")
+
+
+def _show_validation(result: ValidationResult, output: str | None, markdown: str | None, fmt: str,
+                     verbose: bool) -> None:
+    """The result written to the files asked for, and printed in the chosen format."""
+    import json
+
+    doc = result.to_json()
+    if output:
+        write_output(json.dumps(doc, indent=1) + "\n", output)
+    if markdown:
+        write_output(result.markdown(), markdown)
+    if fmt == "json":
+        click.echo(json.dumps(doc, indent=1))
+    elif fmt == "md":
+        click.echo(result.markdown(), nl=False)
+    else:
+        click.echo(result.text(verbose=verbose), nl=False)
+
+
+def _compare_msprobe(target: str | None, golden: str | None, cross_device: bool, output: str | None, fmt: str,
+                     verbose: bool) -> None:
     from migrator import api_programs
     from migrator.reporters.msprobe_text import comparison_json, comparison_text
 
@@ -146,8 +166,11 @@ def _compare_msprobe(target, golden, cross_device, output, fmt, verbose) -> None
 @click.option("--layout", help="Evaluate this layout instead of searching: tp=8,pp=35,vpp=3,dp=8,cp=1,ep=1,zero=1,recompute=selective,sp=on,mb=1 (keys left out: 1 / off defaults; dp from --devices).")
 @click.option("--assume", "assume", multiple=True, metavar="KEY=VALUE", help="Set a modelling assumption (repeatable), e.g. attention=eager, dp_overlap=0, grad_dtype=fp32, schedule=dualpipe; --explain lists them all.")
 @click.option("--explain", is_flag=True, help="List every assumption with its default and source; with --layout, also the search's pick and the terms that make it faster.")
-def plan_command(model, model_config, clusters, global_batch, seq, dtype, devices, top, failure_rate,
-                 checkpoint_seconds, entry, check_s0, write_launch, script, fmt, output, layout, assume, explain):
+def plan_command(model: str | None, model_config: str | None, clusters: tuple[str, ...], global_batch: int, seq: int,
+                 dtype: str, devices: int | None, top: int, failure_rate: float | None,
+                 checkpoint_seconds: float | None, entry: str | None, check_s0: bool, write_launch: str | None,
+                 script: str, fmt: str, output: str | None, layout: str | None, assume: tuple[str, ...],
+                 explain: bool) -> None:
     """Propose parallel layouts (TP / PP / DP / EP, ZeRO, recomputation) for MODEL on each cluster.
 
     MODEL is a tree with validate.py (read on the meta device in a child process) or use --model CONFIG.json.
@@ -158,13 +181,14 @@ def plan_command(model, model_config, clusters, global_batch, seq, dtype, device
     with _Errors():
         from migrator import api
 
-        if bool(model) == bool(model_config):
+        source = model or model_config
+        if source is None or (model and model_config):
             _fail("give either MODEL (a tree) or --model CONFIG.json")
         options = dict(dtype=dtype, devices=devices, top=top, checkpoint_seconds=checkpoint_seconds,
                        layout=layout, assume=assume, explain=explain)
         if failure_rate:
             options["failure_rate"] = failure_rate
-        result = api.plan(model or model_config, clusters, global_batch=global_batch, seq=seq, entry=entry,
+        result = api.plan(source, clusters, global_batch=global_batch, seq=seq, entry=entry,
                           check_s0=check_s0, progress=lambda text: click.echo(f"[plan] {text}", err=True),
                           **options)
         doc = result.to_json()

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING, NoReturn
+from types import TracebackType
+from typing import TYPE_CHECKING, Literal, NoReturn
 
 import click
 
@@ -55,10 +56,10 @@ def _split_codes(values: tuple[str, ...]) -> tuple[str, ...] | None:
 class _Errors:
     """Turn expected errors into exit 2 with one clear line; unexpected ones into a short report."""
 
-    def __enter__(self):
+    def __enter__(self) -> _Errors:
         return self
 
-    def __exit__(self, kind, exc, tb):
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> Literal[False]:
         if isinstance(exc, KeyboardInterrupt):
             click.echo("migrate: interrupted", err=True)
             sys.exit(130)  # 128 + SIGINT, as a shell reports Ctrl-C

@@ -15,7 +15,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from pathlib import Path
 
 MIB = 1 << 20
 MAX_SOURCE_BYTES = 2 * MIB  # a Python or text file; larger is generated code or data (2 MiB of `x = 1` parse in ~0.9 GB)
@@ -104,11 +103,3 @@ def read_text(path: str | os.PathLike[str], limit: int, root: str | os.PathLike[
               errors: str = "strict") -> str:
     """:func:`read_bytes` decoded as UTF-8 (``UnicodeDecodeError`` with ``errors="strict"``)."""
     return read_bytes(path, limit, root).decode("utf-8", errors)
-
-
-def is_regular(path: Path) -> bool:
-    """A regular file (links followed), without opening it."""
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
-    except (OSError, ValueError):
-        return False

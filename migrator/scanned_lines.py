@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -157,7 +158,7 @@ class CellLines:
     """The source line a finding points at, through ``lines_of(path)``: for a notebook finding (one
     with a `cell`) the line of that cell, not the line of the JSON file. One parse per notebook."""
 
-    def __init__(self, lines_of):
+    def __init__(self, lines_of: Callable[[str], Sequence[str] | None]) -> None:
         self.lines_of = lines_of
         self._views: dict[str, NotebookView | None] = {}
 

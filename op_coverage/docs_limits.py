@@ -255,6 +255,41 @@ def translate_limit_line(line: str) -> list[tuple]:
     return []
 
 
+def _note_dtypes(info: LimitInfo, soc: str, param: str, dts: list[str], scoped: bool) -> None:
+    """A documented dtype list: the first for the SoC, a SoC-specific override, or a further limit."""
+    if soc not in info.dtypes:
+        info.dtypes[soc] = list(dts)
+        info.param[soc] = param
+    elif info.param.get(soc) == param and scoped:
+        info.dtypes[soc] = list(dts)  # SoC-specific list overrides the general one
+    elif info.param.get(soc) == param and info.dtypes[soc] == list(dts):
+        pass  # the same list stated twice
+    else:
+        frag = f"{param}: {', '.join(dts)} only"
+        if frag not in info.fragments[soc]:
+            info.fragments[soc].append(frag)
+
+
+def _apply_action(info: LimitInfo, soc: str, action: tuple, scoped: bool) -> None:
+    """One translated action of a limit line, for one SoC."""
+    kind = action[0]
+    if kind not in ("dtypes", "ignore"):
+        info.dtype_only[soc] = False
+    if kind == "dtypes":
+        _note_dtypes(info, soc, action[1], action[2], scoped)
+    elif kind == "exclude":
+        info.excluded[soc].update(action[1])
+    elif kind == "add":
+        info.added[soc].update(action[1])
+    elif kind == "flag":
+        info.flags[soc].add(action[1])
+    elif kind == "frag":
+        if action[1] not in info.fragments[soc]:
+            info.fragments[soc].append(action[1])
+    elif kind == "npu":
+        info.npu_name = action[1]
+
+
 def analyse_limits(lines: list[str]) -> LimitInfo:
     info = LimitInfo()
     for soc in SOCS:
@@ -279,35 +314,8 @@ def analyse_limits(lines: list[str]) -> LimitInfo:
                 info.dtype_only[soc] = False
             continue
         for action in actions:
-            kind = action[0]
             for soc in socs:
-                if kind != "dtypes":
-                    if kind != "ignore":
-                        info.dtype_only[soc] = False
-                if kind == "dtypes":
-                    param, dts = action[1], action[2]
-                    if soc not in info.dtypes:
-                        info.dtypes[soc] = list(dts)
-                        info.param[soc] = param
-                    elif info.param.get(soc) == param and scope is not None:
-                        info.dtypes[soc] = list(dts)  # SoC-specific list overrides the general one
-                    elif info.param.get(soc) == param and info.dtypes[soc] == list(dts):
-                        pass  # the same list stated twice
-                    else:
-                        frag = f"{param}: {', '.join(dts)} only"
-                        if frag not in info.fragments[soc]:
-                            info.fragments[soc].append(frag)
-                elif kind == "exclude":
-                    info.excluded[soc].update(action[1])
-                elif kind == "add":
-                    info.added[soc].update(action[1])
-                elif kind == "flag":
-                    info.flags[soc].add(action[1])
-                elif kind == "frag":
-                    if action[1] not in info.fragments[soc]:
-                        info.fragments[soc].append(action[1])
-                elif kind == "npu":
-                    info.npu_name = action[1]
+                _apply_action(info, soc, action, scope is not None)
     for soc in SOCS:
         if not info.applies[soc]:
             info.dtype_only[soc] = False

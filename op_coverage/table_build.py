@@ -277,17 +277,21 @@ def _transferred(table: _Entries, name: str, npu_name: str | None) -> Entry:
     return e
 
 
-def _add_transfer_to_npu(table: _Entries, transfer: dict, wheel: Mapping[str, str]) -> None:
-    """What transfer_to_npu patches: whole modules, single rebindings, device and HCCL rules."""
+def _add_transferred_modules(table: _Entries, transfer: dict, wheel: Mapping[str, str]) -> None:
+    """Whole modules transfer_to_npu patches (a torch.cuda.* module's __all__ become torch.npu.* names)."""
     for dest, src in transfer["module_patches"].items():
         if dest == "torch.cuda":
             continue
         path = _wheel_module_file(src, wheel)
         names = parse_all_list(wheel[path]) if path else []
-        if names and dest.startswith("torch.cuda."):  # the module's __all__ become torch.npu.* names
+        if names and dest.startswith("torch.cuda."):
             for x in names:
                 _flag_all(_transferred(table, f"{dest}.{x}", f"{src}.{x}"), "transfer_to_npu")
         _flag_all(_transferred(table, dest, src), "transfer_to_npu")
+
+
+def _add_transferred_aliases(table: _Entries, transfer: dict) -> None:
+    """Single names transfer_to_npu rebinds (a Double type to its Float one is a precision change)."""
     rebound = "transfer_to_npu rebinds it to a float32 type (double not supported)"
     for dest, src in dict(transfer["aliases"]).items():
         e = _transferred(table, dest, src)
@@ -301,6 +305,12 @@ def _add_transfer_to_npu(table: _Entries, transfer: dict, wheel: Mapping[str, st
         _flag_all(e, "transfer_to_npu")
         if e["origin"] == "transfer" and dest.startswith("torch.cuda."):
             e["status"] = {s: "unverified" for s in SOCS}
+
+
+def _add_transfer_to_npu(table: _Entries, transfer: dict, wheel: Mapping[str, str]) -> None:
+    """What transfer_to_npu patches: whole modules, single rebindings, device and HCCL rules."""
+    _add_transferred_modules(table, transfer, wheel)
+    _add_transferred_aliases(table, transfer)
     for rule in ("device_rule", "hccl_rule"):
         for name in transfer[rule]:
             if name in table.entries:

@@ -214,6 +214,32 @@ def _format_args(args: ast.arguments, source: str, constants: Mapping[str, str] 
     return ", ".join(parts)
 
 
+def _literal_constants(source: str, mod: ast.Module) -> dict[str, str]:
+    """Module-level `NAME = <literal>` assignments, as written (defaults often name them)."""
+    constants: dict[str, str] = {}
+    for node in mod.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                ast.literal_eval(node.value)
+            except ValueError:
+                continue
+            constants[node.targets[0].id] = ast.get_source_segment(source, node.value) or ast.unparse(node.value)
+    return constants
+
+
+def _constructor(cls: str, source: str) -> str | None:
+    """``Cls(args)`` from the class's ``__init__`` in its module's source; None when the class has none."""
+    mod = ast.parse(source)
+    constants = _literal_constants(source, mod)
+    found = None
+    for node in mod.body:
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for item in node.body:
+                if isinstance(item, ast.FunctionDef) and item.name == "__init__":
+                    found = f"{cls}({_format_args(item.args, source, constants)})"
+    return found
+
+
 def parse_optimizers(init_text: str, module_texts: Mapping[str, str]) -> dict[str, str]:
     """Public ``torch_npu.optim`` classes -> constructor signature (defaults as written)."""
     tree = ast.parse(init_text)
@@ -225,24 +251,10 @@ def parse_optimizers(init_text: str, module_texts: Mapping[str, str]) -> dict[st
                 where[alias.asname or alias.name] = node.module
     out: dict[str, str] = {}
     for cls in public:
-        module = where.get(cls)
-        source = module_texts.get(module or "")
-        if source is None:
-            continue
-        mod = ast.parse(source)
-        constants: dict[str, str] = {}
-        for node in mod.body:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                try:
-                    ast.literal_eval(node.value)
-                except ValueError:
-                    continue
-                constants[node.targets[0].id] = ast.get_source_segment(source, node.value) or ast.unparse(node.value)
-        for node in mod.body:
-            if isinstance(node, ast.ClassDef) and node.name == cls:
-                for item in node.body:
-                    if isinstance(item, ast.FunctionDef) and item.name == "__init__":
-                        out[cls] = f"{cls}({_format_args(item.args, source, constants)})"
+        source = module_texts.get(where.get(cls) or "")
+        signature = _constructor(cls, source) if source is not None else None
+        if signature is not None:
+            out[cls] = signature
     return dict(sorted(out.items()))
 
 

@@ -21,31 +21,36 @@ import os
 import runpy
 import sys
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from .records import CensusJob, CensusStatus
 
+if TYPE_CHECKING:  # torch is imported inside the functions, once the job is read
+    import torch
 
-def _hooks(census) -> list:
+    from .tracer import Recording
+
+
+def _hooks(census: Recording) -> list[Any]:  # torch's RemovableHandle
     from torch.nn.modules import module as module_mod
     from torch.optim import optimizer as optim_mod
 
-    def forward_pre(module, args):
+    def forward_pre(module: torch.nn.Module, args: tuple) -> None:
         if census.phase in ("setup", "optimizer") or census.after_backward:
             census.step_started()
         cls = type(module)
         if cls.__module__.startswith("torch.nn.modules."):  # nn.Linear(...) is what a static scan sees
             census.record("api", f"torch.nn.{cls.__name__}", args, None)
 
-    def opt_pre(optimizer, args, kwargs):
+    def opt_pre(optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
         census.optimizer_started()
 
     return [module_mod.register_module_forward_pre_hook(forward_pre),
             optim_mod.register_optimizer_step_pre_hook(opt_pre)]
 
 
-def _run_protocol(job: CensusJob, census, status: dict[str, Any]) -> None:
+def _run_protocol(job: CensusJob, census: Recording, status: dict[str, Any]) -> None:
     import torch
 
     from migrator.validation.child import execute, protocol
@@ -91,7 +96,7 @@ class _Stop(BaseException):
     """Raised from the optimizer post-hook once the requested steps have run."""
 
 
-def _run_script(job: CensusJob, census, status: dict[str, Any]) -> None:
+def _run_script(job: CensusJob, census: Recording, status: dict[str, Any]) -> None:
     from torch.nn.modules import module as module_mod
     from torch.optim import optimizer as optim_mod
 
@@ -105,10 +110,10 @@ def _run_script(job: CensusJob, census, status: dict[str, Any]) -> None:
         return
     steps = {"n": 0}
 
-    def opt_post(optimizer, args, kwargs):
+    def opt_post(optimizer: torch.optim.Optimizer, args: tuple, kwargs: dict) -> None:
         steps["n"] += 1
 
-    def forward_pre(module, args):  # the next step begins: the traced steps' logging etc. have run
+    def forward_pre(module: torch.nn.Module, args: tuple) -> None:  # the next step begins: the traced steps' logging etc. have run
         if steps["n"] >= job.steps:
             raise _Stop()
 
@@ -134,7 +139,7 @@ def _run_script(job: CensusJob, census, status: dict[str, Any]) -> None:
 
 
 @contextlib.contextmanager
-def _traced(census):
+def _traced(census: Recording) -> Iterator[None]:
     from .tracer import ApiMode, AtenMode, wrapped_functions
 
     handles = _hooks(census)

@@ -18,6 +18,8 @@ import functools
 import importlib
 import os
 import sys
+from collections.abc import Callable, Iterator
+from types import CodeType
 from typing import Any
 
 import torch
@@ -64,11 +66,11 @@ def api_name(func: Any) -> str | None:
     return f"{module}.{qual}"
 
 
-def _qualname(code) -> str:
+def _qualname(code: CodeType) -> str:
     return getattr(code, "co_qualname", code.co_name)  # 3.11+
 
 
-def _dtype_key(dtype: Any, cache: dict) -> str:
+def _dtype_key(dtype: Any, cache: dict[Any, str]) -> str:
     key = cache.get(dtype)
     if key is None:
         text = str(dtype)
@@ -76,7 +78,7 @@ def _dtype_key(dtype: Any, cache: dict) -> str:
     return key
 
 
-def _tensors(args: tuple, kwargs: dict | None):
+def _tensors(args: tuple, kwargs: dict | None) -> Iterator[torch.Tensor]:
     for value in (*args, *(kwargs or {}).values()):
         if isinstance(value, torch.Tensor):
             yield value
@@ -101,7 +103,7 @@ class Recording:
         self._dtypes: dict[Any, str] = {}
 
     # ------------------------------------------------------------------ frames
-    def _kind(self, code) -> int:
+    def _kind(self, code: CodeType) -> int:
         kind = self._kinds.get(code)
         if kind is None:
             path = code.co_filename
@@ -176,9 +178,9 @@ class Recording:
         return out
 
 
-def _recording(census: Recording, name: str, real):
+def _recording(census: Recording, name: str, real: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(real)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
         census.record("api", name, args, kwargs)
         return real(*args, **kwargs)
 
@@ -186,7 +188,7 @@ def _recording(census: Recording, name: str, real):
 
 
 @contextlib.contextmanager
-def wrapped_functions(census: Recording):
+def wrapped_functions(census: Recording) -> Iterator[None]:
     """Record the calls of :data:`NOT_OVERRIDABLE` (module attributes patched, restored after)."""
     patches = []
     for qualified in NOT_OVERRIDABLE:
@@ -211,7 +213,7 @@ class ApiMode(TorchFunctionMode):
         super().__init__()
         self.census = census
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         name = api_name(func)
         before = self.census.aten_calls
         result = func(*args, **(kwargs or {}))
@@ -225,7 +227,7 @@ class AtenMode(TorchDispatchMode):
         super().__init__()
         self.census = census
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         schema = func._schema.name  # "aten::native_layer_norm"
         overload = func._overloadname
         name = schema if overload in ("default", "") else f"{schema}.{overload}"

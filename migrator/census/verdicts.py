@@ -15,9 +15,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .model import Frame, Site, TracedOp, first_dtype
+
+if TYPE_CHECKING:  # the coverage table is loaded on the first verdict
+    from migrator.coverage import CoverageEntry
 
 # ATen ops a composite op picks for the CPU backend this run is on (SDPA -> *_for_cpu, oneDNN):
 # on the NPU the same API picks its own kernel, so they are recorded but not judged.
@@ -30,14 +33,19 @@ _PHRASE = {"unsupported": "not supported", "cpu_fallback": "CPU fallback"}
 
 
 @lru_cache(maxsize=4096)
-def _lookup(name: str, soc: str, version: str | None, dtype: str | None):
+def _lookup(name: str, soc: str, version: str | None) -> CoverageEntry:
+    from migrator.coverage import lookup
+
+    return lookup(name, soc=soc, version=version)
+
+
+@lru_cache(maxsize=4096)
+def _lookup_dtype(name: str, soc: str, version: str | None, dtype: str) -> CoverageEntry | None:
     from migrator.coverage import CoverageError, lookup
 
     try:
         return lookup(name, soc=soc, version=version, dtype=dtype)
     except CoverageError:
-        if dtype is None:
-            raise
         return None  # a dtype the table has no name for (complex, quantized): not checked
 
 
@@ -49,12 +57,14 @@ def _severities() -> dict[str, str]:
     return {code: rules[code].severity for code in CODES.values() if code in rules}
 
 
-def _judge(level: str, op: str, dtypes: tuple[str, ...], soc: str, version: str | None, dispatched: bool):
-    base = _lookup(op, soc, version, None)  # the name `migrate ops` takes
+def _judge(level: str, op: str, dtypes: tuple[str, ...], soc: str, version: str | None,
+           dispatched: bool) -> tuple[CoverageEntry, str, str, str | None]:
+    """(the op's entry, its verdict for the first dtype, the note, the finding kind or None)."""
+    base = _lookup(op, soc, version)  # the name `migrate ops` takes
     verdict = base.status
     first = first_dtype(dtypes)
     if first is not None and dispatched and base.status in ("supported", "partial"):
-        checked = _lookup(op, soc, version, first)
+        checked = _lookup_dtype(op, soc, version, first)
         if checked is not None:
             verdict = checked.status
             note = checked.note
@@ -71,7 +81,7 @@ def _judge(level: str, op: str, dtypes: tuple[str, ...], soc: str, version: str 
     return base, verdict, note, kind
 
 
-def _fp64_ok(entry) -> bool:
+def _fp64_ok(entry: CoverageEntry) -> bool:
     if "fp64" in entry.dtypes_excluded or "precision_change" in entry.flags:
         return False
     return "fp64" in entry.dtypes

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ._model import CoverageEntry
 from ._names import DTYPES
@@ -88,7 +89,7 @@ def explain(names: Iterable[str], soc: str = "A2", version: str | None = None, d
     return out
 
 
-def _get(entry: CoverageEntry | Mapping, key: str, default=None):
+def _get(entry: CoverageEntry | Mapping, key: str, default: object = None) -> Any:  # a field or a record's value
     if isinstance(entry, Mapping):
         return entry.get(key, default)
     return getattr(entry, key, default)

@@ -58,11 +58,6 @@ class CoverageEntry:
     known: bool = True
     dtype: str | None = None
 
-    @property
-    def falls_back_to_cpu(self) -> bool:
-        """True when the API may execute on the CPU (status or flag ``cpu_fallback``)."""
-        return self.status == "cpu_fallback" or "cpu_fallback" in self.flags
-
     def to_dict(self) -> dict:
         """JSON-ready dict (tuples become lists)."""
         out = asdict(self)

@@ -422,13 +422,7 @@ def aten_candidates(name: str) -> tuple[str, ...]:
     if is_non_op_name(name):
         return ()
     if name.startswith("torch.nn.functional."):
-        leaf = name[len("torch.nn.functional."):]
-        if "." in leaf:
-            return ()
-        alias = _FUNCTIONAL_ALIASES.get(leaf)
-        if alias == "":
-            return ()
-        return tuple(dict.fromkeys(x for x in (alias, leaf) if x))
+        return _functional_candidates(name[len("torch.nn.functional."):])
     for prefix, aten_prefix in _NAMESPACE_PREFIXES:
         if name.startswith(prefix):
             leaf = name[len(prefix):]
@@ -441,13 +435,21 @@ def aten_candidates(name: str) -> tuple[str, ...]:
             return ()
         alias = _MODULE_ALIASES.get(leaf)
         return (alias,) if alias else ()
-    if name.startswith("torch.Tensor."):
-        leaf = name[len("torch.Tensor."):]
-        return (leaf,) if leaf and "." not in leaf else ()
-    if name.startswith("torch."):
-        leaf = name[len("torch."):]
-        return (leaf,) if leaf and "." not in leaf else ()
+    for prefix in ("torch.Tensor.", "torch."):
+        if name.startswith(prefix):
+            leaf = name[len(prefix):]
+            return (leaf,) if leaf and "." not in leaf else ()
     return ()
+
+
+def _functional_candidates(leaf: str) -> tuple[str, ...]:
+    """``torch.nn.functional.<leaf>``: its renamed ATen op (a curated alias) and its own name."""
+    if "." in leaf:
+        return ()
+    alias = _FUNCTIONAL_ALIASES.get(leaf)
+    if alias == "":
+        return ()
+    return tuple(dict.fromkeys(x for x in (alias, leaf) if x))
 
 
 #: ATen-layer classes from best to worst (used to pick the representative overload).

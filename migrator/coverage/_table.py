@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from functools import cache, lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._model import STATUSES, CoverageEntry, CoverageError
 from ._names import (
@@ -175,7 +175,7 @@ def _resolve_dtype(dtype: object) -> str | None:
     return norm
 
 
-def _value(raw: dict, key: str, soc: str, default):
+def _value(raw: dict, key: str, soc: str, default: object) -> Any:  # a value of the table's JSON
     overrides = raw.get("soc_" + key)
     if overrides and soc in overrides:
         return overrides[soc]
@@ -200,41 +200,42 @@ _KERNEL_PHRASE = {
 }
 
 
-def _note(name: str, raw: dict, status: str, soc: str, kernel: str, limits, more: int,
-          flags, bf16u: bool, dtype: str | None, dtype_note: str | None) -> str:
+def _unsupported_headline(name: str, raw: dict, soc: str) -> str:
+    if raw.get("origin", "unlisted") == "docs":
+        return f"Not supported on {soc} per the Ascend support list."
+    if name.startswith("torch.cuda."):
+        return "No NPU counterpart: not in torch_npu.npu.__all__, the docs or transfer_to_npu."
+    return f"Not supported on {soc}."
+
+
+def _headline(name: str, raw: dict, status: str, soc: str, kernel: str) -> str:
+    """The note's first sentence: the status and where it comes from."""
     origin = raw.get("origin", "unlisted")
-    parts: list[str] = []
-    if dtype_note and status == "unsupported" and _status(raw, soc) != "unsupported":
-        parts.append(f"Not supported on {soc} for {dtype}: {dtype_note}")
-        dtype_note = None
-    elif status == "supported":
+    if status == "supported":
         if origin == "custom":
-            parts.append(f"Supported on {soc} per the torch_npu op documentation.")
-        else:
-            parts.append(f"Supported on {soc} per the Ascend support list.")
-    elif status == "partial":
-        parts.append(f"Supported on {soc} with limits.")
-    elif status == "unsupported":
-        if origin == "docs":
-            parts.append(f"Not supported on {soc} per the Ascend support list.")
-        elif name.startswith("torch.cuda."):
-            parts.append("No NPU counterpart: not in torch_npu.npu.__all__, the docs or transfer_to_npu.")
-        else:
-            parts.append(f"Not supported on {soc}.")
-    elif status == "cpu_fallback":
-        parts.append(
-            "Not in the Ascend support list and its ATen op has no NPU kernel: it runs on the CPU "
-            "via torch_npu's fallback (slow; TORCH_NPU_FALLBACK_CPU_DISABLE=1 makes it an error)."
-        )
-    elif origin == "custom":
-        parts.append(f"NPU custom op without a documented product list naming {soc}: use with caution.")
-    elif origin == "optim":
-        parts.append("Fused optimizer shipped in torch_npu.optim; no per-SoC statement in the data.")
-    else:
-        text = f"Not verified for {soc} in the Ascend support list; use with caution"
-        if kernel in _KERNEL_PHRASE:
-            text += f" ({_KERNEL_PHRASE[kernel]})"
-        parts.append(text + ".")
+            return f"Supported on {soc} per the torch_npu op documentation."
+        return f"Supported on {soc} per the Ascend support list."
+    if status == "partial":
+        return f"Supported on {soc} with limits."
+    if status == "unsupported":
+        return _unsupported_headline(name, raw, soc)
+    if status == "cpu_fallback":
+        return ("Not in the Ascend support list and its ATen op has no NPU kernel: it runs on the CPU "
+                "via torch_npu's fallback (slow; TORCH_NPU_FALLBACK_CPU_DISABLE=1 makes it an error).")
+    if origin == "custom":
+        return f"NPU custom op without a documented product list naming {soc}: use with caution."
+    if origin == "optim":
+        return "Fused optimizer shipped in torch_npu.optim; no per-SoC statement in the data."
+    text = f"Not verified for {soc} in the Ascend support list; use with caution"
+    if kernel in _KERNEL_PHRASE:
+        text += f" ({_KERNEL_PHRASE[kernel]})"
+    return text + "."
+
+
+def _qualifiers(status: str, kernel: str, limits: Sequence[str], more: int, flags: Collection[str],
+                bf16u: bool) -> list[str]:
+    """The sentences after the headline: documented limits, data conflicts, the bf16 gap."""
+    parts: list[str] = []
     if limits:
         parts.append("Limits: " + "; ".join(limits) + ".")
     if more:
@@ -245,6 +246,17 @@ def _note(name: str, raw: dict, status: str, soc: str, kernel: str, limits, more
         parts.append("Its ATen op has no NPU kernel, so it runs on the CPU fallback.")
     if bf16u:
         parts.append("bf16 is not in the documented dtypes although the op runs on the NPU (documentation gap).")
+    return parts
+
+
+def _note(name: str, raw: dict, status: str, soc: str, kernel: str, limits: Sequence[str], more: int,
+          flags: Collection[str], bf16u: bool, dtype: str | None, dtype_note: str | None) -> str:
+    if dtype_note and status == "unsupported" and _status(raw, soc) != "unsupported":
+        parts = [f"Not supported on {soc} for {dtype}: {dtype_note}"]
+        dtype_note = None  # said in the headline
+    else:
+        parts = [_headline(name, raw, status, soc, kernel)]
+    parts += _qualifiers(status, kernel, limits, more, flags, bf16u)
     if dtype_note:
         parts.append(dtype_note)
     return " ".join(parts)

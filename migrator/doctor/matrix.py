@@ -47,10 +47,3 @@ def newest_for_torch(torch: str) -> Release | None:
     wanted = release_part(torch)
     matching = [r for r in releases() if r.torch == wanted]
     return max(matching, key=lambda r: _key(r.torch_npu)) if matching else None
-
-
-def newest_documented_for_torch(torch: str) -> Release | None:
-    """The newest release for this torch whose CANN pairing Ascend documents."""
-    wanted = release_part(torch)
-    matching = [r for r in releases() if r.torch == wanted and r.cann]
-    return max(matching, key=lambda r: _key(r.torch_npu)) if matching else None

@@ -190,6 +190,8 @@ def link_of(span: int, cluster: Cluster, world: int) -> str:
     """Ranks fill domains in order; a group's members sit in one block of `span` consecutive ranks. The
     group uses the domain's links when every such block of the job lies inside one domain."""
     domain = int(cluster.need("domain_size"))
+    if span <= domain and domain % span == 0:  # blocks start at multiples of span, so none crosses a boundary
+        return "domain"
     inside = all(start // domain == (start + span - 1) // domain for start in range(0, world, span))
     return "domain" if inside else "scale-out"
 

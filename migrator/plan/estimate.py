@@ -104,6 +104,63 @@ def _ep_all_to_all_s(model: ModelShape, lay: Layout, tokens: float, cluster: Clu
                cost.all_to_all_s(volume, lay.ep, cost.link_gbps("domain", cluster), a) if span > 1 else 0.0)
 
 
+@dataclass
+class _Collectives:  # built up by one function, then read
+    """Per micro-batch seconds of each collective before overlap, the share hidden, and its link."""
+    raw: dict[str, float] = field(default_factory=dict)
+    hide: dict[str, float] = field(default_factory=dict)
+    via: dict[str, str] = field(default_factory=dict)
+
+    def add(self, name: str, seconds: float, hidden: float, link: str) -> None:
+        self.raw[name] = seconds
+        self.hide[name] = hidden
+        self.via[name] = link
+
+
+def _microbatch_collectives(job: Job, cluster: Cluster, lay: Layout, links: dict[str, str],
+                            schedule: str) -> _Collectives:
+    """The tp, ep, cp and pp collectives of one micro-batch on this rank's layers."""
+    m_, a, s = job.model, job.assumptions, job.seq
+    bw = {g: cost.link_gbps(link, cluster) for g, link in links.items()}
+    layers_here = -(-m_.layers // lay.pp)
+    moe_here = layers_here * (m_.moe_layers / m_.layers if m_.moe else 0.0)
+    local = s / lay.cp
+    act = lay.micro_batch * local * m_.hidden * BYTES      # one layer's [s, b, h] activation
+    full = lay.recompute == "full"
+    out = _Collectives()
+    if lay.tp > 1:  # per layer 2 all-gathers + 2 reduce-scatters (SP) or 2 all-reduces, forward and backward
+        calls = (4 if lay.sp else 2) * (2 + (1 if full else 0))
+        one = cost.all_gather_s(act, lay.tp, bw["tp"], a) if lay.sp else cost.all_reduce_s(act, lay.tp, bw["tp"], a)
+        out.add("tp all-gather/reduce-scatter", calls * layers_here * one, a.tp_overlap, links["tp"])
+    if lay.ep > 1 and m_.moe:  # dispatch + combine, forward and backward (and the recomputed forward)
+        calls = 4 + (2 if full else 0)
+        tokens = lay.micro_batch * local / (lay.tp if lay.sp else 1)
+        out.add("ep all-to-all", calls * moe_here * _ep_all_to_all_s(m_, lay, tokens, cluster, links["ep"], a),
+                1.0 if schedule == "dualpipe" else a.ep_overlap, links["ep"])
+    if lay.cp > 1:  # all-gather K and V forward; backward all-gathers again and reduce-scatters dK, dV
+        kv_heads = m_.heads if m_.mla else m_.kv_heads
+        kv = lay.micro_batch * s * kv_heads * (m_.qk_dim() + m_.value_dim()) * BYTES / lay.tp
+        calls = 3 + (1 if full else 0)
+        out.add("cp all-gather K/V", calls * layers_here * cost.all_gather_s(kv, lay.cp, bw["cp"], a), 0.0,
+                links["cp"])
+    if lay.pp > 1:
+        out.add("pp send/recv", 2 * lay.vpp * cost.p2p_s(act / (lay.tp if lay.sp else 1), bw["pp"], a),
+                a.pp_overlap, links["pp"])
+    return out
+
+
+def _memory(job: Job, lay: Layout, micro: int, schedule: str) -> dict[str, float]:
+    """Bytes per device by kind, and their total."""
+    m_, a = job.model, job.assumptions
+    copies = 2 if schedule == "dualpipe" else 1
+    memory = cost.model_state_bytes(m_, lay, a.grad_bytes, copies)
+    memory["activations"] = cost.activation_bytes(m_, lay, job.seq, micro, a.attention, dropout=a.dropout > 0,
+                                                  schedule=schedule)
+    memory["backward working set"] = cost.working_bytes(m_, lay, job.seq, a.attention, dropout=a.dropout > 0)
+    memory["total"] = sum(memory.values())
+    return memory
+
+
 def estimate(job: Job, cluster: Cluster, layout: Layout, force_links: dict[str, str] | None = None) -> Estimate:
     m_, a = job.model, job.assumptions
     lay, s = layout, job.seq
@@ -112,60 +169,25 @@ def estimate(job: Job, cluster: Cluster, layout: Layout, force_links: dict[str, 
     micro = job.global_batch // (lay.dp * lay.micro_batch)
     links = {g: cost.link_of(span, cluster, lay.world) for g, span in cost.group_spans(lay).items()}
     links.update(force_links or {})
-    bw = {g: cost.link_gbps(link, cluster) for g, link in links.items()}
     schedule = schedule_of(lay, a)
 
     parts = microbatch_s(m_, lay, s, dev, a)
     per_mb = sum(parts.values())
-    layers_here = -(-m_.layers // lay.pp)
-    moe_here = layers_here * (m_.moe_layers / m_.layers if m_.moe else 0.0)
-    local = s / lay.cp
-    act = lay.micro_batch * local * m_.hidden * BYTES      # one layer's [s, b, h] activation
-    full = lay.recompute == "full"
-    raw: dict[str, float] = {}   # seconds per micro-batch (dp: per step) before overlap
-    hide: dict[str, float] = {}
-    via: dict[str, str] = {}
-    if lay.tp > 1:  # per layer 2 all-gathers + 2 reduce-scatters (SP) or 2 all-reduces, forward and backward
-        calls = (4 if lay.sp else 2) * (2 + (1 if full else 0))
-        one = cost.all_gather_s(act, lay.tp, bw["tp"], a) if lay.sp else cost.all_reduce_s(act, lay.tp, bw["tp"], a)
-        raw["tp all-gather/reduce-scatter"] = calls * layers_here * one
-        hide["tp all-gather/reduce-scatter"] = a.tp_overlap
-        via["tp all-gather/reduce-scatter"] = links["tp"]
-    if lay.ep > 1 and m_.moe:  # dispatch + combine, forward and backward (and the recomputed forward)
-        calls = 4 + (2 if full else 0)
-        tokens = lay.micro_batch * local / (lay.tp if lay.sp else 1)
-        raw["ep all-to-all"] = calls * moe_here * _ep_all_to_all_s(m_, lay, tokens, cluster, links["ep"], a)
-        hide["ep all-to-all"] = 1.0 if schedule == "dualpipe" else a.ep_overlap
-        via["ep all-to-all"] = links["ep"]
-    if lay.cp > 1:  # all-gather K and V forward; backward all-gathers again and reduce-scatters dK, dV
-        kv_heads = m_.heads if m_.mla else m_.kv_heads
-        kv = lay.micro_batch * s * kv_heads * (m_.qk_dim() + m_.value_dim()) * BYTES / lay.tp
-        calls = 3 + (1 if full else 0)
-        raw["cp all-gather K/V"] = calls * layers_here * cost.all_gather_s(kv, lay.cp, bw["cp"], a)
-        hide["cp all-gather K/V"] = 0.0
-        via["cp all-gather K/V"] = links["cp"]
-    if lay.pp > 1:
-        raw["pp send/recv"] = 2 * lay.vpp * cost.p2p_s(act / (lay.tp if lay.sp else 1), bw["pp"], a)
-        hide["pp send/recv"] = a.pp_overlap
-        via["pp send/recv"] = links["pp"]
-    exposed = {k: v * (1 - hide[k]) * micro for k, v in raw.items()}
-    overlapped = {k: v * hide[k] * micro for k, v in raw.items()}
+    comm = _microbatch_collectives(job, cluster, lay, links, schedule)
+    via = comm.via
+    exposed = {k: v * (1 - comm.hide[k]) * micro for k, v in comm.raw.items()}
+    overlapped = {k: v * comm.hide[k] * micro for k, v in comm.raw.items()}
     pipe_s = micro * per_mb + sum(exposed.values())
     bubble_s = bubble_fraction(lay, micro, schedule) * pipe_s
     if lay.dp * lay.cp > 1:
-        dp_s, window = _dp_s(m_, lay, micro, per_mb, bw["dp"], a)
+        dp_s, window = _dp_s(m_, lay, micro, per_mb, cost.link_gbps(links["dp"], cluster), a)
         hidden = min(dp_s, window)
         exposed["dp gradient reduce"] = dp_s - hidden
         overlapped["dp gradient reduce"] = hidden
         via["dp gradient reduce"] = links["dp"]
     step_s = pipe_s + bubble_s + exposed.get("dp gradient reduce", 0.0)
 
-    copies = 2 if schedule == "dualpipe" else 1
-    memory = cost.model_state_bytes(m_, lay, a.grad_bytes, copies)
-    memory["activations"] = cost.activation_bytes(m_, lay, s, micro, a.attention, dropout=a.dropout > 0,
-                                                  schedule=schedule)
-    memory["backward working set"] = cost.working_bytes(m_, lay, s, a.attention, dropout=a.dropout > 0)
-    memory["total"] = sum(memory.values())
+    memory = _memory(job, lay, micro, schedule)
     fits = memory["total"] <= cluster.need("hbm_GB") * 1e9 * a.memory_headroom
     hw_flops = cost.training_flops(m_, job.global_batch, s, lay.recompute)
     model_flops = cost.training_flops(m_, job.global_batch, s, "none")
@@ -194,12 +216,9 @@ def _dp_s(m_: ModelShape, lay: Layout, micro: int, per_mb: float, gbps: float, a
     return grads, a.dp_overlap * per_mb
 
 
-def layout_problems(job: Job, cluster: Cluster, layout: Layout, devices: int | None = None) -> list[str]:
-    """What makes a given layout impossible, each naming its constraint (empty: it can run)."""
-    m, lay = job.model, layout
-    out = []
-    if devices and lay.world != devices:
-        out.append(f"world size: tp x cp x pp x dp = {lay.world}, not the {devices} devices asked for")
+def _model_split_problems(job: Job, lay: Layout) -> list[str]:
+    """Where the model's heads, experts or layers do not split over tp, ep, pp and vpp."""
+    m, out = job.model, []
     if m.heads % lay.tp:
         out.append(f"tp: {m.heads} attention heads are not divisible by tp {lay.tp}")
     if not m.mla and m.kv_heads % lay.tp:
@@ -214,6 +233,12 @@ def layout_problems(job: Job, cluster: Cluster, layout: Layout, devices: int | N
         out.append(f"pp: pp x vpp = {lay.pp * lay.vpp} is more than the {m.layers} layers")
     if lay.vpp > 1 and lay.pp == 1:
         out.append("vpp: virtual pipeline stages need pp > 1")
+    return out
+
+
+def _data_split_problems(job: Job, lay: Layout) -> list[str]:
+    """Where the batch or the sequence does not split over dp x micro-batch and cp."""
+    out = []
     if job.global_batch % (lay.dp * lay.micro_batch):
         out.append(f"batch: global batch {job.global_batch} is not divisible by dp x micro-batch = "
                    f"{lay.dp * lay.micro_batch}")
@@ -221,18 +246,31 @@ def layout_problems(job: Job, cluster: Cluster, layout: Layout, devices: int | N
         out.append(f"cp: sequence {job.seq} is not divisible by 2 x cp = {2 * lay.cp} (load-balanced causal chunks)")
     if lay.cp > 1 and job.assumptions.attention != "flash":
         out.append("cp: context parallelism needs flash attention (attention=eager keeps the s x s scores)")
+    return out
+
+
+def _memory_problem(job: Job, cluster: Cluster, est: Estimate) -> str:
+    hbm = cluster.need("hbm_GB")
+    mem = est.memory
+    return (f"memory: needs {mem['total'] / 1e9:.1f} GB per device (weights {mem['weights'] / 1e9:.1f}, "
+            f"gradients {mem['gradients'] / 1e9:.1f}, optimizer {mem['optimizer'] / 1e9:.1f}, activations "
+            f"{mem['activations'] / 1e9:.1f}, working set {mem['backward working set'] / 1e9:.1f}); HBM "
+            f"{hbm:.0f} GB x headroom {job.assumptions.memory_headroom:.0%} = "
+            f"{hbm * job.assumptions.memory_headroom:.1f} GB")
+
+
+def layout_problems(job: Job, cluster: Cluster, layout: Layout, devices: int | None = None) -> list[str]:
+    """What makes a given layout impossible, each naming its constraint (empty: it can run)."""
+    lay = layout
+    out = []
+    if devices and lay.world != devices:
+        out.append(f"world size: tp x cp x pp x dp = {lay.world}, not the {devices} devices asked for")
+    out += _model_split_problems(job, lay)
+    out += _data_split_problems(job, lay)
     if lay.world > int(cluster.figure("devices").value or lay.world) and not devices:
         out.append(f"world size: {lay.world} devices, the cluster has {int(cluster.need('devices'))} "
                    "(give --devices)")
     if out:
         return out
     est = estimate(job, cluster, lay)
-    if not est.fits:
-        hbm = cluster.need("hbm_GB")
-        mem = est.memory
-        out.append(f"memory: needs {mem['total'] / 1e9:.1f} GB per device (weights {mem['weights'] / 1e9:.1f}, "
-                   f"gradients {mem['gradients'] / 1e9:.1f}, optimizer {mem['optimizer'] / 1e9:.1f}, activations "
-                   f"{mem['activations'] / 1e9:.1f}, working set {mem['backward working set'] / 1e9:.1f}); HBM "
-                   f"{hbm:.0f} GB x headroom {job.assumptions.memory_headroom:.0%} = "
-                   f"{hbm * job.assumptions.memory_headroom:.1f} GB")
-    return out
+    return [] if est.fits else [_memory_problem(job, cluster, est)]

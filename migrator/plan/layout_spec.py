@@ -18,8 +18,27 @@ class LayoutSyntaxError(ValueError):
     """The --layout text cannot be read (names the part and what is allowed)."""
 
 
-def parse_layout(text: str, devices: int | None = None) -> Layout:
-    """Keys left out keep Layout's defaults, except dp: devices / (tp x cp x pp) when --devices is given."""
+def _value(text: str, key: str, name: str, raw: str) -> object:
+    """One key's value read from its text: recompute's name, sp's switch, or a whole number in range."""
+    if name == "recompute":
+        if raw not in _RECOMPUTE:
+            raise LayoutSyntaxError(f"--layout {text!r}: recompute is one of {', '.join(_RECOMPUTE)}")
+        return raw
+    if name == "sp":
+        if raw not in _ON + _OFF:
+            raise LayoutSyntaxError(f"--layout {text!r}: sp is on or off")
+        return raw in _ON
+    if not raw.isdigit():
+        raise LayoutSyntaxError(f"--layout {text!r}: {key} takes a whole number, got {raw!r}")
+    number = int(raw)
+    if number < (0 if name == "zero" else 1) or (name == "zero" and number > 3):
+        raise LayoutSyntaxError(f"--layout {text!r}: {key} = {number} is out of range "
+                                + ("(0-3)" if name == "zero" else "(at least 1)"))
+    return number
+
+
+def _given_values(text: str) -> dict[str, object]:
+    """The KEY=VALUE parts of the text by Layout field name."""
     values: dict[str, object] = {}
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -34,24 +53,15 @@ def parse_layout(text: str, devices: int | None = None) -> Layout:
                                     "recompute, sp, mb)")
         if name in values:
             raise LayoutSyntaxError(f"--layout {text!r}: {key} given twice")
-        if name == "recompute":
-            if raw not in _RECOMPUTE:
-                raise LayoutSyntaxError(f"--layout {text!r}: recompute is one of {', '.join(_RECOMPUTE)}")
-            values[name] = raw
-        elif name == "sp":
-            if raw not in _ON + _OFF:
-                raise LayoutSyntaxError(f"--layout {text!r}: sp is on or off")
-            values[name] = raw in _ON
-        else:
-            if not raw.isdigit():
-                raise LayoutSyntaxError(f"--layout {text!r}: {key} takes a whole number, got {raw!r}")
-            number = int(raw)
-            if number < (0 if name == "zero" else 1) or (name == "zero" and number > 3):
-                raise LayoutSyntaxError(f"--layout {text!r}: {key} = {number} is out of range "
-                                        + ("(0-3)" if name == "zero" else "(at least 1)"))
-            values[name] = number
+        values[name] = _value(text, key, name, raw)
     if not values:
         raise LayoutSyntaxError(f"--layout {text!r}: empty")
+    return values
+
+
+def parse_layout(text: str, devices: int | None = None) -> Layout:
+    """Keys left out keep Layout's defaults, except dp: devices / (tp x cp x pp) when --devices is given."""
+    values = _given_values(text)
     if "dp" not in values and devices:
         inner = int(values.get("tp", 1)) * int(values.get("cp", 1)) * int(values.get("pp", 1))  # type: ignore[call-overload]
         values["dp"] = max(1, devices // inner)

@@ -13,13 +13,16 @@ import os
 import subprocess
 import sys
 from dataclasses import fields, is_dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .configs import from_dict
 from .model import ModelError, ModelShape
 
+if TYPE_CHECKING:  # torch only in the probe child, imported inside its functions
+    import torch
 
-def _config_attrs(model) -> dict[str, Any]:
+
+def _config_attrs(model: torch.nn.Module) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for holder in (model, *[m for _, m in model.named_modules()][:64]):
         for name in ("config", "cfg", "args"):
@@ -37,7 +40,7 @@ def _config_attrs(model) -> dict[str, Any]:
     return out
 
 
-def _structure(model) -> dict[str, Any]:
+def _structure(model: torch.nn.Module) -> dict[str, Any]:
     import torch
 
     found: dict[str, Any] = {}

@@ -2,7 +2,29 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from .cluster_plan import ClusterPlan
+from .estimate import Estimate
+from .model import ModelShape
 from .search import duration
+
+
+class PlanView(Protocol):
+    """What the renderers read of a `runner.PlanResult` (which calls them, so they cannot import it)."""
+
+    @property
+    def model(self) -> ModelShape: ...
+    @property
+    def global_batch(self) -> int: ...
+    @property
+    def seq(self) -> int: ...
+    @property
+    def dtype(self) -> str: ...
+    @property
+    def clusters(self) -> tuple[ClusterPlan, ...]: ...
+    @property
+    def explain(self) -> tuple[str, ...]: ...
 
 
 def _gb(x: float) -> str:
@@ -29,7 +51,7 @@ def toy_note(total: int) -> str:
             "the analytic model's, not what a cluster would show; plan the full-size config with --model)")
 
 
-def text(result) -> str:
+def text(result: PlanView) -> str:
     m = result.model
     p = m.params()
     lines = [f"model {m.name}: {parameters(p['total'])} ({m.layers} layers, hidden {m.hidden}, "
@@ -69,11 +91,11 @@ def text(result) -> str:
     return "\n".join(lines)
 
 
-def _comm(e, table) -> str:
+def _comm(e: Estimate, table: dict[str, float]) -> str:
     return ", ".join(f"{k} {v / e.step_s:.1%} ({e.comm_links.get(k, '?')})" for k, v in table.items() if v) or "none"
 
 
-def breakdown(e) -> list[str]:
+def breakdown(e: Estimate) -> list[str]:
     """One estimate: step, compute by part, each collective on its link (exposed and overlapped), the
     schedule's bubble, memory by kind."""
     mem = e.memory
@@ -88,7 +110,7 @@ def breakdown(e) -> list[str]:
             f"   memory per device {_gb(mem['total'])} ({kinds})" + ("" if e.fits else " - does not fit")]
 
 
-def markdown(result) -> str:
+def markdown(result: PlanView) -> str:
     """The plan as Markdown (embedded in the plan JSON; `migrate report --plan` shows it)."""
     m = result.model
     total = m.params()["total"]

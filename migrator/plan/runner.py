@@ -2,43 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .assumptions import Assumptions, explain_lines
+from .cluster_plan import ClusterPlan
 from .clusters import Cluster, MissingFigure
 from .cost import Layout
 from .estimate import layout_problems
-from .fault import LLAMA3_FAILURES_PER_DEVICE_HOUR, FaultPlan, plan_faults
+from .fault import LLAMA3_FAILURES_PER_DEVICE_HOUR, plan_faults
 from .model import ModelShape
 from .search import Estimate, Job, compare, duration, estimate, search
 
 SCHEMA_VERSION = 1
-
-
-@dataclass(frozen=True)
-class ClusterPlan:
-    cluster: Cluster
-    world: int
-    considered: int
-    top: tuple[Estimate, ...]
-    why: tuple[str, ...]
-    fault: FaultPlan | None
-    stages: dict[str, Layout] = field(default_factory=dict)
-    s0: dict[str, Any] = field(default_factory=dict)
-    error: str = ""  # a required figure is missing: this cluster was not planned, the others were
-    stage_notes: dict[str, str] = field(default_factory=dict)
-    problems: tuple[str, ...] = ()  # a given --layout cannot run here: each names its constraint
-    given: bool = False             # top[0] is the --layout given, not a searched one
-
-    def to_json(self) -> dict[str, Any]:
-        return {"cluster": self.cluster.to_json(), "world": self.world, "considered": self.considered,
-                "error": self.error or None, "problems": list(self.problems), "given_layout": self.given,
-                "top": [e.to_json() for e in self.top], "why": list(self.why),
-                "fault": self.fault.to_json() if self.fault else None,
-                "stages": {k: {"layout": v.label(), "note": self.stage_notes.get(k, "")} for k, v in self.stages.items()},
-                "s0": self.s0}
 
 
 @dataclass(frozen=True)
@@ -60,7 +37,7 @@ class PlanResult:
         failed = any(c.s0.get("status") in ("fail", "error") for c in self.clusters)
         return 1 if failed or any(not c.top or c.problems for c in self.clusters) else 0
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:  # the plan JSON (plan.schema.json), for json.dumps
         return {"schema_version": SCHEMA_VERSION, "model": self.model.to_json(), "global_batch": self.global_batch,
                 "seq": self.seq, "dtype": self.dtype, "assumptions": self.assumptions.to_json(),
                 "clusters": [c.to_json() for c in self.clusters], "explain": list(self.explain),

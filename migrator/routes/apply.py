@@ -9,6 +9,7 @@ route (in that order) with a matching entry; unmatched findings are residual wor
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -150,7 +151,7 @@ class Enclosing:
                 tree = None
             module = rel[: -len(".py")].replace("/", ".").removesuffix(".__init__")
 
-            def walk(body, prefix):
+            def walk(body: list[ast.stmt], prefix: str) -> None:
                 for node in body:
                     if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                         name = f"{prefix}.{node.name}"
@@ -246,6 +247,6 @@ def apply_routes(result: RunResult, root: Path, choice: str = "auto", paths: lis
     return replace(result, findings=tuple(findings), summary=summary, frameworks=routes)
 
 
-def residual(findings) -> list[Finding]:
+def residual(findings: Iterable[Finding]) -> list[Finding]:
     """Findings no route absorbs (left ones included): the work that remains."""
     return [f for f in findings if not (f.route and f.route.absorbs)]

@@ -14,8 +14,10 @@ from __future__ import annotations
 import ast
 import re
 import sys
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
@@ -24,6 +26,9 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
+
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 # import root -> framework; accelerate and Trainer scripts count as transformers (the HF route)
 IMPORT_FRAMEWORK = {
@@ -68,7 +73,7 @@ def _lowest(req: Requirement) -> str | None:
     return best
 
 
-def _vkey(v: str):
+def _vkey(v: str) -> Version:
     from packaging.version import InvalidVersion, Version
 
     try:
@@ -77,14 +82,14 @@ def _vkey(v: str):
         return Version("0")
 
 
-def _pins_in_requirements(text: str):
+def _pins_in_requirements(text: str) -> Iterator[tuple[int, str]]:
     for lineno, line in enumerate(text.splitlines(), 1):
         line = line.split(" #", 1)[0].strip()
         if line and not line.startswith(("#", "-")):
             yield lineno, line
 
 
-def _pins_in_pyproject(text: str):
+def _pins_in_pyproject(text: str) -> Iterator[tuple[int, str]]:
     try:
         data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError):
@@ -101,7 +106,7 @@ def _pins_in_pyproject(text: str):
             yield _line_of(text, item), item
 
 
-def _pins_in_setup_py(text: str):
+def _pins_in_setup_py(text: str) -> Iterator[tuple[int, str]]:
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
@@ -189,15 +194,34 @@ def local_packages(files: list[tuple[str, Path, str]]) -> dict[str, list[str]]:
     return found
 
 
-def detect(root: Path, files: list[tuple[str, Path, str]]) -> list[Framework]:
-    """Frameworks of one scan. `files`: (relative POSIX path, absolute path, scanner kind), the scan's own files."""
+@dataclass
+class _Evidence:  # filled file by file, then read
+    imports: dict[str, list[str]] = field(default_factory=dict)  # framework -> "file:line" of its imports
+    pinned: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # framework -> (lowest, where)
+    vendored: dict[str, tuple[str, str]] = field(default_factory=dict)  # framework -> (version, version file)
+
+    def note_python(self, rel: str, path: Path, text: str) -> None:
+        for m in IMPORT_LINE.finditer(text):
+            sites = self.imports.setdefault(IMPORT_FRAMEWORK[m.group(1)], [])
+            if len(sites) < MAX_EVIDENCE:
+                sites.append(f"{rel}:{text.count(chr(10), 0, m.start()) + 1}")
+        if rel.endswith("megatron/core/package_info.py"):
+            version = vendored_megatron(path)
+            best = self.vendored.get("megatron-core")
+            if version and (best is None or len(rel) < len(best[1])):
+                self.vendored["megatron-core"] = (version, rel)
+
+    def note_pins(self, rel: str, text: str) -> None:
+        for framework, version, where in pins(rel, text):
+            if framework not in self.pinned or (self.pinned[framework][0] is None and version):
+                self.pinned[framework] = (version, where)
+
+
+def _read_evidence(files: list[tuple[str, Path, str]]) -> _Evidence:
     from migrator.input_files import MAX_SOURCE_BYTES, read_text
 
-    imports: dict[str, list[str]] = {}
-    pinned: dict[str, tuple[str | None, str]] = {}
-    vendored: dict[str, tuple[str, str]] = {}
+    found = _Evidence()
     for rel, path, kind in files:
-        name = Path(rel).name
         if kind not in ("python", "requirements", "pyproject"):
             continue
         try:
@@ -205,41 +229,37 @@ def detect(root: Path, files: list[tuple[str, Path, str]]) -> list[Framework]:
         except OSError:  # also a file the scan itself refused (not regular, over the cap)
             continue
         if kind == "python":
-            for m in IMPORT_LINE.finditer(text):
-                sites = imports.setdefault(IMPORT_FRAMEWORK[m.group(1)], [])
-                if len(sites) < MAX_EVIDENCE:
-                    sites.append(f"{rel}:{text.count(chr(10), 0, m.start()) + 1}")
-            if rel.endswith("megatron/core/package_info.py"):
-                version = vendored_megatron(path)
-                best = vendored.get("megatron-core")
-                if version and (best is None or len(rel) < len(best[1])):
-                    vendored["megatron-core"] = (version, rel)
-        if kind in ("requirements", "pyproject") or name == "setup.py":
-            for framework, version, where in pins(rel, text):
-                if framework not in pinned or (pinned[framework][0] is None and version):
-                    pinned[framework] = (version, where)
-    found = []
-    local = local_packages(files)
-    for name in ORDER:
-        if name not in imports and name not in pinned and name not in vendored:
-            continue
-        evidence = list(imports.get(name, []))
-        folders = local.get(name, [])
-        lookalike = None
-        if name not in vendored and folders and not any(f.endswith("*") for f in folders):
-            lookalike = folders[0]  # the project's own package of that name shadows the framework
-        installed = None if name in vendored or lookalike else installed_version(name)
-        if lookalike:
-            version, source = None, f"vendored look-alike {lookalike}/"
-        elif name in vendored:
-            version, source = vendored[name][0], f"vendored {vendored[name][1]}"
-        elif name in pinned and pinned[name][0]:
-            version, source = pinned[name][0], f"pin {pinned[name][1]}"
-        elif installed:
-            version, source = installed, f"installed distribution {installed}"
-        else:
-            version, source = None, (f"pin {pinned[name][1]} (no lower bound)" if name in pinned else "imports only")
-        if name in pinned:
-            evidence.append(pinned[name][1])
-        found.append(Framework(name, version, source, tuple(evidence), lookalike))
+            found.note_python(rel, path, text)
+        if kind in ("requirements", "pyproject") or Path(rel).name == "setup.py":
+            found.note_pins(rel, text)
     return found
+
+
+def _framework(name: str, ev: _Evidence, folders: list[str]) -> Framework:
+    """One framework's version from its strongest evidence (vendored, pin, installed, imports)."""
+    evidence = list(ev.imports.get(name, []))
+    lookalike = None
+    if name not in ev.vendored and folders and not any(f.endswith("*") for f in folders):
+        lookalike = folders[0]  # the project's own package of that name shadows the framework
+    installed = None if name in ev.vendored or lookalike else installed_version(name)
+    if lookalike:
+        version, source = None, f"vendored look-alike {lookalike}/"
+    elif name in ev.vendored:
+        version, source = ev.vendored[name][0], f"vendored {ev.vendored[name][1]}"
+    elif name in ev.pinned and ev.pinned[name][0]:
+        version, source = ev.pinned[name][0], f"pin {ev.pinned[name][1]}"
+    elif installed:
+        version, source = installed, f"installed distribution {installed}"
+    else:
+        version, source = None, (f"pin {ev.pinned[name][1]} (no lower bound)" if name in ev.pinned else "imports only")
+    if name in ev.pinned:
+        evidence.append(ev.pinned[name][1])
+    return Framework(name, version, source, tuple(evidence), lookalike)
+
+
+def detect(root: Path, files: list[tuple[str, Path, str]]) -> list[Framework]:
+    """Frameworks of one scan. `files`: (relative POSIX path, absolute path, scanner kind), the scan's own files."""
+    ev = _read_evidence(files)
+    local = local_packages(files)
+    return [_framework(name, ev, local.get(name, [])) for name in ORDER
+            if name in ev.imports or name in ev.pinned or name in ev.vendored]

@@ -15,9 +15,13 @@ import ast
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from migrator.catalogue.kinds import Target
 from migrator.model import RunResult
+
+if TYPE_CHECKING:
+    from migrator.fix.runner import Edit, FixPlan
 
 ADAPTOR = "import mindspeed.megatron_adaptor"
 # portable: the adaptor redirects torch.cuda to torch.npu, so it is imported on Ascend hosts only
@@ -53,17 +57,30 @@ def insert_adaptor(text: str, line: str = ADAPTOR) -> str | None:
     return None
 
 
-def _edit(code_line: int, symbol: str, title: str):
+def _edit(code_line: int, symbol: str, title: str) -> Edit:
     from migrator.fix.runner import Edit
 
     return Edit(ROUTE_CODE, "exact", title, symbol, code_line, 1, code_line, 1, code_line + 1, code_line + 1,
                 len(symbol) + 1)
 
 
-def add_route_edits(plan, before: RunResult, choice: str, paths: list[Path] | None = None,
-                    exclude: tuple[str, ...] = (), target: str = "npu"):
+def _text_on_disk(root: Path, rel: str) -> str | None:
+    """The file's text as the fixer reads it (BOM dropped); None when it cannot be read or decoded (the scan
+    already reported it)."""
+    from migrator.engine.source import UnreadableSource, decode_python, decode_text
+
+    try:
+        data = (root / rel).read_bytes()
+        source = decode_python(data) if rel.endswith(".py") else decode_text(data)
+    except (OSError, UnreadableSource):
+        return None
+    return source.text.removeprefix("\ufeff")
+
+
+def add_route_edits(plan: FixPlan, before: RunResult, choice: str, paths: list[Path] | None = None,
+                    exclude: tuple[str, ...] = (), target: str = "npu") -> FixPlan:
     """The plan with the route's edits merged in (entry points and requirements.txt), within the scan's paths."""
-    from migrator.fix.runner import _read, with_text
+    from migrator.fix.runner import with_text
 
     if choice not in ("auto", "mindspeed"):
         return plan
@@ -85,10 +102,9 @@ def add_route_edits(plan, before: RunResult, choice: str, paths: list[Path] | No
             continue
         current = change.after if change is not None else None
         if current is None:
-            got = _read(root, rel)
-            if isinstance(got, str):  # unreadable: the scan already reported it
+            current = _text_on_disk(root, rel)
+            if current is None:  # unreadable: the scan already reported it
                 continue
-            current = got[0]
         if not (MAIN_GUARD.search(current) and IMPORTS_MEGATRON.search(current)):
             continue
         new = insert_adaptor(current, adaptor)
@@ -101,8 +117,7 @@ def add_route_edits(plan, before: RunResult, choice: str, paths: list[Path] | No
     in_scan = any(rel == req for rel, _, _ in scan_files(root, paths, exclude))
     if pin and in_scan and (root / req).is_file():
         change = changes.get(req)
-        got = _read(root, req)
-        text = change.after if change is not None else (got[0] if not isinstance(got, str) else None)
+        text = change.after if change is not None else _text_on_disk(root, req)
         if text is not None and "mindspeed" not in text.lower():
             new = text + ("" if text.endswith("\n") or not text else "\n") + pin + "\n"
             edit = _edit(new.count("\n"), pin, f"{fw.route.title}: pin MindSpeed")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from migrator.plan import cost
@@ -15,6 +15,8 @@ def gpt(layers=24, hidden=2048, heads=16, vocab=51200) -> ModelShape:
     return ModelShape("gpt", layers, hidden, heads, heads, 4 * hidden, vocab)
 
 
+# no deadline: the examples are checked for their numbers, and a loaded machine made the 200 ms default fail
+@settings(deadline=None)
 @given(layers=st.integers(1, 128), hidden=st.sampled_from([512, 2304, 4096, 12288]), batch=st.integers(1, 4096),
        seq=st.sampled_from([512, 2048, 8192]), vocab=st.integers(1000, 256000))
 def test_training_flops_are_narayanan_eq3(layers, hidden, batch, seq, vocab):
