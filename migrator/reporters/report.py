@@ -268,7 +268,7 @@ def build_context(data: ReportData) -> dict[str, Any]:
         "ops_by_status": by_status,
         "validation": validation_view(data.validation),
         "validation_source": data.validation_source,
-        "plan": {"markdown": data.plan["markdown"]} if data.plan else None,
+        "plan": {"markdown": data.plan.markdown} if data.plan else None,
         "plan_source": data.plan_source,
         "unattributed": list(s.unattributed),
         "skipped": list(result.skipped),
