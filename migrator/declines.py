@@ -41,7 +41,8 @@ def recorded(root: Path) -> dict[tuple[str, str, str], list[str]]:
     from migrator.fix_record import FixRecordError, load_if_present
 
     try:
-        record = load_if_present(root / ".migrate" / "fix-record.json", root=root)
+        # typed and strict, without the schema pass: scan should not pay jsonschema's import for it
+        record = load_if_present(root / ".migrate" / "fix-record.json", root=root, schema=False)
     except FixRecordError:
         return {}
     reasons: dict[tuple[str, str, str], list[str]] = {}

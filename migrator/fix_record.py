@@ -123,32 +123,34 @@ def _hooks(conv: Converter) -> None:
     shape(conv, FixRecord, always=("schema_version", "files", "declined", "errors", "runtime_modules"))
 
 
-def parse(data: object, source: str, extra_keys: str = "refuse") -> FixRecord:
-    """`data` (parsed JSON) as a FixRecord: schema first (the contract), then every field typed."""
-    from migrator.schema_check import SchemaMismatch, check
+def parse(data: object, source: str, extra_keys: str = "refuse", schema: bool = True) -> FixRecord:
+    """`data` (parsed JSON) as a FixRecord: schema first (the contract; `schema=False` skips it where only
+    the typed fields matter and jsonschema's import would cost every scan), then every field typed."""
+    if schema:
+        from migrator.schema_check import SchemaMismatch, check
 
-    try:
-        check(data, SCHEMA)
-    except SchemaMismatch as exc:
-        raise FixRecordError(f"{source}: does not match the fix record schema (migrator/schema/{SCHEMA}): {exc}") from None
+        try:
+            check(data, SCHEMA)
+        except SchemaMismatch as exc:
+            raise FixRecordError(f"{source}: does not match the fix record schema (migrator/schema/{SCHEMA}): {exc}") from None
     try:
         return from_data(data, FixRecord, source, extra_keys)
     except SerialiseError as exc:
         raise FixRecordError(str(exc)) from None
 
 
-def load(path: Path, root: Path | None = None, extra_keys: str = "refuse") -> FixRecord:
+def load(path: Path, root: Path | None = None, extra_keys: str = "refuse", schema: bool = True) -> FixRecord:
     """The record at `path` (inside `root` when one is given, never through a link out of it)."""
     from migrator.jsonfile import read_json
 
-    return parse(read_json(path, "fix record", FixRecordError, root=root), str(path), extra_keys)
+    return parse(read_json(path, "fix record", FixRecordError, root=root), str(path), extra_keys, schema)
 
 
-def load_if_present(path: Path, root: Path | None = None) -> FixRecord | None:
+def load_if_present(path: Path, root: Path | None = None, schema: bool = True) -> FixRecord | None:
     """None when there is no record at `path`; a record that is there but unreadable raises FixRecordError."""
     import os
 
-    return load(path, root) if os.path.lexists(path) else None
+    return load(path, root, schema=schema) if os.path.lexists(path) else None
 
 
 def to_bytes(record: FixRecord) -> bytes:

@@ -77,10 +77,13 @@ def shape(conv: Converter, cls: type, *, rename: dict[str, str] | None = None, a
     out: dict[str, Any] = {name: override(rename=renames.get(name), omit_if_default=False if name in always else None,
                           unstruct_hook=writers.get(name))
            for name in {*renames, *always, *writers}}
-    conv.register_unstructure_hook(cls, make_dict_unstructure_fn(cls, conv, _cattrs_omit_if_default=omit_absent, **out))
     into: dict[str, Any] = {name: override(rename=key) for name, key in renames.items()}
-    conv.register_structure_hook(cls, make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=conv.forbid_extra_keys,
-                                                             **into))
+    # factories: a class's code is generated on its first use, not for every class when the converter is made
+    conv.register_unstructure_hook_factory(
+        lambda t: t is cls, lambda t: make_dict_unstructure_fn(cls, conv, _cattrs_omit_if_default=omit_absent, **out))
+    conv.register_structure_hook_factory(
+        lambda t: t is cls,
+        lambda t: make_dict_structure_fn(cls, conv, _cattrs_forbid_extra_keys=conv.forbid_extra_keys, **into))
 
 
 def to_data(obj: object) -> Any:
