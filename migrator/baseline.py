@@ -28,6 +28,7 @@ from pathlib import Path
 
 from migrator.jsonfile import read_json
 from migrator.model import Finding, RunResult, finding_counts
+from migrator.serialise import JsonObject, JsonValue
 
 SCHEMA_VERSION = 1
 LinesOf = Callable[[str], "list[str] | None"]
@@ -63,8 +64,8 @@ def keys(findings: Iterable[Finding], lines_of: LinesOf) -> list[tuple[Finding, 
     return out
 
 
-def make(result: RunResult, lines_of: LinesOf) -> dict:
-    entries = [
+def make(result: RunResult, lines_of: LinesOf) -> JsonObject:
+    entries: list[JsonValue] = [
         {"code": code, "path": path, "fingerprint": fp, "occurrence": occ, "line": f.line, "symbol": f.symbol}
         for f, (path, code, fp, occ) in keys(result.findings, lines_of)
     ]
@@ -75,7 +76,7 @@ def make(result: RunResult, lines_of: LinesOf) -> dict:
     }
 
 
-def dumps(data: dict) -> str:
+def dumps(data: JsonObject) -> str:
     """An undecodable file name is written escaped, with its exact bytes in `path_bytes` (safe_text)."""
     from migrator.safe_text import dumps as safe_dumps
 

@@ -3,13 +3,30 @@ and in every later scan at that root (from `.migrate/fix-record.json`), so no co
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Protocol
 
-from migrator.model import RunResult, finding_counts
+from migrator.model import Finding, RunResult, finding_counts
 
 
-def declined_are_manual(remaining: RunResult, plan) -> RunResult:
+class ChangeLike(Protocol):
+    """What is read of a fix/runner.FileChange: its path and the sites declined in it, with why."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def declined(self) -> Sequence[tuple[Finding, str]]: ...
+
+
+class FixPlanLike(Protocol):
+    @property
+    def changes(self) -> Sequence[ChangeLike]: ...
+
+
+def declined_are_manual(remaining: RunResult, plan: FixPlanLike) -> RunResult:
     """A site the fixer declined is manual from now on, and says why (it is not "auto-fixable")."""
     reasons: dict[tuple[str, str, str], list[str]] = {}
     for change in plan.changes:
@@ -19,18 +36,19 @@ def declined_are_manual(remaining: RunResult, plan) -> RunResult:
 
 
 def recorded(root: Path) -> dict[tuple[str, str, str], list[str]]:
-    """Declined sites from the last `migrate fix` at this root (`.migrate/fix-record.json`)."""
-    from migrator.jsonfile import read_json_or_none
+    """Declined sites from the last `migrate fix` at this root (`.migrate/fix-record.json`); none from a
+    record that cannot be read (findings then stay as the catalogue says; `migrate fix` names the problem)."""
+    from migrator.fix_record import FixRecordError, load_if_present
 
     try:
-        record = read_json_or_none(root / ".migrate" / "fix-record.json", root=root) or {}
-        entries = record.get("declined") or []
-        reasons: dict[tuple[str, str, str], list[str]] = {}
-        for e in entries:
-            reasons.setdefault((e["path"], e["code"], e["symbol"]), []).append(str(e["reason"]))
-        return reasons
-    except (KeyError, TypeError, AttributeError):
-        return {}  # a record we cannot read: findings stay as the catalogue says
+        # typed and strict, without the schema pass: scan should not pay jsonschema's import for it
+        record = load_if_present(root / ".migrate" / "fix-record.json", root=root, schema=False)
+    except FixRecordError:
+        return {}
+    reasons: dict[tuple[str, str, str], list[str]] = {}
+    for d in record.declined if record is not None else ():
+        reasons.setdefault(d.site, []).append(d.reason)
+    return reasons
 
 
 def mark_manual(remaining: RunResult, reasons: dict[tuple[str, str, str], list[str]]) -> RunResult:

@@ -6,8 +6,14 @@ Everything here is a frozen dataclass with a `to_dict()` producing the documente
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
+
+from migrator.serialise import JsonObject, from_data, register, shape, to_object
+
+if TYPE_CHECKING:
+    from cattrs import Converter
 
 SEVERITIES = ("error", "warning", "info")
 SEVERITY_RANK = {"info": 0, "warning": 1, "error": 2}
@@ -45,7 +51,7 @@ class FindingCounts(TypedDict):
     by_fix_kind: dict[str, int]
 
 
-def finding_counts(findings) -> FindingCounts:
+def finding_counts(findings: Iterable[Finding]) -> FindingCounts:
     """by_family, by_severity and by_fix_kind for a summary. by_family leaves out findings a framework
     route covers (the route headline counts those); `manual` counts manual findings that are work:
     not info-level notes, not covered."""
@@ -69,8 +75,8 @@ class FixInfo:
     kind: str  # "exact" | "numerics"
     title: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "title": self.title}
+    def to_dict(self) -> JsonObject:
+        return to_object(self)
 
 
 @dataclass(frozen=True)
@@ -80,8 +86,8 @@ class CoverageInfo:
     dtypes: tuple[str, ...]
     note: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"status": self.status, "soc": self.soc, "dtypes": list(self.dtypes), "note": self.note}
+    def to_dict(self) -> JsonObject:
+        return to_object(self)
 
 
 @dataclass(frozen=True)
@@ -92,8 +98,8 @@ class ImportInfo:
     library: str  # the top-level module, e.g. "transformer_engine"
     optional: bool = False
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"library": self.library, "optional": self.optional}
+    def to_dict(self) -> JsonObject:
+        return to_object(self)
 
 
 @dataclass(frozen=True)
@@ -113,13 +119,8 @@ class RouteMark:
         """Covered (possibly with a flag): no effort, does not fail the exit code."""
         return self.status in ("covered", "gated")
 
-    def to_dict(self) -> dict[str, Any]:
-        data = {"status": self.status, "route": self.route, "target": self.target, "note": self.note, "source": self.source}
-        if self.flag:
-            data["flag"] = self.flag
-        if self.condition:
-            data["condition"] = self.condition
-        return data
+    def to_dict(self) -> JsonObject:
+        return to_object(self)
 
 
 @dataclass(frozen=True)
@@ -150,60 +151,13 @@ class Finding:
         cell = f"cell {self.cell}:" if self.cell is not None else ""
         return f"{self.path}:{cell}{self.line}:{self.column}"
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {
-            "code": self.code,
-            "name": self.name,
-            "family": self.family,
-            "severity": self.severity,
-            "path": self.path,
-            "line": self.line,
-            "column": self.column,
-            "end_line": self.end_line,
-            "end_column": self.end_column,
-            "symbol": self.symbol,
-            "message": self.message,
-            "fix": self.fix.to_dict() if self.fix else None,
-        }
-        if self.coverage is not None:
-            data["coverage"] = self.coverage.to_dict()
-        if self.cell is not None:
-            data["cell"] = self.cell
-        if self.route is not None:
-            data["route"] = self.route.to_dict()
-        if self.declined is not None:
-            data["declined"] = self.declined
-        if self.imported is not None:
-            data["import"] = self.imported.to_dict()
-        return data
+    def to_dict(self) -> JsonObject:
+        return to_object(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Finding:
-        fix = data.get("fix")
-        cov = data.get("coverage")
-        return cls(
-            code=data["code"],
-            name=data["name"],
-            family=data["family"],
-            severity=data["severity"],
-            path=data["path"],
-            line=data["line"],
-            column=data["column"],
-            end_line=data["end_line"],
-            end_column=data["end_column"],
-            symbol=data["symbol"],
-            message=data["message"],
-            fix=FixInfo(**fix) if fix else None,
-            coverage=CoverageInfo(
-                status=cov["status"], soc=cov["soc"], dtypes=tuple(cov["dtypes"]), note=cov["note"]
-            )
-            if cov
-            else None,
-            cell=data.get("cell"),
-            route=RouteMark(**data["route"]) if data.get("route") else None,
-            declined=data.get("declined"),
-            imported=ImportInfo(**data["import"]) if data.get("import") else None,
-        )
+    def from_dict(cls, data: JsonObject, source: str = "finding") -> Finding:
+        """Strict: an unknown key, a missing field or a wrong type raises SerialiseError naming `source`."""
+        return from_data(data, cls, source)
 
 
 @dataclass(frozen=True)
@@ -215,11 +169,8 @@ class Marker:
     marker: str
     cell: int | None = None  # notebooks, as in Finding
 
-    def to_dict(self) -> dict[str, Any]:
-        data: dict[str, Any] = {"path": self.path, "line": self.line, "marker": self.marker}
-        if self.cell is not None:
-            data["cell"] = self.cell
-        return data
+    def to_dict(self) -> JsonObject:
+        return to_object(self)
 
 
 @dataclass(frozen=True)
@@ -227,8 +178,8 @@ class SkippedFile:
     path: str
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "reason": self.reason}
+    def to_dict(self) -> JsonObject:
+        return to_object(self)
 
 
 @dataclass(frozen=True)
@@ -272,24 +223,8 @@ class Summary:
     coverage: dict[str, Any] | None = None
     baselined: int | None = None  # findings hidden by --baseline (None: no baseline applied)
 
-    def to_dict(self) -> dict[str, Any]:
-        data = {
-            "root": self.root,
-            "files_scanned": self.files_scanned,
-            "files_skipped": self.files_skipped,
-            "findings": self.findings,
-            "by_family": dict(self.by_family),
-            "by_severity": dict(self.by_severity),
-            "by_fix_kind": dict(self.by_fix_kind),
-            "suppressed": self.suppressed,
-            "unattributed_markers": self.unattributed_markers,
-            "unattributed": [m.to_dict() for m in self.unattributed],
-        }
-        if self.coverage is not None:
-            data["coverage"] = self.coverage
-        if self.baselined is not None:
-            data["baselined"] = self.baselined
-        return data
+    def to_dict(self) -> JsonObject:
+        return to_object(self)
 
 
 @dataclass(frozen=True)
@@ -299,13 +234,8 @@ class ToolInfo:
     catalogue: str  # short hash of the rule catalogue
     coverage_table: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "version": self.version,
-            "catalogue": self.catalogue,
-            "coverage_table": self.coverage_table,
-        }
+    def to_dict(self) -> JsonObject:
+        return to_object(self)
 
 
 @dataclass(frozen=True)
@@ -316,16 +246,8 @@ class RunResult:
     skipped: tuple[SkippedFile, ...] = field(default=())
     frameworks: tuple[Any, ...] = ()  # migrator.routes.FrameworkRoute per detected framework (--route)
 
-    def to_dict(self) -> dict[str, Any]:
-        data = {
-            "tool": self.tool.to_dict(),
-            "summary": self.summary.to_dict(),
-            "findings": [f.to_dict() for f in self.findings],
-            "skipped": [s.to_dict() for s in self.skipped],
-        }
-        if self.frameworks:
-            data["frameworks"] = [fw.to_dict() for fw in self.frameworks]
-        return data
+    def to_dict(self) -> JsonObject:
+        return to_object(self)
 
     def worst(self, n: int = 3) -> tuple[Finding, ...]:
         """The n most serious findings: errors first, manual before auto-fixable."""
@@ -344,3 +266,16 @@ class RunResult:
             if len(picked) == n:
                 break
         return tuple(picked)
+
+
+@register
+def _hooks(conv: Converter) -> None:
+    """How each class is written: the keys of `migrator/schema/findings.schema.json`, in its order;
+    optional fields left out when absent."""
+    for cls in (FixInfo, CoverageInfo, RouteMark, Marker, SkippedFile):
+        shape(conv, cls)
+    shape(conv, ImportInfo, always=("optional",))
+    shape(conv, Finding, rename={"imported": "import"}, always=("fix",))
+    shape(conv, Summary)
+    shape(conv, ToolInfo, always=("coverage_table",))
+    shape(conv, RunResult, always=("skipped",), write={"frameworks": lambda fws: [fw.to_dict() for fw in fws]})

@@ -18,6 +18,7 @@ from typing import Any
 
 from migrator.jsonfile import read_json
 from migrator.model import RunResult
+from migrator.report_documents import PlanDocument, ValidationDocument
 from migrator.scanned_lines import CellLines, SourceLines
 
 DEFAULT_FIX_RECORD = ".migrate/fix-record.json"
@@ -52,7 +53,10 @@ class AppliedEdit:
 
 
 @dataclass(frozen=True)
-class FixRecord:
+class AppliedFixes:
+    """What the report shows of a fix record (`migrator.fix_record.FixRecord`): its edits, paths made
+    relative to the scanned root."""
+
     source: str
     target: str | None
     edits: tuple[AppliedEdit, ...]
@@ -68,10 +72,10 @@ class ReportData:
     cells: Mapping[str, Mapping[int, tuple[str, ...]]] = field(default_factory=dict)
     diffs: Mapping[str, str] | None = None  # path -> unified diff text
     diffs_applied: bool = False
-    fix_record: FixRecord | None = None
-    validation: dict[str, Any] | None = None
+    fix_record: AppliedFixes | None = None
+    validation: ValidationDocument | None = None
     validation_source: str | None = None
-    plan: dict[str, Any] | None = None  # `migrate plan -o` document (plan.schema.json)
+    plan: PlanDocument | None = None  # `migrate plan -o` document (plan.schema.json)
     plan_source: str | None = None
     notes: tuple[str, ...] = ()  # warnings shown at the top of the report
     census: Any = None  # migrator.census.Census from .migrate/op-trace.json, when present
@@ -122,46 +126,53 @@ def _load_checked(path: str | Path, what: str, schema: str, root: Path | None = 
     return data
 
 
-def load_validation(path: str | Path) -> dict[str, Any]:
-    return _load_checked(path, "validation result", "validation.schema.json")
+def load_validation(path: str | Path) -> ValidationDocument:
+    return ValidationDocument(_load_checked(path, "validation result", "validation.schema.json"))
 
 
-def load_plan(path: str | Path) -> dict[str, Any]:
-    return _load_checked(path, "plan", "plan.schema.json")
+def load_plan(path: str | Path) -> PlanDocument:
+    return PlanDocument(_load_checked(path, "plan", "plan.schema.json"))
 
 
-def load_fix_record(path: str | Path, scan_root: Path, confined: bool = False) -> FixRecord:
-    """Tolerant: unknown keys are ignored, only files[].path and edits[].code are required; ``confined``
-    (the record found in the root, not one the user named): never read through a link out of the root."""
+def load_fix_record(path: str | Path, scan_root: Path, confined: bool = False) -> AppliedFixes:
+    """The record's edits for the report; unknown keys are ignored (the schema says so: a newer tool's
+    record still shows), anything else that does not fit is a ReportDataError naming the file and field.
+    ``confined`` (the record found in the root, not one the user named): never read through a link out
+    of the root."""
+    from migrator.fix_record import FixRecordError, load
+
     path = Path(path)
-    data = _load_checked(path, "fix record", "fix-record.schema.json", scan_root if confined else None)
-    record_root = Path(data["root"]) if isinstance(data.get("root"), str) and data.get("root") else None
+    try:
+        record = load(path, scan_root if confined else None, extra_keys="ignore")
+    except FixRecordError as exc:
+        raise ReportDataError(str(exc)) from None
+    record_root = Path(record.root) if record.root else None
     edits: list[AppliedEdit] = []
     files: list[str] = []
-    for entry in data["files"]:
-        rel = entry["path"]
+    for entry in record.files:
+        rel = entry.path
         if record_root is not None and record_root.is_absolute():
             try:
                 rel = (record_root / rel).resolve().relative_to(scan_root.resolve()).as_posix()
             except (ValueError, OSError):
                 pass
         files.append(rel)
-        for e in entry["edits"]:
-            new, old = e.get("new") or {}, e.get("original") or {}
+        for e in entry.edits:
+            original_line = e.original.line if e.original is not None else None
             edits.append(
                 AppliedEdit(
                     path=rel,
-                    code=e["code"],
-                    fix_kind=e.get("fix_kind"),
-                    title=e.get("title", ""),
-                    symbol=e.get("symbol", ""),
-                    line=new.get("line", old.get("line")),
-                    original_line=old.get("line"),
-                    cell=e.get("cell") if isinstance(e.get("cell"), int) else None,
+                    code=e.code,
+                    fix_kind=e.fix_kind,
+                    title=e.title or "",
+                    symbol=e.symbol or "",
+                    line=e.block_line if e.block_line is not None else original_line,
+                    original_line=original_line,
+                    cell=e.cell,
                 )
             )
     edits.sort(key=lambda e: (e.path, e.cell or 0, e.line or 0, e.code))
-    return FixRecord(source=str(path), target=data.get("target"), edits=tuple(edits), files=tuple(files))
+    return AppliedFixes(source=str(path), target=record.target, edits=tuple(edits), files=tuple(files))
 
 
 def gather(

@@ -7,6 +7,12 @@ the most relevant problem (`jsonschema.exceptions.best_match`) and what is wrong
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
+
 import json
 from functools import cache
 from typing import Any
@@ -24,7 +30,7 @@ def load_schema(name: str) -> dict[str, Any]:
 
 
 @cache
-def _validator(name: str):
+def _validator(name: str) -> Draft202012Validator:
     from jsonschema import Draft202012Validator
 
     schema = load_schema(name)
@@ -32,7 +38,7 @@ def _validator(name: str):
     return Draft202012Validator(schema)
 
 
-def _where(path) -> str:
+def _where(path: Iterable[str | int]) -> str:
     out = "$"
     for part in path:
         out += f"[{part}]" if isinstance(part, int) else f".{part}"

@@ -23,12 +23,15 @@ import signal
 import stat
 from collections import Counter
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from migrator.fix import ledger
+from migrator.fix_record import FixRecord, FixRecordError, parse
 from migrator.jsonfile import loads_bounded, read_json_or_none
 from migrator.safe_write import write_bytes
+from migrator.serialise import to_data
 from migrator.workdir import ensure_folder
 
 JOURNAL_PATH = f"{ledger.RECORD_DIR}/fix-journal.json"
@@ -75,12 +78,12 @@ def _record_digest(root: Path) -> str:
         return ""
 
 
-def begin(root: Path, run: dict[str, Any], files: list[dict[str, Any]]) -> None:
+def begin(root: Path, run: FixRecord, files: list[dict[str, Any]]) -> None:
     """Write the journal (atomically, synced) before any file: `files` are
     `{"path", "before", "after"[, "before_text"]}`, paths relative to `root`. Raises OSError."""
     ledger.check_location(root)
     ensure_folder(root / ledger.RECORD_DIR)
-    data = {"journal_version": VERSION, "record_sha256": _record_digest(root), "run": run, "files": files}
+    data = {"journal_version": VERSION, "record_sha256": _record_digest(root), "run": to_data(run), "files": files}
     write_bytes(root / JOURNAL_PATH, json.dumps(data, ensure_ascii=False).encode("utf-8"), root=root)
     fault_point("journal")
 
@@ -133,10 +136,14 @@ def recover(root: Path) -> str | None:
     if _record_digest(root) != journal.get("record_sha256"):
         finish(root)  # the record was committed (or replaced) after the journal: nothing to redo
         return None
-    run = journal["run"]
+    try:
+        run = parse(journal["run"], f"{path} (run)")
+    except FixRecordError:
+        os.replace(path, path.with_name(path.name + ".unreadable"))
+        return f"{path}: an unreadable fix journal was set aside (as {path.name}.unreadable)"
     planned = [f for f in journal.get("files") or () if isinstance(f, dict) and isinstance(f.get("path"), str)]
     written = {f["path"]: f for f in planned if _on_disk(root, f["path"]) == f.get("after")}
-    run = {**run, "files": [f for f in run.get("files") or () if isinstance(f, dict) and f.get("path") in written]}
+    run = replace(run, files=tuple(f for f in run.files if f.path in written))
 
     def state_of(rel: str) -> ledger.FileState | None:
         if rel in written:

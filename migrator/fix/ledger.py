@@ -20,21 +20,27 @@ path, code and symbol as there are such findings); files and codes the run did n
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from migrator.fix.line_map import line_map
 from migrator.fix.writer import UnsafeWrite, destination, inside
-from migrator.jsonfile import read_json_or_none
+from migrator.fix_record import Decline, Edit, FileEntry, FixRecord, FixRecordError, RuntimeModule, Span, to_bytes
+from migrator.fix_record import load_if_present as load_record
 from migrator.safe_write import write_bytes
 from migrator.workdir import ensure_folder
 
 RECORD_DIR = ".migrate"
 RECORD_PATH = f"{RECORD_DIR}/fix-record.json"
+
+
+class RuleSelection(Protocol):
+    """What `scanned_by` needs of a config.RuleSelector."""
+
+    def enabled(self, code: str, default: bool) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -57,35 +63,41 @@ def lines_sha256(lines: list[str]) -> str:
     return sha256("\n".join(lines).encode("utf-8", "surrogatepass"))
 
 
-def _block_hash(new: dict) -> str | None:
-    if isinstance(new.get("sha256"), str):
-        return new["sha256"]
-    if isinstance(new.get("text"), str):  # a record of an older version
-        return lines_sha256(new["text"].split("\n"))
+def _block_hash(new: Span | None) -> str | None:
+    if new is None:
+        return None
+    if new.sha256 is not None:
+        return new.sha256
+    if new.text is not None:  # a record of an older version
+        return lines_sha256(new.text.split("\n"))
     return None
 
 
 def check_location(root: Path) -> None:
-    """Refuse (UnsafeWrite) a `.migrate` folder or record that is a symlink or lies outside the root,
-    before anything is written."""
+    """Refuse (UnsafeWrite) a `.migrate` folder or record that is a symlink or lies outside the root, and
+    a record this run could not merge into (it would be lost), before anything is written."""
     folder = root / RECORD_DIR
     if folder.is_symlink():
         raise UnsafeWrite(f"{folder}: is a symlink; the fix record is never written through a link "
                           "(remove it, or run with --no-record)")
     if folder.exists() and not folder.is_dir():
         raise UnsafeWrite(f"{folder}: is not a folder; cannot write the fix record (remove it, or run with --no-record)")
-    destination(root, RECORD_PATH)
+    path = destination(root, RECORD_PATH)
+    try:
+        load_record(path, root)
+    except FixRecordError as exc:
+        raise UnsafeWrite(f"{exc}; the fix record would be lost (repair or remove it, or run with --no-record)") from None
 
 
-def write(root: Path, run: dict[str, Any], states: dict[str, FileState], remaining: Counter,
+def write(root: Path, run: FixRecord, states: dict[str, FileState], remaining: Counter[tuple[str, str, str]],
           covered: Callable[[str, str], bool]) -> Path:
     """Merge this run's record into the ledger at `root` and write it atomically; returns its path."""
     return write_merged(root, run, lambda rel: states[rel] if rel in states else read_state(root, rel), remaining,
                         covered)
 
 
-def write_merged(root: Path, run: dict[str, Any], state_of: Callable[[str], FileState | None], remaining: Counter,
-                 covered: Callable[[str, str], bool]) -> Path:
+def write_merged(root: Path, run: FixRecord, state_of: Callable[[str], FileState | None],
+                 remaining: Counter[tuple[str, str, str]], covered: Callable[[str, str], bool]) -> Path:
     """`write` with the files' states from `state_of` (each asked once); also the journal's recovery."""
     check_location(root)
     path = destination(root, RECORD_PATH)
@@ -97,22 +109,22 @@ def write_merged(root: Path, run: dict[str, Any], state_of: Callable[[str], File
             seen[rel] = state_of(rel)
         return seen[rel]
 
-    merged = merge(read_json_or_none(path), run, once, remaining, covered)
-    write_bytes(path, (json.dumps(merged, indent=2, ensure_ascii=False) + "\n").encode("utf-8"), root=root)
+    write_bytes(path, to_bytes(merge(load_record(path, root), run, once, remaining, covered)), root=root)
     return path
 
 
 def recorded_runtime_modules(root: Path) -> dict[str, str]:
     """path -> sha256 of the runtime modules recorded at `root` (none when there is no readable record)."""
-    record = read_json_or_none(root / RECORD_PATH)
-    if not isinstance(record, dict):
+    try:
+        record = load_record(root / RECORD_PATH)
+    except FixRecordError:
         return {}
-    return {e["path"]: e["sha256"] for e in _entries(record.get("runtime_modules"), ("path", "sha256"))}
+    return {m.path: m.sha256 for m in record.runtime_modules} if record is not None else {}
 
 
-def scanned_by(selector, root: Path, paths: list[Path]) -> Callable[[str, str], bool]:
-    """Whether a scan of `paths` with `selector` (a config.RuleSelector) looked for `code` in `rel`:
-    only there can a recorded decline be found gone."""
+def scanned_by(selector: RuleSelection, root: Path, paths: list[Path]) -> Callable[[str, str], bool]:
+    """Whether a scan of `paths` with `selector` looked for `code` in `rel`: only there can a recorded
+    decline be found gone."""
     from migrator.catalogue.loader import load_catalogue
 
     rules = load_catalogue().rules
@@ -144,13 +156,13 @@ def read_state(root: Path, rel: str) -> FileState | None:
     return FileState(text, digest, text, digest)
 
 
-def merge(old: Any, run: dict[str, Any], state_of: Callable[[str], FileState | None], remaining: Counter,
-          covered: Callable[[str, str], bool]) -> dict[str, Any]:
+def merge(old: FixRecord | None, run: FixRecord, state_of: Callable[[str], FileState | None],
+          remaining: Counter[tuple[str, str, str]], covered: Callable[[str, str], bool]) -> FixRecord:
     """The ledger after this run (see the module docstring for the rule)."""
-    if not isinstance(old, dict) or old.get("target") != run["target"]:
-        old = {}  # none yet, unreadable, or another target's migration: start afresh
-    old_files = {f["path"]: f for f in _entries(old.get("files"), ("path", "edits"))}
-    run_files = {f["path"]: f for f in run["files"]}
+    if old is None or old.target != run.target:
+        old = FixRecord()  # none yet, or another target's migration: start afresh
+    old_files = {f.path: f for f in old.files}
+    run_files = {f.path: f for f in run.files}
     files = []
     for rel in sorted(set(old_files) | set(run_files)):
         state = state_of(rel)
@@ -159,63 +171,51 @@ def merge(old: Any, run: dict[str, Any], state_of: Callable[[str], FileState | N
         entry = _merged_entry(rel, old_files.get(rel), run_files.get(rel), state)
         if entry is not None:
             files.append(entry)
+    modules: dict[str, RuntimeModule] = {}
+    for m in [*old.runtime_modules, *run.runtime_modules]:
+        state = state_of(m.path)
+        if state is not None and state.after_sha256 == m.sha256:
+            modules[m.path] = m  # still as the fix wrote it (this run's entry wins)
+    return replace(run, files=tuple(files), declined=_merged_declines(old, run, state_of, remaining, covered),
+                   runtime_modules=tuple(modules[p] for p in sorted(modules)))
+
+
+def _merged_declines(old: FixRecord, run: FixRecord, state_of: Callable[[str], FileState | None],
+                     remaining: Counter[tuple[str, str, str]], covered: Callable[[str, str], bool]) -> tuple[Decline, ...]:
     declined = []
-    taken: Counter = Counter()
-    old_declined = [d for d in _entries(old.get("declined"), ("path", "code", "symbol", "reason"))
-                    if state_of(d["path"]) is not None]
+    taken: Counter[tuple[str, str, str]] = Counter()
+    old_declined = [d for d in old.declined if state_of(d.path) is not None]
     # an earlier run's entry that this run declined again (same site, same reason) is listed once
-    again = Counter((d["path"], d["code"], d["symbol"], d["reason"]) for d in run["declined"])
-    for is_old, d in [*((False, d) for d in run["declined"]), *((True, d) for d in old_declined)]:
-        key = (d["path"], d["code"], d["symbol"])
-        if is_old and again[(*key, d["reason"])] > 0:
-            again[(*key, d["reason"])] -= 1
+    again = Counter((*d.site, d.reason) for d in run.declined)
+    for is_old, d in [*((False, d) for d in run.declined), *((True, d) for d in old_declined)]:
+        if is_old and again[(*d.site, d.reason)] > 0:
+            again[(*d.site, d.reason)] -= 1
             continue
-        if covered(d["path"], d["code"]):
-            if taken[key] >= remaining.get(key, 0):
+        if covered(d.path, d.code):
+            if taken[d.site] >= remaining.get(d.site, 0):
                 continue  # the site is gone (fixed, edited away or suppressed)
-            taken[key] += 1
+            taken[d.site] += 1
         declined.append(d)
-    modules = {}
-    for e in [*_entries(old.get("runtime_modules"), ("path", "sha256")), *run.get("runtime_modules", [])]:
-        state = state_of(e["path"])
-        if state is not None and state.after_sha256 == e["sha256"]:
-            modules[e["path"]] = e  # still as the fix wrote it (this run's entry wins)
-    return {**run, "files": files, "declined": declined, "runtime_modules": [modules[p] for p in sorted(modules)]}
+    return tuple(declined)
 
 
-def _entries(items: Any, keys: tuple[str, ...]) -> list[dict[str, Any]]:
-    if not isinstance(items, list):
-        return []
-    return [e for e in items if isinstance(e, dict) and all(k in e for k in keys) and isinstance(e["path"], str)]
-
-
-def _merged_entry(rel: str, old: dict | None, run: dict | None, state: FileState) -> dict[str, Any] | None:
+def _merged_entry(rel: str, old: FileEntry | None, run: FileEntry | None, state: FileState) -> FileEntry | None:
     kept = _surviving(rel, old, state) if old is not None else []
     if kept and state.after != state.before:
         kept = _moved(rel, kept, state.before, state.after)
-    edits = kept + (run["edits"] if run else [])
+    edits = kept + (list(run.edits) if run else [])
     if not edits:
         return None
-    edits.sort(key=lambda e: (e.get("cell") or 0, _new(e).get("line") or 0, e.get("code", "")))
-    first = old.get("sha256_before") if kept and old is not None else state.before_sha256
-    entry: dict[str, Any] = {"path": rel, "sha256": state.after_sha256}
-    if first:
-        entry["sha256_before"] = first
-    entry["edits"] = edits
-    return entry
+    edits.sort(key=lambda e: (e.cell or 0, e.block_line or 0, e.code))
+    first = old.sha256_before if kept and old is not None else state.before_sha256
+    return FileEntry(path=rel, sha256=state.after_sha256, sha256_before=first or None, edits=tuple(edits))
 
 
-def _new(edit: dict) -> dict:
-    new = edit.get("new")
-    return new if isinstance(new, dict) else {}
-
-
-def _surviving(rel: str, old: dict, state: FileState) -> list[dict]:
-    edits = [e for e in old["edits"] if isinstance(e, dict)] if isinstance(old["edits"], list) else []
-    recorded = old.get("sha256")
-    if not recorded or recorded == state.before_sha256:
+def _surviving(rel: str, old: FileEntry, state: FileState) -> list[Edit]:
+    edits = list(old.edits)
+    if not old.sha256 or old.sha256 == state.before_sha256:
         return edits  # unchanged since recorded (or a record of an older version: kept as it was)
-    if old.get("sha256_before") == state.before_sha256:
+    if old.sha256_before == state.before_sha256:
         return []  # reverted
     return _relocated(rel, edits, state.before)
 
@@ -230,33 +230,32 @@ def _lines(rel: str, text: str) -> Callable[[int | None], list[str]]:
     return lambda cell: lines
 
 
-def _relocated(rel: str, edits: list[dict], text: str) -> list[dict]:
+def _relocated(rel: str, edits: list[Edit], text: str) -> list[Edit]:
     """The edits whose new lines are still in `text` (by their hash), moved to the nearest place they are now."""
     lines_of = _lines(rel, text)
-    groups: dict[tuple[int, int], list[dict]] = {}
+    groups: dict[tuple[int, int], list[Edit]] = {}
     kept = []
     for e in edits:
-        new = _new(e)
-        if _block_hash(new) is None or not isinstance(new.get("line"), int) or not isinstance(new.get("end_line", 0), int):
+        if e.new is None or _block_hash(e.new) is None or e.new.line is None:
             kept.append(e)  # nothing to look for: kept as recorded
         else:
-            groups.setdefault((e.get("cell") or 0, new["line"]), []).append(e)
+            groups.setdefault((e.cell or 0, e.new.line), []).append(e)
     claimed: set[tuple[int, int]] = set()
     windows: dict[tuple[int, int], dict[str, list[int]]] = {}  # (cell, lines) -> block hash -> its starts
 
-    def starts(cell: int, size: int, digest: str) -> list[int]:
+    def starts(cell: int, edit: Edit) -> list[int]:
+        size = _size(edit)
         if (cell, size) not in windows:
             lines = lines_of(cell)
             found: dict[str, list[int]] = {}
             for s in range(1, len(lines) - size + 2):
                 found.setdefault(lines_sha256(lines[s - 1:s - 1 + size]), []).append(s)
             windows[(cell, size)] = found
-        return windows[(cell, size)].get(digest, [])
+        return windows[(cell, size)].get(_block_hash(edit.new) or "", [])
 
     for (cell, start), group in sorted(groups.items()):
-        first = group[0]
-        spots = [s for s in starts(cell, _size(first), _block_hash(_new(first)) or "")
-                 if (cell, s) not in claimed and all(s in starts(cell, _size(e), _block_hash(_new(e)) or "") for e in group)]
+        spots = [s for s in starts(cell, group[0])
+                 if (cell, s) not in claimed and all(s in starts(cell, e) for e in group)]
         if not spots:
             continue  # the edit's lines are gone: reverted or rewritten by hand
         spot = min(spots, key=lambda s: (abs(s - start), s))
@@ -265,38 +264,44 @@ def _relocated(rel: str, edits: list[dict], text: str) -> list[dict]:
     return kept
 
 
-def _size(edit: dict) -> int:
-    new = _new(edit)
-    return max(1, int(new.get("end_line", new["line"])) - int(new["line"]) + 1)
+def _span_lines(new: Span) -> tuple[int, int]:
+    """First and last line of a span that has a line (its end defaults to it)."""
+    assert new.line is not None
+    return new.line, new.end_line if new.end_line is not None else new.line
 
 
-def _shifted(edit: dict, by: int) -> dict:
-    new = _new(edit)
-    return {**edit, "new": {**new, "line": new["line"] + by, "end_line": new.get("end_line", new["line"]) + by}}
+def _size(edit: Edit) -> int:
+    assert edit.new is not None
+    first, last = _span_lines(edit.new)
+    return max(1, last - first + 1)
 
 
-def _moved(rel: str, edits: list[dict], before: str, after: str) -> list[dict]:
+def _shifted(edit: Edit, by: int) -> Edit:
+    assert edit.new is not None
+    first, last = _span_lines(edit.new)
+    return replace(edit, new=replace(edit.new, line=first + by, end_line=last + by))
+
+
+def _moved(rel: str, edits: list[Edit], before: str, after: str) -> list[Edit]:
     """Earlier edits carried along this run's rewrite of the file (line numbers and text)."""
     old_lines, new_lines = _lines(rel, before), _lines(rel, after)
-    maps: dict[int, tuple[dict, list[str]]] = {}
+    maps: dict[int, tuple[dict[int, tuple[int, int]], list[str]]] = {}
     moved = []
     for e in edits:
-        new = _new(e)
-        if not isinstance(new.get("line"), int):
+        if e.new is None or e.new.line is None:
             moved.append(e)
             continue
-        cell = e.get("cell") or 0
+        cell = e.cell or 0
         if cell not in maps:
             mapping, _ = line_map("\n".join(old_lines(cell)), "\n".join(new_lines(cell)))
             maps[cell] = (mapping, new_lines(cell))
         mapping, lines = maps[cell]
-        first = mapping.get(new["line"], (new["line"], new["line"]))[0]
-        end = new.get("end_line", new["line"])
+        line, end = _span_lines(e.new)
+        first = mapping.get(line, (line, line))[0]
         last = max(first, mapping.get(end, (end, end))[1])
-        span = {**new, "line": first, "end_line": last}
+        span = replace(e.new, line=first, end_line=last)
         if 0 < last <= len(lines):
-            span["end_column"] = len(lines[last - 1]) + 1
-            span.pop("text", None)
-            span["sha256"] = lines_sha256(lines[first - 1:last])
-        moved.append({**e, "new": span})
+            span = replace(span, end_column=len(lines[last - 1]) + 1, text=None,
+                           sha256=lines_sha256(lines[first - 1:last]))
+        moved.append(replace(e, new=span))
     return moved

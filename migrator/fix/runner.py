@@ -8,7 +8,6 @@ import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from migrator.catalogue.kinds import Target
 from migrator.catalogue.loader import Rule, load_catalogue
@@ -20,6 +19,8 @@ from migrator.fix.line_map import line_map as _line_map
 from migrator.fix.pool import PythonJob, PythonOutcome, fix_modules
 from migrator.fix.runtime_module import Planner, RuntimeImport
 from migrator.fix.writer import inside, sniff
+from migrator.fix_record import Edit as RecordedEdit
+from migrator.fix_record import Span
 from migrator.model import Finding, RunResult
 
 MAIN_GUARD = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.MULTILINE)
@@ -43,21 +44,15 @@ class Edit:
     cell: int | None = None  # notebooks: 1-based cell; the lines are lines of that cell
     new_sha256: str | None = None  # hash of the edited lines after the fix (the ledger looks for them later)
 
-    def to_dict(self) -> dict[str, Any]:
-        new: dict[str, Any] = {"line": self.new_line, "column": 1, "end_line": self.new_end_line, "end_column": self.new_end_column}
-        if self.new_sha256 is not None:
-            new["sha256"] = self.new_sha256
-        data: dict[str, Any] = {
-            "code": self.code,
-            "fix_kind": self.fix_kind,
-            "title": self.title,
-            "symbol": self.symbol,
-            "original": {"line": self.line, "column": self.column, "end_line": self.end_line, "end_column": self.end_column},
-            "new": new,
-        }
-        if self.cell is not None:
-            data["cell"] = self.cell
-        return data
+    def to_record(self) -> RecordedEdit:
+        """The edit as the fix record keeps it (`migrator/fix_record.py`)."""
+        return RecordedEdit(
+            code=self.code, fix_kind=self.fix_kind, title=self.title, symbol=self.symbol,
+            original=Span(line=self.line, column=self.column, end_line=self.end_line, end_column=self.end_column),
+            new=Span(line=self.new_line, column=1, end_line=self.new_end_line, end_column=self.new_end_column,
+                     sha256=self.new_sha256),
+            cell=self.cell,
+        )
 
 
 def _edit_line_map(kind: str | None, before: str, after: str,

@@ -17,6 +17,7 @@ from migrator.catalogue.loader import load_catalogue
 from migrator.fix import journal, ledger
 from migrator.fix.runner import FileChange, FixPlan
 from migrator.fix.writer import ChangedSincePlanned, atomic_write, destination
+from migrator.fix_record import Decline, FileEntry, FileError, FixRecord, RuntimeModule, ToolStamp
 from migrator.model import RunResult
 
 
@@ -109,31 +110,20 @@ def record_run(plan: FixPlan, root: Path, remaining: RunResult, covered: Callabl
     journal.fault_point("record")
     journal.finish(root)
     return path
-def fix_record(plan: FixPlan) -> dict[str, Any]:
+def fix_record(plan: FixPlan) -> FixRecord:
     """This run alone, paths relative to the root; `ledger.merge` folds it into the earlier runs."""
-    return {
-        "schema_version": 1,
-        "tool": {"name": "ascend-migrate", "version": __version__, "catalogue": load_catalogue().digest},
-        "target": plan.options.target,
-        "files": [
-            {"path": c.real_path, "edits": [e.to_dict() for e in c.edits]}
-            for c in plan.changes
-            if c.changed and c.edits
-        ],
+    return FixRecord(
+        tool=ToolStamp(name="ascend-migrate", version=__version__, catalogue=load_catalogue().digest),
+        target=plan.options.target,
+        files=tuple(FileEntry(path=c.real_path, edits=tuple(e.to_record() for e in c.edits))
+                    for c in plan.changes if c.changed and c.edits),
         # sites the fixer would not rewrite, with the reason: `migrate scan` reports them as manual
-        "declined": [
-            {"path": c.path, "code": f.code, "symbol": f.symbol, "reason": why}
-            for c in plan.changes
-            for f, why in c.declined
-        ],
-        "errors": [{"path": c.path, "error": c.error} for c in plan.changes if c.error],
+        declined=tuple(Decline(c.path, f.code, f.symbol, why) for c in plan.changes for f, why in c.declined),
+        errors=tuple(FileError(c.path, c.error) for c in plan.changes if c.error),
         # modules the fix itself wrote (`_migrate_runtime.py`): a later run may replace them while unedited
-        "runtime_modules": [
-            {"path": c.real_path, "sha256": ledger.sha256(c.encoded or b"")}
-            for c in plan.changes
-            if c.runtime_module and c.changed
-        ],
-    }
+        runtime_modules=tuple(RuntimeModule(c.real_path, ledger.sha256(c.encoded or b""))
+                              for c in plan.changes if c.runtime_module and c.changed),
+    )
 
 
 def _copy_tree(root: Path, out_dir: Path) -> None:
@@ -142,7 +132,7 @@ def _copy_tree(root: Path, out_dir: Path) -> None:
     ignore = shutil.ignore_patterns(".git", "__pycache__", ".migrate", "*.pyc", ".venv*")
     real_out = out_dir.resolve()
 
-    def _ignore(folder, names):
+    def _ignore(folder: str, names: list[str]) -> set[str]:
         skipped = set(ignore(folder, names))
         for name in names:
             if (Path(folder) / name).resolve() == real_out:

@@ -7,10 +7,17 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from migrator.model import RunResult
+    from migrator.scanned_lines import SourceLines
+
 FORMATS = ("text", "json", "sarif", "github")
 
 
-def render(result, fmt: str, color: bool = False, lines_of=None, include_info: bool = False) -> str:
+def render(result: RunResult, fmt: str, color: bool = False, lines_of: SourceLines | None = None,
+           include_info: bool = False) -> str:
     """`lines_of(path) -> list[str] | None` gives SARIF its partialFingerprints, and places notebook
     findings (SARIF, github) in the raw file (optional). SARIF and github emit warnings and errors
     unless `include_info`."""

@@ -5,6 +5,12 @@ Plain data for the templates, built from `migrator.reporters.effort` (which deci
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from migrator.catalogue.loader import Catalogue
+    from migrator.reporters.effort import Action
+
 from collections import defaultdict
 
 from migrator.model import FAMILIES, SEVERITY_RANK, Finding
@@ -19,7 +25,7 @@ UNIT_WORDS = {"site": ("site", "sites"), "import": ("file's imports", "files' im
               "op": ("distinct op", "distinct ops")}
 
 
-def manual_groups(actions: list, catalogue) -> list[dict]:
+def manual_groups(actions: list[Action], catalogue: Catalogue) -> list[dict]:
     """Actions grouped by rule, worst severity first: count, minutes each and why (the catalogue's)."""
     by_code: dict[str, list] = defaultdict(list)
     for a in actions:

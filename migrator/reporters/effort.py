@@ -26,6 +26,11 @@ ports: docs/effort.md. A planning aid for the order of magnitude, not a promise.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from migrator.catalogue.loader import Catalogue
+
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -52,7 +57,7 @@ class Action:
 
 
 @lru_cache(maxsize=1)
-def _catalogue():
+def _catalogue() -> Catalogue:
     from migrator.catalogue.loader import load_catalogue
 
     return load_catalogue()

@@ -13,8 +13,17 @@ message starts with "cell N, line L: ".
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
 from migrator.model import RunResult
 from migrator.safe_text import visible
+
+if TYPE_CHECKING:
+    from migrator.model import Finding
+    from migrator.scanned_lines import CellLines
+
+LinesOf = Callable[[str], "list[str] | None"]
 
 LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
 
@@ -28,13 +37,13 @@ def escape_property(text: str) -> str:
     return escape_data(text).replace(":", "%3A").replace(",", "%2C")
 
 
-def _position(f, source) -> tuple[int, int, int, int] | None:
+def _position(f: Finding, source: CellLines | None) -> tuple[int, int, int, int] | None:
     """(line, col, end line, end col exclusive) in the file; a notebook finding counts within its cell,
     so it is mapped to the raw JSON line holding that source line (None when unknown)."""
     if f.cell is None:
         return f.line, f.column, max(f.end_line, f.line), f.end_column
     start = source.raw_position(f.path, f.cell, f.line, f.column) if source is not None else None
-    if start is None:
+    if start is None or source is None:
         return None
     end = source.raw_position(f.path, f.cell, max(f.end_line, f.line), f.end_column)
     if end is None or end < start:
@@ -42,7 +51,7 @@ def _position(f, source) -> tuple[int, int, int, int] | None:
     return start[0], start[1], end[0], end[1]
 
 
-def render(result: RunResult, lines_of=None, include_info: bool = False) -> str:
+def render(result: RunResult, lines_of: LinesOf | None = None, include_info: bool = False) -> str:
     """`lines_of(path) -> list[str] | None` reads files back, to place notebook findings (without
     it they are file-level annotations, the cell named in the message). Warnings and errors only
     unless `include_info` (migrator/reporters/annotations.py)."""

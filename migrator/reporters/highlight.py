@@ -9,6 +9,11 @@ Content-Security-Policy needs no style attribute.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pygments.lexer import Lexer
+
 from collections.abc import Sequence
 from functools import cache, lru_cache
 
@@ -25,7 +30,7 @@ FENCE_LANGUAGES = {"py": "python", "python": "python", "bash": "shell", "sh": "s
 
 
 @cache
-def _lexer(lang: str):
+def _lexer(lang: str) -> Lexer:
     from pygments.lexers import get_lexer_by_name
 
     # keep the text as given: no stripped or added newlines, tabs untouched
@@ -33,7 +38,7 @@ def _lexer(lang: str):
 
 
 @lru_cache(maxsize=256)
-def _css_class(ttype, lang: str) -> str | None:
+def _css_class(ttype: Any, lang: str) -> str | None:  # ttype: a pygments _TokenType
     """The report's class for a pygments token type (its nearest listed ancestor), or None."""
     from pygments import token as t
 
@@ -125,7 +130,7 @@ def highlight_spans(line: str, spans: list[tuple[int, int]], lang: str) -> Marku
     return Markup("".join(out))
 
 
-def highlight_block(code: str, lang: str | None, attrs=None) -> str:
+def highlight_block(code: str, lang: str | None, attrs: object = None) -> str:
     """`markdown-it` highlight hook: a fenced block's code as escaped, highlighted HTML."""
     ours = FENCE_LANGUAGES.get((lang or "").lower(), "text")
     return f'<pre class="code"><code>{highlight(code.rstrip(chr(10)), ours)}</code></pre>\n'

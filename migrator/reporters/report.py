@@ -8,6 +8,14 @@ sized for a GitHub PR comment: it drops per-file sections (with a note) until it
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import jinja2
+    from markdown_it import MarkdownIt
+
+    from migrator.catalogue.loader import Catalogue
+
 import base64
 import hashlib
 import re
@@ -65,7 +73,7 @@ def pct(part: int, whole: int) -> str:
 
 
 @lru_cache(maxsize=1)
-def _markdown():
+def _markdown() -> MarkdownIt:
     from markdown_it import MarkdownIt
 
     return MarkdownIt("commonmark", {"html": False, "highlight": highlight_block}).enable("table")
@@ -129,21 +137,9 @@ def _site(site: Any) -> str:
     return str(site)
 
 
-def build_context(data: ReportData) -> dict[str, Any]:
-    from migrator.catalogue.docs import rule_markdown
-    from migrator.catalogue.loader import load_catalogue
-
-    result = data.result
-    s = result.summary
-    catalogue = load_catalogue()
-    findings = list(result.findings)
-    core = [f for f in findings if f.family not in NOT_CUDA_SITES]
-    auto = [f for f in core if f.fix is not None]
-    actions = effort.actions(findings)  # manual work: no notes, covered findings or automatic fixes
-    record = data.fix_record
-    applied = len(record.edits) if record else 0
-
-    # files: every file with a finding or a diff, in path order
+def _files(data: ReportData, findings: list[Finding]) -> tuple[list[dict[str, Any]], dict[str, int], set[tuple[str, int | None, int]]]:
+    """Every file with a finding or a diff, in path order; its index by path; the (path, cell, line)
+    shown in an excerpt."""
     paths = sorted({f.path for f in findings} | set(data.diffs or {}))
     file_index = {p: i for i, p in enumerate(paths)}
     per_file: dict[str, list[Finding]] = defaultdict(list)
@@ -170,7 +166,6 @@ def build_context(data: ReportData) -> dict[str, Any]:
                 "capped": _summarise_notes(notes),
             }
         )
-
     for entry in files:
         entry["excerpt_text"] = _excerpt_text(entry["excerpt"])
     shown: set[tuple[str, int | None, int]] = set()
@@ -178,15 +173,11 @@ def build_context(data: ReportData) -> dict[str, Any]:
         placed = {(block.get("cell"), row["no"]) for block in entry["excerpt"] or [] for row in block["rows"]}
         shown |= {(entry["path"], cell, n) for cell, n in placed}
         entry["unplaced"] = [f for f in entry["findings"] if (f.cell, f.line) not in placed]
+    return files, file_index, shown
 
-    def link(f: Finding) -> str:
-        """Anchor of a finding: its source line in the excerpt, else its file section."""
-        if (f.path, f.cell, f.line) in shown:
-            return f"L{file_index[f.path]}-{_row_key(f.cell, f.line)}"
-        return f"file-{file_index[f.path]}"
 
+def _families(open_findings: list[Finding], actions: list[effort.Action]) -> list[dict[str, Any]]:
     families = []
-    open_findings = [f for f in findings if not (f.route and f.route.absorbs)]  # a route covers the others
     for fam in FAMILIES:
         fs = [f for f in open_findings if f.family == fam]
         if not fs:
@@ -204,13 +195,14 @@ def build_context(data: ReportData) -> dict[str, Any]:
                 "effort": effort.human(minutes),
             }
         )
+    return families
 
-    manual_groups = _manual_groups(actions, catalogue)
-    note_groups = _note_groups(effort.notes(findings))
-    optional = _optional_imports(effort.optional_imports(findings))
+
+def _rules(catalogue: Catalogue, codes: list[str]) -> list[dict[str, Any]]:
+    from migrator.catalogue.docs import rule_markdown
 
     rules = []
-    for code in sorted({f.code for f in findings} | {e.code for e in (record.edits if record else ())}):
+    for code in codes:
         rule = catalogue.get(code)
         if rule is None:
             continue
@@ -218,6 +210,38 @@ def build_context(data: ReportData) -> dict[str, Any]:
         rules.append({"code": code, "name": rule.name, "family": rule.family, "severity": rule.severity,
                       "anchor": _rule_anchor(code), "markdown": md, "fix_kind": rule.fix_kind,
                       "why_short": _first_sentence(rule.docs.why)})
+    return rules
+
+
+def build_context(data: ReportData) -> dict[str, Any]:
+    from migrator.catalogue.loader import load_catalogue
+
+    result = data.result
+    s = result.summary
+    catalogue = load_catalogue()
+    findings = list(result.findings)
+    core = [f for f in findings if f.family not in NOT_CUDA_SITES]
+    auto = [f for f in core if f.fix is not None]
+    actions = effort.actions(findings)  # manual work: no notes, covered findings or automatic fixes
+    record = data.fix_record
+    applied = len(record.edits) if record else 0
+
+    files, file_index, shown = _files(data, findings)
+
+    def link(f: Finding) -> str:
+        """Anchor of a finding: its source line in the excerpt, else its file section."""
+        if (f.path, f.cell, f.line) in shown:
+            return f"L{file_index[f.path]}-{_row_key(f.cell, f.line)}"
+        return f"file-{file_index[f.path]}"
+
+    open_findings = [f for f in findings if not (f.route and f.route.absorbs)]  # a route covers the others
+    families = _families(open_findings, actions)
+
+    manual_groups = _manual_groups(actions, catalogue)
+    note_groups = _note_groups(effort.notes(findings))
+    optional = _optional_imports(effort.optional_imports(findings))
+
+    rules = _rules(catalogue, sorted({f.code for f in findings} | {e.code for e in (record.edits if record else ())}))
 
     ops, by_status = _ops(s.coverage)
     ops, census = annotate_ops(ops, data.census)
@@ -268,7 +292,7 @@ def build_context(data: ReportData) -> dict[str, Any]:
         "ops_by_status": by_status,
         "validation": validation_view(data.validation),
         "validation_source": data.validation_source,
-        "plan": {"markdown": data.plan["markdown"]} if data.plan else None,
+        "plan": {"markdown": data.plan.markdown} if data.plan else None,
         "plan_source": data.plan_source,
         "unattributed": list(s.unattributed),
         "skipped": list(result.skipped),
@@ -311,7 +335,7 @@ def _shown(value: Any) -> Any:
 
 
 @lru_cache(maxsize=2)
-def _env(autoescape: bool):
+def _env(autoescape: bool) -> jinja2.Environment:
     import jinja2
 
     env = jinja2.Environment(

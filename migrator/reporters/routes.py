@@ -8,11 +8,16 @@ Effort figures come from migrator/reporters/effort.py (covered findings count 0 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from migrator.model import Finding
+
 from migrator.model import RunResult
 from migrator.reporters import effort
 
 
-def residual(result: RunResult):
+def residual(result: RunResult) -> list[Finding]:
     return [f for f in result.findings if not (f.route and f.route.absorbs)]
 
 
@@ -64,7 +69,7 @@ def headlines(result: RunResult) -> list[str]:
     return lines
 
 
-def mark_text(f) -> str:
+def mark_text(f: Finding) -> str:
     """` — covered by ROUTE (target, source)` for one finding line; empty when no route touched it."""
     m = f.route
     if m is None:

@@ -14,6 +14,12 @@ go into the result's `properties`.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from migrator.catalogue.loader import Rule
+    from migrator.scanned_lines import CellLines
+
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -65,7 +71,7 @@ def _plain(markdown: str) -> str:
     return "\n".join(out).strip() + "\n"
 
 
-def rule_descriptor(rule) -> dict:
+def rule_descriptor(rule: Rule) -> dict:
     from migrator.catalogue.docs import rule_markdown
 
     md = rule_markdown(rule, heading="#")
@@ -96,7 +102,7 @@ def _where(f: Finding) -> str:
     return f"cell {f.cell}, line {f.line}: " if f.cell is not None else ""
 
 
-def _physical(f: Finding, source) -> dict:
+def _physical(f: Finding, source: CellLines | None) -> dict:
     """A notebook finding's `line`/`column` count within its cell: the region points into the raw
     JSON file instead (the cell position is in the message and `properties.cell`); no region when the
     file cannot be read back (no `lines_of`)."""
@@ -105,7 +111,7 @@ def _physical(f: Finding, source) -> dict:
         location["region"] = _region(f.line, f.column, f.end_line, f.end_column)
         return location
     start = source.raw_position(f.path, f.cell, f.line, f.column) if source is not None else None
-    if start is not None:
+    if start is not None and source is not None:
         end = source.raw_position(f.path, f.cell, max(f.end_line, f.line), f.end_column)
         if end is None or end < start:
             end = (start[0], start[1] + 1)

@@ -6,6 +6,12 @@ obeyed, and a newline in a file name or a recorded reason cannot start a forged 
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from migrator.model import Finding
+    from migrator.scanned_lines import SourceLines
+
 import click
 
 from migrator.model import FAMILIES, RunResult
@@ -14,11 +20,11 @@ from migrator.safe_text import one_line
 SEVERITY_STYLE = {"error": "red", "warning": "yellow", "info": "cyan"}
 
 
-def _style(text: str, color: bool, **kw) -> str:
+def _style(text: str, color: bool, **kw: Any) -> str:
     return click.style(text, **kw) if color else text
 
 
-def folded(f) -> bool:
+def folded(f: Finding) -> bool:
     """Info-level notes without a fix (partial / unverified ops, cuDNN flags, ...) are summarised by
     rule, not listed one per line; they are no work (see migrator/reporters/effort.py)."""
     return f.severity == "info" and f.fix is None
@@ -43,7 +49,7 @@ def listed(result: RunResult, show_all: bool = False) -> int:
 
 
 def render(result: RunResult, color: bool = False, show_summary: bool = True, show_all: bool = False,
-           lines_of=None) -> str:
+           lines_of: SourceLines | None = None) -> str:
     """`lines_of`: a `scanned_lines.SourceLines` to print the source line (and a caret) under each finding."""
     from migrator.reporters.routes import headlines, mark_text
 
@@ -125,7 +131,7 @@ def summary_lines(result: RunResult, color: bool = False) -> list[str]:
     return lines
 
 
-def _source_excerpt(f, lines_of, color: bool) -> list[str]:
+def _source_excerpt(f: Finding, lines_of: SourceLines, color: bool) -> list[str]:
     """`  12 | x = y.cuda()` and a caret under the finding's columns (ruff's full output, one line)."""
     if f.cell is not None:
         return []  # a notebook's lines are per cell; its path:cell location already says where

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from migrator.report_documents import Row, ValidationDocument
+
 VERDICT_ORDER = ("fail", "error", "warn", "pass")  # the worst run stage decides; not_run never does
 STATUS_RANK = {"error": 0, "fail": 1, "warn": 2, "pass": 3, "not_run": 4}
 MAX_TENSORS = 8  # worst tensors shown per stage; the rest sit in a collapsed list
@@ -34,7 +36,7 @@ def number(value: Any) -> str:
     return str(value)
 
 
-def _tensor_status(row: dict[str, Any]) -> str:
+def _tensor_status(row: Row) -> str:
     if isinstance(row.get("status"), str):
         return row["status"]
     value, threshold = row.get("value"), row.get("threshold")
@@ -44,7 +46,7 @@ def _tensor_status(row: dict[str, Any]) -> str:
     return "pass" if ok else "fail"
 
 
-def _tensor(row: dict[str, Any]) -> dict[str, Any]:
+def _tensor(row: Row) -> dict[str, Any]:
     status = _tensor_status(row)
     msprobe: dict[str, Any] = row["msprobe"] if isinstance(row.get("msprobe"), dict) else {}
     return {
@@ -59,7 +61,7 @@ def _tensor(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _check(row: dict[str, Any]) -> dict[str, Any]:
+def _check(row: Row) -> dict[str, Any]:
     return {
         "check": str(row.get("check", "?")),
         "status": str(row.get("status", "")),
@@ -114,7 +116,7 @@ def _scaling(lines: Any) -> str:
     return scaling_text(lines)
 
 
-def _stage(st: dict[str, Any]) -> dict[str, Any]:
+def _stage(st: Row) -> dict[str, Any]:
     bench = st.get("bench")
     tensors = _by_status([_tensor(w) for w in st.get("worst", []) if isinstance(w, dict)])
     checks = _by_status([_check(c) for c in st.get("checks", []) if isinstance(c, dict)])
@@ -141,9 +143,7 @@ def _stage(st: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _layers(layers: Any) -> list[str]:
-    if not isinstance(layers, dict):
-        return []
+def _layers(layers: Row) -> list[str]:
     out = []
     for side in ("original", "migrated"):
         used = layers.get(side)
@@ -163,28 +163,25 @@ def plain_markdown(text: str) -> str:
     return re.sub(r"^[ \t]*</details>[ \t]*$", "", text, flags=re.I | re.M)
 
 
-def build(data: dict[str, Any] | None) -> dict[str, Any] | None:
+def build(doc: ValidationDocument | None) -> dict[str, Any] | None:
     """The section's data: verdict, stages (summary-card chips and detail blocks), layers, notes."""
-    if data is None:
+    if doc is None:
         return None
-    stages = [_stage(st) for st in data["stages"]]
+    stages = [_stage(st) for st in doc.stages]
     statuses = [s["status"] for s in stages]
     verdict = next((s for s in VERDICT_ORDER if s in statuses), "not_run")
-    tool: dict[str, Any] = data["tool"] if isinstance(data.get("tool"), dict) else {}
-    ours = tool.get("command") == "migrate validate"  # its Markdown repeats the stages: not shown twice
-    markdown = data.get("markdown")
-    scaling = data["bench"].get("scaling") if isinstance(data.get("bench"), dict) else None
+    markdown = doc.markdown
     return {
         "verdict": verdict,
         "overall": verdict,
         "stages": stages,
         "ran": [s for s in stages if s["status"] != "not_run"],
-        "original": str(data.get("original") or ""),
-        "migrated": str(data.get("migrated") or ""),
-        "exit_code": data.get("exit_code"),
-        "layers": _layers(data.get("layers")),
-        "notes": [str(n) for n in data.get("notes", []) if n] if isinstance(data.get("notes"), list) else [],
-        "markdown": plain_markdown(markdown) if isinstance(markdown, str) and not ours else "",
-        "scaling": _scaling(scaling),
+        "original": doc.text("original"),
+        "migrated": doc.text("migrated"),
+        "exit_code": doc.exit_code,
+        "layers": _layers(doc.layers),
+        "notes": list(doc.notes),
+        "markdown": plain_markdown(markdown) if markdown is not None and not doc.written_by_migrate else "",
+        "scaling": _scaling(doc.scaling),
         "msprobe_names": [label for _, label in MSPROBE],
     }

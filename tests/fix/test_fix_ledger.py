@@ -169,10 +169,32 @@ def test_a_record_of_an_older_version_is_kept_by_a_rerun(repo):
     assert "root" not in new
 
 
+def typed(data: dict):
+    """A record given as JSON, read strictly into its dataclasses (not schema-checked: the hashes here are
+    short stand-ins)."""
+    from migrator.fix_record import FixRecord
+    from migrator.serialise import from_data
+
+    return from_data({"schema_version": 1, **data}, FixRecord, "test record")
+
+
+def as_json(record) -> dict:
+    from migrator.serialise import to_data
+
+    return to_data(record)
+
+
+def merge(old: dict, run: dict, *args) -> dict:
+    """`ledger.merge` over records given as JSON, its result as JSON."""
+    from migrator.fix import ledger
+
+    return as_json(ledger.merge(typed(old), typed(run), *args))
+
+
 def test_merge_rule_on_its_own():
     from collections import Counter
 
-    from migrator.fix.ledger import FileState, merge
+    from migrator.fix.ledger import FileState
 
     edit = {"code": "DEV010", "new": {"line": 2, "end_line": 2, "text": "x = y.npu()"}}
     old = {"target": "npu", "files": [{"path": "a.py", "sha256": "after", "sha256_before": "before", "edits": [edit]}],
@@ -200,7 +222,7 @@ def test_a_site_declined_again_is_listed_once():
     """megatron-core portable: a rerun declined the same import again and the record grew by one."""
     from collections import Counter
 
-    from migrator.fix.ledger import FileState, merge
+    from migrator.fix.ledger import FileState
 
     site = {"path": "a.py", "code": "DEV001", "symbol": "torch.cuda.device", "reason": "imports are renamed for npu only"}
     old = {"target": "portable", "files": [], "declined": [dict(site)]}
@@ -217,7 +239,7 @@ def test_a_site_declined_again_is_listed_once():
 def test_a_record_of_an_older_version_with_edit_text_still_relocates():
     from collections import Counter
 
-    from migrator.fix.ledger import FileState, merge
+    from migrator.fix.ledger import FileState
 
     edit = {"code": "DEV010", "new": {"line": 2, "end_line": 2, "text": "x = y.npu()"}}
     old = {"target": "npu", "files": [{"path": "a.py", "sha256": "after", "sha256_before": "before", "edits": [edit]}],
