@@ -113,7 +113,7 @@ FLOORS: tuple[tuple[str, frozenset[str]], ...] = (
     ("ground", frozenset({
         "migrator", "model", "catalogue", "coverage", "resources", "input_files", "jsonfile", "globs",
         "process_scope", "safe_write", "git_command", "safe_text", "usage_error", "schema_check", "workdir",
-        "progress", "config", "declines", "runtime_helpers",
+        "progress", "config", "declines", "runtime_helpers", "serialise", "fix_record", "report_documents",
     })),
     ("engine", frozenset({"engine", "scanned_lines"})),
     ("fix", frozenset({"fix"})),
