@@ -12,8 +12,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
-VERDICT_ORDER = ("fail", "error", "warn", "pass")  # the worst run stage decides; not_run never does
-STATUS_RANK = {"error": 0, "fail": 1, "warn": 2, "pass": 3, "not_run": 4}
+from migrator.validation.verdict import Verdict
+
+VERDICT_ORDER = (Verdict.FAIL, Verdict.ERROR, Verdict.WARN, Verdict.PASS)  # the worst run stage decides; not_run never does
+STATUS_RANK = {Verdict.ERROR: 0, Verdict.FAIL: 1, Verdict.WARN: 2, Verdict.PASS: 3, Verdict.NOT_RUN: 4}
 MAX_TENSORS = 8  # worst tensors shown per stage; the rest sit in a collapsed list
 MSPROBE = (("cosine", "cosine"), ("max_abs", "max abs"), ("max_rel", "max rel"), ("thousandth", "1‰ err ratio"))
 HIGHER_IS_BETTER = ("cosine",)
@@ -41,7 +43,7 @@ def _tensor_status(row: dict[str, Any]) -> str:
     if not isinstance(value, (int, float)) or not isinstance(threshold, (int, float)):
         return ""
     ok = value >= threshold if row.get("metric") in HIGHER_IS_BETTER else value <= threshold
-    return "pass" if ok else "fail"
+    return Verdict.PASS if ok else Verdict.FAIL
 
 
 def _tensor(row: dict[str, Any]) -> dict[str, Any]:
@@ -118,7 +120,7 @@ def _stage(st: dict[str, Any]) -> dict[str, Any]:
     bench = st.get("bench")
     tensors = _by_status([_tensor(w) for w in st.get("worst", []) if isinstance(w, dict)])
     checks = _by_status([_check(c) for c in st.get("checks", []) if isinstance(c, dict)])
-    failing = [c for c in checks if c["status"] in ("fail", "error", "warn")]
+    failing = [c for c in checks if c["status"] in (Verdict.FAIL, Verdict.ERROR, Verdict.WARN)]
     reason = str(st.get("reason") or "")
     summary = str(st.get("summary") or "") or reason
     return {
@@ -169,7 +171,7 @@ def build(data: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     stages = [_stage(st) for st in data["stages"]]
     statuses = [s["status"] for s in stages]
-    verdict = next((s for s in VERDICT_ORDER if s in statuses), "not_run")
+    verdict = next((s for s in VERDICT_ORDER if s in statuses), Verdict.NOT_RUN)
     tool: dict[str, Any] = data["tool"] if isinstance(data.get("tool"), dict) else {}
     ours = tool.get("command") == "migrate validate"  # its Markdown repeats the stages: not shown twice
     markdown = data.get("markdown")
@@ -178,7 +180,7 @@ def build(data: dict[str, Any] | None) -> dict[str, Any] | None:
         "verdict": verdict,
         "overall": verdict,
         "stages": stages,
-        "ran": [s for s in stages if s["status"] != "not_run"],
+        "ran": [s for s in stages if s["status"] != Verdict.NOT_RUN],
         "original": str(data.get("original") or ""),
         "migrated": str(data.get("migrated") or ""),
         "exit_code": data.get("exit_code"),

@@ -162,18 +162,7 @@ class ValidationResult:
                 out += [f"| {_md(c['check'])} | {c.get('status', '')} | {c.get('metric', '')} | "
                         f"{_num(c.get('worst'))} | {_num(c.get('threshold'))} |" for c in s.checks]
                 out.append("")
-            rows = [r for r in s.worst if r.get("status") in (Verdict.FAIL, Verdict.WARN)][:8] or list(s.worst[:4])
-            if not rows:
-                continue
-            out += [f"<details><summary>{s.id} worst tensors</summary>", "",
-                    "| tensor | category | metric | value | threshold | status | cosine | max abs | max rel | ‰ ratio |",
-                    "|---|---|---|---|---|---|---|---|---|---|"]
-            for r in rows:
-                m = r.get("msprobe") or {}
-                out.append(f"| `{_md(r['tensor'])}` | {r['category']} | {r['metric']} | {_num(r['value'])} | "
-                           f"{_num(r.get('threshold'))} | {r.get('status', '')} | {_num(m.get('cosine'))} | "
-                           f"{_num(m.get('max_abs'))} | {_num(m.get('max_rel'))} | {_num(m.get('thousandth'))} |")
-            out += ["", "</details>", ""]
+            out += _worst_markdown(s)
         for s in self.stages:
             perf = (s.bench or {}).get("perf")
             if perf and not perf.get("skipped"):
@@ -211,6 +200,22 @@ def _check_lines(stage: StageResult, verbose: bool) -> list[str]:
         metrics = ", ".join(f"{k} {_num(v)}" for k, v in worst["msprobe"].items())
         out.append(f"msprobe metrics of {worst['tensor']} vs R: {metrics}")
     return out
+
+
+def _worst_markdown(stage: StageResult) -> list[str]:
+    """A stage's worst tensors as a collapsed Markdown table (failing and warning ones, else the first four)."""
+    rows = [r for r in stage.worst if r.get("status") in (Verdict.FAIL, Verdict.WARN)][:8] or list(stage.worst[:4])
+    if not rows:
+        return []
+    out = [f"<details><summary>{stage.id} worst tensors</summary>", "",
+           "| tensor | category | metric | value | threshold | status | cosine | max abs | max rel | ‰ ratio |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        m = r.get("msprobe") or {}
+        out.append(f"| `{_md(r['tensor'])}` | {r['category']} | {r['metric']} | {_num(r['value'])} | "
+                   f"{_num(r.get('threshold'))} | {r.get('status', '')} | {_num(m.get('cosine'))} | "
+                   f"{_num(m.get('max_abs'))} | {_num(m.get('max_rel'))} | {_num(m.get('thousandth'))} |")
+    return out + ["", "</details>", ""]
 
 
 def _perf_text(perf: dict[str, Any]) -> list[str]:
