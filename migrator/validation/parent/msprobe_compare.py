@@ -1,7 +1,7 @@
 """`migrate validate --msprobe-target DIR --msprobe-golden DIR`: our verdicts over two msprobe dumps.
 
 Records are matched by msprobe's own key (`Functional.gelu.0.forward`: API, call counter, direction),
-per step and rank. Each tensor slot gets one gate (numerics.md §3.3 thresholds, `compare.Thresholds`):
+per step and rank. Each tensor slot gets one gate (numerics.md §3.3 thresholds, `thresholds.Thresholds`):
 
 * tensor task: `rel_l2(target, golden)` from the `.pt` files: fp32/fp64 ≤ 1e-5 pass, ≤ 1e-4 warn (×10 with
   `cross_device`); bf16/fp16 against the absolute bounds 0.02 (forward) / 0.1 (backward, gradients), as
