@@ -6,6 +6,7 @@ import json
 from dataclasses import asdict
 
 from migrator.validation.parent.msprobe_compare import MsprobeComparison
+from migrator.validation.verdict import Verdict
 
 
 def comparison_text(result: MsprobeComparison, verbose: bool = False) -> str:
@@ -24,9 +25,9 @@ def comparison_text(result: MsprobeComparison, verbose: bool = False) -> str:
         if (worst := first.worst) is not None:
             lines.append(f"  {worst.slot}: {worst.metric} {worst.value:.3g} > {worst.threshold:g}"
                          + (f" ({worst.detail})" if worst.detail else ""))
-    shown = [r for r in result.records if verbose or r.status != "pass"]
+    shown = [r for r in result.records if verbose or r.status != Verdict.PASS]
     for record in shown[: None if verbose else 12]:
-        bad = [s for s in record.slots if verbose or s.status != "pass"]
+        bad = [s for s in record.slots if verbose or s.status != Verdict.PASS]
         cells = ", ".join(f"{s.slot} {s.metric} {s.value:.3g} {s.status}" for s in bad)
         lines.append(f"  {record.status:<4} {record.label} {record.key}: {cells}")
     for item in result.unmatched[:20]:

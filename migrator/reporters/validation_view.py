@@ -13,9 +13,10 @@ import re
 from typing import Any
 
 from migrator.report_documents import Row, ValidationDocument
+from migrator.validation.verdict import Verdict
 
-VERDICT_ORDER = ("fail", "error", "warn", "pass")  # the worst run stage decides; not_run never does
-STATUS_RANK = {"error": 0, "fail": 1, "warn": 2, "pass": 3, "not_run": 4}
+VERDICT_ORDER = (Verdict.FAIL, Verdict.ERROR, Verdict.WARN, Verdict.PASS)  # the worst run stage decides; not_run never does
+STATUS_RANK = {Verdict.ERROR: 0, Verdict.FAIL: 1, Verdict.WARN: 2, Verdict.PASS: 3, Verdict.NOT_RUN: 4}
 MAX_TENSORS = 8  # worst tensors shown per stage; the rest sit in a collapsed list
 MSPROBE = (("cosine", "cosine"), ("max_abs", "max abs"), ("max_rel", "max rel"), ("thousandth", "1‰ err ratio"))
 HIGHER_IS_BETTER = ("cosine",)
@@ -43,7 +44,7 @@ def _tensor_status(row: Row) -> str:
     if not isinstance(value, (int, float)) or not isinstance(threshold, (int, float)):
         return ""
     ok = value >= threshold if row.get("metric") in HIGHER_IS_BETTER else value <= threshold
-    return "pass" if ok else "fail"
+    return Verdict.PASS if ok else Verdict.FAIL
 
 
 def _tensor(row: Row) -> dict[str, Any]:
@@ -120,7 +121,7 @@ def _stage(st: Row) -> dict[str, Any]:
     bench = st.get("bench")
     tensors = _by_status([_tensor(w) for w in st.get("worst", []) if isinstance(w, dict)])
     checks = _by_status([_check(c) for c in st.get("checks", []) if isinstance(c, dict)])
-    failing = [c for c in checks if c["status"] in ("fail", "error", "warn")]
+    failing = [c for c in checks if c["status"] in (Verdict.FAIL, Verdict.ERROR, Verdict.WARN)]
     reason = str(st.get("reason") or "")
     summary = str(st.get("summary") or "") or reason
     return {
@@ -169,13 +170,13 @@ def build(doc: ValidationDocument | None) -> dict[str, Any] | None:
         return None
     stages = [_stage(st) for st in doc.stages]
     statuses = [s["status"] for s in stages]
-    verdict = next((s for s in VERDICT_ORDER if s in statuses), "not_run")
+    verdict = next((s for s in VERDICT_ORDER if s in statuses), Verdict.NOT_RUN)
     markdown = doc.markdown
     return {
         "verdict": verdict,
         "overall": verdict,
         "stages": stages,
-        "ran": [s for s in stages if s["status"] != "not_run"],
+        "ran": [s for s in stages if s["status"] != Verdict.NOT_RUN],
         "original": doc.text("original"),
         "migrated": doc.text("migrated"),
         "exit_code": doc.exit_code,

@@ -20,12 +20,13 @@ Shared (this package's own modules, torch-free at import):
 Parent side, :mod:`.parent` (the user's process; orchestration and judgement):
 
 * ``options``  what to validate (frozen dataclass built by ``api.validate``)
-* ``stages``   S0-S3 orchestration and gating; ``stage_common`` what the stages share
+* ``stages/``  S0-S3 as a registry (``s0``, ``s1``, ``parallel``, ``script``; ``bench`` for ``--bench``,
+  ``recorded`` for ``--record``/``--compare``) and the one gating loop; ``stage_kit`` what every stage uses
 * ``launcher`` starts children and torchrun with a job record, reads their status records
 * ``compare``, ``compare_train``  per-tensor and k-step verdicts against the thresholds, localisation
 * ``op_localise``  first divergent op from two op traces; ``policy`` compares precision policies
-* ``script_mode``, ``script_parallel``  ``--script train.py`` (S1, S2 under torchrun)
-* ``benchstage``, ``benchreport``, ``peaks``  ``--bench`` repeats, figures and device peaks
+* ``stages/script``, ``script_parallel``  ``--script train.py`` (S1, S2 under torchrun)
+* ``stages/bench``, ``benchreport``, ``peaks``  ``--bench`` repeats, figures and device peaks
 * ``results``  frozen result dataclasses, JSON (``validation.schema.json``), Markdown
 * ``msprobe_export``  msprobe's own layout (one ``.pt`` per tensor)
 

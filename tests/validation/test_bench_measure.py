@@ -106,9 +106,9 @@ def test_comm_share_from_events():
 
 @pytest.mark.slow
 def test_one_rank_no_communication_and_flops(tree, tmp_path):
-    from migrator.validation.parent.benchstage import _side
+    from migrator.validation.parent.stages.bench import measure_side
 
-    side = _side("S1", "migrated", str(tree), None, _opts(tree), str(tmp_path), None)
+    side = measure_side("S1", "migrated", str(tree), None, _opts(tree), str(tmp_path), None)
     assert side["crash_rate"] == 0, side["failures"]
     assert side["comm_share"]["total"] == 0
     assert side["flops_per_step"] == _linear_stack_flops(8, [16, 32, 8])
@@ -119,9 +119,9 @@ def test_one_rank_no_communication_and_flops(tree, tmp_path):
 
 @pytest.mark.slow
 def test_two_ranks_communication_share_positive(tree, tmp_path):
-    from migrator.validation.parent.benchstage import _side
+    from migrator.validation.parent.stages.bench import measure_side
 
-    side = _side("S2", "migrated", str(tree), "ddp", _opts(tree), str(tmp_path), None)
+    side = measure_side("S2", "migrated", str(tree), "ddp", _opts(tree), str(tmp_path), None)
     assert side["crash_rate"] == 0, side["failures"]
     assert side["ranks"] == 2
     assert side["comm_share"]["total"] > 0
@@ -131,11 +131,11 @@ def test_two_ranks_communication_share_positive(tree, tmp_path):
 
 @pytest.mark.slow
 def test_hanging_rank_is_a_hang_within_timeout(tree, tmp_path, monkeypatch):
-    from migrator.validation.parent.benchstage import _side
+    from migrator.validation.parent.stages.bench import measure_side
 
     monkeypatch.setenv("BENCH_TEST_MODE", "hang")
     t0 = time.monotonic()
-    side = _side("S2", "migrated", str(tree), "ddp", _opts(tree, bench_timeout=12.0), str(tmp_path), None)
+    side = measure_side("S2", "migrated", str(tree), "ddp", _opts(tree, bench_timeout=12.0), str(tmp_path), None)
     assert time.monotonic() - t0 < 40
     assert side["crash_rate"] == 1.0
     assert side["failures"][0]["kind"] == "hang"
@@ -167,10 +167,10 @@ def _survivors(marker: str, grace: float = 5.0) -> list[str]:
 
 @pytest.mark.slow
 def test_nan_at_step_k_is_unstable(tree, tmp_path, monkeypatch):
-    from migrator.validation.parent.benchstage import _side
+    from migrator.validation.parent.stages.bench import measure_side
 
     monkeypatch.setenv("BENCH_TEST_MODE", "nan")
-    side = _side("S1", "migrated", str(tree), None, _opts(tree, repeats=2), str(tmp_path), None)
+    side = measure_side("S1", "migrated", str(tree), None, _opts(tree, repeats=2), str(tmp_path), None)
     assert side["crash_rate"] == 1.0 and side["ok_repeats"] == 0
     assert [f["kind"] for f in side["failures"]] == ["nan", "nan"]
     assert "step 3" in side["failures"][0]["reason"]

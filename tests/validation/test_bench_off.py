@@ -23,14 +23,14 @@ def test_validation_modules_do_not_import_bench():
 
 def _fake_run(monkeypatch, tmp_path, bench: bool):
     calls = []
-    monkeypatch.setattr(stages, "run_s1", lambda *a, **k: StageResult("S1", "pass", summary="fake"))
+    monkeypatch.setitem(stages.PROTOCOL.stages, "S1", lambda ctx: StageResult("S1", "pass", summary="fake"))
     for mod in [m for m in sys.modules if m.startswith(("migrator.validation.child.bench",
-                                                         "migrator.validation.parent.bench"))]:
+                                                         "migrator.validation.parent.stages.bench"))]:
         monkeypatch.delitem(sys.modules, mod)
     if bench:
-        import migrator.validation.parent.benchstage as bs
+        import migrator.validation.parent.stages.bench as bs
 
-        monkeypatch.setattr(bs, "bench_stage", lambda sid, *a, **k: calls.append(sid) or {"migrated": {}})
+        monkeypatch.setattr(bs, "stage_perf", lambda ctx: calls.append(ctx.stage) or {"migrated": {}})
     (tmp_path / "validate.py").write_text("# the protocol's place (S1 is faked)\n")
     opts = Options(original=str(tmp_path), migrated=str(tmp_path), stages=("S1",), bench=bench)
     return stages.run(opts), calls
@@ -39,7 +39,7 @@ def _fake_run(monkeypatch, tmp_path, bench: bool):
 def test_bench_off_installs_nothing(monkeypatch, tmp_path):
     result, _ = _fake_run(monkeypatch, tmp_path, bench=False)
     assert "migrator.validation.child.bench" not in sys.modules
-    assert "migrator.validation.parent.benchstage" not in sys.modules
+    assert "migrator.validation.parent.stages.bench" not in sys.modules
     assert "perf" not in result.stage("S1").bench
     assert "bench" not in result.to_json()
 

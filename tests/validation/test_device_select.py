@@ -10,7 +10,7 @@ import pytest
 from migrator.validation.child.protocol import DeviceUnavailable, device_for
 from migrator.validation.parent.device_select import select_device
 from migrator.validation.parent.reference_meta import check_meta, program_digest, write_meta
-from migrator.validation.parent.stage_common import ValidationSetupError
+from migrator.validation.parent.stage_kit import ValidationSetupError
 from tests.doctor.conftest import FakeMachine
 
 

@@ -12,11 +12,11 @@ from migrator.validation.parent.results import StageResult
 def _fake_s1(monkeypatch, seen, tree):
     (tree / "validate.py").write_text("# the protocol's place (S1 is faked)\n")
 
-    def fake(opts, original, migrated, *a, **k):
-        seen.append(migrated)
+    def fake(ctx):
+        seen.append(ctx.migrated)
         return StageResult("S1", "pass", summary="fake")
 
-    monkeypatch.setattr(stages, "run_s1", fake)
+    monkeypatch.setitem(stages.PROTOCOL.stages, "S1", fake)
 
 
 def test_the_given_migrate_step_makes_the_migrated_tree(monkeypatch, tmp_path):

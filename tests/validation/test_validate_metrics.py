@@ -11,6 +11,7 @@ torch = pytest.importorskip("torch")
 from migrator.validation import metrics as M  # noqa: E402
 from migrator.validation.parent.compare import Run, Thresholds, compare_optimizer, compare_runs  # noqa: E402
 from migrator.validation.parent.localisation import localise  # noqa: E402
+from migrator.validation.records import to_json  # noqa: E402
 
 
 def t(*values, dtype=torch.float32):
@@ -249,12 +250,15 @@ def test_optimizer_updates_compared_in_fp32():
     assert same.status == "pass" and off.status == "fail"
 
 
+def _statistics_only(run: Run) -> Run:
+    """``run`` as recorded beyond --max-dump-mb: every event statistics only (its norm), no tensor data."""
+    events = [dict(to_json(e), stats_only=True, norm=float(run.tensors[e.name].norm())) for e in run.events]
+    return Run({"migrate": {"events": events}}, run.tensors)
+
+
 def test_statistics_only_tensors_compared_by_norm():
     key = "a.forward.0.output.0"
-    G, T32 = _run({key: G0}), _run({key: G0 * 1.01})
-    for run in (G, T32):
-        for e in run.events:
-            e.update(stats_only=True, norm=float(run.tensors[e["name"]].norm()))
+    G, T32 = (_statistics_only(_run({key: value})) for value in (G0, G0 * 1.01))
     (v,) = compare_runs(G, None, T32, None).verdicts
     assert v.check("norm_rel_fp32").value == pytest.approx(0.01, rel=1e-3) and v.status == "fail"
 
@@ -284,7 +288,7 @@ def test_a_batch_without_one_leading_dimension_could_not_run(batch):
 
 
 def test_nan_in_the_bf16_run_is_named_in_the_summary():
-    from migrator.validation.parent.stage_common import numeric_stage
+    from migrator.validation.parent.stage_kit import numeric_stage
 
     a = "a.forward.0.output.0"
     bad = G0.clone()

@@ -27,12 +27,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..dumps import DumpEvent, EventKind, events_json
 from . import passthrough
 
 ROOT = "_root"
+Hook = Callable[..., None]
 API_FUNCS = ("topk", "bincount")
 
 
@@ -56,7 +58,7 @@ def _flatten(value: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
         yield prefix, value
 
 
-def _plain(t):
+def _plain(t: Any) -> Any:
     """A detached CPU copy of ``t`` with DTensors gathered (collective: every rank runs the same hooks)."""
     try:
         from torch.distributed.tensor import DTensor
@@ -68,7 +70,7 @@ def _plain(t):
     return t.detach().to("cpu", copy=True).contiguous()
 
 
-def tensor_record(t, name: str | None, stats_only: bool) -> dict[str, Any]:
+def tensor_record(t: Any, name: str | None, stats_only: bool) -> dict[str, Any]:
     """msprobe's per-tensor record (§1.1 dump format)."""
     from ..metrics import stats
 
@@ -92,14 +94,14 @@ def _builtin_record(v: Any) -> dict[str, Any] | None:
 class Recorder:
     """Attach to a model, run one step, then :meth:`save`. See the module docstring."""
 
-    def __init__(self, model, *, record_inputs: bool = True, record_grads: bool = True,
+    def __init__(self, model: Any, *, record_inputs: bool = True, record_grads: bool = True,
                  api_funcs: tuple[str, ...] = API_FUNCS, max_bytes: int = 1 << 30) -> None:
         self.model = model
         self.record_inputs = record_inputs
         self.record_grads = record_grads
         self.api_funcs = api_funcs
         self.max_bytes = max_bytes
-        self.events: list[dict[str, Any]] = []
+        self.events: list[DumpEvent] = []
         self.tensors: dict[str, Any] = {}
         self.dump: dict[str, dict[str, Any]] = {}
         self.loss: float | None = None
@@ -130,7 +132,7 @@ class Recorder:
         as ``path (Class)``."""
         return [f"{p} ({self._classes.get(p, '?')})" for p in self._stack]
 
-    def _store(self, name: str, t) -> tuple[Any, bool]:
+    def _store(self, name: str, t: Any) -> tuple[Any, bool]:
         plain = _plain(t)
         nbytes = plain.numel() * plain.element_size()
         if self._bytes + nbytes > self.max_bytes:
@@ -139,16 +141,19 @@ class Recorder:
         self.tensors[name] = plain
         return plain, False
 
-    def _event(self, name: str, match: str, kind: str, module: str, cls: str, scope: str | None, t) -> dict:
+    def _event(self, name: str, match: str, kind: EventKind, module: str, cls: str, scope: str | None,
+               t: Any) -> dict[str, Any]:
+        """Store ``t`` (or only its statistics, beyond the byte budget), add its event; msprobe's record of it."""
         plain, stats_only = self._store(name, t)
         rec = tensor_record(plain, name, stats_only)
-        self.events.append({"name": name, "match": match, "kind": kind, "module": module, "cls": cls,
-                            "scope": scope, "shape": list(plain.shape), "dtype": str(plain.dtype),
-                            "stats_only": stats_only, "norm": rec.get("Norm")})
+        norm = rec.get("Norm")
+        self.events.append(DumpEvent(name=name, match=match, kind=kind, module=module, cls=cls, scope=scope,
+                                     shape=tuple(plain.shape), dtype=str(plain.dtype), stats_only=stats_only,
+                                     norm=float(norm) if norm is not None else None))
         return rec
 
-    def _pre_hook(self, path: str):
-        def hook(module, args, kwargs):
+    def _pre_hook(self, path: str) -> Hook:
+        def hook(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             cls = type(module).__name__
             self._classes[path] = cls
             n = self._calls.get(path, 0)
@@ -170,7 +175,8 @@ class Recorder:
 
         return hook
 
-    def _leaf_records(self, value, base, path, cls, scope, n, where):
+    def _leaf_records(self, value: Any, base: str, path: str, cls: str, scope: str | None, n: int,
+                      where: str) -> Any:
         import torch
 
         out: list[dict[str, Any] | None] = []  # None: a leaf msprobe cannot record (null in dump.json)
@@ -183,8 +189,8 @@ class Recorder:
                 out.append(_builtin_record(leaf))
         return out[0] if len(out) == 1 else out
 
-    def _post_hook(self, path: str):
-        def hook(module, args, kwargs, output):
+    def _post_hook(self, path: str) -> Hook:
+        def hook(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], output: Any) -> None:
             import torch
 
             if self._stack and self._stack[-1] == path:
@@ -212,8 +218,8 @@ class Recorder:
 
         return hook
 
-    def _grad_hook(self, bwd: str, label: str, path: str, cls: str, n: int):
-        def hook(grad):
+    def _grad_hook(self, bwd: str, label: str, path: str, cls: str, n: int) -> Hook:
+        def hook(grad: Any) -> None:
             if grad is None:
                 return None
             rec = self._event(f"{bwd}.{label}", f"{path}.backward.{n}.{label}", "backward", path, cls, path, grad)
@@ -227,7 +233,7 @@ class Recorder:
         return bool(self.skip_prefixes) and any(path == p or path.startswith(p + ".") for p in self.skip_prefixes)
 
     # ------------------------------------------------------------------ API calls (routing)
-    def api_mode(self):
+    def api_mode(self) -> Any:
         """A ``TorchFunctionMode`` recording ``topk``/``bincount`` results (enter it around the forward)."""
         import torch
         from torch.overrides import TorchFunctionMode
@@ -241,7 +247,8 @@ class Recorder:
                     targets[fn] = (prefix, fname)
 
         class _ApiRecorder(TorchFunctionMode):
-            def __torch_function__(self, func, types, args=(), kwargs=None):
+            def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
+                                   kwargs: dict[str, Any] | None = None) -> Any:
                 result = passthrough.call(func, *args, **(kwargs or {}))
                 hit = targets.get(func)
                 if hit is not None:
@@ -250,7 +257,7 @@ class Recorder:
 
         return _ApiRecorder()
 
-    def _record_api(self, prefix: str, fname: str, result) -> None:
+    def _record_api(self, prefix: str, fname: str, result: Any) -> None:
         import torch
 
         n = self._api_calls.get(fname, 0)
@@ -261,13 +268,13 @@ class Recorder:
         for suffix, leaf in _flatten(result):
             label = f"output.{suffix}" if suffix else "output.0"
             if isinstance(leaf, torch.Tensor):
-                kind = "api" if not leaf.is_floating_point() else "forward_output"
+                kind: EventKind = "api" if not leaf.is_floating_point() else "forward_output"
                 recs.append(self._event(f"{base}.{label}", f"api.{fname}.{n}.{label}", kind,
                                         scope or ROOT, f"{prefix}.{fname}", scope, leaf))
         self.dump[base] = {"input_args": [], "input_kwargs": {}, "output": recs}
 
     # ------------------------------------------------------------------ loss and grads
-    def record_loss(self, loss) -> None:
+    def record_loss(self, loss: Any) -> None:
         self.loss = float(loss.detach().float())
         rec = self._event("Loss.loss_fn.forward.0.output.0", "loss", "loss", "loss_fn", "loss_fn", None,
                           loss.detach().float().reshape(()))
@@ -285,9 +292,8 @@ class Recorder:
             key = f"Module.{path}.{cls}.parameters_grad"
             entry = self.dump.setdefault(key, {})
             if grad is None:
-                self.events.append({"name": f"{key}.{leaf}", "match": f"{pname}.grad", "kind": "param_grad",
-                                    "module": path, "cls": cls, "scope": path, "shape": None, "dtype": None,
-                                    "missing": True, "stats_only": True})
+                self.events.append(DumpEvent(name=f"{key}.{leaf}", match=f"{pname}.grad", kind="param_grad",
+                                             module=path, cls=cls, scope=path, missing=True, stats_only=True))
                 entry[leaf] = [None]
                 continue
             entry[leaf] = [self._event(f"{key}.{leaf}", f"{pname}.grad", "param_grad", path, cls, path, grad)]
@@ -305,7 +311,7 @@ class Recorder:
             "framework": "pytorch",
             "dump_data_dir": None,
             "data": self.dump,
-            "migrate": {"tensor_file": "tensors.safetensors", "loss": self.loss, "events": self.events,
+            "migrate": {"tensor_file": "tensors.safetensors", "loss": self.loss, "events": events_json(self.events),
                         **(meta or {})},
         }
         path = os.path.join(out_dir, "dump.json")
@@ -314,7 +320,7 @@ class Recorder:
         return path
 
 
-def _json_default(value):
+def _json_default(value: Any) -> str:
     return str(value)
 
 

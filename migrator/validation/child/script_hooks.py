@@ -1,6 +1,6 @@
 """Child side of script mode (``--script``): the unmodified training script under global hooks.
 
-See :mod:`migrator.validation.parent.script_mode` for what the hooks record and how the parent compares
+See :mod:`migrator.validation.parent.stages.script` for what the hooks record and how the parent compares
 the four runs (R, G, T16, T32).
 """
 

@@ -22,54 +22,57 @@ from collections.abc import Mapping
 from typing import Any
 
 from .. import metrics as M
-from .compare import FAIL, Check, Comparison, Run, TensorVerdict, Thresholds, _grade
+from ..verdict import Verdict, worst
+from .compare import Check, Comparison, Run, TensorVerdict, Thresholds
+from .thresholds import Bounds
 
-TRAIN_FP32_PASS, TRAIN_FP32_WARN = 1e-4, 1e-3
+TRAIN_FP32 = Bounds(1e-4, 1e-3)  # rel_l2(ΔT32, ΔG) after k steps (see the module docstring)
 _DEFAULT = Thresholds()
 ORDER = 5_000_000  # after the step-0 tensors and the isolated optimizer
 
 
-def compare_training(G: Run | None, R: Run | None, T32: Run | None, T16: Run | None, *, th: Thresholds = _DEFAULT,
-                     cross_device: bool = False) -> Comparison:
+def compare_training(golden: Run | None, reference: Run | None, target_fp32: Run | None, target_bf16: Run | None,
+                     *, th: Thresholds = _DEFAULT, cross_device: bool = False) -> Comparison:
+    """Verdicts on every parameter's update after k steps (golden/reference: the original's fp32/bf16 runs)."""
     out = Comparison()
-    factor = th.cross_device_factor if cross_device else 1.0
-    f32_pass, f32_warn = TRAIN_FP32_PASS * factor, TRAIN_FP32_WARN * factor
-    under_test = T32 or T16
-    if under_test is None or G is None:
+    fp32 = TRAIN_FP32.scaled(th.fp32.cross_device_factor) if cross_device else TRAIN_FP32
+    ratio_bounds = th.gradients.ratio
+    under_test = target_fp32 or target_bf16
+    if under_test is None or golden is None:
         return out
-    typical = _typical_error(G, R)
+    typical = _typical_error(golden, reference)
     for order, event in enumerate(under_test.events):
-        match = event["match"]
-        g = G.tensor(match)
+        match = event.match
+        g = golden.tensor(match)
         checks: list[Check] = []
         if g is None:
-            out.unmatched.append(f"train/{event['name']} (not in the original's training run)")
-            checks.append(Check("unmatched", 1.0, 0.0, FAIL))
+            out.unmatched.append(f"train/{event.name} (not in the original's training run)")
+            checks.append(Check("unmatched", 1.0, 0.0, Verdict.FAIL))
         else:
-            t32 = T32.tensor(match) if T32 is not None else None
+            t32 = target_fp32.tensor(match) if target_fp32 is not None else None
             if t32 is not None and tuple(t32.shape) == tuple(g.shape):
                 e = M.rel_l2(t32, g)
-                checks.append(Check("train_rel_l2_fp32", e, f32_warn, _grade(e, f32_pass, f32_warn)))
-            t16 = T16.tensor(match) if T16 is not None else None
-            r = R.tensor(match) if R is not None else None
+                checks.append(Check("train_rel_l2_fp32", e, fp32.warn_at, fp32.grade(e)))
+            t16 = target_bf16.tensor(match) if target_bf16 is not None else None
+            r = reference.tensor(match) if reference is not None else None
             if t16 is not None and r is not None and tuple(t16.shape) == tuple(r.shape) == tuple(g.shape):
                 ratio = M.ratio(M.rel_l2(t16, g), max(M.rel_l2(r, g), typical))
-                checks.append(Check("train_ratio", ratio, th.grad_warn, _grade(ratio, th.grad_pass, th.grad_warn)))
+                checks.append(Check("train_ratio", ratio, ratio_bounds.warn_at, ratio_bounds.grade(ratio)))
         if not checks:
             continue
-        status = max((c.status for c in checks), key=lambda s: {"pass": 0, "warn": 1, "fail": 2}[s])
         out.verdicts.append(TensorVerdict(
-            name=event["name"], match=match, category="training", scope="training",
-            scope_cls=event.get("cls"), order=ORDER + order, status=status, checks=tuple(checks), label="train/"))
+            name=event.name, match=match, category="training", scope="training",
+            scope_cls=event.cls, order=ORDER + order, status=worst(c.status for c in checks), checks=tuple(checks),
+            label="train/"))
     return out
 
 
-def _typical_error(G: Run, R: Run | None) -> float:
+def _typical_error(golden: Run, reference: Run | None) -> float:
     """The median over parameters of ``rel_l2(ΔR, ΔG)`` (0 without R)."""
-    if R is None:
+    if reference is None:
         return 0.0
-    errors = sorted(M.rel_l2(r, g) for e in G.events
-                    if (g := G.tensor(e["match"])) is not None and (r := R.tensor(e["match"])) is not None
+    errors = sorted(M.rel_l2(r, g) for e in golden.events
+                    if (g := golden.tensor(e.match)) is not None and (r := reference.tensor(e.match)) is not None
                     and tuple(r.shape) == tuple(g.shape))
     return errors[len(errors) // 2] if errors else 0.0
 

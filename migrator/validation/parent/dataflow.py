@@ -44,12 +44,12 @@ class Trace:
     def modules(self) -> dict[str, dict[str, Any]]:
         return {} if isinstance(self.doc, list) else self.doc.get("modules", {})
 
-    def tensor(self, i: int):
+    def tensor(self, i: int) -> Any:
         """The op's output, or None where the trace's byte budget ran out."""
         return self.tensors.get(self.events[i]["name"])
 
 
-def _rel(a, b) -> float:
+def _rel(a: Any, b: Any) -> float:
     from .. import metrics as M
 
     return M.rel_l2(b, a) if tuple(a.shape) == tuple(b.shape) else float("inf")
@@ -67,7 +67,7 @@ class _ByShape:
                 continue
             self.groups.setdefault(tuple(t.shape), []).append((i, t, float(t.double().norm())))
 
-    def match(self, t, limit: float, dtype: str | None = None) -> int | None:
+    def match(self, t: Any, limit: float, dtype: str | None = None) -> int | None:
         norm = float(t.double().norm())
         best, best_value = None, limit
         for i, o, o_norm in self.groups.get(tuple(t.shape), []):
@@ -80,7 +80,7 @@ class _ByShape:
                 best, best_value = i, value
         return best
 
-    def reordered(self, t, limit: float) -> int | None:
+    def reordered(self, t: Any, limit: float) -> int | None:
         """An original output holding the same values in another order."""
         flat = t.flatten().sort().values
         for i, o, _ in self.groups.get(tuple(t.shape), []):
@@ -89,7 +89,7 @@ class _ByShape:
         return None
 
 
-def _mask_encodings(dtype_a: str | None, a, dtype_b: str | None, b) -> bool:
+def _mask_encodings(dtype_a: str | None, a: Any, dtype_b: str | None, b: Any) -> bool:
     """A bool mask and an additive one (0 keep, -inf masked) that allow the same keys, either polarity."""
     from .. import metrics as M
 
@@ -103,7 +103,7 @@ def _mask_encodings(dtype_a: str | None, a, dtype_b: str | None, b) -> bool:
     return bool((keep == flags).all()) or bool((keep != flags).all())
 
 
-def _constant(event: dict[str, Any], t) -> bool:
+def _constant(event: dict[str, Any], t: Any) -> bool:
     """An op on no tensor (zeros, ones, full) whose output is one value: shape only, nothing to diverge."""
     return not event.get("inputs") and t.numel() > 0 and bool((t == t.flatten()[0]).all())
 

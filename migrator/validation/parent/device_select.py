@@ -13,7 +13,7 @@ from migrator.doctor import probe
 from migrator.doctor.env_checks import visibility_check
 from migrator.doctor.model import Host
 
-from .stage_common import ValidationSetupError
+from .stage_kit import ValidationSetupError
 
 RECORD_DEVICES = ("cuda", "cpu")
 COMPARE_DEVICES = ("npu", "cpu")

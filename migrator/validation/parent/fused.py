@@ -9,7 +9,13 @@ modules present on both sides with other shapes are never excused (they fail in 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import Any
+
+from ..verdict import Verdict, worst
+
+# the verdicts and the comparison are compare.TensorVerdict / compare.Comparison: not imported, even for
+# types, since compare calls this module (no import circle)
 
 EXCUSABLE = ("forward", "backward", "routing")
 
@@ -20,26 +26,26 @@ def _ancestors(path: str) -> list[str]:
     return [".".join(parts[:i]) for i in range(len(parts) - 1, 0, -1)] + ["_root"] if parts else []
 
 
-def _output_status(verdicts, path: str) -> str | None:
+def _output_status(verdicts: Sequence[Any], path: str) -> Verdict | None:
     """The worst status of ``path``'s compared forward outputs, None when none was compared (no import of
     :mod:`.compare`, which calls this module)."""
     prefix = f"{path}.forward."
     found = [v.status for v in verdicts if v.match.startswith(prefix) and ".output." in v.match
              and v.check("unmatched") is None]
-    return max(found, key=lambda s: {"pass": 0, "warn": 1, "fail": 2}.get(s, 0)) if found else None
+    return worst(found) if found else None
 
 
-def resolve(pending: list[tuple[Any, ...]], out, gate) -> None:
+def resolve(pending: list[tuple[Any, ...]], out: Any, gate: Callable[..., None]) -> None:
     """Each pending one-sided tensor ``(event, category, order, label, why, run)``: a note when fused away,
-    else the unmatched failure (``gate``: :func:`.compare._unmatched_verdict`)."""
+    else the unmatched failure (``gate``: :func:`.compare.unmatched_verdict`)."""
     fused: dict[str, str] = {}
     for event, category, order, label, why, run in pending:
-        module = event.get("module") or ""
+        module = event.module or ""
         outer = None
         if category in EXCUSABLE:
             outer = next(((a, s) for a in _ancestors(module) if (s := _output_status(out.verdicts, a)) is not None),
                          None)
-        if outer is not None and outer[1] in ("pass", "warn"):
+        if outer is not None and outer[1] in (Verdict.PASS, Verdict.WARN):
             fused.setdefault(module, outer[0])
             continue
         gate(out, event, category, order, label, why, run, True)

@@ -9,7 +9,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .compare import _ORDER, _RANK, FAIL, PASS, WARN, Check, TensorVerdict
+from ..verdict import Verdict
+from .compare import ORDER, Check, TensorVerdict
 
 
 @dataclass(frozen=True)
@@ -59,13 +60,13 @@ def localise(verdicts: list[TensorVerdict]) -> Localisation | None:
     """First failing tensor in forward order; fp32 logic failures take precedence. When only
     parameter grads fail and they share one scale factor, the reduction is named: with (nearly)
     every grad off it is the gradient reduction itself, else the first off module plus the factor."""
-    failing = [v for v in verdicts if v.status == FAIL]
+    failing = [v for v in verdicts if v.status == Verdict.FAIL]
     if not failing:
         return None
     for metric_group in (("rel_l2_fp32", "mismatch_fp32", "grad_missing", "norm_rel_fp32", "train_rel_l2_fp32"), None):
         candidates = []
         for v in failing:
-            bad = [c for c in v.checks if c.status == FAIL and (metric_group is None or c.metric in metric_group)]
+            bad = [c for c in v.checks if c.status == Verdict.FAIL and (metric_group is None or c.metric in metric_group)]
             if bad:
                 candidates.append((v, bad[0]))
         if not candidates:
@@ -111,9 +112,9 @@ def worst_rows(verdicts: list[TensorVerdict], per_group: int = 3, limit: int = 2
         if primary:
             chosen = items[:per_group]
         elif metric == "rel_l2_fp32":
-            chosen = items[:1] + [x for x in items[1:per_group] if x[2].status != PASS]
+            chosen = items[:1] + [x for x in items[1:per_group] if x[2].status != Verdict.PASS]
         else:
-            chosen = [x for x in items[:per_group] if x[2].status != PASS]
+            chosen = [x for x in items[:per_group] if x[2].status != Verdict.PASS]
         for _, v, c in chosen:
             row = {"tensor": f"{v.label}{v.name}", "category": category, "metric": metric,
                    "value": _json_num(c.value), "threshold": _json_num(c.threshold), "status": c.status,
@@ -122,7 +123,7 @@ def worst_rows(verdicts: list[TensorVerdict], per_group: int = 3, limit: int = 2
             if msprobe:
                 row["msprobe"] = msprobe
             rows.append(row)
-    rows.sort(key=lambda r: (-_RANK[r["status"]], _ORDER.get(r["category"], 9), r["metric"] != "ratio",
+    rows.sort(key=lambda r: (-Verdict(r["status"]).severity, ORDER.get(r["category"], 9), r["metric"] != "ratio",
                              r["metric"], -r["value"]))
     return rows[:limit]
 
@@ -130,7 +131,7 @@ def worst_rows(verdicts: list[TensorVerdict], per_group: int = 3, limit: int = 2
 def _sort_key(c: Check) -> tuple[int, float]:
     scale = c.threshold if c.threshold > 0 else 1.0
     value = c.value / scale if math.isfinite(c.value) else math.inf
-    return _RANK[c.status], value
+    return Verdict(c.status).severity, value
 
 
 def _json_num(v: float) -> float:
@@ -142,6 +143,6 @@ def _json_num(v: float) -> float:
 def summary_counts(verdicts: list[TensorVerdict]) -> dict[str, dict[str, int]]:
     counts: dict[str, dict[str, int]] = {}
     for v in verdicts:
-        bucket = counts.setdefault(v.category, {PASS: 0, WARN: 0, FAIL: 0})
+        bucket = counts.setdefault(v.category, {Verdict.PASS.value: 0, Verdict.WARN.value: 0, Verdict.FAIL.value: 0})
         bucket[v.status] += 1
     return counts

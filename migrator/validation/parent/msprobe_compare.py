@@ -1,7 +1,7 @@
 """`migrate validate --msprobe-target DIR --msprobe-golden DIR`: our verdicts over two msprobe dumps.
 
 Records are matched by msprobe's own key (`Functional.gelu.0.forward`: API, call counter, direction),
-per step and rank. Each tensor slot gets one gate (numerics.md §3.3 thresholds, `compare.Thresholds`):
+per step and rank. Each tensor slot gets one gate (numerics.md §3.3 thresholds, `thresholds.Thresholds`):
 
 * tensor task: `rel_l2(target, golden)` from the `.pt` files: fp32/fp64 ≤ 1e-5 pass, ≤ 1e-4 warn (×10 with
   `cross_device`); bf16/fp16 against the absolute bounds 0.02 (forward) / 0.1 (backward, gradients), as
@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
-from .compare import FAIL, PASS, WARN, Thresholds, worst_status
+from ..verdict import Verdict, worst
 from .msprobe_dumps import RankDump, Record, Slot, read_dump
+from .thresholds import Thresholds
 
 _FLOAT32 = ("torch.float32", "torch.float64")
 _LOW = ("torch.bfloat16", "torch.float16")
@@ -31,7 +33,7 @@ _LOW = ("torch.bfloat16", "torch.float16")
 @dataclass(frozen=True)
 class SlotVerdict:
     slot: str
-    status: str
+    status: Verdict
     metric: str
     value: float
     threshold: float
@@ -44,7 +46,7 @@ class RecordVerdict:
     key: str
     api: str
     direction: str
-    status: str
+    status: Verdict
     slots: tuple[SlotVerdict, ...]
     argument_diffs: tuple[str, ...] = ()
     user_line: str = ""
@@ -57,7 +59,7 @@ class RecordVerdict:
 
 @dataclass(frozen=True)
 class MsprobeComparison:
-    status: str
+    status: Verdict
     task: str
     records: tuple[RecordVerdict, ...]
     first_divergence: RecordVerdict | None
@@ -66,24 +68,24 @@ class MsprobeComparison:
 
     @property
     def exit_code(self) -> int:
-        return 1 if self.status == FAIL else 0
+        return 1 if self.status == Verdict.FAIL else 0
 
 
-def _grade(value: float, pass_at: float, warn_at: float) -> str:
+def _grade(value: float, pass_at: float, warn_at: float) -> Verdict:
     if math.isnan(value):
-        return FAIL
-    return PASS if value <= pass_at else WARN if value <= warn_at else FAIL
+        return Verdict.FAIL
+    return Verdict.PASS if value <= pass_at else Verdict.WARN if value <= warn_at else Verdict.FAIL
 
 
 def _bounds(dtype: str, direction: str, th: Thresholds, cross_device: bool) -> tuple[float, float]:
     if dtype in _LOW:
-        bound = th.abs_act if direction == "forward" else th.abs_grad
+        bound = th.activations.absolute if direction == "forward" else th.gradients.absolute
         return bound, bound
-    factor = th.cross_device_factor if cross_device else 1.0
-    return th.fp32_pass * factor, th.fp32_warn * factor
+    bounds = th.fp32.for_devices(cross_device)
+    return bounds.pass_at, bounds.warn_at
 
 
-def _load(path: str):
+def _load(path: str) -> Any:
     import torch
 
     return torch.load(path, map_location="cpu", weights_only=True)
@@ -91,9 +93,9 @@ def _load(path: str):
 
 def _tensor_verdict(t: Slot, g: Slot, direction: str, th: Thresholds, cross_device: bool) -> SlotVerdict:
     if t.shape != g.shape:
-        return SlotVerdict(t.path, FAIL, "shape", 1.0, 0.0, f"{list(g.shape)} → {list(t.shape)}")
+        return SlotVerdict(t.path, Verdict.FAIL, "shape", 1.0, 0.0, f"{list(g.shape)} → {list(t.shape)}")
     if t.dtype != g.dtype:
-        return SlotVerdict(t.path, FAIL, "dtype", 1.0, 0.0, f"{g.dtype} → {t.dtype}")
+        return SlotVerdict(t.path, Verdict.FAIL, "dtype", 1.0, 0.0, f"{g.dtype} → {t.dtype}")
     pass_at, warn_at = _bounds(t.dtype, direction, th, cross_device)
     if t.data_file and g.data_file:
         from .. import metrics as M
@@ -101,13 +103,13 @@ def _tensor_verdict(t: Slot, g: Slot, direction: str, th: Thresholds, cross_devi
         target, golden = _load(t.data_file), _load(g.data_file)
         if not golden.is_floating_point():
             differs = float(not bool((target == golden).all()))
-            return SlotVerdict(t.path, FAIL if differs else PASS, "equal", differs, 0.0)
+            return SlotVerdict(t.path, Verdict.FAIL if differs else Verdict.PASS, "equal", differs, 0.0)
         value = M.rel_l2(target, golden)
         detail = f"cosine {M.cosine(target, golden):.6f}, max_abs {M.max_abs(target, golden):.3g}"
         return SlotVerdict(t.path, _grade(value, pass_at, warn_at), "rel_l2", value, pass_at, detail)
     tn, gn = t.stat("Norm"), g.stat("Norm")
     if tn is None or gn is None:
-        return SlotVerdict(t.path, PASS, "no_statistics", 0.0, 0.0, "no Norm recorded")
+        return SlotVerdict(t.path, Verdict.PASS, "no_statistics", 0.0, 0.0, "no Norm recorded")
     value = abs(tn - gn) / max(abs(gn), 1e-30)
     detail = f"max {g.stat('Max')} → {t.stat('Max')}, min {g.stat('Min')} → {t.stat('Min')}"
     return SlotVerdict(t.path, _grade(value, pass_at, warn_at), "norm_rel_diff", value, pass_at, detail)
@@ -119,17 +121,17 @@ def _record_verdict(label: str, t: Record, g: Record, th: Thresholds, cross_devi
     for slot in t.slots:
         other = golden.get(slot.path)
         if other is None:
-            verdicts.append(SlotVerdict(slot.path, FAIL, "unmatched", 1.0, 0.0, "not in the golden record"))
+            verdicts.append(SlotVerdict(slot.path, Verdict.FAIL, "unmatched", 1.0, 0.0, "not in the golden record"))
         elif slot.kind == "value" or other.kind == "value":
             if slot.value != other.value or slot.kind != other.kind:
                 diffs.append(f"{slot.path.removeprefix('input_kwargs.')}: {other.value!r} → {slot.value!r}")
-                verdicts.append(SlotVerdict(slot.path, FAIL, "argument", 1.0, 0.0, diffs[-1]))
+                verdicts.append(SlotVerdict(slot.path, Verdict.FAIL, "argument", 1.0, 0.0, diffs[-1]))
         else:
             verdicts.append(_tensor_verdict(slot, other, t.direction, th, cross_device))
     missing = [p for p in golden if p not in {s.path for s in t.slots}]
     for path in missing:
-        verdicts.append(SlotVerdict(path, FAIL, "unmatched", 1.0, 0.0, "only in the golden record"))
-    status = worst_status(v.status for v in verdicts)
+        verdicts.append(SlotVerdict(path, Verdict.FAIL, "unmatched", 1.0, 0.0, "only in the golden record"))
+    status = worst(v.status for v in verdicts)
     return RecordVerdict(label, t.key, t.api, t.direction, status, tuple(verdicts), tuple(diffs), t.user_line)
 
 
@@ -164,8 +166,8 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
             other = golden_records.pop(record.key, None)
             if other is None:
                 unmatched.append(f"{t_dump.label}: {record.key} only in the target")
-                records.append(RecordVerdict(t_dump.label, record.key, record.api, record.direction, FAIL,
-                                             (SlotVerdict("", FAIL, "unmatched", 1.0, 0.0, "only in the target"),),
+                records.append(RecordVerdict(t_dump.label, record.key, record.api, record.direction, Verdict.FAIL,
+                                             (SlotVerdict("", Verdict.FAIL, "unmatched", 1.0, 0.0, "only in the target"),),
                                              user_line=record.user_line))
                 continue
             records.append(_record_verdict(t_dump.label, record, other, th, cross_device))
@@ -175,8 +177,8 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
                      "dump with task 'tensor' for full tensor metrics")
     if not pairs:
         notes.append("no step/rank of the target matches one of the golden")
-    status = worst_status(r.status for r in records) if pairs else FAIL
-    if unmatched and status == PASS:
-        status = WARN
-    first = next((r for r in records if r.status == FAIL), None)
+    status = worst(r.status for r in records) if pairs else Verdict.FAIL
+    if unmatched and status == Verdict.PASS:
+        status = Verdict.WARN
+    first = next((r for r in records if r.status == Verdict.FAIL), None)
     return MsprobeComparison(status, "/".join(sorted(tasks)), tuple(records), first, tuple(unmatched), tuple(notes))

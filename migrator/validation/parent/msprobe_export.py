@@ -46,7 +46,7 @@ def export_run(run_dir: str, dest: str) -> int:
     """Export one recorded run into ``dest`` (= ``.../step<k>/rank<r>``); returns the tensor count."""
     import torch
 
-    from ..dumps import load_dump
+    from ..dumps import DUMP_FILE, load_dump, read_events
 
     doc, tensors = load_dump(run_dir)
     data_dir = os.path.join(dest, "dump_tensor_data")
@@ -58,9 +58,9 @@ def export_run(run_dir: str, dest: str) -> int:
     out = dict(doc)
     out["dump_data_dir"] = os.path.abspath(data_dir)
     construct: dict[str, str] = {}
-    for e in doc.get("migrate", {}).get("events", []):
-        if e.get("kind", "").startswith("forward") and e.get("module") and e.get("scope") and e["scope"] != e["module"]:
-            construct.setdefault(f"Module.{e['module']}.{e['cls']}.forward", f"Module.{e['scope']}")
+    for e in read_events(doc, os.path.join(run_dir, DUMP_FILE)):
+        if e.kind.startswith("forward") and e.module and e.scope and e.scope != e.module:
+            construct.setdefault(f"Module.{e.module}.{e.cls}.forward", f"Module.{e.scope}")
     with open(os.path.join(dest, "dump.json"), "w", encoding="utf-8") as fh:
         json.dump(out, fh, indent=1, default=str)
     with open(os.path.join(dest, "stack.json"), "w", encoding="utf-8") as fh:

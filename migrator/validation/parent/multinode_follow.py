@@ -20,7 +20,7 @@ from .multinode import Link, NodeLost
 from .node_spec import NodeSpec
 from .options import Options
 from .results import StageResult, ValidationResult
-from .stage_common import MigrateStep, Progress, _migrate, _say
+from .stage_kit import MigrateStep, Progress, migrate_tree, say
 
 RunHere = Callable[[Options, Progress, "MigrateStep | None"], ValidationResult]
 
@@ -31,13 +31,13 @@ def run_across_nodes(opts: Options, progress: Progress, migrate: MigrateStep | N
     spec = NodeSpec(opts.nnodes, opts.node_rank, opts.rdzv_endpoint)
     original = os.path.abspath(opts.original)
     if opts.record or opts.compare:
-        from .stage_common import ValidationSetupError
+        from .stage_kit import ValidationSetupError
 
         raise ValidationSetupError("--nnodes > 1 runs S2/S3 across nodes: not with --record/--compare (run "
                                    "those on one node)")
     if spec.node_rank != 0:
         return _follow(spec, opts, original, progress, migrate)
-    _say(progress, f"node 0 of {spec.nnodes}: rendezvous store on {spec.endpoint}, waiting for the other nodes")
+    say(progress, f"node 0 of {spec.nnodes}: rendezvous store on {spec.endpoint}, waiting for the other nodes")
     try:
         leader = multinode.open_leader(spec, original, opts.timeout)
         leader.wait_joined()
@@ -87,8 +87,8 @@ def _follow(spec: NodeSpec, opts: Options, original: str, progress: Progress,
     work = os.path.abspath(opts.work_dir) if opts.work_dir else tempfile.mkdtemp(prefix="migrate-validate-")
     os.makedirs(work, exist_ok=True)
     try:
-        migrated = os.path.abspath(opts.migrated) if opts.migrated else _migrate(original, work, progress, migrate)
-        _say(progress, f"node {spec.node_rank} of {spec.nnodes}: joining node 0 at {spec.endpoint}")
+        migrated = os.path.abspath(opts.migrated) if opts.migrated else migrate_tree(original, work, progress, migrate)
+        say(progress, f"node {spec.node_rank} of {spec.nnodes}: joining node 0 at {spec.endpoint}")
         try:
             link = Link(spec, opts.timeout)
         except NodeLost as exc:
@@ -136,7 +136,7 @@ def _follow_launches(link: Link, opts: Options, roots: _Roots, progress: Progres
 
 def _start(spec: dict[str, Any], seq: int, opts: Options, roots: _Roots, progress: Progress) -> launcher.Child:
     job = records.job_from_json(roots.job(spec["job"], spec["original"], seq), where=f"node 0's launch {seq}")
-    _say(progress, f"{spec['name']}: {spec['nproc_per_node']} rank(s) here (rendezvous {spec['rdzv_id']})")
+    say(progress, f"{spec['name']}: {spec['nproc_per_node']} rank(s) here (rendezvous {spec['rdzv_id']})")
     child = launcher.start_torchrun(job, spec["name"], launcher.child_env(opts.seed, opts.threads),
                                     spec["nproc_per_node"], nnodes=opts.nnodes, rdzv_endpoint=opts.rdzv_endpoint,
                                     timeout=float(spec["timeout"]), rdzv_id=spec["rdzv_id"])

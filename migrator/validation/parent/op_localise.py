@@ -19,10 +19,12 @@ import os
 from typing import Any
 
 from .. import op_semantics as S
-from ..records import OptimizerRun, Side, TraceJob, TraceStatus
-from .compare import FAIL, TensorVerdict
+from ..records import OptimizerRun, Side, SideStatus, TraceJob, TraceStatus
+from ..verdict import Verdict
+from .compare import TensorVerdict
 from .dataflow import Trace
 from .localisation import localise
+from .options import Options
 
 LOSS_TARGET = "loss_fn"  # the op trace's target for a divergence in the loss (child.optrace.LOSS_TARGET)
 FP32_METRICS = ("rel_l2_fp32", "mismatch_fp32", "grad_missing", "norm_rel_fp32", "train_rel_l2_fp32")
@@ -46,7 +48,8 @@ def target_of(verdicts: list[TensorVerdict]) -> dict[str, Any] | None:
             "policy": "fp32" if loc.metric in FP32_METRICS else "bf16"}
 
 
-def run_traces(opts, original: str, migrated: str, work: str, shared: str, target: dict[str, Any]):
+def run_traces(opts: Options, original: str, migrated: str, work: str, shared: str,
+               target: dict[str, Any]) -> str | tuple[str, ...]:
     """Both sides' op traces (two children at once); returns (original dir, migrated dir) or a reason."""
     from . import launcher
 
@@ -67,7 +70,7 @@ def run_traces(opts, original: str, migrated: str, work: str, shared: str, targe
     return tuple(os.path.join(work, "optrace", s) for s in ("original", "migrated"))
 
 
-def _load(run_dir: str):
+def _load(run_dir: str) -> Trace:
     from safetensors.torch import load_file
 
     with open(os.path.join(run_dir, "ops.json"), encoding="utf-8") as fh:
@@ -106,7 +109,7 @@ def optimizer_diff(opt_o: OptimizerRun | None, opt_m: OptimizerRun | None) -> st
     return f"{head}: " + ("; ".join(lines) if lines else "same lr, betas, eps, weight decay and adam_w_mode")
 
 
-def optimizer_cause(target: dict[str, Any], orig_status, mig_status) -> str | None:
+def optimizer_cause(target: dict[str, Any], orig_status: SideStatus, mig_status: SideStatus) -> str | None:
     """For a divergence after k training steps, the step phase whose effect differs
     (:mod:`.phases`); else (and for the optimizer in isolation) the optimizers' argument diff."""
     from . import phases
@@ -119,4 +122,4 @@ def optimizer_cause(target: dict[str, Any], orig_status, mig_status) -> str | No
 
 
 def failing(verdicts: list[TensorVerdict]) -> bool:
-    return any(v.status == FAIL for v in verdicts)
+    return any(v.status == Verdict.FAIL for v in verdicts)

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..verdict import Verdict
+
 CHECK = "precision policy per side (autocast, dtypes, GradScaler and its loss scaling)"
 AUTOCAST_SHARE_DIFF = 0.5   # autocast on at half the module forwards more (or fewer): the policy changed
 
@@ -130,7 +132,7 @@ def compare_policies(original: Mapping[str, Any] | None, migrated: Mapping[str, 
     if _fp16(pm) and not _fp16(po) and not (sm and sm.get("enabled")) and "scaler" in migrated:
         fails.append("fp16 autocast without a GradScaler (migrated): fp16 grads underflow without loss scaling")
     diffs = fails + warns
-    return {"check": f"{CHECK}, {label} run", "status": "fail" if fails else ("warn" if warns else "pass"),
+    return {"check": f"{CHECK}, {label} run", "status": Verdict.FAIL if fails else (Verdict.WARN if warns else Verdict.PASS),
             "metric": "differences", "worst": float(len(diffs)), "threshold": 0.0,
             "message": "; ".join(diffs) if diffs else f"both: {describe(migrated)}",
             "original": describe(original), "migrated": describe(migrated)}

@@ -15,8 +15,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from ..verdict import Verdict
+
 CHECK = "randomness: dropout sites and rates, statistics over seeds with dropout on"
-NOT_COMPARABLE = "not_comparable"
+NOT_COMPARABLE = Verdict.NOT_COMPARABLE
 Z = 4.0  # standard errors: ~6e-5 false alarms per comparison for a normal statistic
 
 
@@ -25,7 +27,7 @@ def _sites(sites: Mapping[str, Any]) -> str:
     return ", ".join(items[:5]) + (" ..." if len(items) > 5 else "")
 
 
-def _row(status: str, message: str, **extra: Any) -> dict[str, Any]:
+def _row(status: Verdict, message: str, **extra: Any) -> dict[str, Any]:
     return {"check": CHECK, "status": status, "message": message, **extra}
 
 
@@ -44,10 +46,10 @@ def dropout_check(original: Mapping[str, Any], migrated: Mapping[str, Any], real
     if not so and not sm:
         return None, []
     if not so and script:
-        return _row("fail", f"dropout on the migrated side only: {_sites(sm)} (the original script applies none)"), [
+        return _row(Verdict.FAIL, f"dropout on the migrated side only: {_sites(sm)} (the original script applies none)"), [
             "dropout neutralised on both sides in every run of the script"]
     if not so:  # the numeric runs were not neutralised: they see it too; this names the cause
-        return _row("fail", f"dropout on the migrated side only: {_sites(sm)} (the original applies none after "
+        return _row(Verdict.FAIL, f"dropout on the migrated side only: {_sites(sm)} (the original applies none after "
                             "make_model(dropout=0.0))"), []
     stats_o, stats_m = original.get("statistics") or {}, migrated.get("statistics") or {}
     seeds = len(stats_o.get("losses") or ())
@@ -63,9 +65,9 @@ def dropout_check(original: Mapping[str, Any], migrated: Mapping[str, Any], real
     diffs += [f"{site}: p={'/'.join(f'{r:g}' for r in rates)} (migrated) vs none (original)"
               for site, rates in sm.items() if site not in so]
     if diffs:
-        return _row("fail", f"dropout rate differs: {'; '.join(diffs[:4])}"), notes
+        return _row(Verdict.FAIL, f"dropout rate differs: {'; '.join(diffs[:4])}"), notes
     if script:
-        return _row("pass", f"same sites and rates ({_sites(so)})"), notes
+        return _row(Verdict.PASS, f"same sites and rates ({_sites(so)})"), notes
     lo, lm = list(stats_o.get("losses") or ()), list(stats_m.get("losses") or ())
     if len(lo) < 2 or len(lm) < 2 or not all(math.isfinite(v) for v in lo + lm):
         return _row(NOT_COMPARABLE, "not comparable: no usable statistics with dropout on "
@@ -88,5 +90,5 @@ def dropout_check(original: Mapping[str, Any], migrated: Mapping[str, Any], real
         problems.append(f"loss with dropout on {mm:.5g} ± {math.sqrt(vm):.2g} (migrated) vs {mo:.5g} ± "
                         f"{math.sqrt(vo):.2g} (original), {z:.1f} standard errors")
     detail = f"same sites and rates ({_sites(so)}); loss over {len(lo)} seeds {mm:.5g} (migrated) vs {mo:.5g} (original)"
-    return _row("fail" if problems else "pass", "; ".join(problems) if problems else detail,
+    return _row(Verdict.FAIL if problems else Verdict.PASS, "; ".join(problems) if problems else detail,
                 metric="standard errors (loss mean)", worst=z, threshold=Z), notes

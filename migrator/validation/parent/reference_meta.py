@@ -11,7 +11,7 @@ from importlib import metadata
 
 from migrator import __version__
 
-from .stage_common import ValidationSetupError
+from .stage_kit import ValidationSetupError
 
 META_FILE = "reference.json"
 FORMAT = 1

@@ -11,17 +11,20 @@ sha256), ``exit_code`` and ``markdown`` (the summary ``migrate report --validati
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..verdict import Verdict
+
 STAGE_NAMES = {"S0": "plan", "S1": "parity-1card", "S2": "parity-dp", "S3": "parity-mp"}
-STATUS_ORDER = ("pass", "warn", "fail", "not_run", "error")
+STATUS_ORDER = (Verdict.PASS, Verdict.WARN, Verdict.FAIL, Verdict.NOT_RUN, Verdict.ERROR)
 
 
 @dataclass(frozen=True)
 class StageResult:
     id: str
-    status: str
+    status: Verdict  # a plain string is read as its Verdict (an unknown one is a ValueError)
     summary: str = ""
     reason: str | None = None
     first_divergence: str | None = None
@@ -31,6 +34,9 @@ class StageResult:
     bench: dict[str, Any] = field(default_factory=dict)
     unmatched: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "status", Verdict(self.status))
 
     @property
     def name(self) -> str:
@@ -69,9 +75,9 @@ class ValidationResult:
     def exit_code(self) -> int:
         """0: every run stage passes or warns; 1: a stage fails; 2: the validation could not run."""
         statuses = [s.status for s in self.stages]
-        if "error" in statuses:
+        if Verdict.ERROR in statuses:
             return 2
-        if "fail" in statuses:
+        if Verdict.FAIL in statuses:
             return 1
         return 0
 
@@ -109,9 +115,9 @@ class ValidationResult:
         for s in self.stages:
             detail = s.summary or s.reason or ""
             lines.append(f"{s.id:<6}{s.name:<{width + 2}}{s.status:<9}{detail}")
-            if s.first_divergence and s.status in ("fail", "warn"):
+            if s.first_divergence and s.status in (Verdict.FAIL, Verdict.WARN):
                 lines.append(f"{'':<{width + 17}}first divergence: {s.first_divergence}")
-            if s.reason and s.summary and s.status in ("fail", "error", "not_run"):
+            if s.reason and s.summary and s.status in (Verdict.FAIL, Verdict.ERROR, Verdict.NOT_RUN):
                 lines.append(f"{'':<{width + 17}}{s.reason}")
             lines += [f"{'':<{width + 17}}{line}" for line in _check_lines(s, verbose)]
             perf = (s.bench or {}).get("perf")
@@ -128,7 +134,7 @@ class ValidationResult:
             lines.append(f"note: {note}")
         return "\n".join(lines) + "\n"
 
-    def _layer_lines(self):
+    def _layer_lines(self) -> Iterator[str]:
         for side in ("original", "migrated"):
             used = (self.layers or {}).get(side)
             if used:
@@ -143,9 +149,9 @@ class ValidationResult:
                "| Stage | Name | Status | Details |", "|---|---|---|---|"]
         for s in self.stages:
             detail = _md(s.summary or s.reason or "")
-            if s.first_divergence and s.status in ("fail", "warn"):
+            if s.first_divergence and s.status in (Verdict.FAIL, Verdict.WARN):
                 detail += f"<br>first divergence: `{_md(s.first_divergence)}`"
-            if s.reason and s.summary and s.status in ("fail", "error", "not_run"):
+            if s.reason and s.summary and s.status in (Verdict.FAIL, Verdict.ERROR, Verdict.NOT_RUN):
                 detail += f"<br>{_md(s.reason)}"
             out.append(f"| {s.id} | {s.name} | **{s.status}** | {detail} |")
         out.append("")
@@ -156,18 +162,7 @@ class ValidationResult:
                 out += [f"| {_md(c['check'])} | {c.get('status', '')} | {c.get('metric', '')} | "
                         f"{_num(c.get('worst'))} | {_num(c.get('threshold'))} |" for c in s.checks]
                 out.append("")
-            rows = [r for r in s.worst if r.get("status") in ("fail", "warn")][:8] or list(s.worst[:4])
-            if not rows:
-                continue
-            out += [f"<details><summary>{s.id} worst tensors</summary>", "",
-                    "| tensor | category | metric | value | threshold | status | cosine | max abs | max rel | ‰ ratio |",
-                    "|---|---|---|---|---|---|---|---|---|---|"]
-            for r in rows:
-                m = r.get("msprobe") or {}
-                out.append(f"| `{_md(r['tensor'])}` | {r['category']} | {r['metric']} | {_num(r['value'])} | "
-                           f"{_num(r.get('threshold'))} | {r.get('status', '')} | {_num(m.get('cosine'))} | "
-                           f"{_num(m.get('max_abs'))} | {_num(m.get('max_rel'))} | {_num(m.get('thousandth'))} |")
-            out += ["", "</details>", ""]
+            out += _worst_markdown(s)
         for s in self.stages:
             perf = (s.bench or {}).get("perf")
             if perf and not perf.get("skipped"):
@@ -193,7 +188,7 @@ class ValidationResult:
 def _check_lines(stage: StageResult, verbose: bool) -> list[str]:
     out = []
     for c in stage.checks:
-        if not verbose and c.get("status") == "pass":
+        if not verbose and c.get("status") == Verdict.PASS:
             continue
         value = f"{c.get('metric', 'worst')} {_num(c.get('worst'))}" if c.get("worst") is not None else ""
         bound = f" (threshold {_num(c['threshold'])})" if c.get("threshold") is not None else ""
@@ -201,13 +196,29 @@ def _check_lines(stage: StageResult, verbose: bool) -> list[str]:
         tail = f"; {c['message']}" if c.get("message") else ""
         out.append(f"{c.get('status', '')}: {c['check']}: {value}{bound}{where}{tail}".replace(":  ", ": "))
     worst = next((r for r in stage.worst if r.get("msprobe")), None)
-    if worst is not None and (verbose or stage.status in ("fail", "warn")):
+    if worst is not None and (verbose or stage.status in (Verdict.FAIL, Verdict.WARN)):
         metrics = ", ".join(f"{k} {_num(v)}" for k, v in worst["msprobe"].items())
         out.append(f"msprobe metrics of {worst['tensor']} vs R: {metrics}")
     return out
 
 
-def _perf_text(perf: dict[str, Any]):
+def _worst_markdown(stage: StageResult) -> list[str]:
+    """A stage's worst tensors as a collapsed Markdown table (failing and warning ones, else the first four)."""
+    rows = [r for r in stage.worst if r.get("status") in (Verdict.FAIL, Verdict.WARN)][:8] or list(stage.worst[:4])
+    if not rows:
+        return []
+    out = [f"<details><summary>{stage.id} worst tensors</summary>", "",
+           "| tensor | category | metric | value | threshold | status | cosine | max abs | max rel | ‰ ratio |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        m = r.get("msprobe") or {}
+        out.append(f"| `{_md(r['tensor'])}` | {r['category']} | {r['metric']} | {_num(r['value'])} | "
+                   f"{_num(r.get('threshold'))} | {r.get('status', '')} | {_num(m.get('cosine'))} | "
+                   f"{_num(m.get('max_abs'))} | {_num(m.get('max_rel'))} | {_num(m.get('thousandth'))} |")
+    return out + ["", "</details>", ""]
+
+
+def _perf_text(perf: dict[str, Any]) -> list[str]:
     from .benchreport import perf_caption, perf_rows
 
     if perf.get("skipped"):

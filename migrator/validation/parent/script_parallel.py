@@ -16,9 +16,15 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..records import ScriptJob, ScriptStatus, Side
+from ..records import ScriptJob, ScriptStatus, Side, Status
+from ..verdict import Verdict
+
+if TYPE_CHECKING:
+    from .options import Options
+    from .results import StageResult
+    from .stage_kit import Progress
 
 CURVE_WARN = 2e-3  # per-step relative loss difference: a smoke check, never a gate
 
@@ -41,7 +47,7 @@ then: migrate validate TREE   (README: `migrate validate`, the protocol)"""
 MAX_RETRY_RANKS = 4  # the world sizes tried when the original refuses one: N, N+1, ... up to this (one node)
 
 
-def world_sizes(opts) -> list[int]:
+def world_sizes(opts: Options) -> list[int]:
     """The world sizes S2 tries, in order: the one asked for, then (one node only) the next ones up to
     :data:`MAX_RETRY_RANKS` (a script may accept only some: nanoGPT's accumulation steps must divide)."""
     first = opts.world_size * opts.nnodes
@@ -50,43 +56,46 @@ def world_sizes(opts) -> list[int]:
     return [first] + list(range(first + 1, max(first, MAX_RETRY_RANKS) + 1))
 
 
-def run_script_s2(opts, original: str, migrated: str, work: str, progress=None):
+def run_script_s2(opts: Options, original: str, migrated: str, work: str, progress: Progress = None) -> StageResult:
     """S2 at the first world size the original script accepts; "could not run" (not_run, never a failure)
     when the original fails at every one tried."""
     from .results import StageResult
-    from .stage_common import _failure_text
+    from .stage_kit import failure_text
 
     refused: list[str] = []
     for nprocs in world_sizes(opts):
         result, original_failure = _script_s2_at(opts, original, migrated, work, nprocs, progress)
         if original_failure is None:
-            if refused and result.status in ("pass", "warn"):
+            assert result is not None  # _script_s2_at gives the stage exactly when the original ran
+            if refused and result.status in (Verdict.PASS, Verdict.WARN):
                 result = replace(result, notes=result.notes + (f"the original script fails at {'; '.join(refused)}: "
                                                                f"S2 ran at {nprocs} ranks",))
             return result
         refused.append(f"{nprocs} ranks")
-        line = _failure_text(original_failure)
+        line = failure_text(original_failure)
     sizes = ", ".join(str(n) for n in world_sizes(opts))
-    return StageResult("S2", "not_run", summary=f"could not run: original fails at {sizes} ranks: {line}",
+    return StageResult("S2", Verdict.NOT_RUN, summary=f"could not run: original fails at {sizes} ranks: {line}",
                        reason=f"the original script fails under torchrun at every world size tried ({sizes}); "
                               "S2 says nothing about the migration")
 
 
-def _script_s2_at(opts, original: str, migrated: str, work: str, nprocs: int, progress=None):
+def _script_s2_at(opts: Options, original: str, migrated: str, work: str, nprocs: int,
+                  progress: Progress = None) -> tuple[StageResult | None, Status | None]:
     """(the stage at ``nprocs`` ranks, None) or (None, the original's failure) when the original fails there."""
     from . import launcher
     from .compare import Comparison, Run, compare_runs
     from .compare_train import compare_training
     from .results import StageResult
-    from .stage_common import _failure_text, _say, numeric_stage
+    from .stage_kit import failure_text, numeric_stage, say
 
-    _say(progress, f"S2 (script mode): {opts.script} under torchrun at {nprocs} ranks, original and migrated (fp32)")
+    say(progress, f"S2 (script mode): {opts.script} under torchrun at {nprocs} ranks, original and migrated (fp32)")
     base = os.path.join(work, f"script_s2_{nprocs}")
     shared = os.path.join(base, "shared")
     env = launcher.child_env(opts.seed, opts.threads)
     children = {}
     runs: tuple[tuple[str, Side, bool], ...] = (("G", "original", True), ("T32", "migrated", False))
     per_node = nprocs // opts.nnodes
+    assert opts.script is not None  # script mode runs only with --script
     for key, side, writes in runs:
         job = ScriptJob(distributed=True, side=side, policy="fp32", writes_weights=writes,
                         tree=original if side == "original" else migrated, script=opts.script,
@@ -103,9 +112,9 @@ def _script_s2_at(opts, original: str, migrated: str, work: str, nprocs: int, pr
             side = "original" if key == "G" else "migrated"
             if key == "G" and failure.phase == "run":  # the original refuses this world size: not the migration
                 return None, failure
-            status = "error" if failure.phase in ("entry", "harness") else "fail"
+            status = Verdict.ERROR if failure.phase in ("entry", "harness") else Verdict.FAIL
             return StageResult("S2", status, summary=f"the {side} script failed under torchrun ({key})", bench=bench,
-                               reason=f"{side} script ({key}, {nprocs} ranks) {_failure_text(failure)}"), None
+                               reason=f"{side} script ({key}, {nprocs} ranks) {failure_text(failure)}"), None
     st = {k: r.statuses for k, r in results.items()}
     comparison = Comparison()
     worst = 0.0
@@ -113,16 +122,16 @@ def _script_s2_at(opts, original: str, migrated: str, work: str, nprocs: int, pr
         g, t = st["G"][rank], st["T32"][rank]
         golden = Run.load(g.step0)
         if golden is None:
-            return StageResult("S2", "error", summary="could not run", bench=bench,
+            return StageResult("S2", Verdict.ERROR, summary="could not run", bench=bench,
                                reason=f"the original script recorded no step on rank {rank}"), None
         comparison.extend(compare_runs(golden, None, Run.load(t.step0), None,
                                        label=f"rank{rank}/step0/", gate_unmatched=True))
-        diffs = _loss_diffs(t.losses, g.losses)
+        diffs = loss_diffs(t.losses, g.losses)
         worst = max([worst, *diffs])
     if st["G"][0].train and st["T32"][0].train:
         comparison.extend(compare_training(Run.load(st["G"][0].train), None, Run.load(st["T32"][0].train), None))
     curve = {"check": f"loss curves, {opts.curve_steps} steps on every rank (smoke check, not a gate)",
-             "status": "warn" if worst > CURVE_WARN else "pass", "worst": worst, "threshold": CURVE_WARN,
+             "status": Verdict.WARN if worst > CURVE_WARN else Verdict.PASS, "worst": worst, "threshold": CURVE_WARN,
              "message": f"max per-step relative loss difference T32 vs G over {nprocs} ranks {worst:.3g}"}
     notes = [f"script mode S2: {opts.script} {' '.join(opts.script_args)} under torch.distributed.run, "
              f"{nprocs} ranks, the script's own distributed code on both sides; autocast forced off (fp32 logic)",
@@ -131,7 +140,7 @@ def _script_s2_at(opts, original: str, migrated: str, work: str, nprocs: int, pr
                          extra_summary=f"script x{nprocs} (torchrun)"), None
 
 
-def _loss_diffs(migrated: Sequence[float], original: Sequence[float]) -> list[float]:
+def loss_diffs(migrated: Sequence[float], original: Sequence[float]) -> list[float]:
     """Per-step relative loss differences over the steps both sides ran."""
     n = min(len(migrated), len(original))
     return [abs(a - b) / max(abs(b), 1e-30) for a, b in zip(migrated[:n], original[:n])]

@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import os
 import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
-from ..records import DATA_PARALLEL, STAGE_OF, BenchJob, BenchStatus, Side
-from .options import Options
-from .stage_common import StageContext, _failure_text
+from ...records import DATA_PARALLEL, STAGE_OF, BenchJob, BenchStatus, Side
+from ..options import Options
+from ..results import StageResult
+from ..stage_kit import Progress, StageContext, failure_text
 
 CPU_LABEL = "CPU run: proves the measurement machinery, not hardware speed"
 
 
 def _variant(sid: str, opts: Options, ctx: StageContext) -> str | None:
+    """The one parallel variant S2/S3 is timed with (the first the program declares); None for S1."""
     if sid == "S1":
         return None
     variants = list(opts.dp_variants if sid == "S2" else opts.mp_variants)
@@ -35,7 +39,8 @@ def _variant(sid: str, opts: Options, ctx: StageContext) -> str | None:
 
 
 def _repeat(job: BenchJob, name: str, opts: Options, ranks: int) -> dict[str, Any]:
-    from . import launcher
+    """One timed child run: ``ok`` with the rank statuses, or the kind of failure (hang, nan, crash, error)."""
+    from .. import launcher
 
     env = launcher.child_env(opts.seed, opts.threads)
     if ranks > 1 or job.variant:
@@ -55,17 +60,18 @@ def _repeat(job: BenchJob, name: str, opts: Options, ranks: int) -> dict[str, An
     failure = res.failure()
     if failure is not None:
         kind = "error" if failure.phase in ("entry", "harness") else "crash"
-        return {"ok": False, "kind": kind, "reason": _failure_text(failure), "statuses": res.statuses}
+        return {"ok": False, "kind": kind, "reason": failure_text(failure), "statuses": res.statuses}
     return {"ok": True, "statuses": sorted(res.statuses, key=lambda s: s.rank or 0)}
 
 
-def _side(sid: str, side: Side, tree: str, variant: str | None, opts: Options, work: str,
-          progress) -> dict[str, Any]:
-    from .peaks import lookup
+def measure_side(sid: str, side: Side, tree: str, variant: str | None, opts: Options, work: str,
+                 progress: Progress) -> dict[str, Any]:
+    """One side's figures for stage ``sid``: the repeats, their failures, step time, throughput, MFU, memory."""
+    from ..peaks import lookup
 
     ranks = 1 if sid == "S1" else opts.world_size * opts.nnodes
     runs: list[list[BenchStatus]] = []
-    failures = []
+    failures: list[dict[str, Any]] = []
     for r in range(opts.repeats):
         repeat_dir = os.path.join(work, "bench", sid.lower(), side, f"repeat{r}")
         job = BenchJob(side=side, tree=tree, entry=opts.entry, seed=opts.seed, threads=opts.threads, stage=sid,
@@ -130,7 +136,7 @@ def _per_step(per_rank: list[int | None], data_parallel: bool) -> int | None:
     return sum(known) if data_parallel else known[0]
 
 
-RATIO_KEYS = (("step_time_median_s", lambda s: (s.get("step_time") or {}).get("median_s")),
+RATIO_KEYS: tuple[tuple[str, Callable[[dict[str, Any]], Any]], ...] = (("step_time_median_s", lambda s: (s.get("step_time") or {}).get("median_s")),
               ("samples_per_s", lambda s: s.get("samples_per_s")),
               ("tokens_per_s", lambda s: s.get("tokens_per_s")),
               ("achieved_tflops", lambda s: s.get("achieved_tflops")),
@@ -138,9 +144,17 @@ RATIO_KEYS = (("step_time_median_s", lambda s: (s.get("step_time") or {}).get("m
               ("peak_memory_bytes", lambda s: s.get("peak_memory_bytes")))
 
 
-def bench_stage(sid: str, opts: Options, original: str, migrated: str, work: str, ctx: StageContext,
-                progress=None) -> dict[str, Any] | None:
-    """The ``perf`` object of stage ``sid`` (None for S0: a plan check, nothing is timed)."""
+def run(ctx: StageContext, result: StageResult) -> StageResult:
+    """``result`` of the stage ``ctx.stage`` with its ``perf`` benchmark added (S0, a plan check: unchanged)."""
+    perf = stage_perf(ctx)
+    if perf is None:
+        return result
+    return replace(result, bench=dict(result.bench, perf=perf))
+
+
+def stage_perf(ctx: StageContext) -> dict[str, Any] | None:
+    """The ``perf`` object of stage ``ctx.stage`` (None for S0: a plan check, nothing is timed)."""
+    sid, opts = ctx.stage, ctx.opts
     if sid == "S0":
         return None
     variant = _variant(sid, opts, ctx)
@@ -151,10 +165,10 @@ def bench_stage(sid: str, opts: Options, original: str, migrated: str, work: str
                                        "timeout_s": opts.bench_timeout, "bf16_policy": opts.bf16_policy,
                                        "variant": variant,
                                        "step": "forward + backward (optimizer step not included)"}}
-    sides: list[tuple[Side, str]] = [("migrated", migrated)] if ctx.recorded is not None else \
-        [("original", original), ("migrated", migrated)]
+    sides: list[tuple[Side, str]] = [("migrated", ctx.migrated)] if ctx.recorded is not None else \
+        [("original", ctx.original), ("migrated", ctx.migrated)]
     for side, tree in sides:
-        perf[side] = _side(sid, side, tree, variant, opts, work, progress)
+        perf[side] = measure_side(sid, side, tree, variant, opts, ctx.work, ctx.progress)
     if ctx.recorded is not None:
         perf["original"] = {"skipped": "reference side recorded elsewhere (--compare): not benchmarked here"}
     ratio = {}
@@ -169,7 +183,7 @@ def bench_stage(sid: str, opts: Options, original: str, migrated: str, work: str
     return perf
 
 
-def scaling(stages, opts: Options) -> list[dict[str, Any]]:
+def scaling(stages: Sequence[StageResult], opts: Options) -> list[dict[str, Any]]:
     """1 card (S1) → N ranks (S2, S3) → supernode layout: throughput and efficiency
     throughput(N) / (N × throughput(1)) of the migrated side."""
     perfs = {s.id: (s.bench or {}).get("perf") for s in stages}

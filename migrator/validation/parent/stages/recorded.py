@@ -1,5 +1,8 @@
 """``--record`` / ``--compare``: the reference side run on one machine, packed with its status, and
-unpacked where the migrated side runs (paths pointed at the unpacked copy)."""
+unpacked where the migrated side runs (paths pointed at the unpacked copy).
+
+:func:`run` is the ``--record`` stage (S1's reference side only); :func:`record_result` the whole
+result of such a run; :func:`unpack` and :func:`read_recorded` the ``--compare`` side."""
 
 from __future__ import annotations
 
@@ -10,13 +13,12 @@ import tarfile
 from dataclasses import replace
 from typing import Any, Literal
 
-from .. import records
-from ..records import SideStatus
-from .compare import FAIL
-from .options import Options
-from .results import StageResult, ValidationResult
-from .stage_common import Progress, StageContext, ValidationSetupError, _failure_text, _say
-from .stage_s1 import _s1_jobs
+from ... import records
+from ...records import SideStatus
+from ...verdict import Verdict
+from ..results import StageResult, ValidationResult
+from ..stage_kit import StageContext, ValidationSetupError, failure_text
+from .s1 import side_jobs
 
 
 def _pack(src: str, dest: str) -> None:
@@ -31,7 +33,8 @@ def _pack(src: str, dest: str) -> None:
         shutil.copytree(src, dest)
 
 
-def _unpack(src: str, dest: str) -> str:
+def unpack(src: str, dest: str) -> str:
+    """The recorded reference (folder or tar archive) copied to ``dest``; ``dest``."""
     if os.path.isdir(src):
         shutil.copytree(src, dest)
         return dest
@@ -43,7 +46,7 @@ def _unpack(src: str, dest: str) -> str:
     return dest
 
 
-def _read_recorded(archive: str, shared: str) -> SideStatus:
+def read_recorded(archive: str, shared: str) -> SideStatus:
     """The reference side's status saved by ``--record``, its paths pointed at the unpacked copy."""
     path = os.path.join(shared, "status.json")
     if not os.path.isfile(path):
@@ -61,7 +64,7 @@ def _read_recorded(archive: str, shared: str) -> SideStatus:
 
 def _relocate(status: Any, old_root: str, new_root: str) -> Any:
     """Recorded statuses hold absolute paths of the recording host: point them at the unpacked copy."""
-    def fix(value):
+    def fix(value: Any) -> Any:
         if isinstance(value, str) and value.startswith(old_root):
             return new_root + value[len(old_root):]
         if isinstance(value, dict):
@@ -73,35 +76,41 @@ def _relocate(status: Any, old_root: str, new_root: str) -> Any:
     return fix(status)
 
 
-def _record(opts: Options, original: str, work: str, ctx: StageContext, progress: Progress) -> ValidationResult:
+def run(ctx: StageContext) -> StageResult:
     """``--record``: run the reference side only and save weights, batches, dumps and manifest."""
-    from . import launcher
+    from .. import launcher
 
-    shared = ctx.shared
-    orig_job, _ = _s1_jobs(opts, original, original, work, shared)
-    _say(progress, f"recording the reference side (G fp32, R bf16) into {opts.record}")
+    opts, shared = ctx.opts, ctx.shared
+    orig_job, _ = side_jobs(ctx)
+    ctx.say(f"recording the reference side (G fp32, R bf16) into {opts.record}")
     res = launcher.wait(launcher.start(orig_job, "original", launcher.child_env(opts.seed, opts.threads), opts.timeout),
                         SideStatus)
     failure = res.failure()
     status = res.status
-    layers = {"original": dict(status.layers)}
+    ctx.layers = {"original": dict(status.layers)}
     if failure is not None:
-        verdict = "error" if failure.phase in ("entry", "harness") else FAIL
-        stage = StageResult("S1", verdict, summary="reference side failed", reason=f"original {_failure_text(failure)}")
+        verdict = Verdict.ERROR if failure.phase in ("entry", "harness") else Verdict.FAIL
+        stage = StageResult("S1", verdict, summary="reference side failed", reason=f"original {failure_text(failure)}")
     else:
         records.write(replace(status, shared_root=shared), os.path.join(shared, "status.json"))
-        from .reference_meta import write_meta
+        from ..reference_meta import write_meta
 
-        ctx.manifest["reference"] = write_meta(shared, original, status.device)
-        assert opts.record is not None  # _record runs only with --record
+        ctx.manifest["reference"] = write_meta(shared, ctx.original, status.device)
+        assert opts.record is not None  # this stage runs only with --record
         _pack(shared, opts.record)
-        stage = StageResult("S1", "not_run", summary="reference recorded",
+        stage = StageResult("S1", Verdict.NOT_RUN, summary="reference recorded",
                             reason=f"reference side recorded to {opts.record}; run `migrate validate --compare "
                                    f"{opts.record}` where the migrated side runs",
                             bench={"seconds": round(res.seconds, 2)})
     ctx.manifest.update(weights_sha256=status.weights_sha256, batch_sha256=dict(status.batch_sha256),
-                           determinism={"original": dict(status.manifest)}, devices={"original": status.device})
-    others = [StageResult(s, "not_run", reason="--record runs the reference side only") for s in ("S0", "S2", "S3")]
+                        determinism={"original": dict(status.manifest)}, devices={"original": status.device})
+    return stage
+
+
+def record_result(ctx: StageContext) -> ValidationResult:
+    """The result of a ``--record`` run: the recorded S1, the other stages not run."""
+    stage = run(ctx)
+    others = [StageResult(s, Verdict.NOT_RUN, reason="--record runs the reference side only") for s in ("S0", "S2", "S3")]
     stages = (others[0], stage, *others[1:])
-    return ValidationResult(original=original, migrated=None, stages=stages, layers=layers, manifest=ctx.manifest,
-                            notes=(f"reference recorded to {opts.record}",), mode="record")
+    return ValidationResult(original=ctx.original, migrated=None, stages=stages, layers=ctx.layers,
+                            manifest=ctx.manifest, notes=(f"reference recorded to {ctx.opts.record}",), mode="record")
