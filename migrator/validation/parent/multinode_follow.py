@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import records
+from ..verdict import Verdict
 from . import launcher, multinode
 from .multinode import Link, NodeLost
 from .node_spec import NodeSpec
@@ -58,8 +59,8 @@ def _stage_doc(stage: StageResult) -> dict[str, Any]:
 
 
 def _lost_result(opts: Options, original: str, why: str) -> ValidationResult:
-    stages = tuple(StageResult(sid, "error", summary="lost node", reason=why) if sid in opts.stages and
-                   sid in ("S2", "S3") else StageResult(sid, "not_run", reason="not run on this node")
+    stages = tuple(StageResult(sid, Verdict.ERROR, summary="lost node", reason=why) if sid in opts.stages and
+                   sid in ("S2", "S3") else StageResult(sid, Verdict.NOT_RUN, reason="not run on this node")
                    for sid in ("S0", "S1", "S2", "S3"))
     return ValidationResult(original=original, migrated=opts.migrated, stages=stages, notes=(why,))
 
