@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
@@ -60,11 +59,11 @@ def round_weights(model: torch.nn.Module) -> Tensors:
 
 
 def save_tensors(tensors: Tensors, path: str) -> None:
-    from safetensors.torch import save_file
+    from safetensors.torch import save
 
-    tmp = path + ".tmp"
-    save_file({k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}, tmp)
-    os.replace(tmp, path)
+    from migrator import safe_write
+
+    safe_write.write_bytes(path, save({k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}))
 
 
 def load_tensors(path: str) -> Tensors:
@@ -111,8 +110,9 @@ def save_batch(batch: Any, path_prefix: str) -> str:
     tensors: Tensors = {}
     spec = _flatten_batch(batch, "", tensors)
     save_tensors(tensors, path_prefix + ".safetensors")
-    with open(path_prefix + ".json", "w", encoding="utf-8") as fh:
-        json.dump(spec, fh)
+    from migrator import safe_write
+
+    safe_write.write_text(path_prefix + ".json", json.dumps(spec))
     return batch_hash(batch)
 
 

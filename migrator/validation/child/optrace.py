@@ -316,10 +316,12 @@ def run_optrace(job: TraceJob) -> dict[str, Any]:
             if job.module == LOSS_TARGET:
                 with tracer.trace():
                     entry.loss_fn(out, data)
-        from safetensors.torch import save_file
+        from safetensors.torch import save
+
+        from migrator import safe_write
 
         os.makedirs(job.out, exist_ok=True)
-        save_file({**tracer.tensors, **buffers}, os.path.join(job.out, "ops.safetensors"))
+        safe_write.write_bytes(os.path.join(job.out, "ops.safetensors"), save({**tracer.tensors, **buffers}))
         with open(os.path.join(job.out, "ops.json"), "w", encoding="utf-8") as fh:
             json.dump({"events": tracer.events, "modules": tracer.modules, "buffers": sorted(buffers)}, fh)
         status.update(ok=True, ops=len(tracer.events))

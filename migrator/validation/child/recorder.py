@@ -301,10 +301,12 @@ class Recorder:
     # ------------------------------------------------------------------ output
     def save(self, out_dir: str, meta: dict[str, Any] | None = None) -> str:
         """Write ``tensors.safetensors`` and ``dump.json`` (msprobe format + a ``migrate`` section)."""
-        from safetensors.torch import save_file
+        from safetensors.torch import save
+
+        from migrator import safe_write
 
         os.makedirs(out_dir, exist_ok=True)
-        save_file(dict(self.tensors), os.path.join(out_dir, "tensors.safetensors"))
+        safe_write.write_bytes(os.path.join(out_dir, "tensors.safetensors"), save(dict(self.tensors)))
         doc = {
             "task": "tensor",
             "level": "mix",
@@ -315,8 +317,7 @@ class Recorder:
                         **(meta or {})},
         }
         path = os.path.join(out_dir, "dump.json")
-        with open(path, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, default=_json_default)
+        safe_write.write_text(path, json.dumps(doc, default=_json_default))
         return path
 
 

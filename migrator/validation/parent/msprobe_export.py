@@ -18,6 +18,8 @@ import json
 import os
 import re
 
+from migrator import safe_write
+
 _STEP = re.compile(r"^step(\d+)$")
 _RANK = re.compile(r"^rank(\d+)$")
 
@@ -61,12 +63,9 @@ def export_run(run_dir: str, dest: str) -> int:
     for e in read_events(doc, os.path.join(run_dir, DUMP_FILE)):
         if e.kind.startswith("forward") and e.module and e.scope and e.scope != e.module:
             construct.setdefault(f"Module.{e.module}.{e.cls}.forward", f"Module.{e.scope}")
-    with open(os.path.join(dest, "dump.json"), "w", encoding="utf-8") as fh:
-        json.dump(out, fh, indent=1, default=str)
-    with open(os.path.join(dest, "stack.json"), "w", encoding="utf-8") as fh:
-        json.dump({}, fh)
-    with open(os.path.join(dest, "construct.json"), "w", encoding="utf-8") as fh:
-        json.dump(construct, fh, indent=1)
+    safe_write.write_text(os.path.join(dest, "dump.json"), json.dumps(out, indent=1, default=str))
+    safe_write.write_text(os.path.join(dest, "stack.json"), json.dumps({}))
+    safe_write.write_text(os.path.join(dest, "construct.json"), json.dumps(construct, indent=1))
     return count
 
 

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from migrator import safe_write
+
 from .node_spec import NodeSpec
 
 HEARTBEAT_SECONDS = 0.5
@@ -171,8 +173,7 @@ def unpack(data: bytes, folder: str, node: int, rebase: dict[str, str]) -> None:
             if os.path.basename(target).startswith("status") and target.endswith(".json"):
                 body = json.dumps(rebased(json.loads(body), rebase)).encode()
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            with open(target, "wb") as fh:
-                fh.write(body)
+            safe_write.write_bytes(target, body)
 
 
 def rebased(value: Any, prefixes: dict[str, str]) -> Any:

@@ -9,7 +9,7 @@ import json
 import os
 from importlib import metadata
 
-from migrator import __version__
+from migrator import __version__, safe_write
 
 from .stage_kit import ValidationSetupError
 
@@ -45,8 +45,7 @@ def _release(version: str | None) -> str:
 def write_meta(shared: str, original: str, device: str | None) -> dict:
     meta = {"format": FORMAT, "program_digest": program_digest(original), "torch": torch_version(),
             "device": device, "migrate": __version__}
-    with open(os.path.join(shared, META_FILE), "w", encoding="utf-8") as fh:
-        json.dump(meta, fh, indent=1, sort_keys=True)
+    safe_write.write_text(os.path.join(shared, META_FILE), json.dumps(meta, indent=1, sort_keys=True))
     return meta
 
 
