@@ -71,13 +71,6 @@ def gpt_reference(validate_tmp) -> Path:
 
 
 @pytest.fixture(scope="session")
-def gpt_reference_step0(validate_tmp) -> Path:
-    """The original side of samples/gpt on the step-0 batch only (dense, Sq != Skv): the reference of
-    the mutations whose slip shows in that batch's forward/backward (the 3 training steps still run)."""
-    return _once(validate_tmp / "gpt-reference-step0", lambda dest: _record("gpt", dest, steps=(0,)))
-
-
-@pytest.fixture(scope="session")
 def moe_reference(validate_tmp) -> Path:
     return _once(validate_tmp / "moe-reference", lambda dest: _record("moe", dest))
 

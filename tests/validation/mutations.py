@@ -26,8 +26,6 @@ class Mutation:
     passes: str = ""                  # substring of a check row that must still pass (a bf16-only bug: fp32 logic)
     op: str = ""                      # substring of first_divergence: the first divergent op and its argument diff
     script: tuple[str, ...] = ()      # script mode: run the unmodified train.py with these arguments
-    step0: bool = False               # the slip shows in S1's step-0 batch (dense, Sq != Skv) forward/backward:
-    #                                   compared against the one-batch recording, half the S1 work
 
     def apply(self, migrated: Path, dest: Path) -> Path:
         # bytecode another worker may be writing into the shared tree is not part of the migration
@@ -62,28 +60,28 @@ _ROPE_BF16_ANGLES = (
 MUTATIONS = (
     Mutation("attn_scale", "gpt", "model.py", (("scale=scale, ", ""),), "S1", "blocks.0.attn (Attention)",
              "npu_fusion_attention scale left at its default 1.0 instead of 1/sqrt(head_dim)",
-             op="scale: 1 (npu default) vs 0.25 (flash_attn default 1/√16)", step0=True),
+             op="scale: 1 (npu default) vs 0.25 (flash_attn default 1/√16)"),
     Mutation("mask_polarity", "gpt", "model.py",
              (("        mask = torch.triu(torch.ones(2048, 2048, dtype=torch.bool, device=q.device), diagonal=1)\n"
                "        sparse_mode = 3 if causal_align == \"bottom_right\" else 2\n", _SDPA_POLARITY_MASK),),
              "S1", "blocks.0.attn (Attention)",
              "an SDPA-style keep-mask (True = attend) passed as atten_mask (True = masked out)",
-             op="mask polarity: bool [32, 36], True = masked out (atten_mask) vs no mask", step0=True),
+             op="mask polarity: bool [32, 36], True = masked out (atten_mask) vs no mask"),
     Mutation("causal_top_left", "gpt", "model.py", (('causal_align="bottom_right"', 'causal_align="top_left"'),),
              "S1", "blocks.0.attn (Attention)",
              "causal mask aligned top-left (sparse_mode 2) on the Sq != Skv memory-slot path; flash-attn is bottom-right",
-             op="causal alignment: top-left (sparse_mode 2) vs bottom-right (flash_attn >= 2.1 causal=True)", step0=True),
+             op="causal alignment: top-left (sparse_mode 2) vs bottom-right (flash_attn >= 2.1 causal=True)"),
     Mutation("layout_bnsd", "gpt", "model.py", (('q, k, v, q.shape[2], "BSND",', 'q, k, v, q.shape[2], "BNSD",'),),
-             "S1", "blocks.0.attn (Attention)", "(B, S, N, D) tensors declared as BNSD", step0=True),
+             "S1", "blocks.0.attn (Attention)", "(B, S, N, D) tensors declared as BNSD"),
     Mutation("keep_prob", "gpt", "model.py", (("keep_prob=1.0 - dropout_p", "keep_prob=0.9"),), "S1",
              "blocks.0.attn (Attention)", "keep_prob hard-coded to 0.9 instead of 1 - dropout_p",
-             op="keep_prob: 0.9 (keep_prob) vs 1 (1 - dropout_p)", step0=True),
+             op="keep_prob: 0.9 (keep_prob) vs 1 (1 - dropout_p)"),
     Mutation("rmsnorm_eps", "gpt", "model.py", (("epsilon=self.eps)[0]", ")[0]"),), "S1",
              "blocks.0.attn_norm (_MigrateRMSNorm)", "npu_rms_norm called without epsilon: its 1e-6 default, not 1e-5",
-             op="eps: 1e-06 (npu default) vs 1e-05 (FusedRMSNorm(eps=...))", step0=True),
+             op="eps: 1e-06 (npu default) vs 1e-05 (FusedRMSNorm(eps=...))"),
     Mutation("layernorm_eps", "gpt", "model.py", (("nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps,", "nn.LayerNorm(cfg.n_embd, eps=1e-6,"),),
              "S1", "ln_f (LayerNorm)", "final LayerNorm eps 1e-6 instead of the configured 1e-5",
-             op="eps: 1e-06 (given) vs 1e-05 (FusedLayerNorm(eps=...))", step0=True),
+             op="eps: 1e-06 (given) vs 1e-05 (FusedLayerNorm(eps=...))"),
     Mutation("adam_weight_decay", "gpt", "validate.py", ((", weight_decay=0.0)", ")"),), "S1", "optimizer",
              "FusedAdam's weight_decay default (0) lost: the replacement optimizer's default 1e-2 applies",
              op="weight_decay: 0.01 (AdamW) vs 0 (FusedAdam)"),
@@ -99,20 +97,20 @@ MUTATIONS = (
                "            x = x + self.attn(self.attn_norm(x), cos, sin, cu_seqlens, max_seqlen)\n"
                "            return x + self.mlp(self.mlp_norm(x))\n"),),
              "S1", "", "autocast switched off inside every block: fp32 compute where the original ran bf16",
-             status="warn", check="precision policy", step0=True),
+             status="warn", check="precision policy"),
     Mutation("rope_bf16_angles", "gpt", "model.py",
              (("    def forward(self, positions):\n        return self.cos[positions], self.sin[positions]\n",
                _ROPE_BF16_ANGLES),),
              "S1", "rotary (Rotary)", "rotary angles computed in bf16 under autocast: exact in fp32, off by up to "
              "0.1 rad in bf16 (a bf16-only bug: only the bf16 ratio can see it)",
-             check="bf16 tolerance", passes="fp32 logic", step0=True),
+             check="bf16 tolerance", passes="fp32 logic"),
     Mutation("no_unscale", "gpt", "validate.py", (("    scaler.unscale_(optimizer)\n", ""),), "S1", "training step",
              "scaler.unscale_ dropped before clip_grad_norm_: the scaled grads are clipped, then unscaled by step",
              check="params after k training steps, fp32",
              op="clip (clip_grad_norm_) runs where the original runs unscale (scaler.unscale_)"),
     Mutation("loss_sum", "gpt", "validate.py",
              (('batch["targets"].flatten())', 'batch["targets"].flatten(), reduction="sum")'),), "S1", "loss_fn",
-             "loss reduced with sum instead of mean", op="reduction: sum (given) vs mean (F.cross_entropy default)", step0=True),
+             "loss reduced with sum instead of mean", op="reduction: sum (given) vs mean (F.cross_entropy default)"),
     Mutation("ddp_no_average", "gpt", "validate.py",
              (("    return DDP(model, process_group=mesh.get_group() if mesh is not None else None)",
                "    ddp = DDP(model, process_group=mesh.get_group() if mesh is not None else None)\n"
@@ -122,7 +120,7 @@ MUTATIONS = (
                "        return work.get_future().then(lambda fut: fut.value()[0])\n\n"
                "    ddp.register_comm_hook(ddp.process_group, allreduce_sum)\n"
                "    return ddp"),),
-             "S2", "gradient reduction", "DDP gradient summed over ranks without the 1/N average", step0=True),
+             "S2", "gradient reduction", "DDP gradient summed over ranks without the 1/N average"),
     Mutation("script_ddp_sum", "gpt", "train.py",
              (("from model import GPT, GPT_CONFIGS\n",
                "from model import GPT, GPT_CONFIGS\n\n\n"
