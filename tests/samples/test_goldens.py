@@ -116,7 +116,7 @@ STAGES_JUDGED = {"resnet": ("S1",)}
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sample", [s for s in SAMPLES if s not in VALIDATED_ELSEWHERE])
-def test_golden_npu_output_passes_validation(sample, tmp_path):
+def test_golden_npu_output_passes_validation(sample: str, tmp_path: Path) -> None:
     """The committed npu migration passes validation (S1-S3, or the stages ``STAGES_JUDGED`` names)
     under the torch_npu emulation (stages a sample does not declare report "not run")."""
     pytest.importorskip("torch")
