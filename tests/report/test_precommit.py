@@ -1,6 +1,7 @@
-"""The real pre-commit, end to end: `pre-commit try-repo` installs this repository's hooks from a
-git copy of the working tree (try-repo clones a commit, and would only carry tracked files of an
-uncommitted tree) and runs them in a fresh repository with a committed CUDA file."""
+"""The real pre-commit, end to end: `pre-commit run` installs this repository's hooks from a git copy
+of the working tree (pre-commit clones a commit, and would only carry tracked files of an uncommitted
+tree) and runs them in a fresh repository with a committed CUDA file. One pre-commit home serves both
+runs, so the package is installed once (`try-repo` makes a fresh store per call: two installs)."""
 
 from __future__ import annotations
 
@@ -58,10 +59,19 @@ def _hook_repo(dest: Path) -> Path:
     return dest
 
 
-def _try_repo(cmd: list[str], hook_repo: Path, project: Path, tmp_path: Path, *hook: str):
+def _hook_config(hook_repo: Path, dest: Path) -> Path:
+    """A config naming the hook repository at its commit, hooks in id order (as `try-repo` lists them)."""
+    rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=hook_repo, capture_output=True, text=True,
+                         check=True, env={**os.environ, **GIT_ENV}).stdout.strip()
+    dest.write_text(f"repos:\n- repo: {hook_repo}\n  rev: {rev}\n  hooks:\n"
+                    "  - id: migrate-fix\n  - id: migrate-scan\n")
+    return dest
+
+
+def _run_hooks(cmd: list[str], config: Path, project: Path, tmp_path: Path, *hook: str) -> tuple[int, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
     env.update(GIT_ENV, PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"), PRE_COMMIT_COLOR="never")
-    proc = subprocess.run([*cmd, "try-repo", str(hook_repo), *hook, "--all-files", "--verbose"],
+    proc = subprocess.run([*cmd, "run", "--config", str(config), *hook, "--all-files", "--verbose"],
                           cwd=project, capture_output=True, text=True, env=env, timeout=600)
     out = proc.stdout + proc.stderr
     if proc.returncode == 3 and ("Could not find a version" in out or "No matching distribution" in out
@@ -70,11 +80,11 @@ def _try_repo(cmd: list[str], hook_repo: Path, project: Path, tmp_path: Path, *h
     return proc.returncode, out
 
 
-def test_migrate_scan_hook_fails_then_fix_hook_fixes(tmp_path):
+def test_migrate_scan_hook_fails_then_fix_hook_fixes(tmp_path: Path) -> None:
     cmd = _pre_commit()
     if cmd is None:
         pytest.skip("pre-commit is not installed (pip install pre-commit)")
-    hook_repo = _hook_repo(tmp_path / "hooks")
+    config = _hook_config(_hook_repo(tmp_path / "hooks"), tmp_path / "hooks-config.yaml")
     project = tmp_path / "project"
     project.mkdir()
     (project / "train.py").write_text("import torch\nx = torch.zeros(2).cuda()\n")
@@ -86,7 +96,7 @@ def test_migrate_scan_hook_fails_then_fix_hook_fixes(tmp_path):
     _git(project, "add", "-A")
     _git(project, "commit", "-q", "-m", "cuda code")
 
-    rc, out = _try_repo(cmd, hook_repo, project, tmp_path, "migrate-scan")
+    rc, out = _run_hooks(cmd, config, project, tmp_path, "migrate-scan")
     assert rc == 1, out
     assert "train.py:2:" in out and "DEV010" in out and "Failed" in out
     assert "NOTES.md" not in out and "MIG00" not in out  # the files regex kept the Markdown file out
@@ -94,7 +104,7 @@ def test_migrate_scan_hook_fails_then_fix_hook_fixes(tmp_path):
 
     # both hooks, in id order: migrate-fix rewrites train.py (pre-commit fails it: files were
     # modified), then migrate-scan sees the fixed file and passes
-    rc, out = _try_repo(cmd, hook_repo, project, tmp_path)
+    rc, out = _run_hooks(cmd, config, project, tmp_path)
     assert rc == 1, out
     assert "files were modified by this hook" in out, out
     scan_line = next(line for line in out.splitlines() if line.startswith("migrate scan"))

@@ -109,16 +109,21 @@ def test_every_sample_is_validated_somewhere():
     assert all(f'"samples/{s}"' in text or f'"samples" / "{s}"' in text for s in VALIDATED_ELSEWHERE)
 
 
+# the stages a sample's run is judged on: resnet (plain DDP, no parallelize) was never required to pass
+# S2/S3, and running them only to see "not a failure" was 60% of its cost (51.5 -> 19.3 CPU s, issue 27)
+STAGES_JUDGED = {"resnet": ("S1",)}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("sample", [s for s in SAMPLES if s not in VALIDATED_ELSEWHERE])
-def test_golden_npu_output_passes_validation(sample, tmp_path):
-    """The committed npu migration passes validation S1-S3 under the torch_npu emulation (stages a
-    sample does not declare report "not run")."""
+def test_golden_npu_output_passes_validation(sample: str, tmp_path: Path) -> None:
+    """The committed npu migration passes validation (S1-S3, or the stages ``STAGES_JUDGED`` names)
+    under the torch_npu emulation (stages a sample does not declare report "not run")."""
     pytest.importorskip("torch")
-    result = api.validate(
-        SAMPLES_DIR / sample, migrated=GOLDEN / sample / "npu", stages=("S1", "S2", "S3"), work_dir=str(tmp_path)
-    )
+    stages = STAGES_JUDGED.get(sample, ("S1", "S2", "S3"))
+    result = api.validate(SAMPLES_DIR / sample, migrated=GOLDEN / sample / "npu", stages=stages, work_dir=str(tmp_path))
     statuses = {s.id: s.status for s in result.stages}
     assert statuses["S1"] == "pass", result
     assert all(status in ("pass", "warn", "not_run") for status in statuses.values()), statuses
-    assert any(status == "pass" for sid, status in statuses.items() if sid in ("S2", "S3")) or sample == "resnet"
+    if "S2" in stages or "S3" in stages:
+        assert any(status == "pass" for sid, status in statuses.items() if sid in ("S2", "S3")), statuses
