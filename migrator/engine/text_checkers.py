@@ -6,13 +6,13 @@ either an `impl` name or a `$...` pseudo-symbol resolved through the catalogue b
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
 from migrator.engine import shell_words
+from migrator.engine.docker_view import DockerShellView, docker_escape
 from migrator.engine.python_checker import ENV_TOKEN, NVIDIA_SMI
 
 if TYPE_CHECKING:
@@ -252,7 +252,6 @@ def _package_hits(manager: str, word: str, line: int, col: int) -> Iterator[Text
 
 DOCKER_INSTRUCTION = re.compile(r"^(\s*)([A-Za-z]+)(?=\s|$)")
 DOCKER_SHELL_INSTRUCTIONS = {"RUN", "CMD", "ENTRYPOINT", "ENV", "ARG", "HEALTHCHECK", "SHELL", "ONBUILD"}
-DOCKER_ESCAPE = re.compile(r"^#\s*escape\s*=\s*(\S)", re.IGNORECASE)
 # images that ship the CUDA runtime: NVIDIA's own, NGC, pytorch/pytorch (CUDA builds unless `-cpu`),
 # and any image whose reference names cuda, cudnn or a `gpu` variant
 CUDA_IMAGE = re.compile(
@@ -270,8 +269,8 @@ def _container_image(rest: str) -> tuple[str, int] | None:
 
 def check_dockerfile(lines: tuple[str, ...]) -> Iterator[TextHit]:
     """FROM images, RUN/ENV/ARG/CMD/ENTRYPOINT bodies through the shell checker (continuations joined)."""
-    escape = _docker_escape(lines)
-    view = _DockerShellView()
+    escape = docker_escape(lines)
+    view = DockerShellView()
     stages: set[str] = set()
     instruction, continuing = "", False
     for number, raw in enumerate(lines, 1):
@@ -298,33 +297,6 @@ def check_dockerfile(lines: tuple[str, ...]) -> Iterator[TextHit]:
     yield from check_shell(tuple(view.lines))
 
 
-def _docker_escape(lines: tuple[str, ...]) -> str:
-    """The line-continuation character: `\\`, or the `# escape=` parser directive's."""
-    escape = "\\"
-    for raw in lines[:5]:
-        m = DOCKER_ESCAPE.match(raw)
-        if m:
-            escape = m.group(1)
-    return escape
-
-
-class _DockerShellView:
-    """The Dockerfile as the shell checker reads it: shell bodies in their columns, other lines blank."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-        self.exec_lines: list[int] = []  # the view lines of the current shell-run instruction
-        self.exec_text = ""  # its body, continuations joined
-
-    def add(self, line: str, body: str, continuing: bool) -> None:
-        self.lines.append(line)
-        self.exec_lines.append(len(self.lines) - 1)
-        self.exec_text += body.rstrip()[:-1] if continuing else body
-        if not continuing:
-            _exec_form_as_words(self.lines, self.exec_lines, self.exec_text)
-            self.exec_lines, self.exec_text = [], ""
-
-
 def _base_image_hits(body: str, body_start: int, number: int, stages: set[str]) -> Iterator[TextHit]:
     """A FROM line's CUDA base image (not an earlier stage's name); its `AS name` joins `stages`."""
     found = _container_image(body)
@@ -337,28 +309,6 @@ def _base_image_hits(body: str, body_start: int, number: int, stages: set[str]) 
         yield TextHit("impl:cuda-base-image", number, col, col + len(image), image)
     if alias:
         stages.add(alias.group(1).lower())
-
-
-JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-
-
-def _exec_form_as_words(view: list[str], indexes: list[int], body: str) -> None:
-    """`RUN ["pip", "install", "x"]` (a JSON array, possibly over continued lines) becomes the words
-    `pip install x` at the columns they are written, for the shell checker."""
-    try:
-        argv = json.loads(body)
-    except ValueError:
-        return  # shell form
-    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
-        return
-    for i in indexes:
-        line, blanked, end = view[i], [], 0
-        for m in JSON_STRING.finditer(line):
-            inner = m.group(0)[1:-1]
-            blanked.append(" " * (m.start() - end + 1) + (inner if "\\" not in inner else " " * len(inner)) + " ")
-            end = m.end()
-        continued = i != indexes[-1]
-        view[i] = "".join(blanked) + (" \\" if continued else "")
 
 
 # CUDA-only distributions (normalised names). `apex` only counts when installed from git:
