@@ -95,12 +95,20 @@ def normalise_code(value: str) -> str:
 
 
 def load_settings(root: Path) -> Settings:
-    from migrator.input_files import MAX_SMALL_BYTES, read_text
-
     path = root / "pyproject.toml"
     base = Settings(root=root)
-    if not os.path.lexists(path):
+    section = _migrate_section(path, root)
+    if section is None:
         return base
+    return replace(base, **_section_changes(section, path, root))
+
+
+def _migrate_section(path: Path, root: Path) -> dict[str, Any] | None:
+    """The `[tool.migrate]` table of pyproject.toml, or None when there is no file or no such table."""
+    from migrator.input_files import MAX_SMALL_BYTES, read_text
+
+    if not os.path.lexists(path):
+        return None
     try:
         data = tomllib.loads(read_text(path, MAX_SMALL_BYTES, root))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -112,7 +120,7 @@ def load_settings(root: Path) -> Settings:
         raise ConfigError(f"{path}: `tool` must be a table ([tool.*] sections), not {type(tool).__name__}")
     section = (tool or {}).get("migrate")
     if section is None:
-        return base
+        return None
     if not isinstance(section, dict):
         raise ConfigError(f"{path}: [tool.migrate] must be a table")
     unknown = sorted(set(section) - KNOWN_KEYS)
@@ -121,54 +129,74 @@ def load_settings(root: Path) -> Settings:
             f"{path}: unknown key(s) in [tool.migrate]: {', '.join(unknown)} "
             f"(known: {', '.join(sorted(KNOWN_KEYS))})"
         )
+    return section
+
+
+# keys whose value must be one of a fixed set: (toml key, Settings field, allowed values)
+_CHOICE_KEYS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("fail-on", "fail_on", tuple(FAIL_LEVELS)),
+    ("target", "target", TARGETS),
+    ("soc", "soc", SOCS),
+    ("route", "route", ROUTES),
+)
+
+
+def _section_changes(section: dict[str, Any], path: Path, root: Path) -> dict[str, Any]:
+    """Settings fields from a checked `[tool.migrate]` table; keys are checked in a fixed order."""
     changes: dict[str, Any] = {"config_file": path}
-    if "select" in section:
-        changes["select"] = _codes(section["select"], "select", path)
-    if "ignore" in section:
-        changes["ignore"] = _codes(section["ignore"], "ignore", path)
+    for key in ("select", "ignore"):
+        if key in section:
+            changes[key] = _codes(section[key], key, path)
+    excludes = _excludes(section, path)
+    if excludes is not None:
+        changes["exclude"] = excludes
+    if "per-file-ignores" in section:
+        changes["per_file_ignores"] = _per_file_ignores(section["per-file-ignores"], path)
+    for key, name, allowed in _CHOICE_KEYS:
+        if key in section:
+            changes[name] = _choice(section[key], key, allowed, path)
+    if "torch-npu-version" in section:
+        changes["torch_npu_version"] = str(section["torch-npu-version"])
+    if "baseline" in section:
+        changes["baseline"] = _baseline(section["baseline"], path, root)
+    return changes
+
+
+def _excludes(section: dict[str, Any], path: Path) -> tuple[str, ...] | None:
+    """`exclude` and `extend-exclude` together, or None when neither is given."""
+    found: tuple[str, ...] | None = None
     for key in ("exclude", "extend-exclude"):
         if key in section:
             value = section[key]
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ConfigError(f"{path}: [tool.migrate] {key} must be a list of glob patterns")
             _check_globs(value, key, path)
-            changes["exclude"] = tuple(changes.get("exclude", ())) + tuple(value)
-    if "per-file-ignores" in section:
-        pfi = section["per-file-ignores"]
-        if not isinstance(pfi, dict):
-            raise ConfigError(f"{path}: [tool.migrate] per-file-ignores must be a table of glob = [codes]")
-        _check_globs(list(pfi), "per-file-ignores", path)
-        changes["per_file_ignores"] = tuple(
-            (glob, _codes(codes, f"per-file-ignores.{glob}", path)) for glob, codes in sorted(pfi.items())
-        )
-    if "fail-on" in section:
-        if section["fail-on"] not in FAIL_LEVELS:
-            raise ConfigError(f"{path}: [tool.migrate] fail-on must be one of {', '.join(FAIL_LEVELS)}")
-        changes["fail_on"] = section["fail-on"]
-    if "target" in section:
-        if section["target"] not in TARGETS:
-            raise ConfigError(f"{path}: [tool.migrate] target must be one of {', '.join(TARGETS)}")
-        changes["target"] = section["target"]
-    if "soc" in section:
-        if section["soc"] not in SOCS:
-            raise ConfigError(f"{path}: [tool.migrate] soc must be one of {', '.join(SOCS)}")
-        changes["soc"] = section["soc"]
-    if "route" in section:
-        if section["route"] not in ROUTES:
-            raise ConfigError(f"{path}: [tool.migrate] route must be one of {', '.join(ROUTES)}")
-        changes["route"] = section["route"]
-    if "torch-npu-version" in section:
-        changes["torch_npu_version"] = str(section["torch-npu-version"])
-    if "baseline" in section:
-        if not isinstance(section["baseline"], str) or not section["baseline"] or "\0" in section["baseline"]:
-            raise ConfigError(f"{path}: [tool.migrate] baseline must be a file path (relative to {root})")
-        from migrator.input_files import inside_root
+            found = (found or ()) + tuple(value)
+    return found
 
-        if not inside_root(root / section["baseline"], root):
-            raise ConfigError(f"{path}: [tool.migrate] baseline {section['baseline']!r} resolves outside the project "
-                              f"root {root}: not read (give a path inside it, or --baseline on the command line)")
-        changes["baseline"] = root / section["baseline"]
-    return replace(base, **changes)
+
+def _per_file_ignores(pfi: Any, path: Path) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if not isinstance(pfi, dict):
+        raise ConfigError(f"{path}: [tool.migrate] per-file-ignores must be a table of glob = [codes]")
+    _check_globs(list(pfi), "per-file-ignores", path)
+    return tuple((glob, _codes(codes, f"per-file-ignores.{glob}", path)) for glob, codes in sorted(pfi.items()))
+
+
+def _choice(value: Any, key: str, allowed: tuple[str, ...], path: Path) -> str:
+    if value not in allowed:
+        raise ConfigError(f"{path}: [tool.migrate] {key} must be one of {', '.join(allowed)}")
+    return str(value)
+
+
+def _baseline(value: Any, path: Path, root: Path) -> Path:
+    from migrator.input_files import inside_root
+
+    if not isinstance(value, str) or not value or "\0" in value:
+        raise ConfigError(f"{path}: [tool.migrate] baseline must be a file path (relative to {root})")
+    if not inside_root(root / value, root):
+        raise ConfigError(f"{path}: [tool.migrate] baseline {value!r} resolves outside the project "
+                          f"root {root}: not read (give a path inside it, or --baseline on the command line)")
+    return root / value
 
 
 @dataclass(frozen=True)

@@ -114,41 +114,59 @@ def config_hits(parsed: ParsedConfig) -> list[ConfigHit]:
     occurrences: dict[int, int] = {}
     for e in parsed.entries:
         occurrences[e.scalar.ident] = occurrences.get(e.scalar.ident, 0) + 1
-
-    def whole(e: Entry, impl: str, symbol: str, replacement: str | None = None, message: str | None = None):
-        span = _sub_span(text, e.scalar, e.scalar.value) if e.scalar.is_str else None
-        start, end = span or (e.scalar.start, e.scalar.end)
-        if span is None:
-            replacement = None
-        hits.append(ConfigHit(f"impl:{impl}", start, end, symbol, replacement, message, e.path, e.is_key,
-                              e.scalar.value if e.scalar.is_str else "", occurrences[e.scalar.ident] > 1))
-
     for e in parsed.entries:
-        s = e.scalar
-        if s.is_str and s.value:
-            for m in ENV_TOKEN.finditer(s.value):
-                if not _names_env_variable(e, s.value, m):
-                    continue  # prose that mentions a variable (docs, log text) sets nothing
-                name = m.group(1)
-                nth = s.value[: m.start()].count(name)
-                span = _sub_span(text, s, name, nth)
-                start, end = span or (s.start, s.end)
-                hits.append(ConfigHit(f"sym:$env.{name}", start, end, name, None, None, e.path, e.is_key, name if span else "",
-                                      occurrences[s.ident] > 1))
-        if e.is_key or not s.is_str:
-            if not e.is_key and e.key in ATTN_BOOL_KEYS and s.value is True:
-                whole(e, "config-flash-attention", e.key)
-            continue
-        value = s.value
-        dev = DEVICE_VALUE.match(value)
-        if dev and e.key is not None and (DEVICE_KEY.search(e.key) or dev.group("rest")):
-            whole(e, "config-device-cuda", value, "npu" + (dev.group("rest") or ""))
-        elif NCCL_STRING.match(value) and e.key is not None and "backend" in e.key.lower():
-            whole(e, "config-nccl-backend", value, _nccl_replacement(value))
-        elif e.key in ATTN_KEYS and value in ATTN_VALUES:
-            whole(e, "config-flash-attention", value)
+        shared = occurrences[e.scalar.ident] > 1
+        hits.extend(_env_hits(text, e, shared))
+        found = _value_hit(e)
+        if found is not None:
+            impl, symbol, replacement = found
+            hits.append(_whole_hit(text, e, shared, impl, symbol, replacement))
     hits.extend(_deepspeed_hits(parsed))
     return _dedupe(hits)
+
+
+def _env_hits(text: str, e: Entry, shared: bool) -> Iterator[ConfigHit]:
+    """Environment variables a string sets or reads (`$CUDA_VISIBLE_DEVICES`, `NCCL_DEBUG=...`)."""
+    s = e.scalar
+    if not (s.is_str and s.value):
+        return
+    for m in ENV_TOKEN.finditer(s.value):
+        if not _names_env_variable(e, s.value, m):
+            continue  # prose that mentions a variable (docs, log text) sets nothing
+        name = m.group(1)
+        nth = s.value[: m.start()].count(name)
+        span = _sub_span(text, s, name, nth)
+        start, end = span or (s.start, s.end)
+        yield ConfigHit(f"sym:$env.{name}", start, end, name, None, None, e.path, e.is_key, name if span else "",
+                        shared)
+
+
+def _value_hit(e: Entry) -> tuple[str, str, str | None] | None:
+    """(implementation, symbol, replacement) when the entry's whole value is CUDA-specific."""
+    s = e.scalar
+    if e.is_key or not s.is_str:
+        if not e.is_key and e.key in ATTN_BOOL_KEYS and s.value is True:
+            return "config-flash-attention", str(e.key), None
+        return None
+    value = s.value
+    dev = DEVICE_VALUE.match(value)
+    if dev and e.key is not None and (DEVICE_KEY.search(e.key) or dev.group("rest")):
+        return "config-device-cuda", value, "npu" + (dev.group("rest") or "")
+    if NCCL_STRING.match(value) and e.key is not None and "backend" in e.key.lower():
+        return "config-nccl-backend", value, _nccl_replacement(value)
+    if e.key in ATTN_KEYS and value in ATTN_VALUES:
+        return "config-flash-attention", value, None
+    return None
+
+
+def _whole_hit(text: str, e: Entry, shared: bool, impl: str, symbol: str, replacement: str | None) -> ConfigHit:
+    """A hit on the whole scalar (the string's text without quotes when it is a string)."""
+    span = _sub_span(text, e.scalar, e.scalar.value) if e.scalar.is_str else None
+    start, end = span or (e.scalar.start, e.scalar.end)
+    if span is None:
+        replacement = None
+    return ConfigHit(f"impl:{impl}", start, end, symbol, replacement, None, e.path, e.is_key,
+                     e.scalar.value if e.scalar.is_str else "", shared)
 
 
 def _dedupe(hits: list[ConfigHit]) -> list[ConfigHit]:

@@ -120,40 +120,49 @@ def _parse_yaml(text: str) -> ParsedConfig:
     except (ValueError, RecursionError) as exc:
         raise ConfigParseError(f"invalid YAML: {exc}") from None
     parsed = ParsedConfig("yaml", text, docs, yaml_roots=roots)
-    scalars: dict[int, Scalar] = {}
+    walker = _YamlEntries(parsed)
+    for index, root in enumerate(roots):
+        if root is not None:
+            walker.walk(root, (index,), None, set())
+    return parsed
 
-    def scalar(node: yaml.ScalarNode) -> Scalar:
-        got = scalars.get(id(node))
+
+class _YamlEntries:
+    """Appends a YAML document's keys and scalars to `parsed.entries`, one Scalar per node."""
+
+    def __init__(self, parsed: ParsedConfig) -> None:
+        self.parsed = parsed
+        self.scalars: dict[int, Scalar] = {}
+
+    def scalar(self, node: yaml.ScalarNode) -> Scalar:
+        got = self.scalars.get(id(node))
         if got is None:
             value, is_str = _yaml_value(node)
-            got = scalars[id(node)] = Scalar(value, is_str, node.start_mark.index, node.end_mark.index, id(node))
+            got = self.scalars[id(node)] = Scalar(value, is_str, node.start_mark.index, node.end_mark.index, id(node))
         return got
 
-    def walk(node, path: tuple, key: str | None, active: set[int]) -> None:
+    def walk(self, node: yaml.Node, path: tuple[Any, ...], key: str | None, active: set[int]) -> None:
         if id(node) in active:
             return  # a recursive alias
         if isinstance(node, yaml.ScalarNode):
-            parsed.entries.append(Entry(path, key, scalar(node), False))
+            self.parsed.entries.append(Entry(path, key, self.scalar(node), False))
         elif isinstance(node, yaml.MappingNode):
-            active = active | {id(node)}
-            for k, v in node.value:
-                if k.tag == "tag:yaml.org,2002:merge":
-                    for base in v.value if isinstance(v, yaml.SequenceNode) else [v]:
-                        walk(base, path, key, active)  # merged keys act as keys of this mapping
-                    continue
-                name = k.value if isinstance(k, yaml.ScalarNode) else None
-                if isinstance(k, yaml.ScalarNode):
-                    parsed.entries.append(Entry(path + (name,), name, scalar(k), True))
-                walk(v, path + (name,), name, active)
+            self.mapping(node, path, key, active | {id(node)})
         elif isinstance(node, yaml.SequenceNode):
             active = active | {id(node)}
             for i, item in enumerate(node.value):
-                walk(item, path + (i,), key, active)
+                self.walk(item, path + (i,), key, active)
 
-    for index, root in enumerate(roots):
-        if root is not None:
-            walk(root, (index,), None, set())
-    return parsed
+    def mapping(self, node: yaml.MappingNode, path: tuple[Any, ...], key: str | None, active: set[int]) -> None:
+        for k, v in node.value:
+            if k.tag == "tag:yaml.org,2002:merge":
+                for base in v.value if isinstance(v, yaml.SequenceNode) else [v]:
+                    self.walk(base, path, key, active)  # merged keys act as keys of this mapping
+                continue
+            name = k.value if isinstance(k, yaml.ScalarNode) else None
+            if isinstance(k, yaml.ScalarNode):
+                self.parsed.entries.append(Entry(path + (name,), name, self.scalar(k), True))
+            self.walk(v, path + (name,), name, active)
 
 
 _JSON_LITERAL = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?|true|false|null|NaN|-?Infinity")
@@ -168,58 +177,67 @@ def _parse_json(text: str) -> ParsedConfig:
     except ValueError as exc:  # invalid, nested over MAX_DEPTH, or a number of over 4 300 digits
         raise ConfigParseError(f"invalid JSON: {exc}") from None
     parsed = ParsedConfig("json", text, [data])
-    counter = iter(range(1 << 62))
+    _JsonEntries(parsed, text).value(0, (0,), None)
+    return parsed
 
-    def ws(i: int) -> int:
-        return _JSON_WS.match(text, i).end()  # type: ignore[union-attr]  # `[ ...]*` always matches
 
-    def value(i: int, path: tuple, key: str | None) -> int:
-        i = ws(i)
+class _JsonEntries:
+    """Appends a JSON text's keys and scalars to `parsed.entries` and each container's span to
+    `parsed.containers`, reading the (already validated) text once more for positions."""
+
+    def __init__(self, parsed: ParsedConfig, text: str) -> None:
+        self.parsed = parsed
+        self.text = text
+        self.counter = iter(range(1 << 62))
+
+    def ws(self, i: int) -> int:
+        return _JSON_WS.match(self.text, i).end()  # type: ignore[union-attr]  # `[ ...]*` always matches
+
+    def value(self, i: int, path: tuple[Any, ...], key: str | None) -> int:
+        """Index past the value that starts at (or after whitespace from) `i`."""
+        text = self.text
+        i = self.ws(i)
         c = text[i]
-        if c == "{":
-            start = i
-            i = ws(i + 1)
-            if text[i] == "}":
-                parsed.containers[path] = (start, i + 1)
-                return i + 1
-            while True:
-                i = ws(i)
-                name, end = _scanstring(text, i + 1)
-                parsed.entries.append(Entry(path + (name,), name, Scalar(name, True, i, end, next(counter)), True))
-                i = ws(end) + 1  # past ':'
-                i = ws(value(i, path + (name,), name))
-                if text[i] == ",":
-                    i += 1
-                    continue
-                parsed.containers[path] = (start, i + 1)
-                return i + 1  # past '}'
-        if c == "[":
-            start = i
-            i = ws(i + 1)
-            if text[i] == "]":
-                parsed.containers[path] = (start, i + 1)
-                return i + 1
-            index = 0
-            while True:
-                i = ws(value(i, path + (index,), key))
-                index += 1
-                if text[i] == ",":
-                    i += 1
-                    continue
-                parsed.containers[path] = (start, i + 1)
-                return i + 1
+        if c in "{[":
+            start, i = i, self.ws(i + 1)
+            if text[i] in "}]":
+                end = i + 1
+            else:
+                end = self.object_items(i, path) if c == "{" else self.array_items(i, path, key)
+            self.parsed.containers[path] = (start, end)
+            return end
         if c == '"':
             s, end = _scanstring(text, i + 1)
-            parsed.entries.append(Entry(path, key, Scalar(s, True, i, end, next(counter)), False))
+            self.parsed.entries.append(Entry(path, key, Scalar(s, True, i, end, next(self.counter)), False))
             return end
         m = _JSON_LITERAL.match(text, i)
         assert m is not None, "json.loads accepted the text, so a literal starts here"
-        raw = m.group(0)
-        parsed.entries.append(Entry(path, key, Scalar(json.loads(raw), False, i, m.end(), next(counter)), False))
+        scalar = Scalar(json.loads(m.group(0)), False, i, m.end(), next(self.counter))
+        self.parsed.entries.append(Entry(path, key, scalar, False))
         return m.end()
 
-    value(0, (0,), None)
-    return parsed
+    def object_items(self, i: int, path: tuple[Any, ...]) -> int:
+        """Index past the `}` of a non-empty object whose first key starts at `i`."""
+        while True:
+            i = self.ws(i)
+            name, end = _scanstring(self.text, i + 1)
+            scalar = Scalar(name, True, i, end, next(self.counter))
+            self.parsed.entries.append(Entry(path + (name,), name, scalar, True))
+            i = self.ws(end) + 1  # past ':'
+            i = self.ws(self.value(i, path + (name,), name))
+            if self.text[i] != ",":
+                return i + 1  # past '}'
+            i += 1
+
+    def array_items(self, i: int, path: tuple[Any, ...], key: str | None) -> int:
+        """Index past the `]` of a non-empty array whose first item starts at `i`."""
+        index = 0
+        while True:
+            i = self.ws(self.value(i, path + (index,), key))
+            index += 1
+            if self.text[i] != ",":
+                return i + 1  # past ']'
+            i += 1
 
 
 def _parse_toml(text: str) -> ParsedConfig:

@@ -60,7 +60,7 @@ def _yaml_signature(roots: list[Any], text: str, changes: dict[int, list[tuple[s
     order: dict[int, int] = {}
     sig: list[tuple] = []
 
-    def visit(node) -> None:
+    def visit(node: yaml.Node | None) -> None:
         if node is None:
             sig.append(("empty",))
             return

@@ -12,9 +12,20 @@ dtypes, OPS002 outside them.
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from functools import lru_cache
+from typing import TYPE_CHECKING, Any, cast
 
 from migrator.model import CoverageInfo
+
+if TYPE_CHECKING:
+    from migrator.coverage import CoverageEntry
+    from migrator.engine.python_checker import PythonChecker
+
+# (impl or None, node, symbol, message, coverage, op name or None, the program's status or None)
+Located = ast.expr | ast.stmt | ast.alias  # a node with a source position
+CoverageHit = tuple[str | None, Located, str, str, CoverageInfo | None, str | None, str | None]
+Traced = dict[str, Any]  # API name -> the dtypes the op census saw it run in
 
 STATUS_IMPL = {
     "unsupported": "op-unsupported",
@@ -31,18 +42,18 @@ AMBIGUOUS_METHODS = {"split", "join", "format", "get", "items", "keys", "values"
 
 
 @lru_cache(maxsize=8192)
-def _lookup(name: str, soc: str, version: str | None):
+def _lookup(name: str, soc: str, version: str | None) -> CoverageEntry:
     from migrator.coverage import lookup
 
     return lookup(name, soc=soc, version=version)
 
 
-def _describe(entry) -> str:
+def _describe(entry: CoverageEntry) -> str:
     dtypes = ", ".join(entry.dtypes) if entry.dtypes else "not documented"
     return dtypes
 
 
-def _message(entry, name: str) -> str:
+def _message(entry: CoverageEntry, name: str) -> str:
     soc = entry.soc
     if entry.status == "unsupported":
         text = f"`{name}` is not supported on {soc}"
@@ -62,7 +73,9 @@ def _message(entry, name: str) -> str:
 
 
 @lru_cache(maxsize=8192)
-def _outside_documented(name: str, soc: str, version: str | None, dtypes: tuple[str, ...]):
+def _outside_documented(
+    name: str, soc: str, version: str | None, dtypes: tuple[str, ...]
+) -> tuple[str, CoverageEntry] | None:
     """(dtype, entry) for the first traced dtype outside the documented list, else None."""
     from migrator.coverage import CoverageError, lookup
 
@@ -76,7 +89,9 @@ def _outside_documented(name: str, soc: str, version: str | None, dtypes: tuple[
     return None
 
 
-def _traced_impl(impl, entry, name: str, soc: str, version: str | None, traced: dict):
+def _traced_impl(
+    impl: str | None, entry: CoverageEntry, name: str, soc: str, version: str | None, traced: Traced
+) -> tuple[str | None, str] | None:
     """(impl, message) for a partial op with traced dtypes; None when the census does not know it."""
     dtypes = traced.get(name, traced.get(entry.name))
     if impl != "op-partial" or dtypes is None:
@@ -89,7 +104,9 @@ def _traced_impl(impl, entry, name: str, soc: str, version: str | None, traced: 
                               f"not among its documented dtypes on {soc} ({_describe(entry)})")
 
 
-def _verdict(entry, name: str, soc: str, version: str | None, traced: dict, used: frozenset[str]):
+def _verdict(
+    entry: CoverageEntry, name: str, soc: str, version: str | None, traced: Traced, used: frozenset[str]
+) -> tuple[str | None, str, str]:
     """(impl, message, status) of one op: a partial op is a finding only for a dtype the program uses
     (traced, else what the module shows) outside its documented list; otherwise it counts as supported."""
     impl = STATUS_IMPL.get(entry.status)
@@ -106,34 +123,59 @@ def _verdict(entry, name: str, soc: str, version: str | None, traced: dict, used
     return impl, f"`{name}` is documented on {soc} for {_describe(entry)}; the program uses {dtype}", entry.status
 
 
-def coverage_hits(checker, soc: str, version: str | None, traced: dict | None = None,
-                  training: tuple[str, ...] = ()):
+def coverage_hits(checker: PythonChecker, soc: str, version: str | None, traced: Traced | None = None,
+                  training: tuple[str, ...] = ()) -> Iterator[CoverageHit]:
     """Yield (impl, node, symbol, message, CoverageInfo, op name, status) for one checked module.
     `traced`: API name -> dtypes from the op census (`migrator.census.store.traced_apis`); `training`:
     the 16-bit dtypes the scanned tree trains in (`migrator.coverage._dtypes.training_dtypes`).
     Metadata APIs (`Tensor.size`, `.item()`) get no verdict; the status is the program's: a partial op
     used only in documented dtypes is supported (`migrator/coverage/_dtypes.py`)."""
-    from migrator.coverage._dtypes import DEFAULT_DTYPES, METADATA_APIS
+    from migrator.coverage._dtypes import DEFAULT_DTYPES
 
-    traced = traced or {}
+    ops = _OpJudge(soc, version, traced or {})
     local = frozenset(DEFAULT_DTYPES | checker.dtypes_used)
     used = local | set(training)
-    noted: set[str] = set()
+    yield from _call_hits(checker, ops, local, used)
+    yield from _method_hits(checker, ops, used)
+    yield from _float64_hits(checker, soc, version)
+
+
+class _OpJudge:
+    """Verdicts for one module's ops; info notes (partial, unverified) only at an op's first call site."""
+
+    def __init__(self, soc: str, version: str | None, traced: Traced) -> None:
+        self.soc, self.version, self.traced = soc, version, traced
+        self.noted: set[str] = set()
+
+    def verdict(self, entry: CoverageEntry, name: str, used: frozenset[str]) -> tuple[str | None, str, str]:
+        impl, message, status = _verdict(entry, name, self.soc, self.version, self.traced, used)
+        if impl in INFO_ONCE:
+            impl = None if name in self.noted else impl  # info notes: first call site per file; the summary counts all
+            self.noted.add(name)
+        return impl, message, status
+
+
+def _call_hits(
+    checker: PythonChecker, ops: _OpJudge, local: frozenset[str], used: frozenset[str]
+) -> Iterator[CoverageHit]:
+    from migrator.coverage._dtypes import METADATA_APIS
+
     for name, node in checker.calls:
         if name.startswith(("torch.npu.", "torch_npu.")) or name in METADATA_APIS:
             continue  # the Ascend API itself, not an op to port; metadata computes nothing
-        entry = _lookup(name, soc, version)
+        entry = _lookup(name, ops.soc, ops.version)
         if not entry.known:
             continue
         # nn.init runs at construction on parameters in the default dtype, before any autocast or cast
         # (the census records it as setup, unjudged): only the module's own dtypes count for it
-        dtypes = local if name.startswith(SETUP_PREFIXES) else used
-        impl, message, status = _verdict(entry, name, soc, version, traced, dtypes)
-        if impl in INFO_ONCE:
-            impl = None if name in noted else impl  # info notes: first call site per file; the summary counts all
-            noted.add(name)
-        info = CoverageInfo(status, soc, entry.dtypes, entry.note)
+        impl, message, status = ops.verdict(entry, name, local if name.startswith(SETUP_PREFIXES) else used)
+        info = CoverageInfo(status, ops.soc, entry.dtypes, entry.note)
         yield (impl, node.func, name, message, info, name, status)
+
+
+def _method_hits(checker: PythonChecker, ops: _OpJudge, used: frozenset[str]) -> Iterator[CoverageHit]:
+    from migrator.coverage._dtypes import METADATA_APIS
+
     for receiver, method, node in checker.method_calls:
         known_tensor = receiver is not None and receiver in checker.tensor_names
         if not known_tensor and method in AMBIGUOUS_METHODS:
@@ -141,19 +183,19 @@ def coverage_hits(checker, soc: str, version: str | None, traced: dict | None = 
         name = f"torch.Tensor.{method}"
         if name in METADATA_APIS:
             continue
-        entry = _lookup(name, soc, version)
+        entry = _lookup(name, ops.soc, ops.version)
         if not entry.known:
             continue
         if known_tensor:
-            impl, message, status = _verdict(entry, name, soc, version, traced, used)
-            if impl in INFO_ONCE:
-                impl = None if name in noted else impl
-                noted.add(name)
-            yield (impl, node.func, name, message, CoverageInfo(status, soc, entry.dtypes, entry.note), name, status)
+            impl, message, status = ops.verdict(entry, name, used)
+            yield (impl, node.func, name, message, CoverageInfo(status, ops.soc, entry.dtypes, entry.note), name, status)
         elif entry.status in ("unsupported", "cpu_fallback"):
-            info = CoverageInfo(entry.status, soc, entry.dtypes, entry.note)
+            info = CoverageInfo(entry.status, ops.soc, entry.dtypes, entry.note)
             yield ("tensor-method-unknown-receiver", node.func, name,
                    _message(entry, name) + " (if the receiver is a tensor)", info, None, None)
+
+
+def _float64_hits(checker: PythonChecker, soc: str, version: str | None) -> Iterator[CoverageHit]:
     for node, symbol in checker.float64:
         op = _enclosing_op(checker, node)
         supported = None
@@ -167,10 +209,11 @@ def coverage_hits(checker, soc: str, version: str | None, traced: dict | None = 
         doc = "does not document fp64" if supported is False else "has no documented dtype list"
         message = (f"float64 (`{symbol}`){where}: most Ascend kernels lack fp64 and `.double()` returns fp32 on the NPU"
                    if symbol == ".double()" else f"float64 (`{symbol}`){where}: the op {doc} on {soc}")
-        yield ("float64-use", node, symbol, message, None, None, None)
+        # report_symbol records names, attributes and import aliases: nodes that have positions
+        yield ("float64-use", cast(Located, node), symbol, message, None, None, None)
 
 
-def depends_on_training(checker, soc: str, version: str | None, traced: dict) -> bool:
+def depends_on_training(checker: PythonChecker, soc: str, version: str | None, traced: Traced) -> bool:
     """Whether any op verdict of this module changes when the tree trains in bf16/fp16: a partial op
     (not decided by the census) with a 16-bit dtype outside its list before the first one the module
     itself shows. With every training dtype added the verdict is the same, so is it with any subset
@@ -192,7 +235,7 @@ def depends_on_training(checker, soc: str, version: str | None, traced: dict) ->
     return False
 
 
-def _enclosing_op(checker, node: ast.AST) -> str | None:
+def _enclosing_op(checker: PythonChecker, node: ast.AST) -> str | None:
     for name, call in checker.calls:
         if any(kw.value is node for kw in call.keywords) or any(a is node for a in call.args):
             return name

@@ -7,7 +7,7 @@ import errno
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -279,22 +279,22 @@ def _gitignore(folder: Path) -> tuple[pathspec.PathSpec | None, str | None]:
     return spec, ("pattern(s) not used: " + "; ".join(problems)) if problems else None
 
 
-def _walk(walk: _Discovery, start: Path) -> Iterator[Candidate | Skip]:
-    """Without git: walk the folders, reading each `.gitignore` on the way."""
-    root = walk.root
-    visited_dirs: set[tuple[int, int]] = set()
-    ignores: list[tuple[Path, pathspec.PathSpec]] = []
-    # .gitignore files between the root and the starting folder apply too
-    for parent in [*reversed(start.parents), start]:
-        if parent == root or root in parent.parents:
-            spec, problem = _gitignore(parent)
-            if problem:
-                yield Skip(rel_to(root, parent / ".gitignore"), problem)
-            if spec:
-                ignores.append((parent, spec))
+class _Ignores:
+    """The `.gitignore` specs read so far on the walk, each with the folder its patterns are relative to."""
 
-    def ignored(path: Path, is_dir: bool) -> bool:
-        for base, spec in ignores:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.specs: list[tuple[Path, pathspec.PathSpec]] = []
+
+    def read(self, folder: Path) -> Iterator[Skip]:
+        spec, problem = _gitignore(folder)
+        if problem:
+            yield Skip(rel_to(self.root, folder / ".gitignore"), problem)
+        if spec:
+            self.specs.append((folder, spec))
+
+    def ignored(self, path: Path, is_dir: bool) -> bool:
+        for base, spec in self.specs:
             try:
                 rel = path.relative_to(base).as_posix()
             except ValueError:
@@ -303,50 +303,72 @@ def _walk(walk: _Discovery, start: Path) -> Iterator[Candidate | Skip]:
                 return True
         return False
 
+
+def _walk(walk: _Discovery, start: Path) -> Iterator[Candidate | Skip]:
+    """Without git: walk the folders, reading each `.gitignore` on the way."""
+    root = walk.root
+    visited_dirs: set[tuple[int, int]] = set()
+    ignores = _Ignores(root)
+    # .gitignore files between the root and the starting folder apply too
+    for parent in [*reversed(start.parents), start]:
+        if parent == root or root in parent.parents:
+            yield from ignores.read(parent)
     stack = [start]
     while stack:
         folder = stack.pop()
-        try:
-            st = folder.stat()
-        except OSError as exc:
-            yield Skip(rel_to(root, folder), f"cannot read folder: {exc.strerror}")
-            continue
-        key = (st.st_dev, st.st_ino)
-        if key in visited_dirs:
-            yield Skip(rel_to(root, folder), "symlink loop")
-            continue
-        visited_dirs.add(key)
-        if folder != start:
-            spec, problem = _gitignore(folder)
-            if problem:
-                yield Skip(rel_to(root, folder / ".gitignore"), problem)
-            if spec:
-                ignores.append((folder, spec))
-        try:
-            entries = sorted(os.scandir(folder), key=lambda e: e.name)
-        except OSError as exc:
-            yield Skip(rel_to(root, folder), f"cannot list folder: {exc.strerror}")
-            continue
-        subdirs = []
+        entries = yield from _enter_folder(root, folder, start, visited_dirs, ignores)
+        subdirs: list[Path] = []
         for entry in entries:
-            path = Path(entry.path)
-            rel = rel_to(root, path)
-            try:
-                is_dir = entry.is_dir()
-            except OSError:
-                is_dir = False
-            if is_dir:
-                if entry.name in ALWAYS_SKIPPED_DIRS or ignored(path, True) or walk.excluded(rel + "/"):
-                    continue
-                if rel in walk.vendored and path != start:
-                    yield Skip(rel, SUBMODULE_SKIP)
-                    continue
-                if entry.is_symlink() and not walk.inside_root(path):
-                    yield Skip(rel, OUTSIDE_SKIP)
-                    continue
-                subdirs.append(path)
-                continue
-            if file_kind(path) is None or ignored(path, False):
-                continue
-            yield from walk.file(path, rel, _is_regular(entry), entry.is_symlink())
+            subdir = yield from _walk_entry(walk, entry, start, ignores)
+            if subdir is not None:
+                subdirs.append(subdir)
         stack.extend(reversed(subdirs))
+
+
+def _enter_folder(
+    root: Path, folder: Path, start: Path, visited_dirs: set[tuple[int, int]], ignores: _Ignores
+) -> Generator[Skip, None, list[os.DirEntry[str]]]:
+    """Skips for a folder that cannot be read or was seen before (then no entries); its `.gitignore`
+    joins `ignores`; returns its entries by name."""
+    try:
+        st = folder.stat()
+    except OSError as exc:
+        yield Skip(rel_to(root, folder), f"cannot read folder: {exc.strerror}")
+        return []
+    key = (st.st_dev, st.st_ino)
+    if key in visited_dirs:
+        yield Skip(rel_to(root, folder), "symlink loop")
+        return []
+    visited_dirs.add(key)
+    if folder != start:
+        yield from ignores.read(folder)
+    try:
+        return sorted(os.scandir(folder), key=lambda e: e.name)
+    except OSError as exc:
+        yield Skip(rel_to(root, folder), f"cannot list folder: {exc.strerror}")
+        return []
+
+
+def _walk_entry(
+    walk: _Discovery, entry: os.DirEntry[str], start: Path, ignores: _Ignores
+) -> Generator[Candidate | Skip, None, Path | None]:
+    """A file's candidate, or a folder's skip; returns the folder when the walk goes into it."""
+    path = Path(entry.path)
+    rel = rel_to(walk.root, path)
+    try:
+        is_dir = entry.is_dir()
+    except OSError:
+        is_dir = False
+    if is_dir:
+        if entry.name in ALWAYS_SKIPPED_DIRS or ignores.ignored(path, True) or walk.excluded(rel + "/"):
+            return None
+        if rel in walk.vendored and path != start:
+            yield Skip(rel, SUBMODULE_SKIP)
+            return None
+        if entry.is_symlink() and not walk.inside_root(path):
+            yield Skip(rel, OUTSIDE_SKIP)
+            return None
+        return path
+    if file_kind(path) is not None and not ignores.ignored(path, False):
+        yield from walk.file(path, rel, _is_regular(entry), entry.is_symlink())
+    return None

@@ -83,32 +83,46 @@ def cell_views(index: int, source: str, source_is_list: bool) -> Cell:
     bodies = [_body(line) for line in lines]
     cell = Cell(index, "python", source, source_is_list)
     first = bodies[0].strip() if bodies else ""
+    python: list[str] = []
+    shell: list[str] = []
+    special: set[int] = set()
+    start = 0
     if first.startswith("%%"):
-        parts = first[2:].split()
-        name = parts[0] if parts else ""
-        kind = "skip"
-        if name in SHELL_CELL_MAGICS or (name == "script" and len(parts) > 1 and parts[1] in ("bash", "sh", "zsh")):
-            kind = "shell"
-        elif name in PYTHON_CELL_MAGICS:
-            kind = "python"
-        elif name == "writefile":
-            target = next((p for p in parts[1:] if not p.startswith("-")), "")
-            suffix = PurePosixPath(target).suffix.lower()
-            kind = "python" if suffix == ".py" else "shell" if suffix in (".sh", ".bash", ".zsh") else "skip"
-        cell.kind = kind
-        if kind == "shell":
+        cell.kind = _cell_magic_kind(first)
+        if cell.kind == "shell":
             cell.shell = ("", *bodies[1:])
             cell.special = frozenset(range(1, len(lines) + 1))
             return cell
-        if kind == "skip":
+        if cell.kind == "skip":
             return cell
-        python = ["pass" + _ending(lines[0])]
-        shell = [""]
-        special = {1}
-        start = 1
-    else:
-        python, shell, special, start = [], [], set(), 0
-    continued = None  # None, or whether the magic being continued is shell
+        python, shell, special, start = ["pass" + _ending(lines[0])], [""], {1}, 1
+    _line_views(lines, bodies, start, python, shell, special)
+    cell.python = "".join(python)
+    cell.shell = tuple(shell)
+    cell.special = frozenset(special)
+    return cell
+
+
+def _cell_magic_kind(first: str) -> str:
+    """What a `%%magic` first line makes of the cell: "shell", "python" or "skip"."""
+    parts = first[2:].split()
+    name = parts[0] if parts else ""
+    if name in SHELL_CELL_MAGICS or (name == "script" and len(parts) > 1 and parts[1] in ("bash", "sh", "zsh")):
+        return "shell"
+    if name in PYTHON_CELL_MAGICS:
+        return "python"
+    if name == "writefile":
+        target = next((p for p in parts[1:] if not p.startswith("-")), "")
+        suffix = PurePosixPath(target).suffix.lower()
+        return "python" if suffix == ".py" else "shell" if suffix in (".sh", ".bash", ".zsh") else "skip"
+    return "skip"
+
+
+def _line_views(
+    lines: list[str], bodies: list[str], start: int, python: list[str], shell: list[str], special: set[int]
+) -> None:
+    """Append each line from `start` to the Python and shell views; IPython syntax lines go to `special`."""
+    continued: bool | None = None  # None, or whether the magic being continued is shell
     lexer = _Lexer()
     for number in range(start, len(lines)):
         body, end = bodies[number], _ending(lines[number])
@@ -118,37 +132,38 @@ def cell_views(index: int, source: str, source_is_list: bool) -> Cell:
             special.add(number + 1)
             continued = continued if body.rstrip().endswith("\\") else None
             continue
-        at_start = lexer.at_logical_start()
-        escape = SHELL_ESCAPE.match(body) if at_start else None
-        magic = LINE_MAGIC.match(body) if at_start and escape is None else None
-        if escape:
-            shell.append(" " * escape.end() + body[escape.end() :])
-            indent = escape.group("indent")
-        elif magic:
-            name = magic.group("name")
-            if name in ("pip", "conda", "mamba"):
-                shell.append(" " * magic.start("name") + body[magic.start("name") :])  # `pip install ...`
-            elif name in SHELL_MAGICS:
-                shell.append(" " * magic.end() + body[magic.end() :])
-            else:
-                shell.append("")
-            indent = magic.group("indent")
-        elif at_start and HELP.match(body):
-            shell.append("")
-            indent = body[: len(body) - len(body.lstrip(" \t"))]
-        else:
+        found = _ipython_line(body) if lexer.at_logical_start() else None
+        if found is None:
             python.append(lines[number])
             shell.append("")
             lexer.feed(body)
             continue
+        shell_text, indent = found
+        shell.append(shell_text)
         python.append(indent + "pass" + end)
         special.add(number + 1)
         if body.rstrip().endswith("\\"):
-            continued = bool(shell[-1])
-    cell.python = "".join(python)
-    cell.shell = tuple(shell)
-    cell.special = frozenset(special)
-    return cell
+            continued = bool(shell_text)
+
+
+def _ipython_line(body: str) -> tuple[str, str] | None:
+    """(shell view, indent) of a `!cmd`, `%magic` or `help?` line at a logical line start; None for Python."""
+    escape = SHELL_ESCAPE.match(body)
+    if escape:
+        return " " * escape.end() + body[escape.end() :], escape.group("indent")
+    magic = LINE_MAGIC.match(body)
+    if magic:
+        name = magic.group("name")
+        if name in ("pip", "conda", "mamba"):
+            text = " " * magic.start("name") + body[magic.start("name") :]  # `pip install ...`
+        elif name in SHELL_MAGICS:
+            text = " " * magic.end() + body[magic.end() :]
+        else:
+            text = ""
+        return text, magic.group("indent")
+    if HELP.match(body):
+        return "", body[: len(body) - len(body.lstrip(" \t"))]
+    return None
 
 
 class _Lexer:

@@ -7,6 +7,7 @@ import ast
 import re
 import sys
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
@@ -24,7 +25,7 @@ from migrator.engine.python_checker import check_module
 from migrator.engine.source import SourceText, UnreadableSource, decode_python, decode_text
 from migrator.engine.suppress import Directives, parse_directives
 from migrator.globs import compile_globs
-from migrator.model import FileResult, Finding, ImportInfo, Marker, OpUse
+from migrator.model import CoverageInfo, FileResult, Finding, ImportInfo, Marker, OpUse
 
 # Bytes that can lead to a finding in Python code; files without any are not parsed.
 PREFILTER = re.compile(
@@ -88,7 +89,7 @@ class FileScan:
         replacement: str | None = None,
         ambiguous: bool = False,
         message: str | None = None,
-        coverage=None,
+        coverage: CoverageInfo | None = None,
         manual_reason: str | None = None,
         prechecked: bool = False,
         imported: ImportInfo | None = None,
@@ -193,6 +194,30 @@ def judged_scan(data: bytes, rel: str, kind: str, options: ScanOptions) -> tuple
 
 def _scan_bytes(scan: FileScan, data: bytes) -> FileResult:
     rel, kind = scan.rel, scan.kind
+    early = _without_decoding(scan, data)
+    if early is not None:
+        return early
+    try:
+        source = decode_python(data) if kind == "python" else decode_text(data)
+    except UnreadableSource as exc:
+        scan.meta("unreadable-file", f"cannot read {rel}: {exc}")
+        return FileResult(rel, tuple(scan.findings))
+    directives = parse_directives(source.lines)
+    if directives.skip_file:
+        return FileResult(rel, skipped="`# migrate: skip-file` directive")
+    checked = _check_by_kind(scan, source, data)
+    if isinstance(checked, FileResult):
+        return checked
+    ops, doc_lines = checked
+    kept, suppressed = _apply_suppressions(scan, directives)
+    markers = _unattributed(rel, kind, source, kept, doc_lines) if kind in ("python", "shell", "dockerfile") else ()
+    return FileResult(rel, tuple(sorted(kept, key=Finding.sort_key)), markers, ops, None, suppressed)
+
+
+def _without_decoding(scan: FileScan, data: bytes) -> FileResult | None:
+    """The result of a file settled before its text is decoded: a generated file, a notebook (scanned
+    cell by cell), a config file with no marker or too large to be a config; None for the rest."""
+    rel, kind = scan.rel, scan.kind
     if GENERATED.search(data[:2048]):
         return FileResult(rel, skipped="generated file (@generated marker)")
     if kind == "notebook":
@@ -202,40 +227,32 @@ def _scan_bytes(scan: FileScan, data: bytes) -> FileResult:
             return FileResult(rel)  # no marker key or value: not a config we read
         if len(data) > config_checker.MAX_CONFIG_BYTES:
             return FileResult(rel, skipped=f"larger than {config_checker.MAX_CONFIG_BYTES // 2**20} MiB: data, not a config")
-    try:
-        source = decode_python(data) if kind == "python" else decode_text(data)
-    except UnreadableSource as exc:
-        scan.meta("unreadable-file", f"cannot read {rel}: {exc}")
-        return FileResult(rel, tuple(scan.findings))
-    directives = parse_directives(source.lines)
-    if directives.skip_file:
-        return FileResult(rel, skipped="`# migrate: skip-file` directive")
+    return None
 
-    ops: tuple[OpUse, ...] = ()
-    doc_lines: set[int] = set()
+
+def _check_by_kind(
+    scan: FileScan, source: SourceText, data: bytes
+) -> FileResult | tuple[tuple[OpUse, ...], set[int]]:
+    """Findings into `scan` by the file's kind; (ops, docstring lines), or the result when checking stops early."""
+    rel, kind = scan.rel, scan.kind
     if kind == "python":
         parsed = _check_python(scan, source, data)
-        if parsed is None:
-            return FileResult(rel, tuple(scan.findings))
-        ops, doc_lines = parsed
-    elif kind == "config":
+        return FileResult(rel, tuple(scan.findings)) if parsed is None else parsed
+    if kind == "config":
         try:
             _check_config(scan, source.text)
         except config_reader.ConfigParseError as exc:
             return FileResult(rel, skipped=f"not read as a config: {exc}")
-    else:
-        try:
-            hits = list(_text_hits(kind, source))
-        except text_checkers.PyprojectError as exc:
-            scan.meta("parse-error", f"cannot parse {rel}: {exc}")
-            return FileResult(rel, tuple(scan.findings))
-        for hit in hits:
-            rule, replacement = scan.rule_for_key(hit.key, hit.replacement)
-            scan.add(rule, hit.line, hit.column, hit.line, hit.end_column, hit.symbol, replacement, message=hit.message)
-
-    kept, suppressed = _apply_suppressions(scan, directives)
-    markers = _unattributed(rel, kind, source, kept, doc_lines) if kind in ("python", "shell", "dockerfile") else ()
-    return FileResult(rel, tuple(sorted(kept, key=Finding.sort_key)), markers, ops, None, suppressed)
+        return (), set()
+    try:
+        hits = list(_text_hits(kind, source))
+    except text_checkers.PyprojectError as exc:
+        scan.meta("parse-error", f"cannot parse {rel}: {exc}")
+        return FileResult(rel, tuple(scan.findings))
+    for hit in hits:
+        rule, replacement = scan.rule_for_key(hit.key, hit.replacement)
+        scan.add(rule, hit.line, hit.column, hit.line, hit.end_column, hit.symbol, replacement, message=hit.message)
+    return (), set()
 
 
 def _check_config(scan: FileScan, text: str) -> None:
@@ -325,7 +342,7 @@ def notebook_lines(text: str) -> list[str]:
     return [line.rstrip("\r\n") for line in notebook.split_lines(text)]
 
 
-def _text_hits(kind: str, source: SourceText):
+def _text_hits(kind: str, source: SourceText) -> Iterator[text_checkers.TextHit]:
     if kind == "shell":
         return text_checkers.check_shell(source.lines)
     if kind == "requirements":
@@ -346,7 +363,7 @@ def _parse_failure(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _check_python(scan: FileScan, source: SourceText, data: bytes):
+def _check_python(scan: FileScan, source: SourceText, data: bytes) -> tuple[tuple[OpUse, ...], set[int]] | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences etc. are not our business
@@ -385,7 +402,7 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes):
                                                                    traced, scan.options.training_dtypes):
         line = node.lineno
         col = source.char_column(line, node.col_offset)
-        if op is not None:
+        if op is not None and status is not None:  # an op's hit always carries its status
             op_uses.append(OpUse(op, scan.rel, line, col, status, info.dtypes if info else ()))
         impl_rule = scan.catalogue.impl_rule(impl) if impl else None
         if impl_rule is None:

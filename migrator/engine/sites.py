@@ -37,7 +37,7 @@ def segment(source: SourceText, node: ast.AST) -> str:
     return "\n".join(p.decode("utf-8", "replace") for p in parts)
 
 
-def _value(node: ast.AST):
+def _value(node: ast.AST) -> Any:
     try:
         return ast.literal_eval(node)
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):

@@ -6,14 +6,17 @@ either an `impl` name or a `$...` pseudo-symbol resolved through the catalogue b
 
 from __future__ import annotations
 
-import json
 import re
 import sys
-from collections.abc import Iterator
-from typing import NamedTuple
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING, NamedTuple
 
 from migrator.engine import shell_words
+from migrator.engine.docker_view import DockerShellView, docker_escape
 from migrator.engine.python_checker import ENV_TOKEN, NVIDIA_SMI
+
+if TYPE_CHECKING:
+    from packaging.requirements import Requirement
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -52,26 +55,30 @@ def check_shell(lines: tuple[str, ...]) -> Iterator[TextHit]:
             yield from _scheduler_hits(raw, number, directive.group(1).upper())
             continue
         code = _shell_code(raw)
-        if not code.strip():
-            continue
-        for m in ENV_TOKEN.finditer(code):
-            name = m.group(1)
-            yield TextHit(f"sym:$env.{name}", number, m.start() + 1, m.end() + 1, name)
-        for m in NVIDIA_SMI.finditer(code):
-            yield TextHit("impl:nvidia-smi", number, m.start() + 1, m.end() + 1, "nvidia-smi")
-        if SLURM_COMMAND.search(code):
-            yield from _scheduler_hits(code, number, "SBATCH")
-        if CONTAINER_COMMAND.search(code):
-            for m in CONTAINER_GPU_FLAG.finditer(code):
-                yield TextHit("impl:container-gpu-flag", number, m.start() + 1, m.end() + 1, m.group(0).strip())
-        for m in NPROC_GPU.finditer(code):
-            yield TextHit("impl:torchrun-nproc-gpu", number, m.start(1) + 1, m.end(1) + 1, "gpu", "npu")
-        if number in install_lines:
-            continue  # `conda install nccl` names a package, not a backend
-        for m in SHELL_NCCL.finditer(code):
-            yield TextHit("impl:nccl-backend-string", number, m.start() + 1, m.end() + 1, "nccl", "hccl")
-        for m in SHELL_DEVICE.finditer(code):
-            yield TextHit("impl:device-string", number, m.start() + 1, m.end() + 1, m.group(0), "npu" + m.group(0)[4:])
+        if code.strip():
+            yield from _shell_line_hits(code, number, number in install_lines)
+
+
+def _shell_line_hits(code: str, number: int, installs: bool) -> Iterator[TextHit]:
+    """One line's code (comment removed); `installs`: the line installs packages."""
+    for m in ENV_TOKEN.finditer(code):
+        name = m.group(1)
+        yield TextHit(f"sym:$env.{name}", number, m.start() + 1, m.end() + 1, name)
+    for m in NVIDIA_SMI.finditer(code):
+        yield TextHit("impl:nvidia-smi", number, m.start() + 1, m.end() + 1, "nvidia-smi")
+    if SLURM_COMMAND.search(code):
+        yield from _scheduler_hits(code, number, "SBATCH")
+    if CONTAINER_COMMAND.search(code):
+        for m in CONTAINER_GPU_FLAG.finditer(code):
+            yield TextHit("impl:container-gpu-flag", number, m.start() + 1, m.end() + 1, m.group(0).strip())
+    for m in NPROC_GPU.finditer(code):
+        yield TextHit("impl:torchrun-nproc-gpu", number, m.start(1) + 1, m.end(1) + 1, "gpu", "npu")
+    if installs:
+        return  # `conda install nccl` names a package, not a backend
+    for m in SHELL_NCCL.finditer(code):
+        yield TextHit("impl:nccl-backend-string", number, m.start() + 1, m.end() + 1, "nccl", "hccl")
+    for m in SHELL_DEVICE.finditer(code):
+        yield TextHit("impl:device-string", number, m.start() + 1, m.end() + 1, m.group(0), "npu" + m.group(0)[4:])
 
 
 # ---- cluster schedulers, launchers and containers ---------------------------------------------
@@ -180,7 +187,7 @@ def _install_manager(words: list[shell_words.Word]) -> tuple[str, int] | None:
     return None
 
 
-def _install_hits(words: list[shell_words.Word], starts) -> Iterator[TextHit]:
+def _install_hits(words: list[shell_words.Word], starts: list[tuple[int, int]]) -> Iterator[TextHit]:
     found = _install_manager(words)
     if found is None:
         return
@@ -189,47 +196,62 @@ def _install_hits(words: list[shell_words.Word], starts) -> Iterator[TextHit]:
     for word, offset in words[first:]:
         if value_of is not None:
             if manager == "pip" and value_of in PIP_INDEX_OPTIONS:
-                build = CUDA_TORCH_BUILD.search(word)
-                if build:
-                    line, col = _position(starts, offset + build.start())
-                    yield TextHit("impl:cuda-torch-build", line, col, col + len(build.group(0)), build.group(0))
+                yield from _torch_build_hit(word, offset, starts)
             value_of = None
             continue
         if word.startswith("-"):
-            option, eq, value = word.partition("=")
-            if manager == "pip" and option in PIP_INDEX_OPTIONS and eq:
-                build = CUDA_TORCH_BUILD.search(value)
-                if build:
-                    line, col = _position(starts, offset + len(option) + 1 + build.start())
-                    yield TextHit("impl:cuda-torch-build", line, col, col + len(build.group(0)), build.group(0))
-            elif not eq and (
-                (manager == "pip" and option in PIP_VALUE_OPTIONS | PIP_INDEX_OPTIONS)
-                or (manager == "conda" and option in CONDA_VALUE_OPTIONS)
-                or (manager == "system" and option in ("-t", "--target-release", "-o", "--option"))
-            ):
-                value_of = option
-            # `-e X`: the next word is a requirement or a path and is checked as one
+            value_of = yield from _install_option(manager, word, offset, starts)
             continue
         if word.startswith(("$", ">", "<", "2>", ".", "/")) or word in ("install", "-"):
             continue
         line, col = _position(starts, offset)
-        if manager == "pip":
-            yield from requirement_hit(word, line, col)
-            continue
-        name = re.split(r"[=<>!~:\[]", word, maxsplit=1)[0].lower()
-        if manager == "conda" and "::" in word:
-            name = word.split("::", 1)[1].split("=", 1)[0].lower()
-        if CUDA_SYSTEM_PACKAGE.match(name):
-            yield TextHit("impl:cuda-system-package", line, col, col + len(word), name)
-        elif manager == "conda" and name != "apex" and canonical_name(name) in CUDA_ONLY_PACKAGES:
-            yield TextHit("impl:cuda-only-requirement", line, col, col + len(word), canonical_name(name))
+        yield from _package_hits(manager, word, line, col)
+
+
+def _torch_build_hit(text: str, offset: int, starts: list[tuple[int, int]]) -> Iterator[TextHit]:
+    """A CUDA torch build (`/whl/cu121`) in an index URL that starts at `offset`."""
+    build = CUDA_TORCH_BUILD.search(text)
+    if build:
+        line, col = _position(starts, offset + build.start())
+        yield TextHit("impl:cuda-torch-build", line, col, col + len(build.group(0)), build.group(0))
+
+
+def _install_option(
+    manager: str, word: str, offset: int, starts: list[tuple[int, int]]
+) -> Generator[TextHit, None, str | None]:
+    """Hits in an `--option=value` word; returns the option when the next word is its value."""
+    option, eq, value = word.partition("=")
+    if manager == "pip" and option in PIP_INDEX_OPTIONS and eq:
+        yield from _torch_build_hit(value, offset + len(option) + 1, starts)
+        return None
+    if not eq and (
+        (manager == "pip" and option in PIP_VALUE_OPTIONS | PIP_INDEX_OPTIONS)
+        or (manager == "conda" and option in CONDA_VALUE_OPTIONS)
+        or (manager == "system" and option in ("-t", "--target-release", "-o", "--option"))
+    ):
+        return option
+    # `-e X`: the next word is a requirement or a path and is checked as one
+    return None
+
+
+def _package_hits(manager: str, word: str, line: int, col: int) -> Iterator[TextHit]:
+    """A package word of `pip`, `conda` or a system package manager's install command."""
+    if manager == "pip":
+        yield from requirement_hit(word, line, col)
+        return
+    name = re.split(r"[=<>!~:\[]", word, maxsplit=1)[0].lower()
+    if manager == "conda" and "::" in word:
+        name = word.split("::", 1)[1].split("=", 1)[0].lower()
+    if CUDA_SYSTEM_PACKAGE.match(name):
+        yield TextHit("impl:cuda-system-package", line, col, col + len(word), name)
+    elif manager == "conda" and name != "apex" and canonical_name(name) in CUDA_ONLY_PACKAGES:
+        yield TextHit("impl:cuda-only-requirement", line, col, col + len(word), canonical_name(name))
 
 
 # ---- container files -----------------------------------------------------------------------
 
 DOCKER_INSTRUCTION = re.compile(r"^(\s*)([A-Za-z]+)(?=\s|$)")
 DOCKER_SHELL_INSTRUCTIONS = {"RUN", "CMD", "ENTRYPOINT", "ENV", "ARG", "HEALTHCHECK", "SHELL", "ONBUILD"}
-DOCKER_ESCAPE = re.compile(r"^#\s*escape\s*=\s*(\S)", re.IGNORECASE)
 # images that ship the CUDA runtime: NVIDIA's own, NGC, pytorch/pytorch (CUDA builds unless `-cpu`),
 # and any image whose reference names cuda, cudnn or a `gpu` variant
 CUDA_IMAGE = re.compile(
@@ -247,77 +269,46 @@ def _container_image(rest: str) -> tuple[str, int] | None:
 
 def check_dockerfile(lines: tuple[str, ...]) -> Iterator[TextHit]:
     """FROM images, RUN/ENV/ARG/CMD/ENTRYPOINT bodies through the shell checker (continuations joined)."""
-    escape = "\\"
-    for raw in lines[:5]:
-        m = DOCKER_ESCAPE.match(raw)
-        if m:
-            escape = m.group(1)
-    view: list[str] = []
+    escape = docker_escape(lines)
+    view = DockerShellView()
     stages: set[str] = set()
     instruction, continuing = "", False
-    exec_lines: list[int] = []  # the view lines of the current shell-run instruction
-    exec_text = ""  # its body, continuations joined
     for number, raw in enumerate(lines, 1):
         stripped = raw.strip()
-        if continuing and (not stripped or stripped.startswith("#")):
-            view.append("\\" if continuing else "")  # comment lines inside a continuation are dropped by Docker
+        if not stripped or stripped.startswith("#"):
+            view.lines.append("\\" if continuing else "")  # comment lines inside a continuation are dropped by Docker
             continue
+        body_start = 0
         if not continuing:
-            if not stripped or stripped.startswith("#"):
-                view.append("")
-                continue
             m = DOCKER_INSTRUCTION.match(raw)
             instruction = m.group(2).upper() if m else ""
             body_start = m.end() if m else 0
-        else:
-            body_start = 0
         body = raw[body_start:]
         continuing = raw.rstrip().endswith(escape)
         if escape != "\\" and continuing:
             body = body.rstrip()[:-1] + " \\"
         if instruction == "FROM" and body_start:
-            found = _container_image(body)
-            if found:
-                image, offset = found
-                alias = re.search(r"(?i)\sAS\s+(\S+)", body)
-                if image.lower() not in stages and CUDA_IMAGE.search(image):
-                    col = body_start + offset + 1
-                    yield TextHit("impl:cuda-base-image", number, col, col + len(image), image)
-                if alias:
-                    stages.add(alias.group(1).lower())
-            view.append("")
+            yield from _base_image_hits(body, body_start, number, stages)
+            view.lines.append("")
         elif instruction in DOCKER_SHELL_INSTRUCTIONS:
-            view.append(" " * body_start + body)
-            exec_lines.append(len(view) - 1)
-            exec_text += body.rstrip()[:-1] if continuing else body
-            if not continuing:
-                _exec_form_as_words(view, exec_lines, exec_text)
-                exec_lines, exec_text = [], ""
+            view.add(" " * body_start + body, body, continuing)
         else:
-            view.append("")
-    yield from check_shell(tuple(view))
+            view.lines.append("")
+    yield from check_shell(tuple(view.lines))
 
 
-JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
-
-
-def _exec_form_as_words(view: list[str], indexes: list[int], body: str) -> None:
-    """`RUN ["pip", "install", "x"]` (a JSON array, possibly over continued lines) becomes the words
-    `pip install x` at the columns they are written, for the shell checker."""
-    try:
-        argv = json.loads(body)
-    except ValueError:
-        return  # shell form
-    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+def _base_image_hits(body: str, body_start: int, number: int, stages: set[str]) -> Iterator[TextHit]:
+    """A FROM line's CUDA base image (not an earlier stage's name); its `AS name` joins `stages`."""
+    found = _container_image(body)
+    if not found:
         return
-    for i in indexes:
-        line, blanked, end = view[i], [], 0
-        for m in JSON_STRING.finditer(line):
-            inner = m.group(0)[1:-1]
-            blanked.append(" " * (m.start() - end + 1) + (inner if "\\" not in inner else " " * len(inner)) + " ")
-            end = m.end()
-        continued = i != indexes[-1]
-        view[i] = "".join(blanked) + (" \\" if continued else "")
+    image, offset = found
+    alias = re.search(r"(?i)\sAS\s+(\S+)", body)
+    if image.lower() not in stages and CUDA_IMAGE.search(image):
+        col = body_start + offset + 1
+        yield TextHit("impl:cuda-base-image", number, col, col + len(image), image)
+    if alias:
+        stages.add(alias.group(1).lower())
 
 
 # CUDA-only distributions (normalised names). `apex` only counts when installed from git:
@@ -372,7 +363,7 @@ def requirement_hit(spec: str, line: int, column: int) -> Iterator[TextHit]:
         yield from _torch_npu_pairing(version, line, column, column + len(spec.rstrip()))
 
 
-def _parse_requirement(spec: str):
+def _parse_requirement(spec: str) -> Requirement | None:
     """The PEP 508 requirement (``packaging``), or None when the text is not one."""
     from packaging.requirements import InvalidRequirement, Requirement
 
@@ -382,7 +373,7 @@ def _parse_requirement(spec: str):
         return None
 
 
-def _torch_pin(req) -> str | None:
+def _torch_pin(req: Requirement) -> str | None:
     """``X.Y[.Z]`` of an exact (``==``) or compatible (``~=``) torch pin."""
     if canonical_name(req.name) != "torch":
         return None
