@@ -142,7 +142,7 @@ def _copy_tree(root: Path, out_dir: Path) -> None:
     ignore = shutil.ignore_patterns(".git", "__pycache__", ".migrate", "*.pyc", ".venv*")
     real_out = out_dir.resolve()
 
-    def _ignore(folder, names):
+    def _ignore(folder: str, names: list[str]) -> set[str]:
         skipped = set(ignore(folder, names))
         for name in names:
             if (Path(folder) / name).resolve() == real_out:
