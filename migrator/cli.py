@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -25,6 +26,11 @@ from migrator.cli_support import (
     _split_codes,
     write_output,
 )
+
+if TYPE_CHECKING:  # types only: the api and the fixer are imported when a command runs
+    from migrator.api import FixOutcome
+    from migrator.fix.runner import Edit, FileChange
+    from migrator.model import RunResult
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -54,8 +60,10 @@ def main() -> None:
 @click.option("--show-source", is_flag=True, help="text: print the source line under each finding.")
 @click.option("--statistics", is_flag=True, help="Print one line per code with its count instead of the findings.")
 @ROUTE_OPTION
-def scan(paths, fmt, output, select, ignore, fail_on, exit_zero, jobs, no_cache, root, soc, quiet, baseline, write_baseline,
-         torch_npu_version, include_info, show_source, statistics, route):
+def scan(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str, ...], ignore: tuple[str, ...],
+         fail_on: str | None, exit_zero: bool, jobs: int, no_cache: bool, root: str | None, soc: str | None, quiet: bool,
+         baseline: str | None, write_baseline: str | None, torch_npu_version: str | None, include_info: bool,
+         show_source: bool, statistics: bool, route: str | None) -> None:
     """Find CUDA-only dependencies in PATHS (files or folders; default: the current folder)."""
     with _Errors():
         from migrator import api
@@ -99,12 +107,10 @@ def scan(paths, fmt, output, select, ignore, fail_on, exit_zero, jobs, no_cache,
             text = (text_reporter.statistics(result, color=color) if statistics else text_reporter.render(
                 result, color=color, show_summary=not quiet, lines_of=SourceLines(result.summary.root) if show_source else None))
         write_output(text, output)
-        if output and fmt == "text" and not quiet:
-            pass
         sys.exit(_exit_code(result, settings.fail_on, exit_zero))
 
 
-def _exit_code(result, fail_on: str, exit_zero: bool) -> int:
+def _exit_code(result: RunResult, fail_on: str, exit_zero: bool) -> int:
     from migrator.model import SEVERITY_RANK
 
     if exit_zero or fail_on == "never":
@@ -132,8 +138,10 @@ def _exit_code(result, fail_on: str, exit_zero: bool) -> int:
 @click.option("--no-cache", is_flag=True)
 @click.option("--quiet", "-q", is_flag=True, help="Only the change summary: not the remaining findings, no progress display.")
 @ROUTE_OPTION
-def fix(paths, target, show_diff, check, out_dir, exact_only, with_numerics, annotate, strip_annotations, no_record, select,
-        ignore, fail_on, root, no_cache, quiet, route):
+def fix(paths: tuple[str, ...], target: str | None, show_diff: bool, check: bool, out_dir: str | None, exact_only: bool,
+        with_numerics: bool, annotate: bool, strip_annotations: bool, no_record: bool, select: tuple[str, ...],
+        ignore: tuple[str, ...], fail_on: str | None, root: str | None, no_cache: bool, quiet: bool,
+        route: str | None) -> None:
     """Rewrite CUDA-only code in place (or --out DIR), keeping formatting; writes .migrate/fix-record.json."""
     with _Errors():
         from migrator import api
@@ -172,7 +180,7 @@ def fix(paths, target, show_diff, check, out_dir, exact_only, with_numerics, ann
         sys.exit(_exit_code(outcome.remaining, settings.fail_on, False))
 
 
-def _fix_summary(outcome, edits, dry: bool, listed: bool) -> str:
+def _fix_summary(outcome: FixOutcome, edits: list[Edit], dry: bool, listed: bool) -> str:
     """`changed 2 file(s): 5 fix(es) applied (...); 43 finding(s) remain (8 listed below, ...)`; a dry run
     (--diff, --check) says what it *would* do."""
     from migrator.reporters.text import listed as listed_count
@@ -190,7 +198,7 @@ def _fix_summary(outcome, edits, dry: bool, listed: bool) -> str:
     return f"{head} (exact {kinds['exact']}, numerics {kinds['numerics']} — validate these); {tail}"
 
 
-def _validate_marks(change) -> str:
+def _validate_marks(change: FileChange) -> str:
     """`# validate this: ...` lines above a file's diff, one per numerics fix (patch and git apply skip
     text before a diff header)."""
     from migrator.safe_text import one_line
@@ -231,8 +239,9 @@ def _safe_diff(path: str, diff: str) -> str:
 @click.option("--all", "all_rows", is_flag=True, help="--trace: print every traced op, not only the worst 40.")
 @click.option("--quiet", "-q", is_flag=True, help="--trace: no progress display.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Also write the JSON (--trace: the census; else the lookups) to FILE.")
-def ops(names, soc, torch_npu_version, fmt, list_all, status, trace_target, steps, fake, entry, bf16_policy, fail_on,
-        root, timeout, all_rows, quiet, output):
+def ops(names: tuple[str, ...], soc: str, torch_npu_version: str | None, fmt: str, list_all: bool, status: str | None,
+        trace_target: str | None, steps: int, fake: bool, entry: str | None, bf16_policy: str, fail_on: str | None,
+        root: str | None, timeout: float, all_rows: bool, quiet: bool, output: str | None) -> None:
     """Does NAME run on Ascend? Status, dtypes, NPU equivalent and the source of the fact.
 
     Op census: migrate ops --trace TREE_OR_SCRIPT [--fake] [-- SCRIPT_ARGS]
@@ -271,8 +280,9 @@ def ops(names, soc, torch_npu_version, fmt, list_all, status, trace_target, step
             sys.exit(EXIT_FINDINGS)
 
 
-def _trace_ops(target, script_args, soc, torch_npu_version, fmt, steps, fake, entry, bf16_policy, fail_on, root,
-               timeout, all_rows, quiet, output=None) -> None:
+def _trace_ops(target: str, script_args: tuple[str, ...], soc: str, torch_npu_version: str | None, fmt: str, steps: int,
+               fake: bool, entry: str | None, bf16_policy: str, fail_on: str | None, root: str | None, timeout: float,
+               all_rows: bool, quiet: bool, output: str | None = None) -> None:
     import json
 
     from migrator import api
@@ -311,8 +321,10 @@ def _trace_ops(target, script_args, soc, torch_npu_version, fmt, steps, fake, en
 @click.option("--no-cache", is_flag=True, help="Ignore and do not update the result cache.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
 @ROUTE_OPTION
-def report(paths, output, fmt, fix_record, validation, plan_file, proposed_diffs, select, ignore, target, soc, root,
-           no_cache, quiet, route):
+def report(paths: tuple[str, ...], output: str | None, fmt: str | None, fix_record: str | None, validation: str | None,
+           plan_file: str | None, proposed_diffs: bool, select: tuple[str, ...], ignore: tuple[str, ...],
+           target: str | None, soc: str | None, root: str | None, no_cache: bool, quiet: bool,
+           route: str | None) -> None:
     """Write a reviewer report for PATHS: one self-contained HTML page, or Markdown for a PR comment."""
     with _Errors():
         from migrator.reporters.report import format_for
@@ -339,7 +351,7 @@ def report(paths, output, fmt, fix_record, validation, plan_file, proposed_diffs
 @main.command("rules")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text", show_default=True)
 @click.option("-o", "--output", type=click.Path(dir_okay=False))
-def list_rules(fmt, output):
+def list_rules(fmt: str, output: str | None) -> None:
     """List the rule catalogue."""
     with _Errors():
         from migrator import api
@@ -352,7 +364,7 @@ def list_rules(fmt, output):
 
 @main.command("rule")
 @click.argument("code")
-def show_rule(code):
+def show_rule(code: str) -> None:
     """Explain one rule (or a framework route: mindspeed, deepspeed, hf): what it finds, why, the fix, sources."""
     with _Errors():
         from migrator import api
@@ -372,7 +384,7 @@ def show_rule(code):
 @click.option("--log", "log_file", type=click.Path(dir_okay=False), help="Also explain the Ascend error codes and messages in this log.")
 @click.option("--prefix", type=click.Path(file_okay=False), default="/", show_default=True,
               help="Read install trees (/usr/local/Ascend, /dev) under this folder (a container image, a chroot).")
-def doctor(fmt, log_file, prefix):
+def doctor(fmt: str, log_file: str | None, prefix: str) -> None:
     """Check this machine's Ascend stack: torch / torch_npu / CANN / driver versions, devices, environment.
 
     Exit codes: 0 nothing wrong (also on a machine without an NPU), 1 a problem was found, 2 bad arguments.
@@ -389,7 +401,7 @@ def doctor(fmt, log_file, prefix):
 @main.command("explain")
 @click.argument("code")
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
-def explain_error(code, fmt):
+def explain_error(code: str, fmt: str) -> None:
     """Explain a CANN / HCCL / torch_npu error CODE (EZ9999, EI0006, ERR00100, ...) or a quoted log line."""
     with _Errors():
         from migrator import api_doctor

@@ -50,23 +50,11 @@ def fix_config(rel: str, text: str, findings: list[Finding], target: str) -> tup
     chosen: list[cc.ConfigHit] = []
     applied: list[Finding] = []
     for f in findings:
-        found = hits.get((f.line, f.column, f.symbol))
-        if f.code not in EXACT_CODES or f.fix is None:
-            declined.append((f, "no exact rewrite"))
+        edit = _edit_for(f, hits.get((f.line, f.column, f.symbol)))
+        if isinstance(edit, str):
+            declined.append((f, edit))
             continue
-        if found is None:
-            declined.append((f, "the text at this position changed"))
-            continue
-        hit = found
-        if hit.shared:
-            declined.append((f, "the value is shared through a YAML anchor or merge key; rewriting it would change "
-                                "every place that uses it: edit by hand"))
-            continue
-        new = _replacement(f, hit)
-        if new is None or hit.start < 0:
-            declined.append((f, "no exact rewrite at this position (escaped or folded text)"))
-            continue
-        chosen.append(replace(hit, replacement=new))
+        chosen.append(edit)
         applied.append(f)
     if not chosen:
         return text, [], declined
@@ -75,3 +63,18 @@ def fix_config(rel: str, text: str, findings: list[Finding], target: str) -> tup
     if why:
         return text, [], declined + [(f, why) for f in applied]
     return after, applied, declined
+
+
+def _edit_for(f: Finding, found: cc.ConfigHit | None) -> cc.ConfigHit | str:
+    """The hit at the finding's position with its replacement, or why the finding is declined."""
+    if f.code not in EXACT_CODES or f.fix is None:
+        return "no exact rewrite"
+    if found is None:
+        return "the text at this position changed"
+    if found.shared:
+        return ("the value is shared through a YAML anchor or merge key; rewriting it would change "
+                "every place that uses it: edit by hand")
+    new = _replacement(f, found)
+    if new is None or found.start < 0:
+        return "no exact rewrite at this position (escaped or folded text)"
+    return replace(found, replacement=new)

@@ -4,15 +4,20 @@ and adding `import torch_npu` / `import torch` / helpers once, in the right plac
 from __future__ import annotations
 
 import re
-from typing import TypeVar
+from collections.abc import Sequence
+from typing import Protocol, TypeVar
 
 import libcst as cst
 
 from migrator.catalogue.kinds import Target
 from migrator.catalogue.loader import Rule, load_catalogue
 from migrator.fix.context import FixContext
+from migrator.fix.import_removal import AnyImport, bound_name, name_counts
 from migrator.fix.runtime_module import PROVIDES
 from migrator.model import Finding
+
+Key = tuple[int, int, int, int]  # a node's source range: line, column, end line, end column
+TopLevel = cst.SimpleStatementLine | cst.BaseCompoundStatement  # what a module body holds
 
 # Library roots whose imports are removed once the last use is fixed (never when they were unused).
 REMOVABLE_ROOTS = ("apex", "amp_C", "flash_attn", "xformers")
@@ -35,21 +40,55 @@ def _name_expr(dotted: str) -> cst.Attribute | cst.Name:
     return cst.parse_expression(dotted)  # type: ignore[return-value]
 
 
-def rewrite_import(fixer, original, updated):
+class ImportFixer(Protocol):
+    """What `rewrite_import` needs of the module fixer (`fix/python_fixer._Fixer`, which imports this module)."""
+
+    ctx: FixContext
+    findings: dict[Key, list[Finding]]
+    rules: dict[str, Rule]
+    done: set[tuple[Key, str]]
+    removable: set[str]
+    import_findings: list[Finding]
+
+    def _key(self, node: cst.CSTNode) -> Key | None: ...
+
+
+def rewrite_import(
+    fixer: ImportFixer, original: AnyImport, updated: AnyImport
+) -> AnyImport | cst.FlattenSentinel[cst.BaseSmallStatement]:
     """Apply rename fixes found on import aliases; returns the (possibly split) statement."""
-    ctx: FixContext = fixer.ctx
     if isinstance(updated.names, cst.ImportStar):
+        assert isinstance(original, cst.ImportFrom)  # only `from X import *` has a star
         _decline_star(fixer, original)
         return updated
+    renamed = _alias_renames(fixer, original)
+    if not renamed:
+        return updated
+    if isinstance(updated, cst.Import):
+        names = [
+            alias.with_changes(name=_name_expr(renamed[i])) if i in renamed else alias
+            for i, alias in enumerate(updated.names)
+        ]
+        return updated.with_changes(names=names)
+    return _split_from_import(updated, renamed)
+
+
+def _alias_renames(fixer: ImportFixer, original: cst.Import | cst.ImportFrom) -> dict[int, str]:
+    """alias index -> its new qualified name, for the rename fixes on the statement's aliases; other
+    fixes on an alias mark its bound name removable once its uses are fixed."""
+    ctx = fixer.ctx
     renamed: dict[int, str] = {}
+    assert not isinstance(original.names, cst.ImportStar)
     for i, alias in enumerate(original.names):
         key = fixer._key(alias)
+        if key is None:
+            continue
         for finding in fixer.findings.get(key, []):
             rule: Rule = fixer.rules[finding.code]
             fixer.done.add((key, finding.code))
             if rule.fix != "rename" or finding.fix is None:
                 if finding.fix is not None:
-                    fixer.removable.add(_bound_name(alias))
+                    fixer.removable.add(bound_name(alias))
                     fixer.import_findings.append(finding)
                 continue
             new = symbol_replacement(finding)
@@ -60,15 +99,14 @@ def rewrite_import(fixer, original, updated):
             ctx.applied.append(finding)
             if "npu" in new.split("."):
                 ctx.needs_torch_npu = True
-    if not renamed:
-        return updated
-    if isinstance(updated, cst.Import):
-        names = [
-            alias.with_changes(name=_name_expr(renamed[i])) if i in renamed else alias
-            for i, alias in enumerate(updated.names)
-        ]
-        return updated.with_changes(names=names)
-    # from X import a, b: one statement per target module, original order kept
+    return renamed
+
+
+def _split_from_import(
+    updated: cst.ImportFrom, renamed: dict[int, str]
+) -> cst.ImportFrom | cst.FlattenSentinel[cst.BaseSmallStatement]:
+    """`from X import a, b` with renamed aliases: one statement per target module, original order kept."""
+    assert updated.module is not None and not isinstance(updated.names, cst.ImportStar)
     module = dotted_name(updated.module)
     groups: dict[str, list[cst.ImportAlias]] = {}
     for i, alias in enumerate(updated.names):
@@ -82,7 +120,7 @@ def rewrite_import(fixer, original, updated):
         else:
             new_module = module
         groups.setdefault(new_module, []).append(alias.with_changes(comma=cst.MaybeSentinel.DEFAULT))
-    statements = []
+    statements: list[cst.ImportFrom] = []
     for mod, aliases in groups.items():
         aliases[-1] = aliases[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
         stmt = updated.with_changes(module=_name_expr(mod), names=aliases)
@@ -92,110 +130,17 @@ def rewrite_import(fixer, original, updated):
     return statements[0] if len(statements) == 1 else cst.FlattenSentinel(statements)
 
 
-def _decline_star(fixer, original: cst.ImportFrom) -> None:
+def _decline_star(fixer: ImportFixer, original: cst.ImportFrom) -> None:
     """`from torch.cuda import *`: the names it binds are unknown here, so nothing is renamed."""
-    for node in (original, original.names, original.module):
-        key = fixer._key(node) if node is not None else None
+    nodes: list[cst.CSTNode] = [original, *(n for n in (original.names, original.module) if isinstance(n, cst.CSTNode))]
+    for node in nodes:
+        key = fixer._key(node)
+        if key is None:
+            continue
         for finding in fixer.findings.get(key, []):
             if (key, finding.code) not in fixer.done:
                 fixer.done.add((key, finding.code))
                 fixer.ctx.decline(finding, "a star import binds names that cannot be renamed: import them by name")
-
-
-def _bound_name(alias: cst.ImportAlias) -> str:
-    if alias.asname is not None and isinstance(alias.asname.name, cst.Name):
-        return alias.asname.name.value
-    name: cst.BaseExpression = alias.name
-    while isinstance(name, cst.Attribute):
-        name = name.value
-    return name.value  # type: ignore[attr-defined]  # the innermost part is a Name
-
-
-class _NameCounter(cst.CSTVisitor):
-    def __init__(self):
-        self.counts: dict[str, int] = {}
-
-    def visit_Import(self, node) -> bool:
-        return False
-
-    def visit_ImportFrom(self, node) -> bool:
-        return False
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)  # `x.GradScaler` uses x, not a name GradScaler
-        return False
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.counts[node.value] = self.counts.get(node.value, 0) + 1
-
-
-def name_counts(module: cst.Module) -> dict[str, int]:
-    counter = _NameCounter()
-    module.visit(counter)
-    return counter.counts
-
-
-class _ImportRemover(cst.CSTTransformer):
-    def __init__(self, unused: set[str]):
-        self.unused = unused
-
-    def _keep(self, alias: cst.ImportAlias) -> bool:
-        return _bound_name(alias) not in self.unused
-
-    def leave_Import(self, original, updated):
-        if isinstance(updated.names, cst.ImportStar):
-            return updated  # binds no name that could have become unused
-        names = [a for a in updated.names if self._keep(a)]
-        if len(names) == len(updated.names):
-            return updated
-        if not names:
-            return cst.RemoveFromParent()
-        names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
-        return updated.with_changes(names=names)
-
-    leave_ImportFrom = leave_Import
-
-    def leave_SimpleStatementLine(self, original, updated):
-        if not updated.body:
-            return cst.RemoveFromParent()
-        return updated
-
-    def leave_IndentedBlock(self, original, updated):
-        if not updated.body:  # a try: body that held only the removed import
-            return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
-        return updated
-
-    def leave_Try(self, original, updated):
-        """`try: <removed imports> except ImportError: ...` has nothing left to guard: drop it."""
-        body = updated.body.body
-        only_pass = all(
-            isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, cst.Pass) for x in s.body) for s in body
-        )
-        if only_pass and not original.body.body == updated.body.body and _guards_imports(updated):
-            return cst.RemoveFromParent()
-        return updated
-
-
-def _guards_imports(node: cst.Try) -> bool:
-    if node.orelse is not None or node.finalbody is not None:
-        return False
-    for handler in node.handlers:
-        if handler.type is None:
-            continue
-        names = [handler.type] if not isinstance(handler.type, cst.Tuple) else [e.value for e in handler.type.elements]
-        if not all(isinstance(n, cst.Name) and n.value in ("ImportError", "ModuleNotFoundError") for n in names):
-            return False
-    return True
-
-
-def remove_unused_imports(before: cst.Module, after: cst.Module, candidates: set[str]) -> tuple[cst.Module, set[str]]:
-    """Drop imports of fixed CUDA-only libraries whose bound name is used before but not after."""
-    if not candidates:
-        return after, set()
-    used_before = name_counts(before)
-    used_after = name_counts(after)
-    unused = {n for n in candidates if used_before.get(n, 0) > 0 and used_after.get(n, 0) == 0}
-    return (after.visit(_ImportRemover(unused)) if unused else after), unused
 
 
 def _is_import_of(stmt: cst.CSTNode, module: str) -> bool:
@@ -216,7 +161,7 @@ def _binds(stmt: cst.CSTNode, name: str) -> bool:
         return False
     for small in stmt.body:
         if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
-            if any(_bound_name(a) == name for a in small.names):
+            if any(bound_name(a) == name for a in small.names):
                 return True
     return False
 
@@ -272,9 +217,30 @@ def ensure_module_imports(module: cst.Module, ctx: FixContext, code: str | None 
     if ctx.runtime is not None and ctx.runtime_names:
         module = _import_runtime(module, ctx)  # first: its own line sorted among the leading imports
     body = list(module.body)
-    need_torch = (ctx.needs_torch or ctx.helpers) and not _binds_anywhere(module, "torch")
+    lines, guarded, body = _torch_imports(module, ctx, code, body)
+    for stmt in lines:
+        insert_sorted(body, stmt, _insert_at(module), _block_end(body, _insert_at(module)), style, THIRD_PARTY)
+    if guarded is not None:  # a try block ends an import block: after the block that holds torch
+        top = _insert_at(module)
+        torch_at = max((i for i in range(top, _block_end(body, top)) if _is_import_of(body[i], "torch")), default=None)
+        at = _block_end(body, top) if torch_at is None else _run_end(body, torch_at)
+        body.insert(at, guarded)
+    for name in sorted(ctx.imports):
+        if not _binds_anywhere(module, name):
+            std = cst.parse_statement(f"import {name}\n")
+            insert_sorted(body, std, _insert_at(module), _block_end(body, _insert_at(module)), style, STDLIB)  # type: ignore[arg-type]
+    if ctx.helpers:
+        _insert_helpers(body, _block_end(body, _insert_at(module)), ctx.helpers)
+    return module.with_changes(body=body)
+
+
+def _torch_imports(
+    module: cst.Module, ctx: FixContext, code: str | None, body: list[TopLevel]
+) -> tuple[list[cst.SimpleStatementLine], TopLevel | None, list[TopLevel]]:
+    """The `import torch` / `import torch_npu` lines to sort in, portable's guarded torch_npu block (or
+    None), and `body` with the user's own bare `import torch_npu` given its noqa comment where it now matters."""
     lines: list[cst.SimpleStatementLine] = []
-    if need_torch:
+    if (ctx.needs_torch or ctx.helpers) and not _binds_anywhere(module, "torch"):
         lines.append(cst.parse_statement("import torch\n"))  # type: ignore[arg-type]  # a simple statement
     npu_name_used = ctx.target == Target.NPU and ctx.needs_torch_npu and _torch_npu_used(module, ctx, code)
     # portable: torch_npu registers the "npu" device the device helpers look for (the runtime module
@@ -288,33 +254,23 @@ def ensure_module_imports(module: cst.Module, ctx: FixContext, code: str | None 
             guarded = cst.parse_statement(TORCH_NPU_GUARDED)
     elif ctx.target == Target.NPU and ctx.needs_torch_npu and not npu_name_used:
         body = [_with_noqa(s) for s in body]  # the user's own bare `import torch_npu` now matters too
-    for stmt in lines:
-        insert_sorted(body, stmt, _insert_at(module), _block_end(body, _insert_at(module)), style, THIRD_PARTY)
-    if guarded is not None:  # a try block ends an import block: after the block that holds torch
-        top = _insert_at(module)
-        torch_at = max((i for i in range(top, _block_end(body, top)) if _is_import_of(body[i], "torch")), default=None)
-        at = _block_end(body, top) if torch_at is None else _run_end(body, torch_at)
-        body.insert(at, guarded)
-    for name in sorted(ctx.imports):
-        if not _binds_anywhere(module, name):
-            std = cst.parse_statement(f"import {name}\n")
-            insert_sorted(body, std, _insert_at(module), _block_end(body, _insert_at(module)), style, STDLIB)  # type: ignore[arg-type]
-    if ctx.helpers:
-        # helpers go after the last import of the leading import block
-        last_import = _block_end(body, _insert_at(module))
-        helper_stmts: list[cst.BaseStatement] = []
-        for name in sorted(ctx.helpers):
-            if any(isinstance(s, (cst.FunctionDef, cst.ClassDef)) and s.name.value == name for s in body):
-                continue
-            parsed = cst.parse_module(ctx.helpers[name])
-            stmts = list(parsed.body)
-            stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
-            helper_stmts.extend(stmts)
-        if helper_stmts and last_import < len(body):
-            nxt = body[last_import]
-            body[last_import] = nxt.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *_strip_blank(nxt.leading_lines)])
-        body[last_import:last_import] = helper_stmts  # type: ignore[assignment]  # parsed statements
-    return module.with_changes(body=body)
+    return lines, guarded, body
+
+
+def _insert_helpers(body: list[TopLevel], last_import: int, helpers: dict[str, str]) -> None:
+    """The inline helpers the file lacks, after the last import of the leading import block."""
+    helper_stmts: list[TopLevel] = []
+    for name in sorted(helpers):
+        if any(isinstance(s, (cst.FunctionDef, cst.ClassDef)) and s.name.value == name for s in body):
+            continue
+        parsed = cst.parse_module(helpers[name])
+        stmts = list(parsed.body)
+        stmts[0] = stmts[0].with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine()])
+        helper_stmts.extend(stmts)
+    if helper_stmts and last_import < len(body):
+        nxt = body[last_import]
+        body[last_import] = nxt.with_changes(leading_lines=[cst.EmptyLine(), cst.EmptyLine(), *_strip_blank(nxt.leading_lines)])
+    body[last_import:last_import] = helper_stmts
 
 
 def _block_end(body: list, start: int) -> int:
@@ -465,7 +421,7 @@ def _with_noqa(stmt: Statement) -> Statement:
     return stmt.with_changes(trailing_whitespace=trailing)
 
 
-def _strip_blank(lines):
+def _strip_blank(lines: Sequence[cst.EmptyLine]) -> list[cst.EmptyLine]:
     lines = list(lines)
     while lines and lines[0].comment is None:
         lines.pop(0)

@@ -72,8 +72,6 @@ def merge(view_before: str, view_after: str, real: str, special: frozenset[int],
 
 
 def fix_notebook(text: str, findings: list[Finding], rules: dict[str, Rule], target: str) -> NotebookFixResult:
-    from migrator.fix.python_fixer import fix_python
-
     nb = read_notebook(text)
     cells = {c.index: c for c in nb.cells}
     headers = import_headers(nb)
@@ -89,44 +87,13 @@ def fix_notebook(text: str, findings: list[Finding], rules: dict[str, Rule], tar
         if index is None or cell is None or cell.kind not in ("python", "shell"):
             declined.extend((f, "no automatic fix for this part of the notebook") for f in fs)
             continue
-        shell_fs = [f for f in fs if cell.kind == "shell" or f.line in cell.special]
-        py_fs = [f for f in fs if cell.kind == "python" and f.line not in cell.special]
-        source = cell.source
-        if shell_fs:
-            source, done, refused = text_fixer.fix_text(source, shell_fs, target)
-            applied.extend(done)
-            declined.extend(refused)
-        if py_fs:
-            header = headers.get(index, "")
-            h = header.count("\n")
-            moved = [replace(f, line=f.line + h, end_line=f.end_line + h) for f in py_fs]
-            back = {id(m): f for m, f in zip(moved, py_fs)}
-            view = header + cell.python
-            try:
-                result = fix_python(view, moved, rules, target, False)
-            except Exception as exc:  # noqa: BLE001 - one bad cell never stops the run
-                why = f"internal fixer error ({exc.__class__.__name__}: {exc}); cell left unchanged"
-                declined.extend((f, why) for f in py_fs)
-                result = None
-            if result is not None:
-                merged = source if result.text == view else None
-                why = "a rewrite would touch an IPython magic or shell line; cell left unchanged"
-                if merged is None:
-                    try:
-                        ast.parse(result.text)
-                        merged = merge(view, result.text, source, cell.special, h)
-                    except SyntaxError as exc:
-                        why = f"the fixed cell would not parse ({exc.msg}, line {(exc.lineno or 1) - h}); cell left unchanged"
-                if merged is None:
-                    declined.extend((f, why) for f in py_fs)
-                else:
-                    source = merged
-                    applied.extend(back.get(id(f), f) for f in result.applied)
-                    declined.extend((back.get(id(f), f), why) for f, why in result.declined)
-                    if result.applied:
-                        python_changed.add(index)
-        if source != cell.source:
-            new_src[index] = source
+        fixed = _fix_cell(cell, fs, headers.get(index, ""), rules, target)
+        applied.extend(fixed.applied)
+        declined.extend(fixed.declined)
+        if fixed.python_changed:
+            python_changed.add(index)
+        if fixed.source != cell.source:
+            new_src[index] = fixed.source
     if target == Target.NPU and python_changed:
         _one_torch_npu_import(nb.cells, new_src, min(python_changed))
     new_src = {i: s for i, s in new_src.items() if s != cells[i].source}
@@ -134,6 +101,69 @@ def fix_notebook(text: str, findings: list[Finding], rules: dict[str, Rule], tar
         return NotebookFixResult(text, applied, declined)
     new_text = rewrite_sources(text, nb.data, new_src)
     return NotebookFixResult(new_text, applied, declined, {i: (cells[i].source, s) for i, s in new_src.items()})
+
+
+@dataclass(frozen=True)
+class _CellFix:
+    source: str  # the cell's text after its fixes (its own text when none applied)
+    applied: list[Finding]
+    declined: list[tuple[Finding, str]]
+    python_changed: bool = False  # the Python fixer applied something in the cell
+
+
+def _fix_cell(cell: Cell, findings: list[Finding], header: str, rules: dict[str, Rule], target: str) -> _CellFix:
+    """One code cell: its shell lines through the text fixer, then its Python view through the Python
+    fixer (after `header`, the imports of earlier cells), merged back onto the real lines."""
+    shell_fs = [f for f in findings if cell.kind == "shell" or f.line in cell.special]
+    py_fs = [f for f in findings if cell.kind == "python" and f.line not in cell.special]
+    source = cell.source
+    applied: list[Finding] = []
+    declined: list[tuple[Finding, str]] = []
+    if shell_fs:
+        source, done, refused = text_fixer.fix_text(source, shell_fs, target)
+        applied.extend(done)
+        declined.extend(refused)
+    if not py_fs:
+        return _CellFix(source, applied, declined)
+    python = _fix_cell_python(cell, source, py_fs, header, rules, target)
+    return _CellFix(python.source, applied + python.applied, declined + python.declined, python.python_changed)
+
+
+def _fix_cell_python(
+    cell: Cell, source: str, findings: list[Finding], header: str, rules: dict[str, Rule], target: str
+) -> _CellFix:
+    from migrator.fix.python_fixer import fix_python
+
+    h = header.count("\n")
+    moved = [replace(f, line=f.line + h, end_line=f.end_line + h) for f in findings]
+    back = {id(m): f for m, f in zip(moved, findings)}
+    view = header + cell.python
+    try:
+        result = fix_python(view, moved, rules, target, False)
+    except Exception as exc:  # noqa: BLE001 - one bad cell never stops the run
+        why = f"internal fixer error ({exc.__class__.__name__}: {exc}); cell left unchanged"
+        return _CellFix(source, [], [(f, why) for f in findings])
+    merged, why = _merge_fixed_view(view, result.text, source, cell.special, h)
+    if merged is None:
+        return _CellFix(source, [], [(f, why) for f in findings])
+    return _CellFix(
+        merged,
+        [back.get(id(f), f) for f in result.applied],
+        [(back.get(id(f), f), reason) for f, reason in result.declined],
+        bool(result.applied),
+    )
+
+
+def _merge_fixed_view(view: str, fixed: str, source: str, special: frozenset[int], header: int) -> tuple[str | None, str]:
+    """The cell's text with the fixed view's line changes, or None and why they cannot be merged."""
+    if fixed == view:
+        return source, ""
+    try:
+        ast.parse(fixed)
+        return merge(view, fixed, source, special, header), (
+            "a rewrite would touch an IPython magic or shell line; cell left unchanged")
+    except SyntaxError as exc:
+        return None, f"the fixed cell would not parse ({exc.msg}, line {(exc.lineno or 1) - header}); cell left unchanged"
 
 
 def _one_torch_npu_import(cells: list[Cell], new_src: dict[int, str], first_changed: int) -> None:

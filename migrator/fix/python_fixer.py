@@ -12,6 +12,7 @@ import bisect
 import re
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TypeVar, cast
 
 import libcst as cst
 
@@ -24,12 +25,12 @@ from migrator.engine.sites import IMPORT_STAYS, IMPORT_UNUSED
 from migrator.fix import syntax
 from migrator.fix.context import Checkpoint, FixContext
 from migrator.fix.import_order import ImportStyle
+from migrator.fix.import_removal import name_counts, remove_unused_imports
 from migrator.fix.imports import (
     REMOVABLE_ROOTS,
     USES_TORCH_NPU,
+    Key,
     ensure_module_imports,
-    name_counts,
-    remove_unused_imports,
     rewrite_import,
     symbol_replacement,
 )
@@ -38,7 +39,7 @@ from migrator.fix.runtime_module import RuntimeImport
 from migrator.fix.sites import build_site
 from migrator.model import Finding
 
-Key = tuple[int, int, int, int]
+Node = TypeVar("Node", bound=cst.CSTNode)
 
 
 def key_of(f: Finding) -> Key:
@@ -80,7 +81,7 @@ class _Fixer(cst.CSTTransformer):
         return (r.start.line, r.start.column, r.end.line, r.end.column)
 
     def _apply(self, updated: cst.CSTNode, key: Key | None, at_call: bool, is_callee: bool,
-               original: cst.CSTNode | None = None, call: cst.Call | None = None):
+               original: cst.CSTNode | None = None, call: cst.Call | None = None) -> cst.CSTNode:
         """Rewrite the findings at `key`: each through its rule's precheck (the scanner's question,
         on the libcst site), then its `fix`. `original`/`call`: the node as written and its call."""
         if key is None or key not in self.findings:
@@ -151,7 +152,7 @@ class _Fixer(cst.CSTTransformer):
         at = bisect.bisect_left(self.work_lines, first)
         return at == len(self.work_lines) or self.work_lines[at] > r.end.line
 
-    def on_leave(self, original: cst.CSTNode, updated: cst.CSTNode):
+    def on_leave(self, original: Node, updated: Node) -> Node | cst.RemovalSentinel | cst.FlattenSentinel[Node]:
         result = super().on_leave(original, updated)
         if isinstance(original, cst.BaseStatement):
             mark = self.statements.pop()
@@ -190,11 +191,13 @@ class _Fixer(cst.CSTTransformer):
         func_key = self.call_funcs.get(id(original.func))
         if isinstance(new, cst.Call) and func_key is not None:
             new = self._apply(new, func_key, at_call=True, is_callee=False, original=original.func, call=original)
-        return new
+        return cast(cst.BaseExpression, new)  # an expression's fix returns an expression
 
-    def _leave_expr(self, original, updated):
-        return self._apply(updated, self._key(original), at_call=False, is_callee=id(original) in self.call_funcs,
-                           original=original)
+    # named as libcst's leave_* methods name them, so it stands in for each of them
+    def _leave_expr(self, original_node: cst.BaseExpression, updated_node: cst.BaseExpression) -> cst.BaseExpression:
+        new = self._apply(updated_node, self._key(original_node), at_call=False,
+                          is_callee=id(original_node) in self.call_funcs, original=original_node)
+        return cast(cst.BaseExpression, new)  # an expression's fix returns an expression
 
     leave_Attribute = _leave_expr
     leave_Name = _leave_expr
@@ -207,14 +210,20 @@ class _Fixer(cst.CSTTransformer):
     def visit_ImportAlias(self, node: cst.ImportAlias) -> bool:
         return False  # import aliases are rewritten as a whole by rewrite_import
 
-    def leave_Import(self, original: cst.Import, updated: cst.Import):
+    def leave_Import(
+        self, original: cst.Import, updated: cst.Import
+    ) -> cst.Import | cst.FlattenSentinel[cst.BaseSmallStatement]:
         return rewrite_import(self, original, updated)
 
-    def leave_ImportFrom(self, original: cst.ImportFrom, updated: cst.ImportFrom):
+    def leave_ImportFrom(
+        self, original: cst.ImportFrom, updated: cst.ImportFrom
+    ) -> cst.ImportFrom | cst.FlattenSentinel[cst.BaseSmallStatement]:
         return rewrite_import(self, original, updated)
 
 
-def import_renames(findings: list[Finding], rules: dict[str, Rule], aliases: dict[str, set[str]], target: str):
+def import_renames(
+    findings: list[Finding], rules: dict[str, Rule], aliases: dict[str, set[str]], target: str
+) -> dict[str, str]:
     """local name -> qualified name after the fix, for aliases bound to a renamed symbol."""
     if target != Target.NPU:
         return {}

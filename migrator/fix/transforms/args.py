@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import libcst as cst
 
 from migrator.catalogue.site import literal_of
@@ -28,7 +30,7 @@ def code(node: cst.CSTNode) -> str:
     return cst.Module(body=[]).code_for_node(node)
 
 
-def literal(arg: cst.Arg | None):
+def literal(arg: cst.Arg | None) -> Any:  # any literal's value, or NOT_LITERAL
     """The Python value of a simple literal argument, or NOT_LITERAL when it is not a literal."""
     if arg is None:
         return None
