@@ -303,7 +303,7 @@ def _per_parameter_lines(original: Mapping[str, Any], migrated: Mapping[str, Any
             hyper_o = original.get(name)
             if hyper_o is None:
                 continue
-            vm, vo = _fmt(_tuple(hyper_m[index])), _fmt(_tuple(hyper_o[index]))
+            vm, vo = format_value(_tuple(hyper_m[index])), format_value(_tuple(hyper_o[index]))
             if vm != vo:
                 pairs.setdefault((vm, vo), []).append(name)
         for (vm, vo), names in pairs.items():
@@ -321,11 +321,12 @@ def _tuple(v: Any) -> Any:
     return tuple(v) if isinstance(v, list) else v
 
 
-def _fmt(v: Any) -> str:
+def format_value(v: Any) -> str:
+    """An argument value as the diffs print it: floats to 4 significant digits, tuples element-wise."""
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, tuple):
-        return "(" + ", ".join(_fmt(x) for x in v) + ")"
+        return "(" + ", ".join(format_value(x) for x in v) + ")"
     return str(v)
 
 
@@ -351,9 +352,9 @@ def diff(original: dict[str, Any], migrated: dict[str, Any], names: tuple[str, s
         if key in HYPER and "per parameter" in migrated and "per parameter" in original:
             continue  # said per parameter
         same = (abs(vm - vo) <= 1e-9 * max(abs(vo), 1.0) if isinstance(vm, float) and isinstance(vo, float)
-                else _fmt(vm) == _fmt(vo))
+                else format_value(vm) == format_value(vo))
         if not same:
-            lines.append(f"{key}: {_fmt(vm)} ({hm}) vs {_fmt(vo)} ({ho})")
+            lines.append(f"{key}: {format_value(vm)} ({hm}) vs {format_value(vo)} ({ho})")
     return lines
 
 

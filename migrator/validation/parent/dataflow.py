@@ -156,7 +156,7 @@ def _attribute_lines(semantic: dict[str, Any], module: dict[str, Any] | None) ->
             else:
                 same = str(value) == str(expected)
             if not same:
-                lines.append(f"{key}: {S._fmt(value)} ({how}) vs {S._fmt(expected)} "
+                lines.append(f"{key}: {S.format_value(value)} ({how}) vs {S.format_value(expected)} "
                              f"(the original {module.get('class', 'module')}.{attr})")
             break
     return lines

@@ -146,7 +146,7 @@ def is_installed() -> bool:
     return _INSTALLATION.patches is not None
 
 
-def _real_torch_npu() -> tuple[bool, str | None]:
+def real_torch_npu() -> tuple[bool, str | None]:
     """(importable, error): is a real torch_npu present and importable? (ascend-facts §a)."""
     existing = sys.modules.get("torch_npu")
     if existing is not None:
@@ -190,7 +190,7 @@ def install(*, force: bool = False, amp_dtype: torch.dtype = torch.float16, devi
                       message="torch_npu emulation already installed")
         return result
     if not force:
-        real, error = _real_torch_npu()
+        real, error = real_torch_npu()
         if real:
             result.update(real_torch_npu=True,
                           message="a real torch_npu is importable; emulation NOT installed, nothing changed")
