@@ -41,19 +41,11 @@ ALLOWED_ANY_MAPPINGS = JSON_BOUNDARY_READERS | {
     "migrator/model.py:SkippedFile.to_dict",
     # owned by the validation branches, removed at merge
     "migrator/validation/child/bound_args.py:wrap_bound",
-    "migrator/validation/child/errors.py:describe",
     "migrator/validation/child/npu_emulation/__init__.py:install",
-    "migrator/validation/child/protocol.py:prepare",
-    "migrator/validation/child/worker.py:serve",
     "migrator/validation/determinism.py:apply",
-    "migrator/validation/dumps.py:load_dump",
-    "migrator/validation/op_semantics.py:diff",
-    "migrator/validation/op_semantics.py:from_json",
     "migrator/validation/parent/benchreport.py:perf_caption",
     "migrator/validation/parent/benchreport.py:perf_rows",
     "migrator/validation/parent/benchreport.py:scaling_text",
-    "migrator/validation/parent/results.py:ValidationResult.to_json",
-    "migrator/validation/records.py:from_json",
 }
 
 _TARGET_RULES = {  # owned by branch catalogue (rules/, fix/ python fixers): Target enum, removed at merge

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
+    from migrator.jsonfile import JsonValue
+
 from . import attention_pattern as P
 
 Semantic = dict[str, tuple[Any, str]]
@@ -330,7 +332,7 @@ def format_value(v: Any) -> str:
     return str(v)
 
 
-def diff(original: dict[str, Any], migrated: dict[str, Any], names: tuple[str, str]) -> list[str]:
+def diff(original: Semantic, migrated: Semantic, names: tuple[str, str]) -> list[str]:
     """``["scale: 1 (npu default) vs 0.125 (flash_attn default 1/√64)", ...]`` for the keys that
     differ: migrated first, as the rest of the report. Values are ``[value, how]`` pairs (JSON)."""
     lines = []
@@ -362,5 +364,12 @@ def jsonable(sem: Semantic) -> dict[str, list[Any]]:
     return {k: [list(v) if isinstance(v, tuple) else v, how] for k, (v, how) in sem.items()}
 
 
-def from_json(sem: Mapping[str, Any]) -> dict[str, tuple[Any, str]]:
-    return {k: (tuple(v) if isinstance(v, list) else v, how) for k, (v, how) in sem.items()}
+def from_json(sem: Mapping[str, JsonValue]) -> Semantic:
+    """A semantic record back from its JSON form (``{key: [value, how]}``, lists as tuples again)."""
+    out: Semantic = {}
+    for key, pair in sem.items():
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ValueError(f"semantic argument {key!r}: expected [value, how], found {pair!r}")
+        value, how = pair
+        out[key] = (tuple(value) if isinstance(value, list) else value, str(how))
+    return out
