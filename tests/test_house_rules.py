@@ -40,7 +40,6 @@ ALLOWED_ANY_MAPPINGS = JSON_BOUNDARY_READERS | {
     "migrator/model.py:RunResult.to_dict",
     "migrator/model.py:SkippedFile.to_dict",
     # owned by the validation branches, removed at merge
-    "migrator/validation/child/bound_args.py:wrap_bound",
     "migrator/validation/parent/benchreport.py:perf_caption",
     "migrator/validation/parent/benchreport.py:perf_rows",
     "migrator/validation/parent/benchreport.py:scaling_text",
