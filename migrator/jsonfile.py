@@ -13,6 +13,11 @@ from migrator.input_files import MAX_TOOL_FILE_BYTES, read_text
 
 MAX_DEPTH = 200  # our own files and configs nest a handful of levels
 
+# What json.load gives and json.dump takes: for data that really is JSON at a file boundary (a job or status
+# file, dump.json, validation.json); structured data inside the tool has a dataclass or TypedDict of its own
+JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
+JsonObject = dict[str, JsonValue]
+
 
 def depth_over(data: Any, limit: int) -> bool:
     """Whether lists/dicts nest deeper than ``limit`` (walked without recursion)."""

@@ -18,13 +18,7 @@ from tests.house_rules import (
 )
 
 # (importer, "module:name")
-ALLOWED_PRIVATE_IMPORTS = {
-    # owned by branch pipeline (fix runner), removed at merge
-    ("migrator/fix/runner.py", "migrator.engine.text_checkers:_logical_lines"),
-    # owned by the validation branches, removed at merge
-    ("migrator/validation/child/protocol.py", "migrator.validation.child.npu_emulation:_real_torch_npu"),
-    ("migrator/validation/parent/dataflow.py", "migrator.validation.op_semantics:_fmt"),
-}
+ALLOWED_PRIVATE_IMPORTS: set[tuple[str, str]] = set()
 
 # "path:qualified name"; the JSON boundary readers are allowed by name (they take what json.load gave)
 JSON_BOUNDARY_READERS = {
@@ -46,20 +40,16 @@ ALLOWED_ANY_MAPPINGS = JSON_BOUNDARY_READERS | {
     "migrator/model.py:RunResult.to_dict",
     "migrator/model.py:SkippedFile.to_dict",
     # owned by the validation branches, removed at merge
-    "migrator/validation/child/bound_args.py:wrap_bound",
-    "migrator/validation/child/errors.py:describe",
-    "migrator/validation/child/npu_emulation/__init__.py:install",
-    "migrator/validation/child/protocol.py:prepare",
-    "migrator/validation/child/worker.py:serve",
-    "migrator/validation/determinism.py:apply",
-    "migrator/validation/dumps.py:load_dump",
-    "migrator/validation/op_semantics.py:diff",
-    "migrator/validation/op_semantics.py:from_json",
+    # the child's facts as the parent reads them (status.policy / status.train / dropout probes, and the
+    # bench stage's figures): not yet typed (valtypes round 2 ran out of time; TypedDicts of the child's shape next)
+    "migrator/validation/parent/compare_train.py:training_note",
+    "migrator/validation/parent/policy.py:compare_policies",
+    "migrator/validation/parent/policy.py:describe",
+    "migrator/validation/parent/randomness.py:dropout_check",
+    "migrator/validation/parent/stage_kit.py:numeric_stage",
     "migrator/validation/parent/benchreport.py:perf_caption",
     "migrator/validation/parent/benchreport.py:perf_rows",
     "migrator/validation/parent/benchreport.py:scaling_text",
-    "migrator/validation/parent/results.py:ValidationResult.to_json",
-    "migrator/validation/records.py:from_json",
 }
 
 _TARGET_RULES = {  # owned by branch catalogue (rules/, fix/ python fixers): Target enum, removed at merge
@@ -117,7 +107,6 @@ _VERDICTS = {  # owned by the validation branches (Verdict enum), removed at mer
     # owned by branch contracts (reporters): msprobe verdicts, and doctor's ok/info/warn/problem
     ("migrator/reporters/msprobe_text.py", "r.status != 'pass'"),
     ("migrator/reporters/msprobe_text.py", "s.status != 'pass'"),
-    ("migrator/reporters/doctor.py", "check.status in ('problem', 'warn')"),
 }
 ALLOWED_LITERAL_COMPARISONS = _TARGET_RULES | _TARGET_PIPELINE | _VERDICTS
 

@@ -6,9 +6,23 @@ import os
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
-STATUSES = ("ok", "info", "warn", "problem")
+
+class Status(str, Enum):
+    """A check's verdict; the value is what `doctor --json` writes."""
+
+    OK = "ok"
+    INFO = "info"
+    WARN = "warn"
+    PROBLEM = "problem"
+
+    @property
+    def needs_fix(self) -> bool:
+        """A problem or a warning: its `fix` is printed as a fix, not a hint."""
+        return self in (Status.PROBLEM, Status.WARN)
+
 
 
 @dataclass(frozen=True)
@@ -31,7 +45,7 @@ class Check:
     """One line of the report: `status` is ok / info / warn / problem; a problem or warning names its `fix`."""
 
     name: str
-    status: str
+    status: Status
     found: str
     detail: str = ""
     fix: str = ""
@@ -54,7 +68,7 @@ class DoctorReport:
 
     @property
     def problems(self) -> tuple[Check, ...]:
-        return tuple(c for c in self.checks if c.status == "problem")
+        return tuple(c for c in self.checks if c.status is Status.PROBLEM)
 
     @property
     def exit_code(self) -> int:

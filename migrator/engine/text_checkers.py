@@ -130,9 +130,10 @@ CUDA_SYSTEM_PACKAGE = re.compile(
 WORD = re.compile(r"\S+")
 
 
-def _logical_lines(lines: tuple[str, ...]) -> Iterator[tuple[str, list[tuple[int, int]]]]:
+def logical_lines(lines: tuple[str, ...]) -> Iterator[tuple[str, list[tuple[int, int]]]]:
     """Shell lines joined at trailing backslashes (comments dropped); with, per physical line,
-    (line number, offset of its first character in the joined text)."""
+    (line number, offset of its first character in the joined text). Public: the fixer places its notes
+    above the first physical line of a continued command with it."""
     i = 0
     while i < len(lines):
         text, starts = "", []
@@ -158,7 +159,7 @@ def _position(starts: list[tuple[int, int]], offset: int) -> tuple[int, int]:
 
 
 def _command_hits(lines: tuple[str, ...], install_lines: set[int]) -> Iterator[TextHit]:
-    for text, starts in _logical_lines(lines):
+    for text, starts in logical_lines(lines):
         if not INSTALL_HINT.search(text):
             continue
         for words in shell_words.commands(text):

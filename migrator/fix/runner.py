@@ -412,9 +412,9 @@ def _annotate(rel: str, text: str, findings: list[Finding], applied: list[Findin
     remaining = scan_text_content(text, rel, kind, options.scan or ScanOptions(target=options.target))
     starts: dict[int, int] = {}  # shell: a note goes above the first line of a `\`-continued command
     if kind == "shell":
-        from migrator.engine.text_checkers import _logical_lines
+        from migrator.engine.text_checkers import logical_lines
 
-        for _, parts in _logical_lines(tuple(text.splitlines())):
+        for _, parts in logical_lines(tuple(text.splitlines())):
             for number, _ in parts:
                 starts[number] = parts[0][0]
     notes: dict[int, list[tuple[str, str]]] = {}

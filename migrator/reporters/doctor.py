@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from migrator.doctor.model import DoctorReport, Explanation
+from migrator.doctor.model import DoctorReport, Explanation, Status
 
-_MARK = {"ok": "ok     ", "info": "info   ", "warn": "warn   ", "problem": "PROBLEM"}
+_MARK = {Status.OK: "ok     ", Status.INFO: "info   ", Status.WARN: "warn   ", Status.PROBLEM: "PROBLEM"}
 
 
 def doctor_text(report: DoctorReport) -> str:
@@ -17,9 +17,9 @@ def doctor_text(report: DoctorReport) -> str:
         if check.detail:
             line += f" ({check.detail})"
         lines.append(line)
-        if check.fix and check.status in ("problem", "warn"):
+        if check.fix and check.status.needs_fix:
             lines.append(f"          fix: {check.fix}")
-        elif check.fix and check.status == "info":
+        elif check.fix and check.status is Status.INFO:
             lines.append(f"          hint: {check.fix}")
     for finding in report.log_findings:
         lines.append(f"  log line {finding.line_number}: {finding.explanation.code} {finding.explanation.title}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 if TYPE_CHECKING:
     import torch
@@ -52,7 +52,26 @@ def seed_all(seed: int) -> None:
         npu.manual_seed_all(seed)
 
 
-def apply(seed: int, threads: int, device: str) -> dict[str, Any]:
+class _ManifestCore(TypedDict):
+    seed: int
+    threads: int
+    deterministic_algorithms: bool
+    float32_matmul_precision: str
+    dropout: str
+    env: dict[str, str | None]
+    tf32: bool
+    cudnn_deterministic: bool
+    cudnn_benchmark: bool
+
+
+class Manifest(_ManifestCore, total=False):
+    """What :func:`apply` set, as a side's status records it (``hf32_*`` on NPU only)."""
+
+    hf32_matmul: bool
+    hf32_conv: bool
+
+
+def apply(seed: int, threads: int, device: str) -> Manifest:
     """Apply seeds and flags in this process; return the manifest record of what was set.
 
     ``device`` is the real device type the side runs on (``cpu``, ``cuda`` or ``npu``): TF32 is
@@ -67,26 +86,27 @@ def apply(seed: int, threads: int, device: str) -> dict[str, Any]:
         pass
     torch.use_deterministic_algorithms(True, warn_only=True)
     torch.set_float32_matmul_precision("highest")
-    flags: dict[str, Any] = {
+    flags: Manifest = {
         "seed": seed,
         "threads": threads,
         "deterministic_algorithms": True,
         "float32_matmul_precision": "highest",
         "dropout": "off via make_model(dropout=0.0)",
         "env": {k: os.environ.get(k) for k in sorted(DETERMINISTIC_ENV) + ["PYTHONHASHSEED", "OMP_NUM_THREADS"]},
+        # the flags set below, in this order
+        "tf32": False, "cudnn_deterministic": True, "cudnn_benchmark": False,
     }
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
-    flags.update(tf32=False, cudnn_deterministic=True, cudnn_benchmark=False)
     if device == "npu":
         npu = getattr(torch, "npu", None)
         for name in ("matmul", "conv"):
             flag = getattr(npu, name, None)
             if flag is not None and hasattr(flag, "allow_hf32"):
                 flag.allow_hf32 = False
-        flags.update(hf32_matmul=False, hf32_conv=False)
+        flags["hf32_matmul"] = flags["hf32_conv"] = False
     seed_all(seed)
     return flags
 

@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    import torch
+
+    from migrator.jsonfile import JsonObject
 
 DUMP_FILE = "dump.json"
 
@@ -39,25 +44,30 @@ class DumpEvent:
     missing: bool = False  # a parameter whose grad is None after backward
 
 
-def events_json(events: Iterable[DumpEvent]) -> list[dict[str, Any]]:
+def events_json(events: Iterable[DumpEvent]) -> list[JsonObject]:
     """The events as ``dump.json`` holds them."""
     from .records import to_json
 
     return [to_json(event) for event in events]
 
 
-def read_events(doc: Mapping[str, Any], where: str = "dump.json") -> list[DumpEvent]:
+def migrate_section(doc: JsonObject) -> JsonObject:
+    """The tool's own section of a ``dump.json`` document (empty when there is none)."""
+    section = doc.get("migrate", {})
+    return section if isinstance(section, dict) else {}
+
+
+def read_events(doc: JsonObject, where: str = "dump.json") -> list[DumpEvent]:
     """The events of a ``dump.json`` document (none when it has no ``migrate`` section)."""
     from .records import RecordError, from_json
 
-    section = doc.get("migrate", {})
-    raw: Sequence[Any] = section.get("events", []) if isinstance(section, Mapping) else []
+    raw = migrate_section(doc).get("events", [])
     if not isinstance(raw, list):
         raise RecordError(f"{where}: migrate.events is not a list")
     return [from_json(event, DumpEvent, f"{where}: event {i}") for i, event in enumerate(raw)]
 
 
-def load_dump(run_dir: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def load_dump(run_dir: str) -> tuple[JsonObject, dict[str, torch.Tensor]]:
     """(dump.json document, {tensor name: tensor}) of a saved run."""
     from safetensors.torch import load_file
 

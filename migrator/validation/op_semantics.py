@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
+    from migrator.jsonfile import JsonValue
+
 from . import attention_pattern as P
 
 Semantic = dict[str, tuple[Any, str]]
@@ -303,7 +305,7 @@ def _per_parameter_lines(original: Mapping[str, Any], migrated: Mapping[str, Any
             hyper_o = original.get(name)
             if hyper_o is None:
                 continue
-            vm, vo = _fmt(_tuple(hyper_m[index])), _fmt(_tuple(hyper_o[index]))
+            vm, vo = format_value(_tuple(hyper_m[index])), format_value(_tuple(hyper_o[index]))
             if vm != vo:
                 pairs.setdefault((vm, vo), []).append(name)
         for (vm, vo), names in pairs.items():
@@ -321,15 +323,16 @@ def _tuple(v: Any) -> Any:
     return tuple(v) if isinstance(v, list) else v
 
 
-def _fmt(v: Any) -> str:
+def format_value(v: Any) -> str:
+    """An argument value as the diffs print it: floats to 4 significant digits, tuples element-wise."""
     if isinstance(v, float):
         return f"{v:.4g}"
     if isinstance(v, tuple):
-        return "(" + ", ".join(_fmt(x) for x in v) + ")"
+        return "(" + ", ".join(format_value(x) for x in v) + ")"
     return str(v)
 
 
-def diff(original: dict[str, Any], migrated: dict[str, Any], names: tuple[str, str]) -> list[str]:
+def diff(original: Semantic, migrated: Semantic, names: tuple[str, str]) -> list[str]:
     """``["scale: 1 (npu default) vs 0.125 (flash_attn default 1/√64)", ...]`` for the keys that
     differ: migrated first, as the rest of the report. Values are ``[value, how]`` pairs (JSON)."""
     lines = []
@@ -351,9 +354,9 @@ def diff(original: dict[str, Any], migrated: dict[str, Any], names: tuple[str, s
         if key in HYPER and "per parameter" in migrated and "per parameter" in original:
             continue  # said per parameter
         same = (abs(vm - vo) <= 1e-9 * max(abs(vo), 1.0) if isinstance(vm, float) and isinstance(vo, float)
-                else _fmt(vm) == _fmt(vo))
+                else format_value(vm) == format_value(vo))
         if not same:
-            lines.append(f"{key}: {_fmt(vm)} ({hm}) vs {_fmt(vo)} ({ho})")
+            lines.append(f"{key}: {format_value(vm)} ({hm}) vs {format_value(vo)} ({ho})")
     return lines
 
 
@@ -361,5 +364,12 @@ def jsonable(sem: Semantic) -> dict[str, list[Any]]:
     return {k: [list(v) if isinstance(v, tuple) else v, how] for k, (v, how) in sem.items()}
 
 
-def from_json(sem: Mapping[str, Any]) -> dict[str, tuple[Any, str]]:
-    return {k: (tuple(v) if isinstance(v, list) else v, how) for k, (v, how) in sem.items()}
+def from_json(sem: Mapping[str, JsonValue]) -> Semantic:
+    """A semantic record back from its JSON form (``{key: [value, how]}``, lists as tuples again)."""
+    out: Semantic = {}
+    for key, pair in sem.items():
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise ValueError(f"semantic argument {key!r}: expected [value, how], found {pair!r}")
+        value, how = pair
+        out[key] = (tuple(value) if isinstance(value, list) else value, str(how))
+    return out

@@ -15,7 +15,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from migrator.jsonfile import JsonObject, JsonValue
 
 Side = Literal["original", "migrated"]
 # entry: the protocol could not be loaded (exit 2); run: the program failed; harness: the validation
@@ -264,15 +267,16 @@ def _cattrs() -> Any:
     return _converter
 
 
-def to_json(record: Any) -> dict[str, Any]:
+def to_json(record: Any) -> JsonObject:
     """The record as a JSON-able dict (a job also names its ``kind``)."""
-    data: dict[str, Any] = _cattrs().unstructure(record)
+    data: JsonObject = _cattrs().unstructure(record)
     kind = getattr(record, "KIND", "")
     return {"kind": kind, **data} if kind else data
 
 
-def from_json(data: Mapping[str, Any], cls: type[RecordT], where: str = "") -> RecordT:
-    """``data`` as a ``cls`` record; :class:`RecordError` says which field is wrong."""
+def from_json(data: JsonValue | Mapping[str, object], cls: type[RecordT], where: str = "") -> RecordT:
+    """``data`` (a JSON value read from a file, or a runner's status dict) as a ``cls`` record;
+    :class:`RecordError` says which field is wrong."""
     import cattrs
 
     if not isinstance(data, Mapping):
@@ -286,14 +290,15 @@ def from_json(data: Mapping[str, Any], cls: type[RecordT], where: str = "") -> R
         raise RecordError(f"{where + ': ' if where else ''}{cls.__name__}: {exc}") from None
 
 
-def job_from_json(data: Mapping[str, Any], where: str = "", cls: type[Job] | None = None) -> Job:
+def job_from_json(data: JsonValue, where: str = "", cls: type[Job] | None = None) -> Job:
     """``data`` as the job record its ``kind`` names (one of ``JOB_KINDS``, or ``cls``'s own kind)."""
-    kind = data.get("kind") if isinstance(data, Mapping) else None
+    fields = data if isinstance(data, dict) else {}
+    kind = fields.get("kind")
     kinds = {cls.KIND: cls} if cls is not None else JOB_KINDS
     found = kinds.get(kind) if isinstance(kind, str) else None
     if found is None:
         raise RecordError(f"{where or 'job'}: unknown job kind {kind!r} (known: {', '.join(kinds)})")
-    return from_json({k: v for k, v in data.items() if k != "kind"}, found, where)
+    return from_json({k: v for k, v in fields.items() if k != "kind"}, found, where)
 
 
 def write(record: Any, path: str) -> None:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 
-def wrap_bound(fn: Callable[..., Any], transform: Callable[[dict[str, Any]], None]) -> Callable[..., Any]:
+def wrap_bound(fn: Callable[..., Any], transform: Callable[[dict[str, object]], None]) -> Callable[..., Any]:
     """Wrap ``fn`` so its bound arguments pass through ``transform`` (edited in place) first (the
     reference layers' rules for constructors such as DDP, DeviceMesh, GradScaler, autocast, and for
     functions whose argument may come by position or keyword, such as ``torch.load``'s map_location).

@@ -220,7 +220,9 @@ def autocast(policy: str, bf16_policy: str, device: str) -> AbstractContextManag
     return contextlib.nullcontext()
 
 
-def model_inputs(entry: Entry, batch: Any) -> tuple[tuple[Any, ...], dict[str, Any]]:
+def model_inputs(entry: Entry, batch: Any) -> tuple[tuple[object, ...], dict[str, object]]:
+    """The model call's (args, kwargs) from a batch: a dict by keyword (the entry's `input_keys` only, when
+    given), a tuple or list by position, anything else as the one argument."""
     if isinstance(batch, dict):
         if entry.input_keys is not None:
             return (), {k: batch[k] for k in entry.input_keys if k in batch}

@@ -25,6 +25,7 @@ Rank 0's status lists every rank's dumps; the parent compares (:mod:`.stages`).
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..records import DATA_PARALLEL, STAGE_OF, ParallelJob
@@ -35,7 +36,9 @@ if TYPE_CHECKING:
     from torch.distributed import ProcessGroup
     from torch.distributed.device_mesh import DeviceMesh
 
+    from .execute import Timer
     from .protocol import Entry
+    from .recorder import Recorder
 
 
 class Unsupported(Exception):
@@ -181,131 +184,186 @@ def _grad_digest(grads: list[tuple[str, Any]]) -> str:
 
 
 def run_rank(job: ParallelJob) -> dict[str, Any]:
-    from .. import determinism
     from . import execute, protocol
-    from .errors import describe, failure_phase
-    from .recorder import Recorder
 
     rank = int(os.environ.get("RANK", "0"))
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    tree, out = job.tree, job.out
     status: dict[str, Any] = {"ok": False, "rank": rank, "world_size": world, "variants": {}, "skipped": {},
                               "notes": []}
-    started = protocol.prepare("migrated", tree, job.entry, status, seed=job.seed, threads=job.threads)
+    started = protocol.prepare("migrated", job.tree, job.entry, status, seed=job.seed, threads=job.threads)
     if started is None:
         return status
     entry, layers = started
+    _RankRun(job, entry, layers.device, layers.backend, rank, world, status, execute.Timer()).run()
+    return status
 
-    import torch
-    import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
 
-    device, bf16_policy = layers.device, job.bf16_policy
+@dataclass
+class _RankRun:
+    """One rank's S2/S3 run, step by step; ``phase`` and ``recorder`` name where a failure happened."""
+
+    job: ParallelJob
+    entry: Entry
+    device: str
+    backend: str
+    rank: int
+    world: int
+    status: dict[str, Any]
+    timer: Timer
+    phase: str = "init"
     recorder: Recorder | None = None
-    phase = "init"
-    timer = execute.Timer()
-    try:
-        if device != "cpu":  # one accelerator per rank (HCCL/NCCL need it before the group is built)
-            getattr(torch, device).set_device(int(os.environ.get("LOCAL_RANK", "0")))
-        dist.init_process_group(backend=layers.backend)
-        status["backend"] = dist.get_backend()
-        mesh = init_device_mesh(device, (world,), mesh_dim_names=("dp" if job.stage == "S2" else "mp",))
-        phase = "weights"
-        determinism.seed_all(job.seed)
-        full = entry.make_model(dropout=0.0)
-        weights = execute.round_weights(full)
-        digest = execute.tensor_hash(weights)
-        digests = [None] * world
+    weights: dict[str, torch.Tensor] = field(default_factory=dict)  # the unsharded model's, every rank alike
+    full_names: list[str] = field(default_factory=list)
+    full_lists: dict[str, int] = field(default_factory=dict)
+    neutral: bool = False  # dropout still on after make_model(dropout=0.0): off in every run (issue 24)
+
+    def run(self) -> None:
+        from .errors import describe, failure_phase
+
+        try:
+            mesh = self._init_group()
+            self.phase = "weights"
+            self._weights()
+            self.phase = "dropout census"
+            self._dropout()
+            for step in self.job.steps:
+                refs: dict[str, dict[str, str]] = {}
+                for variant in self.job.variants:
+                    self._variant_step(mesh, variant, step, refs)
+            self.status["timings"] = {"total": self.timer()}
+            self.status["ok"] = True
+        except Exception as exc:  # noqa: BLE001 - the program failed on this rank
+            active = self.recorder.active_modules() if self.recorder is not None else []
+            self.status.update(phase=failure_phase(exc, self.job.tree),
+                               error=describe(exc, self.job.tree, during=self.phase, active_modules=active))
+        finally:
+            leave_process_group()
+
+    def _init_group(self) -> DeviceMesh:
+        import torch
+        import torch.distributed as dist
+        from torch.distributed.device_mesh import init_device_mesh
+
+        if self.device != "cpu":  # one accelerator per rank (HCCL/NCCL need it before the group is built)
+            getattr(torch, self.device).set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        dist.init_process_group(backend=self.backend)
+        self.status["backend"] = dist.get_backend()
+        return init_device_mesh(self.device, (self.world,), mesh_dim_names=("dp" if self.job.stage == "S2" else "mp",))
+
+    def _weights(self) -> None:
+        import torch.distributed as dist
+
+        from .. import determinism
+        from . import execute
+
+        determinism.seed_all(self.job.seed)
+        full = self.entry.make_model(dropout=0.0)
+        self.weights = execute.round_weights(full)
+        digest = execute.tensor_hash(self.weights)
+        digests = [None] * self.world
         dist.all_gather_object(digests, digest)
         if len(set(digests)) != 1:
             raise ProgramFault("make_model(dropout=0.0) built different weights on different ranks with the same seed")
-        status["weights_sha256"] = digest
-        full_names = [n for n, _ in full.named_parameters()]
-        full_lists = _module_lists(full)
-        del full
-        phase = "dropout census"  # dropout still on after make_model(dropout=0.0): off in every run (issue 24)
+        self.status["weights_sha256"] = digest
+        self.full_names = [n for n, _ in full.named_parameters()]
+        self.full_lists = _module_lists(full)
+
+    def _dropout(self) -> None:
+        from . import execute
+
+        entry, job = self.entry, self.job
         first = entry.batch(job.steps[0], 0, 1) if entry.batch_takes_rank else entry.batch(job.steps[0])
-        neutral = bool(execute.dropout_census(entry, weights, first, device, job.seed)["sites"])
-        if neutral:
-            status["notes"].append("dropout active after make_model(dropout=0.0): neutralised in every run of "
-                                   "this stage (the unsharded reference and the sharded runs)")
+        self.neutral = bool(execute.dropout_census(entry, self.weights, first, self.device, job.seed)["sites"])
+        if self.neutral:
+            self.status["notes"].append("dropout active after make_model(dropout=0.0): neutralised in every run of "
+                                        "this stage (the unsharded reference and the sharded runs)")
 
-        generic_ok = entry.parallelize is None  # a program with a plan gets only the variants it declares
+    def _batch(self, kind: str, step: int) -> Any:
+        """This rank's batch: its own micro-batch for the data-parallel variants, else the full batch."""
+        from . import execute
 
-        for step in job.steps:
-            refs: dict[str, dict[str, str]] = {}
-            for variant in job.variants:
-                phase = f"{variant} step {step}"
-                t_variant = execute.Timer()
-                kind = "micro" if variant in DATA_PARALLEL else "full"
-                if kind == "micro":
-                    if entry.batch_takes_rank:
-                        mine = entry.make_batch(step, rank, world)
-                    else:
-                        mine = execute.split_batch(entry.batch(step), world)[rank]
-                else:
-                    mine = entry.batch(step, 0, 1) if entry.batch_takes_rank else entry.batch(step)
-                runs: dict[str, str] = {}
-                try:
-                    for policy in ("fp32", "bf16"):
-                        determinism.seed_all(job.seed)
-                        model = execute.build_model(entry, weights, device, policy, bf16_policy)
-                        pmodel, how = apply_variant(entry, model, mesh, variant, generic_ok)
-                        inner = _inner(pmodel)
-                        lists = _module_lists(inner)
-                        ep_lists = {p: (full_lists[p], n) for p, n in lists.items()
-                                    if p in full_lists and n < full_lists[p] and full_lists[p] == n * world}
-                        recorder = Recorder(inner, max_bytes=job.max_bytes)
-                        recorder.skip_prefixes = tuple(ep_lists)
-                        recorder.attach()
-                        data = execute.prepare_batch(mine, device, policy, bf16_policy)
-                        with execute.dropout_context(inner, neutral):
-                            execute.forward_backward(entry, inner, pmodel, data, policy, bf16_policy, device,
-                                                     recorder)
-                        if entry.sync_grads is not None and (how.startswith("parallelize") or variant == "ddp"):
-                            entry.sync_grads(pmodel, mesh, STAGE_OF[variant])
-                        grads = unshard_grads(inner, full_names, ep_lists, world, rank)
-                        if variant == "ddp":
-                            digests = [None] * world
-                            dist.all_gather_object(digests, _grad_digest(grads))
-                            status.setdefault("replicas", {})[f"{variant}/{policy}"] = len(set(digests)) == 1
-                        if rank == 0:
-                            recorder.record_param_grads(grads)
-                        recorder.detach()
-                        run_dir = _run_dir(out, variant, step, policy, rank)
-                        recorder.save(run_dir, {"variant": variant, "policy": policy, "step": step, "rank": rank,
-                                                "how": how, "expert_parallel_lists": ep_lists})
-                        runs[policy] = run_dir
-                        recorder = None
-                        del model, pmodel, inner
-                except Unsupported as exc:
-                    status["skipped"][variant] = str(exc)
-                    recorder = None
-                    continue
-                if kind not in refs:
-                    phase = f"reference ({kind} batch) step {step}"
-                    refs[kind] = _reference(entry, weights, device, bf16_policy, mine, kind, job, rank, world,
-                                            full_names, step, out, neutral)
-                info = status["variants"].setdefault(variant, {"how": how, "runs": {}, "checks": []})
-                ranks = range(world) if kind == "micro" else [0]
-                info["runs"][f"step{step}"] = {
-                    str(r): {"fp32": _run_dir(out, variant, step, "fp32", r),
-                             "bf16": _run_dir(out, variant, step, "bf16", r),
-                             "ref_fp32": _run_dir(out, f"ref_{kind}", step, "fp32", r),
-                             "ref_bf16": _run_dir(out, f"ref_{kind}", step, "bf16", r)} for r in ranks}
-                if variant == "ddp":
-                    same = all(status.get("replicas", {}).get(f"ddp/{p}", True) for p in ("fp32", "bf16"))
-                    info["checks"].append({"check": "reduced grads identical on every rank", "status": "pass" if same else "fail",
-                                           "message": "" if same else "ranks hold different grads after DDP's reduction"})
-                info["seconds"] = info.get("seconds", 0) + t_variant()
-        status["timings"] = {"total": timer()}
-        status["ok"] = True
-    except Exception as exc:  # noqa: BLE001 - the program failed on this rank
-        active = recorder.active_modules() if recorder is not None else []
-        status.update(phase=failure_phase(exc, tree), error=describe(exc, tree, during=phase, active_modules=active))
-    finally:
-        leave_process_group()
-    return status
+        entry = self.entry
+        if kind == "micro":
+            if entry.batch_takes_rank:
+                return entry.make_batch(step, self.rank, self.world)
+            return execute.split_batch(entry.batch(step), self.world)[self.rank]
+        return entry.batch(step, 0, 1) if entry.batch_takes_rank else entry.batch(step)
+
+    def _variant_step(self, mesh: DeviceMesh, variant: str, step: int, refs: dict[str, dict[str, str]]) -> None:
+        """Both policies' runs of one variant at one step, then (once per batch kind) the unsharded reference."""
+        from . import execute
+
+        job = self.job
+        self.phase = f"{variant} step {step}"
+        t_variant = execute.Timer()
+        kind = "micro" if variant in DATA_PARALLEL else "full"
+        mine = self._batch(kind, step)
+        try:
+            for policy in ("fp32", "bf16"):
+                how = self._policy_run(mesh, variant, step, policy, mine)
+        except Unsupported as exc:
+            self.status["skipped"][variant] = str(exc)
+            self.recorder = None
+            return
+        if kind not in refs:
+            self.phase = f"reference ({kind} batch) step {step}"
+            refs[kind] = _reference(self.entry, self.weights, self.device, job.bf16_policy, mine, kind, job, self.rank,
+                                    self.world, self.full_names, step, job.out, self.neutral)
+        self._record_variant(variant, step, kind, how, t_variant())
+
+    def _policy_run(self, mesh: DeviceMesh, variant: str, step: int, policy: str, mine: Any) -> str:
+        """One sharded forward/backward under ``policy``, its unsharded grads saved; returns how it was sharded."""
+        import torch.distributed as dist
+
+        from .. import determinism
+        from . import execute
+        from .recorder import Recorder
+
+        job, entry, world, rank = self.job, self.entry, self.world, self.rank
+        determinism.seed_all(job.seed)
+        model = execute.build_model(entry, self.weights, self.device, policy, job.bf16_policy)
+        pmodel, how = apply_variant(entry, model, mesh, variant, entry.parallelize is None)
+        inner = _inner(pmodel)
+        lists = _module_lists(inner)
+        ep_lists = {p: (self.full_lists[p], n) for p, n in lists.items()
+                    if p in self.full_lists and n < self.full_lists[p] and self.full_lists[p] == n * world}
+        recorder = self.recorder = Recorder(inner, max_bytes=job.max_bytes)
+        recorder.skip_prefixes = tuple(ep_lists)
+        recorder.attach()
+        data = execute.prepare_batch(mine, self.device, policy, job.bf16_policy)
+        with execute.dropout_context(inner, self.neutral):
+            execute.forward_backward(entry, inner, pmodel, data, policy, job.bf16_policy, self.device, recorder)
+        if entry.sync_grads is not None and (how.startswith("parallelize") or variant == "ddp"):
+            entry.sync_grads(pmodel, mesh, STAGE_OF[variant])
+        grads = unshard_grads(inner, self.full_names, ep_lists, world, rank)
+        if variant == "ddp":
+            digests = [None] * world
+            dist.all_gather_object(digests, _grad_digest(grads))
+            self.status.setdefault("replicas", {})[f"{variant}/{policy}"] = len(set(digests)) == 1
+        if rank == 0:
+            recorder.record_param_grads(grads)
+        recorder.detach()
+        recorder.save(_run_dir(job.out, variant, step, policy, rank),
+                      {"variant": variant, "policy": policy, "step": step, "rank": rank, "how": how,
+                       "expert_parallel_lists": ep_lists})
+        self.recorder = None
+        return how
+
+    def _record_variant(self, variant: str, step: int, kind: str, how: str, seconds: float) -> None:
+        """The variant's run folders (every rank's for a micro batch) and, for DDP, the replica check."""
+        out, status = self.job.out, self.status
+        info = status["variants"].setdefault(variant, {"how": how, "runs": {}, "checks": []})
+        ranks = range(self.world) if kind == "micro" else [0]
+        info["runs"][f"step{step}"] = {
+            str(r): {"fp32": _run_dir(out, variant, step, "fp32", r),
+                     "bf16": _run_dir(out, variant, step, "bf16", r),
+                     "ref_fp32": _run_dir(out, f"ref_{kind}", step, "fp32", r),
+                     "ref_bf16": _run_dir(out, f"ref_{kind}", step, "bf16", r)} for r in ranks}
+        if variant == "ddp":
+            same = all(status.get("replicas", {}).get(f"ddp/{p}", True) for p in ("fp32", "bf16"))
+            info["checks"].append({"check": "reduced grads identical on every rank", "status": "pass" if same else "fail",
+                                   "message": "" if same else "ranks hold different grads after DDP's reduction"})
+        info["seconds"] = info.get("seconds", 0) + seconds
 
 
 def _run_dir(out: str, what: str, step: int, policy: str, rank: int) -> str:

@@ -126,7 +126,7 @@ def install_layers(side: str, device: str | None = None) -> Layers:
         from . import npu_emulation
 
         if device == "npu":
-            real, error = npu_emulation._real_torch_npu()
+            real, error = npu_emulation.real_torch_npu()
             device_for(side, device, cuda=False, real_npu=real, npu_error=error)
         info = npu_emulation.install(force=device == "cpu")  # --device cpu: the emulation even beside a torch_npu
         if info.get("real_torch_npu"):

@@ -29,13 +29,18 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import metrics as M
-from ..dumps import DumpEvent, read_events
+from ..dumps import DumpEvent, migrate_section, read_events
 from ..verdict import Verdict, worst
 from .graders import Check, Graded, Tensors, grade_bf16, grade_exact, grade_fp32
 from .thresholds import Bounds, Thresholds
+
+if TYPE_CHECKING:
+    import torch
+
+    from migrator.jsonfile import JsonObject
 
 __all__ = ["CATEGORY", "ORDER", "Check", "Comparison", "Run", "TensorVerdict", "Thresholds", "compare_optimizer",
            "compare_runs"]
@@ -94,7 +99,7 @@ class Comparison:
 class Run:
     """One recorded run: events in order and tensors, indexed by match key."""
 
-    def __init__(self, doc: Mapping[str, Any], tensors: Mapping[str, Any], where: str = "dump.json") -> None:
+    def __init__(self, doc: JsonObject, tensors: Mapping[str, torch.Tensor], where: str = "dump.json") -> None:
         self.doc = doc
         self.tensors = tensors
         self.events: list[DumpEvent] = read_events(doc, where)
@@ -121,7 +126,8 @@ class Run:
 
     @property
     def loss(self) -> float | None:
-        return self.doc.get("migrate", {}).get("loss")
+        loss = migrate_section(self.doc).get("loss")
+        return loss if isinstance(loss, (int, float)) else None
 
 
 def has_nonfinite(t: Any) -> bool:

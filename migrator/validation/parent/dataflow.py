@@ -21,9 +21,26 @@ cause. Named with it:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from .. import op_semantics as S
+
+
+class DivergentOp(TypedDict, total=False):
+    """What :func:`locate` found: the first op (or buffer) whose output differs while its inputs agree, or a
+    ``note`` why there is none; the keys are the S1 check row's (JSON) fields."""
+
+    original_op: str | None
+    migrated_op: str | None
+    ops: list[int]  # traced ops per side, when no single op diverges
+    note: str
+    index: int
+    rel_l2: float
+    shapes: list[Any]
+    policy: str
+    argument_diff: list[str]
+    module: str | None
+    buffer: str
 
 # semantic key of a fused op -> the module attributes that hold the same setting
 MODULE_ATTRS = {"eps": ("eps", "variance_epsilon", "epsilon", "norm_eps"),
@@ -156,13 +173,13 @@ def _attribute_lines(semantic: dict[str, Any], module: dict[str, Any] | None) ->
             else:
                 same = str(value) == str(expected)
             if not same:
-                lines.append(f"{key}: {S._fmt(value)} ({how}) vs {S._fmt(expected)} "
+                lines.append(f"{key}: {S.format_value(value)} ({how}) vs {S.format_value(expected)} "
                              f"(the original {module.get('class', 'module')}.{attr})")
             break
     return lines
 
 
-def locate(orig: Trace, mig: Trace, limit: float, policy: str) -> dict[str, Any]:
+def locate(orig: Trace, mig: Trace, limit: float, policy: str) -> DivergentOp:
     by_shape = _ByShape(orig)
     buffers = _buffer_diffs(orig, mig, limit)
     matched: dict[int, int | None] = {}
@@ -264,7 +281,7 @@ def _attention_downstream(orig: Trace, mig: Trace, path: list[int], matched: dic
     return []
 
 
-def _buffer_cause(buffers: dict[str, float], e: int | None, mig: Trace, policy: str) -> dict[str, Any]:
+def _buffer_cause(buffers: dict[str, float], e: int | None, mig: Trace, policy: str) -> DivergentOp:
     name, value = next(iter(buffers.items()))
     reader = f", first read by {mig.events[e]['op']} (op #{e})" if e is not None else ""
     others = f" ({len(buffers) - 1} more buffers differ: {', '.join(list(buffers)[1:4])})" if len(buffers) > 1 else ""

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from typing import TypedDict
 
 from .. import op_semantics as S
 from ..records import OptimizerRun, Side, SideStatus, TraceJob, TraceStatus
 from ..verdict import Verdict
 from .compare import TensorVerdict
-from .dataflow import Trace
+from .dataflow import DivergentOp, Trace
 from .localisation import localise
 from .options import Options
 
@@ -31,7 +31,18 @@ FP32_METRICS = ("rel_l2_fp32", "mismatch_fp32", "grad_missing", "norm_rel_fp32",
 DIVERGES = {"fp32": 1e-4, "bf16": 1e-2}
 
 
-def target_of(verdicts: list[TensorVerdict]) -> dict[str, Any] | None:
+class DivergenceTarget(TypedDict, total=False):
+    """Where S1's divergence sits: the optimizer (``optimizer``, after k ``training`` steps or alone), or a
+    ``module`` at S1 ``step`` under ``policy`` (fp32 / bf16) to trace op by op."""
+
+    optimizer: bool
+    training: bool
+    module: str
+    step: int
+    policy: str
+
+
+def target_of(verdicts: list[TensorVerdict]) -> DivergenceTarget | None:
     """The localised tensor's module, S1 step and policy; None when it is not inside a module."""
     loc = localise(verdicts)
     if loc is None:
@@ -41,15 +52,16 @@ def target_of(verdicts: list[TensorVerdict]) -> dict[str, Any] | None:
         return None
     if v.category in ("optimizer", "training"):
         return {"optimizer": True, "training": v.category == "training"}
-    if not v.label.startswith("step") or (v.scope is None and v.category != "loss"):
+    module = LOSS_TARGET if v.category == "loss" else v.scope
+    if not v.label.startswith("step") or module is None:
         return None
-    return {"module": LOSS_TARGET if v.category == "loss" else v.scope,
+    return {"module": module,
             "step": int(v.label.split("/")[0].removeprefix("step")),
             "policy": "fp32" if loc.metric in FP32_METRICS else "bf16"}
 
 
 def run_traces(opts: Options, original: str, migrated: str, work: str, shared: str,
-               target: dict[str, Any]) -> str | tuple[str, ...]:
+               target: DivergenceTarget) -> str | tuple[str, ...]:
     """Both sides' op traces (two children at once); returns (original dir, migrated dir) or a reason."""
     from . import launcher
 
@@ -78,7 +90,7 @@ def _load(run_dir: str) -> Trace:
     return Trace(doc, load_file(os.path.join(run_dir, "ops.safetensors")))
 
 
-def first_divergent_op(original_dir: str, migrated_dir: str, policy: str) -> dict[str, Any]:
+def first_divergent_op(original_dir: str, migrated_dir: str, policy: str) -> DivergentOp:
     """Walk back along the migrated data flow to the first op whose inputs agree with the original
     and whose output does not (:mod:`.dataflow`); a buffer that differs after model build, or an op
     fed by one, is named as such."""
@@ -87,7 +99,7 @@ def first_divergent_op(original_dir: str, migrated_dir: str, policy: str) -> dic
     return dataflow.locate(_load(original_dir), _load(migrated_dir), DIVERGES[policy], policy)
 
 
-def describe(found: dict[str, Any], module: str) -> str:
+def describe(found: DivergentOp, module: str) -> str:
     if not found.get("migrated_op"):
         return f"inside {module}: {found.get('note', '')}"
     if found.get("buffer"):
@@ -109,7 +121,7 @@ def optimizer_diff(opt_o: OptimizerRun | None, opt_m: OptimizerRun | None) -> st
     return f"{head}: " + ("; ".join(lines) if lines else "same lr, betas, eps, weight decay and adam_w_mode")
 
 
-def optimizer_cause(target: dict[str, Any], orig_status: SideStatus, mig_status: SideStatus) -> str | None:
+def optimizer_cause(target: DivergenceTarget, orig_status: SideStatus, mig_status: SideStatus) -> str | None:
     """For a divergence after k training steps, the step phase whose effect differs
     (:mod:`.phases`); else (and for the optimizer in isolation) the optimizers' argument diff."""
     from . import phases

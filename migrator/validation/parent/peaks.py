@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TypedDict
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,18 @@ class Peak:
 
     def matches(self, name: str) -> bool:
         return re.search(self.pattern, name or "", re.IGNORECASE) is not None
+
+
+class _PeakCore(TypedDict):
+    tflops: float | None  # None: no MFU (CPU run, unknown device or dtype)
+    device: str | None
+
+
+class PeakFigure(_PeakCore, total=False):
+    """The peak MFU is measured against: its ``source`` when known, else ``why`` there is none."""
+
+    source: str
+    why: str
 
 
 # Datasheets quote BF16/FP16 "with sparsity"; the dense figure is half of it.
@@ -44,8 +56,8 @@ PEAKS: tuple[Peak, ...] = (
 )
 
 
-def lookup(device_name: str | None, dtype: str, override: float | None = None) -> dict[str, Any]:
-    """``{"tflops": float | None, "device": ..., "source": ..., "why": ...}`` for MFU."""
+def lookup(device_name: str | None, dtype: str, override: float | None = None) -> PeakFigure:
+    """The peak TFLOPS for MFU on ``device_name`` in ``dtype`` (``override`` wins)."""
     if override is not None:
         return {"tflops": float(override), "device": device_name, "source": "--peak-tflops (user override)"}
     if not device_name or device_name.lower().startswith("cpu") or "emulated" in device_name.lower():

@@ -13,7 +13,10 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from migrator.jsonfile import JsonObject
 
 from ..verdict import Verdict
 
@@ -42,7 +45,7 @@ class StageResult:
     def name(self) -> str:
         return STAGE_NAMES[self.id]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         out: dict[str, Any] = {"id": self.id, "name": self.name, "status": self.status,
                                "worst": [_clean(dict(r)) for r in self.worst]}
         if self.reason:
@@ -87,7 +90,7 @@ class ValidationResult:
                 return s
         return None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         from migrator import __version__
 
         return {

@@ -48,7 +48,7 @@ import importlib.util
 import sys
 import types
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 
@@ -146,7 +146,7 @@ def is_installed() -> bool:
     return _INSTALLATION.patches is not None
 
 
-def _real_torch_npu() -> tuple[bool, str | None]:
+def real_torch_npu() -> tuple[bool, str | None]:
     """(importable, error): is a real torch_npu present and importable? (ascend-facts §a)."""
     existing = sys.modules.get("torch_npu")
     if existing is not None:
@@ -168,7 +168,23 @@ def _real_torch_npu() -> tuple[bool, str | None]:
         return False, f"{type(exc).__name__}: {exc}"
 
 
-def install(*, force: bool = False, amp_dtype: torch.dtype = torch.float16, device_count: int = 1) -> dict[str, Any]:
+class _InstallCore(TypedDict):
+    emulated: bool
+    installed_now: bool
+    already_installed: bool
+    real_torch_npu: bool
+    real_import_error: str | None
+    label: str
+    patched: list[str]
+
+
+class InstallInfo(_InstallCore, total=False):
+    """What :func:`install` did (keys in the order a side's status records them)."""
+
+    message: str
+
+
+def install(*, force: bool = False, amp_dtype: torch.dtype = torch.float16, device_count: int = 1) -> InstallInfo:
     """Install the CPU emulation of torch_npu (ascend-facts §a, §b, §c, §d). Idempotent.
 
     If a real ``torch_npu`` is importable (and ``force`` is False) nothing is changed and the result
@@ -177,23 +193,23 @@ def install(*, force: bool = False, amp_dtype: torch.dtype = torch.float16, devi
     fp16, and so here: a program's policy is never substituted); ``device_count`` is what
     ``torch.npu.device_count()`` reports.
 
-    Returns a dict: ``emulated`` (emulation active after the call), ``installed_now``,
+    Returns an :class:`InstallInfo`: ``emulated`` (emulation active after the call), ``installed_now``,
     ``already_installed``, ``real_torch_npu`` (a real one is importable), ``real_import_error``
     (why a present torch_npu could not be imported), ``label``, ``message``, ``patched`` (names).
     """
-    result: dict[str, Any] = {"emulated": False, "installed_now": False, "already_installed": False,
+    result: InstallInfo = {"emulated": False, "installed_now": False, "already_installed": False,
                               "real_torch_npu": False, "real_import_error": None, "label": EMULATION_LABEL,
                               "patched": []}
     if is_installed():
-        result.update(emulated=True, already_installed=True,
-                      patched=list(_INSTALLATION.patches.names),  # type: ignore[union-attr]
-                      message="torch_npu emulation already installed")
+        result.update({"emulated": True, "already_installed": True,
+                       "patched": list(_INSTALLATION.patches.names),  # type: ignore[union-attr]
+                       "message": "torch_npu emulation already installed"})
         return result
     if not force:
-        real, error = _real_torch_npu()
+        real, error = real_torch_npu()
         if real:
-            result.update(real_torch_npu=True,
-                          message="a real torch_npu is importable; emulation NOT installed, nothing changed")
+            result.update({"real_torch_npu": True,
+                           "message": "a real torch_npu is importable; emulation NOT installed, nothing changed"})
             return result
         result["real_import_error"] = error
 
@@ -217,7 +233,7 @@ def install(*, force: bool = False, amp_dtype: torch.dtype = torch.float16, devi
     message = "torch_npu emulation installed (CPU; npu->cpu, hccl->gloo)"
     if result["real_import_error"]:
         message += f"; a torch_npu package is present but not importable: {result['real_import_error']}"
-    result.update(emulated=True, installed_now=True, patched=list(patches.names), message=message)
+    result.update({"emulated": True, "installed_now": True, "patched": list(patches.names), "message": message})
     return result
 
 
@@ -235,7 +251,7 @@ def uninstall() -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def emulated(**kwargs: Any) -> Iterator[dict[str, Any]]:
+def emulated(**kwargs: Any) -> Iterator[InstallInfo]:
     """Context manager around :func:`install`/:func:`uninstall` (ascend-facts §a): installs on entry and
     uninstalls on exit if this call installed it."""
     info = install(**kwargs)

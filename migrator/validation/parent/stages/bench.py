@@ -104,7 +104,8 @@ def measure_side(sid: str, side: Side, tree: str, variant: str | None, opts: Opt
     med = t["median_s"]
     achieved = flops_step / med / 1e12 if med > 0 else None
     peak = lookup(first.device_name, first.dtype or "bfloat16", opts.peak_tflops)
-    mfu = achieved / (peak["tflops"] * ranks) if peak.get("tflops") and achieved is not None else None
+    peak_tflops = peak["tflops"]
+    mfu = achieved / (peak_tflops * ranks) if peak_tflops and achieved is not None else None
     shares = [s.comm_share for statuses in runs for s in statuses]
     comm: dict[str, float | None] = {}
     for key in ("total", "all-reduce", "all-gather", "reduce-scatter", "all-to-all"):
