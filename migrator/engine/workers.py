@@ -22,13 +22,15 @@ import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from types import FrameType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 PARENT_POLL_S = 1.0
 RESULT_POLL_S = 1.0
+LOCK_WAIT_S = 2.0  # terminate(): how long to wait for the task queue's lock a killed worker may hold
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -69,11 +71,23 @@ def _run_chunk(func: Callable[[T], R], chunk: list[T]) -> list[R]:
     return [func(item) for item in chunk]
 
 
+class _Pool(multiprocessing.pool.Pool):
+    @staticmethod
+    def _help_stuff_finish(inqueue: Any, task_handler: threading.Thread, size: int) -> None:
+        # CPython waits here for the task queue's read lock; a worker killed while it held it (an idle
+        # worker holds it while it waits for a task) never gives it back, so terminate() hung for ever.
+        # Drain without it after a short wait: the workers are terminated right after this.
+        inqueue._rlock.acquire(timeout=LOCK_WAIT_S)
+        while task_handler.is_alive() and inqueue._reader.poll():
+            inqueue._reader.recv()
+            time.sleep(0)
+
+
 class WorkerPool:
     """Ordered `map` over worker processes that reports a lost worker instead of waiting for ever."""
 
     def __init__(self, jobs: int):
-        self._pool = multiprocessing.Pool(processes=jobs, initializer=_die_with_parent, initargs=(os.getpid(),))
+        self._pool = _Pool(processes=jobs, initializer=_die_with_parent, initargs=(os.getpid(),))
         self._seen: dict[int, multiprocessing.process.BaseProcess] = {}
         self._note_workers()
 
