@@ -296,7 +296,7 @@ def test_notebooks_and_configs_are_not_annotated(demo):
 @pytest.mark.network
 def test_pre_commit_hooks_read_notebooks_container_files_and_configs(tmp_path):
     """The shipped hooks pass notebooks, Dockerfiles, Slurm scripts and configs to migrate."""
-    from tests.report.test_precommit import _git, _hook_repo, _pre_commit, _try_repo
+    from tests.report.test_precommit import _git, _hook_config, _hook_repo, _pre_commit, _run_hooks
 
     cmd = _pre_commit()
     if cmd is None:
@@ -308,7 +308,8 @@ def test_pre_commit_hooks_read_notebooks_container_files_and_configs(tmp_path):
     _git(project, "init", "-q")
     _git(project, "add", "-A")
     _git(project, "commit", "-q", "-m", "cuda project")
-    rc, out = _try_repo(cmd, hook_repo, project, tmp_path, "migrate-scan")
+    config = _hook_config(hook_repo, tmp_path / "pre-commit-config.yaml")
+    rc, out = _run_hooks(cmd, config, project, tmp_path, "migrate-scan")
     assert rc == 1, out
     for where in ("notebook.ipynb:cell 3:7:1:", "Dockerfile:3:6:", "train.slurm:4:9:", "ds_config.json:4:5:", "conf/config.yaml:8:11:"):
         assert where in out, out
