@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from migrator.catalogue.kinds import Target
 from migrator.model import FAIL_LEVELS, FAMILY_PREFIX
 
 if sys.version_info >= (3, 11):
@@ -15,7 +16,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-TARGETS = ("npu", "portable")
+TARGETS = tuple(t.value for t in Target)
 SOCS = ("A2", "A3", "950DT")
 ROUTES = ("auto", "none", "mindspeed", "deepspeed", "hf")  # migrator.routes.CHOICES (a test keeps them equal)
 FAMILY_WORDS = FAMILY_PREFIX  # family names work wherever codes do: --select attention

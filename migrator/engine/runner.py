@@ -13,7 +13,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from migrator import __version__
+from migrator import __version__, input_files
 from migrator.catalogue.loader import load_catalogue
 from migrator.config import Settings
 from migrator.engine.cache import ScanCache, content_digest
@@ -22,6 +22,7 @@ from migrator.engine.scan_file import ScanOptions
 from migrator.engine.scanned import ScannedFile, scan_one, tree_training_dtypes
 from migrator.engine.workers import worker_pool
 from migrator.globs import compile_globs
+from migrator.input_files import MAX_NOTEBOOK_BYTES
 from migrator.model import FileResult, SkippedFile
 
 Progress = Callable[[int, int], None]
@@ -98,9 +99,9 @@ class _Results:
             return content_digest(self.overlay[cand.rel])
         if not (self.use_cache or self.known is not None):
             return None
-        try:
-            return content_digest(cand.path.read_bytes())
-        except OSError:
+        try:  # through the one reader: a FIFO or a huge file is the worker's to report, not the digest's to read
+            return content_digest(input_files.read_bytes(cand.path, MAX_NOTEBOOK_BYTES))
+        except OSError:  # InputRefused included: the file is scanned (and its refusal reported) uncached
             return None
 
     def lookup(self, cand: Candidate, digest: str | None) -> bool:

@@ -11,6 +11,7 @@ evidence of every file and takes each file's result for that set (`for_training`
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from itertools import combinations
 from pathlib import Path
 
 from migrator.coverage._dtypes import TRAINING_DTYPES, training_dtypes
@@ -18,8 +19,8 @@ from migrator.engine.scan_file import ScanOptions, judged_scan, read_for_scan
 from migrator.model import FileResult
 
 #: every non-empty set of training dtypes, in `TRAINING_DTYPES` order
-TRAINING_SETS: tuple[tuple[str, ...], ...] = (("bf16",), ("fp16",), ("bf16", "fp16"))
-assert {d for s in TRAINING_SETS for d in s} == set(TRAINING_DTYPES)
+TRAINING_SETS: tuple[tuple[str, ...], ...] = tuple(
+    dtypes for n in range(1, len(TRAINING_DTYPES) + 1) for dtypes in combinations(TRAINING_DTYPES, n))
 
 
 @dataclass(frozen=True)

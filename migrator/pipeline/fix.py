@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from migrator import declines
-from migrator.config import Settings
+from migrator.config import TARGETS, Settings
 from migrator.model import RunResult
 from migrator.pipeline.options import scan_options, selector
 from migrator.pipeline.scan import TreeScan, scan_tree
@@ -30,9 +30,6 @@ from migrator.usage_error import UsageError
 
 if TYPE_CHECKING:  # the fixer (libcst) is imported when a fix runs, not with the api
     from migrator.fix.runner import FixPlan
-
-TARGETS = ("npu", "portable")
-
 
 @dataclass(frozen=True)
 class FixRequest:
@@ -72,7 +69,7 @@ class FixTransaction:
 
     def __init__(self, settings: Settings, paths: list[Path], request: FixRequest, progress: Progress | None = None):
         if request.target not in TARGETS:
-            raise UsageError(f"unknown target {request.target!r}: choose npu or portable")
+            raise UsageError(f"unknown target {request.target!r}: choose {' or '.join(TARGETS)}")
         self.settings = replace(settings, target=request.target)  # each rule's precheck is judged for this target
         self.paths = paths
         self.request = request
