@@ -26,9 +26,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from migrator.jsonfile import read_json
+from migrator.jsonfile import JsonObject, JsonValue, read_json
 from migrator.model import Finding, RunResult, finding_counts
-from migrator.serialise import JsonObject, JsonValue
 
 SCHEMA_VERSION = 1
 LinesOf = Callable[[str], "list[str] | None"]

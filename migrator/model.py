@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from migrator.serialise import JsonObject, from_data, register, shape, to_object
+from migrator.jsonfile import JsonObject
+from migrator.serialise import from_data, register, shape, to_object
 
 if TYPE_CHECKING:
     from cattrs import Converter

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from migrator.serialise import JsonObject, JsonValue
+from migrator.jsonfile import JsonObject, JsonValue
 
 Row = Mapping[str, Any]  # a stage, check or tensor row: other tools may add keys (the schema allows it)
 

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import cache
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from migrator.jsonfile import JsonObject
 
 if TYPE_CHECKING:
     from cattrs import Converter
 
-# JSON as `json.loads` gives it and `json.dumps` takes it
-JsonValue: TypeAlias = "None | bool | int | float | str | list[JsonValue] | dict[str, JsonValue]"
-JsonObject: TypeAlias = "dict[str, JsonValue]"
+__all__ = ["SerialiseError", "from_data", "register", "shape", "to_data", "to_object"]
 
 T = TypeVar("T")
 
