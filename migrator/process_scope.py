@@ -59,7 +59,7 @@ def hit_memory_limit(log_tail: str, limit: int | None) -> str | None:
             f"(set {MEMORY_ENV}, e.g. {MEMORY_ENV}=64G, or {MEMORY_ENV}=none)")
 
 
-def _become_subreaper() -> None:
+def become_subreaper() -> None:
     try:
         import ctypes
 
@@ -78,7 +78,7 @@ def _install_exit_handlers() -> None:
     if _installed:
         return
     _installed = True
-    _become_subreaper()
+    become_subreaper()
     atexit.register(end_all)
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -104,6 +104,42 @@ def _processes() -> list[tuple[int, int, int, str]]:
         fields = stat[stat.rindex(b")") + 2:].split()  # after "pid (comm) ": state, ppid, pgrp, session
         rows.append((int(entry), int(fields[1]), int(fields[3]), fields[0].decode()))
     return rows
+
+
+def _descendants(rows: list[tuple[int, int, int, str]], roots: list[int]) -> set[int]:
+    """Every process below ``roots`` in the ``rows`` of :func:`_processes`."""
+    children: dict[int, list[int]] = {}
+    for pid, ppid, _sid, _state in rows:
+        children.setdefault(ppid, []).append(pid)
+    found: set[int] = set()
+    todo = list(roots)
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def kill_session_and_descendants(root: int, token: str | None = None) -> None:
+    """SIGKILL ``root``, every process in its session and below it, and the orphans re-parented here that
+    carry ``token`` (a scope's :data:`SCOPE_ENV` value), until none is left."""
+    me = os.getpid()
+    marker = f"{SCOPE_ENV}={token}".encode() if token else None
+    for _round in range(200):
+        rows = _processes()
+        targets = _descendants(rows, [root]) | {pid for pid, _ppid, sid, _s in rows if sid == root} | {root}
+        if marker is not None:
+            targets |= {pid for pid, ppid, _sid, _s in rows if ppid == me and pid != root and _has_token(pid, marker)}
+        live = [pid for pid, _ppid, _sid, state in rows if pid in targets and state != "Z"]
+        if not live:
+            return
+        for pid in live:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.01)
 
 
 def _has_token(pid: int, token: bytes) -> bool:
@@ -144,16 +180,7 @@ class Scope:
     def members(self) -> set[int]:
         """Every live process of this scope (the child itself included while it runs)."""
         rows = _processes()
-        children: dict[int, list[int]] = {}
-        for pid, ppid, _sid, _state in rows:
-            children.setdefault(ppid, []).append(pid)
-        found: set[int] = set()
-        todo = [self.pid, *self.seen]
-        while todo:
-            for child in children.get(todo.pop(), []):
-                if child not in found:
-                    found.add(child)
-                    todo.append(child)
+        found = _descendants(rows, [self.pid, *self.seen])
         token = f"{SCOPE_ENV}={self.token}".encode()
         me = os.getpid()
         for pid, ppid, sid, _state in rows:
@@ -166,8 +193,8 @@ class Scope:
         if self.proc.returncode is None:
             found.add(self.pid)
         found.discard(me)
-        live = {pid for pid, _ppid, _sid, state in rows if state != "Z"}
-        self.seen |= found & live
+        # zombies too: one whose parent dies unreaped is re-parented here, and only `seen` still names it
+        self.seen |= found
         return found
 
     def wait(self, timeout: float | None) -> bool:

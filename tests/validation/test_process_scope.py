@@ -120,10 +120,21 @@ def test_nothing_outlives_the_runner_stopped_by_a_signal(tmp_path, forker, signu
     assert _left(pids) == [], err.decode()
 
 
+# The limit is set on the started child (prlimit, no preexec_fn), so a child that allocates in its first
+# milliseconds on a loaded machine can beat it; real programs import torch first. This one waits for it.
+ALLOCATE_ONCE_LIMITED = """
+import resource, time
+deadline = time.monotonic() + 30
+while resource.getrlimit(resource.RLIMIT_DATA)[0] == resource.RLIM_INFINITY and time.monotonic() < deadline:
+    time.sleep(0.01)
+bytearray(1 << 30)
+"""
+
+
 def test_a_child_over_its_memory_limit_gets_a_clear_verdict(tmp_path):
     log = tmp_path / "log"
     with open(log, "wb") as fh:
-        scope = process_scope.Scope([sys.executable, "-c", "bytearray(1 << 30)"], env=dict(os.environ),
+        scope = process_scope.Scope([sys.executable, "-c", ALLOCATE_ONCE_LIMITED], env=dict(os.environ),
                                     cwd=str(tmp_path), stdout=fh, memory=256 << 20)
     assert scope.wait(60)
     scope.end()

@@ -163,7 +163,10 @@ def _write_failure(path: str, summary: str, trace: str | None = None, frame: str
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    return serve(argv[0])
+    from .warm import delegate
+
+    code = delegate(argv)  # forked from the run's zygote, when there is one (None: run here, cold)
+    return serve(argv[0]) if code is None else code
 
 
 if __name__ == "__main__":

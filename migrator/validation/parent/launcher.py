@@ -6,15 +6,21 @@ ranks start ended with it on exit, timeout, Ctrl-C or SIGTERM), with the determi
 :mod:`.determinism`, the checkout's ``migrator`` on ``PYTHONPATH`` and no inherited
 ``RANK``/``WORLD_SIZE``. N ranks always go through torchrun (``python -m torch.distributed.run``);
 on one node ``--standalone``, on a cluster the same command with ``--nnodes`` and a rendezvous
-endpoint.
+endpoint. Inside :func:`warm_starts` (a validate run) worker children fork from a zygote that imported
+torch once (:mod:`migrator.validation.child.zygote`).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from ... import process_scope
@@ -22,6 +28,8 @@ from .. import records
 from ..records import Failure, Job, Status
 
 WORKER = "migrator.validation.child.worker"  # the child side's entry point, run as a module
+ZYGOTE = "migrator.validation.child.zygote"  # the warm-start fork server
+ZYGOTE_READY_TIMEOUT = 60.0  # importing torch on a loaded machine; past it the children start cold
 _DIST_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR",
              "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS")
 
@@ -102,6 +110,99 @@ class ChildResult(Generic[S]):
         return sorted(bad, key=lambda s: rank.get(s.phase or "harness", 2))[0]
 
 
+@dataclass
+class _WarmStarts:
+    """The zygotes of one validate run, one per child environment (None: that one could not start)."""
+
+    folder: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="migrate-warm-"))
+    sockets: dict[frozenset[tuple[str, str]], str | None] = field(default_factory=dict)
+    scopes: list[process_scope.Scope] = field(default_factory=list)
+
+    starting: dict[frozenset[tuple[str, str]], tuple[str, process_scope.Scope]] = field(default_factory=dict)
+
+    def prepare(self, env: dict[str, str]) -> None:
+        """Start the zygote for ``env`` now, without waiting for it (it imports torch meanwhile)."""
+        from .. import warm_contract as warm
+
+        key = frozenset(env.items())
+        if warm.enabled(env) and key not in self.sockets and key not in self.starting:
+            number = len(self.sockets) + len(self.starting)
+            path = os.path.join(self.folder, f"zygote{number}.sock")
+            with open(os.path.join(self.folder, f"zygote{number}.log"), "wb") as log:
+                scope = process_scope.Scope([sys.executable, "-m", ZYGOTE, path], env=env, cwd=self.folder,
+                                            stdout=subprocess.PIPE, stderr=log, memory=process_scope.memory_limit())
+            self.scopes.append(scope)
+            self.starting[key] = (path, scope)
+
+    def attach(self, env: dict[str, str]) -> dict[str, str]:
+        """``env`` for a worker child: pointing at this environment's zygote once it is ready."""
+        from .. import warm_contract as warm
+
+        if not warm.enabled(env):
+            return env
+        key = frozenset(env.items())
+        self.prepare(env)
+        if key in self.starting:
+            self.sockets[key] = self._ready(*self.starting.pop(key))
+        path = self.sockets[key]
+        if path is None:
+            return env
+        limit = process_scope.memory_limit()
+        return {**env, warm.SOCKET_ENV: path, **({warm.MEMORY_ENV: str(limit)} if limit else {})}
+
+    @staticmethod
+    def _ready(path: str, scope: process_scope.Scope) -> str | None:
+        import select
+
+        from .. import warm_contract as warm
+
+        pipe = scope.proc.stdout
+        assert pipe is not None
+        ready, _, _ = select.select([pipe], [], [], ZYGOTE_READY_TIMEOUT)
+        if ready and pipe.read(len(warm.READY)) == warm.READY:
+            return path
+        scope.end()  # it failed, found forking unsafe or was too slow: cold starts, as without it
+        return None
+
+    def end(self) -> None:
+        for scope in self.scopes:
+            scope.end()
+            if scope.proc.stdout is not None:
+                scope.proc.stdout.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_warm: _WarmStarts | None = None
+
+
+@contextmanager
+def warm_starts(env: dict[str, str] | None = None) -> Iterator[None]:
+    """Worker children started inside fork from a zygote that imported torch once (the one for ``env``
+    starts at once); every zygote ends with the block."""
+    global _warm
+    if _warm is not None:  # nested: the outer block owns them
+        yield
+        return
+    _warm = _WarmStarts()
+    try:
+        if env is not None:
+            _warm.prepare(env)
+        yield
+    finally:
+        starts, _warm = _warm, None
+        starts.end()
+
+
+def worker_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a worker child: inside :func:`warm_starts`, pointing at its zygote when one runs."""
+    return _warm.attach(env) if _warm is not None else env
+
+
+def zygote_pids() -> list[int]:
+    """The zygotes started in the open :func:`warm_starts` block (diagnostics and tests)."""
+    return [scope.pid for scope in _warm.scopes] if _warm is not None else []
+
+
 def start(job: Job, name: str, env: dict[str, str], timeout: float = 600.0,
           module: str = WORKER) -> Child:
     """Start ``python -m MODULE JOB.json`` (the harness worker by default) for ``job`` (its ``out``
@@ -111,10 +212,13 @@ def start(job: Job, name: str, env: dict[str, str], timeout: float = 600.0,
     job_path = os.path.join(out, "job.json")
     records.write(job, job_path)
     log = os.path.join(out, "log.txt")
+    started = time.monotonic()  # a wait for the zygote counts as this child's start
+    if module == WORKER:
+        env = worker_env(env)
     with open(log, "wb") as fh:
         scope = process_scope.Scope([sys.executable, "-m", module, job_path], env=env, cwd=out, stdout=fh,
                                     memory=process_scope.memory_limit())
-    return Child(name, scope, out, log, time.monotonic(), timeout=timeout)
+    return Child(name, scope, out, log, started, timeout=timeout)
 
 
 def start_torchrun(job: Job, name: str, env: dict[str, str], nproc_per_node: int, *, nnodes: int = 1,
@@ -141,14 +245,15 @@ def start_torchrun(job: Job, name: str, env: dict[str, str], nproc_per_node: int
         cmd += ["--rdzv-backend", "c10d", "--rdzv-endpoint", rdzv_endpoint or "localhost:29400",
                 "--rdzv-id", rdzv_id or f"migrate-validate-{name}"]
     cmd += ["-m", WORKER, job_path]
+    started = time.monotonic()
+    env = worker_env(env)
     if nnodes > 1:
         from .multinode import guarded
 
         cmd, env = guarded(cmd, env)
     with open(log, "wb") as fh:
         scope = process_scope.Scope(cmd, env=env, cwd=out, stdout=fh, memory=process_scope.memory_limit())
-    return Child(name, scope, out, log, time.monotonic(), ranks=nproc_per_node * nnodes, timeout=timeout,
-                 launch=launch)
+    return Child(name, scope, out, log, started, ranks=nproc_per_node * nnodes, timeout=timeout, launch=launch)
 
 
 def wait(child: Child, status_type: type[S]) -> ChildResult[S]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ...verdict import BLOCKING, GRADED, Verdict
+from .. import launcher
 from ..options import ALL_STAGES, Options
 from ..results import StageResult, ValidationResult
 from ..stage_kit import MigrateStep, Progress, StageContext, ValidationSetupError, migrate_tree
@@ -64,9 +65,10 @@ def run(opts: Options, progress: Progress = None, migrate: MigrateStep | None = 
     os.makedirs(work, exist_ok=True)
     keep = bool(opts.work_dir) if opts.script else bool(opts.keep_work_dir or opts.work_dir)
     try:
-        if opts.script:
-            return _run_script(opts, original, work, progress, migrate)
-        return _run_protocol(opts, original, work, keep, progress, migrate)
+        with launcher.warm_starts(launcher.child_env(opts.seed, opts.threads)):
+            if opts.script:
+                return _run_script(opts, original, work, progress, migrate)
+            return _run_protocol(opts, original, work, keep, progress, migrate)
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)

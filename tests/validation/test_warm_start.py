@@ -1,0 +1,136 @@
+"""Warm starts (migrator/validation/child/{warm,zygote}.py): children fork from a zygote that imported torch once.
+
+The verdicts must not depend on it (a warm and a cold run of the same sample give the same result), the
+children must really start warm where they can (else the process-safety tests elsewhere, which run warm by
+default, would prove nothing about it), a client the zygote cannot serve exactly runs cold, and no
+process outlives the run: a killed client takes its worker along, a dead parent takes the zygote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from migrator.validation import warm_contract as warm
+from migrator.validation.child.zygote import env_difference
+from migrator.validation.parent import launcher
+
+REPO = Path(__file__).resolve().parents[2]
+NOTE = warm.STARTED_NOTE.split(" (")[0]
+
+
+def _logs_with_note(work: Path) -> dict[str, bool]:
+    return {str(p.parent.relative_to(work)): NOTE in p.read_text(errors="replace") for p in work.rglob("log.txt")}
+
+
+def _stable(doc: object) -> object:
+    """The result without what differs between any two runs (times, temporary paths)."""
+    if isinstance(doc, dict):
+        return {k: _stable(v) for k, v in doc.items()
+                if "seconds" not in k and k not in ("timings", "notes", "migrated", "work_dir", "markdown")}
+    if isinstance(doc, list):
+        return [_stable(v) for v in doc]
+    return doc
+
+
+@pytest.mark.slow
+def test_a_warm_run_gives_the_cold_runs_result_and_every_child_starts_warm(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    from migrator import api
+
+    docs, notes = {}, {}
+    for mode in ("1", "0"):
+        monkeypatch.setenv(warm.SWITCH_ENV, mode)
+        work = tmp_path / f"work{mode}"
+        result = api.validate(REPO / "samples" / "gpt", stages=("S1", "S2"), work_dir=str(work))
+        assert result.exit_code == 0, result.text()
+        docs[mode] = json.loads(json.dumps(result.to_json(), default=str))
+        notes[mode] = _logs_with_note(work)
+    assert notes["1"] and all(notes["1"].values()), notes["1"]  # both S1 sides and the S2 ranks
+    assert not any(notes["0"].values()), notes["0"]
+    assert _stable(docs["1"]) == _stable(docs["0"])
+
+
+def test_only_the_keys_torchrun_and_the_scope_set_per_child_may_differ():
+    base = {"PATH": "/bin", "PYTHONHASHSEED": "0", "OMP_NUM_THREADS": "1"}
+    per_rank = {**base, "RANK": "1", "LOCAL_RANK": "1", "WORLD_SIZE": "2", "TORCHELASTIC_RUN_ID": "x",
+                "MASTER_PORT": "29500", "MIGRATE_PROCESS_SCOPE": "token"}
+    assert env_difference(base, per_rank) == []
+    assert env_difference(base, {**base, "PYTHONHASHSEED": "1"}) == ["PYTHONHASHSEED"]
+    assert env_difference(base, {**base, "LD_PRELOAD": "x.so"}) == ["LD_PRELOAD"]
+    assert env_difference(base, {"PATH": "/bin", "PYTHONHASHSEED": "0"}) == ["OMP_NUM_THREADS"]
+
+
+def _client(job: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The worker as the launcher starts it, on a job file that does not exist (it fails fast, with a status)."""
+    return subprocess.run([sys.executable, "-m", launcher.WORKER, str(job)], env=env, cwd=job.parent,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_a_client_is_served_warm_and_one_the_zygote_cannot_serve_runs_cold(tmp_path):
+    pytest.importorskip("torch")
+    env = launcher.child_env(0, 1)
+    with launcher.warm_starts(env):
+        served = launcher.worker_env(env)
+        assert warm.SOCKET_ENV in served, "the zygote did not start"
+        for name, client_env, warm_expected in (("warm", served, True),
+                                                ("cold", {**served, "PYTHONHASHSEED": "7"}, False)):
+            folder = tmp_path / name
+            folder.mkdir()
+            done = _client(folder / "missing.json", client_env)
+            assert done.returncode == 1, done.stderr
+            status = json.loads((folder / "status.json").read_text())
+            assert status["phase"] == "harness" and "missing.json" in status["error"]["summary"]
+            assert (NOTE in done.stderr) is warm_expected, done.stderr
+
+
+def test_warm_starts_off_by_the_switch(monkeypatch):
+    monkeypatch.setenv(warm.SWITCH_ENV, "0")
+    env = launcher.child_env(0, 1)
+    with launcher.warm_starts(env):
+        assert warm.SOCKET_ENV not in launcher.worker_env(env)
+
+
+HOLDER = """
+import os, sys, time
+from migrator.validation.parent import launcher
+env = launcher.child_env(0, 1)
+with launcher.warm_starts(env):
+    launcher.worker_env(env)
+    print(launcher.zygote_pids()[0], flush=True)
+    time.sleep(600)
+"""
+
+
+def test_the_zygote_exits_when_its_validate_run_is_killed(tmp_path):
+    pytest.importorskip("torch")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout is not None
+        zygote = int(holder.stdout.readline())
+        assert os.path.exists(f"/proc/{zygote}")
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(30)
+    deadline = time.monotonic() + 30
+    while _running(zygote) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(zygote)
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2:].split()[0] != b"Z"
