@@ -27,19 +27,7 @@ JSON_BOUNDARY_READERS = {
     "migrator/jsonfile.py:read_json_or_none",
     "migrator/schema_check.py:load_schema",
 }
-ALLOWED_ANY_MAPPINGS = JSON_BOUNDARY_READERS | {
-    # the validation child's facts as the parent reads them (status.precision / status.train / the dropout
-    # probe, and the bench stage's figures) are still open mappings in records.py; typing them needs records
-    # of the child's shape on both sides (issue 27, open)
-    "migrator/validation/parent/compare_train.py:training_note",
-    "migrator/validation/parent/policy.py:compare_policies",
-    "migrator/validation/parent/policy.py:describe",
-    "migrator/validation/parent/randomness.py:dropout_check",
-    "migrator/validation/parent/stage_kit.py:numeric_stage",
-    "migrator/validation/parent/benchreport.py:perf_caption",
-    "migrator/validation/parent/benchreport.py:perf_rows",
-    "migrator/validation/parent/benchreport.py:scaling_text",
-}
+ALLOWED_ANY_MAPPINGS = JSON_BOUNDARY_READERS
 
 ALLOWED_LITERAL_COMPARISONS: set[tuple[str, str]] = set()
 

@@ -101,20 +101,24 @@ def _bench_pairs(bench: Any) -> list[tuple[str, str]]:
 
 
 def _perf(perf: Any) -> dict | None:
-    """The stage benchmark table (migrate validate --bench): original | migrated | ratio."""
+    """The stage benchmark table (migrate validate --bench): original | migrated | ratio. The result may
+    come from another tool: read leniently (a figure of the wrong kind shows as "-")."""
     if not isinstance(perf, dict) or perf.get("skipped"):
         return None
     from migrator.validation.parent.benchreport import perf_caption, perf_rows
+    from migrator.validation.parent.perf import StagePerf
 
-    return {"caption": perf_caption(perf), "rows": perf_rows(perf)}
+    read = StagePerf.read(perf)
+    return {"caption": perf_caption(read), "rows": perf_rows(read)}
 
 
 def _scaling(lines: Any) -> str:
     if not isinstance(lines, list) or not lines:
         return ""
     from migrator.validation.parent.benchreport import scaling_text
+    from migrator.validation.parent.perf import ScalingRow
 
-    return scaling_text(lines)
+    return scaling_text(ScalingRow.read_rows(lines))
 
 
 def _stage(st: Row) -> dict[str, Any]:

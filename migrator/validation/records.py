@@ -17,6 +17,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
+from .facts import CheckRow, CommShare, DropoutFacts, PeakMemory, PrecisionFacts, TrainingFacts
+from .facts import register as register_facts
+
 if TYPE_CHECKING:
     from migrator.jsonfile import JsonObject, JsonValue
 
@@ -183,15 +186,15 @@ class SideStatus(Status):
     batch_sha256: Mapping[str, str] = field(default_factory=dict)  # step -> hash of the shared batch
     own_batch_sha256: Mapping[str, str] = field(default_factory=dict)  # step -> hash of this side's own batch
     dropout_active: tuple[str, ...] = ()
-    dropout: Mapping[str, Any] = field(default_factory=dict)  # sites, neutralised, statistics (child.dropout)
+    dropout: DropoutFacts = field(default_factory=DropoutFacts)
     optimizer: OptimizerRun | None = None
-    train: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)  # policy -> training facts and "dir"
+    train: Mapping[str, TrainingFacts] = field(default_factory=dict)  # policy -> its k training steps
     shared_root: str | None = None  # set in a recorded reference: the folder the paths above point into
 
 
 @dataclass(frozen=True, kw_only=True)
 class PlanStatus(Status):
-    checks: tuple[Mapping[str, Any], ...] = ()
+    checks: tuple[CheckRow, ...] = ()
     summary: str = ""
     bench: Mapping[str, float] = field(default_factory=dict)
     declared: tuple[str, ...] = ()  # the parallelize stages the program implements
@@ -201,7 +204,7 @@ class PlanStatus(Status):
 class VariantRuns:
     how: str
     runs: Mapping[str, Mapping[str, Mapping[str, str]]] = field(default_factory=dict)  # step -> rank -> run -> dir
-    checks: tuple[Mapping[str, Any], ...] = ()
+    checks: tuple[CheckRow, ...] = ()
     seconds: float = 0.0
 
 
@@ -222,10 +225,10 @@ class BenchStatus(Status):
     flops_per_step: int | None = None
     flops_by_op: Mapping[str, int] = field(default_factory=dict)
     step_times: tuple[float, ...] = ()
-    comm_share: Mapping[str, Any] = field(default_factory=dict)
+    comm_share: CommShare | None = None  # None: no step was profiled
     samples_per_step: int | None = None
     tokens_per_step: int | None = None
-    peak_memory: Mapping[str, Any] = field(default_factory=dict)
+    peak_memory: PeakMemory | None = None
     nan_step: int | None = None
 
 
@@ -237,7 +240,7 @@ class TraceStatus(Status):
 @dataclass(frozen=True, kw_only=True)
 class ScriptStatus(Status):
     policy: str | None = None
-    precision: Mapping[str, Any] | None = None  # {"policy": facts}: the effective precision policy at step 0
+    precision: PrecisionFacts | None = None  # the effective precision policy at step 0, the scaler after the run
     input_sha256: str | None = None
     weights_sha256: str | None = None
     backward_grads: bool = False
@@ -247,7 +250,7 @@ class ScriptStatus(Status):
     steps: int = 0
     seconds: float = 0.0
     stopped: str | None = None
-    dropout: Mapping[str, Any] = field(default_factory=dict)  # the script's dropout sites (neutralised throughout)
+    dropout: DropoutFacts = field(default_factory=DropoutFacts)  # the script's dropout sites (neutralised throughout)
 
 
 STATUS_OF: dict[str, type[Status]] = {"side": SideStatus, "plan": PlanStatus, "parallel": RankStatus,
@@ -264,6 +267,7 @@ def _cattrs() -> Any:
         import cattrs
 
         _converter = cattrs.Converter(forbid_extra_keys=True)
+        register_facts(_converter)
     return _converter
 
 

@@ -109,12 +109,12 @@ def test_one_rank_no_communication_and_flops(tree, tmp_path):
     from migrator.validation.parent.stages.bench import measure_side
 
     side = measure_side("S1", "migrated", str(tree), None, _opts(tree), str(tmp_path), None)
-    assert side["crash_rate"] == 0, side["failures"]
-    assert side["comm_share"]["total"] == 0
-    assert side["flops_per_step"] == _linear_stack_flops(8, [16, 32, 8])
-    assert side["samples_per_s"] > 0 and side["tokens_per_s"] is None  # float inputs: no token ids
-    assert side["mfu"] is None and side["mfu_note"].startswith("n/a")
-    assert side["step_time"]["n"] == 2
+    assert side.crash_rate == 0, side.failures
+    assert side.measured.comm_share["total"] == 0
+    assert side.measured.flops_per_step == _linear_stack_flops(8, [16, 32, 8])
+    assert side.measured.samples_per_s > 0 and side.measured.tokens_per_s is None  # float inputs: no token ids
+    assert side.measured.mfu is None and side.measured.mfu_note.startswith("n/a")
+    assert side.measured.step_time.n == 2
 
 
 @pytest.mark.slow
@@ -122,11 +122,11 @@ def test_two_ranks_communication_share_positive(tree, tmp_path):
     from migrator.validation.parent.stages.bench import measure_side
 
     side = measure_side("S2", "migrated", str(tree), "ddp", _opts(tree), str(tmp_path), None)
-    assert side["crash_rate"] == 0, side["failures"]
-    assert side["ranks"] == 2
-    assert side["comm_share"]["total"] > 0
-    assert side["comm_share"]["all-reduce"] > 0
-    assert side["flops_per_step"] == _linear_stack_flops(8, [16, 32, 8])  # 2 ranks x 4 rows
+    assert side.crash_rate == 0, side.failures
+    assert side.ranks == 2
+    assert side.measured.comm_share["total"] > 0
+    assert side.measured.comm_share["all-reduce"] > 0
+    assert side.measured.flops_per_step == _linear_stack_flops(8, [16, 32, 8])  # 2 ranks x 4 rows
 
 
 @pytest.mark.slow
@@ -137,9 +137,9 @@ def test_hanging_rank_is_a_hang_within_timeout(tree, tmp_path, monkeypatch):
     t0 = time.monotonic()
     side = measure_side("S2", "migrated", str(tree), "ddp", _opts(tree, bench_timeout=12.0), str(tmp_path), None)
     assert time.monotonic() - t0 < 40
-    assert side["crash_rate"] == 1.0
-    assert side["failures"][0]["kind"] == "hang"
-    assert "12 s" in side["failures"][0]["reason"]
+    assert side.crash_rate == 1.0
+    assert side.failures[0].kind == "hang"
+    assert "12 s" in side.failures[0].reason
     assert _survivors(str(tmp_path)) == [], "a rank outlived the timeout (torchrun starts ranks in their own session)"
 
 
@@ -171,6 +171,6 @@ def test_nan_at_step_k_is_unstable(tree, tmp_path, monkeypatch):
 
     monkeypatch.setenv("BENCH_TEST_MODE", "nan")
     side = measure_side("S1", "migrated", str(tree), None, _opts(tree, repeats=2), str(tmp_path), None)
-    assert side["crash_rate"] == 1.0 and side["ok_repeats"] == 0
-    assert [f["kind"] for f in side["failures"]] == ["nan", "nan"]
-    assert "step 3" in side["failures"][0]["reason"]
+    assert side.crash_rate == 1.0 and side.ok_repeats == 0
+    assert [f.kind for f in side.failures] == ["nan", "nan"]
+    assert "step 3" in side.failures[0].reason

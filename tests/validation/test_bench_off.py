@@ -10,6 +10,7 @@ import pytest
 
 from migrator.validation.parent import stages
 from migrator.validation.parent.options import Options
+from migrator.validation.parent.perf import StagePerf
 from migrator.validation.parent.results import StageResult
 
 
@@ -30,7 +31,7 @@ def _fake_run(monkeypatch, tmp_path, bench: bool):
     if bench:
         import migrator.validation.parent.stages.bench as bs
 
-        monkeypatch.setattr(bs, "stage_perf", lambda ctx: calls.append(ctx.stage) or {"migrated": {}})
+        monkeypatch.setattr(bs, "stage_perf", lambda ctx: calls.append(ctx.stage) or StagePerf())
     (tmp_path / "validate.py").write_text("# the protocol's place (S1 is faked)\n")
     opts = Options(original=str(tmp_path), migrated=str(tmp_path), stages=("S1",), bench=bench)
     return stages.run(opts), calls
@@ -40,14 +41,14 @@ def test_bench_off_installs_nothing(monkeypatch, tmp_path):
     result, _ = _fake_run(monkeypatch, tmp_path, bench=False)
     assert "migrator.validation.child.bench" not in sys.modules
     assert "migrator.validation.parent.stages.bench" not in sys.modules
-    assert "perf" not in result.stage("S1").bench
+    assert "perf" not in result.stage("S1").to_json().get("bench", {})
     assert "bench" not in result.to_json()
 
 
 def test_bench_on_benchmarks_each_run_stage(monkeypatch, tmp_path):
     result, calls = _fake_run(monkeypatch, tmp_path, bench=True)
     assert calls == ["S1"]
-    assert "perf" in result.stage("S1").bench
+    assert "perf" in result.stage("S1").to_json().get("bench", {})
     assert "scaling" in result.to_json()["bench"]
 
 

@@ -35,12 +35,13 @@ def test_produced_result_matches_schema(produced):
     import jsonschema
 
     from migrator.validation.parent.benchreport import perf_rows
+    from migrator.validation.parent.perf import StagePerf
 
     s1 = next(s for s in produced["stages"] if s["id"] == "S1")
     assert s1["status"] in ("pass", "warn"), s1
     perf = s1["bench"]["perf"]
     jsonschema.validate(produced, json.loads(SCHEMA.read_text()))
-    rows = {r[0]: r for r in perf_rows(perf)}
+    rows = {r[0]: r for r in perf_rows(StagePerf.read(perf))}
     assert rows["crash rate"][2].startswith("0 %") and rows["MFU"][2].startswith("n/a")
 
 
@@ -53,15 +54,16 @@ def test_sample_matches_schema():
 
 def test_rows_and_scaling_text():
     from migrator.validation.parent.benchreport import perf_rows, scaling_text
+    from migrator.validation.parent.perf import ScalingRow, StagePerf
 
     doc = json.loads(SAMPLE.read_text())
-    s2 = next(s for s in doc["stages"] if s["id"] == "S2")["bench"]["perf"]
+    s2 = StagePerf.read(next(s for s in doc["stages"] if s["id"] == "S2")["bench"]["perf"])
     rows = {r[0]: r for r in perf_rows(s2)}
     for metric in ("step time (median)", "tokens/s", "achieved TFLOP/s", "MFU", "communication share", "crash rate"):
         assert metric in rows
     assert rows["MFU"][2].startswith("n/a")
     assert rows["crash rate"][2].startswith("0 %")
-    text = scaling_text(doc["bench"]["scaling"])
+    text = scaling_text(ScalingRow.read_rows(doc["bench"]["scaling"]))
     assert "1 card (S1)" in text and "2 ranks (S2 ddp)" in text and "efficiency" in text and "not measured" in text
 
 
@@ -77,3 +79,61 @@ def test_html_report_shows_benchmark(tmp_path):
     for text in ("tokens/s", "TFLOP/s", "MFU", "communication share", "crash rate", "n/a: CPU run",
                  "scaling (migrated)", "efficiency"):
         assert text in html, text
+
+
+def _foreign_sample(tmp_path, edit):
+    """The sample as another tool might write it: `edit(s2_perf)` changes the S2 benchmark in place."""
+    doc = json.loads(SAMPLE.read_text())
+    s2 = next(s for s in doc["stages"] if s["id"] == "S2")
+    edit(s2["bench"]["perf"])
+    doc["bench"]["scaling"][0]["colour"] = "green"  # an extra key in a scaling row
+    path = tmp_path / "foreign.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+def _wrong_types(perf):
+    perf["newer_tool_field"] = {"anything": 1}
+    perf["migrated"]["step_time"] = "fast"          # an object expected
+    perf["migrated"]["tokens_per_s"] = "many"       # a number expected
+    perf["original"]["failures"] = [{"repeat": 0, "kind": "crash", "reason": 5}, "not an object"]
+    perf["ratio"]["mfu"] = "1.0x"
+
+
+def test_a_foreign_perf_with_extra_keys_and_wrong_types_renders_each_bad_figure_as_a_dash():
+    from migrator.validation.parent.benchreport import perf_rows
+    from migrator.validation.parent.perf import StagePerf
+
+    perf = next(s for s in json.loads(SAMPLE.read_text())["stages"] if s["id"] == "S2")["bench"]["perf"]
+    clean = {r[0]: r for r in perf_rows(StagePerf.read(perf))}
+    _wrong_types(perf)
+    rows = {r[0]: r for r in perf_rows(StagePerf.read(perf))}
+    assert rows["step time (median)"][2] == "-" and rows["step time (median)"][1] == clean["step time (median)"][1]
+    assert rows["tokens/s"][2] == "-" and rows["MFU"][3] == "-"
+    assert rows["achieved TFLOP/s"] == clean["achieved TFLOP/s"]  # the figures of the right kind are kept
+    assert rows["crash rate"][1].startswith("0 %")  # the failures of the wrong shape are left out
+
+
+@pytest.mark.parametrize("edit", [lambda perf: perf.update(newer_tool_field=[1, 2]),
+                                  lambda perf: perf.update(config={"steps": "two", "variant": 7, "colour": "green"})],
+                         ids=["extra-key", "config-the-schema-leaves-open"])
+def test_the_report_renders_a_foreign_result_without_crashing(tmp_path, edit):
+    from migrator.cli import main
+
+    out = tmp_path / "report.html"
+    res = CliRunner().invoke(main, ["report", str(Path(__file__).resolve().parents[2] / "samples/gpt"),
+                                    "--validation", str(_foreign_sample(tmp_path, edit)), "-o", str(out), "--no-cache"])
+    assert res.exit_code in (0, 1), res.output
+    html = out.read_text()
+    assert "S2 benchmark" in html and "scaling (migrated)" in html and "crash rate" in html
+
+
+def test_the_report_refuses_a_figure_of_the_wrong_type_naming_the_file_and_the_field(tmp_path):
+    """What the schema types is checked before rendering: a clear error (exit 2), not a traceback."""
+    from migrator.cli import main
+
+    path = _foreign_sample(tmp_path, _wrong_types)
+    res = CliRunner().invoke(main, ["report", str(Path(__file__).resolve().parents[2] / "samples/gpt"),
+                                    "--validation", str(path), "-o", str(tmp_path / "report.html"), "--no-cache"])
+    assert res.exit_code == 2 and isinstance(res.exception, (SystemExit, type(None))), res.output
+    assert str(path) in res.output and "$.stages[2].bench.perf" in res.output

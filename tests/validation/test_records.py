@@ -5,6 +5,7 @@ every field set, and a file that does not match its record is refused with the f
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import os
 import sys
@@ -38,6 +39,10 @@ def _example(tp, name: str):
         return {f"{name}-key": _example(args[1], name) if args else 1}
     if dataclasses.is_dataclass(tp):
         return _build(tp)
+    if typing.is_typeddict(tp):
+        return {key: _example(hint, key) for key, hint in typing.get_type_hints(tp).items()}
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return list(tp)[-1]
     if tp is typing.Any:
         return {"nested": [1, "two", {"three": 3.5}]}
     return {str: f"{name}-value", int: 7, float: 2.5, bool: True}[tp]
@@ -173,3 +178,62 @@ def test_a_program_serving_its_own_job_kind_refuses_another(tmp_path):
     (tmp_path / "job.json").write_text("{not json")
     with pytest.raises(records.RecordError, match=r"job\.json: not JSON"):
         records.read_job(str(tmp_path / "job.json"))
+
+
+# ------------------------------------------------------------------ the child's facts (precision, training, dropout, bench)
+POLICY = {"module_forwards": 4, "autocast_on": 4, "autocast_dtype": "bfloat16", "activation_dtypes": {"bfloat16": 4},
+          "param_dtypes": {"float32": 2}, "grad_dtypes": {"float32": 2}, "autocast_regions": {"_root": "bfloat16"}}
+SCALER = {"class": "GradScaler", "enabled": True, "init_scale": 1024.0, "growth_factor": 2.0, "backoff_factor": 0.5,
+          "growth_interval": 2000.0, "dynamic": True, "trajectory": [1024.0, 1024.0, 1024.0], "skipped_steps": 0}
+TRAIN = {"steps": 3, "losses": [0.5, 0.4, 0.3], "optimizer": "AdamW", "train_step": True, "policy": POLICY,
+         "phases": [{"step": 0, "phase": "clip", "state": [1.0, 2.0], "args": {"fn": "clip_grad_norm_", "max_norm": 1.0}}],
+         "scaler": SCALER, "dir": "/work/train/fp32"}
+DROPOUT = {"sites": {"drop": [0.1]}, "neutralised": True,
+           "statistics": {"sites": {"drop": [0.1]}, "losses": [0.5, 0.6], "kept": {"drop": [90.0, 100.0]}}}
+
+
+def _status_file(tmp_path, data):
+    (tmp_path / "status.json").write_text(json.dumps(data))
+    return str(tmp_path / "status.json")
+
+
+def test_the_facts_a_child_writes_read_back_as_records_and_write_out_the_same(tmp_path):
+    data = {"ok": True, "train": {"fp32": TRAIN}, "dropout": DROPOUT}
+    status = records.read_status(_status_file(tmp_path, data), records.SideStatus)
+    fp32 = status.train["fp32"]
+    assert fp32.losses == (0.5, 0.4, 0.3) and fp32.policy.autocast_regions == {"_root": "bfloat16"}
+    assert fp32.scaler.class_name == "GradScaler" and fp32.scaler_recorded and fp32.phases[0].args["max_norm"] == 1.0
+    assert status.dropout.statistics.kept == {"drop": (90.0, 100.0)}
+    written = records.to_json(status)
+    assert json.loads(json.dumps(written["train"])) == {"fp32": TRAIN}
+    assert json.loads(json.dumps(written["dropout"])) == DROPOUT
+
+
+@pytest.mark.parametrize("precision, recorded", [({"policy": POLICY}, False), ({"policy": POLICY, "scaler": None}, True)],
+                         ids=["not-recorded", "no-scaler"])
+def test_a_scaler_not_recorded_is_not_a_missing_scaler(tmp_path, precision, recorded):
+    status = records.read_status(_status_file(tmp_path, {"ok": True, "precision": precision}), records.ScriptStatus)
+    assert status.precision.scaler is None and status.precision.scaler_recorded is recorded
+    assert records.to_json(status)["precision"] == precision  # written back as the child wrote it
+
+
+@pytest.mark.parametrize("cls, data, field", [
+    (records.SideStatus, {"train": {"fp32": dict(TRAIN, losses="low")}}, r"SideStatus\.train\['fp32'\]\.losses"),
+    (records.SideStatus, {"train": {"fp32": dict(TRAIN, policy=dict(POLICY, autocast_on="all"))}},
+     r"SideStatus\.train\['fp32'\]\.policy\.autocast_on"),
+    (records.SideStatus, {"train": {"fp32": dict(TRAIN, scaler=dict(SCALER, init_scale="big"))}},
+     r"SideStatus\.train\['fp32'\]\.scaler\.init_scale"),
+    (records.SideStatus, {"dropout": dict(DROPOUT, sites=["drop"])}, r"SideStatus\.dropout\.sites"),
+    (records.SideStatus, {"dropout": dict(DROPOUT, statistics={"losses": [0.5], "seeds": 8})},
+     r"extra fields found \(seeds\) @ SideStatus\.dropout\.statistics"),
+    (records.ScriptStatus, {"precision": {"policy": POLICY, "scaler": {"enabled": True}}},
+     r"ScriptStatus\.precision\.scaler.*class"),
+    (records.BenchStatus, {"comm_share": {"total": 0.1}}, r"BenchStatus\.comm_share\.all_reduce"),
+    (records.BenchStatus, {"peak_memory": {"bytes": [1], "kind": "rss"}}, r"BenchStatus\.peak_memory\.bytes"),
+    (records.PlanStatus, {"checks": [{"check": "mesh builds", "status": "fine"}]}, r"PlanStatus\.checks\[0\]\.status"),
+], ids=["losses", "policy", "scaler", "dropout-sites", "statistics-extra-key", "scaler-class", "comm-share",
+        "peak-memory", "check-status"])
+def test_a_status_with_a_wrong_fact_is_refused_naming_the_file_and_the_field(tmp_path, cls, data, field):
+    path = _status_file(tmp_path, {"ok": True, **data})
+    with pytest.raises(records.RecordError, match=rf"^{path}: .*{field}"):
+        records.read_status(path, cls)

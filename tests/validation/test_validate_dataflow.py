@@ -189,7 +189,18 @@ def test_phase_probe_notes_the_steps_phases_in_order():
 
 
 def test_phase_cause_names_the_phase_and_argument():
-    from migrator.validation.parent.phases import cause
+    import json
+
+    from migrator.validation import records
+    from migrator.validation.facts import TrainingFacts
+    from migrator.validation.parent import phases
+
+    def cause(original, migrated):
+        """The phases as the child's status carries them (JSON), read strictly as the parent does."""
+        def read(facts):
+            return records.from_json(json.loads(json.dumps({"steps": 3, "dir": "train", **facts})), TrainingFacts)
+
+        return phases.cause(read(original), read(migrated))
 
     good = _train()
     assert cause(good, _train()) is None

@@ -4,7 +4,22 @@ from __future__ import annotations
 
 import pytest
 
-from migrator.validation.parent.policy import compare_policies, describe
+from migrator.validation import records
+from migrator.validation.facts import PrecisionFacts
+from migrator.validation.parent import policy
+
+
+def _read(facts):
+    """The facts as the child writes them, read as the parent reads a status (strictly)."""
+    return None if facts is None else records.from_json(facts, PrecisionFacts, "status.json")
+
+
+def compare_policies(original, migrated, label):
+    return policy.compare_policies(_read(original), _read(migrated), label)
+
+
+def describe(facts):
+    return policy.describe(_read(facts))
 
 
 def _facts(autocast_on=28, forwards=28, dtype="bfloat16", acts="bfloat16", params="float32", grads="float32",

@@ -3,9 +3,12 @@ terminal output, the Markdown summary and ``migrate report --validation``. No to
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+
+from .perf import RepeatFailure, ScalingRow, SideFigures, SidePerf, StagePerf, StepTime
 
 KINDS = ("all-reduce", "all-gather", "reduce-scatter", "all-to-all")
+NOT_BENCHMARKED = SidePerf()
 
 
 def _si(v: float | None) -> str:
@@ -17,14 +20,14 @@ def _si(v: float | None) -> str:
     return f"{v:.3g}"
 
 
-def _time(st: dict[str, Any] | None) -> str:
-    if not st:
+def _time(st: StepTime | None) -> str:
+    if st is None:
         return "-"
-    med, iqr = st.get("median_s"), st.get("iqr_s", 0.0)
+    med, iqr = st.median_s, st.iqr_s if st.iqr_s is not None else 0.0
     if med is None:
         return "-"
     scale, unit = (1e3, "ms") if med < 1 else (1.0, "s")
-    return f"{med * scale:.3g} {unit} (IQR {iqr * scale:.2g}, n={st.get('n')})"
+    return f"{med * scale:.3g} {unit} (IQR {iqr * scale:.2g}, n={st.n})"
 
 
 def _tflops(v: float | None) -> str:
@@ -33,36 +36,40 @@ def _tflops(v: float | None) -> str:
     return f"{v:.3g}" if v >= 0.01 else f"{v:.2e}"
 
 
-def _mfu(side: dict[str, Any]) -> str:
-    if side.get("mfu") is not None:
-        return f"{side['mfu'] * 100:.3g} %"
-    return side.get("mfu_note") or "n/a: unknown peak"
+def _mfu(side: SideFigures) -> str:
+    if side.mfu is not None:
+        return f"{side.mfu * 100:.3g} %"
+    return side.mfu_note or "n/a: unknown peak"
 
 
-def _comm(side: dict[str, Any]) -> str:
-    comm = side.get("comm_share") or {}
+def _comm(side: SideFigures) -> str:
+    comm = side.comm_share
     total = comm.get("total")
     if total is None:
         return "-"
-    parts = [f"{k} {comm[k] * 100:.2g} %" for k in KINDS if comm.get(k)]
+    parts = [f"{k} {share * 100:.2g} %" for k in KINDS if (share := comm.get(k))]
     return f"{total * 100:.3g} %" + (f" ({', '.join(parts)})" if parts else "")
 
 
-def _mem(side: dict[str, Any]) -> str:
-    b = side.get("peak_memory_bytes")
+def _mem(side: SideFigures) -> str:
+    b = side.peak_memory_bytes
     if b is None:
         return "-"
-    kind = side.get("peak_memory_kind") or ""
+    kind = side.peak_memory_kind or ""
     return f"{b / 2 ** 20:.4g} MiB" + (" (host RSS)" if "RSS" in kind else "")
 
 
-def _crash(side: dict[str, Any]) -> str:
-    if "repeats" not in side:
+def _failure(f: RepeatFailure) -> str:
+    return f"#{f.repeat} {f.kind}: {f.reason[:120]}"
+
+
+def _crash(side: SidePerf) -> str:
+    if side.repeats is None:
         return "-"
-    failed = side["repeats"] - side.get("ok_repeats", 0)
-    text = f"{side.get('crash_rate', 0) * 100:.3g} % ({failed}/{side['repeats']})"
-    if side.get("failures"):
-        text += ": " + "; ".join(f"#{f['repeat']} {f['kind']}: {f['reason'][:120]}" for f in side["failures"][:3])
+    failed = side.repeats - (side.ok_repeats or 0)
+    text = f"{(side.crash_rate or 0) * 100:.3g} % ({failed}/{side.repeats})"
+    if side.failures:
+        text += ": " + "; ".join(_failure(f) for f in side.failures[:3])
     return text
 
 
@@ -70,46 +77,47 @@ def _ratio(v: float | None) -> str:
     return "-" if v is None else f"{v:.3g}x"
 
 
-def perf_rows(perf: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+def perf_rows(perf: StagePerf) -> list[tuple[str, str, str, str]]:
     """(metric, original, migrated, migrated/original) rows of one stage's benchmark."""
-    o, m, r = perf.get("original") or {}, perf.get("migrated") or {}, perf.get("ratio") or {}
+    so, sm = perf.original or NOT_BENCHMARKED, perf.migrated or NOT_BENCHMARKED
+    o, m, r = so.measured, sm.measured, perf.ratio
     rows = [
-        ("step time (median)", _time(o.get("step_time")), _time(m.get("step_time")), _ratio(r.get("step_time_median_s"))),
-        ("samples/s", _si(o.get("samples_per_s")), _si(m.get("samples_per_s")), _ratio(r.get("samples_per_s"))),
-        ("tokens/s", _si(o.get("tokens_per_s")), _si(m.get("tokens_per_s")), _ratio(r.get("tokens_per_s"))),
-        ("model FLOPs/step (fwd+bwd)", _si(o.get("flops_per_step")), _si(m.get("flops_per_step")), ""),
-        ("achieved TFLOP/s", _tflops(o.get("achieved_tflops")), _tflops(m.get("achieved_tflops")),
-         _ratio(r.get("achieved_tflops"))),
-        ("MFU", _mfu(o) if o.get("repeats") else "-", _mfu(m) if m.get("repeats") else "-", _ratio(r.get("mfu"))),
+        ("step time (median)", _time(o.step_time), _time(m.step_time), _ratio(r.get("step_time_median_s"))),
+        ("samples/s", _si(o.samples_per_s), _si(m.samples_per_s), _ratio(r.get("samples_per_s"))),
+        ("tokens/s", _si(o.tokens_per_s), _si(m.tokens_per_s), _ratio(r.get("tokens_per_s"))),
+        ("model FLOPs/step (fwd+bwd)", _si(o.flops_per_step), _si(m.flops_per_step), ""),
+        ("achieved TFLOP/s", _tflops(o.achieved_tflops), _tflops(m.achieved_tflops), _ratio(r.get("achieved_tflops"))),
+        ("MFU", _mfu(o) if so.repeats else "-", _mfu(m) if sm.repeats else "-", _ratio(r.get("mfu"))),
         ("communication share", _comm(o), _comm(m), ""),
         ("peak memory", _mem(o), _mem(m), _ratio(r.get("peak_memory_bytes"))),
-        ("crash rate", _crash(o), _crash(m), ""),
+        ("crash rate", _crash(so), _crash(sm), ""),
     ]
     return rows
 
 
-def perf_caption(perf: dict[str, Any]) -> str:
-    cfg = perf.get("config") or {}
-    m = perf.get("migrated") or {}
-    parts = [f"{cfg.get('steps')} timed steps after {cfg.get('warmup')} warm-up x {cfg.get('repeats')} repeats",
-             f"{m.get('ranks', 1)} rank(s)" + (f", {cfg['variant']}" if cfg.get("variant") else ""),
-             f"bf16 {cfg.get('bf16_policy')}", cfg.get("step", "")]
-    if perf.get("label"):
-        parts.insert(0, perf["label"])
-    if (perf.get("original") or {}).get("skipped"):
-        parts.append(perf["original"]["skipped"])
+def perf_caption(perf: StagePerf) -> str:
+    cfg = perf.config
+    m = perf.migrated or NOT_BENCHMARKED
+    parts = [f"{cfg.steps if cfg else None} timed steps after {cfg.warmup if cfg else None} warm-up x "
+             f"{cfg.repeats if cfg else None} repeats",
+             f"{m.ranks if m.ranks is not None else 1} rank(s)" + (f", {cfg.variant}" if cfg and cfg.variant else ""),
+             f"bf16 {cfg.bf16_policy if cfg else None}", (cfg.step if cfg else None) or ""]
+    if perf.label:
+        parts.insert(0, perf.label)
+    if perf.original is not None and perf.original.skipped:
+        parts.append(perf.original.skipped)
     return "; ".join(p for p in parts if p)
 
 
-def scaling_text(lines: list[dict[str, Any]]) -> str:
+def scaling_text(lines: Sequence[ScalingRow]) -> str:
     if not lines:
         return ""
-    unit = lines[0].get("unit", "samples_per_s").replace("_per_s", "/s")
+    unit = lines[0].unit.replace("_per_s", "/s")
     parts = []
     for ln in lines:
-        if not ln.get("measured"):
-            parts.append(f"{ln['layout']}: not measured")
+        if not ln.measured:
+            parts.append(f"{ln.layout}: not measured")
         else:
-            parts.append(f"{ln['layout']} {_si(ln['throughput'])} {unit} (efficiency {ln['efficiency']:.3g})"
-                         if ln.get("efficiency") is not None else f"{ln['layout']} {_si(ln['throughput'])} {unit}")
+            parts.append(f"{ln.layout} {_si(ln.throughput)} {unit} (efficiency {ln.efficiency:.3g})"
+                         if ln.efficiency is not None else f"{ln.layout} {_si(ln.throughput)} {unit}")
     return "scaling (migrated): " + " -> ".join(parts) + "; efficiency = throughput(N) / (N x throughput(1))"

@@ -19,9 +19,9 @@ updates while leaving step-0 grads untouched.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from .. import metrics as M
+from ..facts import TrainingFacts
 from ..verdict import Verdict, worst
 from .compare import Check, Comparison, Run, TensorVerdict, Thresholds
 from .thresholds import Bounds
@@ -77,12 +77,14 @@ def _typical_error(golden: Run, reference: Run | None) -> float:
     return errors[len(errors) // 2] if errors else 0.0
 
 
-def training_note(original: Mapping[str, Any] | None, migrated: Mapping[str, Any] | None) -> str | None:
+def training_note(original: Mapping[str, TrainingFacts], migrated: Mapping[str, TrainingFacts]) -> str | None:
     """The loss of every training step on both sides (fp32 runs), for the notes."""
     if not original or not migrated:
         return None
-    lo, lm = original.get("fp32", {}).get("losses", []), migrated.get("fp32", {}).get("losses", [])
-    steps = migrated.get("fp32", {}).get("steps", len(lm))
-    how = "the program's train_step" if migrated.get("fp32", {}).get("train_step") else "backward() + step()"
+    fp32_o, fp32_m = original.get("fp32"), migrated.get("fp32")
+    lo = fp32_o.losses if fp32_o is not None else ()
+    lm = fp32_m.losses if fp32_m is not None else ()
+    steps = fp32_m.steps if fp32_m is not None else len(lm)
+    how = "the program's train_step" if fp32_m is not None and fp32_m.train_step else "backward() + step()"
     pairs = ", ".join(f"{a:.5g}/{b:.5g}" for a, b in zip(lm, lo))
     return f"{steps} real training steps through {how}; fp32 loss per step migrated/original: {pairs}"

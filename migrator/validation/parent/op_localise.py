@@ -127,7 +127,7 @@ def optimizer_cause(target: DivergenceTarget, orig_status: SideStatus, mig_statu
     from . import phases
 
     if target.get("training"):
-        found = phases.cause((orig_status.train or {}).get("fp32"), (mig_status.train or {}).get("fp32"))
+        found = phases.cause(orig_status.train.get("fp32"), mig_status.train.get("fp32"))
         if found:
             return found
     return optimizer_diff(orig_status.optimizer, mig_status.optimizer)

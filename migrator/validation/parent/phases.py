@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+
+from ..facts import PhaseEvent, TrainingFacts
 
 AGREE = 1e-3  # per-parameter norm, relative: fp32 reorderings of a correct port stay near 1e-6
 CALLS = {"backward": "loss.backward()", "accumulate": "loss.backward() (gradient accumulation)",
@@ -21,9 +22,9 @@ CALLS = {"backward": "loss.backward()", "accumulate": "loss.backward() (gradient
          "zero_grad": "optimizer.zero_grad"}
 
 
-def _names(events: Sequence[Mapping[str, Any]]) -> list[str]:
+def _names(events: Sequence[PhaseEvent]) -> list[str]:
     """``backward`` becomes ``accumulate`` where several backwards feed one optimizer step."""
-    out = [e["phase"] for e in events]
+    out = [e.phase for e in events]
     run: list[int] = []
     for i, name in enumerate(out + ["step"]):
         if name == "backward":
@@ -50,8 +51,8 @@ def _factor(a: Sequence[float], b: Sequence[float]) -> float | None:
     return math.sqrt(lo * hi)
 
 
-def _args(e: Mapping[str, Any]) -> str:
-    args = {k: v for k, v in (e.get("args") or {}).items() if k != "fn"}
+def _args(e: PhaseEvent) -> str:
+    args = {k: v for k, v in e.args.items() if k != "fn"}
     return ", ".join(f"{k}={v}" for k, v in args.items())
 
 
@@ -59,16 +60,16 @@ def _sequence(names: Sequence[str]) -> str:
     return ", ".join(names)
 
 
-def cause(original: Mapping[str, Any] | None, migrated: Mapping[str, Any] | None) -> str | None:
+def cause(original: TrainingFacts | None, migrated: TrainingFacts | None) -> str | None:
     """``training step phase clip (clip_grad_norm_) in step 0: ...`` or None (no phases noted)."""
-    ev_o = list((original or {}).get("phases") or [])
-    ev_m = list((migrated or {}).get("phases") or [])
+    ev_o = list(original.phases) if original is not None else []
+    ev_m = list(migrated.phases) if migrated is not None else []
     if not ev_o or not ev_m:
         return None
     names_o, names_m = _names(ev_o), _names(ev_m)
-    for step in sorted({e["step"] for e in ev_o} | {e["step"] for e in ev_m}):
-        io = [i for i, e in enumerate(ev_o) if e["step"] == step]
-        im = [i for i, e in enumerate(ev_m) if e["step"] == step]
+    for step in sorted({e.step for e in ev_o} | {e.step for e in ev_m}):
+        io = [i for i, e in enumerate(ev_o) if e.step == step]
+        im = [i for i, e in enumerate(ev_m) if e.step == step]
         seq_o, seq_m = [names_o[i] for i in io], [names_m[i] for i in im]
         order = f"{_sequence(seq_m)} (migrated) vs {_sequence(seq_o)} (original)"
         if seq_o != seq_m:
@@ -76,13 +77,13 @@ def cause(original: Mapping[str, Any] | None, migrated: Mapping[str, Any] | None
         before_agree = True
         for a, b in zip(io, im):
             eo, em = ev_o[a], ev_m[b]
-            agree = _agree(em["state"], eo["state"])
+            agree = _agree(em.state, eo.state)
             if before_agree and not agree:
                 name = names_m[b]
                 what = "updates" if name == "step" else "grads"
                 text = (f"training step phase {name} ({CALLS.get(name, name)}) in step {step}: {what} agree before "
                         f"it and differ after")
-                factor = _factor(em["state"], eo["state"])
+                factor = _factor(em.state, eo.state)
                 if factor is not None:
                     text += f" (every parameter's {what} x{factor:.3g})"
                 am, ao = _args(em), _args(eo)

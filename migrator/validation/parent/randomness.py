@@ -13,22 +13,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
 
+from ..facts import CheckRow, DropoutFacts, DropoutStatistics
 from ..verdict import Verdict
 
 CHECK = "randomness: dropout sites and rates, statistics over seeds with dropout on"
 NOT_COMPARABLE = Verdict.NOT_COMPARABLE
 Z = 4.0  # standard errors: ~6e-5 false alarms per comparison for a normal statistic
+NO_STATISTICS = DropoutStatistics()
 
 
-def _sites(sites: Mapping[str, Any]) -> str:
+def _sites(sites: Mapping[str, tuple[float, ...]]) -> str:
     items = [f"{s} p={'/'.join(f'{r:g}' for r in rates)}" for s, rates in sites.items()]
     return ", ".join(items[:5]) + (" ..." if len(items) > 5 else "")
 
 
-def _row(status: Verdict, message: str, **extra: Any) -> dict[str, Any]:
-    return {"check": CHECK, "status": status, "message": message, **extra}
+def _row(status: Verdict, message: str) -> CheckRow:
+    return {"check": CHECK, "status": status, "message": message}
 
 
 def _moments(values: list[float]) -> tuple[float, float]:
@@ -38,11 +39,11 @@ def _moments(values: list[float]) -> tuple[float, float]:
     return mean, var
 
 
-def dropout_check(original: Mapping[str, Any], migrated: Mapping[str, Any], real_npu: bool = False,
-                  script: bool = False) -> tuple[dict[str, Any] | None, list[str]]:
+def dropout_check(original: DropoutFacts, migrated: DropoutFacts, real_npu: bool = False,
+                  script: bool = False) -> tuple[CheckRow | None, list[str]]:
     """(the check row, notes) from each side's ``SideStatus.dropout``; (None, []) when neither applies dropout.
     ``script``: script mode, where every run had dropout neutralised and no statistics exist (sites only)."""
-    so, sm = dict(original.get("sites") or {}), dict(migrated.get("sites") or {})
+    so, sm = original.sites, migrated.sites
     if not so and not sm:
         return None, []
     if not so and script:
@@ -51,8 +52,8 @@ def dropout_check(original: Mapping[str, Any], migrated: Mapping[str, Any], real
     if not so:  # the numeric runs were not neutralised: they see it too; this names the cause
         return _row(Verdict.FAIL, f"dropout on the migrated side only: {_sites(sm)} (the original applies none after "
                             "make_model(dropout=0.0))"), []
-    stats_o, stats_m = original.get("statistics") or {}, migrated.get("statistics") or {}
-    seeds = len(stats_o.get("losses") or ())
+    stats_o, stats_m = original.statistics or NO_STATISTICS, migrated.statistics or NO_STATISTICS
+    seeds = len(stats_o.losses)
     notes = [f"dropout active after make_model(dropout=0.0) ({_sites(so)}): neutralised on both sides for the "
              f"numeric checks; compared by statistics over {seeds} seeds with dropout on"] if not script else [
              f"the script's dropout ({_sites(so)}) neutralised on both sides in every run; compared by sites and "
@@ -68,13 +69,13 @@ def dropout_check(original: Mapping[str, Any], migrated: Mapping[str, Any], real
         return _row(Verdict.FAIL, f"dropout rate differs: {'; '.join(diffs[:4])}"), notes
     if script:
         return _row(Verdict.PASS, f"same sites and rates ({_sites(so)})"), notes
-    lo, lm = list(stats_o.get("losses") or ()), list(stats_m.get("losses") or ())
+    lo, lm = list(stats_o.losses), list(stats_m.losses)
     if len(lo) < 2 or len(lm) < 2 or not all(math.isfinite(v) for v in lo + lm):
         return _row(NOT_COMPARABLE, "not comparable: no usable statistics with dropout on "
                                     f"({len(lo)} / {len(lm)} finite losses)"), notes
     problems = []
-    for site, (k_o, n_o) in (stats_o.get("kept") or {}).items():
-        kept_m = (stats_m.get("kept") or {}).get(site)
+    for site, (k_o, n_o) in stats_o.kept.items():
+        kept_m = stats_m.kept.get(site)
         if not kept_m or not n_o or not kept_m[1]:
             continue
         p_o, p_m = k_o / n_o, kept_m[0] / kept_m[1]
@@ -90,5 +91,6 @@ def dropout_check(original: Mapping[str, Any], migrated: Mapping[str, Any], real
         problems.append(f"loss with dropout on {mm:.5g} ± {math.sqrt(vm):.2g} (migrated) vs {mo:.5g} ± "
                         f"{math.sqrt(vo):.2g} (original), {z:.1f} standard errors")
     detail = f"same sites and rates ({_sites(so)}); loss over {len(lo)} seeds {mm:.5g} (migrated) vs {mo:.5g} (original)"
-    return _row(Verdict.FAIL if problems else Verdict.PASS, "; ".join(problems) if problems else detail,
-                metric="standard errors (loss mean)", worst=z, threshold=Z), notes
+    row = _row(Verdict.FAIL if problems else Verdict.PASS, "; ".join(problems) if problems else detail)
+    row.update({"metric": "standard errors (loss mean)", "worst": z, "threshold": Z})
+    return row, notes

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from migrator.jsonfile import JsonObject
 
 from ..verdict import Verdict
+from .perf import ScalingRow, StagePerf
 
 STAGE_NAMES = {"S0": "plan", "S1": "parity-1card", "S2": "parity-dp", "S3": "parity-mp"}
 STATUS_ORDER = (Verdict.PASS, Verdict.WARN, Verdict.FAIL, Verdict.NOT_RUN, Verdict.ERROR)
@@ -34,9 +35,10 @@ class StageResult:
     worst: tuple[dict[str, Any], ...] = ()
     checks: tuple[dict[str, Any], ...] = ()
     counts: dict[str, Any] = field(default_factory=dict)
-    bench: dict[str, Any] = field(default_factory=dict)
+    bench: dict[str, float] = field(default_factory=dict)  # seconds, ranks, ...
     unmatched: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    perf: StagePerf | None = None  # --bench: the stage's benchmark (JSON: bench.perf)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Verdict(self.status))
@@ -52,8 +54,8 @@ class StageResult:
             out["reason"] = self.reason
         if self.first_divergence:
             out["first_divergence"] = self.first_divergence
-        if self.bench:
-            out["bench"] = _clean(self.bench)
+        if self.bench or self.perf is not None:
+            out["bench"] = _clean({**self.bench, **({"perf": self.perf.to_json()} if self.perf is not None else {})})
         out["summary"] = self.summary
         out["checks"] = [_clean(c) for c in self.checks]
         out["counts"] = _clean(self.counts)
@@ -72,7 +74,7 @@ class ValidationResult:
     work_dir: str | None = None
     notes: tuple[str, ...] = ()
     mode: str = "protocol"
-    bench: dict[str, Any] = field(default_factory=dict)   # --bench: {"scaling": [...]}
+    scaling: tuple[ScalingRow, ...] | None = None   # --bench: 1 card -> N ranks (JSON: bench.scaling)
 
     @property
     def exit_code(self) -> int:
@@ -104,7 +106,7 @@ class ValidationResult:
             "layers": _clean(self.layers),
             "manifest": _clean(self.manifest),
             "notes": list(self.notes),
-            **({"bench": _clean(self.bench)} if self.bench else {}),
+            **({"bench": _clean({"scaling": [r.to_json() for r in self.scaling]})} if self.scaling is not None else {}),
             "markdown": self.markdown(),
         }
 
@@ -123,13 +125,12 @@ class ValidationResult:
             if s.reason and s.summary and s.status in (Verdict.FAIL, Verdict.ERROR, Verdict.NOT_RUN):
                 lines.append(f"{'':<{width + 17}}{s.reason}")
             lines += [f"{'':<{width + 17}}{line}" for line in _check_lines(s, verbose)]
-            perf = (s.bench or {}).get("perf")
-            if perf:
-                lines += _perf_text(perf)
-        if (self.bench or {}).get("scaling"):
+            if s.perf is not None:
+                lines += _perf_text(s.perf)
+        if self.scaling:
             from .benchreport import scaling_text
 
-            lines.append(scaling_text(self.bench["scaling"]))
+            lines.append(scaling_text(self.scaling))
         lines.append("")
         for line in self._layer_lines():
             lines.append(line)
@@ -167,18 +168,18 @@ class ValidationResult:
                 out.append("")
             out += _worst_markdown(s)
         for s in self.stages:
-            perf = (s.bench or {}).get("perf")
-            if perf and not perf.get("skipped"):
+            perf = s.perf
+            if perf is not None and not perf.skipped:
                 from .benchreport import perf_caption, perf_rows
 
                 out += [f"**{s.id} benchmark** ({_md(perf_caption(perf))})", "",
                         "| metric | original | migrated | migrated/original |", "|---|---|---|---|"]
                 out += [f"| {a} | {_md(b)} | {_md(c)} | {d} |" for a, b, c, d in perf_rows(perf)]
                 out.append("")
-        if (self.bench or {}).get("scaling"):
+        if self.scaling:
             from .benchreport import scaling_text
 
-            out += [_md(scaling_text(self.bench["scaling"])), ""]
+            out += [_md(scaling_text(self.scaling)), ""]
         layers = list(self._layer_lines())
         if layers:
             out += ["", "Reference layers (CPU stand-ins, used only where the real package is absent):", ""]
@@ -221,11 +222,11 @@ def _worst_markdown(stage: StageResult) -> list[str]:
     return out + ["", "</details>", ""]
 
 
-def _perf_text(perf: dict[str, Any]) -> list[str]:
+def _perf_text(perf: StagePerf) -> list[str]:
     from .benchreport import perf_caption, perf_rows
 
-    if perf.get("skipped"):
-        return [f"{'':6}bench: {perf['skipped']}"]
+    if perf.skipped:
+        return [f"{'':6}bench: {perf.skipped}"]
     out = [f"{'':6}bench: {perf_caption(perf)}",
            f"{'':8}{'metric':<28}{'original':<30}{'migrated':<30}migrated/original"]
     for a, b, c, d in perf_rows(perf):

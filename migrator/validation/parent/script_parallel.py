@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ..facts import CheckRow
 from ..records import ScriptJob, ScriptStatus, Side, Status
 from ..verdict import Verdict
 
@@ -130,7 +131,7 @@ def _script_s2_at(opts: Options, original: str, migrated: str, work: str, nprocs
         worst = max([worst, *diffs])
     if st["G"][0].train and st["T32"][0].train:
         comparison.extend(compare_training(Run.load(st["G"][0].train), None, Run.load(st["T32"][0].train), None))
-    curve = {"check": f"loss curves, {opts.curve_steps} steps on every rank (smoke check, not a gate)",
+    curve: CheckRow = {"check": f"loss curves, {opts.curve_steps} steps on every rank (smoke check, not a gate)",
              "status": Verdict.WARN if worst > CURVE_WARN else Verdict.PASS, "worst": worst, "threshold": CURVE_WARN,
              "message": f"max per-step relative loss difference T32 vs G over {nprocs} ranks {worst:.3g}"}
     notes = [f"script mode S2: {opts.script} {' '.join(opts.script_args)} under torch.distributed.run, "

@@ -9,10 +9,11 @@ comparison (:func:`numeric_stage`). Everything here is public and used by more t
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..facts import CheckRow
 from ..records import SideStatus, Status
 from ..verdict import Verdict, worst
 from .compare import Comparison, Run, TensorVerdict
@@ -154,8 +155,8 @@ def _numeric_summary(verdicts: Sequence[TensorVerdict], extra: str = "") -> str:
     return "; ".join(parts) + (f"; {extra}" if extra else "")
 
 
-def numeric_stage(sid: str, comparison: Comparison, *, bench: dict[str, Any], notes: list[str],
-                  extra_summary: str = "", extra_checks: tuple[dict[str, Any], ...] = ()) -> StageResult:
+def numeric_stage(sid: str, comparison: Comparison, *, bench: Mapping[str, float], notes: list[str],
+                  extra_summary: str = "", extra_checks: tuple[CheckRow, ...] = ()) -> StageResult:
     """The result of a stage that compared tensors: its verdict, the first divergence, check rows, counts."""
     verdicts = comparison.verdicts
     status: Verdict = worst([v.status for v in verdicts] + [c["status"] for c in extra_checks])
@@ -181,8 +182,8 @@ def numeric_stage(sid: str, comparison: Comparison, *, bench: dict[str, Any], no
     return StageResult(
         id=sid, status=status, summary=summary, reason=reason,
         first_divergence=loc.text() if loc is not None else None,
-        worst=tuple(worst_rows(verdicts)), checks=tuple(check_rows(verdicts)) + tuple(extra_checks),
-        counts=summary_counts(verdicts), bench=bench, unmatched=tuple(comparison.unmatched),
+        worst=tuple(worst_rows(verdicts)), checks=tuple(check_rows(verdicts)) + tuple(dict(c) for c in extra_checks),
+        counts=summary_counts(verdicts), bench=dict(bench), unmatched=tuple(comparison.unmatched),
         notes=tuple(notes + comparison.notes),
     )
 

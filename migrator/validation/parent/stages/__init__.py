@@ -139,14 +139,14 @@ def _run_protocol(opts: Options, original: str, work: str, keep: bool, progress:
         notes.append(f"msprobe layout: {count} dump(s) under {opts.export_msprobe}")
     if keep:
         notes.append(f"dumps kept in {work}")
-    bench: dict[str, Any] = {}
+    rows = None
     if opts.bench:
         from .bench import scaling
 
-        bench = {"scaling": scaling(stages, opts)}
+        rows = scaling(stages, opts)
     return ValidationResult(original=original, migrated=ctx.migrated, stages=stages,
                             layers=ctx.layers, manifest=ctx.manifest, work_dir=work if keep else None,
-                            notes=tuple(notes), bench=bench)
+                            notes=tuple(notes), scaling=rows)
 
 
 def _use_recorded(ctx: StageContext, notes: list[str]) -> None:

@@ -8,6 +8,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from ...facts import CheckRow
 from ...records import ParallelJob, RankStatus, VariantRuns
 from ...verdict import Verdict
 from ..compare import Comparison, Run, compare_runs
@@ -78,10 +79,10 @@ def _variants(ctx: StageContext) -> list[str] | StageResult:
     return variants
 
 
-def _compare(ran: Mapping[str, VariantRuns]) -> tuple[Comparison, list[dict[str, Any]]]:
+def _compare(ran: Mapping[str, VariantRuns]) -> tuple[Comparison, list[CheckRow]]:
     """Every rank's variant runs against its unsharded reference, and the variants' own check rows."""
     comparison = Comparison()
-    extra_checks: list[dict[str, Any]] = []
+    extra_checks: list[CheckRow] = []
     for variant, info in ran.items():
         for step_key, per_rank in info.runs.items():
             for rank, dirs in sorted(per_rank.items(), key=lambda kv: int(kv[0])):
@@ -89,5 +90,7 @@ def _compare(ran: Mapping[str, VariantRuns]) -> tuple[Comparison, list[dict[str,
                 comparison.extend(compare_runs(golden, Run.load(dirs["ref_bf16"]), Run.load(dirs["fp32"]),
                                                Run.load(dirs["bf16"]), label=f"{variant}/{step_key}/rank{rank}/"))
         for check in info.checks:
-            extra_checks.append(dict(check, check=f"{variant}: {check['check']}"))
+            row = check.copy()
+            row["check"] = f"{variant}: {check['check']}"
+            extra_checks.append(row)
     return comparison, extra_checks

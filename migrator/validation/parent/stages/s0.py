@@ -32,12 +32,13 @@ def run(ctx: StageContext) -> StageResult:
         return StageResult("S0", Verdict.ERROR, reason=f"plan check could not run: {failure_text(failure)}",
                            bench=bench, summary="plan check could not run")
     ctx.layers.setdefault("migrated", dict(status.layers))
-    checks = tuple(dict(c) for c in status.checks)
+    rows = status.checks
     bench.update(status.bench)
     ctx.declared_stages = list(status.declared)
-    verdict = worst(c["status"] for c in checks) if checks else Verdict.ERROR
-    failed = [c for c in checks if c["status"] == Verdict.FAIL]
+    verdict = worst(c["status"] for c in rows) if rows else Verdict.ERROR
+    failed = [c for c in rows if c["status"] == Verdict.FAIL]
     reason = "; ".join(f"{c['check']}: {c.get('message', '')}" for c in failed[:3]) or None
+    checks = tuple(dict(c) for c in rows)
     if not checks:
         reason = failure_text(status) if res.statuses else "no plan checks ran"
     return StageResult("S0", verdict, summary=status.summary, reason=reason, checks=checks, bench=bench,

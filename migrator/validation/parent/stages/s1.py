@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ...facts import CheckRow, TrainingFacts
 from ...records import Side, SideJob, SideStatus, Status
 from ...verdict import Verdict
 from ..compare import Comparison, Run, compare_optimizer, compare_runs
@@ -110,7 +111,7 @@ def _side_failure(ctx: StageContext, by_name: Mapping[str, ChildResult[SideStatu
 
 
 def _compare(ctx: StageContext, orig_status: SideStatus, mig_status: SideStatus
-             ) -> tuple[Comparison, list[str], tuple[dict[str, Any], ...], dict[str, Any] | None]:
+             ) -> tuple[Comparison, list[str], tuple[CheckRow, ...], CheckRow | None]:
     """(the per-tensor, optimizer and k-step comparison, notes, extra check rows, the dropout row)."""
     comparison = Comparison()
     cross = orig_status.device != mig_status.device
@@ -196,22 +197,22 @@ def _first_op(result: StageResult, comparison: Comparison, ctx: StageContext, or
     return replace(result, first_divergence=first, checks=result.checks + ((row,) if row else ()))
 
 
-def _training(comparison: Comparison, notes: list[str], train_o: Mapping[str, Mapping[str, Any]],
-              train_m: Mapping[str, Mapping[str, Any]], cross: bool, ctx: StageContext) -> tuple[dict[str, Any], ...]:
+def _training(comparison: Comparison, notes: list[str], train_o: Mapping[str, TrainingFacts],
+              train_m: Mapping[str, TrainingFacts], cross: bool, ctx: StageContext) -> tuple[CheckRow, ...]:
     """The k-step training comparison and each side's precision policy (data, then a check row per run)."""
     from ..compare_train import compare_training, training_note
     from ..policy import compare_policies, describe
 
     if not train_o or not train_m:
         return ()
-    golden = required_run(train_o["fp32"]["dir"], "original fp32 training")
-    reference, target_fp32, target_bf16 = (Run.load((t.get(p) or {}).get("dir"))
+    golden = required_run(train_o["fp32"].dir, "original fp32 training")
+    reference, target_fp32, target_bf16 = (Run.load(facts.dir if (facts := t.get(p)) is not None else None)
                                            for t, p in ((train_o, "bf16"), (train_m, "fp32"), (train_m, "bf16")))
     comparison.extend(compare_training(golden, reference, target_fp32, target_bf16, cross_device=cross))
     note = training_note(train_o, train_m)
     if note:
         notes.append(note)
-    ctx.manifest["precision_policy"] = {side: {p: describe(t.get(p)) for p in t if isinstance(t.get(p), dict)}
+    ctx.manifest["precision_policy"] = {side: {p: describe(facts) for p, facts in t.items()}
                                            for side, t in (("original", train_o), ("migrated", train_m))}
     rows = [compare_policies(train_o.get(p), train_m.get(p), p) for p in ("fp32", "bf16")]
     return tuple(r for r in rows if r is not None)

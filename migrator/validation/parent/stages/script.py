@@ -28,8 +28,9 @@ optimizer stops only at its own end.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
+from ...facts import CheckRow
 from ...records import ScriptJob, ScriptStatus, Side
 from ...verdict import Verdict
 from ..compare import Comparison, Run, compare_runs
@@ -117,7 +118,7 @@ def _compare(ctx: StageContext, st: dict[str, ScriptStatus], seconds: float) -> 
     n = min(len(st["T16"].losses), len(st["R"].losses))
     diffs = loss_diffs(st["T16"].losses, st["R"].losses)
     worst = max(diffs) if diffs else 0.0
-    curve_check: dict[str, Any] = {
+    curve_check: CheckRow = {
         "check": f"loss curve, {n} steps (smoke check, not a gate)",
         "status": Verdict.WARN if worst > CURVE_WARN else Verdict.PASS, "worst": worst,
         "message": f"max per-step relative loss difference T vs R {worst:.3g} (bound {CURVE_WARN})"}
