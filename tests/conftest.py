@@ -15,6 +15,20 @@ def _isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("MIGRATE_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "scan-cache"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _warm_zygotes():
+    """The validate runs of one test process share their zygotes (one per child environment, a few kept):
+    a run's children still fork after torch was imported, without each run importing it again. Runs
+    through the CLI in a subprocess start their own, as a user's do."""
+    from migrator.validation.parent import launcher
+
+    with launcher.warm_starts(keep=SHARED_ZYGOTES):
+        yield
+
+
+SHARED_ZYGOTES = 3  # an idle zygote holds torch's memory (~0.3 GB); two xdist workers keep six at most
+
+
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, input: str | None = None):
     """Run `python -m migrator ...` in a subprocess, as a user would."""
     import subprocess
@@ -35,7 +49,9 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, input:
 
 
 def _processes_under(folder: str) -> list[tuple[int, str]]:
-    """Live processes whose working folder lies under ``folder`` (Linux /proc; empty elsewhere)."""
+    """Live processes working in ``folder`` or naming it on their command line (Linux /proc; empty
+    elsewhere). Both: a worker forked from a zygote carries the zygote's command line, but works in
+    its job's folder."""
     found = []
     try:
         pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
@@ -50,9 +66,21 @@ def _processes_under(folder: str) -> list[tuple[int, str]]:
                 cmd = fh.read().replace(b"\0", b" ").decode("utf-8", "replace").strip()
         except OSError:
             continue  # exited, a zombie, or not ours to read
-        if cmd and (cwd == folder or cwd.startswith(folder + os.sep)):
+        if cmd and (cwd == folder or cwd.startswith(folder + os.sep) or folder in cmd):
             found.append((pid, cmd[:200]))
     return found
+
+
+def survivors(folder: str, grace: float = 5.0) -> list[str]:
+    """``pid: command`` of the processes still working in (or naming) ``folder`` after ``grace`` seconds."""
+    import time
+
+    if not os.path.isdir("/proc"):
+        pytest.skip("needs /proc to list processes")
+    deadline = time.monotonic() + grace
+    while (found := _processes_under(folder)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return [f"{pid}: {cmd}" for pid, cmd in found]
 
 
 def _check_dev_null(session) -> None:

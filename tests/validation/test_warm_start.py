@@ -134,3 +134,48 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rindex(b")") + 2:].split()[0] != b"Z"
+
+
+SHARED = """
+import json, os, signal, time
+from migrator.validation.parent import launcher
+
+def run(*envs):
+    with launcher.warm_starts(envs[0]):  # one validate run, inside the longer-lived block
+        for env in envs:
+            launcher.worker_env(env)
+        return sorted(launcher.zygote_pids())
+
+a, b = launcher.child_env(0, 1), launcher.child_env(1, 1)
+with launcher.warm_starts(keep=1):
+    first = run(a)
+    again = run(a)
+    both = run(a, b)
+    after = sorted(launcher.zygote_pids())
+    os.kill(after[0], signal.SIGKILL)
+    while not open(f"/proc/{after[0]}/stat").read().rsplit(")", 1)[1].startswith(" Z"):  # until a zombie
+        time.sleep(0.05)
+    renewed = run(b)
+    print(json.dumps({"first": first, "again": again, "both": both, "after": after, "renewed": renewed}))
+    left = renewed
+print(json.dumps({"left": [p for p in left if os.path.exists(f"/proc/{p}/cmdline")
+                           and open(f"/proc/{p}/cmdline").read()]}))
+"""
+
+
+@pytest.mark.slow
+def test_a_longer_lived_block_keeps_zygotes_across_runs_within_its_bound(tmp_path):
+    """Runs inside one block share a zygote per environment; a run may use more than ``keep``, and
+    when it ends the least recently used idle ones go; one that died between runs is started anew;
+    the block's end ends the rest."""
+    pytest.importorskip("torch")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", SHARED], env=env, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    seen, end = (json.loads(line) for line in done.stdout.splitlines())
+    assert len(seen["first"]) == 1 and seen["again"] == seen["first"]  # the second run reused it
+    assert len(seen["both"]) == 2 and seen["first"][0] in seen["both"]  # past keep while the run uses both
+    assert len(seen["after"]) == 1 and seen["after"][0] not in seen["first"]  # a's, least recently used, ended
+    assert len(seen["renewed"]) == 1 and seen["renewed"] != seen["after"]  # b's died: a new one
+    assert end["left"] == []

@@ -30,8 +30,11 @@ from ..records import Failure, Job, Status
 WORKER = "migrator.validation.child.worker"  # the child side's entry point, run as a module
 ZYGOTE = "migrator.validation.child.zygote"  # the warm-start fork server
 ZYGOTE_READY_TIMEOUT = 60.0  # importing torch on a loaded machine; past it the children start cold
-_DIST_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR",
-             "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS")
+_NOT_INHERITED = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR",
+             "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+             # the parent's own pytest test (set anew for each): nothing the child runs, and it would
+             # give every test's children an environment of their own (no zygote shared between them)
+             "PYTEST_CURRENT_TEST")
 
 
 def package_root() -> str:
@@ -43,7 +46,7 @@ def package_root() -> str:
 def child_env(seed: int, threads: int, extra: dict[str, str] | None = None) -> dict[str, str]:
     from ..determinism import environment
 
-    env = {k: v for k, v in os.environ.items() if k not in _DIST_ENV}
+    env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
     env.update(environment(seed, threads))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root(), os.environ.get("PYTHONPATH")]))
     env["MIGRATE_VALIDATION_CHILD"] = "1"
@@ -110,29 +113,88 @@ class ChildResult(Generic[S]):
         return sorted(bad, key=lambda s: rank.get(s.phase or "harness", 2))[0]
 
 
+EnvKey = frozenset[tuple[str, str]]
+
+
+@dataclass
+class _Zygote:
+    """One child environment's fork server and whether it answered ready (None: not asked yet)."""
+
+    path: str
+    scope: process_scope.Scope
+    answered: bool | None = None
+
+    def socket(self) -> str | None:
+        """Its socket once it is ready; None when it failed, found forking unsafe or was too slow."""
+        if self.answered is None:
+            self.answered = self._ready()
+            if not self.answered:
+                self.end()  # cold starts, as without it
+        return self.path if self.answered else None
+
+    def alive(self) -> bool:
+        return self.answered is not False and self.scope.proc.poll() is None
+
+    def died(self) -> bool:
+        return self.answered is True and self.scope.proc.poll() is not None
+
+    def _ready(self) -> bool:
+        import select
+
+        from .. import warm_contract as warm
+
+        pipe = self.scope.proc.stdout
+        assert pipe is not None
+        answered, _, _ = select.select([pipe], [], [], ZYGOTE_READY_TIMEOUT)
+        return bool(answered) and pipe.read(len(warm.READY)) == warm.READY
+
+    def end(self) -> None:
+        self.scope.end()
+        if self.scope.proc.stdout is not None:
+            self.scope.proc.stdout.close()
+
+
 @dataclass
 class _WarmStarts:
-    """The zygotes of one validate run, one per child environment (None: that one could not start)."""
+    """The zygotes of a :func:`warm_starts` block, one per child environment, least recently used first.
+    ``keep`` bounds how many stay (an idle zygote holds torch's memory); none that a block still open
+    (the validate run in progress) has used is ended for it."""
 
+    keep: int | None = None
     folder: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="migrate-warm-"))
-    sockets: dict[frozenset[tuple[str, str]], str | None] = field(default_factory=dict)
-    scopes: list[process_scope.Scope] = field(default_factory=list)
-
-    starting: dict[frozenset[tuple[str, str]], tuple[str, process_scope.Scope]] = field(default_factory=dict)
+    zygotes: dict[EnvKey, _Zygote] = field(default_factory=dict)
+    in_use: set[EnvKey] = field(default_factory=set)  # by the nested blocks open (the runs in progress)
+    runs: int = 0
+    started: int = 0
 
     def prepare(self, env: dict[str, str]) -> None:
         """Start the zygote for ``env`` now, without waiting for it (it imports torch meanwhile)."""
         from .. import warm_contract as warm
 
         key = frozenset(env.items())
-        if warm.enabled(env) and key not in self.sockets and key not in self.starting:
-            number = len(self.sockets) + len(self.starting)
-            path = os.path.join(self.folder, f"zygote{number}.sock")
-            with open(os.path.join(self.folder, f"zygote{number}.log"), "wb") as log:
-                scope = process_scope.Scope([sys.executable, "-m", ZYGOTE, path], env=env, cwd=self.folder,
-                                            stdout=subprocess.PIPE, stderr=log, memory=process_scope.memory_limit())
-            self.scopes.append(scope)
-            self.starting[key] = (path, scope)
+        if self.runs:
+            self.in_use.add(key)
+        if not warm.enabled(env):
+            return
+        known = self.zygotes.pop(key, None)
+        if known is not None and not known.died():
+            self.zygotes[key] = known  # the most recently used, last (one that could not serve stays cold)
+            return
+        if known is not None:  # it served, then died between runs: a new one
+            known.end()
+        path = os.path.join(self.folder, f"zygote{self.started}.sock")
+        with open(os.path.join(self.folder, f"zygote{self.started}.log"), "wb") as log:
+            scope = process_scope.Scope([sys.executable, "-m", ZYGOTE, path], env=env, cwd=self.folder,
+                                        stdout=subprocess.PIPE, stderr=log, memory=process_scope.memory_limit())
+        self.started += 1
+        self.zygotes[key] = _Zygote(path, scope)
+        self.trim()
+
+    def trim(self) -> None:
+        """End the least recently used zygotes past ``keep`` that no open run uses."""
+        idle = [k for k in self.zygotes if k not in self.in_use]
+        while self.keep is not None and len(self.zygotes) > self.keep and idle:
+            self.zygotes.pop(idle.pop(0)).end()
 
     def attach(self, env: dict[str, str]) -> dict[str, str]:
         """``env`` for a worker child: pointing at this environment's zygote once it is ready."""
@@ -140,35 +202,17 @@ class _WarmStarts:
 
         if not warm.enabled(env):
             return env
-        key = frozenset(env.items())
         self.prepare(env)
-        if key in self.starting:
-            self.sockets[key] = self._ready(*self.starting.pop(key))
-        path = self.sockets[key]
+        path = self.zygotes[frozenset(env.items())].socket()
         if path is None:
             return env
         limit = process_scope.memory_limit()
         return {**env, warm.SOCKET_ENV: path, **({warm.MEMORY_ENV: str(limit)} if limit else {})}
 
-    @staticmethod
-    def _ready(path: str, scope: process_scope.Scope) -> str | None:
-        import select
-
-        from .. import warm_contract as warm
-
-        pipe = scope.proc.stdout
-        assert pipe is not None
-        ready, _, _ = select.select([pipe], [], [], ZYGOTE_READY_TIMEOUT)
-        if ready and pipe.read(len(warm.READY)) == warm.READY:
-            return path
-        scope.end()  # it failed, found forking unsafe or was too slow: cold starts, as without it
-        return None
-
     def end(self) -> None:
-        for scope in self.scopes:
-            scope.end()
-            if scope.proc.stdout is not None:
-                scope.proc.stdout.close()
+        for zygote in self.zygotes.values():
+            zygote.end()
+        self.zygotes.clear()
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -176,14 +220,25 @@ _warm: _WarmStarts | None = None
 
 
 @contextmanager
-def warm_starts(env: dict[str, str] | None = None) -> Iterator[None]:
+def warm_starts(env: dict[str, str] | None = None, *, keep: int | None = None) -> Iterator[None]:
     """Worker children started inside fork from a zygote that imported torch once (the one for ``env``
-    starts at once); every zygote ends with the block."""
+    starts at once). The outermost block owns the zygotes and ends them with it: a validate run opens
+    one; a process running many (a test session, a service) may open one around them all, keeping at most
+    ``keep`` environments' zygotes between runs."""
     global _warm
-    if _warm is not None:  # nested: the outer block owns them
-        yield
+    if _warm is not None:  # nested: one validate run inside a longer-lived block
+        outer, in_use = _warm, set(_warm.in_use)
+        outer.runs += 1
+        try:
+            if env is not None:
+                outer.prepare(env)
+            yield
+        finally:
+            outer.runs -= 1
+            outer.in_use = in_use
+            outer.trim()
         return
-    _warm = _WarmStarts()
+    _warm = _WarmStarts(keep=keep)
     try:
         if env is not None:
             _warm.prepare(env)
@@ -199,8 +254,8 @@ def worker_env(env: dict[str, str]) -> dict[str, str]:
 
 
 def zygote_pids() -> list[int]:
-    """The zygotes started in the open :func:`warm_starts` block (diagnostics and tests)."""
-    return [scope.pid for scope in _warm.scopes] if _warm is not None else []
+    """The live zygotes of the open :func:`warm_starts` block (diagnostics and tests)."""
+    return [z.scope.pid for z in _warm.zygotes.values() if z.alive()] if _warm is not None else []
 
 
 def start(job: Job, name: str, env: dict[str, str], timeout: float = 600.0,
