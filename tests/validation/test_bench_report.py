@@ -137,3 +137,37 @@ def test_the_report_refuses_a_figure_of_the_wrong_type_naming_the_file_and_the_f
                                     "--validation", str(path), "-o", str(tmp_path / "report.html"), "--no-cache"])
     assert res.exit_code == 2 and isinstance(res.exception, (SystemExit, type(None))), res.output
     assert str(path) in res.output and "$.stages[2].bench.perf" in res.output
+
+
+def test_every_perf_field_survives_writing_then_reading():
+    """The writer (fields in order) and the lenient reader agree on every field of every record."""
+    from migrator.validation.parent.perf import (
+        BenchConfig,
+        RepeatFailure,
+        ScalingRow,
+        SideFigures,
+        SidePerf,
+        StagePerf,
+        StepTime,
+    )
+
+    steps = StepTime(median_s=1.0, min_s=0.5, max_s=2.0, iqr_s=0.25, stdev_s=0.125, n=3)
+    figures = SideFigures(device="cpu", device_name="x86", dtype="bfloat16", how="wall", label="CPU", step_time=steps,
+                          samples_per_step=4, tokens_per_step=64, samples_per_s=1.5, tokens_per_s=24.0,
+                          flops_per_step=10, achieved_tflops=0.5, peak_tflops=2.0, peak_source="table", mfu=0.25,
+                          mfu_note="note", comm_share={"total": 0.5, "all-reduce": None}, peak_memory_bytes=7,
+                          peak_memory_kind="rss")
+    side = SidePerf(ranks=2, repeats=3, ok_repeats=2, crash_rate=1 / 3,
+                    failures=(RepeatFailure(repeat=2, kind="hang", reason="past 12 s"),), figures=figures)
+    config = BenchConfig(steps=5, warmup=2, repeats=3, profile_steps=1, timeout_s=12.0, bf16_policy="autocast",
+                         variant="ddp", step="forward + backward")
+    for perf in (StagePerf(config=config, original=side, migrated=side, ratio={"samples_per_s": 1.0},
+                           ratio_note="migrated / original", label="CPU"),
+                 StagePerf(config=config, original=SidePerf(skipped="recorded"), migrated=side),
+                 StagePerf(skipped="nothing timed")):
+        doc = json.loads(json.dumps(perf.to_json()))
+        assert StagePerf.read(doc) == perf, doc
+    rows = (ScalingRow(layout="1 card", ranks=1, throughput=2.0, efficiency=1.0, measured=True),
+            ScalingRow(layout="supernode", ranks=384, note="planned"))
+    assert ScalingRow.read_rows(json.loads(json.dumps([r.to_json() for r in rows]))) == rows
+    assert "note" not in rows[0].to_json()

@@ -23,8 +23,38 @@ COMM_KINDS = ("total", "all-reduce", "all-gather", "reduce-scatter", "all-to-all
 RATIO_NOTE = "migrated / original"
 
 
+def _plain(record: object, *, leave_out: tuple[str, ...] = (), omit_none: tuple[str, ...] = ()) -> JsonObject:
+    """``record``'s fields in declaration order (the JSON's key order): a nested record as its ``to_json``,
+    a tuple as a list, a mapping as an object; ``omit_none`` fields only when set."""
+    out: JsonObject = {}
+    for f in dataclasses.fields(record):  # type: ignore[arg-type]
+        value = getattr(record, f.name)
+        if f.name not in leave_out and not (value is None and f.name in omit_none):
+            out[f.name] = _json(value)
+    return out
+
+
+def _json(value: object) -> JsonValue:
+    if isinstance(value, _Plain):
+        return value.to_json()
+    if isinstance(value, tuple):
+        return [_json(item) for item in value]
+    if isinstance(value, Mapping):
+        return {str(k): _json(v) for k, v in value.items()}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"a bench record holds a {type(value).__name__}, which has no JSON form")
+
+
+class _Plain:
+    """A record whose JSON is its fields, in order (see :func:`_plain`)."""
+
+    def to_json(self) -> JsonObject:
+        return _plain(self)
+
+
 @dataclass(frozen=True, kw_only=True)
-class BenchConfig:
+class BenchConfig(_Plain):
     steps: int | None = None
     warmup: int | None = None
     repeats: int | None = None
@@ -34,14 +64,10 @@ class BenchConfig:
     variant: str | None = None
     step: str | None = None  # what a timed step is
 
-    def to_json(self) -> JsonObject:
-        return {"steps": self.steps, "warmup": self.warmup, "repeats": self.repeats,
-                "profile_steps": self.profile_steps, "timeout_s": self.timeout_s, "bf16_policy": self.bf16_policy,
-                "variant": self.variant, "step": self.step}
 
 
 @dataclass(frozen=True, kw_only=True)
-class StepTime:
+class StepTime(_Plain):
     """Seconds over the timed steps of every finished repeat (the slowest rank per step)."""
 
     median_s: float | None = None
@@ -51,23 +77,18 @@ class StepTime:
     stdev_s: float | None = None
     n: int | None = None
 
-    def to_json(self) -> JsonObject:
-        return {"median_s": self.median_s, "min_s": self.min_s, "max_s": self.max_s, "iqr_s": self.iqr_s,
-                "stdev_s": self.stdev_s, "n": self.n}
 
 
 @dataclass(frozen=True, kw_only=True)
-class RepeatFailure:
+class RepeatFailure(_Plain):
     repeat: int | None = None
     kind: str | None = None  # crash, hang, nan, error
     reason: str = ""
 
-    def to_json(self) -> JsonObject:
-        return {"repeat": self.repeat, "kind": self.kind, "reason": self.reason}
 
 
 @dataclass(frozen=True, kw_only=True)
-class SideFigures:
+class SideFigures(_Plain):
     """What the finished repeats of one side measured (absent when none finished)."""
 
     device: str | None = None
@@ -90,15 +111,6 @@ class SideFigures:
     peak_memory_bytes: int | None = None
     peak_memory_kind: str | None = None
 
-    def to_json(self) -> JsonObject:
-        return {"device": self.device, "device_name": self.device_name, "dtype": self.dtype, "how": self.how,
-                "label": self.label, "step_time": self.step_time.to_json() if self.step_time else None,
-                "samples_per_step": self.samples_per_step, "tokens_per_step": self.tokens_per_step,
-                "samples_per_s": self.samples_per_s, "tokens_per_s": self.tokens_per_s,
-                "flops_per_step": self.flops_per_step, "achieved_tflops": self.achieved_tflops,
-                "peak_tflops": self.peak_tflops, "peak_source": self.peak_source, "mfu": self.mfu,
-                "mfu_note": self.mfu_note, "comm_share": dict(self.comm_share),
-                "peak_memory_bytes": self.peak_memory_bytes, "peak_memory_kind": self.peak_memory_kind}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,8 +129,7 @@ class SidePerf:
     def to_json(self) -> JsonObject:
         if self.skipped is not None:
             return {"skipped": self.skipped}
-        out: JsonObject = {"ranks": self.ranks, "repeats": self.repeats, "ok_repeats": self.ok_repeats,
-                           "crash_rate": self.crash_rate, "failures": [f.to_json() for f in self.failures]}
+        out = _plain(self, leave_out=("skipped", "figures"))
         return {**out, **self.figures.to_json()} if self.figures else out
 
     @property
@@ -177,11 +188,7 @@ class ScalingRow:
     note: str | None = None
 
     def to_json(self) -> JsonObject:
-        out: JsonObject = {"layout": self.layout, "ranks": self.ranks, "throughput": self.throughput,
-                           "unit": self.unit, "efficiency": self.efficiency, "measured": self.measured}
-        if self.note is not None:
-            out["note"] = self.note
-        return out
+        return _plain(self, omit_none=("note",))
 
     @classmethod
     def read_rows(cls, data: object) -> tuple[ScalingRow, ...]:
