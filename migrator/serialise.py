@@ -12,6 +12,7 @@ that owns the class, through `register` — this module knows no class of its ow
 from __future__ import annotations
 
 from collections.abc import Callable
+from enum import Enum
 from functools import cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,7 +21,7 @@ from migrator.jsonfile import JsonObject
 if TYPE_CHECKING:
     from cattrs import Converter
 
-__all__ = ["SerialiseError", "from_data", "register", "shape", "to_data", "to_object"]
+__all__ = ["SerialiseError", "bare_converter", "from_data", "register", "shape", "to_data", "to_object"]
 
 T = TypeVar("T")
 
@@ -43,25 +44,37 @@ def register(hooks: Callable[[Converter], None]) -> Callable[[Converter], None]:
 def converter(extra_keys: str = "refuse") -> Converter:
     """The converter: `extra_keys="refuse"` (strict, the default) or `"ignore"` (a reader that
     documents unknown keys as ignored, such as `migrate report` for the fix record)."""
-    from cattrs import Converter
-
-    conv = Converter(forbid_extra_keys=extra_keys == "refuse", unstruct_collection_overrides={tuple: list})
-    for kind in (str, int, float, bool):
-        conv.register_structure_hook(kind, _exactly(kind))
+    conv = bare_converter(extra_keys)
     for hooks in _REGISTRATIONS:
         hooks(conv)
     return conv
 
 
-def _exactly(kind: type) -> Callable[[object, type], object]:
-    """A scalar taken as it is, never converted (cattrs would turn "3" into 3 and 1 into True)."""
+def bare_converter(extra_keys: str = "refuse") -> Converter:
+    """A new converter with this module's rules (scalars never converted, tuples written as lists) and
+    none of the registered classes: for a layer that registers its own (the validation records)."""
+    from cattrs import Converter
 
-    def structure(value: object, _: type) -> object:
-        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+    conv = Converter(forbid_extra_keys=extra_keys == "refuse", unstruct_collection_overrides={tuple: list})
+    for kind in (str, int, float, bool):
+        conv.register_structure_hook(kind, _exactly(kind))
+    return conv
+
+
+def _exactly(kind: type) -> Callable[[object, type], object]:
+    """A scalar taken as it is, never converted (cattrs would turn "3" into 3 and 1 into True). A value of
+    a subclass (`torch.__version__` is a `str`) is taken as its plain value; `bool` is never an `int`."""
+
+    def structure(value: object, wanted: type) -> object:
+        if isinstance(wanted, type) and issubclass(wanted, Enum):  # a `str` enum reaches the `str` hook
+            return wanted(value)  # a member, or refused
+        if isinstance(value, bool) and kind is not bool:
+            raise TypeError(f"expected {kind.__name__}, found bool {value!r}")
+        if kind is float and isinstance(value, int):
             return float(value)
-        if type(value) is not kind:
+        if not isinstance(value, kind):
             raise TypeError(f"expected {kind.__name__}, found {type(value).__name__} {value!r:.40}")
-        return value
+        return value if type(value) is kind else kind.__new__(kind, value)  # the plain value of a subclass
 
     return structure
 

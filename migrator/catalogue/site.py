@@ -61,19 +61,27 @@ class CallSite:
 
     def bind(self, params: list[str]) -> dict[str, Arg] | None:
         """Each argument by its parameter name; None for *args/**kwargs, unknown or repeated keywords."""
-        bound: dict[str, Arg] = {}
-        for i, arg in enumerate(self.args):
-            if arg.star:
+        places = bind_places([(a.keyword, bool(a.star)) for a in self.args], params)
+        return None if places is None else {name: self.args[i] for name, i in places.items()}
+
+
+def bind_places(args: list[tuple[str | None, bool]], params: list[str]) -> dict[str, int] | None:
+    """Which argument (its place) each parameter gets, for arguments given as (keyword or None, starred);
+    None for a starred argument, a positional one past ``params``, an unknown or repeated keyword. The
+    scan's `CallSite.bind` and the fixer's libcst `bind` both ask this."""
+    bound: dict[str, int] = {}
+    for i, (keyword, star) in enumerate(args):
+        if star:
+            return None
+        if keyword is None:
+            if i >= len(params):
                 return None
-            if arg.keyword is None:
-                if i >= len(params):
-                    return None
-                bound[params[i]] = arg
-            elif arg.keyword not in params or arg.keyword in bound:
-                return None
-            else:
-                bound[arg.keyword] = arg
-        return bound
+            bound[params[i]] = i
+        elif keyword not in params or keyword in bound:
+            return None
+        else:
+            bound[keyword] = i
+    return bound
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from migrator.catalogue.loader import Rule, load_catalogue
 from migrator.engine.scan_file import ScanOptions, scan_text_content
 from migrator.engine.source import UnreadableSource, decode_python, decode_text
 from migrator.fix import ledger, text_fixer
+from migrator.fix.choices import FixChoices
 from migrator.fix.import_order import read_style
 from migrator.fix.line_map import line_map as _line_map
 from migrator.fix.pool import PythonJob, PythonOutcome, fix_modules
@@ -101,13 +102,14 @@ class FileChange:
 
 
 @dataclass(frozen=True)
-class FixOptions:
-    target: str = "npu"
-    exact_only: bool = False
-    annotate: bool = False
-    strip_annotations: bool = False
+class FixOptions(FixChoices):
     jobs: int = 0  # worker processes for big trees; 0 = one per CPU
     scan: ScanOptions | None = None  # what --annotate judges the fixed text with (pipeline/options.scan_options)
+
+    @classmethod
+    def of(cls, choices: FixChoices, *, jobs: int = 0, scan: ScanOptions | None = None) -> FixOptions:
+        """The fixer's options for what a request chose."""
+        return replace(cls(jobs=jobs, scan=scan), **vars(choices.chosen()))
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from migrator import declines
 from migrator.config import TARGETS, Settings
+from migrator.fix.choices import FixChoices
 from migrator.model import RunResult
 from migrator.pipeline.options import scan_options, selector
 from migrator.pipeline.scan import TreeScan, scan_tree
@@ -32,13 +33,9 @@ if TYPE_CHECKING:  # the fixer (libcst) is imported when a fix runs, not with th
     from migrator.fix.runner import FixPlan
 
 @dataclass(frozen=True)
-class FixRequest:
-    """What the caller asked `fix` to do (the CLI's flags)."""
+class FixRequest(FixChoices):
+    """What the caller asked `fix` to do (the CLI's flags): the rewrites, and where they go."""
 
-    target: str = "npu"
-    exact_only: bool = False
-    annotate: bool = False
-    strip_annotations: bool = False
     write: bool = True  # False: compute the changes only (--diff/--check)
     out_dir: Path | None = None  # write a full copy there; the tree is left alone
     record: bool = True  # journal and fix record
@@ -117,9 +114,7 @@ class FixTransaction:
         extra = {f.path for f in before.result.findings}
         if request.annotate or request.strip_annotations:
             extra |= self._scanned_sources()
-        options = FixOptions(target=request.target, exact_only=request.exact_only, annotate=request.annotate,
-                             strip_annotations=request.strip_annotations, jobs=settings.jobs,
-                             scan=scan_options(settings, before.training_dtypes))
+        options = FixOptions.of(request, jobs=settings.jobs, scan=scan_options(settings, before.training_dtypes))
         # what a framework route covers is not rewritten: the framework handles it at run time
         result = before.result
         to_fix = replace(result, findings=tuple(f for f in result.findings if not (f.route and f.route.absorbs)))

@@ -21,6 +21,8 @@ from .facts import CheckRow, CommShare, DropoutFacts, PeakMemory, PrecisionFacts
 from .facts import register as register_facts
 
 if TYPE_CHECKING:
+    from cattrs import Converter
+
     from migrator.jsonfile import JsonObject, JsonValue
 
 Side = Literal["original", "migrated"]
@@ -258,15 +260,15 @@ STATUS_OF: dict[str, type[Status]] = {"side": SideStatus, "plan": PlanStatus, "p
 
 # ------------------------------------------------------------------------------------ JSON
 RecordT = TypeVar("RecordT")
-_converter: Any = None
+_converter: Converter | None = None
 
 
-def _cattrs() -> Any:
+def _cattrs() -> Converter:
     global _converter
     if _converter is None:
-        import cattrs
+        from migrator.serialise import bare_converter
 
-        _converter = cattrs.Converter(forbid_extra_keys=True)
+        _converter = bare_converter()  # strict: "12" is no int, 1 no bool
         register_facts(_converter)
     return _converter
 

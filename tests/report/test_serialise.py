@@ -43,3 +43,20 @@ def test_a_run_result_matches_the_findings_schema(frozen_result):
     document = json.loads(render(frozen_result))
     check(document, "findings.schema.json")
     assert document["findings"] == [f.to_dict() for f in frozen_result.findings]
+
+
+def test_scalars_are_read_as_they_are_a_subclass_as_its_plain_value_an_enum_as_a_member():
+    from migrator.serialise import bare_converter
+    from migrator.validation.verdict import Verdict
+
+    class Version(str):  # as torch.__version__ is
+        pass
+
+    conv = bare_converter()
+    version = conv.structure(Version("2.13.0"), str)
+    assert type(version) is str and version == "2.13.0"
+    assert conv.structure(3, float) == 3.0 and type(conv.structure(3, float)) is float
+    assert conv.structure("pass", Verdict) is Verdict.PASS
+    for value, kind in (("3", int), (True, int), (1, bool), (True, float), (1.5, int), ("passed", Verdict)):
+        with pytest.raises((TypeError, ValueError)):
+            conv.structure(value, kind)

@@ -90,6 +90,25 @@ def test_a_value_of_the_wrong_kind_is_refused_naming_the_field():
         records.from_json({"phase": "exploded"}, records.Status)
 
 
+@pytest.mark.parametrize("field, value", [("seed", "12"), ("seed", True), ("threads", 1.5)])
+def test_a_number_is_never_read_from_a_string_or_a_bool(field, value):
+    """The records read scalars as they are (the fix record's rule): "12" is no seed, True no count."""
+    data = records.to_json(_build(records.ParallelJob))
+    assert isinstance(data[field], int)
+    with pytest.raises(records.RecordError, match=field):
+        records.job_from_json({**data, field: value})
+
+
+def test_a_verdict_reads_as_its_member_and_an_unknown_one_is_refused():
+    from migrator.validation.verdict import Verdict
+
+    row = {"check": "mesh builds", "status": "pass"}
+    status = records.from_json({"ok": True, "checks": [row]}, records.PlanStatus)
+    assert status.checks[0]["status"] is Verdict.PASS
+    with pytest.raises(records.RecordError, match="status"):
+        records.from_json({"ok": True, "checks": [{**row, "status": "passed"}]}, records.PlanStatus)
+
+
 def _table(run):
     return {"side": worker.Runner(records.SideJob, records.SideStatus, lambda: run)}
 

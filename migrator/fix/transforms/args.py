@@ -6,24 +6,14 @@ from typing import Any
 
 import libcst as cst
 
-from migrator.catalogue.site import literal_of
+from migrator.catalogue.site import bind_places, literal_of
 
 
 def bind(call: cst.Call, params: list[str]) -> dict[str, cst.Arg] | None:
     """Map each argument to its parameter name; None for *args/**kwargs or unknown keywords."""
-    bound: dict[str, cst.Arg] = {}
-    for i, arg in enumerate(call.args):
-        if arg.star:
-            return None
-        if arg.keyword is None:
-            if i >= len(params):
-                return None
-            bound[params[i]] = arg
-        else:
-            if arg.keyword.value not in params or arg.keyword.value in bound:
-                return None
-            bound[arg.keyword.value] = arg
-    return bound
+    shape = [(arg.keyword.value if arg.keyword else None, bool(arg.star)) for arg in call.args]
+    places = bind_places(shape, params)
+    return None if places is None else {name: call.args[i] for name, i in places.items()}
 
 
 def code(node: cst.CSTNode) -> str:
