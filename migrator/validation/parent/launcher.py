@@ -31,10 +31,10 @@ WORKER = "migrator.validation.child.worker"  # the child side's entry point, run
 ZYGOTE = "migrator.validation.child.zygote"  # the warm-start fork server
 ZYGOTE_READY_TIMEOUT = 60.0  # importing torch on a loaded machine; past it the children start cold
 _NOT_INHERITED = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR",
-             "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
-             # the parent's own pytest test (set anew for each): nothing the child runs, and it would
-             # give every test's children an environment of their own (no zygote shared between them)
-             "PYTEST_CURRENT_TEST")
+                  "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+                  # the parent's own pytest test (set anew for each): nothing the child runs, and it would
+                  # give every test's children an environment of their own (no zygote shared between them)
+                  "PYTEST_CURRENT_TEST")
 
 
 def package_root() -> str:
