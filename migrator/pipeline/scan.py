@@ -57,11 +57,12 @@ def scan_tree(settings: Settings, paths: list[Path], progress: Progress | None =
     summary = replace(summary, coverage=coverage_summary(ops, settings) if coverage_on else None)
     tool = ToolInfo("ascend-migrate", __version__, catalogue.digest, coverage_table_name(settings))
     result = RunResult(tool=tool, summary=summary, findings=findings, skipped=output.skipped)
-    result = apply_route(declines.mark_manual(result, declines.recorded(settings.root)), settings, paths)
+    result = apply_route(declines.mark_manual(result, declines.recorded(settings.root)), settings, paths, overlay)
     return TreeScan(result, output.training_dtypes)
 
 
-def apply_route(result: RunResult, settings: Settings, paths: list[Path]) -> RunResult:
+def apply_route(result: RunResult, settings: Settings, paths: list[Path],
+                overlay: Mapping[str, bytes] | None = None) -> RunResult:
     """Framework routes (migrator/routes): `--route none` leaves the result as the rules made it; a framework
     is detected from the scanned paths only."""
     if settings.route == "none":
@@ -72,7 +73,7 @@ def apply_route(result: RunResult, settings: Settings, paths: list[Path]) -> Run
     if settings.route not in CHOICES:
         raise UsageError(f"unknown route {settings.route!r}; choose one of {', '.join(CHOICES)}")
     try:
-        return apply_routes(result, settings.root, settings.route, paths, settings.exclude)
+        return apply_routes(result, settings.root, settings.route, paths, settings.exclude, overlay)
     except RouteTableError as exc:
         raise UsageError(str(exc)) from None
 

@@ -9,12 +9,12 @@ route (in that order) with a matching entry; unmatched findings are residual wor
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from migrator.model import Finding, RouteMark, RunResult, finding_counts
-from migrator.routes.detect import CANONICAL_LAYOUT, Framework, detect
+from migrator.routes.detect import CANONICAL_LAYOUT, Framework, SourceText, detect, disk_text, overlaid
 from migrator.routes.table import ROUTE_NAMES, Cover, Route, best_cover, load_routes, routes_for
 
 ROUTE_FRAMEWORK = {"mindspeed": "megatron-core", "deepspeed": "deepspeed", "hf": "transformers"}
@@ -136,17 +136,16 @@ class Enclosing:
     """Dotted name of the definition around a line (`megatron.core.fusions.fused_softmax.ScaledSoftmax.forward`),
     so a finding inside a function or class the route replaces wholesale is covered with it."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, source: SourceText = disk_text):
         self.root = root
+        self.source = source
         self.spans: dict[str, list[tuple[int, int, str]]] = {}
 
     def _spans(self, rel: str) -> list[tuple[int, int, str]]:
         if rel not in self.spans:
             out: list[tuple[int, int, str]] = []
-            from migrator.input_files import MAX_SOURCE_BYTES, read_text
-
             try:
-                tree = ast.parse(read_text(self.root / rel, MAX_SOURCE_BYTES, errors="replace"))
+                tree = ast.parse(self.source(rel, self.root / rel))
             except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
                 tree = None
             module = rel[: -len(".py")].replace("/", ".").removesuffix(".__init__")
@@ -212,16 +211,19 @@ def _enclosing_cover(rows: dict[str, Cover], parents: frozenset[str], enclosing:
 
 
 def apply_routes(result: RunResult, root: Path, choice: str = "auto", paths: list[Path] | None = None,
-                 exclude: tuple[str, ...] = ()) -> RunResult:
+                 exclude: tuple[str, ...] = (), overlay: Mapping[str, bytes] | None = None) -> RunResult:
+    """Each finding a route covers marked, and the routes of the frameworks detected; ``overlay``: the texts a
+    scan read instead of the files (`fix --diff`), read here too, so evidence lines and scopes match."""
     if choice == "none":
         return result
-    frameworks = detect(root, scan_files(root, paths, exclude))
+    source = overlaid(overlay)
+    frameworks = detect(root, scan_files(root, paths, exclude), source)
     picked = choose(frameworks, choice)
     active = [(fw, route, confirmed) for fw, route, confirmed, _ in picked if route is not None]
     counts: dict[int, dict[str, int]] = {id(r): {"covered": 0, "gated": 0, "left": 0} for _, r, _ in active}
     flags: dict[int, list[str]] = {id(r): [] for _, r, _ in active}
     findings: list[Finding] = []
-    enclosing = Enclosing(root)
+    enclosing = Enclosing(root, source)
     replacing = {id(route): _replacing(route) if route.patch_table else {} for _, route, _ in active}
     parents = {key: _parents(rows) for key, rows in replacing.items()}
     for f in result.findings:

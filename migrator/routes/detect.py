@@ -14,7 +14,7 @@ from __future__ import annotations
 import ast
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -142,13 +142,11 @@ def pins(rel: str, text: str) -> list[tuple[str, str | None, str]]:
     return found
 
 
-def vendored_megatron(path: Path) -> str | None:
-    """megatron-core version from `megatron/core/package_info.py` (MAJOR, MINOR, PATCH, PRE_RELEASE)."""
-    from migrator.input_files import MAX_SOURCE_BYTES, read_text
-
+def vendored_megatron(text: str) -> str | None:
+    """megatron-core version from the text of `megatron/core/package_info.py` (MAJOR, MINOR, PATCH, PRE_RELEASE)."""
     try:
-        tree = ast.parse(read_text(path, MAX_SOURCE_BYTES, errors="replace"))
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
     parts: dict[str, object] = {}
     for node in tree.body:
@@ -200,13 +198,13 @@ class _Evidence:  # filled file by file, then read
     pinned: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # framework -> (lowest, where)
     vendored: dict[str, tuple[str, str]] = field(default_factory=dict)  # framework -> (version, version file)
 
-    def note_python(self, rel: str, path: Path, text: str) -> None:
+    def note_python(self, rel: str, text: str) -> None:
         for m in IMPORT_LINE.finditer(text):
             sites = self.imports.setdefault(IMPORT_FRAMEWORK[m.group(1)], [])
             if len(sites) < MAX_EVIDENCE:
                 sites.append(f"{rel}:{text.count(chr(10), 0, m.start()) + 1}")
         if rel.endswith("megatron/core/package_info.py"):
-            version = vendored_megatron(path)
+            version = vendored_megatron(text)
             best = self.vendored.get("megatron-core")
             if version and (best is None or len(rel) < len(best[1])):
                 self.vendored["megatron-core"] = (version, rel)
@@ -217,19 +215,37 @@ class _Evidence:  # filled file by file, then read
                 self.pinned[framework] = (version, where)
 
 
-def _read_evidence(files: list[tuple[str, Path, str]]) -> _Evidence:
+SourceText = Callable[[str, Path], str]  # (relative path, absolute path) -> its text; OSError when unreadable
+
+
+def disk_text(rel: str, path: Path) -> str:
     from migrator.input_files import MAX_SOURCE_BYTES, read_text
 
+    return read_text(path, MAX_SOURCE_BYTES, errors="replace")
+
+
+def overlaid(overlay: Mapping[str, bytes] | None) -> SourceText:
+    """The text of each file as a scan with ``overlay`` (relative path -> bytes scanned instead) sees it."""
+    if not overlay:
+        return disk_text
+
+    def text(rel: str, path: Path) -> str:
+        return overlay[rel].decode("utf-8", "replace") if rel in overlay else disk_text(rel, path)
+
+    return text
+
+
+def _read_evidence(files: list[tuple[str, Path, str]], source: SourceText) -> _Evidence:
     found = _Evidence()
     for rel, path, kind in files:
         if kind not in ("python", "requirements", "pyproject"):
             continue
         try:
-            text = read_text(path, MAX_SOURCE_BYTES, errors="replace")
+            text = source(rel, path)
         except OSError:  # also a file the scan itself refused (not regular, over the cap)
             continue
         if kind == "python":
-            found.note_python(rel, path, text)
+            found.note_python(rel, text)
         if kind in ("requirements", "pyproject") or Path(rel).name == "setup.py":
             found.note_pins(rel, text)
     return found
@@ -257,9 +273,10 @@ def _framework(name: str, ev: _Evidence, folders: list[str]) -> Framework:
     return Framework(name, version, source, tuple(evidence), lookalike)
 
 
-def detect(root: Path, files: list[tuple[str, Path, str]]) -> list[Framework]:
-    """Frameworks of one scan. `files`: (relative POSIX path, absolute path, scanner kind), the scan's own files."""
-    ev = _read_evidence(files)
+def detect(root: Path, files: list[tuple[str, Path, str]], source: SourceText = disk_text) -> list[Framework]:
+    """Frameworks of one scan. `files`: (relative POSIX path, absolute path, scanner kind), the scan's own files;
+    `source` reads their text (`overlaid`: as `fix --diff` would write them)."""
+    ev = _read_evidence(files, source)
     local = local_packages(files)
     return [_framework(name, ev, local.get(name, [])) for name in ORDER
             if name in ev.imports or name in ev.pinned or name in ev.vendored]

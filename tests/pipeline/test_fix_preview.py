@@ -70,3 +70,41 @@ def test_the_portable_preview_scans_the_runtime_module_the_fix_would_create(tmp_
     fresh = api.scan([written_tree], root=written_tree, **options)
     assert _comparable(preview.remaining) == _comparable(fresh)
     assert preview.remaining.summary.files_scanned == fresh.summary.files_scanned
+
+
+SOFTMAX = '''import torch
+
+buf = torch.zeros(1).cuda()
+
+
+class ScaledMaskedSoftmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, inputs, mask, scale):
+        return inputs.cuda()
+'''
+
+
+def test_the_preview_reads_route_evidence_and_scopes_from_the_texts_it_would_write(tmp_path):
+    """Framework detection and the scopes a route replaces are read from the planned texts too: the fix
+    moves lines (an import added), so evidence read from disk would name old lines and a finding on the
+    last line of a replaced class would fall outside the class."""
+    fixture = REPO / "tests" / "fixtures" / "routes" / "megatron_vendored"
+    trees = {}
+    for name in ("preview", "written"):
+        trees[name] = tmp_path / name
+        shutil.copytree(fixture, trees[name])
+        (trees[name] / "megatron" / "core" / "fusions" / "fused_softmax.py").write_text(SOFTMAX)
+    options = {"use_cache": False, "jobs": 1, "route": "auto"}
+    before = api.scan([trees["written"]], root=trees["written"], **options)
+    preview = api.fix([trees["preview"]], root=trees["preview"], write=False, **options)
+    api.fix([trees["written"]], root=trees["written"], **options)
+    fresh = api.scan([trees["written"]], root=trees["written"], **options)
+    assert _comparable(preview.remaining) == _comparable(fresh)
+    assert preview.remaining.frameworks == fresh.frameworks
+    # what the comparison covers is there: the evidence moved, and the class's last line is covered in both
+    assert before.frameworks[0].framework.evidence != fresh.frameworks[0].framework.evidence
+    written = (trees["written"] / "megatron" / "core" / "fusions" / "fused_softmax.py").read_text()
+    last_line = written.splitlines().index("        return inputs.cuda()") + 1
+    assert last_line > SOFTMAX.splitlines().index("        return inputs.cuda()") + 1  # the fix moved it
+    last = [f for f in fresh.findings if f.path.endswith("fused_softmax.py") and f.line == last_line]
+    assert last and last[0].route is not None and last[0].route.absorbs, last
