@@ -1,12 +1,18 @@
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# A shell without job control starts a background job with SIGINT ignored, and every child would
+# inherit that (Python then never raises KeyboardInterrupt): the Ctrl-C tests need the default.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(autouse=True)
