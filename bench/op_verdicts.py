@@ -28,9 +28,10 @@ def measure(name: str) -> dict:
 
     tree = fetch_tree(PACKAGES[name].pin)
     result = api.scan([tree], root=tree, use_cache=False)
-    coverage = result.summary.coverage or {}
+    coverage = result.summary.coverage
     codes = Counter(f.code for f in result.findings if f.code.startswith("OPS"))
-    return {"package": name, "ops": coverage.get("distinct_ops", 0), "by_status": coverage.get("by_status", {}),
+    return {"package": name, "ops": coverage.distinct_ops if coverage else 0,
+            "by_status": coverage.by_status if coverage else {},
             "codes": dict(sorted(codes.items()))}
 
 

@@ -210,6 +210,31 @@ class FileResult:
 
 
 @dataclass(frozen=True)
+class OpSummary:
+    """One distinct torch op the scan found: its status on the SoC and the table's facts behind it."""
+
+    name: str
+    status: str  # one of migrator.coverage.STATUSES
+    dtypes: tuple[str, ...]
+    npu_name: str | None
+    count: int  # call sites in all
+    sites: tuple[str, ...]  # `path:line` or `path:cell N:line`, the first few of `count`
+    runs_as: str = ""  # the NPU name, or aten::op and its kernel kind; empty when the table says nothing
+    why: str = ""  # the limit or fact behind the status
+
+
+@dataclass(frozen=True)
+class CoverageSummary:
+    """The ops a scan found, judged for one SoC and torch-npu release."""
+
+    soc: str
+    torch_npu_version: str
+    distinct_ops: int
+    by_status: dict[str, int]  # every status, zero included, in migrator.coverage.STATUSES order
+    ops: tuple[OpSummary, ...]
+
+
+@dataclass(frozen=True)
 class Summary:
     root: str
     files_scanned: int
@@ -221,7 +246,7 @@ class Summary:
     suppressed: int
     unattributed_markers: int
     unattributed: tuple[Marker, ...]
-    coverage: dict[str, Any] | None = None
+    coverage: CoverageSummary | None = None
     baselined: int | None = None  # findings hidden by --baseline (None: no baseline applied)
 
     def to_dict(self) -> JsonObject:
@@ -277,6 +302,8 @@ def _hooks(conv: Converter) -> None:
         shape(conv, cls)
     shape(conv, ImportInfo, always=("optional",))
     shape(conv, Finding, rename={"imported": "import"}, always=("fix",))
+    shape(conv, OpSummary, always=("npu_name", "runs_as", "why"))
+    shape(conv, CoverageSummary)
     shape(conv, Summary)
     shape(conv, ToolInfo, always=("coverage_table",))
     shape(conv, RunResult, always=("skipped",), write={"frameworks": lambda fws: [fw.to_dict() for fw in fws]})

@@ -205,13 +205,12 @@ def gather(
     if census_problem:
         notes.append(census_problem)
     git = git_info(root)
-    coverage = result.summary.coverage or {}
     meta = Meta(
         repo=git.get("repo") or root.name or str(root),
         root=str(root),
         date=report_date(now),
         target=target,
-        soc=str(coverage.get("soc") or soc),
+        soc=result.summary.coverage.soc if result.summary.coverage else soc,
         commit=git.get("commit"),
         branch=git.get("branch"),
         dirty=bool(git.get("dirty")),

@@ -11,12 +11,21 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from migrator import __version__, declines
 from migrator.catalogue.loader import Rule, load_catalogue
 from migrator.config import Settings
-from migrator.model import Finding, Marker, OpUse, RunResult, Summary, ToolInfo, finding_counts
+from migrator.model import (
+    CoverageSummary,
+    Finding,
+    Marker,
+    OpSummary,
+    OpUse,
+    RunResult,
+    Summary,
+    ToolInfo,
+    finding_counts,
+)
 from migrator.pipeline.options import scan_options, selector
 from migrator.progress import Progress, phase
 from migrator.usage_error import UsageError
@@ -112,7 +121,7 @@ def _site(op: OpUse) -> str:
     return f"{op.path}:cell {op.cell}:{op.line}" if op.cell is not None else f"{op.path}:{op.line}"
 
 
-def coverage_summary(ops: Iterable[OpUse], settings: Settings) -> dict[str, Any]:
+def coverage_summary(ops: Iterable[OpUse], settings: Settings) -> CoverageSummary:
     """Distinct torch ops used, with status and call sites, for the summary and the report."""
     by_name: dict[str, list[OpUse]] = {}
     for op in ops:
@@ -125,23 +134,17 @@ def coverage_summary(ops: Iterable[OpUse], settings: Settings) -> dict[str, Any]
         first = sites[0]
         try:  # the table's facts behind the status: what the op runs as, which limit makes it partial
             entry = lookup(name, soc=settings.soc, version=settings.torch_npu_version)
-            facts = {"runs_as": runs_as(entry), "why": status_reason(entry) if entry.status == first.status else ""}
+            runs, why = runs_as(entry), status_reason(entry) if entry.status == first.status else ""
         except CoverageError:
-            facts = {"runs_as": "", "why": ""}
-        rows.append({
-            "name": name,
-            "status": first.status,
-            "dtypes": list(first.dtypes),
-            "npu_name": first.npu_name,
-            "count": len(sites),
-            "sites": [_site(s) for s in sites[:MAX_OP_SITES]],
-            **facts,
-        })
-    by_status = Counter(r["status"] for r in rows)
-    return {
-        "soc": settings.soc,
-        "torch_npu_version": (coverage_table_name(settings) or "").replace("torch-npu ", ""),
-        "distinct_ops": len(rows),
-        "by_status": {s: by_status.get(s, 0) for s in STATUSES},
-        "ops": rows,
-    }
+            runs, why = "", ""
+        rows.append(OpSummary(name=name, status=first.status, dtypes=first.dtypes, npu_name=first.npu_name,
+                              count=len(sites), sites=tuple(_site(s) for s in sites[:MAX_OP_SITES]),
+                              runs_as=runs, why=why))
+    by_status = Counter(r.status for r in rows)
+    return CoverageSummary(
+        soc=settings.soc,
+        torch_npu_version=(coverage_table_name(settings) or "").replace("torch-npu ", ""),
+        distinct_ops=len(rows),
+        by_status={s: by_status.get(s, 0) for s in STATUSES},
+        ops=tuple(rows),
+    )

@@ -19,13 +19,13 @@ if TYPE_CHECKING:
 import base64
 import hashlib
 import re
-from collections import Counter, defaultdict
+from collections import defaultdict
 from functools import lru_cache
 from typing import Any
 
 from markupsafe import Markup
 
-from migrator.model import FAMILIES, Finding
+from migrator.model import FAMILIES, CoverageSummary, Finding
 from migrator.report_data import ReportData
 from migrator.reporters import effort
 from migrator.reporters.actions import manual_groups as _manual_groups
@@ -48,6 +48,7 @@ MARKDOWN_BUDGET = 64000  # characters, leaving room for a bot's own header
 # "% auto-migratable" count the other families.
 NOT_CUDA_SITES = ("meta", "coverage")
 OP_STATUS_ORDER = ("unsupported", "cpu_fallback", "partial", "unverified", "supported")  # worst first
+SHOWN_OP_SITES = 5  # call sites listed per op; the rest are counted
 
 
 def format_for(path: str | None, fmt: str | None) -> str | None:
@@ -99,42 +100,24 @@ def _rule_anchor(code: str) -> str:
     return f"rule-{code.lower()}"
 
 
-def _ops(coverage: dict[str, Any] | None) -> tuple[list[dict] | None, dict[str, int]]:
-    if not coverage:
+def _ops(coverage: CoverageSummary | None) -> tuple[list[dict[str, Any]] | None, dict[str, int]]:
+    """The op-coverage table's rows, worst status first, and the count per status."""
+    if coverage is None:
         return None, {}
-    ops = coverage.get("ops")
-    rows: list[dict[str, Any]] | None = None
-    if isinstance(ops, list):
-        rows = []
-        for op in ops:
-            if not isinstance(op, dict):
-                continue
-            dtypes = op.get("dtypes")
-            sites = op["sites"] if isinstance(op.get("sites"), list) else []
-            count = op.get("count", len(sites))
-            rows.append(
-                {
-                    "name": str(op.get("name", "?")),
-                    "status": str(op.get("status", "unknown")),
-                    "dtypes": ", ".join(map(str, dtypes)) if isinstance(dtypes, (list, tuple)) else str(dtypes or ""),
-                    "npu_name": str(op.get("npu_name") or op.get("runs_as") or ""),
-                    "why": str(op.get("why") or ""),
-                    "count": count if isinstance(count, int) else 0,
-                    "sites": [_site(s) for s in sites[:5]],
-                    "more_sites": max(0, len(sites) - 5),
-                }
-            )
-        rows.sort(key=lambda r: (OP_STATUS_ORDER.index(r["status"]) if r["status"] in OP_STATUS_ORDER else 0, r["name"]))
-    by_status = coverage.get("by_status")
-    if not isinstance(by_status, dict):
-        by_status = dict(Counter(r["status"] for r in rows or []))
-    return rows, {str(k): v for k, v in by_status.items()}
-
-
-def _site(site: Any) -> str:
-    if isinstance(site, dict):
-        return f"{site.get('path', '?')}:{site.get('line', '?')}"
-    return str(site)
+    rows = [
+        {
+            "name": op.name,
+            "status": op.status,
+            "dtypes": ", ".join(op.dtypes),
+            "npu_name": op.npu_name or op.runs_as,
+            "why": op.why,
+            "count": op.count,
+            "sites": list(op.sites[:SHOWN_OP_SITES]),
+            "more_sites": max(0, op.count - min(len(op.sites), SHOWN_OP_SITES)),
+        }
+        for op in sorted(coverage.ops, key=lambda op: (OP_STATUS_ORDER.index(op.status), op.name))
+    ]
+    return rows, dict(coverage.by_status)
 
 
 def _files(data: ReportData, findings: list[Finding]) -> tuple[list[dict[str, Any]], dict[str, int], set[tuple[str, int | None, int]]]:

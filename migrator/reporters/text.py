@@ -94,9 +94,8 @@ def summary_lines(result: RunResult, color: bool = False) -> list[str]:
         f"  auto-fixable: exact {fk['exact']} · numerics {fk['numerics']} (validate) · manual {fk['manual']}"
     )
     if s.coverage:
-        counts = s.coverage.get("by_status", {})
-        ops = " · ".join(f"{k} {v}" for k, v in counts.items())
-        lines.append(f"  ops used on {s.coverage.get('soc')}: {s.coverage.get('distinct_ops', 0)} distinct ({ops})")
+        ops = " · ".join(f"{k} {v}" for k, v in s.coverage.by_status.items())
+        lines.append(f"  ops used on {s.coverage.soc}: {s.coverage.distinct_ops} distinct ({ops})")
     from migrator.reporters import effort
 
     acts = effort.actions(result.findings)

@@ -19,7 +19,7 @@ def _scan(tmp_path: Path, files: dict[str, str]):
 
 
 def _ops(result) -> dict[str, str]:
-    return {op["name"]: op["status"] for op in (result.summary.coverage or {}).get("ops", [])}
+    return {op.name: op.status for op in (result.summary.coverage.ops if result.summary.coverage else ())}
 
 
 def _limits(soc: str = "A2"):

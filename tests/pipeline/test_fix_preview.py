@@ -56,7 +56,7 @@ def test_a_fix_that_writes_nothing_reports_what_a_scan_of_the_written_files_repo
     assert _comparable(written.remaining) == _comparable(fresh)
     # what the comparison covers is really there: the SoC's table, the census's verdict, bf16, markers
     summary = preview.remaining.summary
-    assert summary.coverage and summary.coverage["soc"] == soc
+    assert summary.coverage and summary.coverage.soc == soc
     assert summary.unattributed_markers >= N_MARKERS > len(summary.unattributed)
     assert any("op-trace.json" in f.message for f in preview.remaining.findings) or soc != "A2"
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from migrator.model import Finding, Marker, RunResult, SkippedFile, Summary, ToolInfo
+from migrator.model import CoverageSummary, Finding, Marker, RunResult, SkippedFile, Summary, ToolInfo
+from migrator.serialise import from_data
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = Path(__file__).parent / "golden"
@@ -79,7 +80,7 @@ def result_from_json(data: dict, root: Path) -> RunResult:
         suppressed=s["suppressed"],
         unattributed_markers=s["unattributed_markers"],
         unattributed=tuple(Marker(**m) for m in s["unattributed"]),
-        coverage=s.get("coverage"),
+        coverage=from_data(s["coverage"], CoverageSummary, "fixture-result.json") if "coverage" in s else None,
         baselined=s.get("baselined"),
     )
     t = data["tool"]

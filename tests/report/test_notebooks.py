@@ -129,8 +129,8 @@ def test_report_excerpts_show_the_cell_source(tmp_path):
 
 def test_op_coverage_sites_name_the_cell(tmp_path):
     coverage = _scan(_copy(tmp_path)).summary.coverage
-    sites = {op["name"]: op["sites"] for op in coverage["ops"]}
-    assert sites["torch.nn.Linear"] == ["notebook.ipynb:cell 3:6"]
+    sites = {op.name: op.sites for op in coverage.ops}
+    assert sites["torch.nn.Linear"] == ("notebook.ipynb:cell 3:6",)
 
 
 def test_fix_record_edit_cell_is_documented_and_read(tmp_path):

@@ -174,3 +174,33 @@ def test_validation_without_markdown_renders(tmp_path):
     proc = run_cli("report", "samples/gpt", "--validation", str(path), "-o", str(out), "--no-cache")
     assert proc.returncode in (0, 1), proc.stderr
     assert "parity-1card" in out.read_text()
+
+
+def _op_section(tmp_path: Path, source: str, *ignore: str) -> str:
+    from migrator import api
+    from migrator.reporters.report import render
+
+    (tmp_path / "train.py").write_text(source)
+    data = api.report([tmp_path], root=tmp_path, use_cache=False, ignore=ignore)
+    html = render(data, "html")
+    return html[html.index('<h2 id="ops">'):html.index('<h2 id="validation">')]
+
+
+def test_an_op_row_counts_every_call_site_it_does_not_list(tmp_path):
+    calls = "".join(f"y{i} = torch.matmul(a, b)\n" for i in range(30))
+    section = _op_section(tmp_path, "import torch\na = b = torch.ones(2, 2)\n" + calls)
+    row = next(r for r in section.split("<tr>") if "torch.matmul" in r)
+    assert '<td class="num">30</td>' in row
+    assert row.count("train.py:") == 5 and "+25 more" in row  # the scan keeps 20 sites; the op has 30
+
+
+def test_the_op_section_says_no_ops_were_found_or_that_the_table_was_off(tmp_path):
+    assert 'id="ops-none"' in _op_section(tmp_path, "print('no torch here')\n")
+    assert 'id="ops-not-available"' in _op_section(tmp_path, "import torch\ntorch.matmul\n", "OPS")
+
+
+def test_the_op_table_orders_every_status_the_coverage_table_knows():
+    from migrator.coverage import STATUSES
+    from migrator.reporters.report import OP_STATUS_ORDER
+
+    assert sorted(OP_STATUS_ORDER) == sorted(STATUSES)
