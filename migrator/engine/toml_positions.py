@@ -57,7 +57,7 @@ def value_spans(text: str, paths: Iterable[KeyPath]) -> dict[KeyPath, tuple[int,
                 _node(doc, path[:-1])[path[-1]] = probe
             except (KeyError, IndexError, TypeError, AttributeError, ValueError):
                 continue
-            markers[f'"{probe}"'] = (path, raw[path])
+            markers[probe] = (path, raw[path])
         spans.update(_placed(text, doc.as_string(), token, markers))
         todo = [p for p in todo if p in outer]
     return spans
@@ -68,15 +68,16 @@ def _placed(text: str, rendered: str, token: str, markers: dict[str, tuple[KeyPa
     probed value's text replaced by its marker."""
     spans: dict[KeyPath, tuple[int, int]] = {}
     shift = 0  # how much longer the rendered text is than the source, before the marker
-    for m in re.finditer(rf'"migrate-probe-{token}-\d+"', rendered):
-        at, marker = m.start(), m.group(0)
-        if marker not in markers:
+    # tomlkit quotes a probe as the value it replaces was quoted (0.15.3 on), or as "..." (before)
+    quoted_probe = rf"""(?P<q>"{{3}}|'{{3}}|"|')(?P<probe>migrate-probe-{token}-\d+)(?P=q)"""
+    for m in re.finditer(quoted_probe, rendered):
+        if m.group("probe") not in markers:
             continue
-        path, raw = markers[marker]
-        start = at - shift
+        path, raw = markers[m.group("probe")]
+        start = m.start() - shift
         if text[start : start + len(raw)] == raw:
             spans[path] = (start, start + len(raw))
-        shift += len(marker) - len(raw)
+        shift += len(m.group(0)) - len(raw)
     return spans
 
 
