@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 PARENT_POLL_S = 1.0
 RESULT_POLL_S = 1.0
 LOCK_WAIT_S = 2.0  # terminate(): how long to wait for the task queue's lock a killed worker may hold
+_DEFERRED = {signal.SIGTERM, signal.SIGINT}  # held while a pool is built (see worker_pool)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -44,6 +45,7 @@ def _die_with_parent(parent: int) -> None:
     """Pool initializer: exit when the command that started this worker is gone."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group; the parent stops us
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's handler, inherited by fork
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _DEFERRED)  # forked while the parent deferred them
     if sys.platform.startswith("linux"):
         try:
             import ctypes
@@ -144,13 +146,19 @@ def worker_pool(jobs: int) -> Iterator[WorkerPool]:
     are terminated; after SIGTERM the process then exits by that signal."""
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _raise_terminated) if in_main else None
+    # SIGTERM or Ctrl-C while the pool is being built would leave it half-built, its workers started and
+    # out of reach: the signals wait until it exists, then arrive where the pool is terminated
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED) if in_main else set()
     try:
         pool = WorkerPool(jobs)
     except BaseException:
-        if in_main:
+        if in_main:  # the handler first: a deferred SIGTERM then ends the process as SIGTERM does
             signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         raise
     try:
+        if in_main:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)  # a deferred signal is raised here
         yield pool
     except _Terminated as exc:
         pool.terminate()

@@ -90,3 +90,36 @@ def test_workers_die_with_the_parent(big_tree, sig):
         for w in workers:
             if _alive(w):
                 os.kill(w, signal.SIGKILL)
+
+
+# SIGTERM in the middle of building the pool: the workers are started, the pool object not yet returned
+TERM_WHILE_BUILDING = """
+import os, signal, sys, time
+from migrator.engine import workers
+
+start = workers._Pool._repopulate_pool
+
+def repopulate(self):
+    start(self)
+    with open(sys.argv[1], "w") as out:
+        out.write(" ".join(str(p.pid) for p in self._pool))
+    os.kill(os.getpid(), signal.SIGTERM)
+    time.sleep(0.5)  # where the signal used to land: inside Pool.__init__
+
+workers._Pool._repopulate_pool = repopulate
+with workers.worker_pool(2) as pool:
+    print("pool built", flush=True)
+    time.sleep(30)
+"""
+
+
+def test_sigterm_while_the_pool_is_built_still_ends_it_by_that_signal(tmp_path):
+    pids_file = tmp_path / "workers"
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", TERM_WHILE_BUILDING, str(pids_file)], env=env,
+                          capture_output=True, timeout=60)
+    workers = [int(p) for p in pids_file.read_text().split()]
+    assert len(workers) == 2
+    assert proc.returncode == -signal.SIGTERM, proc.stderr.decode()
+    assert b"Traceback" not in proc.stderr
+    assert _wait(lambda: not any(_alive(w) for w in workers), 30), [w for w in workers if _alive(w)]
