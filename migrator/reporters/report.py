@@ -25,7 +25,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from migrator.model import FAMILIES, CoverageSummary, Finding
+from migrator.model import FAMILIES, CoverageSummary, Finding, OpSummary
 from migrator.report_data import ReportData
 from migrator.reporters import effort
 from migrator.reporters.actions import manual_groups as _manual_groups
@@ -104,20 +104,14 @@ def _ops(coverage: CoverageSummary | None) -> tuple[list[dict[str, Any]] | None,
     """The op-coverage table's rows, worst status first, and the count per status."""
     if coverage is None:
         return None, {}
-    rows = [
-        {
-            "name": op.name,
-            "status": op.status,
-            "dtypes": ", ".join(op.dtypes),
-            "npu_name": op.npu_name or op.runs_as,
-            "why": op.why,
-            "count": op.count,
-            "sites": list(op.sites[:SHOWN_OP_SITES]),
-            "more_sites": max(0, op.count - min(len(op.sites), SHOWN_OP_SITES)),
-        }
-        for op in sorted(coverage.ops, key=lambda op: (OP_STATUS_ORDER.index(op.status), op.name))
-    ]
-    return rows, dict(coverage.by_status)
+    ops = sorted(coverage.ops, key=lambda op: (OP_STATUS_ORDER.index(op.status), op.name))
+    return [_op_row(op) for op in ops], dict(coverage.by_status)
+
+
+def _op_row(op: OpSummary) -> dict[str, Any]:
+    shown = list(op.sites[:SHOWN_OP_SITES])
+    return {"name": op.name, "status": op.status, "dtypes": ", ".join(op.dtypes), "npu_name": op.npu_name or op.runs_as,
+            "why": op.why, "count": op.count, "sites": shown, "more_sites": op.count - len(shown)}
 
 
 def _files(data: ReportData, findings: list[Finding]) -> tuple[list[dict[str, Any]], dict[str, int], set[tuple[str, int | None, int]]]:

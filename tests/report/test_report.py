@@ -199,8 +199,10 @@ def test_the_op_section_says_no_ops_were_found_or_that_the_table_was_off(tmp_pat
     assert 'id="ops-not-available"' in _op_section(tmp_path, "import torch\ntorch.matmul\n", "OPS")
 
 
-def test_the_op_table_orders_every_status_the_coverage_table_knows():
+def test_the_op_table_and_the_schema_know_every_status_the_coverage_table_has():
     from migrator.coverage import STATUSES
     from migrator.reporters.report import OP_STATUS_ORDER
 
+    schema = json.loads(files("migrator").joinpath("schema/findings.schema.json").read_text())
     assert sorted(OP_STATUS_ORDER) == sorted(STATUSES)
+    assert schema["$defs"]["op_status"]["enum"] == list(STATUSES)
