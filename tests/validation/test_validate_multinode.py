@@ -58,7 +58,8 @@ def _agent(tree: Path, node: int, port: int, mark: str, out: Path) -> subprocess
     cmd = [sys.executable, "-m", "migrator", "validate", str(ORIGINAL), "--migrated", str(tree), "--stages", "S2",
            "--nproc-per-node", "2", "--nnodes", "2", "--node-rank", str(node), "--rdzv-endpoint",
            f"127.0.0.1:{port}", "--timeout", "200", "-o", str(out), "-q"]
-    env = dict(os.environ, **{MARK: mark}, PYTHONPATH=str(REPO))
+    # TMPDIR: a node killed with SIGKILL cannot remove its work and zygote folders; they stay in the test's
+    env = dict(os.environ, **{MARK: mark}, PYTHONPATH=str(REPO), TMPDIR=str(out.parent))
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
 
