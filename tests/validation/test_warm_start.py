@@ -111,7 +111,7 @@ with launcher.warm_starts(env):
 
 def test_the_zygote_exits_when_its_validate_run_is_killed(tmp_path):
     pytest.importorskip("torch")
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path)}  # its zygote folder outlives a SIGKILL
     holder = subprocess.Popen([sys.executable, "-c", HOLDER], env=env, cwd=tmp_path, stdout=subprocess.PIPE,
                               text=True)
     try:
