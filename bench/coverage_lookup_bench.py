@@ -4,7 +4,7 @@
     python3 bench/coverage_lookup_bench.py          # 5 runs, medians
     python3 bench/coverage_lookup_bench.py -n 9
 
-Prints, as medians over fresh interpreters: `import migrator.coverage` plus the first lookup (reads
+Prints, as medians over fresh interpreters: `import migrator.catalogue.coverage` plus the first lookup (reads
 and parses the committed table), and the mean time of 100 further lookups in the same process.
 """
 
@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 CHILD = """
 import time
 t = time.perf_counter()
-import migrator.coverage as c
+import migrator.catalogue.coverage as c
 c.lookup('torch.matmul')
 first = time.perf_counter() - t
 t = time.perf_counter()

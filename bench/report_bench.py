@@ -8,7 +8,7 @@ Each tree holds one Python file: `import torch`, then ONE line of the given size
 finding (`.cuda()`) in front of a long string literal. Times `migrate report` in a subprocess (scan
 included, `--no-cache`), median of `-n` runs, and prints the report size and its ratios to the
 smallest input: with excerpts capped the size stays flat and the time grows at most linearly.
-Figures only, never asserted. Note: files over `migrator.scanned_lines.MAX_BYTES` are not read back, so
+Figures only, never asserted. Note: files over `migrator.engine.scanned_lines.MAX_BYTES` are not read back, so
 their report shows "Source not available" instead of an excerpt.
 """
 

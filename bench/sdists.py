@@ -21,7 +21,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from migrator.safe_write import write_bytes
+from migrator.ground.safe_write import write_bytes
 
 INDEX = "https://pypi.org/simple/{name}/"
 TIMEOUT_S = 60

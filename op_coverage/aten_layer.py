@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from migrator.coverage._names import (
+from migrator.catalogue.coverage._names import (
     aten_candidates,
     index_by_base,
     is_non_op_name,

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from migrator.coverage._names import (
+from migrator.catalogue.coverage._names import (
     normalize_dtype,
     normalize_name,
 )

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import yaml
 
-from migrator.coverage._dtypes import DTYPE_BLIND_APIS as _DTYPE_BLIND_APIS
-from migrator.coverage._names import DTYPES
+from migrator.catalogue.coverage._dtypes import DTYPE_BLIND_APIS as _DTYPE_BLIND_APIS
+from migrator.catalogue.coverage._names import DTYPES
 
 GENERATOR_VERSION = "1.0.0"
 FORMAT_VERSION = 1

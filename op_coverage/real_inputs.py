@@ -32,7 +32,7 @@ from op_coverage.facts import (
     sha256_bytes,
     sha256_file,
 )
-from op_coverage.table_build import Inputs
+from op_coverage.table_inputs import Inputs
 from op_coverage.wheel_sources import parse_sources_md
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from migrator.coverage._names import normalize_name
+from migrator.catalogue.coverage._names import normalize_name
 from op_coverage.aten_layer import AtenInfo, CodegenInfo, kernel_for, parse_codegen_yaml, parse_native_functions
 from op_coverage.docs_limits import DocRow, LimitInfo, analyse_limits, parse_docs_md
 from op_coverage.facts import (
@@ -15,8 +15,6 @@ from op_coverage.facts import (
     INDEX_DTYPES,
     KERNEL_RUNS_ON_NPU,
     SOCS,
-    TORCH_NPU_VERSION,
-    TORCH_VERSION,
     WHEEL_CODEGEN,
     WHEEL_EXPOSED,
     WHEEL_NPU_INIT,
@@ -26,6 +24,7 @@ from op_coverage.facts import (
     short_commit,
     sorted_dtypes,
 )
+from op_coverage.table_inputs import Inputs
 from op_coverage.table_output import Entry, table_document
 from op_coverage.wheel_sources import (
     parse_all_list,
@@ -35,22 +34,6 @@ from op_coverage.wheel_sources import (
     parse_optimizers,
     parse_transfer_to_npu,
 )
-
-
-@dataclass
-class Inputs:
-    """Everything the builder reads, already as text (tests pass small excerpts)."""
-
-    wheel: Mapping[str, str]  # wheel member path -> text
-    native_functions: str
-    torch_cuda_init: str
-    docs: Mapping[str, str]  # docs file name -> markdown
-    derivatives: str
-    meta: dict = field(default_factory=dict)  # header "inputs" section (versions, sha256s)
-    docs_commit: str = "unknown"
-    op_plugin_commit: str = "unknown"
-    torch_npu_version: str = TORCH_NPU_VERSION
-    torch_version: str = TORCH_VERSION
 
 
 @dataclass

@@ -21,7 +21,7 @@ from op_coverage.facts import (
 )
 
 if TYPE_CHECKING:
-    from op_coverage.table_build import Inputs
+    from op_coverage.table_inputs import Inputs
 
 
 class Entry(dict):

@@ -20,7 +20,7 @@ VERDICT_VALUES = frozenset({"pass", "warn", "fail", "skipped", "not_run", "error
 TARGET_NAMES = frozenset({"target", "targets"})
 VERDICT_NAMES = frozenset({"verdict", "verdicts", "status", "statuses"})
 # where the enums live (made by other branches): the literals are defined there
-ENUM_MODULES = frozenset({"migrator/catalogue/kinds.py", "migrator/validation/verdict.py"})
+ENUM_MODULES = frozenset({"migrator/ground/kinds.py", "migrator/validation/verdict.py"})
 ANY_MAPPINGS = frozenset({"dict", "Dict", "Mapping", "MutableMapping"})
 
 

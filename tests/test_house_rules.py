@@ -22,10 +22,10 @@ ALLOWED_PRIVATE_IMPORTS: set[tuple[str, str]] = set()
 
 # "path:qualified name"; the JSON boundary readers are allowed by name (they take what json.load gave)
 JSON_BOUNDARY_READERS = {
-    "migrator/jsonfile.py:loads_bounded",
-    "migrator/jsonfile.py:read_json",
-    "migrator/jsonfile.py:read_json_or_none",
-    "migrator/schema_check.py:load_schema",
+    "migrator/ground/jsonfile.py:loads_bounded",
+    "migrator/ground/jsonfile.py:read_json",
+    "migrator/ground/jsonfile.py:read_json_or_none",
+    "migrator/ground/schema_check.py:load_schema",
 }
 ALLOWED_ANY_MAPPINGS = JSON_BOUNDARY_READERS
 
@@ -125,7 +125,7 @@ def test_literal_checker_flags_targets_and_verdicts_but_not_other_strings():
             "if device == 'npu': pass\n"                # a device string, not a target
             "if route.status == 'covered': pass\n"      # not a verdict value
             "if name == 'target': pass\n"),
-        "migrator/catalogue/kinds.py": "if target == 'npu': pass\n",
+        "migrator/ground/kinds.py": "if target == 'npu': pass\n",
     })
     assert {text for _, text in literal_comparisons(modules)} == {
         "target == 'npu'", "'portable' != options.target", "fix_target in ('npu', 'portable')",

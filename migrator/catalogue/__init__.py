@@ -3,6 +3,6 @@
 the contracts those modules implement (`protocols`), the shared kinds (`kinds`) and patterns
 (`patterns`), and the generated docs (`docs`).
 
-Nothing here imports anything above it: only the standard library, yaml and `migrator.model`-level
+Nothing here imports anything above it: only the standard library, yaml and `migrator.ground.model`-level
 modules. Rule units (`migrator/rules/<family>/<name>.py`) are reached by name through `units`.
 """

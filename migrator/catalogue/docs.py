@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from migrator.catalogue import units
-from migrator.catalogue.kinds import FixKind, Severity, Target
 from migrator.catalogue.loader import Rule, rule_location
+from migrator.ground.kinds import FixKind, Severity, Target
 
 FIX_KIND_TEXT = {
     "exact": "automatic, exact (behaviour identical)",

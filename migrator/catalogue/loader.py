@@ -16,9 +16,9 @@ import yaml
 
 from migrator.catalogue import units
 from migrator.catalogue.impls import KNOWN_IMPLS
-from migrator.catalogue.kinds import FixKind, Severity, values
-from migrator.model import FAMILIES, FAMILY_PREFIX, FixInfo
-from migrator.resources import data_dir
+from migrator.ground.kinds import FixKind, Severity, values
+from migrator.ground.model import FAMILIES, FAMILY_PREFIX, FixInfo
+from migrator.ground.resources import data_dir
 
 
 class CatalogueError(ValueError):

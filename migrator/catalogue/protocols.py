@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from migrator.catalogue.site import CallSite, Verdict
 
 if TYPE_CHECKING:
-    from migrator.model import Finding
+    from migrator.ground.model import Finding
 
 
 class RuleRef(Protocol):

@@ -17,7 +17,6 @@ import importlib.util
 from functools import cache
 from typing import Literal, cast, overload
 
-from migrator.catalogue.kinds import Target
 from migrator.catalogue.protocols import (
     DETECTOR_KINDS,
     AttributeDetector,
@@ -30,6 +29,7 @@ from migrator.catalogue.protocols import (
     StringDetector,
 )
 from migrator.catalogue.site import FIXABLE, PATTERN_REASON, CallSite, Declined, Verdict
+from migrator.ground.kinds import Target
 
 UNITS_PACKAGE = "migrator.rules"
 RENAME_UNIT = f"{UNITS_PACKAGE}.rename"

@@ -6,7 +6,7 @@ reference layers for N training steps and records each op at the torch-API level
 (``TorchFunctionMode``) and the ATen level (``TorchDispatchMode``) with input dtypes, phase,
 count and the user / library frame. :mod:`.verdicts` gives each distinct (op, dtypes) the
 coverage verdict for the SoC; :mod:`.store` writes `.migrate/op-trace.json`
-(`migrator/schema/op-trace.schema.json`), which `scan` and `report` then use.
+(`migrator/ground/schema/op-trace.schema.json`), which `scan` and `report` then use.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def _failure(result: ChildResult[CensusStatus]) -> str:
 
 def trace(opts: TraceOptions, keep_dir: str | None = None) -> Census:
     """Run the census child for `opts` and judge what it saw. Raises :class:`CensusError`."""
-    from migrator.coverage import default_version
+    from migrator.catalogue.coverage import default_version
     from migrator.validation.parent import launcher
 
     from .verdicts import judge

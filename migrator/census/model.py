@@ -1,5 +1,5 @@
 """Value types of the op census (standard library only): `Census` and its parts, with the JSON of
-`migrator/schema/op-trace.schema.json` (`to_json` / `from_json`)."""
+`migrator/ground/schema/op-trace.schema.json` (`to_json` / `from_json`)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ import json
 from functools import lru_cache
 from pathlib import Path
 
-from migrator.safe_write import write_text
+from migrator.ground.safe_write import write_text
 
 from .model import Census, first_dtype
 
@@ -29,7 +29,7 @@ def census_path(root: str | Path) -> Path:
 
 def write(root: str | Path, census: Census) -> Path:
     """Write atomically (never a half-written file); returns the path."""
-    from migrator.workdir import ensure_folder
+    from migrator.ground.workdir import ensure_folder
 
     path = census_path(root)
     ensure_folder(path.parent)
@@ -39,15 +39,15 @@ def write(root: str | Path, census: Census) -> Path:
 
 def load(path: str | Path, root: str | Path | None = None) -> Census:
     """The census at ``path`` (never read through a link out of ``root``, where one is given)."""
-    from migrator.jsonfile import read_json
-    from migrator.schema_check import SchemaMismatch, check
+    from migrator.ground.jsonfile import read_json
+    from migrator.ground.schema_check import SchemaMismatch, check
 
     path = Path(path)
     data = read_json(path, "op census", CensusFileError, root=Path(root) if root is not None else None)
     try:
         check(data, SCHEMA)
     except SchemaMismatch as exc:
-        raise CensusFileError(f"{path}: does not match the op census schema (migrator/schema/{SCHEMA}): {exc}") from None
+        raise CensusFileError(f"{path}: does not match the op census schema (migrator/ground/schema/{SCHEMA}): {exc}") from None
     return Census.from_json(data)
 
 

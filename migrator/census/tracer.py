@@ -26,7 +26,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from migrator.coverage import normalize_dtype
+from migrator.catalogue.coverage import normalize_dtype
 
 PHASES = ("setup", "forward", "backward", "optimizer")
 _PLUMBING = tuple(os.path.join("torch", p) for p in (

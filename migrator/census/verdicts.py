@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from .model import Frame, Site, TracedOp, first_dtype
 
 if TYPE_CHECKING:  # the coverage table is loaded on the first verdict
-    from migrator.coverage import CoverageEntry
+    from migrator.catalogue.coverage import CoverageEntry
 
 # ATen ops a composite op picks for the CPU backend this run is on (SDPA -> *_for_cpu, oneDNN):
 # on the NPU the same API picks its own kernel, so they are recorded but not judged.
@@ -34,14 +34,14 @@ _PHRASE = {"unsupported": "not supported", "cpu_fallback": "CPU fallback"}
 
 @lru_cache(maxsize=4096)
 def _lookup(name: str, soc: str, version: str | None) -> CoverageEntry:
-    from migrator.coverage import lookup
+    from migrator.catalogue.coverage import lookup
 
     return lookup(name, soc=soc, version=version)
 
 
 @lru_cache(maxsize=4096)
 def _lookup_dtype(name: str, soc: str, version: str | None, dtype: str) -> CoverageEntry | None:
-    from migrator.coverage import CoverageError, lookup
+    from migrator.catalogue.coverage import CoverageError, lookup
 
     try:
         return lookup(name, soc=soc, version=version, dtype=dtype)

@@ -8,7 +8,7 @@ from functools import cache
 import yaml
 
 from migrator.doctor.model import Explanation, LogFinding
-from migrator.resources import data_dir
+from migrator.ground.resources import data_dir
 
 # a CANN code (E + module + 4 digits/letters: EZ9999, EI0006, E39999) or a torch_npu ERRmmccc code
 _CODE = re.compile(r"\b(E[0-9A-Z]\d{4}|ERR\d{5})\b")

@@ -8,7 +8,7 @@ from functools import cache
 
 from packaging.version import InvalidVersion, Version
 
-from migrator.resources import data_dir
+from migrator.ground.resources import data_dir
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from migrator.safe_write import write_bytes
+from migrator.ground.safe_write import write_bytes
 
 if TYPE_CHECKING:
     from migrator.engine.scanned import ScannedFile

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from migrator.engine import toml_positions
-from migrator.jsonfile import depth_over, loads_bounded
+from migrator.ground.jsonfile import depth_over, loads_bounded
 
 if sys.version_info >= (3, 11):
     import tomllib

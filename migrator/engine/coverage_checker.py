@@ -16,10 +16,10 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, cast
 
-from migrator.model import CoverageInfo
+from migrator.ground.model import CoverageInfo
 
 if TYPE_CHECKING:
-    from migrator.coverage import CoverageEntry
+    from migrator.catalogue.coverage import CoverageEntry
     from migrator.engine.python_checker import PythonChecker
 
 # (impl or None, node, symbol, message, coverage, op name or None, the program's status or None)
@@ -43,7 +43,7 @@ AMBIGUOUS_METHODS = {"split", "join", "format", "get", "items", "keys", "values"
 
 @lru_cache(maxsize=8192)
 def _lookup(name: str, soc: str, version: str | None) -> CoverageEntry:
-    from migrator.coverage import lookup
+    from migrator.catalogue.coverage import lookup
 
     return lookup(name, soc=soc, version=version)
 
@@ -77,7 +77,7 @@ def _outside_documented(
     name: str, soc: str, version: str | None, dtypes: tuple[str, ...]
 ) -> tuple[str, CoverageEntry] | None:
     """(dtype, entry) for the first traced dtype outside the documented list, else None."""
-    from migrator.coverage import CoverageError, lookup
+    from migrator.catalogue.coverage import CoverageError, lookup
 
     for dtype in dtypes:
         try:
@@ -115,7 +115,7 @@ def _verdict(
         return judged[0], judged[1], entry.status if judged[0] else "supported"
     if impl != "op-partial":
         return impl, _message(entry, name), entry.status
-    from migrator.coverage._dtypes import dtype_outside
+    from migrator.catalogue.coverage._dtypes import dtype_outside
 
     dtype = dtype_outside(entry, used)
     if dtype is None:
@@ -127,10 +127,10 @@ def coverage_hits(checker: PythonChecker, soc: str, version: str | None, traced:
                   training: tuple[str, ...] = ()) -> Iterator[CoverageHit]:
     """Yield (impl, node, symbol, message, CoverageInfo, op name, status) for one checked module.
     `traced`: API name -> dtypes from the op census (`migrator.census.store.traced_apis`); `training`:
-    the 16-bit dtypes the scanned tree trains in (`migrator.coverage._dtypes.training_dtypes`).
+    the 16-bit dtypes the scanned tree trains in (`migrator.catalogue.coverage._dtypes.training_dtypes`).
     Metadata APIs (`Tensor.size`, `.item()`) get no verdict; the status is the program's: a partial op
-    used only in documented dtypes is supported (`migrator/coverage/_dtypes.py`)."""
-    from migrator.coverage._dtypes import DEFAULT_DTYPES
+    used only in documented dtypes is supported (`migrator/catalogue/coverage/_dtypes.py`)."""
+    from migrator.catalogue.coverage._dtypes import DEFAULT_DTYPES
 
     ops = _OpJudge(soc, version, traced or {})
     local = frozenset(DEFAULT_DTYPES | checker.dtypes_used)
@@ -158,7 +158,7 @@ class _OpJudge:
 def _call_hits(
     checker: PythonChecker, ops: _OpJudge, local: frozenset[str], used: frozenset[str]
 ) -> Iterator[CoverageHit]:
-    from migrator.coverage._dtypes import METADATA_APIS
+    from migrator.catalogue.coverage._dtypes import METADATA_APIS
 
     for name, node in checker.calls:
         if name.startswith(("torch.npu.", "torch_npu.")) or name in METADATA_APIS:
@@ -174,7 +174,7 @@ def _call_hits(
 
 
 def _method_hits(checker: PythonChecker, ops: _OpJudge, used: frozenset[str]) -> Iterator[CoverageHit]:
-    from migrator.coverage._dtypes import METADATA_APIS
+    from migrator.catalogue.coverage._dtypes import METADATA_APIS
 
     for receiver, method, node in checker.method_calls:
         known_tensor = receiver is not None and receiver in checker.tensor_names
@@ -200,7 +200,7 @@ def _float64_hits(checker: PythonChecker, soc: str, version: str | None) -> Iter
         op = _enclosing_op(checker, node)
         supported = None
         if op is not None:
-            from migrator.coverage import float64_supported
+            from migrator.catalogue.coverage import float64_supported
 
             supported = float64_supported(op, soc=soc, version=version)
         if supported:
@@ -218,7 +218,7 @@ def depends_on_training(checker: PythonChecker, soc: str, version: str | None, t
     (not decided by the census) with a 16-bit dtype outside its list before the first one the module
     itself shows. With every training dtype added the verdict is the same, so is it with any subset
     (the first dtype outside the list is the earliest of a larger set)."""
-    from migrator.coverage._dtypes import DEFAULT_DTYPES, TRAINING_DTYPES
+    from migrator.catalogue.coverage._dtypes import DEFAULT_DTYPES, TRAINING_DTYPES
 
     local = frozenset(DEFAULT_DTYPES | checker.dtypes_used)
     every = local | frozenset(TRAINING_DTYPES)

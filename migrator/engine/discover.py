@@ -263,8 +263,8 @@ def _walk_order(parts: list[str], is_folder: bool) -> tuple[tuple[int, str], ...
 def _gitignore(folder: Path) -> tuple[pathspec.PathSpec | None, str | None]:
     """(spec, None), (None, None) without a `.gitignore`, or (spec of the usable patterns or None, why the
     file or some of its patterns were not used)."""
-    from migrator.globs import compile_globs
-    from migrator.input_files import MAX_SMALL_BYTES, read_text
+    from migrator.ground.globs import compile_globs
+    from migrator.ground.input_files import MAX_SMALL_BYTES, read_text
 
     path = folder / ".gitignore"
     if not os.path.lexists(path):

@@ -14,13 +14,13 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
-from migrator.git_command import run_git
+from migrator.ground.git_command import run_git
 
 SUBMODULE_PATH = re.compile(r"^\s*path\s*=\s*(.+?)\s*$", re.MULTILINE)
 
 
 def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes] | None:
-    return run_git(args, cwd)  # isolated: nothing from the repository's config runs (migrator/git_command.py)
+    return run_git(args, cwd)  # isolated: nothing from the repository's config runs (migrator/ground/git_command.py)
 
 
 def project_files(folder: Path, pruned_dirs: Iterable[str] = ()) -> list[str] | None:

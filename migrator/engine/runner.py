@@ -13,17 +13,18 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from migrator import __version__, input_files
+from migrator import __version__
 from migrator.catalogue.loader import load_catalogue
-from migrator.config import Settings
 from migrator.engine.cache import ScanCache, content_digest
 from migrator.engine.discover import Candidate, Skip, discover, file_kind
 from migrator.engine.scan_file import ScanOptions
 from migrator.engine.scanned import ScannedFile, scan_one, tree_training_dtypes
 from migrator.engine.workers import worker_pool
-from migrator.globs import compile_globs
-from migrator.input_files import MAX_NOTEBOOK_BYTES
-from migrator.model import FileResult, SkippedFile
+from migrator.ground import input_files
+from migrator.ground.config import Settings
+from migrator.ground.globs import compile_globs
+from migrator.ground.input_files import MAX_NOTEBOOK_BYTES
+from migrator.ground.model import FileResult, SkippedFile
 
 Progress = Callable[[int, int], None]
 POOL_THRESHOLD = 48  # below this many files to parse, a pool costs more than it saves
@@ -38,7 +39,7 @@ class EngineOutput:
 
 def _coverage_digest() -> str:
     """Identity of the shipped coverage tables: a regenerated table invalidates cached results."""
-    from migrator.resources import data_dir
+    from migrator.ground.resources import data_dir
 
     try:
         return ",".join(content_digest(p.read_bytes()) for p in sorted(data_dir("op_coverage").glob("*.json")))

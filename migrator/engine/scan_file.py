@@ -15,17 +15,17 @@ from pathlib import Path
 import pathspec
 
 from migrator.catalogue import units
-from migrator.catalogue.kinds import FixKind
 from migrator.catalogue.loader import Catalogue, Rule, load_catalogue
 from migrator.catalogue.site import is_build_file
-from migrator.config import RuleSelector
 from migrator.engine import config_checker, config_reader, notebook, text_checkers
 from migrator.engine.coverage_checker import coverage_hits, depends_on_training
 from migrator.engine.python_checker import check_module
 from migrator.engine.source import SourceText, UnreadableSource, decode_python, decode_text
 from migrator.engine.suppress import Directives, parse_directives
-from migrator.globs import compile_globs
-from migrator.model import CoverageInfo, FileResult, Finding, ImportInfo, Marker, OpUse
+from migrator.ground.config import RuleSelector
+from migrator.ground.globs import compile_globs
+from migrator.ground.kinds import FixKind
+from migrator.ground.model import CoverageInfo, FileResult, Finding, ImportInfo, Marker, OpUse
 
 # Bytes that can lead to a finding in Python code; files without any are not parsed.
 PREFILTER = re.compile(
@@ -147,8 +147,8 @@ def scan_file(path: Path, rel: str, kind: str, options: ScanOptions) -> FileResu
 
 def read_for_scan(path: Path, rel: str, kind: str, options: ScanOptions) -> bytes | FileResult:
     """The file's bytes (through `input_files`, capped per kind), or the result for a file that cannot be read."""
-    from migrator import input_files
-    from migrator.input_files import MAX_NOTEBOOK_BYTES, MAX_SOURCE_BYTES, InputRefused
+    from migrator.ground import input_files
+    from migrator.ground.input_files import MAX_NOTEBOOK_BYTES, MAX_SOURCE_BYTES, InputRefused
 
     limit = {"notebook": MAX_NOTEBOOK_BYTES, "config": config_checker.MAX_CONFIG_BYTES}.get(kind, MAX_SOURCE_BYTES)
     try:
@@ -168,7 +168,7 @@ def read_for_scan(path: Path, rel: str, kind: str, options: ScanOptions) -> byte
 
 
 def _head(path: Path) -> bytes:
-    from migrator.input_files import read_head
+    from migrator.ground.input_files import read_head
 
     try:
         return read_head(path, 2048)

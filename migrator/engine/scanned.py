@@ -1,7 +1,7 @@
 """One file's scan as a worker returns it (and the cache keeps it), with its training-dtype evidence.
 
 A partial op's verdict depends on the 16-bit dtypes the *whole tree* trains in (autocast, `--dtype
-bf16`, a DeepSpeed config; `migrator/coverage/_dtypes.py`), which no worker knows. So the worker
+bf16`, a DeepSpeed config; `migrator/catalogue/coverage/_dtypes.py`), which no worker knows. So the worker
 reads the file once, notes the 16-bit dtypes the file itself shows (`evidence`), scans it as for a
 tree that trains in neither (`base`), and, only when some verdict of the file would change with
 them, also for each set of training dtypes that changes it (`variants`). The parent combines the
@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from itertools import combinations
 from pathlib import Path
 
-from migrator.coverage._dtypes import TRAINING_DTYPES, training_dtypes
+from migrator.catalogue.coverage._dtypes import TRAINING_DTYPES, training_dtypes
 from migrator.engine.scan_file import ScanOptions, judged_scan, read_for_scan
-from migrator.model import FileResult
+from migrator.ground.model import FileResult
 
 #: every non-empty set of training dtypes, in `TRAINING_DTYPES` order
 TRAINING_SETS: tuple[tuple[str, ...], ...] = tuple(

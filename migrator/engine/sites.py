@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from migrator.catalogue import units
-from migrator.catalogue.kinds import FixKind
 from migrator.catalogue.site import NOT_LITERAL, STAR_IMPORT, Arg, CallSite, Declined, string_shape
+from migrator.ground.kinds import FixKind
 
 if TYPE_CHECKING:
     from migrator.catalogue.loader import Rule

@@ -387,7 +387,7 @@ def _torch_pin(req: Requirement) -> str | None:
 
 
 def _torch_npu_pairing(version: str, line: int, column: int, end: int) -> Iterator[TextHit]:
-    from migrator.coverage import CoverageError, torch_npu_release_for_torch
+    from migrator.catalogue.coverage import CoverageError, torch_npu_release_for_torch
 
     try:
         release = torch_npu_release_for_torch(version)

@@ -10,7 +10,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class FixChoices:
-    target: str = "npu"  # "npu" | "portable" (catalogue.kinds.Target)
+    target: str = "npu"  # "npu" | "portable" (ground.kinds.Target)
     exact_only: bool = False  # only the rewrites that keep semantics exactly
     annotate: bool = False  # a comment on each rewritten line
     strip_annotations: bool = False  # remove the comments an earlier --annotate left

@@ -15,7 +15,7 @@ from migrator.catalogue.loader import load_catalogue
 from migrator.engine import config_checker as cc
 from migrator.engine import config_reader
 from migrator.engine.config_verify import verify
-from migrator.model import Finding
+from migrator.ground.model import Finding
 
 EXACT_CODES = {"DEV017", "DIST007", "ENV001", "ENV002"}
 

@@ -8,7 +8,7 @@ import libcst as cst
 
 from migrator.fix.import_order import ImportStyle
 from migrator.fix.runtime_module import PROVIDES, RuntimeImport
-from migrator.model import Finding
+from migrator.ground.model import Finding
 
 
 @dataclass(frozen=True)

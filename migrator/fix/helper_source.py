@@ -1,4 +1,4 @@
-"""The text of the runtime helpers (`migrator/runtime_helpers/`) as `migrate fix` inserts it.
+"""The text of the runtime helpers (`migrator/fix/runtime_helpers/`) as `migrate fix` inserts it.
 
 The modules are read as text, never imported (they import torch): a helper is the exact source of
 its top-level definitions, so the code the tests run is the code a migrated file gets.
@@ -10,12 +10,12 @@ import ast
 from functools import cache
 from importlib import resources
 
-PACKAGE = "migrator.runtime_helpers"
+PACKAGE = "migrator.fix.runtime_helpers"
 
 
 @cache
 def module_text(module: str) -> str:
-    """The whole source of `migrator/runtime_helpers/<module>.py`."""
+    """The whole source of `migrator/fix/runtime_helpers/<module>.py`."""
     return resources.files(PACKAGE).joinpath(f"{module}.py").read_text(encoding="utf-8")
 
 

@@ -9,12 +9,12 @@ from typing import Protocol, TypeVar
 
 import libcst as cst
 
-from migrator.catalogue.kinds import Target
 from migrator.catalogue.loader import Rule, load_catalogue
 from migrator.fix.context import FixContext
 from migrator.fix.import_removal import AnyImport, bound_name, name_counts
 from migrator.fix.runtime_module import PROVIDES
-from migrator.model import Finding
+from migrator.ground.kinds import Target
+from migrator.ground.model import Finding
 
 Key = tuple[int, int, int, int]  # a node's source range: line, column, end line, end column
 TopLevel = cst.SimpleStatementLine | cst.BaseCompoundStatement  # what a module body holds

@@ -28,11 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from migrator.fix import ledger
-from migrator.fix_record import FixRecord, FixRecordError, parse
-from migrator.jsonfile import loads_bounded, read_json_or_none
-from migrator.safe_write import write_bytes
-from migrator.serialise import to_data
-from migrator.workdir import ensure_folder
+from migrator.ground.fix_record import FixRecord, FixRecordError, parse
+from migrator.ground.jsonfile import loads_bounded, read_json_or_none
+from migrator.ground.safe_write import write_bytes
+from migrator.ground.serialise import to_data
+from migrator.ground.workdir import ensure_folder
 
 JOURNAL_PATH = f"{ledger.RECORD_DIR}/fix-journal.json"
 LOCK_PATH = f"{ledger.RECORD_DIR}/fix.lock"
@@ -48,7 +48,7 @@ def exclusive(root: Path) -> Iterator[None]:
     except ImportError:
         yield
         return
-    from migrator.usage_error import UsageError
+    from migrator.ground.usage_error import UsageError
 
     ensure_folder(root / ledger.RECORD_DIR)
     try:

@@ -28,10 +28,19 @@ from typing import Protocol
 
 from migrator.fix.line_map import line_map
 from migrator.fix.writer import UnsafeWrite, destination, inside
-from migrator.fix_record import Decline, Edit, FileEntry, FixRecord, FixRecordError, RuntimeModule, Span, to_bytes
-from migrator.fix_record import load_if_present as load_record
-from migrator.safe_write import write_bytes
-from migrator.workdir import ensure_folder
+from migrator.ground.fix_record import (
+    Decline,
+    Edit,
+    FileEntry,
+    FixRecord,
+    FixRecordError,
+    RuntimeModule,
+    Span,
+    to_bytes,
+)
+from migrator.ground.fix_record import load_if_present as load_record
+from migrator.ground.safe_write import write_bytes
+from migrator.ground.workdir import ensure_folder
 
 RECORD_DIR = ".migrate"
 RECORD_PATH = f"{RECORD_DIR}/fix-record.json"

@@ -24,14 +24,14 @@ from dataclasses import dataclass, field, replace
 
 import libcst as cst
 
-from migrator.catalogue.kinds import Target
 from migrator.catalogue.loader import Rule
 from migrator.engine import config_reader
 from migrator.engine.notebook import Cell, cell_views, import_headers, read_notebook, split_lines
 from migrator.fix import text_fixer
 from migrator.fix.context import FixContext
 from migrator.fix.imports import ensure_module_imports
-from migrator.model import Finding
+from migrator.ground.kinds import Target
+from migrator.ground.model import Finding
 
 TORCH_NPU_LINE = re.compile(r"^import torch_npu[ \t]*(#[^\r\n]*)?(\r\n|\r|\n)?$")
 IMPORTS_TORCH_NPU = re.compile(r"^[ \t]*(import torch_npu\b|from torch_npu\b)", re.MULTILINE)

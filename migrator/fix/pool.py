@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from migrator.fix.import_order import ImportStyle
 from migrator.fix.runtime_module import RuntimeImport
-from migrator.model import Finding
+from migrator.ground.model import Finding
 
 # below this much Python source a pool costs more (worker start, libcst import) than it saves
 POOL_MIN_BYTES = 400_000

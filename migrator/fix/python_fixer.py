@@ -17,7 +17,6 @@ from typing import TypeVar, cast
 import libcst as cst
 
 from migrator.catalogue import units
-from migrator.catalogue.kinds import Target
 from migrator.catalogue.loader import Rule
 from migrator.catalogue.site import CallSite, Declined
 from migrator.engine.python_checker import collect_aliases
@@ -37,7 +36,8 @@ from migrator.fix.imports import (
 from migrator.fix.positions import NodePositions, node_positions
 from migrator.fix.runtime_module import RuntimeImport
 from migrator.fix.sites import build_site
-from migrator.model import Finding
+from migrator.ground.kinds import Target
+from migrator.ground.model import Finding
 
 Node = TypeVar("Node", bound=cst.CSTNode)
 

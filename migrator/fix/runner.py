@@ -9,7 +9,6 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from migrator.catalogue.kinds import Target
 from migrator.catalogue.loader import Rule, load_catalogue
 from migrator.engine.scan_file import ScanOptions, scan_text_content
 from migrator.engine.source import UnreadableSource, decode_python, decode_text
@@ -20,9 +19,10 @@ from migrator.fix.line_map import line_map as _line_map
 from migrator.fix.pool import PythonJob, PythonOutcome, fix_modules
 from migrator.fix.runtime_module import Planner, RuntimeImport
 from migrator.fix.writer import inside, sniff
-from migrator.fix_record import Edit as RecordedEdit
-from migrator.fix_record import Span
-from migrator.model import Finding, RunResult
+from migrator.ground.fix_record import Edit as RecordedEdit
+from migrator.ground.fix_record import Span
+from migrator.ground.kinds import Target
+from migrator.ground.model import Finding, RunResult
 
 MAIN_GUARD = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.MULTILINE)
 LAUNCHED_SCRIPT = re.compile(r"(?:python3?|torchrun|deepspeed|accelerate\s+launch)\b[^\n#]*?\s([\w./-]+\.py)\b")
@@ -46,7 +46,7 @@ class Edit:
     new_sha256: str | None = None  # hash of the edited lines after the fix (the ledger looks for them later)
 
     def to_record(self) -> RecordedEdit:
-        """The edit as the fix record keeps it (`migrator/fix_record.py`)."""
+        """The edit as the fix record keeps it (`migrator/ground/fix_record.py`)."""
         return RecordedEdit(
             code=self.code, fix_kind=self.fix_kind, title=self.title, symbol=self.symbol,
             original=Span(line=self.line, column=self.column, end_line=self.end_line, end_column=self.end_column),

@@ -15,7 +15,7 @@ however it ran before: by path, with `-m`, imported from another package or a no
 - notebooks keep the helpers inline, as does every file whose module location holds a file of that
   name that the fix did not write (a user's own module is never replaced), and a root-level file when
   another `_migrate_runtime` is importable in this environment.
-The module is the exact text of `migrator/runtime_helpers/device.py`.
+The module is the exact text of `migrator/fix/runtime_helpers/device.py`.
 """
 
 from __future__ import annotations

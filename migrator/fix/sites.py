@@ -8,7 +8,7 @@ import libcst as cst
 from migrator.catalogue.site import NOT_LITERAL, Arg, CallSite, is_build_file, literal_of, string_shape
 from migrator.fix.context import FixContext
 from migrator.fix.imports import dotted_name, symbol_replacement
-from migrator.model import Finding
+from migrator.ground.model import Finding
 
 
 def text(node: cst.CSTNode) -> str:

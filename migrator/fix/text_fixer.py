@@ -6,7 +6,7 @@ import re
 
 from migrator.catalogue import units
 from migrator.catalogue.loader import load_catalogue
-from migrator.model import Finding
+from migrator.ground.model import Finding
 
 ANNOTATION = re.compile(r"^[ \t]*# MIGRATE\((?P<code>[A-Z]+\d{3})\): .*(\r\n|\n|\r)?$")
 
@@ -63,7 +63,7 @@ def _kind(path: str) -> str:
 def _add_torch_npu(lines: list[str], f: Finding, applied: list, declined: list) -> None:
     """`torch==X` gains a `torch-npu==Y` line right after it (the pairing is exact: ascend-facts §a);
     the target and file kind were judged by the rule's precheck (migrator/rules/coverage/add_torch_npu.py)."""
-    from migrator.coverage import torch_npu_release_for_torch
+    from migrator.catalogue.coverage import torch_npu_release_for_torch
 
     version = f.symbol.split("==", 1)[-1]
     release = torch_npu_release_for_torch(version)

@@ -17,8 +17,8 @@ from migrator.catalogue.loader import load_catalogue
 from migrator.fix import journal, ledger
 from migrator.fix.runner import FileChange, FixPlan
 from migrator.fix.writer import ChangedSincePlanned, atomic_write, destination
-from migrator.fix_record import Decline, FileEntry, FileError, FixRecord, RuntimeModule, ToolStamp
-from migrator.model import RunResult
+from migrator.ground.fix_record import Decline, FileEntry, FileError, FixRecord, RuntimeModule, ToolStamp
+from migrator.ground.model import RunResult
 
 
 def _unchanged_since_planned(path: Path, change: FileChange) -> Callable[[], None]:

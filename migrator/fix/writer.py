@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from migrator.safe_write import TEMP_NAME, TEMP_SUFFIX, UnsafeWrite, write_bytes
+from migrator.ground.safe_write import TEMP_NAME, TEMP_SUFFIX, UnsafeWrite, write_bytes
 
 __all__ = ["TEMP_NAME", "TEMP_SUFFIX", "ChangedSincePlanned", "UnsafeWrite", "atomic_write", "destination", "inside", "sniff"]
 
@@ -55,7 +55,7 @@ class ChangedSincePlanned(OSError):
 
 
 def atomic_write(path: Path, data: bytes, before_replace: Callable[[], None] | None = None) -> None:
-    """Replace `path` with `data` (see migrator/safe_write.py: atomic over a regular file or a new path,
+    """Replace `path` with `data` (see migrator/ground/safe_write.py: atomic over a regular file or a new path,
     same mode and owner; never a partial file); `before_replace` may refuse, right before the rename."""
     write_bytes(path, data, before_replace=before_replace)
 

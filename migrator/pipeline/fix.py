@@ -20,14 +20,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from migrator import declines
-from migrator.config import TARGETS, Settings
 from migrator.fix.choices import FixChoices
-from migrator.model import RunResult
+from migrator.ground import declines
+from migrator.ground.config import TARGETS, Settings
+from migrator.ground.model import RunResult
+from migrator.ground.progress import Progress, phase, prefixed
+from migrator.ground.usage_error import UsageError
 from migrator.pipeline.options import scan_options, selector
 from migrator.pipeline.scan import TreeScan, scan_tree
-from migrator.progress import Progress, phase, prefixed
-from migrator.usage_error import UsageError
 
 if TYPE_CHECKING:  # the fixer (libcst) is imported when a fix runs, not with the api
     from migrator.fix.runner import FixPlan

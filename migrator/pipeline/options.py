@@ -13,9 +13,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from migrator.config import RuleSelector, Settings, find_root, load_settings
 from migrator.engine.scan_file import ScanOptions
-from migrator.usage_error import UsageError
+from migrator.ground.config import RuleSelector, Settings, find_root, load_settings
+from migrator.ground.usage_error import UsageError
 
 
 def scan_options(settings: Settings, training_dtypes: tuple[str, ...] = ()) -> ScanOptions:
@@ -67,7 +67,7 @@ def _is_link_loop(path: Path) -> bool:
 
 
 def _check_coverage_choice(settings: Settings) -> None:
-    from migrator.coverage import CoverageError, available_versions, socs
+    from migrator.catalogue.coverage import CoverageError, available_versions, socs
 
     try:
         versions = available_versions()

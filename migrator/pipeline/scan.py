@@ -12,10 +12,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from migrator import __version__, declines
+from migrator import __version__
 from migrator.catalogue.loader import Rule, load_catalogue
-from migrator.config import Settings
-from migrator.model import (
+from migrator.ground import declines
+from migrator.ground.config import Settings
+from migrator.ground.model import (
     CoverageSummary,
     Finding,
     Marker,
@@ -26,9 +27,9 @@ from migrator.model import (
     ToolInfo,
     finding_counts,
 )
+from migrator.ground.progress import Progress, phase
+from migrator.ground.usage_error import UsageError
 from migrator.pipeline.options import scan_options, selector
-from migrator.progress import Progress, phase
-from migrator.usage_error import UsageError
 
 MAX_LISTED_MARKERS = 200
 MAX_OP_SITES = 20
@@ -108,7 +109,7 @@ def check_codes(codes: Sequence[str], rules: dict[str, Rule]) -> None:
 
 
 def coverage_table_name(settings: Settings) -> str | None:
-    from migrator.coverage import CoverageError, default_version
+    from migrator.catalogue.coverage import CoverageError, default_version
 
     try:
         return f"torch-npu {settings.torch_npu_version or default_version()}"
@@ -126,7 +127,7 @@ def coverage_summary(ops: Iterable[OpUse], settings: Settings) -> CoverageSummar
     by_name: dict[str, list[OpUse]] = {}
     for op in ops:
         by_name.setdefault(op.name, []).append(op)
-    from migrator.coverage import STATUSES, CoverageError, lookup, runs_as, status_reason
+    from migrator.catalogue.coverage import STATUSES, CoverageError, lookup, runs_as, status_reason
 
     rows = []
     for name in sorted(by_name):

@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from migrator.resources import data_dir
+from migrator.ground.resources import data_dir
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -128,7 +128,7 @@ def user_profiles(root: Path | None) -> dict[str, Cluster]:
     """`[tool.migrate.clusters.NAME]` tables of ROOT/pyproject.toml; `base = "a2-8x"` starts from a shipped one."""
     if root is None:
         return {}
-    from migrator.input_files import MAX_SMALL_BYTES, read_text
+    from migrator.ground.input_files import MAX_SMALL_BYTES, read_text
 
     path = Path(root) / "pyproject.toml"
     if not os.path.lexists(path):

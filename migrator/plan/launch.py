@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from migrator.safe_write import new_file_mode, write_text
+from migrator.ground.safe_write import new_file_mode, write_text
 
 from .cost import Layout
 from .launch_validate import write_validate

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from migrator.safe_write import new_file_mode, write_text
+from migrator.ground.safe_write import new_file_mode, write_text
 
 PORT = 29400  # the rendezvous port node 0's `migrate validate` hosts (MIGRATE_RDZV_PORT overrides it)
 

@@ -99,7 +99,7 @@ def probe_tree(tree: str, entry: str | None = None, timeout: float = 300) -> Mod
         raise ModelError(f"{tree}: building the model on the meta device took over {timeout:.0f} s")
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode or not lines:
-        from migrator import process_scope
+        from migrator.ground import process_scope
 
         memory = process_scope.hit_memory_limit(proc.stderr or "", process_scope.memory_limit())
         if memory:
@@ -119,7 +119,7 @@ def _run_scoped(cmd: list[str], env: dict[str, str], cwd: str,
     hold a pipe open until the timeout); everything it started is ended. None on timeout."""
     import tempfile
 
-    from migrator import process_scope
+    from migrator.ground import process_scope
 
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         scope = process_scope.Scope(cmd, env=env, cwd=cwd, stdout=out, stderr=err, memory=process_scope.memory_limit())

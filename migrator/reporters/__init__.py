@@ -2,7 +2,7 @@
 
 `scan` formats: text, json, sarif, github (this module's `render`). The reviewer report
 (`migrate report`, HTML and Markdown) lives in `migrator.reporters.report` and renders a
-`migrator.report_data.ReportData`.
+`migrator.reporters.report_data.ReportData`.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from migrator.model import RunResult
-    from migrator.scanned_lines import SourceLines
+    from migrator.engine.scanned_lines import SourceLines
+    from migrator.ground.model import RunResult
 
 FORMATS = ("text", "json", "sarif", "github")
 

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 from collections import defaultdict
 
-from migrator.model import FAMILIES, SEVERITY_RANK, Finding
+from migrator.ground.model import FAMILIES, SEVERITY_RANK, Finding
 from migrator.reporters import effort
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from migrator.model import Finding
+from migrator.ground.model import Finding
 
 
 def level(f: Finding) -> str:

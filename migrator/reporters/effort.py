@@ -35,7 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from migrator.model import FAMILIES, Finding
+from migrator.ground.model import FAMILIES, Finding
 
 OPTIONAL_MINUTES = 5.0
 PER_DISTINCT_OP = "coverage"

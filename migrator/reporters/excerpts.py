@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
-from migrator.model import Finding
+from migrator.ground.model import Finding
 from migrator.reporters.highlight import highlight, highlight_spans, visible
 
 CONTEXT_LINES = 2

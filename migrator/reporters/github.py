@@ -5,7 +5,7 @@
 Levels: error -> `error`, warning -> `warning`, info -> `notice`. Escaping follows the runner's
 rules: in the message `%`, CR and LF are percent-encoded; in properties also `:` and `,`. Other
 control bytes, bidi overrides and undecodable bytes of a name are shown as escapes first
-(`migrator.safe_text.visible`), so nothing reaches the log viewer as a terminal sequence.
+(`migrator.ground.safe_text.visible`), so nothing reaches the log viewer as a terminal sequence.
 `endColumn` is inclusive here (the findings' end column is exclusive). A notebook finding (`cell`
 set; its line counts within the cell) points at the raw JSON line holding its source line, and its
 message starts with "cell N, line L: ".
@@ -16,12 +16,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from migrator.model import RunResult
-from migrator.safe_text import visible
+from migrator.ground.model import RunResult
+from migrator.ground.safe_text import visible
 
 if TYPE_CHECKING:
-    from migrator.model import Finding
-    from migrator.scanned_lines import CellLines
+    from migrator.engine.scanned_lines import CellLines
+    from migrator.ground.model import Finding
 
 LinesOf = Callable[[str], "list[str] | None"]
 
@@ -59,7 +59,7 @@ def render(result: RunResult, lines_of: LinesOf | None = None, include_info: boo
 
     source = None
     if lines_of is not None:
-        from migrator.scanned_lines import CellLines
+        from migrator.engine.scanned_lines import CellLines
 
         source = CellLines(lines_of)
     out = []

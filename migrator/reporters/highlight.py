@@ -1,6 +1,6 @@
 """Syntax highlighting for the HTML report with pygments' lexers (no external assets).
 
-Everything that comes from a user's file passes through `migrator.safe_text.visible()` (control
+Everything that comes from a user's file passes through `migrator.ground.safe_text.visible()` (control
 characters, ANSI escapes, bidi overrides and undecodable bytes become visible placeholders) and is
 HTML-escaped here; the result is `markupsafe.Markup` of `<span class="tk-...">` runs and nothing
 else. Classes, not pygments' inline styles: the page's stylesheet colours them, and its
@@ -19,7 +19,7 @@ from functools import cache, lru_cache
 
 from markupsafe import Markup, escape
 
-from migrator.safe_text import visible
+from migrator.ground.safe_text import visible
 
 __all__ = ["highlight", "highlight_block", "highlight_spans", "language", "visible"]
 

@@ -1,13 +1,13 @@
-"""JSON output (schema: migrator/schema/findings.schema.json).
+"""JSON output (schema: migrator/ground/schema/findings.schema.json).
 
 A file name that is not valid UTF-8 is written escaped (`\\xNN` per undecodable byte) with the exact
-name as base64 in `path_bytes` (`root_bytes` for the root): see `migrator.safe_text.json_safe`.
+name as base64 in `path_bytes` (`root_bytes` for the root): see `migrator.ground.safe_text.json_safe`.
 """
 
 from __future__ import annotations
 
-from migrator.model import RunResult
-from migrator.safe_text import dumps
+from migrator.ground.model import RunResult
+from migrator.ground.safe_text import dumps
 
 SCHEMA_VERSION = 1
 

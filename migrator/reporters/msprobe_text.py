@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 
-from migrator.validation.parent.msprobe_compare import MsprobeComparison
+from migrator.validation.parent.interop.msprobe_compare import MsprobeComparison
 from migrator.validation.verdict import Verdict
 
 

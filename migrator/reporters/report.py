@@ -1,6 +1,6 @@
 """The reviewer report (`migrate report`): one self-contained HTML page or one Markdown document.
 
-Pure functions of a `migrator.report_data.ReportData`: `build_context()` turns it into plain data,
+Pure functions of a `migrator.reporters.report_data.ReportData`: `build_context()` turns it into plain data,
 jinja2 templates in `migrator/reporters/templates/` render it (HTML autoescaped; inline CSS and
 JS, no network; a Content-Security-Policy pins the one script by hash). The Markdown version is
 sized for a GitHub PR comment: it drops per-file sections (with a note) until it fits.
@@ -25,8 +25,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from migrator.model import FAMILIES, CoverageSummary, Finding, OpSummary
-from migrator.report_data import ReportData
+from migrator.ground.model import FAMILIES, CoverageSummary, Finding, OpSummary
 from migrator.reporters import effort
 from migrator.reporters.actions import manual_groups as _manual_groups
 from migrator.reporters.actions import note_groups as _note_groups
@@ -35,6 +34,7 @@ from migrator.reporters.census import annotate_ops
 from migrator.reporters.excerpts import _clip_diff, _diff_rows, _excerpt_text, _file_excerpt, _row_key, _summarise_notes
 from migrator.reporters.highlight import highlight_block, language, visible
 from migrator.reporters.markdown_text import fence, md_cell, md_code, quote_md, shift_headings
+from migrator.reporters.report_data import ReportData
 from migrator.reporters.routes import headlines as route_headlines
 from migrator.reporters.validation_view import build as validation_view
 

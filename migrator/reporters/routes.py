@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from migrator.model import Finding
+    from migrator.ground.model import Finding
 
-from migrator.model import RunResult
+from migrator.ground.model import RunResult
 from migrator.reporters import effort
 
 

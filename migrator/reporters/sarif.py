@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from migrator.catalogue.loader import Rule
-    from migrator.scanned_lines import CellLines
+    from migrator.engine.scanned_lines import CellLines
 
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -27,8 +27,8 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import quote
 
-from migrator.model import Finding, RunResult
-from migrator.safe_text import dumps
+from migrator.ground.model import Finding, RunResult
+from migrator.ground.safe_text import dumps
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -144,12 +144,12 @@ def render(
 
     source = None
     if lines_of is not None:
-        from migrator.scanned_lines import CellLines
+        from migrator.engine.scanned_lines import CellLines
 
         source = CellLines(lines_of)
     prints: dict[int, str] = {}
     if lines_of is not None:
-        from migrator.baseline import keys
+        from migrator.reporters.baseline import keys
 
         by_id = {id(f): f"{fp}:{occ}" for f, (_, _, fp, occ) in keys(result.findings, lines_of)}
         prints = by_id

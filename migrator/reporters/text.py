@@ -1,6 +1,6 @@
 """Terminal output: one line per finding (file:line:col), then a summary and the worst problems.
 
-Every name and message passes through `migrator.safe_text.one_line`: control bytes are shown, not
+Every name and message passes through `migrator.ground.safe_text.one_line`: control bytes are shown, not
 obeyed, and a newline in a file name or a recorded reason cannot start a forged finding line.
 """
 
@@ -9,13 +9,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from migrator.model import Finding
-    from migrator.scanned_lines import SourceLines
+    from migrator.engine.scanned_lines import SourceLines
+    from migrator.ground.model import Finding
 
 import click
 
-from migrator.model import FAMILIES, RunResult
-from migrator.safe_text import one_line
+from migrator.ground.model import FAMILIES, RunResult
+from migrator.ground.safe_text import one_line
 
 SEVERITY_STYLE = {"error": "red", "warning": "yellow", "info": "cyan"}
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from migrator.report_documents import Row, ValidationDocument
+from migrator.ground.report_documents import Row, ValidationDocument
 from migrator.validation.verdict import Verdict
 
 VERDICT_ORDER = (Verdict.FAIL, Verdict.ERROR, Verdict.WARN, Verdict.PASS)  # the worst run stage decides; not_run never does
@@ -105,8 +105,8 @@ def _perf(perf: Any) -> dict | None:
     come from another tool: read leniently (a figure of the wrong kind shows as "-")."""
     if not isinstance(perf, dict) or perf.get("skipped"):
         return None
-    from migrator.validation.parent.benchreport import perf_caption, perf_rows
-    from migrator.validation.parent.perf import StagePerf
+    from migrator.validation.parent.perf.benchreport import perf_caption, perf_rows
+    from migrator.validation.parent.perf.records import StagePerf
 
     read = StagePerf.read(perf)
     return {"caption": perf_caption(read), "rows": perf_rows(read)}
@@ -115,8 +115,8 @@ def _perf(perf: Any) -> dict | None:
 def _scaling(lines: Any) -> str:
     if not isinstance(lines, list) or not lines:
         return ""
-    from migrator.validation.parent.benchreport import scaling_text
-    from migrator.validation.parent.perf import ScalingRow
+    from migrator.validation.parent.perf.benchreport import scaling_text
+    from migrator.validation.parent.perf.records import ScalingRow
 
     return scaling_text(ScalingRow.read_rows(lines))
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from migrator.model import Finding, RouteMark, RunResult, finding_counts
+from migrator.ground.model import Finding, RouteMark, RunResult, finding_counts
 from migrator.routes.detect import CANONICAL_LAYOUT, Framework, SourceText, detect, disk_text, overlaid
 from migrator.routes.table import ROUTE_NAMES, Cover, Route, best_cover, load_routes, routes_for
 
@@ -62,7 +62,7 @@ def scan_files(root: Path, paths: list[Path] | None = None,
     """The scan's own files (its paths, `exclude`, `.gitignore`): a framework elsewhere under the root is
     not this scan's framework."""
     from migrator.engine.discover import Candidate, discover
-    from migrator.globs import compile_globs
+    from migrator.ground.globs import compile_globs
 
     spec = compile_globs(exclude)[0] if exclude else None  # as the scan's own discovery (checked with the settings)
     return [(c.rel, c.path, c.kind) for c in discover(root, list(paths or [root]), spec) if isinstance(c, Candidate)]
@@ -109,7 +109,7 @@ def choose(frameworks: list[Framework], choice: str) -> list[tuple[Framework, Ro
 def _notes() -> list[dict]:
     import json
 
-    from migrator.resources import data_dir
+    from migrator.ground.resources import data_dir
 
     return json.loads((data_dir("framework_routes") / "routes.json").read_text(encoding="utf-8")).get("notes", [])
 

@@ -219,7 +219,7 @@ SourceText = Callable[[str, Path], str]  # (relative path, absolute path) -> its
 
 
 def disk_text(rel: str, path: Path) -> str:
-    from migrator.input_files import MAX_SOURCE_BYTES, read_text
+    from migrator.ground.input_files import MAX_SOURCE_BYTES, read_text
 
     return read_text(path, MAX_SOURCE_BYTES, errors="replace")
 

@@ -17,8 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from migrator.catalogue.kinds import Target
-from migrator.model import RunResult
+from migrator.ground.kinds import Target
+from migrator.ground.model import RunResult
 
 if TYPE_CHECKING:
     from migrator.fix.runner import Edit, FixPlan

@@ -117,7 +117,7 @@ def _route(raw: dict) -> Route:
 
 @cache
 def load_routes() -> tuple[Route, ...]:
-    from migrator.resources import data_dir
+    from migrator.ground.resources import data_dir
 
     path = data_dir("framework_routes") / "routes.json"
     try:

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from migrator.catalogue.kinds import Target
 from migrator.catalogue.site import FIXABLE, STAR_IMPORT, CallSite, Declined, Verdict
+from migrator.ground.kinds import Target
 
 if TYPE_CHECKING:
     import libcst as cst
 
     from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
-    from migrator.model import Finding
+    from migrator.ground.model import Finding
 
 LEVEL = "node"
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal
 if TYPE_CHECKING:
     import torch
 
-    from migrator.jsonfile import JsonObject
+    from migrator.ground.jsonfile import JsonObject
 
 DUMP_FILE = "dump.json"
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import torch
 
-    from migrator.jsonfile import JsonValue
+    from migrator.ground.jsonfile import JsonValue
 
 from . import attention_pattern as P
 

@@ -23,7 +23,7 @@ from .facts import register as register_facts
 if TYPE_CHECKING:
     from cattrs import Converter
 
-    from migrator.jsonfile import JsonObject, JsonValue
+    from migrator.ground.jsonfile import JsonObject, JsonValue
 
 Side = Literal["original", "migrated"]
 # entry: the protocol could not be loaded (exit 2); run: the program failed; harness: the validation
@@ -266,7 +266,7 @@ _converter: Converter | None = None
 def _cattrs() -> Converter:
     global _converter
     if _converter is None:
-        from migrator.serialise import bare_converter
+        from migrator.ground.serialise import bare_converter
 
         _converter = bare_converter()  # strict: "12" is no int, 1 no bool
         register_facts(_converter)
@@ -309,7 +309,7 @@ def job_from_json(data: JsonValue, where: str = "", cls: type[Job] | None = None
 
 def write(record: Any, path: str) -> None:
     """Write ``record`` to ``path`` atomically (a reader never sees half a file)."""
-    from migrator.safe_write import write_text
+    from migrator.ground.safe_write import write_text
 
     write_text(path, json.dumps(to_json(record), indent=1, default=str))
 

@@ -13,10 +13,10 @@ import jsonschema
 import pytest
 
 from migrator import api
+from migrator.catalogue.coverage import lookup
 from migrator.census import store
 from migrator.census.model import Census, first_dtype
-from migrator.coverage import lookup
-from migrator.resources import schema_path
+from migrator.ground.resources import schema_path
 from tests.conftest import REPO, run_cli
 
 PROGRAMS = Path(__file__).parent / "programs"

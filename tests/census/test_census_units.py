@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from migrator.catalogue.coverage import lookup
 from migrator.census.model import Census
 from migrator.census.verdicts import judge
-from migrator.coverage import lookup
 from migrator.reporters.census import render
 
 USER = {"path": "model.py", "line": 13, "function": "Head.forward"}

@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from migrator.resources import schema_path
+from migrator.ground.resources import schema_path
 from tests.conftest import REPO, run_cli
 
 SCHEMA = json.loads(schema_path("findings.schema.json").read_text())

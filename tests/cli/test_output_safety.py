@@ -14,8 +14,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from migrator.resources import schema_path
-from migrator.safe_text import json_safe, name_from_json, one_line, visible, visible_block
+from migrator.ground.resources import schema_path
+from migrator.ground.safe_text import json_safe, name_from_json, one_line, visible, visible_block
 from tests.conftest import REPO
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="needs arbitrary bytes in file names")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from migrator.safe_write import UnsafeWrite, write_bytes, write_text
+from migrator.ground.safe_write import UnsafeWrite, write_bytes, write_text
 from tests.conftest import REPO
 
 CUDA = "import torch\nx = torch.zeros(2).cuda()\n"

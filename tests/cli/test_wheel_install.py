@@ -43,7 +43,7 @@ def test_wheel_install_runs_scan(tmp_path: Path):
     assert data["findings"][0]["route"]["status"] == "covered"  # routes.json shipped in the wheel
 
     probe = subprocess.run(
-        [str(py), "-c", "import migrator, migrator.resources as r; print(migrator.__file__); print(r.data_dir('rules'))"],
+        [str(py), "-c", "import migrator, migrator.ground.resources as r; print(migrator.__file__); print(r.data_dir('rules'))"],
         cwd=work, capture_output=True, text=True, env=env,
     )
     module_file, rules_dir = probe.stdout.split()

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from migrator import api
-from migrator.model import Marker
+from migrator.ground.model import Marker
 from migrator.reporters.text import summary_lines
 from tests.conftest import REPO, run_cli
 
@@ -106,7 +106,7 @@ def test_ops_unknown_api_exits_1_and_aliases_resolve():
 
 
 def test_every_partial_op_says_which_limit():
-    from migrator.coverage import explain, iter_entries
+    from migrator.catalogue.coverage import explain, iter_entries
 
     partial = [e.name for e in iter_entries(status="partial")]
     rows = explain(partial)
@@ -131,7 +131,7 @@ def test_exact_only_leaves_numerics_and_numerics_opts_back_in(gpt):
 
 
 def test_route_is_a_setting(tmp_path):
-    from migrator.config import ROUTES, ConfigError, load_settings
+    from migrator.ground.config import ROUTES, ConfigError, load_settings
     from migrator.routes import CHOICES
 
     assert ROUTES == CHOICES

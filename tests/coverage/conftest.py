@@ -14,7 +14,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = REPO_ROOT / "tests" / "fixtures_coverage"
 GENERATOR = REPO_ROOT / "op_coverage" / "generate.py"
 TABLE = REPO_ROOT / "op_coverage" / "torch_npu-2.14.0.json"
-SCHEMA = REPO_ROOT / "migrator" / "schema" / "coverage.schema.json"
+SCHEMA = REPO_ROOT / "migrator" / "ground" / "schema" / "coverage.schema.json"
 
 
 def load_generator():

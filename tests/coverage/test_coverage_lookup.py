@@ -1,4 +1,4 @@
-"""migrator.coverage API: lookups, normalisation, errors, explain/format_text, loading."""
+"""migrator.catalogue.coverage API: lookups, normalisation, errors, explain/format_text, loading."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-import migrator.coverage as coverage
-from migrator.coverage import CoverageEntry, CoverageError, _table, lookup
+import migrator.catalogue.coverage as coverage
+from migrator.catalogue.coverage import CoverageEntry, CoverageError, _table, lookup
 
 
 @pytest.fixture
@@ -182,7 +182,7 @@ def test_import_is_light(cov):
     """A lookup imports neither torch, libcst nor torch_npu (how long it takes: bench/coverage_lookup_bench.py)."""
     code = (
         "import sys\n"
-        "import migrator.coverage as c\n"
+        "import migrator.catalogue.coverage as c\n"
         "e = c.lookup('torch.matmul')\n"
         "print('torch' in sys.modules, 'libcst' in sys.modules, 'torch_npu' in sys.modules)\n"
     )
@@ -199,7 +199,7 @@ def test_table_read_once_per_process(fresh_cache):
 
 
 def test_data_path_prefers_packaged_data(monkeypatch, tmp_path):
-    from migrator.coverage import _resources
+    from migrator.catalogue.coverage import _resources
 
     packaged = tmp_path / "migrator"
     (packaged / "_data" / "op_coverage").mkdir(parents=True)

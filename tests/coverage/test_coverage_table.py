@@ -106,20 +106,20 @@ def test_counts_match_entries(raw):
 
 
 def test_fact_embedding_bag_unsupported_on_a2():
-    from migrator.coverage import lookup
+    from migrator.catalogue.coverage import lookup
 
     assert lookup("torch.nn.functional.embedding_bag", soc="A2").status == "unsupported"
 
 
 def test_fact_data_parallel_unsupported():
-    from migrator.coverage import lookup, socs
+    from migrator.catalogue.coverage import lookup, socs
 
     for soc in socs():
         assert lookup("torch.nn.DataParallel", soc=soc).status == "unsupported"
 
 
 def test_fact_gelu_partial_tanh_only():
-    from migrator.coverage import lookup
+    from migrator.catalogue.coverage import lookup
 
     e = lookup("torch.nn.functional.gelu", soc="A2")
     assert e.status == "partial"
@@ -129,7 +129,7 @@ def test_fact_gelu_partial_tanh_only():
 
 
 def test_fact_cuda_synchronize_maps_to_npu():
-    from migrator.coverage import lookup
+    from migrator.catalogue.coverage import lookup
 
     e = lookup("torch.cuda.synchronize")
     assert e.npu_name == "torch.npu.synchronize"
@@ -138,7 +138,7 @@ def test_fact_cuda_synchronize_maps_to_npu():
 
 
 def test_fact_npu_fusion_attention_has_autograd():
-    from migrator.coverage import lookup
+    from migrator.catalogue.coverage import lookup
 
     e = lookup("torch_npu.npu_fusion_attention")
     assert "autograd" in e.flags
@@ -148,7 +148,7 @@ def test_fact_npu_fusion_attention_has_autograd():
 
 
 def test_fact_matmul():
-    from migrator.coverage import lookup
+    from migrator.catalogue.coverage import lookup
 
     a2 = lookup("torch.matmul", soc="A2")
     assert a2.status == "partial"
@@ -160,7 +160,7 @@ def test_fact_matmul():
 
 @pytest.mark.parametrize("name", ["torch.nn.Linear", "torch.nn.functional.silu", "torch.nn.functional.cross_entropy"])
 def test_fact_bf16_undocumented_core_ops(name):
-    from migrator.coverage import lookup
+    from migrator.catalogue.coverage import lookup
 
     e = lookup(name, soc="A2")
     assert e.bf16_undocumented is True
@@ -170,7 +170,7 @@ def test_fact_bf16_undocumented_core_ops(name):
 
 
 def test_fact_cuda_graph_and_double_tensor():
-    from migrator.coverage import lookup
+    from migrator.catalogue.coverage import lookup
 
     graph = lookup("torch.cuda.CUDAGraph")
     assert graph.npu_name == "torch.npu.NPUGraph" and "inference_only" in graph.flags
@@ -179,7 +179,7 @@ def test_fact_cuda_graph_and_double_tensor():
 
 
 def test_fact_copy_paste_dtype_limits_ignored():
-    from migrator.coverage import lookup
+    from migrator.catalogue.coverage import lookup
 
     e = lookup("torch.backends.cudnn.benchmark", soc="A2")
     assert e.status == "supported" and e.dtypes == () and "doc_dtype_ignored" in e.flags

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from migrator import api
+from migrator.catalogue.coverage import iter_entries, lookup
+from migrator.catalogue.coverage._dtypes import DTYPE_BLIND_APIS, VALUE_DTYPES, dtype_outside, training_dtypes
 from migrator.census.verdicts import judge
-from migrator.coverage import iter_entries, lookup
-from migrator.coverage._dtypes import DTYPE_BLIND_APIS, VALUE_DTYPES, dtype_outside, training_dtypes
 from migrator.engine.coverage_checker import _verdict
 
 

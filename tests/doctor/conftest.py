@@ -61,7 +61,7 @@ class FakeMachine:
         return self
 
     def doctor(self, log: Path | None = None):
-        from migrator import api_doctor
+        from migrator.api import doctor as api_doctor
 
         return api_doctor.doctor(root=self.root, env=self.env, package_paths=[str(self.site)], log=log)
 

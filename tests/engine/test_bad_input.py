@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from migrator import api
-from migrator.usage_error import UsageError
+from migrator.ground.usage_error import UsageError
 
 
 def _scan(root: Path, *paths: Path):
@@ -97,7 +97,7 @@ def test_large_plain_file_is_scanned(repo):
 
 def test_unreadable_file_is_reported(repo, monkeypatch):
     (repo / "locked.py").write_text("x.cuda()\n")
-    from migrator import input_files
+    from migrator.ground import input_files
 
     real = input_files.read_bytes
 

@@ -13,8 +13,8 @@ import jsonschema
 import pytest
 
 from migrator import api
+from migrator.ground.resources import schema_path
 from migrator.reporters import json_report
-from migrator.resources import schema_path
 from tests.conftest import REPO
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "environment" / "beyond_py"

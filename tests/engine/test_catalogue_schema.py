@@ -7,7 +7,7 @@ import pytest
 import yaml
 
 from migrator.catalogue.loader import FAMILY_PREFIX, CatalogueError, catalogue_files, load_catalogue
-from migrator.resources import data_dir, schema_path
+from migrator.ground.resources import data_dir, schema_path
 
 SCHEMA = json.loads(schema_path("catalogue.schema.json").read_text())
 

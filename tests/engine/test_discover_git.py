@@ -11,10 +11,11 @@ from pathlib import Path
 import pathspec
 import pytest
 
-from migrator import api, git_command
+from migrator import api
 from migrator.engine import discover as discover_module
 from migrator.engine import git_files
 from migrator.engine.discover import Candidate, Skip, discover
+from migrator.ground import git_command
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
 CUDA = "x.cuda()\n"

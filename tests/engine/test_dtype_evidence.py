@@ -11,7 +11,7 @@ import pytest
 
 from migrator import api
 from migrator.engine.workers import WorkerLost, WorkerPool
-from migrator.input_files import MAX_SOURCE_BYTES
+from migrator.ground.input_files import MAX_SOURCE_BYTES
 
 MODEL = "import torch\nx = torch.zeros(3)\ny = torch.nn.functional.grid_sample(x, x)\n"
 NOTE = "`torch.nn.functional.grid_sample` is documented on A2 for fp16, fp32, fp64; the program uses bf16"

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from migrator import globs, input_files
-from migrator.config import ConfigError, load_settings
 from migrator.engine.config_reader import ConfigParseError, parse_config
+from migrator.ground import globs, input_files
+from migrator.ground.config import ConfigError, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,4 +1,4 @@
-"""Running the runtime helper modules (migrator/runtime_helpers/) the way a migrated file holds them."""
+"""Running the runtime helper modules (migrator/fix/runtime_helpers/) the way a migrated file holds them."""
 
 from __future__ import annotations
 

@@ -155,7 +155,7 @@ def test_an_unreadable_journal_is_set_aside(tmp_path):
 
 
 def test_a_second_fix_on_the_same_tree_is_refused_while_one_writes(tmp_path):
-    from migrator.usage_error import UsageError
+    from migrator.ground.usage_error import UsageError
 
     root = _tree(tmp_path / "t")
     with journal.exclusive(root):  # as a running `migrate fix` holds it

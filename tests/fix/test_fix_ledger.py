@@ -72,7 +72,7 @@ def test_record_paths_are_relative_and_carry_hashes(repo):
     assert [e["new"]["sha256"] for e in entry["edits"]] == [lines_sha256(["x = y.npu()"]), lines_sha256(["z = w.npu()"])]
     assert all("text" not in e["new"] for e in entry["edits"])  # hashes, not the lines
     jsonschema = pytest.importorskip("jsonschema")
-    from migrator.resources import schema_path
+    from migrator.ground.resources import schema_path
 
     jsonschema.validate(r, json.loads(schema_path("fix-record.schema.json").read_text()))
 
@@ -172,14 +172,14 @@ def test_a_record_of_an_older_version_is_kept_by_a_rerun(repo):
 def typed(data: dict):
     """A record given as JSON, read strictly into its dataclasses (not schema-checked: the hashes here are
     short stand-ins)."""
-    from migrator.fix_record import FixRecord
-    from migrator.serialise import from_data
+    from migrator.ground.fix_record import FixRecord
+    from migrator.ground.serialise import from_data
 
     return from_data({"schema_version": 1, **data}, FixRecord, "test record")
 
 
 def as_json(record) -> dict:
-    from migrator.serialise import to_data
+    from migrator.ground.serialise import to_data
 
     return to_data(record)
 

@@ -1,4 +1,4 @@
-"""The fix record as typed data (migrator/fix_record.py): read strictly with errors naming the file and
+"""The fix record as typed data (migrator/ground/fix_record.py): read strictly with errors naming the file and
 the field, older versions still read, written back byte for byte; `migrate fix` refuses to merge into
 a record it cannot read instead of dropping it."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from migrator import api
-from migrator.fix_record import FixRecordError, Span, load, parse, to_bytes
-from migrator.usage_error import UsageError
+from migrator.ground.fix_record import FixRecordError, Span, load, parse, to_bytes
+from migrator.ground.usage_error import UsageError
 
 TRAIN = "import torch\nx = torch.zeros(2).cuda()\ntorch.cuda.synchronize()\n"
 HASH = "0" * 64

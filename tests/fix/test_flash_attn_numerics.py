@@ -1,6 +1,6 @@
 """The emitted FlashAttention replacements compute flash_attn's attention.
 
-The helpers are the real modules in migrator/runtime_helpers/ (run whole, as their files are; the
+The helpers are the real modules in migrator/fix/runtime_helpers/ (run whole, as their files are; the
 fix inserts their definitions verbatim: tests/fix/test_runtime_helpers.py). The reference is
 written from the documented formula (softmax(scale * q k^T + mask) v, with flash-attn >= 2.1's
 bottom-right causal alignment), independently of both helpers. The npu helper runs against the

@@ -1,4 +1,4 @@
-"""The runtime helpers `migrate fix` inserts are real modules (migrator/runtime_helpers/) that run
+"""The runtime helpers `migrate fix` inserts are real modules (migrator/fix/runtime_helpers/) that run
 here, on a CPU-only host: the device helpers, the apex.amp replacement and RMSNorm. (FlashAttention:
 test_flash_attn_numerics.py.) What a file gets is their definitions, verbatim."""
 

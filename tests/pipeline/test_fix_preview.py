@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from migrator import api
+from migrator.catalogue.coverage import lookup, socs
 from migrator.census import store
 from migrator.census.model import Census
-from migrator.coverage import lookup, socs
 
 REPO = Path(__file__).resolve().parents[2]
 N_MARKERS = 260  # more than the summary lists (MAX_LISTED_MARKERS): the count must still be exact

@@ -40,7 +40,7 @@ def test_json_plan_to_a_file(config, tmp_path):
 def test_json_plan_matches_its_schema(config):
     import jsonschema
 
-    from migrator.resources import schema_path
+    from migrator.ground.resources import schema_path
 
     result = CliRunner().invoke(main, ["plan", "--model", str(config), "--cluster", "supernode-384",
                                        "--cluster", "a2-8x", "--format", "json"])

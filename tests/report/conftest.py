@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from migrator.model import CoverageSummary, Finding, Marker, RunResult, SkippedFile, Summary, ToolInfo
-from migrator.serialise import from_data
+from migrator.ground.model import CoverageSummary, Finding, Marker, RunResult, SkippedFile, Summary, ToolInfo
+from migrator.ground.serialise import from_data
 
 DATA = Path(__file__).parent / "data"
 GOLDEN = Path(__file__).parent / "golden"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import jsonschema
 
-from migrator import baseline as bl
-from migrator.resources import schema_path
+from migrator.ground.resources import schema_path
+from migrator.reporters import baseline as bl
 from tests.conftest import run_cli
 
 TRAIN = "import torch\n\nx = torch.zeros(2).cuda()\ny = torch.ones(2).cuda()\nz = torch.ones(2).cuda()\n"

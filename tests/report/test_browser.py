@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from migrator import report_data
+from migrator.reporters import report_data
 from migrator.reporters.report import render_html
 from tests.conftest import REPO
 from tests.report.test_golden import FIX_RECORD, LAUNCH_DIFF, NOW, VALIDATION

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from migrator import report_data
+from migrator.reporters import report_data
 from migrator.reporters.report import render_html
 from migrator.validation.parent.results import StageResult, ValidationResult
 from tests.report.headless import CHROMIUM, Browser

@@ -122,7 +122,7 @@ def test_json_effort_block_matches_the_report(tmp_path):
 
     result = scan(tmp_path, {"a.py": TE_IMPORTS, "g.py": GUARDED, "r.py": REQUIRED})
     doc = json.loads(api_json(result))
-    schema = json.loads((REPO / "migrator" / "schema" / "findings.schema.json").read_text())
+    schema = json.loads((REPO / "migrator" / "ground" / "schema" / "findings.schema.json").read_text())
     jsonschema.Draft202012Validator(schema).validate(doc)
     block = doc["effort"]
     assert block["actions"] == len(effort.actions(result.findings)) == 1  # transformer_engine, once for a.py and r.py

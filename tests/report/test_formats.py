@@ -8,9 +8,9 @@ from dataclasses import replace
 import jsonschema
 import pytest
 
-from migrator.model import Finding, FixInfo
+from migrator.engine.scanned_lines import SourceLines
+from migrator.ground.model import Finding, FixInfo
 from migrator.reporters import github, sarif
-from migrator.scanned_lines import SourceLines
 from tests.conftest import run_cli
 from tests.report.conftest import DATA
 
@@ -131,7 +131,7 @@ def test_machine_formats_emit_warnings_and_errors_unless_include_info(project):
 
 
 def test_machine_formats_carry_route_marks(frozen_result):
-    from migrator.model import RouteMark
+    from migrator.ground.model import RouteMark
 
     covered = _finding(code="KERN010", severity="warning", fix=None, message="op",
                        route=RouteMark("covered", "DeepSpeed NPU", "deepspeed.ops.adam", "builder exists", "op_builder/npu"))

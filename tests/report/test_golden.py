@@ -18,11 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from migrator import report_data
-from migrator.baseline import with_findings
-from migrator.reporters import render
+from migrator.engine.scanned_lines import SourceLines
+from migrator.reporters import render, report_data
+from migrator.reporters.baseline import with_findings
 from migrator.reporters.report import render as render_report
-from migrator.scanned_lines import SourceLines
 from tests.report.conftest import GOLDEN, UPDATE
 
 NOW = datetime(2024, 5, 17, 9, 30, tzinfo=timezone.utc)

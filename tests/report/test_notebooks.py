@@ -14,11 +14,11 @@ import jsonschema
 
 from migrator import api
 from migrator.engine.notebook import cell_lines, raw_line
-from migrator.report_data import gather, load_fix_record
+from migrator.engine.scanned_lines import SourceLines
+from migrator.ground.resources import schema_path
 from migrator.reporters import github, sarif
 from migrator.reporters.report import build_context, render
-from migrator.resources import schema_path
-from migrator.scanned_lines import SourceLines
+from migrator.reporters.report_data import gather, load_fix_record
 from tests.conftest import run_cli
 from tests.report.test_formats import _validate_sarif
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from migrator import report_data
+from migrator.reporters import report_data
 from migrator.reporters.report import GITHUB_COMMENT_LIMIT, render_markdown
 from tests.conftest import run_cli
 from tests.report.conftest import write_project
@@ -200,9 +200,9 @@ def test_the_op_section_says_no_ops_were_found_or_that_the_table_was_off(tmp_pat
 
 
 def test_the_op_table_and_the_schema_know_every_status_the_coverage_table_has():
-    from migrator.coverage import STATUSES
+    from migrator.catalogue.coverage import STATUSES
     from migrator.reporters.report import OP_STATUS_ORDER
 
-    schema = json.loads(files("migrator").joinpath("schema/findings.schema.json").read_text())
+    schema = json.loads(files("migrator").joinpath("ground/schema/findings.schema.json").read_text())
     assert sorted(OP_STATUS_ORDER) == sorted(STATUSES)
     assert schema["$defs"]["op_status"]["enum"] == list(STATUSES)

@@ -8,8 +8,8 @@ import json
 import jsonschema
 import pytest
 
-from migrator.resources import schema_path
-from migrator.schema_check import SchemaMismatch, check
+from migrator.ground.resources import schema_path
+from migrator.ground.schema_check import SchemaMismatch, check
 from tests.report.test_golden import FIX_RECORD, VALIDATION
 
 BASELINE = {"schema_version": 1, "findings": [{"code": "DEV010", "path": "a.py", "fingerprint": "0123456789abcdef", "occurrence": 0, "line": 3}]}
@@ -80,7 +80,7 @@ def test_error_messages_name_the_place():
 
 
 def test_findings_schema_accepts_baselined_summary(frozen_result):
-    from migrator.baseline import with_findings
+    from migrator.reporters.baseline import with_findings
 
     schema = json.loads(schema_path("findings.schema.json").read_text())
     data = {"schema_version": 1, **with_findings(frozen_result, [], baselined=3).to_dict()}

@@ -1,4 +1,4 @@
-"""One serialiser for the data that crosses layers (migrator/serialise.py): findings and run results
+"""One serialiser for the data that crosses layers (migrator/ground/serialise.py): findings and run results
 are written as the schema documents them and read back strictly."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from migrator.model import CoverageInfo, Finding, FixInfo, ImportInfo, RouteMark
-from migrator.schema_check import check
-from migrator.serialise import SerialiseError
+from migrator.ground.model import CoverageInfo, Finding, FixInfo, ImportInfo, RouteMark
+from migrator.ground.schema_check import check
+from migrator.ground.serialise import SerialiseError
 
 FINDING = Finding("DEV010", "tensor-cuda", "device", "error", "a.py", 2, 5, 2, 12, ".cuda()", "m",
                   fix=FixInfo("exact", "Use .npu()"), coverage=CoverageInfo("partial", "A2", ("fp32",), "n"),
@@ -46,7 +46,7 @@ def test_a_run_result_matches_the_findings_schema(frozen_result):
 
 
 def test_scalars_are_read_as_they_are_a_subclass_as_its_plain_value_an_enum_as_a_member():
-    from migrator.serialise import bare_converter
+    from migrator.ground.serialise import bare_converter
     from migrator.validation.verdict import Verdict
 
     class Version(str):  # as torch.__version__ is

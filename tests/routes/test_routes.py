@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 
 from migrator import api
-from migrator.resources import schema_path
+from migrator.ground.resources import schema_path
 from migrator.routes.detect import pins
 from tests.conftest import run_cli
 

@@ -10,7 +10,7 @@ import pytest
 
 from migrator.validation.parent import stages
 from migrator.validation.parent.options import Options
-from migrator.validation.parent.perf import StagePerf
+from migrator.validation.parent.perf.records import StagePerf
 from migrator.validation.parent.results import StageResult
 
 
@@ -61,7 +61,7 @@ def test_bench_rejects_script_mode(tmp_path):
                                          ("NVIDIA H200", 989.4), ("NVIDIA H100 PCIe", None), ("NVIDIA H200 NVL", None),
                                          ("Ascend910B3", None), ("Ascend (emulated on CPU)", None), ("cpu (x86_64)", None)])
 def test_peak_table(name, expect):
-    from migrator.validation.parent.peaks import PEAKS, lookup
+    from migrator.validation.parent.perf.peaks import PEAKS, lookup
 
     got = lookup(name, "bfloat16")
     assert got["tflops"] == expect

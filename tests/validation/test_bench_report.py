@@ -11,7 +11,7 @@ from click.testing import CliRunner
 SAMPLE = Path(__file__).with_name("bench_result_sample.json")  # `migrate validate samples/gpt --bench --stages S1,S2`
 
 
-SCHEMA = Path(__file__).resolve().parents[2] / "migrator/schema/validation.schema.json"
+SCHEMA = Path(__file__).resolve().parents[2] / "migrator/ground/schema/validation.schema.json"
 
 
 @pytest.fixture(scope="module")
@@ -34,8 +34,8 @@ def produced(tmp_path_factory):
 def test_produced_result_matches_schema(produced):
     import jsonschema
 
-    from migrator.validation.parent.benchreport import perf_rows
-    from migrator.validation.parent.perf import StagePerf
+    from migrator.validation.parent.perf.benchreport import perf_rows
+    from migrator.validation.parent.perf.records import StagePerf
 
     s1 = next(s for s in produced["stages"] if s["id"] == "S1")
     assert s1["status"] in ("pass", "warn"), s1
@@ -53,8 +53,8 @@ def test_sample_matches_schema():
 
 
 def test_rows_and_scaling_text():
-    from migrator.validation.parent.benchreport import perf_rows, scaling_text
-    from migrator.validation.parent.perf import ScalingRow, StagePerf
+    from migrator.validation.parent.perf.benchreport import perf_rows, scaling_text
+    from migrator.validation.parent.perf.records import ScalingRow, StagePerf
 
     doc = json.loads(SAMPLE.read_text())
     s2 = StagePerf.read(next(s for s in doc["stages"] if s["id"] == "S2")["bench"]["perf"])
@@ -101,8 +101,8 @@ def _wrong_types(perf):
 
 
 def test_a_foreign_perf_with_extra_keys_and_wrong_types_renders_each_bad_figure_as_a_dash():
-    from migrator.validation.parent.benchreport import perf_rows
-    from migrator.validation.parent.perf import StagePerf
+    from migrator.validation.parent.perf.benchreport import perf_rows
+    from migrator.validation.parent.perf.records import StagePerf
 
     perf = next(s for s in json.loads(SAMPLE.read_text())["stages"] if s["id"] == "S2")["bench"]["perf"]
     clean = {r[0]: r for r in perf_rows(StagePerf.read(perf))}
@@ -141,7 +141,7 @@ def test_the_report_refuses_a_figure_of_the_wrong_type_naming_the_file_and_the_f
 
 def test_every_perf_field_survives_writing_then_reading():
     """The writer (fields in order) and the lenient reader agree on every field of every record."""
-    from migrator.validation.parent.perf import (
+    from migrator.validation.parent.perf.records import (
         BenchConfig,
         RepeatFailure,
         ScalingRow,

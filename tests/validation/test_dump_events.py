@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 from migrator.validation.child.recorder import Recorder  # noqa: E402
 from migrator.validation.dumps import DUMP_FILE, DumpEvent  # noqa: E402
-from migrator.validation.parent.compare import Run, compare_runs  # noqa: E402
+from migrator.validation.parent.comparison.compare import Run, compare_runs  # noqa: E402
 from migrator.validation.records import RecordError  # noqa: E402
 
 

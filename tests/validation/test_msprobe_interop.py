@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from migrator.usage_error import UsageError
+from migrator.ground.usage_error import UsageError
 
 FIXTURE = Path(__file__).parent / "msprobe_fixture" / "dump_ports.py"
 
@@ -45,7 +45,7 @@ def _step(dumps: Path, task: str, step: int) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["tensor", "statistics"])
 def test_correct_port_passes_and_slipped_port_names_the_api(dumps, task):
-    from migrator import api_programs
+    from migrator.api import programs as api_programs
 
     golden = dumps / task / "step0"
     correct = api_programs.compare_msprobe(dumps / task / "step1", golden)
@@ -71,7 +71,7 @@ def test_correct_port_passes_and_slipped_port_names_the_api(dumps, task):
 
 @pytest.mark.slow
 def test_multi_rank_dumps_pair_by_rank(dumps, tmp_path):
-    from migrator import api_programs
+    from migrator.api import programs as api_programs
 
     for side, steps in (("golden", (0, 0)), ("target", (1, 2))):
         for rank, step in enumerate(steps):
@@ -98,7 +98,7 @@ def test_msprobe_compare_reads_the_dump_we_export(tmp_path):
     _msprobe_or_skip()
     import torch
 
-    from migrator.validation.parent.msprobe_export import export_run
+    from migrator.validation.parent.interop.msprobe_export import export_run
     from tests.validation.test_validate_results import _record
 
     run = _record(tmp_path / "rec")
@@ -122,7 +122,7 @@ def test_msprobe_compare_reads_the_dump_we_export(tmp_path):
 
 
 def test_not_an_msprobe_dump_is_named(tmp_path):
-    from migrator import api_programs
+    from migrator.api import programs as api_programs
 
     (tmp_path / "empty").mkdir()
     with pytest.raises(UsageError, match="empty: no step"):
@@ -138,8 +138,8 @@ def test_our_msprobe_export_is_read_as_either_side(tmp_path):
     """The dump we export in msprobe's layout goes through the same reader and verdicts as msprobe's own."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("safetensors")
-    from migrator import api_programs
-    from migrator.validation.parent.msprobe_export import export_run
+    from migrator.api import programs as api_programs
+    from migrator.validation.parent.interop.msprobe_export import export_run
     from tests.validation.test_validate_results import _record
 
     run = _record(tmp_path / "rec")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from migrator import process_scope
+from migrator.ground import process_scope
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -47,7 +47,7 @@ FORKER = textwrap.dedent(r'''
 # the process that runs the program, standing in for `migrate`: SIGTERM or Ctrl-C ends it
 DRIVER = textwrap.dedent('''
     import sys
-    from migrator.process_scope import Scope
+    from migrator.ground.process_scope import Scope
     scope = Scope([sys.executable] + sys.argv[1:], env=dict(__import__("os").environ), cwd=".", stdout=None)
     scope.wait(None)
 ''')

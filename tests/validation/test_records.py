@@ -16,8 +16,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from migrator import process_scope
 from migrator.census.records import CensusJob, CensusStatus
+from migrator.ground import process_scope
 from migrator.validation import records
 from migrator.validation.child import worker
 from migrator.validation.parent import launcher

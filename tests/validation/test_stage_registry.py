@@ -69,8 +69,8 @@ def test_verdicts_stay_their_strings_in_json():
 
 def test_graders_use_their_category_thresholds():
     torch = pytest.importorskip("torch")
-    from migrator.validation.parent.compare import Run, compare_runs
-    from migrator.validation.parent.thresholds import ActivationThresholds, Bounds, Thresholds
+    from migrator.validation.parent.comparison.compare import Run, compare_runs
+    from migrator.validation.parent.comparison.thresholds import ActivationThresholds, Bounds, Thresholds
 
     def run(value):
         event = {"name": "Module.m.X.m.forward.0.output.0", "match": "m.forward.0.output.0",

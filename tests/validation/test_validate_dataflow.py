@@ -141,7 +141,7 @@ def _trace(tmp_path, name, **kw):
     ({"fused_eps": 1e-6}, "rms_norm", "eps: 1e-06 (given) vs 1e-05 (the original _RMSNorm.eps)"),
 ])
 def test_walk_back_names_the_first_op_whose_inputs_agree(tmp_path, slip, migrated_op, expected):
-    from migrator.validation.parent.op_localise import first_divergent_op
+    from migrator.validation.parent.localisation.ops import first_divergent_op
 
     original = _trace(tmp_path, "original")
     migrated = _trace(tmp_path, "migrated", **slip)
@@ -193,7 +193,7 @@ def test_phase_cause_names_the_phase_and_argument():
 
     from migrator.validation import records
     from migrator.validation.facts import TrainingFacts
-    from migrator.validation.parent import phases
+    from migrator.validation.parent.comparison import phases
 
     def cause(original, migrated):
         """The phases as the child's status carries them (JSON), read strictly as the parent does."""
@@ -217,7 +217,7 @@ def test_phase_cause_names_the_phase_and_argument():
 
 
 def test_fused_rotary_mode_is_checked_against_the_replaced_modules_attribute():
-    from migrator.validation.parent.dataflow import _attribute_lines
+    from migrator.validation.parent.localisation.dataflow import _attribute_lines
 
     x = torch.zeros(1, 4, 2, 8)
     fused = S.npu_rotary_mul("npu_rotary_mul", (x, x, x), {})  # npu default: rotate-half
@@ -231,7 +231,7 @@ def test_a_trace_over_its_byte_budget_links_ops_without_blaming_them(tmp_path):
     from safetensors.torch import save_file
 
     from migrator.validation.child.optrace import OpTracer
-    from migrator.validation.parent.op_localise import first_divergent_op
+    from migrator.validation.parent.localisation.ops import first_divergent_op
 
     dirs = []
     for name, sign in (("original", 1.0), ("migrated", -1.0)):

@@ -146,7 +146,7 @@ def _trace(tmp_path, name, scale):
 
 
 def test_tracer_records_only_inside_the_target_module_and_alignment_names_the_op(tmp_path):
-    from migrator.validation.parent.op_localise import describe, first_divergent_op
+    from migrator.validation.parent.localisation.ops import describe, first_divergent_op
 
     events, original = _trace(tmp_path, "original", None)
     # head (outside) not traced; views included, each op linked to what it read

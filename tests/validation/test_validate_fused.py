@@ -8,7 +8,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from migrator.validation.parent.compare import Run, compare_runs  # noqa: E402
+from migrator.validation.parent.comparison.compare import Run, compare_runs  # noqa: E402
 
 G0 = torch.randn(256, generator=torch.Generator().manual_seed(3))
 

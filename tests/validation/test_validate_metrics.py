@@ -9,8 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from migrator.validation import metrics as M  # noqa: E402
-from migrator.validation.parent.compare import Run, Thresholds, compare_optimizer, compare_runs  # noqa: E402
-from migrator.validation.parent.localisation import localise  # noqa: E402
+from migrator.validation.parent.comparison.compare import Run, Thresholds, compare_optimizer, compare_runs  # noqa: E402
+from migrator.validation.parent.localisation.first_failure import localise  # noqa: E402
 from migrator.validation.records import to_json  # noqa: E402
 
 

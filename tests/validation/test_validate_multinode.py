@@ -179,14 +179,14 @@ SRUN_ENV = {"SLURM_NNODES": "3", "SLURM_NODEID": "2", "SLURM_LOCALID": "0", "SLU
     ({}, (1, 0, None, "flags")),
 ])
 def test_a_node_joins_from_the_launcher_that_started_it(env, expected):
-    from migrator.validation.parent.node_spec import resolve
+    from migrator.validation.parent.multinode.node_spec import resolve
 
     spec = resolve(1, 0, None, env)
     assert (spec.nnodes, spec.node_rank, spec.endpoint, spec.source) == expected
 
 
 def test_flags_win_over_the_launcher_environment():
-    from migrator.validation.parent.node_spec import resolve
+    from migrator.validation.parent.multinode.node_spec import resolve
 
     spec = resolve(2, 0, "127.0.0.1:4000", SRUN_ENV)
     assert (spec.nnodes, spec.node_rank, spec.endpoint, spec.source) == (2, 0, "127.0.0.1:4000", "flags")
@@ -198,7 +198,7 @@ def test_flags_win_over_the_launcher_environment():
     ({**SRUN_ENV, "SLURM_NODEID": "x"}, "SLURM_NODEID='x'"),
 ])
 def test_a_launcher_starting_one_validate_per_rank_is_a_clear_error(env, message):
-    from migrator.validation.parent.node_spec import NodeSpecError, resolve
+    from migrator.validation.parent.multinode.node_spec import NodeSpecError, resolve
 
     with pytest.raises(NodeSpecError, match=re.escape(message)):
         resolve(1, 0, None, env)
@@ -214,7 +214,7 @@ def test_a_shard_unpacks_only_inside_its_folder_and_rebases_status_paths(tmp_pat
     import io
     import tarfile
 
-    from migrator.validation.parent.multinode import pack, unpack
+    from migrator.validation.parent.multinode.lead import pack, unpack
 
     there = tmp_path / "there"
     (there / "ddp" / "rank2").mkdir(parents=True)

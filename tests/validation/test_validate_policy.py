@@ -6,7 +6,7 @@ import pytest
 
 from migrator.validation import records
 from migrator.validation.facts import PrecisionFacts
-from migrator.validation.parent import policy
+from migrator.validation.parent.comparison import policy
 
 
 def _read(facts):
@@ -114,8 +114,8 @@ def test_no_facts_on_one_side_gives_no_row():
 
 def test_training_updates_fp32_logic_and_bf16_ratio():
     torch = pytest.importorskip("torch")
-    from migrator.validation.parent.compare import Run
-    from migrator.validation.parent.compare_train import compare_training
+    from migrator.validation.parent.comparison.compare import Run
+    from migrator.validation.parent.comparison.compare_train import compare_training
 
     def run(delta):
         event = {"name": "Train.after3.w", "match": "train.after3.w", "kind": "training", "module": "_root",

@@ -9,8 +9,8 @@ import pytest
 
 from migrator.validation import records
 from migrator.validation.facts import DropoutFacts
-from migrator.validation.parent import randomness
-from migrator.validation.parent.randomness import NOT_COMPARABLE
+from migrator.validation.parent.comparison import randomness
+from migrator.validation.parent.comparison.randomness import NOT_COMPARABLE
 
 
 def dropout_check(original, migrated, **kwargs):

@@ -14,7 +14,7 @@ from migrator.validation.child.recorder import Recorder  # noqa: E402
 from migrator.validation.dumps import load_dump  # noqa: E402
 from migrator.validation.parent.results import StageResult, ValidationResult  # noqa: E402
 
-SCHEMA = Path(__file__).resolve().parents[2] / "migrator" / "schema" / "validation.schema.json"
+SCHEMA = Path(__file__).resolve().parents[2] / "migrator" / "ground" / "schema" / "validation.schema.json"
 
 
 class Inner(torch.nn.Module):
@@ -88,7 +88,7 @@ def test_recorder_reports_the_active_module_on_a_crash():
 
 
 def test_msprobe_export_layout(tmp_path):
-    from migrator.validation.parent.msprobe_export import export_tree
+    from migrator.validation.parent.interop.msprobe_export import export_tree
 
     work = tmp_path / "work"
     run = _record(work / "s1" / "migrated" / "bf16" / "step0" / "rank0")

@@ -13,7 +13,7 @@ pytest.importorskip("safetensors")
 from tests.conftest import run_cli  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-SCHEMA = REPO / "migrator" / "schema" / "validation.schema.json"
+SCHEMA = REPO / "migrator" / "ground" / "schema" / "validation.schema.json"
 
 
 def _schema_check(doc):

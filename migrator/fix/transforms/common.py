@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.catalogue.kinds import Target
 from migrator.fix.context import FixContext
 from migrator.fix.imports import dotted_name
 from migrator.fix.transforms.helpers import ACCELERATOR_TYPE_HELPER, DEVICE_HELPER
+from migrator.ground.kinds import Target
 
 
 def device(ctx: FixContext, index: cst.BaseExpression | None = None) -> cst.Call:

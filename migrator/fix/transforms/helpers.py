@@ -1,6 +1,6 @@
 """The helpers a fix emits once per file, by the names the transforms use.
 
-Their source lives in `migrator/runtime_helpers/` as real modules (linted and tested there); these
+Their source lives in `migrator/fix/runtime_helpers/` as real modules (linted and tested there); these
 are the exact texts of their definitions (`migrator.fix.helper_source`). Each helper is named
 `_migrate_<what>`, documents what it replaces, and carries the semantics that would otherwise be
 repeated at every call site (scale defaults, mask polarity, causal alignment). For the portable
@@ -9,8 +9,8 @@ target the device helpers come from the tree's `_migrate_runtime.py` instead (`f
 
 from __future__ import annotations
 
-from migrator.catalogue.kinds import Target
 from migrator.fix.helper_source import definitions
+from migrator.ground.kinds import Target
 
 DEVICE_HELPER = definitions("device", "_migrate_device")
 ACCELERATOR_TYPE_HELPER = definitions("device", "_migrate_accelerator_type")

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
     from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
-    from migrator.model import Finding
+    from migrator.ground.model import Finding
 
 LEVEL = "call"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from migrator.catalogue.kinds import Target
 from migrator.catalogue.site import CallSite, Declined, Verdict
+from migrator.ground.kinds import Target
 from migrator.rules.apex import _norm
 
 if TYPE_CHECKING:
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
-    from migrator.model import Finding
+    from migrator.ground.model import Finding
 
 LEVEL = "call"
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
-    from migrator.model import Finding
+    from migrator.ground.model import Finding
 
 LEVEL = "either"
 SYNCBN = ["num_features", "eps", "momentum", "affine", "track_running_stats", "process_group", "channel_last", "fuse_relu"]

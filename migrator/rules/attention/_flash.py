@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from migrator.catalogue.kinds import Target
 from migrator.catalogue.site import NOT_LITERAL, Arg, CallSite, Declined, needs_call
+from migrator.ground.kinds import Target
 
 if TYPE_CHECKING:
     import libcst as cst

@@ -3,8 +3,8 @@ npu target). The line edit itself is `migrator.fix.text_fixer.add_torch_npu`."""
 
 from __future__ import annotations
 
-from migrator.catalogue.kinds import Target
 from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
+from migrator.ground.kinds import Target
 
 LEVEL = "node"
 PORTABLE = "torch-npu is added for the npu target only (portable code keeps one requirements set)"

@@ -6,17 +6,17 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from migrator.catalogue.kinds import Target
 from migrator.catalogue.patterns import DEVICE_LITERAL, lists_npu
 from migrator.catalogue.protocols import Checker
 from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
+from migrator.ground.kinds import Target
 
 if TYPE_CHECKING:
     import libcst as cst
 
     from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
-    from migrator.model import Finding
+    from migrator.ground.model import Finding
 
 LEVEL = "node"
 

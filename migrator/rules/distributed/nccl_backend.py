@@ -6,17 +6,17 @@ import ast
 import re
 from typing import TYPE_CHECKING
 
-from migrator.catalogue.kinds import Target
 from migrator.catalogue.patterns import NCCL_STRING, PLAIN_NCCL
 from migrator.catalogue.protocols import Checker
 from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
+from migrator.ground.kinds import Target
 
 if TYPE_CHECKING:
     import libcst as cst
 
     from migrator.catalogue.loader import Rule
     from migrator.fix.context import FixContext
-    from migrator.model import Finding
+    from migrator.ground.model import Finding
 
 LEVEL = "node"
 

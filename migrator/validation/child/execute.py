@@ -61,7 +61,7 @@ def round_weights(model: torch.nn.Module) -> Tensors:
 def save_tensors(tensors: Tensors, path: str) -> None:
     from safetensors.torch import save
 
-    from migrator import safe_write
+    from migrator.ground import safe_write
 
     safe_write.write_bytes(path, save({k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}))
 
@@ -110,7 +110,7 @@ def save_batch(batch: Any, path_prefix: str) -> str:
     tensors: Tensors = {}
     spec = _flatten_batch(batch, "", tensors)
     save_tensors(tensors, path_prefix + ".safetensors")
-    from migrator import safe_write
+    from migrator.ground import safe_write
 
     safe_write.write_text(path_prefix + ".json", json.dumps(spec))
     return batch_hash(batch)

@@ -318,7 +318,7 @@ def run_optrace(job: TraceJob) -> dict[str, Any]:
                     entry.loss_fn(out, data)
         from safetensors.torch import save
 
-        from migrator import safe_write
+        from migrator.ground import safe_write
 
         os.makedirs(job.out, exist_ok=True)
         safe_write.write_bytes(os.path.join(job.out, "ops.safetensors"), save({**tracer.tensors, **buffers}))

@@ -1,6 +1,6 @@
 """Child side of the precision-policy check: what autocast, the activations, the parameters and the
 grads the optimizer sees are, during the first training step (the parent compares the facts,
-:mod:`migrator.validation.parent.policy`). Imports torch only inside the probe."""
+:mod:`migrator.validation.parent.comparison.policy`). Imports torch only inside the probe."""
 
 from __future__ import annotations
 

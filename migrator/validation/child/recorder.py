@@ -303,7 +303,7 @@ class Recorder:
         """Write ``tensors.safetensors`` and ``dump.json`` (msprobe format + a ``migrate`` section)."""
         from safetensors.torch import save
 
-        from migrator import safe_write
+        from migrator.ground import safe_write
 
         os.makedirs(out_dir, exist_ok=True)
         safe_write.write_bytes(os.path.join(out_dir, "tensors.safetensors"), save(dict(self.tensors)))

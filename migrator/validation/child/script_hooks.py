@@ -115,7 +115,7 @@ class _ScriptHooks:
     def _share_weights(self, root: torch.nn.Module, args: tuple[Any, ...]) -> None:
         import torch
 
-        from ..child import execute
+        from . import execute
         from .handoff import READY, _wait_for
 
         shared = self.job.shared

@@ -1,7 +1,7 @@
 """Warm starts, the client side: a worker child forked from the run's zygote (:mod:`.zygote`).
 
 The process the parent (or torchrun) starts is still ``python -m migrator.validation.child.worker JOB``,
-in its own :class:`migrator.process_scope.Scope`. With ``MIGRATE_WARM_SOCKET`` set it is a *client*: it
+in its own :class:`migrator.ground.process_scope.Scope`. With ``MIGRATE_WARM_SOCKET`` set it is a *client*: it
 sends its argv, working directory, ``sys.path``, environment and standard streams to the zygote, forwards
 SIGTERM/SIGINT/SIGHUP to the forked worker and exits as the worker did (the same code, or the same
 signal). When the zygote cannot serve it (no socket, no answer, a refusal) it returns None and the worker

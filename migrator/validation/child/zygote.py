@@ -28,7 +28,7 @@ import socket
 import sys
 from collections.abc import Mapping
 
-from migrator.process_scope import SCOPE_ENV, become_subreaper, kill_session_and_descendants
+from migrator.ground.process_scope import SCOPE_ENV, become_subreaper, kill_session_and_descendants
 
 from ..warm_contract import MEMORY_ENV, READY, SOCKET_ENV, STARTED_NOTE
 from .warm import receive, send

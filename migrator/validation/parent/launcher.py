@@ -1,7 +1,7 @@
 """Start harness children and ``torch.distributed.run`` (parent side).
 
 Every child is ``python -m migrator.validation.child.worker JOB.json`` in a
-:class:`migrator.process_scope.Scope` (its own session, a memory limit, every process it or torchrun's
+:class:`migrator.ground.process_scope.Scope` (its own session, a memory limit, every process it or torchrun's
 ranks start ended with it on exit, timeout, Ctrl-C or SIGTERM), with the determinism environment of
 :mod:`.determinism`, the checkout's ``migrator`` on ``PYTHONPATH`` and no inherited
 ``RANK``/``WORLD_SIZE``. N ranks always go through torchrun (``python -m torch.distributed.run``);
@@ -23,7 +23,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from ... import process_scope
+from migrator.ground import process_scope
+
 from .. import records
 from ..records import Failure, Job, Status
 
@@ -292,7 +293,7 @@ def start_torchrun(job: Job, name: str, env: dict[str, str], nproc_per_node: int
         cmd.append("--standalone")
     else:
         if nnodes > 1:
-            from . import multinode
+            from .multinode import lead as multinode
 
             leader = multinode.current()
             if leader is not None and rdzv_id is None:
@@ -303,7 +304,7 @@ def start_torchrun(job: Job, name: str, env: dict[str, str], nproc_per_node: int
     started = time.monotonic()
     env = worker_env(env)
     if nnodes > 1:
-        from .multinode import guarded
+        from .multinode.lead import guarded
 
         cmd, env = guarded(cmd, env)
     with open(log, "wb") as fh:
@@ -353,7 +354,7 @@ def _leader_of(child: Child) -> Any:
     """Node 0's multi-node session when ``child`` is one of its announced launches."""
     if child.launch is None:
         return None
-    from . import multinode
+    from .multinode import lead as multinode
 
     return multinode.current()
 

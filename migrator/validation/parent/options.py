@@ -43,5 +43,5 @@ class Options:
     bench_warmup: int = 2
     bench_profile_steps: int = 2             # steps under torch.profiler for the communication share
     repeats: int = 2                         # repeats per stage and side (stability: crash / hang / NaN)
-    peak_tflops: float | None = None      # overrides the sourced peak table (migrator/validation/parent/peaks.py)
+    peak_tflops: float | None = None      # overrides the sourced peak table (migrator/validation/parent/perf/peaks.py)
     bench_timeout: float = 300.0             # seconds per repeat before it counts as a hang

@@ -9,7 +9,8 @@ import json
 import os
 from importlib import metadata
 
-from migrator import __version__, safe_write
+from migrator import __version__
+from migrator.ground import safe_write
 
 from .stage_kit import ValidationSetupError
 

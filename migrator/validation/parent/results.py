@@ -1,4 +1,4 @@
-"""Validation results: frozen dataclasses, JSON (``migrator/schema/validation.schema.json``), Markdown, text.
+"""Validation results: frozen dataclasses, JSON (``migrator/ground/schema/validation.schema.json``), Markdown, text.
 
 The JSON keeps the schema's required fields (``schema_version``, ``stages[]`` with ``id, name,
 status, worst``) and adds, per stage, ``summary`` (one line), ``checks`` (named sub-checks such as
@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from migrator.jsonfile import JsonObject
+    from migrator.ground.jsonfile import JsonObject
 
 from ..verdict import Verdict
-from .perf import ScalingRow, StagePerf
+from .localisation.first_failure import WorstRow
+from .perf.records import ScalingRow, StagePerf
 
 STAGE_NAMES = {"S0": "plan", "S1": "parity-1card", "S2": "parity-dp", "S3": "parity-mp"}
 STATUS_ORDER = (Verdict.PASS, Verdict.WARN, Verdict.FAIL, Verdict.NOT_RUN, Verdict.ERROR)
@@ -32,7 +33,7 @@ class StageResult:
     summary: str = ""
     reason: str | None = None
     first_divergence: str | None = None
-    worst: tuple[dict[str, Any], ...] = ()
+    worst: tuple[WorstRow, ...] = ()
     checks: tuple[dict[str, Any], ...] = ()
     counts: dict[str, Any] = field(default_factory=dict)
     bench: dict[str, float] = field(default_factory=dict)  # seconds, ranks, ...
@@ -128,7 +129,7 @@ class ValidationResult:
             if s.perf is not None:
                 lines += _perf_text(s.perf)
         if self.scaling:
-            from .benchreport import scaling_text
+            from .perf.benchreport import scaling_text
 
             lines.append(scaling_text(self.scaling))
         lines.append("")
@@ -170,14 +171,14 @@ class ValidationResult:
         for s in self.stages:
             perf = s.perf
             if perf is not None and not perf.skipped:
-                from .benchreport import perf_caption, perf_rows
+                from .perf.benchreport import perf_caption, perf_rows
 
                 out += [f"**{s.id} benchmark** ({_md(perf_caption(perf))})", "",
                         "| metric | original | migrated | migrated/original |", "|---|---|---|---|"]
                 out += [f"| {a} | {_md(b)} | {_md(c)} | {d} |" for a, b, c, d in perf_rows(perf)]
                 out.append("")
         if self.scaling:
-            from .benchreport import scaling_text
+            from .perf.benchreport import scaling_text
 
             out += [_md(scaling_text(self.scaling)), ""]
         layers = list(self._layer_lines())
@@ -223,7 +224,7 @@ def _worst_markdown(stage: StageResult) -> list[str]:
 
 
 def _perf_text(perf: StagePerf) -> list[str]:
-    from .benchreport import perf_caption, perf_rows
+    from .perf.benchreport import perf_caption, perf_rows
 
     if perf.skipped:
         return [f"{'':6}bench: {perf.skipped}"]

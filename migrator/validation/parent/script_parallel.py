@@ -84,8 +84,8 @@ def _script_s2_at(opts: Options, original: str, migrated: str, work: str, nprocs
                   progress: Progress = None) -> tuple[StageResult | None, Status | None]:
     """(the stage at ``nprocs`` ranks, None) or (None, the original's failure) when the original fails there."""
     from . import launcher
-    from .compare import Comparison, Run, compare_runs
-    from .compare_train import compare_training
+    from .comparison.compare import Comparison, Run, compare_runs
+    from .comparison.compare_train import compare_training
     from .results import StageResult
     from .stage_kit import failure_text, numeric_stage, say
 

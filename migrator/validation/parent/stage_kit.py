@@ -16,8 +16,8 @@ from typing import Any
 from ..facts import CheckRow
 from ..records import SideStatus, Status
 from ..verdict import Verdict, worst
-from .compare import Comparison, Run, TensorVerdict
-from .localisation import localise, summary_counts, worst_rows
+from .comparison.compare import Comparison, Run, TensorVerdict
+from .localisation.first_failure import localise, summary_counts, worst_rows
 from .options import Options
 from .results import StageResult
 

@@ -47,7 +47,7 @@ SCRIPT = Mode("script", {"S1": script.run, "S2": script.run_s2}, always=("S1",),
 
 # ------------------------------------------------------------------------------------ entry point
 def _on_node_zero() -> bool:
-    from ..multinode import current
+    from ..multinode.lead import current
 
     return current() is not None
 
@@ -57,7 +57,7 @@ def run(opts: Options, progress: Progress = None, migrate: MigrateStep | None = 
     the migrated tree when ``opts.migrated`` is not given (the api passes `migrate fix` in)."""
     original = os.path.abspath(opts.original)
     if opts.nnodes > 1 and not _on_node_zero():  # across nodes: node 0 runs this with the others joined
-        from ..multinode_follow import run_across_nodes
+        from ..multinode.follow import run_across_nodes
 
         return run_across_nodes(opts, progress, migrate, run)
     _check_options(opts, original)
@@ -133,7 +133,7 @@ def _run_protocol(opts: Options, original: str, work: str, keep: bool, progress:
                      + ("" if keep else " (temporary: give --work-dir to keep it)"))
     stages = run_stages(PROTOCOL, ctx)
     if opts.export_msprobe:
-        from ..msprobe_export import export_tree
+        from ..interop.msprobe_export import export_tree
 
         count = export_tree(work, opts.export_msprobe)
         notes.append(f"msprobe layout: {count} dump(s) under {opts.export_msprobe}")

@@ -17,7 +17,7 @@ from typing import Any
 
 from ...records import DATA_PARALLEL, STAGE_OF, BenchJob, BenchStatus, Side
 from ..options import Options
-from ..perf import (
+from ..perf.records import (
     COMM_KINDS,
     NO_FIGURES,
     RATIO_NOTE,
@@ -102,7 +102,7 @@ def measure_side(sid: str, side: Side, tree: str, variant: str | None, opts: Opt
 
 def _figures(runs: list[list[BenchStatus]], variant: str | None, ranks: int, opts: Options) -> SideFigures:
     """The figures pooled over the finished repeats (each a list of its rank statuses)."""
-    from ..peaks import lookup
+    from ..perf.peaks import lookup
 
     first = runs[0][0]
     device = first.device or "cpu"

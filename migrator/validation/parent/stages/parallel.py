@@ -11,7 +11,7 @@ from typing import Any
 from ...facts import CheckRow
 from ...records import ParallelJob, RankStatus, VariantRuns
 from ...verdict import Verdict
-from ..compare import Comparison, Run, compare_runs
+from ..comparison.compare import Comparison, Run, compare_runs
 from ..results import StageResult
 from ..stage_kit import StageContext, could_not_run, crash_module, failure_text, numeric_stage, required_run
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ...facts import CheckRow, TrainingFacts
 from ...records import Side, SideJob, SideStatus, Status
 from ...verdict import Verdict
-from ..compare import Comparison, Run, compare_optimizer, compare_runs
+from ..comparison.compare import Comparison, Run, compare_optimizer, compare_runs
 from ..results import StageResult
 from ..stage_kit import (
     StageContext,
@@ -133,7 +133,7 @@ def _compare(ctx: StageContext, orig_status: SideStatus, mig_status: SideStatus
     if differing:
         notes.append(f"the migrated make_batch gives different batches (steps {', '.join(differing)}); "
                      "the original's batches were used")
-    from ..randomness import dropout_check
+    from ..comparison.randomness import dropout_check
 
     dropout_row, dropout_notes = dropout_check(orig_status.dropout, mig_status.dropout,
                                                real_npu="torch_npu" in mig_status.layers)
@@ -167,7 +167,7 @@ def _compare_optimizers(comparison: Comparison, notes: list[str], orig_status: S
 def _first_op(result: StageResult, comparison: Comparison, ctx: StageContext, orig_status: SideStatus,
               mig_status: SideStatus) -> StageResult:
     """Name the first divergent op inside the failing module (or the optimizers' argument diff)."""
-    from .. import op_localise as L
+    from ..localisation import ops as L
 
     target = L.target_of(comparison.verdicts)
     if target is None:
@@ -200,8 +200,8 @@ def _first_op(result: StageResult, comparison: Comparison, ctx: StageContext, or
 def _training(comparison: Comparison, notes: list[str], train_o: Mapping[str, TrainingFacts],
               train_m: Mapping[str, TrainingFacts], cross: bool, ctx: StageContext) -> tuple[CheckRow, ...]:
     """The k-step training comparison and each side's precision policy (data, then a check row per run)."""
-    from ..compare_train import compare_training, training_note
-    from ..policy import compare_policies, describe
+    from ..comparison.compare_train import compare_training, training_note
+    from ..comparison.policy import compare_policies, describe
 
     if not train_o or not train_m:
         return ()

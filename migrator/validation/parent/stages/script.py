@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Literal
 from ...facts import CheckRow
 from ...records import ScriptJob, ScriptStatus, Side
 from ...verdict import Verdict
-from ..compare import Comparison, Run, compare_runs
+from ..comparison.compare import Comparison, Run, compare_runs
 from ..results import StageResult
 from ..script_parallel import CURVE_WARN, PROTOCOL_TEMPLATE, loss_diffs, run_script_s2
 from ..stage_kit import StageContext, could_not_run, failure_text, numeric_stage
@@ -110,7 +110,7 @@ def _compare(ctx: StageContext, st: dict[str, ScriptStatus], seconds: float) -> 
     comparison.extend(compare_runs(golden, None if same_policy else reference, Run.load(st["T32"].step0),
                                    Run.load(st["T16"].step0), label="step0/", gate_unmatched=True))
     if all(st[k].train for k in RUNS):
-        from ..compare_train import compare_training
+        from ..comparison.compare_train import compare_training
 
         comparison.extend(compare_training(Run.load(st["G"].train), None if same_policy else
                                            Run.load(st["R"].train), Run.load(st["T32"].train),
@@ -127,8 +127,8 @@ def _compare(ctx: StageContext, st: dict[str, ScriptStatus], seconds: float) -> 
         notes.append("the migrated script's first inputs differ from the original's (input sha256)")
     if same_policy:
         notes.append("the script's bf16 policy is not autocast (forcing autocast off changed nothing): no fp32 golden")
-    from ..policy import compare_policies
-    from ..randomness import dropout_check
+    from ..comparison.policy import compare_policies
+    from ..comparison.randomness import dropout_check
 
     policy_row = compare_policies(st["R"].precision, st["T16"].precision, "as-is")
     dropout_row, dropout_notes = dropout_check(st["R"].dropout, st["T16"].dropout, script=True)

@@ -2,7 +2,7 @@
 
 The fix writes this module once per migrated tree as `_migrate_runtime.py` and the migrated files
 import from it: the same code then runs on CUDA, on Ascend NPUs (torch-npu) and on CPU-only hosts.
-Its source is ascend-migrate's `migrator/runtime_helpers/device.py`; rerunning the fix keeps it, and
+Its source is ascend-migrate's `migrator/fix/runtime_helpers/device.py`; rerunning the fix keeps it, and
 never replaces it once you have edited it.
 """
 

@@ -1,0 +1,220 @@
+"""The programmatic interface: every function returns data and never prints.
+
+    from migrator import api
+    result = api.scan(["path/to/repo"])           # RunResult
+    print(result.summary.by_family)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from migrator.catalogue.loader import Rule, load_catalogue
+from migrator.ground.config import ConfigError, Settings
+from migrator.ground.model import RunResult
+from migrator.ground.progress import Progress, prefixed
+from migrator.ground.usage_error import UsageError
+from migrator.pipeline.fix import FixOutcome, FixRequest, FixTransaction
+from migrator.pipeline.options import resolve_settings
+from migrator.pipeline.scan import scan_tree
+
+if TYPE_CHECKING:
+    from migrator.census.model import Census
+    from migrator.reporters.report_data import ReportData
+
+
+def _settled(paths: Sequence[str | Path], settings: Settings | None, overrides: dict[str, Any]) -> tuple[Settings, list[Path]]:
+    if settings is None:
+        return resolve_settings(paths, **overrides)
+    return settings, [Path(p).absolute() for p in paths]
+
+
+def scan(
+    paths: Sequence[str | Path],
+    settings: Settings | None = None,
+    progress: Progress | None = None,
+    memo: dict | None = None,
+    **overrides: Any,
+) -> RunResult:
+    """Scan files and folders; findings are sorted by path, line and column. `memo`: an empty dict
+    shared by several scans of one command, so that unchanged files are scanned once."""
+    settings, resolved = _settled(paths, settings, overrides)
+    return scan_tree(settings, resolved, progress, memo).result
+
+
+def fix(
+    paths: Sequence[str | Path],
+    settings: Settings | None = None,
+    *,
+    target: str = "npu",
+    exact_only: bool = False,
+    annotate: bool = False,
+    strip_annotations: bool = False,
+    write: bool = True,
+    out_dir: str | Path | None = None,
+    record: bool = True,
+    progress: Progress | None = None,
+    **overrides: Any,
+) -> FixOutcome:
+    """Rewrite what can be rewritten, as a transaction over the tree (`migrator/pipeline/fix.py`): every
+    file is planned (fixed, re-parsed, encoded) before any is written; a file that cannot be planned or
+    written is an error of that file only. `write=False` computes the changes only (for --diff/--check);
+    its remaining findings are a fresh scan's of the planned texts."""
+    settings, resolved = _settled(paths, settings, overrides)
+    request = FixRequest(target=target, exact_only=exact_only, annotate=annotate, strip_annotations=strip_annotations,
+                         write=write, out_dir=Path(out_dir).absolute() if out_dir else None, record=record)
+    return FixTransaction(settings, resolved, request, progress).run()
+
+
+def ops(names: Sequence[str], soc: str = "A2", version: str | None = None) -> list[dict]:
+    """`migrate ops NAME...`: status, dtypes, NPU equivalent and source per name; aliases (`F.`, `nn.`,
+    `Tensor.`) expanded; a name neither in the table nor in torch gets `unknown_api: true` (exit 1)."""
+    from migrator.catalogue.coverage import explain as explain_ops
+
+    return explain_ops(list(names), soc=soc, version=version, check_torch=True)
+
+
+def trace_ops(target: str | Path, *, root: str | Path | None = None, soc: str | None = None,
+              torch_npu_version: str | None = None, write: bool = True, progress: Progress | None = None,
+              **options: Any) -> tuple[Census, Path | None, Settings]:
+    """`migrate ops --trace TARGET`: the runtime op census of a program (migrator/census/).
+
+    TARGET is a tree with the validate.py protocol or a script (`script_args`); options are the
+    fields of `migrator.census.TraceOptions` (`steps`, `fake`, `entry`, `bf16_policy`, `timeout`...).
+    The program runs only in a child process. Returns (census, path written or None, settings)."""
+    from migrator.census import CensusError, TraceOptions, store, trace
+
+    settings, _ = resolve_settings([target], root=root, soc=soc, torch_npu_version=torch_npu_version)
+    try:
+        opts = TraceOptions(target=str(target), root=str(settings.root), soc=settings.soc,
+                            torch_npu_version=settings.torch_npu_version, **options)
+    except TypeError as exc:
+        raise UsageError(f"bad trace option: {exc}") from None
+    try:
+        if progress:
+            progress("tracing in a child process", 0, 1)
+        census = trace(opts)
+        if progress:
+            progress("tracing in a child process", 1, 1)
+    except CensusError as exc:
+        raise UsageError(str(exc)) from None
+    path = store.write(settings.root, census) if write else None
+    return census, path, settings
+
+
+def ops_list(soc: str = "A2", version: str | None = None, status: str | None = None) -> list:
+    from migrator.catalogue.coverage import iter_entries
+
+    return [e for e in iter_entries(soc=soc, version=version, status=status) if e.known]
+
+
+def explain(code: str) -> Rule:
+    rule = load_catalogue().get(code)
+    if rule is None:
+        raise UsageError(f"unknown rule {code!r}; `migrate rules` lists them")
+    return rule
+
+
+def rules() -> list[Rule]:
+    return list(load_catalogue().rules.values())
+
+
+# ---- baseline and reviewer report (migrator/reporters/baseline.py, migrator/reporters/report_data.py)
+
+
+def apply_baseline(result: RunResult, baseline: str | Path) -> RunResult:
+    """Only the findings the baseline file does not list; `summary.baselined` counts the others."""
+    from migrator.engine.scanned_lines import SourceLines
+    from migrator.reporters import baseline as bl
+
+    try:
+        known = bl.load(baseline)
+    except bl.BaselineError as exc:
+        raise UsageError(str(exc)) from None
+    return bl.filter_result(result, known, SourceLines(result.summary.root))
+
+
+def baseline_text(result: RunResult) -> str:
+    """The baseline file (JSON) recording every finding of `result`."""
+    from migrator.engine.scanned_lines import SourceLines
+    from migrator.reporters import baseline as bl
+
+    return bl.dumps(bl.make(result, SourceLines(result.summary.root)))
+
+
+def report(
+    paths: Sequence[str | Path],
+    settings: Settings | None = None,
+    *,
+    fix_record: str | Path | None = None,
+    validation: str | Path | None = None,
+    diffs: dict[str, str] | None = None,
+    diffs_applied: bool = False,
+    proposed_diffs: bool = False,
+    progress: Progress | None = None,
+    plan: str | Path | None = None,
+    **overrides: Any,
+) -> ReportData:
+    """Everything `migrate report` shows, as a `migrator.reporters.report_data.ReportData` (render it with
+    `migrator.reporters.report.render(data, "html" | "md")`). `diffs` maps paths to unified diffs;
+    `proposed_diffs=True` asks `fix(write=False)` for them."""
+    from migrator.reporters.report_data import ReportDataError, gather
+
+    settings, resolved = _settled(paths, settings, overrides)
+    result = scan(resolved, settings=settings, progress=progress)
+    notes: list[str] = []
+    if proposed_diffs and diffs is None:
+        try:
+            outcome = fix(resolved, settings=settings, target=settings.target, write=False,
+                          progress=prefixed(progress, "diffs: "))
+            diffs = {c.path: c.diff() for c in outcome.plan.changes if c.changed}
+        except Exception as exc:  # the report still renders, with the reason shown
+            notes.append(f"proposed diffs unavailable: {exc.__class__.__name__}: {exc}")
+    try:
+        data = gather(
+            result, target=settings.target, soc=settings.soc, fix_record=fix_record,
+            validation=validation, diffs=diffs, diffs_applied=diffs_applied, plan=plan,
+        )
+    except ReportDataError as exc:
+        raise UsageError(str(exc)) from None
+    return replace(data, notes=(*data.notes, *notes)) if notes else data
+
+
+# ---- staged BF16 diff validation (migrator/validation/)
+
+
+def validate(original: str | Path, *, progress: Callable[[str], None] | None = None, **options: Any) -> Any:
+    """`migrate validate ORIGINAL` (see `migrator.api.programs.validate`); without `migrated` the tree is
+    first migrated with `fix(target="npu", out_dir=<temp>)`."""
+    from migrator.api import programs as api_programs
+
+    return api_programs.validate(original, migrate=_migrate_for_validation, progress=progress, **options)
+
+
+def plan(model: str | Path, clusters: Sequence[str], **options: Any) -> Any:
+    """`migrate plan` (see `migrator.api.programs.plan`); `check_s0` runs `validate` S0 on the best layouts."""
+    from migrator.api import programs as api_programs
+
+    return api_programs.plan(model, clusters, validate=validate, **options)
+
+
+def _migrate_for_validation(original: str, out_dir: str) -> list[str]:
+    """The migrate step `migrate validate` runs when no migrated tree is given; error lines, none when done."""
+    outcome = fix([original], root=original, target="npu", out_dir=out_dir)
+    return [f"{p}: {e}" for p, e in outcome.errors]
+
+
+def cache_clean() -> tuple[Path, int, int]:
+    """`migrate cache clean`: (cache folder, files removed, bytes removed)."""
+    from migrator.engine import cache
+
+    folder = cache.cache_dir()
+    files, size = cache.clean(folder)
+    return folder, files, size
+
+
+__all__ = ["scan", "fix", "explain", "rules", "resolve_settings", "UsageError", "ConfigError", "FixOutcome"]
+__all__ += ["apply_baseline", "baseline_text", "report", "validate", "plan", "trace_ops", "cache_clean"]

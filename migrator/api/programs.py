@@ -1,0 +1,131 @@
+"""The api of the commands that run the user's program in child processes: `migrate validate` and
+`migrate plan`. The migrate step comes in from `migrator.api` as a callable, so nothing here imports it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from migrator.ground.config import find_root
+from migrator.ground.usage_error import UsageError
+
+if TYPE_CHECKING:  # the programs' layers are imported when a command runs
+    from migrator.plan.runner import PlanResult
+    from migrator.validation.parent.interop.msprobe_compare import MsprobeComparison
+    from migrator.validation.parent.results import ValidationResult
+
+
+def validate(original: str | Path, *, migrate: Callable[[str, str], list[str]] | None = None,
+             progress: Callable[[str], None] | None = None, **options: Any) -> ValidationResult:
+    """`migrate validate ORIGINAL`: staged BF16 diff validation of the migrated program (S0 plan,
+    S1 parity-1card, S2 parity-dp, S3 parity-mp). Keyword options are the fields of
+    `migrator.validation.parent.options.Options` (`migrated`, `stages`, `force`, `entry`, `seed`, `steps`,
+    `world_size`, `plan_world_size`, `record`, `compare`, `script`, `bench`, `bench_steps`, `repeats`,
+    `peak_tflops`, ...). Without `migrated` the tree
+    is first migrated with `fix(target="npu", out_dir=<temp>)`. The programs run only in child
+    processes. Returns a frozen `migrator.validation.parent.results.ValidationResult` (its `exit_code` is
+    0 pass/warn, 1 a stage fails, 2 the validation could not run); bad arguments raise UsageError."""
+    from migrator.validation.parent.options import Options
+    from migrator.validation.parent.stages import ValidationSetupError, run
+
+    path = Path(original)
+    if not path.is_dir():
+        raise UsageError(f"{original}: no such directory")
+    options.update(_nodes(options, options.pop("launcher_env", None)))
+    _require_validate_extra()
+    try:
+        opts = Options(original=str(path), **options)
+    except TypeError as exc:
+        raise UsageError(f"bad validate option: {exc}") from None
+    try:
+        return run(opts, progress=progress, migrate=migrate)
+    except ValidationSetupError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _nodes(options: dict[str, Any], launcher_env: dict[str, str] | None) -> dict[str, Any]:
+    """``nnodes`` / ``node_rank`` / ``rdzv_endpoint`` from the options, else (``launcher_env`` given: the
+    command line) from the torchrun / srun environment that started us; bad ones raise UsageError."""
+    from migrator.validation.parent.multinode.node_spec import NodeSpecError, resolve
+
+    try:
+        spec = resolve(options.get("nnodes", 1), options.get("node_rank", 0), options.get("rdzv_endpoint"),
+                       launcher_env)
+    except NodeSpecError as exc:
+        raise UsageError(str(exc)) from None
+    return {"nnodes": spec.nnodes, "node_rank": spec.node_rank, "rdzv_endpoint": spec.endpoint}
+
+
+def compare_msprobe(target: str | Path, golden: str | Path, *, cross_device: bool = False) -> MsprobeComparison:
+    """Our verdicts, localisation and argument diffs over two dump folders msprobe made (either side may be
+    any msprobe dump: statistics or tensor task, L0/L1/mix, several ranks). Returns a frozen
+    `migrator.validation.parent.interop.msprobe_compare.MsprobeComparison`; a folder that is not an msprobe dump
+    raises UsageError naming it."""
+    from migrator.validation.parent.interop.msprobe_compare import compare_dumps
+    from migrator.validation.parent.interop.msprobe_dumps import MsprobeDumpError
+
+    try:
+        return compare_dumps(str(target), str(golden), cross_device=cross_device)
+    except MsprobeDumpError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _require_validate_extra() -> None:
+    """One clear line before anything runs, not a child process failing on its first import."""
+    import importlib.util
+
+    missing = [name for name in ("torch", "numpy", "safetensors", "cattrs") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UsageError(f"migrate validate needs {', '.join(missing)} (the `validate` extra): "
+                         "pip install 'ascend-migrate[validate]' (with the torch build for your machine)")
+
+
+def plan(model: str | Path, clusters: Sequence[str], *, global_batch: int, seq: int, root: str | Path | None = None,
+         entry: str | None = None, check_s0: bool = False, progress: Callable[[str], None] | None = None,
+         validate: Callable[..., Any] = validate, **options: Any) -> PlanResult:
+    """`migrate plan`: rank parallel layouts for MODEL (a tree with validate.py, read on the meta device in a
+    child process, or a HF / Megatron config JSON) on each named cluster profile. Options: `dtype`, `devices`,
+    `top`, `failure_rate`, `checkpoint_seconds`, `layout` (a `--layout` string or a Layout: evaluate it instead of
+    searching), `assume` (KEY=VALUE strings over `assumptions`), `explain`. `check_s0` (trees only) runs `validate` S0 on the fake
+    process group for each cluster's best layout and records its status in the plan. Returns a frozen
+    `migrator.plan.runner.PlanResult`; bad input (unknown cluster, unreadable model) raises UsageError."""
+    from migrator.plan import clusters as cluster_profiles
+    from migrator.plan import runner
+    from migrator.plan.assumptions import AssumptionError, parse_assume
+    from migrator.plan.configs import from_config
+    from migrator.plan.layout_spec import LayoutSyntaxError, parse_layout
+    from migrator.plan.model import ModelError
+    from migrator.plan.probe import probe_tree
+
+    path = Path(model)
+    try:
+        layout = options.pop("layout", None)
+        if isinstance(layout, str):  # parsed before the (slow) probe: a malformed one is a usage error
+            options["layout"] = parse_layout(layout, options.get("devices"))
+        elif layout is not None:
+            options["layout"] = layout
+        options["assumptions"] = parse_assume(tuple(options.pop("assume", None) or ()), options.get("assumptions"))
+        if not path.exists():
+            raise UsageError(f"{model}: no such model tree or config file")
+        found_root = Path(root) if root else find_root([path if path.is_dir() else Path.cwd()])
+        profiles = cluster_profiles.load(list(clusters), found_root)  # before the (slow) probe
+        shape = probe_tree(str(path), entry) if path.is_dir() else from_config(path)
+        result = runner.plan(shape, profiles, global_batch=global_batch, seq=seq, **options)
+    except (ModelError, cluster_profiles.ClusterError, LayoutSyntaxError, AssumptionError) as exc:
+        raise UsageError(str(exc)) from None
+    if not check_s0:
+        return result
+    if not path.is_dir():
+        raise UsageError("--check-s0 needs MODEL to be a tree with the validate.py protocol, not a config file")
+    checked = []
+    for cp in result.clusters:
+        if cp.top:
+            s0 = cp.s0
+            run = validate(str(path), progress=progress, stages=("S0",), entry=entry,
+                           plan_world_size=s0["plan_world_size"], plan_tp=s0["plan_tp"])
+            stage = next(st for st in run.stages if st.id == "S0")
+            cp = replace(cp, s0={**s0, "status": stage.status, "summary": stage.summary})
+        checked.append(cp)
+    return replace(result, clusters=tuple(checked))

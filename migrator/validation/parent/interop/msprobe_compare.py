@@ -1,0 +1,184 @@
+"""`migrate validate --msprobe-target DIR --msprobe-golden DIR`: our verdicts over two msprobe dumps.
+
+Records are matched by msprobe's own key (`Functional.gelu.0.forward`: API, call counter, direction),
+per step and rank. Each tensor slot gets one gate (numerics.md §3.3 thresholds, `thresholds.Thresholds`):
+
+* tensor task: `rel_l2(target, golden)` from the `.pt` files: fp32/fp64 ≤ 1e-5 pass, ≤ 1e-4 warn (×10 with
+  `cross_device`); bf16/fp16 against the absolute bounds 0.02 (forward) / 0.1 (backward, gradients), as
+  `migrate validate` does without a bf16 reference run; integer tensors must be equal;
+* statistics task: the relative difference of the recorded L2 norms, with the same thresholds — a lower
+  bound of rel_l2 (|‖t‖ − ‖g‖| ≤ ‖t − g‖), so a failure is certain and a pass is a weaker claim (said in
+  the notes); Max / Min are report columns;
+* a shape or dtype change fails; a non-tensor argument that differs (`approximate: 'none'` → `'tanh'`) is
+  an argument diff and fails the record.
+
+Localisation: the first failing record in the target's execution order, with its argument diffs and
+the user's line from `stack.json`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...verdict import Verdict, worst
+from ..comparison.thresholds import Thresholds
+from .msprobe_dumps import RankDump, Record, Slot, read_dump
+
+_FLOAT32 = ("torch.float32", "torch.float64")
+_LOW = ("torch.bfloat16", "torch.float16")
+
+
+@dataclass(frozen=True)
+class SlotVerdict:
+    slot: str
+    status: Verdict
+    metric: str
+    value: float
+    threshold: float
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class RecordVerdict:
+    label: str                # step/rank
+    key: str
+    api: str
+    direction: str
+    status: Verdict
+    slots: tuple[SlotVerdict, ...]
+    argument_diffs: tuple[str, ...] = ()
+    user_line: str = ""
+
+    @property
+    def worst(self) -> SlotVerdict | None:
+        failing = [s for s in self.slots if s.status == self.status and s.metric != "argument"]
+        return max(failing, key=lambda s: s.value if not math.isnan(s.value) else math.inf) if failing else None
+
+
+@dataclass(frozen=True)
+class MsprobeComparison:
+    status: Verdict
+    task: str
+    records: tuple[RecordVerdict, ...]
+    first_divergence: RecordVerdict | None
+    unmatched: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.status == Verdict.FAIL else 0
+
+
+def _grade(value: float, pass_at: float, warn_at: float) -> Verdict:
+    if math.isnan(value):
+        return Verdict.FAIL
+    return Verdict.PASS if value <= pass_at else Verdict.WARN if value <= warn_at else Verdict.FAIL
+
+
+def _bounds(dtype: str, direction: str, th: Thresholds, cross_device: bool) -> tuple[float, float]:
+    if dtype in _LOW:
+        bound = th.activations.absolute if direction == "forward" else th.gradients.absolute
+        return bound, bound
+    bounds = th.fp32.for_devices(cross_device)
+    return bounds.pass_at, bounds.warn_at
+
+
+def _load(path: str) -> Any:
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+def _tensor_verdict(t: Slot, g: Slot, direction: str, th: Thresholds, cross_device: bool) -> SlotVerdict:
+    if t.shape != g.shape:
+        return SlotVerdict(t.path, Verdict.FAIL, "shape", 1.0, 0.0, f"{list(g.shape)} → {list(t.shape)}")
+    if t.dtype != g.dtype:
+        return SlotVerdict(t.path, Verdict.FAIL, "dtype", 1.0, 0.0, f"{g.dtype} → {t.dtype}")
+    pass_at, warn_at = _bounds(t.dtype, direction, th, cross_device)
+    if t.data_file and g.data_file:
+        from ... import metrics as M
+
+        target, golden = _load(t.data_file), _load(g.data_file)
+        if not golden.is_floating_point():
+            differs = float(not bool((target == golden).all()))
+            return SlotVerdict(t.path, Verdict.FAIL if differs else Verdict.PASS, "equal", differs, 0.0)
+        value = M.rel_l2(target, golden)
+        detail = f"cosine {M.cosine(target, golden):.6f}, max_abs {M.max_abs(target, golden):.3g}"
+        return SlotVerdict(t.path, _grade(value, pass_at, warn_at), "rel_l2", value, pass_at, detail)
+    tn, gn = t.stat("Norm"), g.stat("Norm")
+    if tn is None or gn is None:
+        return SlotVerdict(t.path, Verdict.PASS, "no_statistics", 0.0, 0.0, "no Norm recorded")
+    value = abs(tn - gn) / max(abs(gn), 1e-30)
+    detail = f"max {g.stat('Max')} → {t.stat('Max')}, min {g.stat('Min')} → {t.stat('Min')}"
+    return SlotVerdict(t.path, _grade(value, pass_at, warn_at), "norm_rel_diff", value, pass_at, detail)
+
+
+def _record_verdict(label: str, t: Record, g: Record, th: Thresholds, cross_device: bool) -> RecordVerdict:
+    golden = {s.path: s for s in g.slots}
+    verdicts, diffs = [], []
+    for slot in t.slots:
+        other = golden.get(slot.path)
+        if other is None:
+            verdicts.append(SlotVerdict(slot.path, Verdict.FAIL, "unmatched", 1.0, 0.0, "not in the golden record"))
+        elif slot.kind == "value" or other.kind == "value":
+            if slot.value != other.value or slot.kind != other.kind:
+                diffs.append(f"{slot.path.removeprefix('input_kwargs.')}: {other.value!r} → {slot.value!r}")
+                verdicts.append(SlotVerdict(slot.path, Verdict.FAIL, "argument", 1.0, 0.0, diffs[-1]))
+        else:
+            verdicts.append(_tensor_verdict(slot, other, t.direction, th, cross_device))
+    missing = [p for p in golden if p not in {s.path for s in t.slots}]
+    for path in missing:
+        verdicts.append(SlotVerdict(path, Verdict.FAIL, "unmatched", 1.0, 0.0, "only in the golden record"))
+    status = worst(v.status for v in verdicts)
+    return RecordVerdict(label, t.key, t.api, t.direction, status, tuple(verdicts), tuple(diffs), t.user_line)
+
+
+def _pairs(target: tuple[RankDump, ...], golden: tuple[RankDump, ...]) -> tuple[list[tuple[RankDump, RankDump]], list[str]]:
+    by_label = {(d.step, d.rank): d for d in golden}
+    steps_t, steps_g = {d.step for d in target}, {d.step for d in golden}
+    if steps_t != steps_g and len(steps_t) == 1 and len(steps_g) == 1:  # one step each: pair them, whatever their number
+        by_label = {(next(iter(steps_t)), d.rank): d for d in golden}
+    pairs, unmatched = [], []
+    for dump in target:
+        other = by_label.pop((dump.step, dump.rank), None)
+        if other is None:
+            unmatched.append(f"{dump.label}: no golden dump")
+        else:
+            pairs.append((dump, other))
+    unmatched += [f"{d.label}: no target dump" for d in by_label.values()]
+    return pairs, unmatched
+
+
+def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = False,
+                  th: Thresholds | None = None) -> MsprobeComparison:
+    """Compare two msprobe dump folders (see the module docstring); raises MsprobeDumpError on bad input."""
+    th = th or Thresholds()
+    target, golden = read_dump(target_dir), read_dump(golden_dir)
+    pairs, unmatched = _pairs(target, golden)
+    records: list[RecordVerdict] = []
+    notes: list[str] = []
+    tasks = {d.task for d in target + golden}
+    for t_dump, g_dump in pairs:
+        golden_records = {r.key: r for r in g_dump.records}
+        for record in t_dump.records:
+            other = golden_records.pop(record.key, None)
+            if other is None:
+                unmatched.append(f"{t_dump.label}: {record.key} only in the target")
+                records.append(RecordVerdict(t_dump.label, record.key, record.api, record.direction, Verdict.FAIL,
+                                             (SlotVerdict("", Verdict.FAIL, "unmatched", 1.0, 0.0, "only in the target"),),
+                                             user_line=record.user_line))
+                continue
+            records.append(_record_verdict(t_dump.label, record, other, th, cross_device))
+        unmatched += [f"{t_dump.label}: {key} only in the golden" for key in golden_records]
+    if "statistics" in tasks:
+        notes.append("statistics dumps: tensors judged by their recorded L2 norms (a lower bound of rel_l2); "
+                     "dump with task 'tensor' for full tensor metrics")
+    if not pairs:
+        notes.append("no step/rank of the target matches one of the golden")
+    status = worst(r.status for r in records) if pairs else Verdict.FAIL
+    if unmatched and status == Verdict.PASS:
+        status = Verdict.WARN
+    first = next((r for r in records if r.status == Verdict.FAIL), None)
+    return MsprobeComparison(status, "/".join(sorted(tasks)), tuple(records), first, tuple(unmatched), tuple(notes))

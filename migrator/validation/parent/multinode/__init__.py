@@ -1,0 +1,1 @@
+"""Validation across nodes: which node this is, node 0's rendezvous side, the followers, the guard."""

@@ -1,0 +1,1 @@
+"""The stage benchmark (`--bench`): typed records, device peaks and their text renderings."""
