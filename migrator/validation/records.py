@@ -13,6 +13,7 @@ first use, so importing this module costs nothing.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
@@ -51,6 +52,13 @@ class Job:
     seed: int = 0
     threads: int = 1
     entry: str | None = None
+    other_tree: str | None = None  # the other side's tree: nothing is imported from it (child/provenance.py)
+
+
+def other_tree(tree: str, original: str, migrated: str) -> str | None:
+    """The tree a side running ``tree`` must not import from (None: both sides run one tree, ``--record``)."""
+    other = migrated if tree == original else original
+    return other if other and os.path.realpath(other) != os.path.realpath(tree) else None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -156,6 +164,37 @@ class Failure:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ImportedFrom:
+    """A module and the file it came from; ``own``: this side's copy it was loaded from instead ("" none)."""
+
+    module: str
+    path: str
+    own: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Provenance:
+    """Which tree this side's project modules came from (:mod:`.child.provenance`)."""
+
+    tree: str
+    other: str
+    own_modules: tuple[str, ...] = ()  # top-level modules loaded from this side's tree
+    served: tuple[str, ...] = ()  # top-level names of this tree served from its root or src/ by name
+    redirected: tuple[ImportedFrom, ...] = ()  # the other tree's place, loaded from this tree's copy
+    foreign: tuple[ImportedFrom, ...] = ()  # loaded (or refused) from the other tree: the run is refused
+
+    def refusal(self, side: str) -> str | None:
+        """Why this run cannot count, or None."""
+        if not self.foreign:
+            return None
+        first = self.foreign[0]
+        more = f" (and {len(self.foreign) - 1} more)" if len(self.foreign) > 1 else ""
+        return (f"the {side} side imported {first.module} from the other side's tree ({first.path}){more}, "
+                f"not from its own ({self.tree}): give this tree its own copy of it, or make it importable "
+                "from inside the tree (a package at the tree root or in src/ is found by itself)")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Status:
     """What every child reports; a child that failed before its own work sets ``phase`` and ``error``."""
 
@@ -171,6 +210,7 @@ class Status:
     entry: str | None = None  # the protocol's source
     timings: Mapping[str, float] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    provenance: Provenance | None = None  # set when the job named the other side's tree
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -144,8 +144,16 @@ def serve(job_path: str, runners: Mapping[str, Runner[Any]] = RUNNERS) -> int:
         _write_failure(os.path.join(os.path.dirname(os.path.abspath(job_path)), "status.json"), str(exc))
         return 1
     path = os.path.join(job.out, _status_name(job))
+    isolation = None
+    if other := getattr(job, "other_tree", None):  # the census's job has no other side
+        from .provenance import isolate
+
+        isolation = isolate(job.tree, other)
     try:
-        status = records.from_json(runner.load()(job), runner.status, path)
+        facts = runner.load()(job)
+        if isolation is not None:
+            facts = {**facts, "provenance": isolation.report()}
+        status = records.from_json(facts, runner.status, path)
     except BaseException as exc:  # noqa: BLE001 - last resort: always leave a status
         from .errors import frame_text, harness_frame
 

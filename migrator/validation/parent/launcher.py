@@ -94,10 +94,15 @@ class ChildResult(Generic[S]):
 
     @property
     def ok(self) -> bool:
-        return len(self.statuses) >= self.expected and all(s.ok for s in self.statuses)
+        return (len(self.statuses) >= self.expected and all(s.ok for s in self.statuses)
+                and not any(s.provenance is not None and s.provenance.foreign for s in self.statuses))
 
     def failure(self) -> Status | None:
         """The most telling failed status (a program failure beats a 'skipped' or harness one)."""
+        refused = next((why for s in self.statuses if s.provenance is not None
+                        and (why := s.provenance.refusal(s.side or "migrated")) is not None), None)
+        if refused:  # a run that imported the other side's code proves nothing: exit 2, whatever it computed
+            return Status(phase="entry", error=Failure(summary=refused))
         bad = [s for s in self.statuses if not s.ok]
         memory = process_scope.hit_memory_limit(self.log_tail, self.memory_limit) if not self.ok else None
         if memory:

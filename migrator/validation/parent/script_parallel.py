@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..facts import CheckRow
-from ..records import ScriptJob, ScriptStatus, Side, Status
+from ..records import ScriptJob, ScriptStatus, Side, Status, other_tree
 from ..verdict import Verdict
 
 if TYPE_CHECKING:
@@ -99,7 +99,8 @@ def _script_s2_at(opts: Options, original: str, migrated: str, work: str, nprocs
     assert opts.script is not None  # script mode runs only with --script
     for key, side, writes in runs:
         job = ScriptJob(distributed=True, side=side, policy="fp32", writes_weights=writes,
-                        tree=original if side == "original" else migrated, script=opts.script,
+                        tree=(tree := original if side == "original" else migrated), script=opts.script,
+                        other_tree=other_tree(tree, original, migrated),
                         args=tuple(opts.script_args), curve_steps=opts.curve_steps, seed=opts.seed,
                         threads=opts.threads, shared=shared, out=os.path.join(base, key),
                         wait_timeout=opts.timeout, max_bytes=opts.max_bytes)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..facts import CheckRow
-from ..records import SideStatus, Status
+from ..records import Provenance, SideStatus, Status
 from ..verdict import Verdict, worst
 from .comparison.compare import Comparison, Run, TensorVerdict
 from .localisation.first_failure import localise, summary_counts, worst_rows
@@ -42,12 +42,33 @@ class StageContext:
     progress: Progress = None
     recorded: SideStatus | None = None  # the reference side recorded elsewhere (--compare)
     layers: dict[str, dict[str, str]] = field(default_factory=dict)  # side -> reference layers used
+    imports: dict[str, Provenance] = field(default_factory=dict)  # side -> where its project modules came from
     declared_stages: list[str] | None = None  # the program's parallelize stages, known once S0 ran
     stage: str = ""  # the stage now running (set by the driver before each stage runs)
 
     def say(self, text: str) -> None:
         """A progress line (nothing without a progress callback)."""
         say(self.progress, text)
+
+    def note_imports(self, statuses: Mapping[str, Status]) -> None:
+        """Keep each side's provenance facts (the first status of a side that has them)."""
+        for side, status in statuses.items():
+            if status.provenance is not None:
+                self.imports.setdefault(side, status.provenance)
+
+    def import_notes(self) -> list[str]:
+        """One line per side: which tree its project modules came from (issue 37: each side its own)."""
+        lines = []
+        for side, facts in sorted(self.imports.items()):
+            modules = ", ".join(facts.own_modules) or "none besides the entry script"
+            line = f"imports: the {side} side's project modules came from its own tree {facts.tree} ({modules})"
+            if facts.served:
+                line += f"; found at the tree root or src/ by name: {', '.join(facts.served)}"
+            mapped = [r for r in facts.redirected if r.own]
+            if mapped:
+                line += f"; {len(mapped)} place(s) of the other tree mapped to this tree's copy"
+            lines.append(line)
+        return lines
 
 
 class ValidationSetupError(Exception):

@@ -19,7 +19,7 @@ import os
 from typing import TypedDict
 
 from ... import op_semantics as S
-from ...records import OptimizerRun, Side, SideStatus, TraceJob, TraceStatus
+from ...records import OptimizerRun, Side, SideStatus, TraceJob, TraceStatus, other_tree
 from ...verdict import Verdict
 from ..comparison.compare import TensorVerdict
 from ..options import Options
@@ -69,7 +69,7 @@ def run_traces(opts: Options, original: str, migrated: str, work: str, shared: s
     children = []
     sides: tuple[tuple[Side, str], ...] = (("original", original), ("migrated", migrated))
     for side, tree in sides:
-        job = TraceJob(side=side, tree=tree, entry=opts.entry, seed=opts.seed, threads=opts.threads, shared=shared,
+        job = TraceJob(side=side, tree=tree, other_tree=other_tree(tree, original, migrated), entry=opts.entry, seed=opts.seed, threads=opts.threads, shared=shared,
                        step=target["step"], policy=target["policy"], bf16_policy=opts.bf16_policy,
                        module=target["module"], out=os.path.join(work, "optrace", side))
         children.append(launcher.start(job, f"optrace-{side}", env, opts.timeout))

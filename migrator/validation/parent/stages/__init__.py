@@ -111,7 +111,7 @@ def _run_script(opts: Options, original: str, work: str, progress: Progress,
                        manifest={"seed": opts.seed, "curve_steps": opts.curve_steps})
     stages = run_stages(SCRIPT, ctx)
     return ValidationResult(original=original, migrated=migrated, stages=stages, layers=ctx.layers,
-                            notes=(script.PROTOCOL_TEMPLATE,), manifest=ctx.manifest,
+                            notes=(*ctx.import_notes(), script.PROTOCOL_TEMPLATE), manifest=ctx.manifest,
                             work_dir=work if opts.work_dir else None, mode=SCRIPT.name)
 
 
@@ -137,6 +137,7 @@ def _run_protocol(opts: Options, original: str, work: str, keep: bool, progress:
 
         count = export_tree(work, opts.export_msprobe)
         notes.append(f"msprobe layout: {count} dump(s) under {opts.export_msprobe}")
+    notes += ctx.import_notes()
     if keep:
         notes.append(f"dumps kept in {work}")
     rows = None

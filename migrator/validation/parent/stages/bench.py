@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ...records import DATA_PARALLEL, STAGE_OF, BenchJob, BenchStatus, Side
+from ...records import DATA_PARALLEL, STAGE_OF, BenchJob, BenchStatus, Side, other_tree
 from ..options import Options
 from ..perf.records import (
     COMM_KINDS,
@@ -77,14 +77,14 @@ def _repeat(job: BenchJob, name: str, opts: Options, ranks: int) -> dict[str, An
 
 
 def measure_side(sid: str, side: Side, tree: str, variant: str | None, opts: Options, work: str,
-                 progress: Progress) -> SidePerf:
+                 progress: Progress, other: str | None = None) -> SidePerf:
     """One side's figures for stage ``sid``: the repeats, their failures, step time, throughput, MFU, memory."""
     ranks = 1 if sid == "S1" else opts.world_size * opts.nnodes
     runs: list[list[BenchStatus]] = []
     failures: list[RepeatFailure] = []
     for r in range(opts.repeats):
         repeat_dir = os.path.join(work, "bench", sid.lower(), side, f"repeat{r}")
-        job = BenchJob(side=side, tree=tree, entry=opts.entry, seed=opts.seed, threads=opts.threads, stage=sid,
+        job = BenchJob(side=side, tree=tree, other_tree=other, entry=opts.entry, seed=opts.seed, threads=opts.threads, stage=sid,
                        variant=variant, bf16_policy=opts.bf16_policy, steps=opts.bench_steps, warmup=opts.bench_warmup,
                        profile_steps=opts.bench_profile_steps, out=repeat_dir,
                        batch_step=opts.parallel_steps[0] if sid != "S1" else opts.steps[0])
@@ -176,11 +176,13 @@ def stage_perf(ctx: StageContext) -> StagePerf | None:
                          profile_steps=opts.bench_profile_steps, timeout_s=opts.bench_timeout,
                          bf16_policy=opts.bf16_policy, variant=variant,
                          step="forward + backward (optimizer step not included)")
-    migrated = measure_side(sid, "migrated", ctx.migrated, variant, opts, ctx.work, ctx.progress)
+    migrated = measure_side(sid, "migrated", ctx.migrated, variant, opts, ctx.work, ctx.progress,
+                            other=other_tree(ctx.migrated, ctx.original, ctx.migrated))
     if ctx.recorded is not None:
         original = SidePerf(skipped="reference side recorded elsewhere (--compare): not benchmarked here")
     else:
-        original = measure_side(sid, "original", ctx.original, variant, opts, ctx.work, ctx.progress)
+        original = measure_side(sid, "original", ctx.original, variant, opts, ctx.work, ctx.progress,
+                                other=other_tree(ctx.original, ctx.original, ctx.migrated))
     ratio: dict[str, float | None] = {}
     for key, get in RATIO_KEYS:
         a, b = get(original.measured), get(migrated.measured)

@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ...facts import CheckRow, TrainingFacts
-from ...records import Side, SideJob, SideStatus, Status
+from ...records import Side, SideJob, SideStatus, Status, other_tree
 from ...verdict import Verdict
 from ..comparison.compare import Comparison, Run, compare_optimizer, compare_runs
 from ..results import StageResult
@@ -34,7 +34,7 @@ def side_jobs(ctx: StageContext) -> tuple[SideJob, SideJob]:
 
     def job(side: Side, tree: str, out: str) -> SideJob:
         device = opts.device if (opts.record if side == "original" else opts.compare) else None
-        return SideJob(side=side, tree=tree, out=out, seed=opts.seed, threads=opts.threads, entry=opts.entry,
+        return SideJob(side=side, tree=tree, other_tree=other_tree(tree, ctx.original, ctx.migrated), out=out, seed=opts.seed, threads=opts.threads, entry=opts.entry,
                        steps=tuple(opts.steps), policies=("fp32", "bf16"), bf16_policy=opts.bf16_policy,
                        shared=ctx.shared, max_bytes=opts.max_bytes, wait_timeout=opts.timeout, device=device)
 
@@ -50,6 +50,7 @@ def run(ctx: StageContext) -> StageResult:
     orig_status = ctx.recorded if ctx.recorded is not None else by_name["original"].status
     mig_status = by_name["migrated"].status
     ctx.layers = {"original": dict(orig_status.layers), "migrated": dict(mig_status.layers)}
+    ctx.note_imports({"original": orig_status, "migrated": mig_status})
     bench: dict[str, Any] = {"seconds": round(time.monotonic() - t0, 2)}
     for r in results:
         bench[f"{r.name}_seconds"] = round(r.seconds, 2)

@@ -31,7 +31,7 @@ import os
 from typing import TYPE_CHECKING, Literal
 
 from ...facts import CheckRow
-from ...records import ScriptJob, ScriptStatus, Side
+from ...records import ScriptJob, ScriptStatus, Side, other_tree
 from ...verdict import Verdict
 from ..comparison.compare import Comparison, Run, compare_runs
 from ..results import StageResult
@@ -58,6 +58,7 @@ def run(ctx: StageContext) -> StageResult:
             "original (as is, fp32) and migrated (as is, fp32)")
     results = _run_children(ctx)
     ctx.layers = {"original": dict(results["R"].status.layers), "migrated": dict(results["T16"].status.layers)}
+    ctx.note_imports({"original": results["R"].status, "migrated": results["T16"].status})
     ctx.manifest["weights_sha256"] = results["R"].status.weights_sha256
     failures = {k: failure for k, r in results.items() if (failure := r.failure()) is not None}
     if failures:
@@ -91,7 +92,8 @@ def _run_children(ctx: StageContext) -> dict[str, ChildResult[ScriptStatus]]:
         while pending and len(active) < 2:
             key, (side, policy, writes) = pending.pop(0)
             job = ScriptJob(side=side, policy=policy, writes_weights=writes,
-                            tree=ctx.original if side == "original" else ctx.migrated, script=opts.script,
+                            tree=(tree := ctx.original if side == "original" else ctx.migrated), script=opts.script,
+                            other_tree=other_tree(tree, ctx.original, ctx.migrated),
                             args=tuple(opts.script_args), curve_steps=opts.curve_steps, seed=opts.seed,
                             threads=opts.threads, shared=ctx.shared, out=os.path.join(ctx.work, "script", key),
                             wait_timeout=opts.timeout, max_bytes=opts.max_bytes)
