@@ -20,6 +20,15 @@ class ProgramFault(Exception):
     program's fault although the frame is ours."""
 
 
+class HarnessCallError(RuntimeError):
+    """A call of ours on the program's object (one the protocol does not declare) raised: the harness's
+    fault, whichever frame raised; ``site`` is our line that made the call."""
+
+    def __init__(self, call: str, site: traceback.FrameSummary, cause: BaseException) -> None:
+        super().__init__(f"the harness's {call} raised {type(cause).__name__}: {cause}")
+        self.site = site
+
+
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep  # migrator/
 # the reference layers stand in for the user's libraries (torch_npu, flash_attn, ...) and our wrappers call
 # the ops they wrap through passthrough.call: those frames count as library frames, like torch's
@@ -34,6 +43,8 @@ def harness_frame(exc: BaseException, tree: str | None) -> traceback.FrameSummar
     the program or our code called (``loss.backward()`` of a broken graph is the program's)."""
     if isinstance(exc, ProgramFault):
         return None
+    if isinstance(exc, HarnessCallError):
+        return exc.site
     frames = _frames(exc)
     if not frames:
         return None
