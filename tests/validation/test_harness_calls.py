@@ -38,9 +38,18 @@ def make_optimizer(model):
 '''
 
 
-def _protocol(root: Path, optimizer: str, imports: str = "") -> Path:
+USER_LOOP = '''
+
+def train_step(model, optimizer, loss, scaler):
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+'''
+
+
+def _protocol(root: Path, optimizer: str, imports: str = "", loop: str = "") -> Path:
     root.mkdir(parents=True)
-    (root / "validate.py").write_text(PROTOCOL.format(imports=imports, optimizer=optimizer))
+    (root / "validate.py").write_text(PROTOCOL.format(imports=imports, optimizer=optimizer) + loop)
     return root
 
 
@@ -54,6 +63,20 @@ def test_a_fused_npu_adamw_port_of_a_protocol_without_train_step_passes_s1(tmp_p
     assert result.stage("S1").status in ("pass", "warn"), result.text()
     assert result.exit_code == 0, result.text()
     assert "set_to_none" not in result.text()
+
+
+@pytest.mark.slow
+def test_the_users_own_set_to_none_call_on_a_fused_optimizer_fails_s1_naming_that_call(tmp_path):
+    """The opposite case is the port's: its own loop asks a torch_npu fused optimizer for ``set_to_none=True``."""
+    from migrator import api
+
+    original = _protocol(tmp_path / "original", "torch.optim.AdamW", loop=USER_LOOP)
+    migrated = _protocol(tmp_path / "migrated", "torch_npu.optim.NpuFusedAdamW", "import torch_npu", USER_LOOP)
+    result = api.validate(original, migrated=str(migrated), stages=("S1",), steps=(0,))
+    stage = result.stage("S1")
+    assert stage.status == "fail" and result.exit_code == 1, result.text()
+    assert "validate.py:" in stage.reason and "optimizer.zero_grad(set_to_none=True)" in stage.reason, stage.reason
+    assert "call zero_grad(set_to_none=False)" in stage.reason, stage.reason
 
 
 # ------------------------------------------------------------------ each harness call site, in process

@@ -80,6 +80,11 @@ def user_frame(exc: BaseException, tree: str | None) -> traceback.FrameSummary |
     return frames[-1] if frames else None
 
 
+# a known library refusal and what the port does instead, appended to the summary
+_HINTS = (("set_to_none is not supported in fused optimizers",
+           "torch_npu's fused optimizers zero gradients in place: call zero_grad(set_to_none=False)"),)
+
+
 def summarize(exc: BaseException, tree: str | None = None) -> str:
     """``Type: message (at file:line in func: code)`` — one line, the program's frame preferred."""
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -90,7 +95,8 @@ def summarize(exc: BaseException, tree: str | None = None) -> str:
             os.path.abspath(tree)) else os.path.basename(frame.filename)
         code = f": {frame.line.strip()}" if frame.line else ""
         text += f" (at {where}:{frame.lineno} in {frame.name}{code})"
-    return text
+    hints = [hint for known, hint in _HINTS if known in message]
+    return text + "".join(f"; {hint}" for hint in hints)
 
 
 class FailureInfo(TypedDict, total=False):
