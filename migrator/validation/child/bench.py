@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..records import DATA_PARALLEL, BenchJob
+from .user_calls import clear_grads
 
 if TYPE_CHECKING:
     import torch
@@ -281,7 +282,7 @@ class _Repeat:
             out = self.call(*self.args, **self.kwargs)
             loss = self.entry.loss_fn(out, self.data)
         loss.backward()
-        self.model.zero_grad(set_to_none=True)
+        clear_grads(self.model, "model")
         return loss.detach()
 
     def _finite(self, loss: torch.Tensor) -> bool:

@@ -20,6 +20,15 @@ class ProgramFault(Exception):
     program's fault although the frame is ours."""
 
 
+class HarnessCallError(RuntimeError):
+    """A call of ours on the program's object (one the protocol does not declare) raised: the harness's
+    fault, whichever frame raised; ``site`` is our line that made the call."""
+
+    def __init__(self, call: str, site: traceback.FrameSummary, cause: BaseException) -> None:
+        super().__init__(f"the harness's {call} raised {type(cause).__name__}: {cause}")
+        self.site = site
+
+
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep  # migrator/
 # the reference layers stand in for the user's libraries (torch_npu, flash_attn, ...) and our wrappers call
 # the ops they wrap through passthrough.call: those frames count as library frames, like torch's
@@ -34,6 +43,8 @@ def harness_frame(exc: BaseException, tree: str | None) -> traceback.FrameSummar
     the program or our code called (``loss.backward()`` of a broken graph is the program's)."""
     if isinstance(exc, ProgramFault):
         return None
+    if isinstance(exc, HarnessCallError):
+        return exc.site
     frames = _frames(exc)
     if not frames:
         return None
@@ -69,6 +80,11 @@ def user_frame(exc: BaseException, tree: str | None) -> traceback.FrameSummary |
     return frames[-1] if frames else None
 
 
+# a known library refusal and what the port does instead, appended to the summary
+_HINTS = (("set_to_none is not supported in fused optimizers",
+           "torch_npu's fused optimizers zero gradients in place: call zero_grad(set_to_none=False)"),)
+
+
 def summarize(exc: BaseException, tree: str | None = None) -> str:
     """``Type: message (at file:line in func: code)`` — one line, the program's frame preferred."""
     message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -79,7 +95,8 @@ def summarize(exc: BaseException, tree: str | None = None) -> str:
             os.path.abspath(tree)) else os.path.basename(frame.filename)
         code = f": {frame.line.strip()}" if frame.line else ""
         text += f" (at {where}:{frame.lineno} in {frame.name}{code})"
-    return text
+    hints = [hint for known, hint in _HINTS if known in message]
+    return text + "".join(f"; {hint}" for hint in hints)
 
 
 class FailureInfo(TypedDict, total=False):

@@ -320,6 +320,7 @@ def train_updates(entry: Entry, weights: Tensors, batches: list[Any], device: st
                              "train_step": entry.train_step is not None}
     from .phase_probe import PhaseProbe
     from .policy_probe import PolicyProbe, ScalerTrajectory, current_scale
+    from .user_calls import clear_grads
 
     trajectory = ScalerTrajectory()
     if scaler is not None:
@@ -342,7 +343,7 @@ def train_updates(entry: Entry, weights: Tensors, batches: list[Any], device: st
         else:
             loss.backward()
             optimizer.step()
-            optimizer.zero_grad(set_to_none=True)
+            clear_grads(optimizer, "optimizer")
         if step == 0:
             probe.detach()
             facts["policy"] = probe.facts(model)

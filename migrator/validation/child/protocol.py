@@ -16,7 +16,8 @@ The protocol (``validate.py`` at the tree root, or ``--entry module[:object]``):
   through ``TRAIN_STEPS`` real training steps (S1 compares the parameter updates after them);
 * ``train_step(model, optimizer, loss, scaler)`` (optional): what the program does from the loss
   to the next step (scaled backward, ``unscale_``, clipping, ``step``, ``update``, ``zero_grad``);
-  without it ``loss.backward(); optimizer.step()``;
+  without it ``loss.backward(); optimizer.step(); optimizer.zero_grad()`` (the optimizer's own
+  ``set_to_none`` default: fused optimizers refuse ``True``);
 * ``make_scaler()`` (optional): the program's loss scaler (``GradScaler``), passed to ``train_step``.
 
 Reference layers (``install_layers``), only where the real package is absent, and always named in
