@@ -14,12 +14,6 @@ from typing import Any
 from .errors import HarnessCallError
 
 
-def ours(call: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)``; an exception becomes a :class:`HarnessCallError` naming ``call`` and the line
-    that called us."""
-    return _guarded(call, _caller(), fn, args, kwargs)
-
-
 def clear_grads(owner: Any, what: str) -> None:
     """``owner.zero_grad()`` with the owner's own ``set_to_none`` default: torch's optimizers and modules
     (≥ 2.0) free the gradients, the fused ones zero them in place; either way the next backward gives the
