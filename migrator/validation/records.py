@@ -221,6 +221,19 @@ class OptimizerRun:
 
 
 @dataclass(frozen=True, kw_only=True)
+class BuiltTensor:
+    """One parameter or buffer as the side's own ``make_model`` built it from the seed (child/built_state.py)."""
+
+    cls: str  # the class of the module holding it
+    shape: tuple[int, ...]
+    dtype: str
+    mean: float
+    std: float
+    min: float
+    max: float
+
+
+@dataclass(frozen=True, kw_only=True)
 class SideStatus(Status):
     tree: str | None = None
     runs: Mapping[str, str] = field(default_factory=dict)  # "fp32/step0" -> dump folder
@@ -232,6 +245,7 @@ class SideStatus(Status):
     optimizer: OptimizerRun | None = None
     train: Mapping[str, TrainingFacts] = field(default_factory=dict)  # policy -> its k training steps
     shared_root: str | None = None  # set in a recorded reference: the folder the paths above point into
+    built: Mapping[str, BuiltTensor] = field(default_factory=dict)  # the model as built, before the shared weights
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -316,6 +316,8 @@ def train_updates(entry: Entry, weights: Tensors, batches: list[Any], device: st
     scaler = entry.make_scaler() if entry.make_scaler is not None else None
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
     start = {n: p.detach().float().clone() for n, p in named}
+    state = _step_state(model)  # what the step may update besides the trained parameters: EMA, running stats
+    state_start = {n: b.detach().float().clone() for n, b in state}
     facts: dict[str, Any] = {"steps": TRAIN_STEPS, "losses": [], "optimizer": type(optimizer).__name__,
                              "train_step": entry.train_step is not None}
     from .phase_probe import PhaseProbe
@@ -356,7 +358,16 @@ def train_updates(entry: Entry, weights: Tensors, batches: list[Any], device: st
             rec._event(f"Train.after{TRAIN_STEPS}.{n}", f"train.after{TRAIN_STEPS}.{n}", "training",
                        n.rpartition(".")[0] or "_root", type(optimizer).__name__, "training",
                        p.detach().float() - start[n])
+        for n, b in state:  # graded like the parameter updates (issue 37 item 3: an EMA decay slip)
+            rec._event(f"Train.after{TRAIN_STEPS}.{n}", f"train.after{TRAIN_STEPS}.{n}", "training",
+                       n.rpartition(".")[0] or "_root", "state", "training", b.detach().float() - state_start[n])
     return rec, facts
+
+
+def _step_state(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:
+    """The model's floating buffers and frozen parameters (an EMA copy, running statistics), by name."""
+    frozen = [(n, p) for n, p in model.named_parameters() if not p.requires_grad and p.is_floating_point()]
+    return frozen + [(n, b) for n, b in model.named_buffers() if b.is_floating_point()]
 
 
 class Timer:

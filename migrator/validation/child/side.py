@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..records import SideJob
-from . import execute
+from . import built_state, execute
 from .dropout import SEEDS
 from .handoff import READY, _mark_failed, _wait_for
 
@@ -104,6 +104,7 @@ class _SideRun:
         os.makedirs(shared, exist_ok=True)
         determinism.seed_all(job.seed)
         model = entry.make_model(dropout=0.0)
+        status["built"] = built_state.describe(model)
         status["dropout_active"] = determinism.dropout_modules(model)
         weights = execute.round_weights(model)
         del model
@@ -129,6 +130,10 @@ class _SideRun:
             status.update(phase="skipped", error={"summary": "the original side produced no weights "
                                                   f"({'it failed' if waited == 'failed' else 'timeout'})"})
             return None
+        from .. import determinism
+
+        determinism.seed_all(job.seed)  # this side's own model from the seed, as the original built its own
+        status["built"] = built_state.describe(self.entry.make_model(dropout=0.0))
         weights = execute.load_tensors(os.path.join(shared, WEIGHTS))
         status["weights_sha256"] = execute.tensor_hash(weights)
         status["batch_sha256"] = {}

@@ -139,6 +139,10 @@ def _compare(ctx: StageContext, orig_status: SideStatus, mig_status: SideStatus
     dropout_row, dropout_notes = dropout_check(orig_status.dropout, mig_status.dropout,
                                                real_npu="torch_npu" in mig_status.layers)
     notes += dropout_notes
+    from ..comparison.built_state import built_check
+
+    if (built_row := built_check(orig_status.built, mig_status.built)) is not None:
+        policy_checks += (built_row,)
     if dropout_row is not None:
         policy_checks += (dropout_row,)
     elif orig_status.dropout_active:
