@@ -49,6 +49,7 @@ class CallSite:
     operands: tuple[str, ...] = ()  # a comparison: the source text of each operand
     in_pattern: bool = False  # inside a `case` pattern (only literals and dotted names fit there)
     build_file: bool = False  # the file builds the package (`setup.py`): its strings name libraries and flags
+    default_of_choices: bool = False  # the `default=` of a call that also passes `choices=` (argparse)
 
     @property
     def star(self) -> bool:

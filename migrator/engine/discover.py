@@ -88,12 +88,16 @@ class Skip:
 
 
 def unreadable_reason(path: Path) -> str | None:
-    """Why a path that is not a folder is never opened: a symlink loop, or not a regular file (a FIFO,
-    socket or device could block the scan, or never end). None for a regular file or a folder."""
+    """Why a path that is not a folder is never opened: a symlink loop or a dangling one, or not a regular
+    file (a FIFO, socket or device could block the scan, or never end). None for a regular file or a folder."""
     try:
         mode = os.stat(path).st_mode
     except OSError as exc:
-        return "symlink loop" if exc.errno == errno.ELOOP else None  # other errors: the read reports them
+        if exc.errno == errno.ELOOP:
+            return "symlink loop"
+        if exc.errno == errno.ENOENT and os.path.islink(path):  # a skip, not a read error: `--check` can pass
+            return f"dangling symlink (to {os.readlink(path)})"
+        return None  # other errors: the read reports them
     if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
         return None
     what = ("FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode)

@@ -184,6 +184,7 @@ class PythonChecker(ast.NodeVisitor):
         self.members_seen: set[tuple[str, str]] = set()
         self.command_strings: set[int] = set()  # ids of the strings passed to a command runner (subprocess, os.system)  # (code, symbol) of `scope: members` uses reported
         self.call_of: dict[int, ast.Call] = {}  # id of every call's callee expression -> the call
+        self.defaults_with_choices: set[int] = set()  # id of each `default=` value beside a `choices=`
         self.pattern_nodes: set[int] = set()  # ids of the nodes inside `case` patterns
         self.hits: list[tuple[Rule, ast.AST, str, str | None, dict]] = []
         self.calls: list[tuple[str, ast.Call]] = []  # resolved torch calls, for the coverage family
@@ -309,6 +310,8 @@ class PythonChecker(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         self.call_of[id(node.func)] = node
+        if any(k.arg == "choices" for k in node.keywords):
+            self.defaults_with_choices.update(id(k.value) for k in node.keywords if k.arg == "default")
         func_names = self.qualnames(node.func)
         self.check_call(node, func_names)
         torch_names = sorted(n for n in func_names if n.startswith("torch."))

@@ -92,6 +92,7 @@ def build_site(checker: Any, source: SourceText, rule: Rule, node: ast.AST, symb
         is_import=bool(extra.get("is_import")), root=root,
         root_names=frozenset(checker.aliases.get(root[0], ())) if root else frozenset(), operands=operands,
         in_pattern=id(node) in checker.pattern_nodes, build_file=checker.build_file,
+        default_of_choices=id(node) in checker.defaults_with_choices,
     )
 
 

@@ -67,6 +67,7 @@ class _Fixer(cst.CSTTransformer):
         self.findings = findings
         self.rules = rules
         self.call_funcs: dict[int, Key] = {}  # id(original callee node) -> its range
+        self.defaults_with_choices: set[int] = set()  # id of each original `default=` value beside a `choices=`
         self.done: set[tuple[Key, str]] = set()
         self.removable: set[str] = set()  # import-bound names whose uses were rewritten
         self.import_findings: list[Finding] = []  # transform findings on import lines
@@ -100,7 +101,7 @@ class _Fixer(cst.CSTTransformer):
                 self.ctx.decline(finding, f"no automatic fix in {rule.unit_module} yet")
                 continue
             site = build_site(self.ctx, finding, original if original is not None else updated, call if at_call else None,
-                              in_pattern=self.pattern_depth > 0)
+                              in_pattern=self.pattern_depth > 0, default_of_choices=id(original) in self.defaults_with_choices)
             verdict = units.precheck(rule, site)
             if isinstance(verdict, Declined):
                 self.ctx.decline(finding, verdict.reason)
@@ -183,6 +184,9 @@ class _Fixer(cst.CSTTransformer):
         key = self._key(node.func)
         if key is not None:
             self.call_funcs[id(node.func)] = key
+        if any(a.keyword is not None and a.keyword.value == "choices" for a in node.args):
+            self.defaults_with_choices.update(
+                id(a.value) for a in node.args if a.keyword is not None and a.keyword.value == "default")
         return True
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:

@@ -211,3 +211,23 @@ def test_a_folder_git_ignores_is_walked_when_asked_for(tmp_path):
     assert _files(outer) == ["own.py"]
     assert _files(pkg) == ["a.py", "pyproject.toml"]  # its own .gitignore still counts
     assert {f.path for f in api.scan([pkg], use_cache=False).findings} == {"a.py"}
+
+
+@pytest.mark.parametrize("in_git", [True, False])
+def test_dangling_symlink_inside_the_root_is_a_skip_not_an_error(tmp_path, in_git):
+    """issue 39: a broken link inside the root was a MIG002 read error, and `fix --check` exited 2 for ever."""
+    from click.testing import CliRunner
+
+    from migrator.cli import main
+
+    root = _repo(tmp_path / "r") if in_git else tmp_path / "r"
+    _write(root / "clean.py", "import os\n")
+    (root / "pyproject.toml").write_text("")
+    os.symlink(root / "gone.py", root / "dangling.py")
+    os.symlink(tmp_path / "nowhere.py", root / "away.py")
+    found = _found(root)
+    assert (f"dangling symlink (to {root / 'gone.py'})", "dangling.py") in found
+    assert (f"dangling symlink (to {tmp_path / 'nowhere.py'})", "away.py") in found
+    assert not [f for f in api.scan([root], root=root, use_cache=False).findings if f.code == "MIG002"]
+    result = CliRunner().invoke(main, ["fix", str(root), "--check", "--no-cache", "--no-record"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output

@@ -51,6 +51,31 @@ def test_portable_device_type_guard_keeps_a_cpu_tensor_on_the_cpu_branch(tmp_pat
     assert migrated["_migrate_accelerator_type"]() is None
 
 
+IS_CUDA = """import torch
+
+
+def on_accelerator(x):
+    return x.is_cuda
+"""
+
+
+def test_portable_is_cuda_stays_false_on_meta_and_cpu_tensors(tmp_path, monkeypatch):
+    """issue 39: `!= "cpu"` made a meta (or mps/xpu) tensor look like a CUDA one."""
+    torch = pytest.importorskip("torch")
+    fixed, _ = _fix(tmp_path, IS_CUDA)
+    assert "x.device.type == _migrate_accelerator_type()" in fixed
+    monkeypatch.syspath_prepend(str(tmp_path / "portable"))
+    sys.modules.pop("_migrate_runtime", None)
+    original, migrated = {}, {}
+    try:
+        exec(compile(IS_CUDA, "original", "exec"), original)
+        exec(compile(fixed, "migrated", "exec"), migrated)
+    finally:
+        sys.modules.pop("_migrate_runtime", None)
+    for x in (torch.ones(1), torch.empty(2, device="meta")):
+        assert original["on_accelerator"](x) is migrated["on_accelerator"](x) is False
+
+
 @pytest.mark.parametrize("shape", [
     'from typing import Literal\n\nDevice = Literal["cpu", "cuda", "auto"]\n',
     'from typing import Literal\n\n\ndef run(device: Literal["cpu", "cuda"] = "cpu") -> Literal["cpu", "cuda"]:\n    return device\n',

@@ -38,33 +38,40 @@ def kwarg(name: str, value: cst.BaseExpression | str, last: bool = False) -> cst
 
 
 def with_args(call: cst.Call, func: cst.BaseExpression, args: list[cst.Arg]) -> cst.Call:
-    """Replace callee and arguments, keeping the call's layout: original arguments keep their commas,
-    new ones follow the call's separator (one per line in a multi-line call), a trailing comma stays."""
-    originals = {id(a) for a in call.args}
-    trailing = call.args[-1].comma if call.args else cst.MaybeSentinel.DEFAULT
+    """Replace callee and arguments, keeping the call's layout and comments: original arguments keep
+    their commas, new ones follow the call's separator (one per line in a multi-line call), the last
+    one takes the call's ending (trailing comma, line break before `)`), and the comments of dropped
+    arguments stay (`arg_layout`)."""
+    from migrator.fix.transforms import arg_layout
+
+    if not call.args or not args:
+        return call.with_changes(func=func, args=args)
     separator: cst.BaseParenthesizableWhitespace = cst.SimpleWhitespace(" ")
     for a in call.args[:-1]:
         if isinstance(a.comma, cst.Comma):
             separator = a.comma.whitespace_after
             break
+    old_last = call.args[-1]
     fixed = []
-    for i, a in enumerate(args):
-        last = i == len(args) - 1
-        if last:
-            comma = trailing if isinstance(trailing, cst.Comma) else cst.MaybeSentinel.DEFAULT
-        elif id(a) in originals and isinstance(a.comma, cst.Comma) and a is not call.args[-1]:
-            comma = a.comma
-        else:
-            comma = cst.Comma(whitespace_after=separator)
-        fixed.append(a.with_changes(comma=comma))
-    return call.with_changes(func=func, args=fixed)
+    for a in args[:-1]:
+        carried = isinstance(a.comma, cst.Comma) and a.comma is not old_last.comma
+        fixed.append(a if carried else a.with_changes(comma=cst.Comma(whitespace_after=separator)))
+    fixed.append(arg_layout.as_last(args[-1], call))
+    return arg_layout.keep_comments(call, call.with_changes(func=func, args=fixed))
+
+
+def as_keyword(arg: cst.Arg, name: str) -> cst.Arg:
+    """`arg` passed as `name=`, keeping its comma (and the comment after it)."""
+    if arg.keyword is not None and arg.keyword.value == name:
+        return arg
+    return kwarg(name, arg.value).with_changes(comma=arg.comma, whitespace_after_arg=arg.whitespace_after_arg)
 
 
 def keep_or_kwarg(args: dict[str, cst.Arg], name: str, default: str | None = None) -> cst.Arg | None:
     """The user's own argument when it already is `name=...`, else a new keyword argument."""
     if name in args:
         arg = args[name]
-        return arg if arg.keyword is not None else kwarg(name, arg.value)
+        return as_keyword(arg, name)
     return kwarg(name, default) if default is not None else None
 
 

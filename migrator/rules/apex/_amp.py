@@ -47,7 +47,7 @@ def precheck(site: CallSite) -> Verdict:
 def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     import libcst as cst
 
-    from migrator.fix.transforms.args import bind, kwarg, with_args
+    from migrator.fix.transforms.args import as_keyword, bind, with_args
 
     if finding.code == "APEX001":
         args = bind(call, INITIALIZE)
@@ -60,7 +60,7 @@ def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule: Rule) -> cst.CS
             if name not in KEPT:
                 positional_ok = False
                 continue
-            kept.append(original if original.keyword is not None or positional_ok else kwarg(name, original.value))
+            kept.append(original if positional_ok else as_keyword(original, name))
         _helpers(ctx)
         return with_args(call, cst.Name("_migrate_amp_initialize"), kept)
     args = bind(call, SCALE_LOSS)

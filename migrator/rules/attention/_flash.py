@@ -68,7 +68,7 @@ def helper(ctx: FixContext, varlen: bool) -> cst.Name:
 def rebuild(ctx: FixContext, call: cst.Call, params: list[str], keep: list[str], varlen: bool,
             prefix_args: list[cst.Arg] | None = None) -> cst.Call | Declined:
     """The call onto the helper with the `keep` arguments (positional while they stay in place)."""
-    from migrator.fix.transforms.args import bind, kwarg, with_args
+    from migrator.fix.transforms.args import as_keyword, bind, with_args
 
     args = bind(call, params)
     if args is None:
@@ -79,5 +79,5 @@ def rebuild(ctx: FixContext, call: cst.Call, params: list[str], keep: list[str],
             continue
         arg = args[name]
         positional_ok = arg.keyword is None and len(new_args) == i and not prefix_args
-        new_args.append(arg if positional_ok or arg.keyword is not None else kwarg(name, arg.value))
+        new_args.append(arg if positional_ok else as_keyword(arg, name))
     return with_args(call, helper(ctx, varlen), new_args)

@@ -43,7 +43,7 @@ def precheck(site: CallSite) -> Verdict:
 def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
     import libcst as cst
 
-    from migrator.fix.transforms.args import bind, code, kwarg, with_args
+    from migrator.fix.transforms.args import as_keyword, bind, code, kwarg, with_args
 
     args = bind(call, PARAMS)
     if args is None:
@@ -51,9 +51,9 @@ def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule: Rule) -> cst.CS
     align = MASKS.get(mask_name(code(args["attn_bias"].value))) if "attn_bias" in args else None
     new_args = [args[k].with_changes(keyword=None, equal=cst.MaybeSentinel.DEFAULT) for k in PARAMS[:3]]
     if "p" in args:
-        new_args.append(kwarg("dropout_p", args["p"].value))
+        new_args.append(as_keyword(args["p"], "dropout_p"))
     if "scale" in args:
-        new_args.append(kwarg("softmax_scale", args["scale"].value))
+        new_args.append(as_keyword(args["scale"], "softmax_scale"))
     if align:
         new_args.append(kwarg("causal", "True"))
         new_args.append(kwarg("causal_align", cst.SimpleString(f'"{align}"')))

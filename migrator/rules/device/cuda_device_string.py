@@ -25,9 +25,13 @@ def detect_string(checker: Checker, node: ast.AST, text: str) -> None:
         checker.emit("device-string", node, text, "npu" + text[4:])
 NOT_PLAIN = "not a plain device literal"
 NO_PORTABLE = "this device string has no portable rewrite; pick the device once with torch.accelerator"
+CHOICES = ("the default of an option with `choices=`: the new default would not be one of them; add the "
+           "device to the choices and change the default by hand")
 
 
 def precheck(site: CallSite) -> Verdict:
+    if site.default_of_choices:
+        return Declined(CHOICES)
     if site.target == Target.NPU:
         return FIXABLE if _npu_ok(site) else Declined(NOT_PLAIN)
     return FIXABLE if _portable_ok(site) else Declined(NO_PORTABLE)

@@ -1,4 +1,5 @@
-"""DEV `tensor.is_cuda`: `.is_npu` (npu), "not on the CPU" (portable)."""
+"""DEV `tensor.is_cuda`: `.is_npu` (npu), "on this host's accelerator" (portable: `x.device.type ==
+_migrate_accelerator_type()`, False for cpu, meta, mps/xpu tensors as `.is_cuda` was)."""
 
 from __future__ import annotations
 
@@ -34,10 +35,13 @@ def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule: Rule) -> cst
     import libcst as cst
 
     from migrator.fix.transforms.args import code
+    from migrator.fix.transforms.common import accelerator_type
 
     if not isinstance(node, cst.Attribute):
         return Declined("not an attribute")
     if ctx.target == Target.NPU:
         return node.with_changes(attr=node.attr.with_changes(value="is_npu"))
-    # any accelerator: the tensor is not on the CPU
-    return cst.parse_expression(f'({code(node.value)}.device.type != "cpu")')
+    # not `!= "cpu"`: a meta (or mps/xpu) tensor is no accelerator tensor either
+    compare = cst.parse_expression(f"({code(node.value)}.device.type == _migrate_accelerator_type())")
+    accelerator_type(ctx)
+    return compare

@@ -13,7 +13,7 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
-from _migrate_runtime import _migrate_device_module
+from _migrate_runtime import _migrate_accelerator_type, _migrate_device_module
 from parallel import (ColumnParallelLinear, RowParallelLinear, all_to_all, group_rank, group_size,
                       nvtx_range)
 
@@ -101,7 +101,7 @@ class MoE(nn.Module):
             frac = F.one_hot(experts, self.n_experts).float().sum((0, 1)) / experts.numel()
             aux_loss = self.n_experts * (frac * probs.mean(0)).sum()
 
-        if (tokens.device.type != "cpu"):  # overlap the shared expert with dispatch/combine
+        if (tokens.device.type == _migrate_accelerator_type()):  # overlap the shared expert with dispatch/combine
             if self._stream is None:
                 self._stream = _migrate_device_module().Stream(device=tokens.device)
             self._stream.wait_stream(_migrate_device_module().current_stream())
@@ -113,7 +113,7 @@ class MoE(nn.Module):
             shared = self.shared_expert(tokens)
 
         routed = self._dispatch_and_combine(tokens, experts, gates)
-        if (tokens.device.type != "cpu"):
+        if (tokens.device.type == _migrate_accelerator_type()):
             _migrate_device_module().current_stream().wait_event(shared_done)
             shared.record_stream(_migrate_device_module().current_stream())
         return (routed + shared).view(B, T, D), aux_loss

@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from _migrate_runtime import _migrate_device_module
+from _migrate_runtime import _migrate_accelerator_type, _migrate_device_module
 
 _CSRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "fused_bias_relu.cu")
 
@@ -62,7 +62,7 @@ class _FusedBiasReLU(torch.autograd.Function):
 
 
 def bias_relu(x, bias):
-    if _fused_ext is not None and (x.device.type != "cpu"):
+    if _fused_ext is not None and (x.device.type == _migrate_accelerator_type()):
         return _FusedBiasReLU.apply(x, bias.to(x.dtype))
     return F.relu(x + bias)
 
