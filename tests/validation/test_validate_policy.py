@@ -134,3 +134,27 @@ def test_training_updates_fp32_logic_and_bf16_ratio():
     bf16_only = compare_training(run(g), run(g + noise), run(g.clone()), run(g + 20 * noise))
     (v,) = bf16_only.verdicts
     assert v.check("train_rel_l2_fp32").status == "pass" and v.check("train_ratio").status == "fail"
+
+
+def test_a_zero_golden_update_compares_the_two_bf16_sides_not_infinity():
+    """A conv bias before GroupNorm: the fp32 update is exactly 0, the bf16 sides move by rounding noise."""
+    torch = pytest.importorskip("torch")
+    from migrator.validation.parent.comparison.compare import Run
+    from migrator.validation.parent.comparison.compare_train import compare_training
+
+    def run(**deltas):
+        events = [{"name": f"Train.after3.{n}", "match": f"train.after3.{n}", "kind": "training", "module": "_root",
+                   "cls": "AdamW", "scope": "training", "shape": list(d.shape), "dtype": "torch.float32",
+                   "stats_only": False} for n, d in deltas.items()]
+        return Run({"migrate": {"events": events}}, {f"Train.after3.{n}": d for n, d in deltas.items()})
+
+    w = torch.linspace(-1, 1, 64) * 3e-4
+    zero = torch.zeros(16)
+    noise = torch.sin(torch.arange(16.0)) * 3e-6
+    same = compare_training(run(w=w, bias=zero), run(w=w, bias=noise), run(w=w, bias=zero.clone()),
+                            run(w=w, bias=noise.clone()))
+    assert [v.status for v in same.verdicts] == ["pass", "pass"], [v.checks for v in same.verdicts]
+    moved = compare_training(run(w=w, bias=zero), run(w=w, bias=noise), run(w=w, bias=zero + 3e-4),
+                             run(w=w, bias=zero + 3e-4))  # the port really trains a bias the original does not
+    bias = next(v for v in moved.verdicts if v.name.endswith("bias"))
+    assert bias.status == "fail" and bias.check("train_ratio").status == "fail"

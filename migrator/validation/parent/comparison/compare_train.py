@@ -18,7 +18,9 @@ updates while leaving step-0 grads untouched.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from ... import metrics as M
 from ...facts import TrainingFacts
@@ -41,6 +43,7 @@ def compare_training(golden: Run | None, reference: Run | None, target_fp32: Run
     if under_test is None or golden is None:
         return out
     typical = _typical_error(golden, reference)
+    scale = _typical_scale(golden)
     for order, event in enumerate(under_test.events):
         match = event.match
         g = golden.tensor(match)
@@ -49,14 +52,15 @@ def compare_training(golden: Run | None, reference: Run | None, target_fp32: Run
             out.unmatched.append(f"train/{event.name} (not in the original's training run)")
             checks.append(Check("unmatched", 1.0, 0.0, Verdict.FAIL))
         else:
+            error = _error_against(g, scale)
             t32 = target_fp32.tensor(match) if target_fp32 is not None else None
             if t32 is not None and tuple(t32.shape) == tuple(g.shape):
-                e = M.rel_l2(t32, g)
+                e = error(t32)
                 checks.append(Check("train_rel_l2_fp32", e, fp32.warn_at, fp32.grade(e)))
             t16 = target_bf16.tensor(match) if target_bf16 is not None else None
             r = reference.tensor(match) if reference is not None else None
             if t16 is not None and r is not None and tuple(t16.shape) == tuple(r.shape) == tuple(g.shape):
-                ratio = M.ratio(M.rel_l2(t16, g), max(M.rel_l2(r, g), typical))
+                ratio = M.ratio(error(t16), max(error(r), typical))
                 checks.append(Check("train_ratio", ratio, ratio_bounds.warn_at, ratio_bounds.grade(ratio)))
         if not checks:
             continue
@@ -67,13 +71,41 @@ def compare_training(golden: Run | None, reference: Run | None, target_fp32: Run
     return out
 
 
+def _error_against(g: Any, scale: float) -> Callable[[Any], float]:
+    """``rel_l2(·, ΔG)``; where the golden update is degenerate (all zero: a bias before a norm layer that
+    cancels it, or non-finite), the distance to it in units of a typical update of this size instead, so two
+    bf16 sides that both moved by rounding noise are compared with each other, not with infinity."""
+    import torch
+
+    g64 = g.double()
+    if bool(torch.isfinite(g64).all()) and float(g64.norm()) > 0.0:
+        return lambda t: M.rel_l2(t, g)
+    unit = scale * math.sqrt(max(g.numel(), 1))
+
+    def error(t: Any) -> float:
+        distance = float((t.double() - torch.nan_to_num(g64, nan=0.0, posinf=0.0, neginf=0.0)).norm())
+        return M.INF if not math.isfinite(distance) else (distance / unit if unit > 0 else 0.0 if distance == 0 else M.INF)
+
+    return error
+
+
+def _typical_scale(golden: Run) -> float:
+    """The median over parameters of the golden update's RMS per value (0 when every update is zero)."""
+    import torch
+
+    rms = sorted(float(t.double().norm()) / math.sqrt(t.numel()) for e in golden.events
+                 if (t := golden.tensor(e.match)) is not None and t.numel() and bool(torch.isfinite(t).all())
+                 and float(t.double().norm()) > 0.0)
+    return rms[len(rms) // 2] if rms else 0.0
+
+
 def _typical_error(golden: Run, reference: Run | None) -> float:
-    """The median over parameters of ``rel_l2(ΔR, ΔG)`` (0 without R)."""
+    """The median over parameters of ``rel_l2(ΔR, ΔG)`` (0 without R); degenerate goldens left out."""
     if reference is None:
         return 0.0
-    errors = sorted(M.rel_l2(r, g) for e in golden.events
+    errors = sorted(err for e in golden.events
                     if (g := golden.tensor(e.match)) is not None and (r := reference.tensor(e.match)) is not None
-                    and tuple(r.shape) == tuple(g.shape))
+                    and tuple(r.shape) == tuple(g.shape) and math.isfinite(err := M.rel_l2(r, g)))
     return errors[len(errors) // 2] if errors else 0.0
 
 
