@@ -28,6 +28,7 @@ from typing import Any
 
 from migrator.fix import ledger
 from migrator.ground.fix_record import FixRecord, FixRecordError, parse
+from migrator.ground.input_files import MAX_TOOL_FILE_BYTES, read_bytes
 from migrator.ground.jsonfile import loads_bounded, read_json_or_none
 from migrator.ground.safe_text import dumps_exact
 from migrator.ground.safe_write import write_bytes
@@ -72,8 +73,8 @@ def fault_point(name: str) -> None:
 
 
 def _record_digest(root: Path) -> str:
-    try:
-        return ledger.sha256((root / ledger.RECORD_PATH).read_bytes())
+    try:  # regular files only, opened non-blocking: a FIFO there never stalls the run
+        return ledger.sha256(read_bytes(root / ledger.RECORD_PATH, MAX_TOOL_FILE_BYTES))
     except OSError:
         return ""
 

@@ -67,6 +67,8 @@ def write_bytes(path: str | Path, data: bytes, *, root: Path | None = None, mode
     except FileNotFoundError:
         st = None
     if st is not None and not stat.S_ISREG(st.st_mode):
+        if root is not None and not stat.S_ISDIR(st.st_mode):  # a tree's own file: a FIFO there would block us
+            raise UnsafeWrite(f"{path}: is not a regular file (a FIFO, device or socket in the tree); refused")
         if stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode):
             if before_replace is not None:
                 before_replace()
