@@ -28,6 +28,8 @@ from migrator.cli.support import (
 )
 
 if TYPE_CHECKING:  # types only: the api and the fixer are imported when a command runs
+    from pathlib import Path
+
     from migrator.api import FixOutcome
     from migrator.fix.runner import Edit, FileChange
     from migrator.ground.model import RunResult
@@ -59,11 +61,12 @@ def main() -> None:
 @click.option("--include-info", is_flag=True, help="sarif, github: also emit info-level notes (default: warnings and errors).")
 @click.option("--show-source", is_flag=True, help="text: print the source line under each finding.")
 @click.option("--statistics", is_flag=True, help="Print one line per code with its count instead of the findings.")
+@click.option("--force", is_flag=True, help="Write -o / --write-baseline even onto a scanned file or inside .migrate/.")
 @ROUTE_OPTION
 def scan(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str, ...], ignore: tuple[str, ...],
          fail_on: str | None, exit_zero: bool, jobs: int, no_cache: bool, root: str | None, soc: str | None, quiet: bool,
          baseline: str | None, write_baseline: str | None, torch_npu_version: str | None, include_info: bool,
-         show_source: bool, statistics: bool, route: str | None) -> None:
+         show_source: bool, statistics: bool, force: bool, route: str | None) -> None:
     """Find CUDA-only dependencies in PATHS (files or folders; default: the current folder)."""
     with _Errors():
         from migrator import api
@@ -81,6 +84,8 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str
             use_cache=not no_cache,
             route=route,
         )
+        if not force:
+            _refuse_overwriting_inputs((output, write_baseline), settings.root, resolved)
         with ProgressDisplay(quiet) as progress:
             result = api.scan(resolved, settings=settings, progress=progress)
         if result.summary.files_scanned == 0:
@@ -108,6 +113,15 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str
                 result, color=color, show_summary=not quiet, lines_of=SourceLines(result.summary.root) if show_source else None))
         write_output(text, output)
         sys.exit(_exit_code(result, settings.fail_on, exit_zero))
+
+
+def _refuse_overwriting_inputs(outputs: tuple[str | None, ...], root: Path, inputs: list[Path]) -> None:
+    from migrator.cli.output_guard import refused_output
+
+    for output in outputs:
+        why = refused_output(output, root, inputs)
+        if why:
+            _fail(why)
 
 
 def _exit_code(result: RunResult, fail_on: str, exit_zero: bool) -> int:
@@ -320,11 +334,12 @@ def _trace_ops(target: str, script_args: tuple[str, ...], soc: str, torch_npu_ve
 @click.option("--root", type=click.Path(file_okay=False, exists=True), help="Scan root (default: nearest folder with pyproject.toml or .git).")
 @click.option("--no-cache", is_flag=True, help="Ignore and do not update the result cache.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress display.")
+@click.option("--force", is_flag=True, help="Write -o even onto a scanned file or inside .migrate/.")
 @ROUTE_OPTION
 def report(paths: tuple[str, ...], output: str | None, fmt: str | None, fix_record: str | None, validation: str | None,
            plan_file: str | None, proposed_diffs: bool, select: tuple[str, ...], ignore: tuple[str, ...],
            target: str | None, soc: str | None, root: str | None, no_cache: bool, quiet: bool,
-           route: str | None) -> None:
+           force: bool, route: str | None) -> None:
     """Write a reviewer report for PATHS: one self-contained HTML page, or Markdown for a PR comment."""
     with _Errors():
         from migrator.reporters.report import format_for
@@ -340,6 +355,8 @@ def report(paths: tuple[str, ...], output: str | None, fmt: str | None, fix_reco
             list(paths) or ["."], root=root, select=_split_codes(select), ignore=_split_codes(ignore),
             target=target, soc=soc, use_cache=not no_cache, route=route,
         )
+        if not force:
+            _refuse_overwriting_inputs((output,), settings.root, resolved)
         with ProgressDisplay(quiet) as progress:
             data = api.report(resolved, settings=settings, fix_record=fix_record, validation=validation,
                               proposed_diffs=proposed_diffs, progress=progress, plan=plan_file)

@@ -68,7 +68,7 @@ class _Errors:
         from migrator.api import ConfigError, UsageError
         from migrator.catalogue.loader import CatalogueError
 
-        if isinstance(exc, (UsageError, ConfigError, CatalogueError, FileNotFoundError)):
+        if isinstance(exc, (UsageError, ConfigError, CatalogueError, FileNotFoundError, FileExistsError)):
             _fail(str(exc))
         if os.environ.get("MIGRATE_DEBUG"):
             return False

@@ -16,11 +16,13 @@ from pathlib import Path
 
 from migrator.ground.git_command import run_git
 
+# a listing is an optimisation: past this the plain walk answers instead (a stuck git never stalls a scan)
+GIT_LIST_TIMEOUT_S = 20
 SUBMODULE_PATH = re.compile(r"^\s*path\s*=\s*(.+?)\s*$", re.MULTILINE)
 
 
 def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes] | None:
-    return run_git(args, cwd)  # isolated: nothing from the repository's config runs (migrator/ground/git_command.py)
+    return run_git(args, cwd, timeout=GIT_LIST_TIMEOUT_S)  # isolated: nothing from the repository's config runs (migrator/ground/git_command.py)
 
 
 def project_files(folder: Path, pruned_dirs: Iterable[str] = ()) -> list[str] | None:
@@ -33,7 +35,7 @@ def project_files(folder: Path, pruned_dirs: Iterable[str] = ()) -> list[str] | 
         return None  # no work tree: spare the git process
     pruned_dirs = tuple(pruned_dirs)
     excludes = [f"--exclude={name}/" for name in sorted(pruned_dirs)]
-    if _ignore_files_git_cannot_read(folder, pruned_dirs):
+    if _ignore_files_git_cannot_read(folder, pruned_dirs) or _git_files_not_regular(folder):
         return None  # git would block opening a FIFO `.gitignore`: the walk reads each one safely instead
     out = _git(["ls-files", "--cached", "--others", "--exclude-standard", "-z", *excludes], folder)
     if out is None or out.returncode != 0:
@@ -67,6 +69,40 @@ def _ignore_files_git_cannot_read(folder: Path, pruned_dirs: Iterable[str]) -> b
         return not stat.S_ISREG(os.lstat(os.path.join(folder, ".git", "info", "exclude")).st_mode)
     except OSError:
         return False
+
+
+def _git_files_not_regular(folder: Path) -> bool:
+    """Whether a file git opens by itself is there but not a regular file (`.git/index`, `.git/HEAD`,
+    `.git/config`, the `core.excludesFile` the config names, the default global ignore file): a FIFO
+    there blocks git until its timeout, on every call. Checked with `lstat`/`stat`, never opened."""
+    git_dir = _git_dir(folder)
+    if git_dir is not None:
+        if any(_there_not_regular(git_dir / name) for name in ("index", "HEAD", "config")):
+            return True
+    out = _git(["config", "--path", "--get", "core.excludesFile"], folder)
+    named = os.fsdecode(out.stdout).strip() if out is not None and out.returncode == 0 else ""
+    home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
+    return any(_there_not_regular(Path(p)) for p in (named, os.path.join(home, "git", "ignore")) if p)
+
+
+def _git_dir(folder: Path) -> Path | None:
+    try:
+        here = folder.resolve()
+    except (OSError, RuntimeError):
+        return None
+    for parent in (here, *here.parents):
+        if (parent / ".git").is_dir():
+            return parent / ".git"
+        if os.path.lexists(parent / ".git"):
+            return None  # a worktree's or submodule's `.git` file: git finds its folder itself
+    return None
+
+
+def _there_not_regular(path: Path) -> bool:
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)  # a link to a regular file is fine
+    except OSError:
+        return False  # absent (or unreadable: git reports it, it does not block)
 
 
 def _ignored_by_git(folder: Path) -> bool:

@@ -17,7 +17,6 @@ was written against was committed: the journal is only removed.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import stat
@@ -29,7 +28,9 @@ from typing import Any
 
 from migrator.fix import ledger
 from migrator.ground.fix_record import FixRecord, FixRecordError, parse
+from migrator.ground.input_files import MAX_TOOL_FILE_BYTES, read_bytes
 from migrator.ground.jsonfile import loads_bounded, read_json_or_none
+from migrator.ground.safe_text import dumps_exact
 from migrator.ground.safe_write import write_bytes
 from migrator.ground.serialise import to_data
 from migrator.ground.workdir import ensure_folder
@@ -72,8 +73,8 @@ def fault_point(name: str) -> None:
 
 
 def _record_digest(root: Path) -> str:
-    try:
-        return ledger.sha256((root / ledger.RECORD_PATH).read_bytes())
+    try:  # regular files only, opened non-blocking: a FIFO there never stalls the run
+        return ledger.sha256(read_bytes(root / ledger.RECORD_PATH, MAX_TOOL_FILE_BYTES))
     except OSError:
         return ""
 
@@ -84,7 +85,7 @@ def begin(root: Path, run: FixRecord, files: list[dict[str, Any]]) -> None:
     ledger.check_location(root)
     ensure_folder(root / ledger.RECORD_DIR)
     data = {"journal_version": VERSION, "record_sha256": _record_digest(root), "run": to_data(run), "files": files}
-    write_bytes(root / JOURNAL_PATH, json.dumps(data, ensure_ascii=False).encode("utf-8"), root=root)
+    write_bytes(root / JOURNAL_PATH, dumps_exact(data).encode("utf-8"), root=root)
     fault_point("journal")
 
 

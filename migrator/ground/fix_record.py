@@ -13,7 +13,6 @@ before this module existed).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -154,4 +153,6 @@ def load_if_present(path: Path, root: Path | None = None, schema: bool = True) -
 
 
 def to_bytes(record: FixRecord) -> bytes:
-    return (json.dumps(to_data(record), indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    from migrator.ground.safe_text import dumps_exact
+
+    return (dumps_exact(to_data(record), indent=2) + "\n").encode("utf-8")  # undecodable names: `\\udcXX`

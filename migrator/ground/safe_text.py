@@ -13,6 +13,9 @@ fix record) on its way to a terminal, a line-oriented format or a report.
   strings are escaped as `visible` does for undecodable bytes, and next to an escaped `path` or `root`
   the exact name goes in `path_bytes` / `root_bytes` (base64 of the raw bytes); `name_from_json`
   reads it back.
+* `dumps_exact(data)`: JSON for files the tool reads back itself (the fix record, the journal): a
+  lone surrogate (an undecodable byte of a file name, surrogateescape) is written as its JSON escape
+  `\\udcXX`, which `json.loads` turns back into the same string, so `os.fsencode` gives the exact name.
 
 Pure string functions, standard library only (imported by the CLI on every run).
 """
@@ -133,3 +136,13 @@ def dumps(data: Any, indent: int | None = 2) -> str:
     if has_surrogates(text):
         text = json.dumps(json_safe(data), indent=indent, ensure_ascii=False)
     return text
+
+
+def dumps_exact(data: Any, indent: int | None = None) -> str:
+    """`json.dumps(..., ensure_ascii=False)` with each lone surrogate escaped (`\\udcff`): valid UTF-8,
+    and read back by `json.loads` as the same string (the exact undecodable name)."""
+    import json
+
+    text = json.dumps(data, indent=indent, ensure_ascii=False)
+    # outside strings JSON has only ASCII, so every surrogate here sits inside a string
+    return _HAS_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) if has_surrogates(text) else text

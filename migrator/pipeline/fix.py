@@ -61,6 +61,14 @@ class FixOutcome:
         return errors + ([(".migrate/fix-record.json", self.record_error)] if self.record_error else [])
 
 
+def _check_out(root: Path, out: Path) -> None:
+    """`--out` is a new (or empty) folder outside the tree: a copy into the tree would be scanned and
+    fixed with it, and onto the tree is no copy at all."""
+    real_root, real_out = root.resolve(), out.resolve()
+    if real_out == real_root or real_out.is_relative_to(real_root):
+        raise UsageError(f"--out {out}: is the tree being fixed or inside it ({root}); choose a folder outside it")
+
+
 class FixTransaction:
     """One `migrate fix` over `paths` (absolute) under `settings`."""
 
@@ -90,6 +98,8 @@ class FixTransaction:
         from migrator.fix.writer import UnsafeWrite, sweep_stale_temps
 
         root, out = self.settings.root, self.request.out_dir
+        if out is not None:
+            _check_out(root, out)
         try:
             if self.request.record:
                 ledger.check_location(out or root)

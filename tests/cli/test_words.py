@@ -120,7 +120,8 @@ def test_precommit_hooks_print_one_summary_and_fix_exact_only():
     hooks = {h["id"]: h for h in yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())}
     # serial: pre-commit runs the entry once with every file, not in parallel batches each with a summary
     assert hooks["migrate-scan"]["require_serial"] is True and hooks["migrate-fix"]["require_serial"] is True
-    assert "--exact-only" in hooks["migrate-fix"]["entry"].split() and "args" not in hooks["migrate-fix"]
+    # the only default args: the `--` before the staged names (issue 38), so user args never drop --exact-only
+    assert "--exact-only" in hooks["migrate-fix"]["entry"].split() and hooks["migrate-fix"]["args"] == ["--"]
 
 
 def test_exact_only_leaves_numerics_and_numerics_opts_back_in(gpt):
