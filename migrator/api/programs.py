@@ -34,6 +34,7 @@ def validate(original: str | Path, *, migrate: Callable[[str, str], list[str]] |
     if not path.is_dir():
         raise UsageError(f"{original}: no such directory")
     options.update(_nodes(options, options.pop("launcher_env", None)))
+    _check_pythonpath(path, options.get("pythonpath", ()))
     _require_validate_extra()
     try:
         opts = Options(original=str(path), **options)
@@ -129,3 +130,17 @@ def plan(model: str | Path, clusters: Sequence[str], *, global_batch: int, seq: 
             cp = replace(cp, s0={**s0, "status": stage.status, "summary": stage.summary})
         checked.append(cp)
     return replace(result, clusters=tuple(checked))
+
+
+def _check_pythonpath(original: Path, folders: Any) -> None:
+    """`--pythonpath` names folders inside each tree: relative, not leaving it, present in the original."""
+    import os
+
+    for folder in folders:
+        norm = os.path.normpath(folder)
+        if os.path.isabs(folder) or norm == ".." or norm.startswith(".." + os.sep):
+            raise UsageError(f"--pythonpath {folder}: give a folder relative to the tree root, inside it "
+                             "(each side uses its own tree's copy)")
+        if not (original / norm).is_dir():
+            raise UsageError(f"--pythonpath {folder}: no such folder in {original}")
+

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 @click.option("--force", is_flag=True, help="Run later stages even after a stage fails.")
 @click.option("--entry", help="Protocol object as module[:object] [default: validate.py at the tree root].")
 @click.option("--script", help="Script mode: run this unmodified training script (ARGS after --) on both sides.")
+@click.option("--pythonpath", "pythonpath", multiple=True, metavar="DIR", help="A folder of each tree (relative to its root) the program imports from, as PYTHONPATH would; each side uses its own tree's folder. Repeatable.")
 @click.option("--curve-steps", type=click.IntRange(min=1), default=5, show_default=True, help="Script mode: steps of the loss curve (a smoke check, not a gate).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed for weights, data order and every RNG.")
 @click.option("--steps", help="S1 batches, e.g. 0,1 [default: 0,1].")
@@ -60,7 +61,7 @@ def validate(original: str | None, script_args: tuple[str, ...], migrated: str |
              export_msprobe: str | None, max_dump_mb: int, output: str | None, markdown: str | None, fmt: str,
              quiet: bool, verbose: bool, bench: bool, bench_steps: int, repeats: int, peak_tflops: float | None,
              bench_timeout: float, msprobe_target: str | None, msprobe_golden: str | None, cross_device: bool,
-             device: str | None) -> None:
+             device: str | None, pythonpath: tuple[str, ...]) -> None:
     """Staged BF16 diff validation of a migrated program against ORIGINAL.
 
     Exit codes: 0 every run stage passes or warns, 1 a stage fails, 2 the validation could not run.
@@ -82,7 +83,8 @@ def validate(original: str | None, script_args: tuple[str, ...], migrated: str |
                        launcher_env=dict(os.environ), plan_world_size=plan_world_size,
                        plan_tp=plan_tp, bf16_policy=bf16_policy, threads=threads, timeout=timeout, work_dir=work_dir,
                        record=record, compare=compare, device=device, export_msprobe=export_msprobe, script=script,
-                       script_args=tuple(script_args), curve_steps=curve_steps, max_bytes=max_dump_mb << 20)
+                       script_args=tuple(script_args), curve_steps=curve_steps, max_bytes=max_dump_mb << 20,
+                       pythonpath=tuple(pythonpath))
         if bench:
             options.update(bench=True, bench_steps=bench_steps, repeats=repeats, peak_tflops=peak_tflops,
                            bench_timeout=bench_timeout)

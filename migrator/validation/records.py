@@ -53,6 +53,7 @@ class Job:
     threads: int = 1
     entry: str | None = None
     other_tree: str | None = None  # the other side's tree: nothing is imported from it (child/provenance.py)
+    pythonpath: tuple[str, ...] = ()  # folders of this tree (relative to it) put first on sys.path (--pythonpath)
 
 
 def other_tree(tree: str, original: str, migrated: str) -> str | None:

@@ -156,3 +156,43 @@ def test_the_correct_port_passes_with_or_without_the_path_set(trees, monkeypatch
     monkeypatch.delenv("PYTHONPATH")
     result = api.validate(original, migrated=str(good), script=SCRIPT, curve_steps=3, stages=["S1"])
     assert result.exit_code == 0, result.text()
+
+
+def test_a_missing_module_names_the_folder_and_the_flag(tmp_path):
+    from migrator.validation.child.errors import summarize
+
+    (tmp_path / "python" / "mingpt").mkdir(parents=True)
+    (tmp_path / "python" / "mingpt" / "__init__.py").write_text("")
+    try:
+        import mingpt_not_installed_anywhere  # noqa: F401
+    except ModuleNotFoundError as exc:
+        exc.name = "mingpt.model"
+        text = summarize(exc, str(tmp_path))
+    assert "mingpt is in this tree under python/: pass --pythonpath python" in text
+    text = summarize(ModuleNotFoundError("No module named 'nope'", name="nope"), str(tmp_path))
+    assert "nope is neither in this tree nor installed" in text
+
+
+def _nested(tree: Path) -> Path:
+    (tree / "python").mkdir()
+    shutil.move(str(tree / "mingpt"), str(tree / "python" / "mingpt"))
+    return tree
+
+
+@pytest.mark.slow
+def test_pythonpath_gives_each_side_its_own_nested_package(trees):
+    pytest.importorskip("torch")
+    from migrator import api
+    from migrator.ground.usage_error import UsageError
+
+    original, good, bad = (_nested(t) for t in trees)
+    result = api.validate(original, migrated=str(bad), script=SCRIPT, curve_steps=3, stages=["S1"])
+    assert result.exit_code == 2 and "--pythonpath python" in result.text(), result.text()
+    result = api.validate(original, migrated=str(bad), script=SCRIPT, curve_steps=3, stages=["S1"],
+                          pythonpath=("python",))
+    assert result.exit_code == 1, result.text()  # the broken port's own package ran
+    result = api.validate(original, migrated=str(good), script=SCRIPT, curve_steps=3, stages=["S1"],
+                          pythonpath=("python",))
+    assert result.exit_code == 0, result.text()
+    with pytest.raises(UsageError, match="relative to the tree root"):
+        api.validate(original, migrated=str(good), script=SCRIPT, stages=["S1"], pythonpath=("/abs",))

@@ -96,7 +96,26 @@ def summarize(exc: BaseException, tree: str | None = None) -> str:
         code = f": {frame.line.strip()}" if frame.line else ""
         text += f" (at {where}:{frame.lineno} in {frame.name}{code})"
     hints = [hint for known, hint in _HINTS if known in message]
+    if isinstance(exc, ModuleNotFoundError) and exc.name and tree:
+        hints.append(_missing_module_hint(exc.name.partition(".")[0], tree))
     return text + "".join(f"; {hint}" for hint in hints)
+
+
+_NOT_SOURCE = {"__pycache__", "node_modules", "site-packages", "build", "dist", "venv"}
+
+
+def _missing_module_hint(top: str, tree: str, depth: int = 4) -> str:
+    """Where the tree holds the missing top-level module, and the flag that puts it on the path."""
+    root = os.path.abspath(tree)
+    for folder, dirs, files in os.walk(root):
+        rel = os.path.relpath(folder, root)
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in _NOT_SOURCE)
+        if rel.count(os.sep) + 1 >= depth:
+            dirs[:] = []
+        if f"{top}.py" in files or os.path.isfile(os.path.join(folder, top, "__init__.py")):
+            if rel != ".":
+                return f"{top} is in this tree under {rel}/: pass --pythonpath {rel} (each side then imports its own copy)"
+    return f"{top} is neither in this tree nor installed: install the program's requirements in this environment"
 
 
 class FailureInfo(TypedDict, total=False):

@@ -144,6 +144,8 @@ def serve(job_path: str, runners: Mapping[str, Runner[Any]] = RUNNERS) -> int:
         _write_failure(os.path.join(os.path.dirname(os.path.abspath(job_path)), "status.json"), str(exc))
         return 1
     path = os.path.join(job.out, _status_name(job))
+    for folder in reversed(getattr(job, "pythonpath", ())):  # --pythonpath, in this side's own tree
+        sys.path.insert(0, os.path.join(job.tree, folder))
     isolation = None
     if other := getattr(job, "other_tree", None):  # the census's job has no other side
         from .provenance import isolate

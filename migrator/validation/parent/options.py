@@ -36,6 +36,7 @@ class Options:
     export_msprobe: str | None = None
     script: str | None = None
     script_args: tuple[str, ...] = ()
+    pythonpath: tuple[str, ...] = ()         # folders of each tree (relative to its root) put on sys.path
     curve_steps: int = 5
     max_bytes: int = 1 << 30                 # full tensors per run; statistics only beyond
     bench: bool = False                      # --bench: stage benchmarks (off: nothing is timed or profiled)

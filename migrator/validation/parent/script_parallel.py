@@ -100,7 +100,7 @@ def _script_s2_at(opts: Options, original: str, migrated: str, work: str, nprocs
     for key, side, writes in runs:
         job = ScriptJob(distributed=True, side=side, policy="fp32", writes_weights=writes,
                         tree=(tree := original if side == "original" else migrated), script=opts.script,
-                        other_tree=other_tree(tree, original, migrated),
+                        other_tree=other_tree(tree, original, migrated), pythonpath=opts.pythonpath,
                         args=tuple(opts.script_args), curve_steps=opts.curve_steps, seed=opts.seed,
                         threads=opts.threads, shared=shared, out=os.path.join(base, key),
                         wait_timeout=opts.timeout, max_bytes=opts.max_bytes)

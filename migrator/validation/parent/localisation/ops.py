@@ -69,7 +69,8 @@ def run_traces(opts: Options, original: str, migrated: str, work: str, shared: s
     children = []
     sides: tuple[tuple[Side, str], ...] = (("original", original), ("migrated", migrated))
     for side, tree in sides:
-        job = TraceJob(side=side, tree=tree, other_tree=other_tree(tree, original, migrated), entry=opts.entry, seed=opts.seed, threads=opts.threads, shared=shared,
+        job = TraceJob(side=side, tree=tree, other_tree=other_tree(tree, original, migrated), entry=opts.entry,
+                       pythonpath=opts.pythonpath, seed=opts.seed, threads=opts.threads, shared=shared,
                        step=target["step"], policy=target["policy"], bf16_policy=opts.bf16_policy,
                        module=target["module"], out=os.path.join(work, "optrace", side))
         children.append(launcher.start(job, f"optrace-{side}", env, opts.timeout))

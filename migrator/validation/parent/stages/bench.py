@@ -84,7 +84,7 @@ def measure_side(sid: str, side: Side, tree: str, variant: str | None, opts: Opt
     failures: list[RepeatFailure] = []
     for r in range(opts.repeats):
         repeat_dir = os.path.join(work, "bench", sid.lower(), side, f"repeat{r}")
-        job = BenchJob(side=side, tree=tree, other_tree=other, entry=opts.entry, seed=opts.seed, threads=opts.threads, stage=sid,
+        job = BenchJob(side=side, tree=tree, other_tree=other, pythonpath=opts.pythonpath, entry=opts.entry, seed=opts.seed, threads=opts.threads, stage=sid,
                        variant=variant, bf16_policy=opts.bf16_policy, steps=opts.bench_steps, warmup=opts.bench_warmup,
                        profile_steps=opts.bench_profile_steps, out=repeat_dir,
                        batch_step=opts.parallel_steps[0] if sid != "S1" else opts.steps[0])

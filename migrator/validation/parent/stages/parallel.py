@@ -28,7 +28,7 @@ def run(ctx: StageContext) -> StageResult:
     ctx.say(f"{sid}: {', '.join(variants)} on {nprocs} ranks (torchrun) against the unsharded run")
     t0 = time.monotonic()
     job = ParallelJob(stage="S2" if sid == "S2" else "S3", variants=tuple(variants), tree=ctx.migrated,
-                      other_tree=other_tree(ctx.migrated, ctx.original, ctx.migrated),
+                      other_tree=other_tree(ctx.migrated, ctx.original, ctx.migrated), pythonpath=opts.pythonpath,
                       entry=opts.entry, seed=opts.seed, threads=opts.threads, steps=tuple(opts.parallel_steps),
                       bf16_policy=opts.bf16_policy, out=os.path.join(ctx.work, sid.lower()), max_bytes=opts.max_bytes)
     child = launcher.start_torchrun(job, sid, launcher.child_env(opts.seed, opts.threads), opts.world_size,

@@ -20,7 +20,8 @@ def run(ctx: StageContext) -> StageResult:
     opts = ctx.opts
     ctx.say(f"S0: parallel plan at world size {opts.plan_world_size} on the fake process group")
     t0 = time.monotonic()
-    job = PlanJob(tree=ctx.migrated, other_tree=other_tree(ctx.migrated, ctx.original, ctx.migrated), entry=opts.entry, seed=opts.seed, threads=opts.threads,
+    job = PlanJob(tree=ctx.migrated, other_tree=other_tree(ctx.migrated, ctx.original, ctx.migrated),
+                  pythonpath=opts.pythonpath, entry=opts.entry, seed=opts.seed, threads=opts.threads,
                   world_size=opts.plan_world_size, tp=opts.plan_tp, out=os.path.join(ctx.work, "s0"),
                   dp_variants=tuple(opts.dp_variants), batch_step=opts.parallel_steps[0])
     res = launcher.wait(launcher.start(job, "plan", launcher.child_env(opts.seed, opts.threads), opts.timeout),

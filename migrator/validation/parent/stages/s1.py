@@ -34,7 +34,8 @@ def side_jobs(ctx: StageContext) -> tuple[SideJob, SideJob]:
 
     def job(side: Side, tree: str, out: str) -> SideJob:
         device = opts.device if (opts.record if side == "original" else opts.compare) else None
-        return SideJob(side=side, tree=tree, other_tree=other_tree(tree, ctx.original, ctx.migrated), out=out, seed=opts.seed, threads=opts.threads, entry=opts.entry,
+        return SideJob(side=side, tree=tree, other_tree=other_tree(tree, ctx.original, ctx.migrated), out=out,
+                       pythonpath=opts.pythonpath, seed=opts.seed, threads=opts.threads, entry=opts.entry,
                        steps=tuple(opts.steps), policies=("fp32", "bf16"), bf16_policy=opts.bf16_policy,
                        shared=ctx.shared, max_bytes=opts.max_bytes, wait_timeout=opts.timeout, device=device)
 

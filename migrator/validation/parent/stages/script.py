@@ -93,7 +93,7 @@ def _run_children(ctx: StageContext) -> dict[str, ChildResult[ScriptStatus]]:
             key, (side, policy, writes) = pending.pop(0)
             job = ScriptJob(side=side, policy=policy, writes_weights=writes,
                             tree=(tree := ctx.original if side == "original" else ctx.migrated), script=opts.script,
-                            other_tree=other_tree(tree, ctx.original, ctx.migrated),
+                            other_tree=other_tree(tree, ctx.original, ctx.migrated), pythonpath=opts.pythonpath,
                             args=tuple(opts.script_args), curve_steps=opts.curve_steps, seed=opts.seed,
                             threads=opts.threads, shared=ctx.shared, out=os.path.join(ctx.work, "script", key),
                             wait_timeout=opts.timeout, max_bytes=opts.max_bytes)
