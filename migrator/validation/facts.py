@@ -90,6 +90,11 @@ class PhaseEvent:
     args: Mapping[str, bool | int | float | str] = field(default_factory=dict)
 
 
+# the original's training runs with its weights nudged by fp32 rounding (``train["fp32~noise"]``): each
+# update's noise floor (child/execute.nudge_weights, parent/comparison/compare_train.py)
+NOISE_SUFFIX = "~noise"
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainingFacts(PrecisionFacts):
     """One policy's k real training steps (``execute.train_updates`` plus the dump folder)."""

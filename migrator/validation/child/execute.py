@@ -299,7 +299,8 @@ TRAIN_STEPS = 3
 
 
 def train_updates(entry: Entry, weights: Tensors, batches: list[Any], device: str, policy: str, bf16_policy: str,
-                  seed: int, recorder_cls: type[Recorder], neutral: bool = False) -> tuple[Recorder, dict[str, Any]]:
+                  seed: int, recorder_cls: type[Recorder], neutral: bool = False,
+                  perturb: bool = False) -> tuple[Recorder, dict[str, Any]]:
     """``TRAIN_STEPS`` real steps of the program: forward + ``loss_fn`` under the policy, then the
     program's ``train_step(model, optimizer, loss, scaler)`` (its scaled backward, unscale, clip,
     ``step``), else ``backward()`` + ``step()``; ``scaler`` from ``make_scaler()`` (else None).
@@ -312,6 +313,8 @@ def train_updates(entry: Entry, weights: Tensors, batches: list[Any], device: st
     assert entry.make_optimizer is not None  # called only for a protocol that has one
     determinism.seed_all(seed)
     model = build_model(entry, weights, device, policy, bf16_policy)
+    if perturb:
+        nudge_weights(model, seed)
     optimizer = entry.make_optimizer(model)
     scaler = entry.make_scaler() if entry.make_scaler is not None else None
     named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
@@ -362,6 +365,22 @@ def train_updates(entry: Entry, weights: Tensors, batches: list[Any], device: st
             rec._event(f"Train.after{TRAIN_STEPS}.{n}", f"train.after{TRAIN_STEPS}.{n}", "training",
                        n.rpartition(".")[0] or "_root", "state", "training", b.detach().float() - state_start[n])
     return rec, facts
+
+
+NUDGE = 2.0**-22  # relative: two fp32 ulps, far below any bf16 rounding
+
+
+def nudge_weights(model: torch.nn.Module, seed: int) -> None:
+    """Each trained weight times ``1 ± NUDGE`` (a fixed random sign per value): the noise floor run of the
+    original (issue 37 item 4b) — how far its own updates move when nothing but fp32 rounding changes."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed + 7919)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.requires_grad and p.is_floating_point():
+                sign = torch.randint(0, 2, p.shape, generator=generator).to(p.dtype) * 2 - 1
+                p.mul_(1 + NUDGE * sign.to(p.device))
 
 
 def _step_state(model: torch.nn.Module) -> list[tuple[str, torch.Tensor]]:

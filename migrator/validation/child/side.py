@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..facts import NOISE_SUFFIX
 from ..records import SideJob
 from . import built_state, execute
 from .dropout import SEEDS
@@ -209,6 +210,14 @@ class _SideRun:
             run_dir = os.path.join(job.out, "train", policy)
             rec.save(run_dir, {"side": job.side, "policy": policy, "training": facts})
             status["train"][policy] = dict(facts, dir=run_dir)
+        if job.side == "original":  # the noise floor of each update, measured on the original itself
+            for policy in job.policies:
+                self.phase = f"{policy} training, noise floor ({execute.TRAIN_STEPS} steps)"
+                rec, facts = execute.train_updates(self.entry, weights, batches, device, policy, job.bf16_policy,
+                                                   job.seed, Recorder, neutral=neutral, perturb=True)
+                run_dir = os.path.join(job.out, "train", f"{policy}{NOISE_SUFFIX}")
+                rec.save(run_dir, {"side": job.side, "policy": policy, "training": facts})
+                status["train"][f"{policy}{NOISE_SUFFIX}"] = dict(facts, dir=run_dir)
         status["timings"]["train"] = self.timer()
 
 

@@ -34,8 +34,10 @@ ORDER = 5_000_000  # after the step-0 tensors and the isolated optimizer
 
 
 def compare_training(golden: Run | None, reference: Run | None, target_fp32: Run | None, target_bf16: Run | None,
-                     *, th: Thresholds = _DEFAULT, cross_device: bool = False) -> Comparison:
-    """Verdicts on every parameter's update after k steps (golden/reference: the original's fp32/bf16 runs)."""
+                     *, th: Thresholds = _DEFAULT, cross_device: bool = False,
+                     golden_noise: Run | None = None, reference_noise: Run | None = None) -> Comparison:
+    """Verdicts on every parameter's update after k steps (golden/reference: the original's fp32/bf16 runs;
+    ``*_noise``: the same runs with the weights nudged by fp32 rounding, each update's measured noise floor)."""
     out = Comparison()
     fp32 = TRAIN_FP32.scaled(th.fp32.cross_device_factor) if cross_device else TRAIN_FP32
     ratio_bounds = th.gradients.ratio
@@ -56,11 +58,12 @@ def compare_training(golden: Run | None, reference: Run | None, target_fp32: Run
             t32 = target_fp32.tensor(match) if target_fp32 is not None else None
             if t32 is not None and tuple(t32.shape) == tuple(g.shape):
                 e = error(t32)
-                checks.append(Check("train_rel_l2_fp32", e, fp32.warn_at, fp32.grade(e)))
+                bounds = _with_floor(fp32, _noise(golden_noise, match, g, error))
+                checks.append(Check("train_rel_l2_fp32", e, bounds.warn_at, bounds.grade(e)))
             t16 = target_bf16.tensor(match) if target_bf16 is not None else None
             r = reference.tensor(match) if reference is not None else None
             if t16 is not None and r is not None and tuple(t16.shape) == tuple(r.shape) == tuple(g.shape):
-                ratio = M.ratio(error(t16), max(error(r), typical))
+                ratio = M.ratio(error(t16), max(error(r), typical, _noise(reference_noise, match, g, error)))
                 checks.append(Check("train_ratio", ratio, ratio_bounds.warn_at, ratio_bounds.grade(ratio)))
         if not checks:
             continue
@@ -69,6 +72,24 @@ def compare_training(golden: Run | None, reference: Run | None, target_fp32: Run
             scope_cls=event.cls, order=ORDER + order, status=worst(c.status for c in checks), checks=tuple(checks),
             label="train/"))
     return out
+
+
+FLOOR_PASS, FLOOR_WARN = 3.0, 10.0  # an fp32 update passes up to 3x, warns up to 10x its measured noise floor
+
+
+def _noise(run: Run | None, match: str, g: Any, error: Callable[[Any], float]) -> float:
+    """How far this update moved in the original's own nudged run (0 without one); never infinite."""
+    n = run.tensor(match) if run is not None else None
+    if n is None or tuple(n.shape) != tuple(g.shape):
+        return 0.0
+    e = error(n)
+    return e if math.isfinite(e) else 0.0
+
+
+def _with_floor(bounds: Bounds, noise: float) -> Bounds:
+    """``bounds`` widened to the update's noise floor: an update that fp32 rounding alone moves by 1e-3 (Adam
+    dividing by √v of a gradient near 0) cannot be judged to 1e-4."""
+    return Bounds(max(bounds.pass_at, FLOOR_PASS * noise), max(bounds.warn_at, FLOOR_WARN * noise))
 
 
 def _error_against(g: Any, scale: float) -> Callable[[Any], float]:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ...facts import CheckRow, TrainingFacts
+from ...facts import NOISE_SUFFIX, CheckRow, TrainingFacts
 from ...records import Side, SideJob, SideStatus, Status, other_tree
 from ...verdict import Verdict
 from ..comparison.compare import Comparison, Run, compare_optimizer, compare_runs
@@ -214,11 +214,14 @@ def _training(comparison: Comparison, notes: list[str], train_o: Mapping[str, Tr
     golden = required_run(train_o["fp32"].dir, "original fp32 training")
     reference, target_fp32, target_bf16 = (Run.load(facts.dir if (facts := t.get(p)) is not None else None)
                                            for t, p in ((train_o, "bf16"), (train_m, "fp32"), (train_m, "bf16")))
-    comparison.extend(compare_training(golden, reference, target_fp32, target_bf16, cross_device=cross))
+    golden_noise, reference_noise = (Run.load(facts.dir if (facts := train_o.get(p + NOISE_SUFFIX)) is not None else None)
+                                     for p in ("fp32", "bf16"))
+    comparison.extend(compare_training(golden, reference, target_fp32, target_bf16, cross_device=cross,
+                                       golden_noise=golden_noise, reference_noise=reference_noise))
     note = training_note(train_o, train_m)
     if note:
         notes.append(note)
-    ctx.manifest["precision_policy"] = {side: {p: describe(facts) for p, facts in t.items()}
+    ctx.manifest["precision_policy"] = {side: {p: describe(facts) for p, facts in t.items() if p in ("fp32", "bf16")}
                                            for side, t in (("original", train_o), ("migrated", train_m))}
     rows = [compare_policies(train_o.get(p), train_m.get(p), p) for p in ("fp32", "bf16")]
     return tuple(r for r in rows if r is not None)
