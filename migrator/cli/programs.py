@@ -148,7 +148,7 @@ def _compare_msprobe(target: str | None, golden: str | None, cross_device: bool,
 
 @click.command(name="plan")
 @click.argument("model", required=False, type=click.Path(path_type=str))
-@click.option("--model", "model_config", type=click.Path(dir_okay=False), help="A HF- or Megatron-style config JSON instead of a tree.")
+@click.option("--model", "model_config", type=click.Path(dir_okay=False), help="A HF- or Megatron-style config (JSON, or YAML: a nanotron config) instead of a tree.")
 @click.option("--cluster", "clusters", multiple=True, required=True, help="Cluster profile (repeatable): a100-dgx, h100-dgx, a2-8x, supernode-384, atlas-950-superpod, atlas-960-superpod, or [tool.migrate.clusters.NAME].")
 @click.option("--global-batch", type=click.IntRange(min=1), default=1024, show_default=True, help="Sequences per optimizer step.")
 @click.option("--seq", type=click.IntRange(min=1), default=4096, show_default=True, help="Tokens per sequence.")
