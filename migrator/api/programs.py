@@ -89,7 +89,8 @@ def plan(model: str | Path, clusters: Sequence[str], *, global_batch: int, seq: 
     """`migrate plan`: rank parallel layouts for MODEL (a tree with validate.py, read on the meta device in a
     child process, or a HF / Megatron config JSON) on each named cluster profile. Options: `dtype`, `devices`,
     `top`, `failure_rate`, `checkpoint_seconds`, `layout` (a `--layout` string or a Layout: evaluate it instead of
-    searching), `assume` (KEY=VALUE strings over `assumptions`), `explain`. `check_s0` (trees only) runs `validate` S0 on the fake
+    searching), `assume` (KEY=VALUE strings over `assumptions`, or over a cluster figure: flagged user), `explain`, `strict`
+    (refuse a cluster whose figures are not all measured or first-party). `check_s0` (trees only) runs `validate` S0 on the fake
     process group for each cluster's best layout and records its status in the plan. Returns a frozen
     `migrator.plan.runner.PlanResult`; bad input (unknown cluster, unreadable model) raises UsageError."""
     from migrator.plan import clusters as cluster_profiles
@@ -107,7 +108,10 @@ def plan(model: str | Path, clusters: Sequence[str], *, global_batch: int, seq: 
             options["layout"] = parse_layout(layout, options.get("devices"))
         elif layout is not None:
             options["layout"] = layout
-        options["assumptions"] = parse_assume(tuple(options.pop("assume", None) or ()), options.get("assumptions"))
+        assume, figures = cluster_profiles.split_assume(tuple(options.pop("assume", None) or ()))
+        options["assumptions"] = parse_assume(assume, options.get("assumptions"))
+        if figures:
+            options["figures"] = figures
         if not path.exists():
             raise UsageError(f"{model}: no such model tree or config file")
         found_root = Path(root) if root else find_root([path if path.is_dir() else Path.cwd()])

@@ -150,7 +150,7 @@ def _compare_msprobe(target: str | None, golden: str | None, cross_device: bool,
 
 @click.command(name="plan")
 @click.argument("model", required=False, type=click.Path(path_type=str))
-@click.option("--model", "model_config", type=click.Path(dir_okay=False), help="A HF- or Megatron-style config JSON instead of a tree.")
+@click.option("--model", "model_config", type=click.Path(dir_okay=False), help="A HF- or Megatron-style config (JSON, or YAML: a nanotron config) instead of a tree.")
 @click.option("--cluster", "clusters", multiple=True, required=True, help="Cluster profile (repeatable): a100-dgx, h100-dgx, a2-8x, supernode-384, atlas-950-superpod, atlas-960-superpod, or [tool.migrate.clusters.NAME].")
 @click.option("--global-batch", type=click.IntRange(min=1), default=1024, show_default=True, help="Sequences per optimizer step.")
 @click.option("--seq", type=click.IntRange(min=1), default=4096, show_default=True, help="Tokens per sequence.")
@@ -166,13 +166,14 @@ def _compare_msprobe(target: str | None, golden: str | None, cross_device: bool,
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True, help="What to print.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the plan JSON to FILE.")
 @click.option("--layout", help="Evaluate this layout instead of searching: tp=8,pp=35,vpp=3,dp=8,cp=1,ep=1,zero=1,recompute=selective,sp=on,mb=1 (keys left out: 1 / off defaults; dp from --devices).")
-@click.option("--assume", "assume", multiple=True, metavar="KEY=VALUE", help="Set a modelling assumption (repeatable), e.g. attention=eager, dp_overlap=0, grad_dtype=fp32, schedule=dualpipe; --explain lists them all.")
-@click.option("--explain", is_flag=True, help="List every assumption with its default and source; with --layout, also the search's pick and the terms that make it faster.")
+@click.option("--assume", "assume", multiple=True, metavar="KEY=VALUE", help="Set a modelling assumption or a cluster figure (repeatable), e.g. attention=eager, dp_overlap=0, schedule=dualpipe, peak_tflops_bf16=300 (flagged user); --explain lists them all.")
+@click.option("--explain", is_flag=True, help="List every assumption and cluster figure with its provenance and source; with --layout, also the search's pick and the terms that make it faster.")
+@click.option("--strict", is_flag=True, help="Refuse (exit 2) a cluster whose figures are not all measured or first-party, listing them.")
 def plan_command(model: str | None, model_config: str | None, clusters: tuple[str, ...], global_batch: int, seq: int,
                  dtype: str, devices: int | None, top: int, failure_rate: float | None,
                  checkpoint_seconds: float | None, entry: str | None, check_s0: bool, write_launch: str | None,
                  script: str, fmt: str, output: str | None, layout: str | None, assume: tuple[str, ...],
-                 explain: bool) -> None:
+                 explain: bool, strict: bool) -> None:
     """Propose parallel layouts (TP / PP / DP / EP, ZeRO, recomputation) for MODEL on each cluster.
 
     MODEL is a tree with validate.py (read on the meta device in a child process) or use --model CONFIG.json.
@@ -187,7 +188,7 @@ def plan_command(model: str | None, model_config: str | None, clusters: tuple[st
         if source is None or (model and model_config):
             _fail("give either MODEL (a tree) or --model CONFIG.json")
         options = dict(dtype=dtype, devices=devices, top=top, checkpoint_seconds=checkpoint_seconds,
-                       layout=layout, assume=assume, explain=explain)
+                       layout=layout, assume=assume, explain=explain, strict=strict)
         if failure_rate:
             options["failure_rate"] = failure_rate
         result = api.plan(source, clusters, global_batch=global_batch, seq=seq, entry=entry,

@@ -1,8 +1,9 @@
 """Cluster profiles: the shipped `clusters/profiles.yaml` plus the user's `[tool.migrate.clusters]`.
 
-Every figure keeps its source and flag (verified / announced / user). A figure that is null is never
-guessed: `Cluster.need(key)` raises :class:`MissingFigure`, which names the profile, the key and where
-to set it.
+Every figure keeps its source and its provenance kind (`flag`: first-party / announced / derived /
+measured / user). A shipped figure that is null takes its derived default from `calibration.DERIVED_FIGURES`
+if there is one; otherwise it is never guessed: `Cluster.need(key)` raises :class:`MissingFigure`, which
+names the profile, the key and where to set it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-FLAGS = ("verified", "announced", "user")
+FLAGS = ("first-party", "announced", "derived", "measured", "user")
+STRICT_FLAGS = ("first-party", "measured")  # what `plan --strict` accepts
+_OLD_FLAGS = {"verified": "first-party"}
 KEYS = ("devices", "devices_per_node", "domain_size", "domain_GBps", "scale_out_GBps", "hbm_GB", "hbm_GBps",
         "storage_write_GBps")
 DTYPES = ("bf16", "fp16", "fp8")
@@ -67,9 +70,19 @@ class Cluster:
         return self.need(f"peak_tflops_{dtype}")
 
     def with_devices(self, devices: int) -> Cluster:
-        figs = dict(self.figures)
-        figs["devices"] = Figure(devices, "user", "--devices")
-        return Cluster(self.name, self.title, tuple(figs.items()), self.origin)
+        return self.with_figures({"devices": Figure(devices, "user", "--devices")})
+
+    def with_figures(self, changes: dict[str, Figure]) -> Cluster:
+        return Cluster(self.name, self.title, tuple({**dict(self.figures), **changes}.items()), self.origin)
+
+    def used(self, dtype: str) -> list[tuple[str, Figure]]:
+        """The figures a plan in DTYPE reads (other dtypes' peaks left out), with their values."""
+        return [(k, f) for k, f in self.figures if f.value is not None
+                and (not k.startswith("peak_tflops_") or k == f"peak_tflops_{dtype}")]
+
+    def not_strict(self, dtype: str) -> list[str]:
+        """`KEY (flag)` for each figure a plan in DTYPE reads that is neither measured nor first-party."""
+        return [f"{k} ({f.flag})" for k, f in self.used(dtype) if f.flag not in STRICT_FLAGS]
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "title": self.title, "origin": self.origin,
@@ -83,11 +96,29 @@ def _figure(raw: Any, where: str) -> Figure:
         value, flag, source = raw, "user", ""
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
         raise ClusterError(f"{where}: value must be a positive number or null, got {value!r}")
+    flag = _OLD_FLAGS.get(flag, flag)
     if flag not in FLAGS:
         raise ClusterError(f"{where}: flag must be one of {', '.join(FLAGS)}, got {flag!r}")
     if value is not None and flag != "user" and not source:
         raise ClusterError(f"{where}: a {flag} figure needs a source")
     return Figure(value, flag, str(source))
+
+
+def split_assume(pairs: tuple[str, ...]) -> tuple[tuple[str, ...], dict[str, Figure]]:
+    """`--assume` pairs naming a cluster figure (`peak_tflops_bf16=300`) become user figures; the rest are
+    left for `assumptions.parse_assume`."""
+    rest, figures = [], {}
+    for pair in pairs:
+        key, _, raw = pair.partition("=")
+        if not _known(key.strip()):
+            rest.append(pair)
+            continue
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ClusterError(f"--assume {pair!r}: {key.strip()} takes a number") from None
+        figures[key.strip()] = _figure({"value": value, "flag": "user", "source": "--assume"}, f"--assume {pair!r}")
+    return tuple(rest), figures
 
 
 def _known(key: str) -> bool:
@@ -112,6 +143,16 @@ def _profile(name: str, raw: Any, origin: str, base: Cluster | None = None) -> C
     return Cluster(name, title, tuple(figs.items()), origin)
 
 
+def _with_derived(cluster: Cluster) -> Cluster:
+    """A shipped profile's null figures filled from `calibration.DERIVED_FIGURES`, flagged derived."""
+    from .calibration import DERIVED_FIGURES
+
+    derived = {key: Figure(value, "derived", source)
+               for key, (value, source) in DERIVED_FIGURES.get(cluster.name, {}).items()
+               if cluster.figure(key).value is None}
+    return cluster.with_figures(derived) if derived else cluster
+
+
 @cache
 def builtin() -> dict[str, Cluster]:
     import yaml
@@ -121,7 +162,7 @@ def builtin() -> dict[str, Cluster]:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ClusterError(f"{path}: cannot read cluster profiles: {exc}") from None
-    return {name: _profile(name, raw, str(path)) for name, raw in data.items()}
+    return {name: _with_derived(_profile(name, raw, str(path))) for name, raw in data.items()}
 
 
 def user_profiles(root: Path | None) -> dict[str, Cluster]:

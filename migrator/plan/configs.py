@@ -165,11 +165,24 @@ def check(shape: ModelShape, source: str) -> None:
 
 
 def from_config(path: str | Path) -> ModelShape:
+    """A HF / Megatron config as JSON, or as YAML (.yaml/.yml; a nanotron config's `model.model_config`)."""
     path = Path(path)
+    yaml_file = path.suffix.lower() in (".yaml", ".yml")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        if yaml_file:
+            import yaml
+
+            doc = yaml.safe_load(text)
+        else:
+            doc = json.loads(text)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ModelError(f"{path}: cannot read the model config: {exc}") from None
+    except Exception as exc:  # yaml.YAMLError: yaml is imported only for YAML files
+        raise ModelError(f"{path}: not valid YAML: {exc}") from None
+    nested = doc.get("model") if isinstance(doc, dict) else None
+    if yaml_file and isinstance(nested, dict) and isinstance(nested.get("model_config"), dict):
+        doc = nested["model_config"]  # nanotron: model: {model_config: {hidden_size: ...}}
     if not isinstance(doc, dict):
-        raise ModelError(f"{path}: a model config must be a JSON object")
+        raise ModelError(f"{path}: a model config must be a {'YAML mapping' if yaml_file else 'JSON object'}")
     return from_dict(doc, path.stem, str(path))

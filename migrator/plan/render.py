@@ -68,7 +68,7 @@ def text(result: PlanView) -> str:
         if cp.problems:
             lines += ["   the given layout cannot run here:"] + [f"   - {p}" for p in cp.problems]
         if not cp.top:
-            lines += [f"   {w}" for w in cp.why] + [""]
+            lines += [f"   {w}" for w in cp.why] + provenance(cp, result.dtype, bool(result.explain)) + [""]
             continue
         for i, e in enumerate(cp.top, 1):
             lines += [f"{'given' if cp.given else i}. {e.layout.label()}", *breakdown(e)]
@@ -82,13 +82,24 @@ def text(result: PlanView) -> str:
         lines.append(f"   S0: {cp.s0['command']}  ({cp.s0['note']})")
         if "status" in cp.s0:
             lines.append(f"   S0 result: {cp.s0['status']}: {cp.s0['summary']}")
-        announced = [k for k, fig in c.figures if fig.flag == "announced" and fig.value is not None]
-        if announced:
-            lines.append(f"   announced, not verified, in this profile: {', '.join(announced)}")
+        lines += provenance(cp, result.dtype, bool(result.explain))
         lines.append("")
     if result.explain:
         lines += ["assumptions (value: source):"] + [f"   {line}" for line in result.explain] + [""]
     return "\n".join(lines)
+
+
+def provenance(cp: ClusterPlan, dtype: str, explain: bool) -> list[str]:
+    """Which figures are not first-party, by kind; with --explain every figure, its kind and source."""
+    used = cp.cluster.used(dtype)
+    kinds: dict[str, list[str]] = {}
+    for key, fig in used:
+        if fig.flag != "first-party":
+            kinds.setdefault(fig.flag, []).append(key)
+    out = [f"   figures {kind} (not first-party): {', '.join(keys)}" for kind, keys in kinds.items()]
+    if explain:
+        out += ["   figures (value, kind: source):"] + [f"   - {k} = {f.value:g}, {f.flag}: {f.source.removeprefix(f.flag + ': ')}" for k, f in used]
+    return out
 
 
 def _comm(e: Estimate, table: dict[str, float]) -> str:

@@ -8,7 +8,7 @@ from typing import Any
 
 from .assumptions import Assumptions, explain_lines
 from .cluster_plan import ClusterPlan
-from .clusters import Cluster, MissingFigure
+from .clusters import Cluster, Figure, MissingFigure
 from .cost import Layout
 from .estimate import layout_problems
 from .fault import LLAMA3_FAILURES_PER_DEVICE_HOUR, plan_faults
@@ -137,10 +137,21 @@ def evaluate_cluster(job: Job, cluster: Cluster, layout: Layout, devices: int | 
 def plan(model: ModelShape, clusters: list[Cluster], *, global_batch: int, seq: int, dtype: str = "bf16",
          devices: int | None = None, top: int = 3, failure_rate: float = LLAMA3_FAILURES_PER_DEVICE_HOUR,
          checkpoint_seconds: float | None = None, assumptions: Assumptions | None = None,
-         layout: Layout | None = None, explain: bool = False) -> PlanResult:
+         layout: Layout | None = None, explain: bool = False, strict: bool = False,
+         figures: dict[str, Figure] | None = None) -> PlanResult:
+    """`figures` (from `--assume KEY=VALUE` on a cluster key) replace each cluster's; `strict` refuses a
+    cluster whose plan would read a figure that is neither measured nor first-party."""
     job = Job(model, global_batch, seq, dtype, assumptions or Assumptions())
     plans = []
     for cluster in clusters:
+        cluster = cluster.with_figures(figures) if figures else cluster
+        weak = cluster.not_strict(dtype) if strict else []
+        if weak:
+            plans.append(ClusterPlan(cluster, devices or 0, 0, (), (), None, error=(
+                f"--strict: cluster {cluster.name!r} has figures that are neither measured nor first-party: "
+                f"{', '.join(weak)}; set measured values in [tool.migrate.clusters.{cluster.name}] "
+                "(e.g. hbm_GBps = {value = 1500, flag = \"measured\", source = \"...\"}) or drop --strict")))
+            continue
         try:
             if layout is not None:
                 plans.append(evaluate_cluster(job, cluster, layout, devices, failure_rate, checkpoint_seconds,

@@ -43,8 +43,8 @@ def test_json_plan_matches_its_schema(config):
     from migrator.ground.resources import schema_path
 
     result = CliRunner().invoke(main, ["plan", "--model", str(config), "--cluster", "supernode-384",
-                                       "--cluster", "a2-8x", "--format", "json"])
-    assert result.exit_code == 2  # a2-8x lacks figures: still a valid document, with its error
+                                       "--cluster", "atlas-950-superpod", "--dtype", "fp16", "--format", "json"])
+    assert result.exit_code == 2  # no fp16 peak for the 950: still a valid document, with its error
     doc = json.loads(result.output)
     jsonschema.validate(doc, json.loads(schema_path("plan.schema.json").read_text()))
     assert doc["clusters"][1]["error"] and not doc["clusters"][1]["top"]
@@ -64,11 +64,45 @@ def test_no_fitting_layout_exits_1(config):
 
 
 def test_missing_figures_exit_2_and_the_other_clusters_still_plan(config):
-    result = CliRunner().invoke(main, ["plan", "--model", str(config), "--cluster", "a2-8x",
-                                       "--cluster", "supernode-384"])
+    result = CliRunner().invoke(main, ["plan", "--model", str(config), "--cluster", "atlas-950-superpod",
+                                       "--cluster", "supernode-384", "--dtype", "fp16"])
     assert result.exit_code == 2
-    assert "not planned: cluster 'a2-8x': no sourced value for" in result.output
-    assert "[tool.migrate.clusters.a2-8x]" in result.output and "1. TP" in result.output
+    assert "not planned: cluster 'atlas-950-superpod': no sourced value for" in result.output
+    assert "[tool.migrate.clusters.atlas-950-superpod]" in result.output and "1. TP" in result.output
+
+
+@pytest.mark.parametrize("name", ["a2-8x", "supernode-384", "atlas-950-superpod", "atlas-960-superpod"])
+def test_every_ascend_profile_plans_the_sample_with_its_figures_flagged(name):
+    result = CliRunner().invoke(main, ["plan", str(REPO / "samples" / "gpt"), "--cluster", name])
+    assert result.exit_code == 0, result.output
+    assert "1. TP" in result.output and "not planned" not in result.output
+    assert "figures derived (not first-party):" in result.output
+
+
+def test_a2_plan_and_explain_print_each_figure_with_its_kind_and_source(config):
+    result = CliRunner().invoke(main, ["plan", "--model", str(config), "--cluster", "a2-8x", "--explain"])
+    assert result.exit_code in (0, 1), result.output
+    assert "figures derived (not first-party): domain_GBps, peak_tflops_bf16, hbm_GBps" in result.output
+    assert "- peak_tflops_bf16 = 376, derived: " in result.output and "arXiv:2506.12708" in result.output
+    assert "- scale_out_GBps = 25, first-party: " in result.output
+
+
+def test_strict_refuses_a2_listing_every_figure_that_is_not_measured_or_first_party(config):
+    result = CliRunner().invoke(main, ["plan", "--model", str(config), "--cluster", "a2-8x", "--strict"])
+    assert result.exit_code == 2, result.output
+    assert "--strict: cluster 'a2-8x'" in result.output
+    for item in ("peak_tflops_bf16 (derived)", "hbm_GBps (derived)", "domain_GBps (derived)", "hbm_GB (announced)"):
+        assert item in result.output
+    assert "scale_out_GBps" not in result.output.split("--strict")[1]
+    ok = CliRunner().invoke(main, ["plan", "--model", str(config), "--cluster", "a100-dgx", "--devices", "768",
+                                   "--strict"])
+    assert "--strict" not in ok.output and "1. TP" in ok.output
+
+
+def test_assume_sets_a_cluster_figure_flagged_user(config):
+    result = CliRunner().invoke(main, ["plan", "--model", str(config), "--cluster", "a2-8x", "--explain",
+                                       "--assume", "peak_tflops_bf16=300"])
+    assert "- peak_tflops_bf16 = 300, user: --assume" in result.output
 
 
 def test_write_launch_writes_three_valid_scripts(config, tmp_path):

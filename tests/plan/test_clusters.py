@@ -22,8 +22,37 @@ def test_the_shipped_profiles_are_there_and_every_figure_has_a_flag_and_a_source
 
 def test_a_null_figure_is_a_required_input_naming_key_and_where_to_set_it():
     a2 = clusters.load(["a2-8x"])[0]
-    with pytest.raises(MissingFigure, match=r"peak_tflops_bf16.*\[tool\.migrate\.clusters\.a2-8x\]"):
-        a2.peak_tflops("bf16")
+    with pytest.raises(MissingFigure, match=r"storage_write_GBps.*\[tool\.migrate\.clusters\.a2-8x\]"):
+        a2.need("storage_write_GBps")
+
+
+@pytest.mark.parametrize("name", ["a2-8x", "supernode-384", "atlas-950-superpod", "atlas-960-superpod"])
+def test_every_ascend_profile_has_each_figure_a_bf16_plan_reads_with_its_kind(name):
+    cluster = clusters.load([name])[0]
+    for key in ("devices", "domain_size", "domain_GBps", "peak_tflops_bf16", "hbm_GB", "hbm_GBps"):
+        assert cluster.need(key) > 0, key
+        assert cluster.figure(key).flag in clusters.FLAGS and cluster.figure(key).source, key
+
+
+def test_derived_defaults_come_from_calibration_and_never_replace_a_sourced_figure():
+    from migrator.plan.calibration import DERIVED_FIGURES
+
+    a2 = clusters.load(["a2-8x"])[0]
+    fig = a2.figure("peak_tflops_bf16")
+    assert fig.flag == "derived" and fig.value == DERIVED_FIGURES["a2-8x"]["peak_tflops_bf16"][0]
+    assert "arXiv:2506.12708" in fig.source
+    assert a2.figure("scale_out_GBps").flag == "first-party" and "2504.07866" in a2.figure("scale_out_GBps").source
+    assert clusters.load(["atlas-950-superpod"])[0].figure("domain_GBps").flag == "announced"  # shipped wins
+    assert "domain_GBps (derived)" in a2.not_strict("bf16") and "scale_out_GBps (first-party)" not in str(
+        a2.not_strict("bf16"))
+    assert clusters.load(["a100-dgx"])[0].not_strict("bf16") == []
+
+
+def test_the_old_verified_flag_reads_as_first_party(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.migrate.clusters.lab]\nbase = "a100-dgx"\n'
+        'hbm_GBps = {value = 1800, flag = "verified", source = "our datasheet"}\n')
+    assert clusters.load(["lab"], tmp_path)[0].figure("hbm_GBps").flag == "first-party"
 
 
 def test_user_profiles_in_pyproject_fill_missing_figures(tmp_path):

@@ -70,3 +70,26 @@ def test_impossible_model_numbers_name_the_file_and_the_number(tmp_path, doc, wo
     with pytest.raises(ModelError, match="bad.json") as err:
         from_config(path)
     assert words in str(err.value)
+
+
+def test_a_nanotron_yaml_config_reads_like_its_hf_keys(tmp_path):
+    from migrator.plan.configs import from_config
+
+    path = tmp_path / "config.yaml"
+    path.write_text("model:\n  model_config:\n    hidden_size: 2048\n    num_attention_heads: 16\n"
+                    "    num_key_value_heads: 16\n    num_hidden_layers: 24\n    intermediate_size: 8192\n"
+                    "    vocab_size: 32000\n")
+    shape = from_config(path)
+    assert (shape.hidden, shape.layers, shape.heads) == (2048, 24, 16)
+
+
+def test_bad_yaml_config_names_the_file(tmp_path):
+    import pytest
+
+    from migrator.plan.configs import from_config
+    from migrator.plan.model import ModelError
+
+    path = tmp_path / "bad.yaml"
+    path.write_text("model: [unclosed\n")
+    with pytest.raises(ModelError, match=r"bad\.yaml: not valid YAML"):
+        from_config(path)
