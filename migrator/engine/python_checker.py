@@ -19,6 +19,7 @@ from migrator.catalogue.loader import Catalogue, Rule, SymbolMatch
 from migrator.catalogue.patterns import CUDA_ACCELERATORS, accepted_names, lists_npu
 from migrator.engine.sites import dotted
 from migrator.engine.source import SourceText
+from migrator.ground.own_code import own_helpers
 
 ENV_TOKEN = re.compile(
     r"\b(CUDA_[A-Z0-9_]+|NCCL_[A-Z0-9_]+|TORCH_NCCL_[A-Z0-9_]+|TORCH_CUDA_ARCH_LIST|PYTORCH_CUDA_ALLOC_CONF|"
@@ -41,7 +42,6 @@ DDP_CALLS = {
 }
 LOAD_INLINE = {"torch.utils.cpp_extension.load_inline"}
 LOAD_EXT = {"torch.utils.cpp_extension.load"}
-MIGRATE_HELPER_PREFIXES = ("_migrate_", "_Migrate")
 FLASH_ATTN_IMPLEMENTATIONS = {"flash_attention_2", "flash_attention_3"}
 # What shows a module computes in a dtype (for the op verdicts: a limit matters for dtypes in use)
 DTYPE_NAMES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.half": "fp16", "torch.float64": "fp64",
@@ -180,6 +180,8 @@ class PythonChecker(ast.NodeVisitor):
         self.guarded = guarded_imports(tree)
         self.docstring_nodes = docstrings(tree)
         self.docstrings = {id(n) for n in self.docstring_nodes}
+        self.own_helpers = own_helpers(tree)  # inserted by `migrate fix` (marked): no findings, no markers
+        self.own_helper_ids = {id(n) for n in self.own_helpers}
         self.claimed: set[int] = set()
         self.members_seen: set[tuple[str, str]] = set()
         self.command_strings: set[int] = set()  # ids of the strings passed to a command runner (subprocess, os.system)  # (code, symbol) of `scope: members` uses reported
@@ -251,7 +253,7 @@ class PythonChecker(ast.NodeVisitor):
 
     # -- visitors ----------------------------------------------------------------------------
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        if node.name.startswith(MIGRATE_HELPER_PREFIXES):  # helpers emitted by `migrate fix` are ported code
+        if id(node) in self.own_helper_ids:  # helpers emitted by `migrate fix` are ported code
             return
         self.claim_strings(node.returns)
         for dec in node.decorator_list:  # `@triton.jit`: one finding per kernel
@@ -268,7 +270,7 @@ class PythonChecker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        if not node.name.startswith(MIGRATE_HELPER_PREFIXES):
+        if id(node) not in self.own_helper_ids:
             self.generic_visit(node)
 
     def visit_Import(self, node: ast.Import) -> None:

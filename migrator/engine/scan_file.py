@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
 import pathspec
 
@@ -19,6 +20,7 @@ from migrator.catalogue.loader import Catalogue, Rule, load_catalogue
 from migrator.catalogue.site import is_build_file
 from migrator.engine import config_checker, config_reader, notebook, text_checkers
 from migrator.engine.coverage_checker import coverage_hits, depends_on_training
+from migrator.engine.markers import unattributed
 from migrator.engine.python_checker import check_module
 from migrator.engine.source import SourceText, UnreadableSource, decode_python, decode_text
 from migrator.engine.suppress import Directives, parse_directives
@@ -26,6 +28,7 @@ from migrator.ground.config import RuleSelector
 from migrator.ground.globs import compile_globs
 from migrator.ground.kinds import FixKind
 from migrator.ground.model import CoverageInfo, FileResult, Finding, ImportInfo, Marker, OpUse
+from migrator.ground.own_code import helper_lines
 
 # Bytes that can lead to a finding in Python code; files without any are not parsed.
 PREFILTER = re.compile(
@@ -34,7 +37,6 @@ PREFILTER = re.compile(
     rb"GPUtil|data_parallel|NVIDIA|NVTE_|torch|flashinfer|liger_kernel|mamba_ssm|causal_conv1d|dropout_layer_norm|"
     rb"fused_dense_lib|rotary_emb|flash_attention_|BitsandbytesPrecision|accelerator="
 )
-MARKER = re.compile(r"(?i)cuda|nccl|apex|flash_attn|xformers|triton|transformer_engine|NVTE_|cudnn")
 GENERATED = re.compile(rb"@generated\b")
 
 
@@ -208,9 +210,9 @@ def _scan_bytes(scan: FileScan, data: bytes) -> FileResult:
     checked = _check_by_kind(scan, source, data)
     if isinstance(checked, FileResult):
         return checked
-    ops, doc_lines = checked
+    ops, quiet_lines, own_names = checked
     kept, suppressed = _apply_suppressions(scan, directives)
-    markers = _unattributed(rel, kind, source, kept, doc_lines) if kind in ("python", "shell", "dockerfile") else ()
+    markers = unattributed(rel, kind, source, kept, quiet_lines, own_names) if kind in ("python", "shell", "dockerfile") else ()
     return FileResult(rel, tuple(sorted(kept, key=Finding.sort_key)), markers, ops, None, suppressed)
 
 
@@ -232,8 +234,8 @@ def _without_decoding(scan: FileScan, data: bytes) -> FileResult | None:
 
 def _check_by_kind(
     scan: FileScan, source: SourceText, data: bytes
-) -> FileResult | tuple[tuple[OpUse, ...], set[int]]:
-    """Findings into `scan` by the file's kind; (ops, docstring lines), or the result when checking stops early."""
+) -> FileResult | PythonFacts:
+    """Findings into `scan` by the file's kind; what the marker search needs, or the result when checking stops early."""
     rel, kind = scan.rel, scan.kind
     if kind == "python":
         parsed = _check_python(scan, source, data)
@@ -243,7 +245,7 @@ def _check_by_kind(
             _check_config(scan, source.text)
         except config_reader.ConfigParseError as exc:
             return FileResult(rel, skipped=f"not read as a config: {exc}")
-        return (), set()
+        return PythonFacts((), set())
     try:
         hits = list(_text_hits(kind, source))
     except text_checkers.PyprojectError as exc:
@@ -252,7 +254,7 @@ def _check_by_kind(
     for hit in hits:
         rule, replacement = scan.rule_for_key(hit.key, hit.replacement)
         scan.add(rule, hit.line, hit.column, hit.line, hit.end_column, hit.symbol, replacement, message=hit.message)
-    return (), set()
+    return PythonFacts((), set())
 
 
 def _check_config(scan: FileScan, text: str) -> None:
@@ -304,7 +306,7 @@ def _scan_notebook(scan: FileScan, data: bytes) -> FileResult:
         directives = parse_directives(original.lines)
         if directives.skip_file:
             return FileResult(rel, skipped=f"`# migrate: skip-file` directive (cell {cell.index})")
-        doc_lines: set[int] = set()
+        doc_lines, own_names = set[int](), frozenset[str]()
         if cell.kind == "python":
             header = headers.get(cell.index, "")
             h = header.count("\n")  # imports of the other cells, above the cell (shared namespace)
@@ -323,7 +325,7 @@ def _scan_notebook(scan: FileScan, data: bytes) -> FileResult:
                     replace(f, cell=cell.index, message=f.message.replace(f"cannot parse {rel}:", where, 1)) for f in cscan.findings
                 )
                 continue
-            cell_ops, cell_doc_lines = parsed
+            cell_ops, cell_doc_lines, own_names = parsed
             ops.extend(replace(op, cell=cell.index, line=op.line - h) for op in cell_ops if op.line > h)
             doc_lines = {n - h for n in cell_doc_lines if n > h}
         cscan.kind = "shell"  # `!` / `%env` / `%pip` lines
@@ -333,7 +335,7 @@ def _scan_notebook(scan: FileScan, data: bytes) -> FileResult:
         kept, hidden = _apply_suppressions(cscan, directives)
         suppressed += hidden
         findings.extend(replace(f, cell=cell.index) for f in kept)
-        markers.extend(replace(m, cell=cell.index) for m in _unattributed(rel, "python", original, kept, doc_lines))
+        markers.extend(replace(m, cell=cell.index) for m in unattributed(rel, "python", original, kept, doc_lines, own_names))
     return FileResult(rel, tuple(sorted(findings, key=Finding.sort_key)), tuple(markers), tuple(ops), None, suppressed)
 
 
@@ -363,7 +365,15 @@ def _parse_failure(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _check_python(scan: FileScan, source: SourceText, data: bytes) -> tuple[tuple[OpUse, ...], set[int]] | None:
+class PythonFacts(NamedTuple):
+    """What the marker search needs from a Python file's check, besides its findings."""
+
+    ops: tuple[OpUse, ...]
+    quiet_lines: set[int]
+    own_names: frozenset[str] = frozenset()  # helpers the fix inserted: their uses are no markers
+
+
+def _check_python(scan: FileScan, source: SourceText, data: bytes) -> PythonFacts | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escape sequences etc. are not our business
@@ -377,7 +387,7 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes) -> tuple[tupl
         scan.meta("parse-error", f"cannot parse {scan.rel}: {_parse_failure(exc)}")
         return None
     if not PREFILTER.search(data):
-        return (), set()  # parsed (so syntax errors are reported) but nothing to look for
+        return PythonFacts((), set())  # parsed (so syntax errors are reported) but nothing to look for
     try:
         checker = check_module(tree, source, scan.catalogue, scan.enabled, scan.options.target, is_build_file(scan.rel))
     except RecursionError:
@@ -411,10 +421,12 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes) -> tuple[tupl
         scan.add(impl_rule, line, col, end_line, source.char_column(end_line, node.end_col_offset or 0), symbol,
                  message=message, coverage=info)
     ops = tuple(op_uses)
-    doc_lines: set[int] = set()
+    quiet: set[int] = set()  # lines no marker is looked for on: docstrings, the fix's own helpers
     for node in checker.docstring_nodes:
-        doc_lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
-    return ops, doc_lines
+        quiet.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+    for helper in checker.own_helpers:
+        quiet.update(helper_lines(helper))
+    return PythonFacts(ops, quiet, frozenset(getattr(h, "name", "") for h in checker.own_helpers))
 
 
 def _setup_requirements(scan: FileScan, tree: ast.AST, source: SourceText, docstrings: set[int]) -> None:
@@ -473,20 +485,3 @@ def _apply_suppressions(scan: FileScan, directives: Directives) -> tuple[list[Fi
                 s.column,
             )
     return kept + extra.findings, suppressed
-
-
-def _unattributed(
-    rel: str, kind: str, source: SourceText, findings: list[Finding], doc_lines: set[int]
-) -> tuple[Marker, ...]:
-    claimed: set[int] = set()
-    for f in findings:
-        claimed.update(range(f.line, f.end_line + 1))
-    out = []
-    for number, text in enumerate(source.lines, 1):
-        if number in claimed or number in doc_lines:
-            continue
-        code = text.split("#", 1)[0] if kind in ("python", "shell", "dockerfile") else text
-        m = MARKER.search(code)
-        if m:
-            out.append(Marker(rel, number, m.group(0).lower()))
-    return tuple(out)

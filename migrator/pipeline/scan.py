@@ -18,6 +18,7 @@ from migrator.ground import declines
 from migrator.ground.config import Settings
 from migrator.ground.model import (
     CoverageSummary,
+    FileResult,
     Finding,
     Marker,
     OpSummary,
@@ -27,6 +28,7 @@ from migrator.ground.model import (
     ToolInfo,
     finding_counts,
 )
+from migrator.ground.own_code import unchanged_runtime_modules
 from migrator.ground.progress import Progress, phase
 from migrator.ground.usage_error import UsageError
 from migrator.pipeline.options import scan_options, selector
@@ -52,16 +54,17 @@ def scan_tree(settings: Settings, paths: list[Path], progress: Progress | None =
     catalogue = load_catalogue()
     check_codes(settings.select + settings.ignore, catalogue.rules)
     output = run(settings, paths, scan_options(settings), phase(progress, "scanning"), memo=memo, overlay=overlay)
-    findings = tuple(sorted((f for r in output.files for f in r.findings), key=Finding.sort_key))
+    files = without_own_modules(output.files, settings.root)
+    findings = tuple(sorted((f for r in files for f in r.findings), key=Finding.sort_key))
     summary = summarize(
         settings.root.as_posix(),
-        files_scanned=sum(1 for r in output.files if not r.skipped),
+        files_scanned=sum(1 for r in files if not r.skipped),
         files_skipped=len(output.skipped),
         findings=findings,
-        suppressed=sum(r.suppressed for r in output.files),
-        markers=tuple(m for r in output.files for m in r.markers),
+        suppressed=sum(r.suppressed for r in files),
+        markers=tuple(m for r in files for m in r.markers),
     )
-    ops = tuple(op for r in output.files for op in r.ops)
+    ops = tuple(op for r in files for op in r.ops)
     rule_selector = selector(settings)
     coverage_on = any(rule_selector.enabled(r.code, r.default_enabled) for r in catalogue.by_family("coverage"))
     summary = replace(summary, coverage=coverage_summary(ops, settings) if coverage_on else None)
@@ -69,6 +72,12 @@ def scan_tree(settings: Settings, paths: list[Path], progress: Progress | None =
     result = RunResult(tool=tool, summary=summary, findings=findings, skipped=output.skipped)
     result = apply_route(declines.mark_manual(result, declines.recorded(settings.root)), settings, paths, overlay)
     return TreeScan(result, output.training_dtypes)
+
+
+def without_own_modules(files: Sequence[FileResult], root: Path) -> list[FileResult]:
+    """A runtime module the fix wrote and nobody edited since is the tool's code: scanned, nothing in it counts."""
+    ours = unchanged_runtime_modules(root)
+    return [FileResult(r.path) if r.path in ours and not r.skipped else r for r in files]
 
 
 def apply_route(result: RunResult, settings: Settings, paths: list[Path],

@@ -36,6 +36,7 @@ from migrator.reporters.highlight import highlight_block, language, visible
 from migrator.reporters.markdown_text import fence, md_cell, md_code, quote_md, shift_headings
 from migrator.reporters.report_data import ReportData
 from migrator.reporters.routes import headlines as route_headlines
+from migrator.reporters.site_progress import SiteProgress, site_progress
 from migrator.reporters.validation_view import build as validation_view
 
 FORMATS = ("html", "md")
@@ -43,10 +44,6 @@ EXTENSIONS = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md"}
 GITHUB_COMMENT_LIMIT = 65536
 MAX_ROUTE_ROWS = 300  # findings a framework route handles, listed with the patch row that covers each
 MARKDOWN_BUDGET = 64000  # characters, leaving room for a bot's own header
-# Families that are not CUDA dependencies themselves: meta (unreadable files, suppressions) and
-# coverage (ops and their NPU status, shown in the op-coverage section). "CUDA-dependent sites" and
-# "% auto-migratable" count the other families.
-NOT_CUDA_SITES = ("meta", "coverage")
 OP_STATUS_ORDER = ("unsupported", "cpu_fallback", "partial", "unverified", "supported")  # worst first
 SHOWN_OP_SITES = 5  # call sites listed per op; the rest are counted
 
@@ -62,18 +59,6 @@ def format_for(path: str | None, fmt: str | None) -> str | None:
     return None
 
 
-def pct(part: int, whole: int) -> str:
-    if whole <= 0:
-        return "n/a"
-    value = 100.0 * part / whole
-    if 0 < value < 1:
-        return "<1%"
-    if 99 < value < 100:
-        return ">99%"
-    return f"{value:.0f}%"
-
-
-@lru_cache(maxsize=1)
 def _markdown() -> MarkdownIt:
     from markdown_it import MarkdownIt
 
@@ -197,11 +182,10 @@ def build_context(data: ReportData) -> dict[str, Any]:
     s = result.summary
     catalogue = load_catalogue()
     findings = list(result.findings)
-    core = [f for f in findings if f.family not in NOT_CUDA_SITES]
-    auto = [f for f in core if f.fix is not None]
     actions = effort.actions(findings)  # manual work: no notes, covered findings or automatic fixes
     record = data.fix_record
     applied = len(record.edits) if record else 0
+    progress = site_progress(findings, applied)  # every first-screen number comes from this
 
     files, file_index, shown = _files(data, findings)
 
@@ -231,19 +215,20 @@ def build_context(data: ReportData) -> dict[str, Any]:
         "summary": s,
         "notes": list(data.notes),
         "n_findings": len(findings),
-        "n_core": len(core),
+        "progress": progress,
+        "n_core": progress.total,
         "n_meta": sum(1 for f in findings if f.family == "meta"),
         "n_coverage": sum(1 for f in findings if f.family == "coverage"),
-        "n_auto": len(auto),
-        "n_exact": sum(1 for f in auto if f.fix and f.fix.kind == "exact"),
-        "n_numerics": sum(1 for f in auto if f.fix and f.fix.kind == "numerics"),
+        "n_auto": progress.fixable,
+        "n_exact": progress.exact,
+        "n_numerics": progress.numerics,
         "n_manual": len(actions),
         "findings_page": FINDINGS_PAGE,
         "effort_scopes": effort_scopes,
-        "auto_pct": pct(len(auto), len(core)),
+        "auto_pct": progress.automatic_pct,
         "record": record,
         "applied": applied,
-        "migrated_pct": pct(applied, applied + len(core)) if record else None,
+        "migrated_pct": progress.migrated_pct if record else None,
         "effort_total": effort.human(effort_total),
         "effort_minutes": effort_total,
         "effort_model": effort.model_rows(a.code for a in actions),
@@ -289,12 +274,15 @@ FINDINGS_PAGE = 100  # rows of "All findings" shown before "Show all" (a 600-fin
 
 
 def _verdict(ctx: dict[str, Any]) -> str:
-    """The page's first line: what is left for a person, what the fix does, whether it was validated."""
-    if not ctx["n_core"] and not ctx["n_manual"]:
-        head = "Nothing CUDA-only left to port"
+    """The page's first line: what is left for a person and the sites' progress (the cards' numbers), whether
+    it was validated."""
+    progress: SiteProgress = ctx["progress"]
+    if not progress.remaining and not ctx["n_manual"]:
+        head = ("Nothing CUDA-only left to port" if not progress.fixed
+                else f"Nothing CUDA-only left to port; {progress.head()} ({progress.automatic_pct} automatic)")
     else:
         head = (f"{ctx['n_manual']} manual action{'' if ctx['n_manual'] == 1 else 's'} left (about {ctx['effort_total']})"
-                f"; {ctx['auto_pct']} of {ctx['n_core']} CUDA-dependent sites migrate automatically")
+                f"; {progress.head()} ({progress.automatic_pct} automatic)")
     validation = ctx["validation"]
     checked = (f"validation {validation['verdict'].replace('_', ' ')}" if validation else "not validated yet")
     return f"{head}; {checked}."

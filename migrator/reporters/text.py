@@ -16,6 +16,7 @@ import click
 
 from migrator.ground.model import FAMILIES, RunResult
 from migrator.ground.safe_text import one_line
+from migrator.reporters.site_progress import site_progress
 
 SEVERITY_STYLE = {"error": "red", "warning": "yellow", "info": "cyan"}
 
@@ -93,6 +94,9 @@ def summary_lines(result: RunResult, color: bool = False) -> list[str]:
     lines.append(
         f"  auto-fixable: exact {fk['exact']} · numerics {fk['numerics']} (validate) · manual {fk['manual']}"
     )
+    left = site_progress(result.findings)  # the report's model; what fix already changed is in its record
+    lines.append(f"  CUDA-dependent sites left: {left.remaining} ({left.fixable} fixable automatically, "
+                 f"{left.manual} manual; `migrate report` adds the sites `migrate fix` fixed)")
     if s.coverage:
         ops = " · ".join(f"{k} {v}" for k, v in s.coverage.by_status.items())
         lines.append(f"  ops used on {s.coverage.soc}: {s.coverage.distinct_ops} distinct ({ops})")

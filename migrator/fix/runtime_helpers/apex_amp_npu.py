@@ -10,4 +10,5 @@ def _migrate_amp_scaler(enabled):
 
 
 def _migrate_amp_device_type():
+    """The device type the loss scaler works on. Added by ascend-migrate."""
     return "npu"

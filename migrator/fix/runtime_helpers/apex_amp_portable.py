@@ -11,4 +11,5 @@ def _migrate_amp_scaler(enabled):
 
 
 def _migrate_amp_device_type():
+    """The device type the loss scaler works on. Added by ascend-migrate."""
     return _migrate_device().type

@@ -47,7 +47,8 @@ def _migrate_device_module():
 
 
 class _MigrateCpuRuntime:
-    """torch.cuda-style runtime calls on a CPU-only host, where everything already runs in order."""
+    """torch.cuda-style runtime calls on a CPU-only host, where everything already runs in order.
+    Added by ascend-migrate."""
 
     class Event:
         def __init__(self, enable_timing=False, blocking=False, interprocess=False):

@@ -48,6 +48,8 @@ def _migrate_amp_initialize(models, optimizers=None, opt_level="O1", loss_scale=
 
 
 def _migrate_skipping_step(optimizer, step):
+    """The optimizer step, skipped once after an overflow. Added by ascend-migrate."""
+
     def wrapped(*args, **kwargs):
         if optimizer._migrate_skip_step:  # gradients overflowed: skip, as Apex does
             optimizer._migrate_skip_step = False
@@ -76,6 +78,7 @@ def _migrate_amp_scaler(enabled):
 
 
 def _migrate_amp_device_type():
+    """The device type the loss scaler works on. Added by ascend-migrate."""
     return "npu"
 
 
