@@ -29,6 +29,11 @@ KNOWN_IMPLS = frozenset({
     # kernels
     "cuda-extension-build", "cuda-source-file", "nvidia-smi", "deepspeed-fused-op-config",
     "deepspeed-cuda-op-config", "cuda-extension-import",
+    # fusion (advice: a hand-written pattern a fused torch_npu op replaces)
+    "fusion-rms-norm", "fusion-swiglu", "fusion-rotary", "fusion-attention",
+    # perf (static performance lint)
+    "host-sync-hot-path", "host-sync-logging", "float64-hot-path", "sync-batchnorm", "dataloader-workers",
+    "ascend-launch-blocking",
     # meta
     "parse-error", "unreadable-file", "bare-suppression", "unused-suppression",
 })

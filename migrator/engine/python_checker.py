@@ -455,5 +455,26 @@ def check_module(
 
     checker = PythonChecker(catalogue, enabled, tree, build_file)
     checker.visit(tree)
+    _advise(tree, checker)
     precheck_hits(checker, source, tree, target)
     return checker
+
+
+def _advise(tree: ast.AST, checker: PythonChecker) -> None:
+    """The advice families (fusion, perf): whole-function patterns, so a pass of their own over the tree."""
+    from migrator.engine import fusion_attention, fusion_checker, perf_checker
+
+    def on(family: str) -> bool:
+        return any(checker.enabled(r) for r in checker.catalogue.by_family(family))
+
+    def emit(impl: str, node: ast.AST, symbol: str, replacement: str) -> None:
+        checker.emit_impl(impl, node, symbol, replacement)
+
+    if on("fusion"):
+        for func in fusion_checker.functions(tree):
+            body = fusion_checker.Body(func, checker.qualnames)
+            for detect in (fusion_checker.rms_norm, fusion_checker.swiglu, fusion_checker.rotary,
+                           fusion_attention.attention):
+                detect(body, emit)
+    if on("perf"):
+        perf_checker.check(tree, checker.qualnames, emit)

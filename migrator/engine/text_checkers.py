@@ -37,6 +37,7 @@ class TextHit(NamedTuple):
 # `cuda` as a word (`--device cuda`, `device=cuda:0`), never part of a path (`/usr/local/cuda/bin`)
 SHELL_DEVICE = re.compile(r"(?<![\w./-])cuda(:\d+)?(?![\w./-])")
 SHELL_NCCL = re.compile(r"(?<![\w/-])nccl(?![\w/-])")
+LAUNCH_BLOCKING = re.compile(r"(?<![\w-])ASCEND_LAUNCH_BLOCKING=[\"']?1\b")
 
 
 def _shell_code(line: str) -> str:
@@ -71,6 +72,8 @@ def _shell_line_hits(code: str, number: int, installs: bool) -> Iterator[TextHit
     if CONTAINER_COMMAND.search(code):
         for m in CONTAINER_GPU_FLAG.finditer(code):
             yield TextHit("impl:container-gpu-flag", number, m.start() + 1, m.end() + 1, m.group(0).strip())
+    for m in LAUNCH_BLOCKING.finditer(code):  # perf: every op waits for the device
+        yield TextHit("impl:ascend-launch-blocking", number, m.start() + 1, m.end() + 1, m.group(0), "ASCEND_LAUNCH_BLOCKING=0")
     for m in NPROC_GPU.finditer(code):
         yield TextHit("impl:torchrun-nproc-gpu", number, m.start(1) + 1, m.end(1) + 1, "gpu", "npu")
     if installs:

@@ -29,6 +29,8 @@ FAMILIES = (
     "kernels",
     "environment",
     "coverage",
+    "fusion",
+    "perf",
     "meta",
 )
 
@@ -42,6 +44,8 @@ FAMILY_PREFIX = {
     "kernels": "KERN",
     "environment": "ENV",
     "coverage": "OPS",
+    "fusion": "FUS",
+    "perf": "PERF",
     "meta": "MIG",
 }
 

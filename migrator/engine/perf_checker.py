@@ -1,0 +1,130 @@
+"""Static performance lint (the `perf` family, `rules/perf.yaml`): what costs time on Ascend before
+there is a profile to show it.
+
+The hot path is the body of `forward` and of a training loop (a `for`/`while` whose body calls
+`.backward()`). A host-device sync there stalls the task queue once per step; under a logging
+condition (`if step % N == 0`, `if ... log ...`) it is paid once per N steps, so it is info.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+from migrator.engine.fusion_checker import Emit, Names, src
+
+SYNC_METHODS = ("item", "cpu", "tolist")
+NONZERO = {"torch.nonzero", "torch.argwhere"}
+FLOAT64 = {"torch.float64", "torch.double"}
+SYNC_BATCHNORM = {"torch.nn.SyncBatchNorm", "torch.nn.modules.batchnorm.SyncBatchNorm"}
+DATALOADER = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
+HOT_FUNCTIONS = ("forward", "training_step", "train_step")
+LOGGING_WORDS = re.compile(r"log|print|verbose|report|display|eval", re.IGNORECASE)
+LAUNCH_BLOCKING = "ASCEND_LAUNCH_BLOCKING"
+
+
+def _is_logging_condition(test: ast.expr) -> bool:
+    """`step % N == 0` or a condition naming logging (`rank == 0 and args.log`)."""
+    for node in ast.walk(test):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
+            return True
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+        if name and LOGGING_WORDS.search(name):
+            return True
+    return False
+
+
+def _calls_backward(loop: ast.AST) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"
+               for n in ast.walk(loop))
+
+
+def hot_regions(tree: ast.AST) -> Iterator[ast.AST]:
+    """`forward`-like functions and outermost training loops (each node is in at most one region)."""
+    stack: list[ast.AST] = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in HOT_FUNCTIONS:
+            yield node
+        elif isinstance(node, (ast.For, ast.While, ast.AsyncFor)) and _calls_backward(node):
+            yield node
+        else:
+            stack.extend(ast.iter_child_nodes(node))
+
+
+class HotPath:
+    """Walks one hot region, knowing whether each node sits under a logging condition."""
+
+    def __init__(self, names: Names, emit: Emit) -> None:
+        self.names = names
+        self.emit = emit
+
+    def walk(self, node: ast.AST, logging: bool = False) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                continue  # a nested definition runs when called, not per step here
+            self.check(child, logging)
+            if isinstance(child, ast.If) and not logging and _is_logging_condition(child.test):
+                self.walk(child.test, logging)
+                for stmt in child.body:
+                    self.check(stmt, True)
+                    self.walk(stmt, True)
+                for stmt in child.orelse:
+                    self.check(stmt, logging)
+                    self.walk(stmt, logging)
+            else:
+                self.walk(child, logging)
+
+    def check(self, node: ast.AST, logging: bool) -> None:
+        impl = "host-sync-logging" if logging else "host-sync-hot-path"
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in SYNC_METHODS and not node.args and not node.keywords:
+                self.emit(impl, node, f".{func.attr}()", src(func.value))
+            elif self.names(func) & NONZERO or (isinstance(func, ast.Attribute) and func.attr == "nonzero"
+                                                 and not self.names(func)):
+                self.emit(impl, node, "nonzero", src(node))
+            elif isinstance(func, ast.Attribute) and func.attr == "double" and not node.args:
+                self.emit("float64-hot-path", node, ".double()", src(func.value))
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and isinstance(node.slice, ast.Compare):
+            self.emit(impl, node, "boolean-mask indexing", src(node))
+        elif isinstance(node, ast.Attribute) and self.names(node) & FLOAT64:
+            self.emit("float64-hot-path", node, src(node), src(node))
+
+
+def check_whole_module(tree: ast.AST, names: Names, emit: Emit) -> None:
+    """Sites that cost wherever they are: SyncBatchNorm, DataLoader settings, ASCEND_LAUNCH_BLOCKING."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            qualnames = names(node.func)
+            if qualnames & SYNC_BATCHNORM or (isinstance(node.func, ast.Attribute)
+                                              and node.func.attr == "convert_sync_batchnorm"):
+                emit("sync-batchnorm", node, src(node.func), src(node.func))
+            elif qualnames & DATALOADER and not any(k.arg is None for k in node.keywords):
+                _dataloader(node, emit)
+        elif isinstance(node, ast.Assign) and _sets_launch_blocking(node):
+            emit("ascend-launch-blocking", node, f"{LAUNCH_BLOCKING}=1", f"{LAUNCH_BLOCKING}=0")
+
+
+def _dataloader(node: ast.Call, emit: Emit) -> None:
+    given = {k.arg: k.value for k in node.keywords if k.arg}
+    missing = [k for k in ("num_workers", "pin_memory") if k not in given
+               or (isinstance(given[k], ast.Constant) and given[k].value in (0, False))]  # type: ignore[attr-defined]
+    if missing:
+        emit("dataloader-workers", node, "DataLoader", ", ".join(missing))
+
+
+def _sets_launch_blocking(node: ast.Assign) -> bool:
+    """`os.environ["ASCEND_LAUNCH_BLOCKING"] = "1"`."""
+    target = node.targets[0]
+    return (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)
+            and target.slice.value == LAUNCH_BLOCKING
+            and isinstance(node.value, ast.Constant) and str(node.value.value) == "1")
+
+
+def check(tree: ast.AST, names: Names, emit: Emit) -> None:
+    walker = HotPath(names, emit)
+    for region in hot_regions(tree):
+        walker.walk(region)
+    check_whole_module(tree, names, emit)
