@@ -21,7 +21,7 @@ class Suppression:
     directive_line: int
     column: int
     codes: tuple[str, ...]  # empty for a bare (blanket) ignore
-    noqa: bool = False  # a `# noqa: CODE`: shared with other linters, so never reported as bare or unused
+    noqa: bool = False  # from a noqa comment: shared with other linters, so never reported as bare or unused
 
 
 @dataclass(frozen=True)
