@@ -26,6 +26,7 @@ from migrator.cli.support import (
     _split_codes,
     write_output,
 )
+from migrator.reporters import FORMATS, READS_SOURCES
 
 if TYPE_CHECKING:  # types only: the api and the fixer are imported when a command runs
     from pathlib import Path
@@ -43,8 +44,9 @@ def main() -> None:
 
 @main.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=str))
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "github"]), default="text", show_default=True,
-              help="sarif: SARIF 2.1.0 for code scanning; github: GitHub Actions annotations.")
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="text", show_default=True,
+              help="sarif: SARIF 2.1.0 for code scanning; github: GitHub Actions annotations; gitlab: GitLab Code "
+                   "Quality; junit: JUnit XML (a failing test per finding); csv: one row per finding.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE.")
 @click.option("--select", multiple=True, help="Only these codes, prefixes or families (comma-separated).")
 @click.option("--ignore", multiple=True, help="Skip these codes, prefixes or families.")
@@ -58,7 +60,7 @@ def main() -> None:
 @click.option("--baseline", type=click.Path(dir_okay=False), help="Report only findings not recorded in FILE [config: baseline].")
 @click.option("--write-baseline", type=click.Path(dir_okay=False), help="Record the current findings in FILE and exit 0.")
 @click.option("--torch-npu-version", help="Coverage table to check ops against [default: newest shipped].")
-@click.option("--include-info", is_flag=True, help="sarif, github: also emit info-level notes (default: warnings and errors).")
+@click.option("--include-info", is_flag=True, help="sarif, github, gitlab, junit: also emit info-level notes (default: warnings and errors).")
 @click.option("--show-source", is_flag=True, help="text: print the source line under each finding.")
 @click.option("--statistics", is_flag=True, help="Print one line per code with its count instead of the findings.")
 @click.option("--force", is_flag=True, help="Write -o / --write-baseline even onto a scanned file or inside .migrate/.")
@@ -104,7 +106,7 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str
         color = fmt == "text" and not output and sys.stdout.isatty() and "NO_COLOR" not in os.environ
         from migrator.engine.scanned_lines import SourceLines
 
-        text = render(result, fmt, color=color, lines_of=SourceLines(result.summary.root) if fmt in ("sarif", "github") else None,
+        text = render(result, fmt, color=color, lines_of=SourceLines(result.summary.root) if fmt in READS_SOURCES else None,
                       include_info=include_info)
         if fmt == "text" and (quiet or show_source or statistics):
             from migrator.reporters import text as text_reporter

@@ -463,7 +463,7 @@ def _apply_suppressions(scan: FileScan, directives: Directives) -> tuple[list[Fi
     extra = FileScan(scan.rel, scan.catalogue, scan.selector)
     reported: set[int] = set()
     for s in directives.suppressions:
-        if s.directive_line in reported:
+        if s.directive_line in reported or s.noqa:
             continue
         if not s.codes:
             reported.add(s.directive_line)

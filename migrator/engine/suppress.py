@@ -1,4 +1,5 @@
-"""`# migrate: ignore[CODE, ...]` (trailing, or alone on the line above) and `# migrate: skip-file`.
+"""`# migrate: ignore[CODE, ...]` (trailing, or alone on the line above), `# migrate: skip-file`, and
+`# noqa: CODE[, CODE]` (trailing, as ruff/flake8 read it).
 
 Matched by a line map after checking, never inside rules (as ruff does).
 """
@@ -9,6 +10,8 @@ import re
 from dataclasses import dataclass
 
 DIRECTIVE = re.compile(r"#\s*migrate:\s*(?P<kind>ignore|skip-file)(?P<codes>\[[^\]]*\])?", re.IGNORECASE)
+# ruff's noqa grammar: codes after a colon, separated by commas and/or spaces
+NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 SKIP_SCAN_LINES = 30
 
 
@@ -18,6 +21,7 @@ class Suppression:
     directive_line: int
     column: int
     codes: tuple[str, ...]  # empty for a bare (blanket) ignore
+    noqa: bool = False  # from a noqa comment: shared with other linters, so never reported as bare or unused
 
 
 @dataclass(frozen=True)
@@ -38,7 +42,10 @@ def parse_directives(lines: tuple[str, ...], comment_only: bool = False) -> Dire
     skip = False
     found: list[Suppression] = []
     for number, text in enumerate(lines, 1):
-        if "migrate" not in text:
+        lowered = text.lower()
+        if "noqa" in lowered:
+            found.extend(_noqa(text, number))
+        if "migrate" not in lowered:
             continue
         for m in DIRECTIVE.finditer(text):
             if m.group("kind").lower() == "skip-file":
@@ -52,3 +59,14 @@ def parse_directives(lines: tuple[str, ...], comment_only: bool = False) -> Dire
                 # alone on its line: applies to the next line too
                 found.append(Suppression(number + 1, number, m.start() + 1, codes))
     return Directives(skip, tuple(found))
+
+
+def _noqa(text: str, number: int) -> list[Suppression]:
+    """A `# noqa` naming codes applies to its own line only (ruff, flake8); a bare `# noqa` is left to
+    the other linters: it would otherwise hide every migration finding on lines that silence a style check."""
+    out = []
+    for m in NOQA.finditer(text):
+        codes = tuple(c.upper() for c in re.split(r"[,\s]+", m.group("codes") or "") if c)
+        if codes:
+            out.append(Suppression(number, number, m.start() + 1, codes, noqa=True))
+    return out

@@ -33,6 +33,8 @@ from migrator.ground.safe_text import dumps
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
 FINGERPRINT_KEY = "migrateFingerprint/v1"
+# pyproject names no public URL for the project: the rule reference relative to the repository root, until it does
+RULES_DOC = "docs/rules.md"
 
 
 @dataclass(frozen=True)
@@ -71,13 +73,20 @@ def _plain(markdown: str) -> str:
     return "\n".join(out).strip() + "\n"
 
 
+def rule_anchor(rule: Rule) -> str:
+    """The GitHub anchor of the rule's `## CODE `name`` heading in docs/rules.md."""
+    return f"{rule.code.lower()}-{rule.name}"
+
+
 def rule_descriptor(rule: Rule) -> dict:
     from migrator.catalogue.docs import rule_markdown
 
     md = rule_markdown(rule, heading="#")
+    docs = f"{RULES_DOC}#{rule_anchor(rule)}"
     return {
         "id": rule.code,
         "name": rule.name,
+        "helpUri": docs,
         "shortDescription": {"text": _placeholders(rule.message)},
         "fullDescription": {"text": rule.docs.why or _placeholders(rule.message)},
         "help": {"text": _plain(md), "markdown": md},
@@ -86,7 +95,7 @@ def rule_descriptor(rule: Rule) -> dict:
             "tags": ["ascend-migrate", rule.family],
             "family": rule.family,
             "fix_kind": rule.fix_kind,
-            "docs": f"docs/rules.md#{rule.code.lower()}-{rule.name}",
+            "docs": docs,
         },
     }
 

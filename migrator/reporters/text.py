@@ -151,7 +151,7 @@ def _source_excerpt(f: Finding, lines_of: SourceLines, color: bool) -> list[str]
 
 def statistics(result: RunResult, color: bool = False) -> str:
     """One line per code, most frequent first: `count  CODE  [*]  name` (ruff's --statistics;
-    `*` marks codes with an automatic fix at some site)."""
+    `*` marks codes with an automatic fix at some site), then the total and how many findings fix would fix."""
     counts: dict[str, list] = {}
     for f in result.findings:
         row = counts.setdefault(f.code, [0, f.name, False])
@@ -161,4 +161,7 @@ def statistics(result: RunResult, color: bool = False) -> str:
     width = max((len(str(n)) for _, (n, _, _) in rows), default=1)
     lines = [f"{n:>{width}}\t{_style(code, color, bold=True)}\t{'[*]' if fixable else '[ ]'} {name}"
              for code, (n, name, fixable) in rows]
-    return "\n".join(lines) + ("\n" if lines else "")
+    fixable = sum(1 for f in result.findings if f.fix is not None)
+    noun = "finding" if len(result.findings) == 1 else "findings"
+    lines.append(f"Found {len(result.findings)} {noun} ({fixable} fixable with `migrate fix`).")
+    return "\n".join(lines) + "\n"

@@ -29,9 +29,12 @@ def tree(tmp_path: Path) -> Path:
 def test_statistics_counts_each_code_most_frequent_first(tree):
     result = _run("scan", str(tree), "--root", str(tree), "--no-cache", "--statistics")
     assert result.exit_code == 1
-    lines = [line.split("\t") for line in result.stdout.splitlines()]
+    *table, total = result.stdout.splitlines()
+    lines = [line.split("\t") for line in table]
     assert lines[0][:2] == ["2", "DEV010"] and lines[0][2].startswith("[*]")
     assert [row[1] for row in lines] == ["DEV010", "DEV001"]
+    assert lines[1][2].startswith("[*]")
+    assert total == "Found 3 findings (3 fixable with `migrate fix`)."
 
 
 def test_show_source_prints_the_line_and_a_caret_under_each_finding(tree):

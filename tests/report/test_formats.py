@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 
 import jsonschema
@@ -11,7 +12,7 @@ import pytest
 from migrator.engine.scanned_lines import SourceLines
 from migrator.ground.model import Finding, FixInfo
 from migrator.reporters import github, sarif
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 from tests.report.conftest import DATA
 
 SARIF_SCHEMA = json.loads((DATA / "sarif-schema-2.1.0.json").read_text(encoding="utf-8"))
@@ -48,9 +49,26 @@ def test_sarif_cli_output_is_valid_and_complete(project):
     rule = rules[dist["ruleIndex"]]
     assert "markdown" in rule["help"] and "text" in rule["help"] and "```" not in rule["help"]["text"]
     assert rule["properties"]["docs"] == "docs/rules.md#dist001-nccl-backend"
-    assert "helpUri" not in rule
+    assert rule["helpUri"] == "docs/rules.md#dist001-nccl-backend"
     levels = {r["ruleId"]: r["level"] for r in run["results"]}
     assert levels["KERN001"] == "error" and levels["DEV015"] == "note"
+
+
+def _github_anchor(heading: str) -> str:
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def test_every_sarif_rule_links_to_its_heading_and_has_a_full_description():
+    from migrator.catalogue.loader import load_catalogue
+
+    rules_md = (REPO / "docs" / "rules.md").read_text(encoding="utf-8")
+    anchors = {_github_anchor(line[3:]) for line in rules_md.splitlines() if line.startswith("## ")}
+    for rule in load_catalogue().rules.values():
+        d = sarif.rule_descriptor(rule)
+        path, anchor = d["helpUri"].split("#")
+        assert path == "docs/rules.md" and anchor in anchors, d["helpUri"]
+        assert d["fullDescription"]["text"].strip(), rule.code
 
 
 def test_sarif_fixes_when_replacements_are_given(frozen_result, project):
