@@ -127,12 +127,13 @@ def _refuse_overwriting_inputs(outputs: tuple[str | None, ...], root: Path, inpu
 
 
 def _exit_code(result: RunResult, fail_on: str, exit_zero: bool) -> int:
-    from migrator.ground.model import SEVERITY_RANK
+    from migrator.ground.model import SEVERITY_RANK, is_advice
 
     if exit_zero or fail_on == "never":
         return EXIT_CLEAN
     floor = SEVERITY_RANK[fail_on]
-    open_findings = (f for f in result.findings if not (f.route and f.route.absorbs))  # covered by a route
+    open_findings = (f for f in result.findings  # covered by a route, or advice on speed: not work that blocks
+                     if not (f.route and f.route.absorbs) and not is_advice(f))
     return EXIT_FINDINGS if any(SEVERITY_RANK[f.severity] >= floor for f in open_findings) else EXIT_CLEAN
 
 

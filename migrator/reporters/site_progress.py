@@ -7,9 +7,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from migrator.ground.model import Finding
+from migrator.ground.model import ADVISORY_FAMILIES, Finding
 
-NOT_CUDA_SITES = ("meta", "coverage")  # findings that are no CUDA-dependent place: tool notes, op support
+# findings that are no CUDA-dependent place: tool notes, op support, advice on speed
+NOT_CUDA_SITES = ("meta", "coverage", *ADVISORY_FAMILIES)
 
 
 def pct(part: int, whole: int) -> str:

@@ -130,3 +130,16 @@ def test_perf_program_gets_one_finding_each_at_the_users_line(tmp_path):
         ("PERF004", "train.py", 11, "nn.SyncBatchNorm.convert_sync_batchnorm", "info"),
         ("PERF006", "launch.sh", 1, "ASCEND_LAUNCH_BLOCKING=1", "warning"),
     ]
+
+
+def test_advice_never_sets_the_exit_code_nor_counts_as_a_site_to_migrate(tmp_path):
+    """PERF001 is a warning, but speed advice is no CUDA dependency: a CUDA-free program with a per-step
+    `.item()` scans clean (exit 0) and shows no site to migrate."""
+    from tests.conftest import run_cli
+
+    (tmp_path / "train.py").write_text(PERF_PROGRAM)
+    proc = run_cli("scan", str(tmp_path), "--no-cache", "--format", "json")
+    doc = __import__("json").loads(proc.stdout)
+    assert any(f["code"] == "PERF001" and f["severity"] == "warning" for f in doc["findings"])
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    assert doc["summary"]["by_fix_kind"]["manual"] == 0
