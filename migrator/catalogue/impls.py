@@ -12,7 +12,7 @@ KNOWN_IMPLS = frozenset({
     # amp
     "autocast-cuda", "grad-scaler-cuda",
     # apex
-    "deepspeed-apex-amp",
+    "deepspeed-apex-amp", "fused-optimizer-zero-grad",
     # attention
     "config-flash-attention",
     # coverage

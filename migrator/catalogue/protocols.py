@@ -50,6 +50,14 @@ class Checker(Protocol):
 
     def qualnames(self, node: ast.AST) -> set[str]: ...
 
+    def built_by(self, node: ast.AST) -> set[str]:
+        """Qualified names of the calls assigned to this expression's text in its function (or module)."""
+        ...
+
+    def module_calls(self) -> set[str]:
+        """Qualified names of every call assigned to something in the module."""
+        ...
+
 
 CallDetector = Callable[[Checker, ast.Call, set[str], dict[str, ast.expr]], None]
 StringDetector = Callable[[Checker, ast.AST, str], None]

@@ -50,6 +50,7 @@ class CallSite:
     in_pattern: bool = False  # inside a `case` pattern (only literals and dotted names fit there)
     build_file: bool = False  # the file builds the package (`setup.py`): its strings name libraries and flags
     default_of_choices: bool = False  # the `default=` of a call that also passes `choices=` (argparse)
+    guards: str = ""  # an availability check: the CUDA-only call it guards that stays manual (engine/guards.py)
 
     @property
     def star(self) -> bool:

@@ -17,6 +17,7 @@ from typing import Any
 from migrator.catalogue import units
 from migrator.catalogue.loader import Catalogue, Rule, SymbolMatch
 from migrator.catalogue.patterns import CUDA_ACCELERATORS, accepted_names, lists_npu
+from migrator.engine.bindings import Bindings
 from migrator.engine.sites import dotted
 from migrator.engine.source import SourceText
 from migrator.ground.own_code import own_helpers
@@ -170,6 +171,12 @@ class CheckerFacade:
     def qualnames(self, node: ast.AST) -> set[str]:
         return self._checker.qualnames(node)
 
+    def built_by(self, node: ast.AST) -> set[str]:
+        return self._checker.bindings.built_by(node)
+
+    def module_calls(self) -> set[str]:
+        return self._checker.bindings.module_calls()
+
 
 class PythonChecker(ast.NodeVisitor):
     def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST, build_file: bool = False):
@@ -196,6 +203,7 @@ class PythonChecker(ast.NodeVisitor):
         self.dtypes_used: set[str] = set()  # value dtypes beyond the default fp32 the module shows
         # the pattern rules' own detection (`detect_*` of their units), which sees only the facade
         self.facade = CheckerFacade(self)
+        self.bindings = Bindings(tree, self.qualnames)  # what a receiver was built by, indexed when first asked
         self.detect_call = units.detectors(catalogue, "call")
         self.detect_string = units.detectors(catalogue, "string")
         self.detect_compare = units.detectors(catalogue, "compare")

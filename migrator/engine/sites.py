@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from migrator.catalogue import units
 from migrator.catalogue.site import NOT_LITERAL, STAR_IMPORT, Arg, CallSite, Declined, string_shape
+from migrator.engine.guards import AVAILABILITY, cuda_only, guarded_calls
 from migrator.ground.kinds import FixKind
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ def dotted(node: ast.AST) -> list[str] | None:
 
 
 def build_site(checker: Any, source: SourceText, rule: Rule, node: ast.AST, symbol: str,
-               replacement: str | None, extra: dict, target: str) -> CallSite:
+               replacement: str | None, extra: dict, target: str, guards: dict[int, str] | None = None) -> CallSite:
     call = node if isinstance(node, ast.Call) else checker.call_of.get(id(node))
     text = segment(source, node)
     string = ""
@@ -93,6 +94,7 @@ def build_site(checker: Any, source: SourceText, rule: Rule, node: ast.AST, symb
         root_names=frozenset(checker.aliases.get(root[0], ())) if root else frozenset(), operands=operands,
         in_pattern=id(node) in checker.pattern_nodes, build_file=checker.build_file,
         default_of_choices=id(node) in checker.defaults_with_choices,
+        guards=(guards or {}).get(getattr(node, "lineno", 0), "") if symbol == AVAILABILITY else "",
     )
 
 
@@ -129,17 +131,25 @@ def removes_import(rule: Rule) -> bool:
     return rule.fix not in ("none", "rename") and rule.fix_kind != FixKind.MANUAL
 
 
+def manual_rule(rule: Rule) -> bool:
+    return rule.fix == "none" or rule.fix_kind == FixKind.MANUAL
+
+
 def precheck_hits(checker: Any, source: SourceText, tree: ast.AST, target: str) -> None:
     """Set `manual_reason` on every hit whose rule's precheck declines it (the fixer's reason)."""
     hits = [(rule, node, symbol, replacement, extra) for rule, node, symbol, replacement, extra in checker.hits
-            if rule.fix != "none" and rule.fix_kind != FixKind.MANUAL and not extra.get("ambiguous")]
+            if not manual_rule(rule) and not extra.get("ambiguous")]
     covered: Counter[str] = Counter()  # names whose use a fix rewrites away
     imports = []
+    guards = guarded_calls(
+        tree, [node.lineno for _r, node, symbol, _x, _e in checker.hits if symbol == AVAILABILITY],
+        [(node.lineno, symbol) for rule, node, symbol, _x, extra in checker.hits
+         if not extra.get("is_import") and cuda_only(symbol, manual_rule(rule))])
     for rule, node, symbol, replacement, extra in hits:
         if extra.get("is_import") and removes_import(rule):
             imports.append((rule, symbol, extra))
             continue
-        verdict = units.precheck(rule, build_site(checker, source, rule, node, symbol, replacement, extra, target))
+        verdict = units.precheck(rule, build_site(checker, source, rule, node, symbol, replacement, extra, target, guards))
         if isinstance(verdict, Declined):
             extra["manual_reason"] = verdict.reason
         elif (root := _root_name(node)) is not None and removes_import(rule):

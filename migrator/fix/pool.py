@@ -29,6 +29,7 @@ class PythonJob:
     entry_point: bool
     runtime: RuntimeImport | None = None  # where the tree's runtime module is (portable target)
     style: ImportStyle = ImportStyle()  # the repository's isort / ruff settings
+    context: tuple[Finding, ...] = ()  # every finding of the file, manual ones too (what a check guards)
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,8 @@ def _fix_one(job: PythonJob) -> _Indexed:
     from migrator.fix.python_fixer import fix_python
 
     try:
-        result = fix_python(job.text, list(job.findings), load_catalogue().rules, job.target, job.entry_point, job.runtime, job.style)
+        result = fix_python(job.text, list(job.findings), load_catalogue().rules, job.target, job.entry_point, job.runtime, job.style,
+                            job.context)
         index = {id(f): i for i, f in enumerate(job.findings)}
         return _Indexed(
             result.text,

@@ -11,6 +11,7 @@ import ast
 import bisect
 import re
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
@@ -19,8 +20,9 @@ import libcst as cst
 from migrator.catalogue import units
 from migrator.catalogue.loader import Rule
 from migrator.catalogue.site import CallSite, Declined
+from migrator.engine.guards import AVAILABILITY, cuda_only, guarded_calls
 from migrator.engine.python_checker import collect_aliases
-from migrator.engine.sites import IMPORT_STAYS, IMPORT_UNUSED
+from migrator.engine.sites import IMPORT_STAYS, IMPORT_UNUSED, manual_rule
 from migrator.fix import syntax
 from migrator.fix.context import Checkpoint, FixContext
 from migrator.fix.import_order import ImportStyle
@@ -68,6 +70,7 @@ class _Fixer(cst.CSTTransformer):
         self.rules = rules
         self.call_funcs: dict[int, Key] = {}  # id(original callee node) -> its range
         self.defaults_with_choices: set[int] = set()  # id of each original `default=` value beside a `choices=`
+        self.guards: dict[int, str] = {}  # line of an availability check -> the CUDA-only call it guards
         self.done: set[tuple[Key, str]] = set()
         self.removable: set[str] = set()  # import-bound names whose uses were rewritten
         self.import_findings: list[Finding] = []  # transform findings on import lines
@@ -101,7 +104,8 @@ class _Fixer(cst.CSTTransformer):
                 self.ctx.decline(finding, f"no automatic fix in {rule.unit_module} yet")
                 continue
             site = build_site(self.ctx, finding, original if original is not None else updated, call if at_call else None,
-                              in_pattern=self.pattern_depth > 0, default_of_choices=id(original) in self.defaults_with_choices)
+                              in_pattern=self.pattern_depth > 0, default_of_choices=id(original) in self.defaults_with_choices,
+                              guards=self.guards.get(finding.line, "") if finding.symbol == AVAILABILITY else "")
             verdict = units.precheck(rule, site)
             if isinstance(verdict, Declined):
                 self.ctx.decline(finding, verdict.reason)
@@ -255,9 +259,11 @@ def _keys(findings: list[Finding], shifted: dict[int, int]) -> dict[Key, list[Fi
 
 
 def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], target: str, entry_point: bool,
-               runtime: RuntimeImport | None = None, style: ImportStyle | None = None) -> PythonFixResult:
+               runtime: RuntimeImport | None = None, style: ImportStyle | None = None,
+               context: Sequence[Finding] = ()) -> PythonFixResult:
     """`runtime`: where the tree's `_migrate_runtime` module is for this file (portable target; None:
-    the device helpers are copied into the file); `style`: the repository's import sorting."""
+    the device helpers are copied into the file); `style`: the repository's import sorting; `context`:
+    every finding of the file, manual ones too (default: `findings`)."""
     original_text = text
     text, shifted = syntax.normalise_form_feeds(text)
     by_key = _keys(findings, shifted)
@@ -275,6 +281,9 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
     work_lines = sorted({k[0] for k in by_key})  # an import without a finding is left as it is here
     positions = node_positions(module, tree, text, work_lines)
     fixer = _Fixer(ctx, by_key, rules, module, work_lines, positions)
+    fixer.guards = guarded_calls(  # the scan's question on the scan's findings (engine/sites.precheck_hits)
+        tree, [f.line for f in findings if f.symbol == AVAILABILITY],
+        [(f.line, f.symbol) for f in context or findings if f.line not in import_lines and cuda_only(f.symbol, manual_rule(rules[f.code]))])
     new_module = module.visit(fixer)
     candidates = {n for n in fixer.removable} | {
         local for local, quals in aliases.items() if any(q.split(".")[0] in REMOVABLE_ROOTS for q in quals)

@@ -229,16 +229,20 @@ def _read_all(root: Path, rels: list[str]) -> _Read:
 
 
 def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Collection[str] = frozenset(),
-               progress: Callable[[int, int], None] | None = None) -> FixPlan:
+               progress: Callable[[int, int], None] | None = None, context: Collection[Finding] = ()) -> FixPlan:
     """Every file planned in full (read, fixed, re-parsed, encoded) before anything is written; a file
-    that cannot be planned gets its error and is left unchanged, the others go on."""
+    that cannot be planned gets its error and is left unchanged, the others go on. `context`: the scan's
+    findings before a route took some out (what an availability check guards is judged on all of them)."""
     by_file: dict[str, list[Finding]] = {}
     for f in scan.findings:
         by_file.setdefault(f.path, []).append(f)
     read = _read_all(root, sorted(set(by_file) | set(extra_files)))
     entries = _entry_points(root, scan, read.texts)
     runtime = Planner(root, ledger.recorded_runtime_modules(root)) if options.target == Target.PORTABLE else None
-    modules = _fix_modules(root, read.texts, by_file, entries, options, runtime, read.real_of, progress)
+    every: dict[str, list[Finding]] = {}
+    for f in context or scan.findings:
+        every.setdefault(f.path, []).append(f)
+    modules = _fix_modules(root, read.texts, by_file, entries, options, runtime, read.real_of, progress, every)
     changes: list[FileChange] = [FileChange(rel, "", "", error=why) for rel, why in read.errors.items()]
     for rel, text in read.texts.items():
         changes.extend(_plan_file(rel, text, read, by_file.get(rel, []), options, modules, runtime))
@@ -362,7 +366,8 @@ def _source(text: str, options: FixOptions) -> str:
 
 def _fix_modules(root: Path, texts: dict[str, str], by_file: dict[str, list[Finding]], entries: Collection[str],
                  options: FixOptions, runtime: Planner | None, real_of: dict[str, str],
-                 progress: Callable[[int, int], None] | None) -> dict[str, tuple[PythonOutcome, RuntimeImport | None]]:
+                 progress: Callable[[int, int], None] | None,
+                 every: dict[str, list[Finding]]) -> dict[str, tuple[PythonOutcome, RuntimeImport | None]]:
     """The Python modules to fix, fixed (in parallel where the tree is big enough), each with where
     it imports the tree's runtime module from (portable target)."""
     from migrator.engine.discover import file_kind
@@ -378,7 +383,8 @@ def _fix_modules(root: Path, texts: dict[str, str], by_file: dict[str, list[Find
         is_entry = rel in entries and "import torch" in text
         if fixable or (is_entry and options.target == Target.NPU and "torch_npu" not in text and findings):
             where = runtime.locate(real_of[rel]) if runtime else None
-            jobs[rel] = PythonJob(_source(text, options), tuple(fixable), options.target, is_entry, where, style)
+            jobs[rel] = PythonJob(_source(text, options), tuple(fixable), options.target, is_entry, where, style,
+                                  tuple(every.get(rel, findings)))
     outcomes = fix_modules(list(jobs.values()), options.jobs, progress)
     return {rel: (outcome, job.runtime) for (rel, job), outcome in zip(jobs.items(), outcomes)}
 

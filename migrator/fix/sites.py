@@ -39,7 +39,7 @@ def _args(call: cst.Call) -> tuple[Arg, ...]:
 
 
 def build_site(ctx: FixContext, finding: Finding, node: cst.CSTNode, call: cst.Call | None, is_import: bool = False,
-               in_pattern: bool = False, default_of_choices: bool = False) -> CallSite:
+               in_pattern: bool = False, default_of_choices: bool = False, guards: str = "") -> CallSite:
     source = text(node)
     string = string_shape(source) if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)) else ""
     try:
@@ -54,5 +54,5 @@ def build_site(ctx: FixContext, finding: Finding, node: cst.CSTNode, call: cst.C
         pieces=_pieces(node), called=call is not None, args=_args(call) if call is not None else (),
         replacement=symbol_replacement(finding) if finding.symbol else None, is_import=is_import, root=root,
         root_names=frozenset(ctx.aliases.get(root[0], ())) if root else frozenset(), operands=operands,
-        in_pattern=in_pattern, build_file=is_build_file(finding.path), default_of_choices=default_of_choices,
+        in_pattern=in_pattern, build_file=is_build_file(finding.path), default_of_choices=default_of_choices, guards=guards,
     )

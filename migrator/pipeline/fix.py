@@ -128,7 +128,8 @@ class FixTransaction:
         # what a framework route covers is not rewritten: the framework handles it at run time
         result = before.result
         to_fix = replace(result, findings=tuple(f for f in result.findings if not (f.route and f.route.absorbs)))
-        plan = plan_fixes(to_fix, settings.root, options, extra_files=extra, progress=phase(self.progress, "fixing"))
+        plan = plan_fixes(to_fix, settings.root, options, extra_files=extra, progress=phase(self.progress, "fixing"),
+                          context=result.findings)
         if settings.route == "none" or not result.frameworks:
             return plan
         from migrator.routes.fix import add_route_edits

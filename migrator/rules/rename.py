@@ -25,6 +25,8 @@ ENV_NPU_ONLY = "environment variables are renamed for the npu target only"
 IMPORT_NPU_ONLY = "imports are renamed for the npu target only; use the module-level name"
 NO_REPLACEMENT = "no replacement name for this use"
 NO_PORTABLE = "no portable spelling for this use (it names a CUDA-only module directly)"
+GUARD = ("this check guards {call}, which stays CUDA-only: renamed, it is true on the Ascend host and that call "
+         "is reached there; port the guarded call first, then this check")
 
 
 def precheck(site: CallSite) -> Verdict:
@@ -34,6 +36,8 @@ def precheck(site: CallSite) -> Verdict:
         return Declined(STAR_IMPORT)
     if site.is_import:
         return Declined(IMPORT_NPU_ONLY) if site.target != Target.NPU else FIXABLE
+    if site.guards:
+        return Declined(GUARD.format(call=site.guards))
     if site.target == Target.PORTABLE and not _portable_spelling(site):
         return Declined(NO_PORTABLE)
     return FIXABLE

@@ -1,4 +1,5 @@
-"""Detectors talk to the scanner only through the `Checker` facade (emit, claim, qualnames)."""
+"""Detectors talk to the scanner only through the `Checker` facade (emit, claim, qualnames; built_by and
+module_calls: what a receiver was assigned, for the fused-optimizer zero_grad rule)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from migrator.catalogue.protocols import Checker
 from migrator.engine.python_checker import CheckerFacade, PythonChecker
 
 RULES = Path(__file__).resolve().parents[2] / "migrator" / "rules"
-FACADE = {"emit", "claim", "qualnames"}
+FACADE = {"emit", "claim", "qualnames", "built_by", "module_calls"}
 
 
 def test_the_facade_offers_the_protocols_methods_and_no_field():
