@@ -35,6 +35,7 @@ def validate(original: str | Path, *, migrate: Callable[[str, str], list[str]] |
         raise UsageError(f"{original}: no such directory")
     options.update(_nodes(options, options.pop("launcher_env", None)))
     _check_pythonpath(path, options.get("pythonpath", ()))
+    _check_work_dir(path, options.get("work_dir"), options.get("migrated"))
     _require_validate_extra()
     try:
         opts = Options(original=str(path), **options)
@@ -147,4 +148,15 @@ def _check_pythonpath(original: Path, folders: Any) -> None:
                              "(each side uses its own tree's copy)")
         if not (original / norm).is_dir():
             raise UsageError(f"--pythonpath {folder}: no such folder in {original}")
+
+
+def _check_work_dir(original: Path, work_dir: str | None, migrated: str | None) -> None:
+    """The migrated copy is written into the work folder: inside the original tree it would be copied into
+    itself on the next run (the same rule as `fix --out`)."""
+    if work_dir is None or migrated is not None:
+        return
+    work, tree = Path(work_dir).resolve(), original.resolve()
+    if work == tree or work.is_relative_to(tree):
+        raise UsageError(f"--work-dir {work_dir}: inside the tree being validated ({original}), where the migrated "
+                         "copy would be copied into itself on the next run; choose a folder outside it")
 

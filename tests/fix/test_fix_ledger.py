@@ -45,7 +45,7 @@ def counts(root: Path) -> tuple[int, int]:
 def report_numbers(root: Path) -> tuple:
     data = api.report([root], use_cache=False)
     ctx = build_context(data)
-    md = re.search(r"\*\*(\d+%)\*\* \((\d+) edits applied\)", render(data, "md"))
+    md = re.search(r"\*\*(\d+%)\*\* \((\d+) sites fixed\)", render(data, "md"))
     assert md is not None
     return ctx["migrated_pct"], ctx["applied"], ctx["n_core"], md.groups()
 

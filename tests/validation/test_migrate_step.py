@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from migrator.ground.usage_error import UsageError
 from migrator.validation.parent import stages
 from migrator.validation.parent.options import Options
 from migrator.validation.parent.results import StageResult
@@ -47,7 +48,11 @@ def test_migrate_errors_and_a_missing_step_are_setup_errors(monkeypatch, tmp_pat
 def test_api_passes_migrate_fix(monkeypatch, tmp_path):
     from migrator import api
 
-    (tmp_path / "train.py").write_text("import torch\ntorch.cuda.synchronize()\n")
-    _fake_s1(monkeypatch, [], tmp_path)
-    api.validate(tmp_path, stages=("S1",), work_dir=str(tmp_path / "work"))
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "train.py").write_text("import torch\ntorch.cuda.synchronize()\n")
+    _fake_s1(monkeypatch, [], tree)
+    api.validate(tree, stages=("S1",), work_dir=str(tmp_path / "work"))
     assert "torch.npu.synchronize" in (tmp_path / "work" / "migrated" / "train.py").read_text()
+    with pytest.raises(UsageError, match="--work-dir .*inside the tree being validated"):
+        api.validate(tree, stages=("S1",), work_dir=str(tree / "work"))
