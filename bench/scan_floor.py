@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""How far is `migrate scan` above the parse floor, and is it linear? One run, ratios only.
+
+    python3 bench/scan_floor.py                  # all trees, median of 3 per measurement
+    python3 bench/scan_floor.py -n 1 --trees megatron-core,timm
+
+The trees are pinned sdists (`bench/real_repos.py` PACKAGES, fetched and checked by `bench/sdists.py`);
+their `.py` files are spread over ¼, ½ and the whole (every file in a fixed, path-hashed order, so each
+fraction is a sample of every tree) and copied to a temporary project. For each fraction, back to
+back: the parse floor (`ast.parse` of every file in a child process, its CPU seconds), `migrate scan
+--no-cache -j 1` (the child's CPU seconds and peak RSS, `os.wait4`), scan/floor, files/s and the
+linearity whole/½ (2.0 = linear). Absolute seconds depend on a shared, busy machine; the ratios,
+measured in the same run, are what to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from real_repos import PACKAGES  # noqa: E402
+from sdists import BenchError, fetch_tree  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
+TREES = ("megatron-core", "deepspeed", "fairseq", "timm", "transformers")
+FRACTIONS = (("1/4", 0.25), ("1/2", 0.5), ("whole", 1.0))
+FLOOR = """
+import ast, sys, warnings
+warnings.simplefilter("ignore")
+for path in open(sys.argv[1]).read().splitlines():
+    try:
+        ast.parse(open(path, "rb").read(), filename=path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        pass
+"""
+
+
+def child(argv: list[str]) -> tuple[float, float]:
+    """(CPU seconds, peak RSS MiB) of one child process run to its end."""
+    env = {**os.environ, "NO_COLOR": "1", "CI": "1", "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+    if proc.returncode not in (0, 1):  # 1: findings
+        raise BenchError(f"{argv[:4]} exited {proc.returncode}: {err[-2000:]}")
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+
+
+def all_files(trees: list[str]) -> list[tuple[str, Path, Path]]:
+    """(tree, source root, file) for every .py file, in a fixed order independent of the trees' layout."""
+    files = []
+    for name in trees:
+        root = fetch_tree(PACKAGES[name].pin, log=lambda m: print(m, file=sys.stderr))
+        files.extend((name, root, p) for p in root.rglob("*.py") if p.is_file())
+    return sorted(files, key=lambda f: hashlib.sha256(f"{f[0]}/{f[2].relative_to(f[1])}".encode()).hexdigest())
+
+
+def project(folder: Path, files: list[tuple[str, Path, Path]]) -> list[Path]:
+    folder.mkdir(parents=True)
+    (folder / "pyproject.toml").write_text('[project]\nname = "scan-floor"\nversion = "0"\n')
+    copied = []
+    for name, root, path in files:
+        target = folder / name / path.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+        copied.append(target)
+    return copied
+
+
+def measure(folder: Path, copied: list[Path], runs: int) -> dict[str, float]:
+    listing = folder.parent / f"{folder.name}.files"
+    listing.write_text("\n".join(map(str, copied)))
+    floor, scan, peak = [], [], 0.0
+    for _ in range(runs):  # floor and scan back to back, so both see the same machine load
+        floor.append(child([sys.executable, "-c", FLOOR, str(listing)])[0])
+        cpu, rss = child([sys.executable, "-m", "migrator", "scan", str(folder), "--root", str(folder), "--no-cache",
+                          "-j", "1", "-q", "--format", "json", "--exit-zero", "--route", "none"])
+        scan.append(cpu)
+        peak = max(peak, rss)
+    f, s = statistics.median(floor), statistics.median(scan)
+    return {"files": len(copied), "floor": f, "scan": s, "ratio": s / f, "files_per_s": len(copied) / s, "peak": peak}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-n", "--runs", type=int, default=3, help="runs per measurement (median)")
+    ap.add_argument("--trees", default=",".join(TREES), help="comma-separated PACKAGES names")
+    args = ap.parse_args()
+    try:
+        files = all_files(args.trees.split(","))
+    except BenchError as exc:
+        print(f"scan_floor: {exc}", file=sys.stderr)
+        return 2
+    print(f"trees: {args.trees} ({len(files)} .py files); median of {args.runs}; CPU seconds of the child")
+    print(f"{'part':>6} {'files':>6} {'floor s':>8} {'scan s':>8} {'scan/floor':>10} {'files/s':>8} {'peak MiB':>9}")
+    rows: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory(prefix="scan-floor-") as tmp:
+        for label, share in FRACTIONS:
+            part = files[: round(len(files) * share)]
+            folder = Path(tmp) / label.replace("/", "of")
+            row = rows[label] = measure(folder, project(folder, part), args.runs)
+            print(f"{label:>6} {row['files']:>6.0f} {row['floor']:>8.2f} {row['scan']:>8.2f} {row['ratio']:>10.2f} "
+                  f"{row['files_per_s']:>8.0f} {row['peak']:>9.0f}", flush=True)
+    print(f"linearity whole/half: floor {rows['whole']['floor'] / rows['1/2']['floor']:.2f}, "
+          f"scan {rows['whole']['scan'] / rows['1/2']['scan']:.2f} (2.00 = linear)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
