@@ -1,6 +1,7 @@
 """Run the scan over many files: discovery, cache, optional process pool, progress callback.
 
-Each file is read once, by the worker that scans it (`engine/scanned.py`); the tree's training
+Each file is read once: with the cache (or a memo) on, by the parent for its digest, and a miss's
+bytes go to the worker; otherwise by the worker that scans it (`engine/scanned.py`). The tree's training
 dtypes are combined here from the workers' per-file evidence. The pool's workers never outlive the
 scan (`engine/workers.py`).
 """
@@ -17,7 +18,7 @@ from migrator import __version__
 from migrator.catalogue.loader import load_catalogue
 from migrator.engine.cache import ScanCache, content_digest
 from migrator.engine.discover import Candidate, Skip, discover, file_kind
-from migrator.engine.scan_file import ScanOptions
+from migrator.engine.scan_file import ScanOptions, read_limit
 from migrator.engine.scanned import ScannedFile, scan_one, tree_training_dtypes
 from migrator.engine.workers import worker_pool
 from migrator.ground import input_files
@@ -95,15 +96,18 @@ class _Results:
         self.overlay = overlay
         self.scanned: dict[str, ScannedFile] = {}
 
-    def digest(self, cand: Candidate) -> str | None:
+    def digest(self, cand: Candidate) -> tuple[str | None, bytes | None]:
+        """The content digest (None: not cached), and the bytes the worker may scan without reading again."""
         if cand.rel in self.overlay:
-            return content_digest(self.overlay[cand.rel])
+            return content_digest(self.overlay[cand.rel]), None
         if not (self.use_cache or self.known is not None):
-            return None
+            return None, None
         try:  # through the one reader: a FIFO or a huge file is the worker's to report, not the digest's to read
-            return content_digest(input_files.read_bytes(cand.path, MAX_NOTEBOOK_BYTES))
+            data = input_files.read_bytes(cand.path, MAX_NOTEBOOK_BYTES)
         except OSError:  # InputRefused included: the file is scanned (and its refusal reported) uncached
-            return None
+            return None, None
+        # over its kind's limit, the worker reads it again to refuse or skip it as it would uncached
+        return content_digest(data), data if len(data) <= read_limit(cand.kind) else None
 
     def lookup(self, cand: Candidate, digest: str | None) -> bool:
         if digest is None:
@@ -138,19 +142,23 @@ def run(settings: Settings, paths: list[Path], options: ScanOptions, progress: P
     overlay = overlay or {}
     candidates, skipped = _discovered(settings, paths, overlay)
     results = _Results(settings, _cache_key(settings, options, extra_key), memo, overlay)
-    todo = [(cand, digest) for cand in candidates if not results.lookup(cand, digest := results.digest(cand))]
+    todo = []  # (candidate, digest, bytes already read: the file is read once, here or by the worker)
+    for cand in candidates:
+        digest, data = results.digest(cand)
+        if not results.lookup(cand, digest):
+            todo.append((cand, digest, overlay.get(cand.rel, data)))
     total, done = len(candidates), len(candidates) - len(todo)
     if progress:
         progress(done, total)
     jobs = settings.jobs or (os.cpu_count() or 1)
-    work = [(c.path, c.rel, c.kind, options, overlay.get(c.rel)) for c, _ in todo]
+    work = [(c.path, c.rel, c.kind, options, data) for c, _, data in todo]
     with ExitStack() as stack:
         if jobs > 1 and len(work) >= POOL_THRESHOLD:
             pool = stack.enter_context(worker_pool(jobs))
             outputs = pool.map(_scan_one, work, chunksize=max(1, min(16, len(work) // (jobs * 4))))
         else:
             outputs = map(_scan_one, work)
-        for (cand, digest), scanned in zip(todo, outputs):
+        for (cand, digest, _), scanned in zip(todo, outputs):
             results.keep(cand, digest, scanned)
             done += 1
             if progress:

@@ -150,11 +150,10 @@ def scan_file(path: Path, rel: str, kind: str, options: ScanOptions) -> FileResu
 def read_for_scan(path: Path, rel: str, kind: str, options: ScanOptions) -> bytes | FileResult:
     """The file's bytes (through `input_files`, capped per kind), or the result for a file that cannot be read."""
     from migrator.ground import input_files
-    from migrator.ground.input_files import MAX_NOTEBOOK_BYTES, MAX_SOURCE_BYTES, InputRefused
+    from migrator.ground.input_files import InputRefused
 
-    limit = {"notebook": MAX_NOTEBOOK_BYTES, "config": config_checker.MAX_CONFIG_BYTES}.get(kind, MAX_SOURCE_BYTES)
     try:
-        return input_files.read_bytes(path, limit)
+        return input_files.read_bytes(path, read_limit(kind))
     except InputRefused as exc:
         if kind == "config" and exc.too_big:
             return FileResult(rel, skipped=f"larger than {config_checker.MAX_CONFIG_BYTES // 2**20} MiB: data, not a config")
@@ -167,6 +166,13 @@ def read_for_scan(path: Path, rel: str, kind: str, options: ScanOptions) -> byte
         scan = FileScan(rel, load_catalogue(), options.selector_for(rel))
         scan.meta("unreadable-file", f"cannot read {rel}: {exc.strerror or exc}")
         return FileResult(rel, tuple(scan.findings))
+
+
+def read_limit(kind: str) -> int:
+    """The most bytes a file of `kind` is read with; a larger one is refused (or skipped) by `read_for_scan`."""
+    from migrator.ground.input_files import MAX_NOTEBOOK_BYTES, MAX_SOURCE_BYTES
+
+    return {"notebook": MAX_NOTEBOOK_BYTES, "config": config_checker.MAX_CONFIG_BYTES}.get(kind, MAX_SOURCE_BYTES)
 
 
 def _head(path: Path) -> bytes:

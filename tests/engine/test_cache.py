@@ -52,3 +52,31 @@ def test_cache_clean_command(monkeypatch, tmp_path):
     assert result.exit_code == 0, result.output
     assert f"removed 1 cache file(s), 5 bytes, from {tmp_path}" in result.output
     assert [p.name for p in tmp_path.iterdir()] == ["keep.txt"]
+
+
+def test_each_file_is_read_once_with_the_cache_on(monkeypatch, tmp_path):
+    """The parent reads a file for its digest; the worker scans those bytes instead of reading it again."""
+    from collections import Counter
+
+    from migrator.cli import main
+    from migrator.ground import input_files
+
+    monkeypatch.setenv("MIGRATE_CACHE_DIR", str(tmp_path / "cache"))
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text('[project]\nname = "p"\nversion = "0"\n')
+    for name in ("a.py", "b.py", "c.py"):
+        (project / name).write_text("import torch\nx = torch.zeros(1).cuda()\n")
+    reads: Counter[str] = Counter()
+    real = input_files.read_bytes
+
+    def counting(path, *args, **kwargs):
+        reads[os.path.basename(path)] += 1
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(input_files, "read_bytes", counting)
+    result = CliRunner().invoke(main, ["scan", str(project), "--root", str(project), "-j", "1", "--route", "none",
+                                       "--exit-zero", "-q"])
+    assert result.exit_code == 0, result.output
+    assert "cuda" in result.output
+    assert {name: reads[name] for name in ("a.py", "b.py", "c.py")} == {"a.py": 1, "b.py": 1, "c.py": 1}
