@@ -155,7 +155,7 @@ def _compare_msprobe(target: str | None, golden: str | None, cross_device: bool,
 @click.option("--global-batch", type=click.IntRange(min=1), default=1024, show_default=True, help="Sequences per optimizer step.")
 @click.option("--seq", type=click.IntRange(min=1), default=4096, show_default=True, help="Tokens per sequence.")
 @click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True, help="Matmul dtype (picks the peak TFLOP/s figure).")
-@click.option("--devices", type=click.IntRange(min=1), help="World size [default: the profile's devices].")
+@click.option("--devices", type=click.IntRange(min=1), help="World size [default: the smallest size (powers of two in a machine, then whole machines) that fits and splits --global-batch].")
 @click.option("--top", type=click.IntRange(min=1), default=3, show_default=True, help="Layouts to show per cluster.")
 @click.option("--failure-rate", type=click.FloatRange(min=0, min_open=True), help="Failures per device-hour [default: 1.97e-5, Llama 3 report].")
 @click.option("--checkpoint-seconds", type=click.FloatRange(min=0, min_open=True), help="Checkpoint write time, for the Young/Daly interval.")
