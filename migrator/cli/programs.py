@@ -134,6 +134,24 @@ def _show_validation(result: ValidationResult, output: str | None, markdown: str
         click.echo(result.text(verbose=verbose), nl=False)
 
 
+def _measure(name: str, tree: str | None) -> None:
+    """`plan --measure NAME [TREE]`: the profile goes into the project's pyproject.toml (TREE's, or the cwd's)."""
+    from pathlib import Path
+
+    from migrator.ground.config import find_root
+    from migrator.plan.clusters import ClusterError
+    from migrator.plan.measure import measure
+
+    root = find_root([Path(tree) if tree else Path.cwd()])
+    click.echo(f"[plan] measuring this machine for [tool.migrate.clusters.{name}] ...", err=True)
+    try:
+        path, lines = measure(root, name)
+    except (ClusterError, OSError) as exc:
+        _fail(str(exc))
+    click.echo("\n".join(lines))
+    click.echo(f"wrote [tool.migrate.clusters.{name}] to {path}; plan with: migrate plan MODEL --cluster {name}")
+
+
 def _compare_msprobe(target: str | None, golden: str | None, cross_device: bool, output: str | None, fmt: str,
                      verbose: bool) -> None:
     from migrator.api import programs as api_programs
@@ -151,11 +169,11 @@ def _compare_msprobe(target: str | None, golden: str | None, cross_device: bool,
 @click.command(name="plan")
 @click.argument("model", required=False, type=click.Path(path_type=str))
 @click.option("--model", "model_config", type=click.Path(dir_okay=False), help="A HF- or Megatron-style config (JSON, or YAML: a nanotron config) instead of a tree.")
-@click.option("--cluster", "clusters", multiple=True, required=True, help="Cluster profile (repeatable): a100-dgx, h100-dgx, a2-8x, supernode-384, atlas-950-superpod, atlas-960-superpod, or [tool.migrate.clusters.NAME].")
+@click.option("--cluster", "clusters", multiple=True, help="Cluster profile (repeatable): a100-dgx, h100-dgx, a2-8x, supernode-384, atlas-950-superpod, atlas-960-superpod, or [tool.migrate.clusters.NAME].")
 @click.option("--global-batch", type=click.IntRange(min=1), default=1024, show_default=True, help="Sequences per optimizer step.")
 @click.option("--seq", type=click.IntRange(min=1), default=4096, show_default=True, help="Tokens per sequence.")
 @click.option("--dtype", type=click.Choice(["bf16", "fp16", "fp8"]), default="bf16", show_default=True, help="Matmul dtype (picks the peak TFLOP/s figure).")
-@click.option("--devices", type=click.IntRange(min=1), help="World size [default: the profile's devices].")
+@click.option("--devices", type=click.IntRange(min=1), help="World size [default: the smallest size (powers of two in a machine, then whole machines) that fits and splits --global-batch].")
 @click.option("--top", type=click.IntRange(min=1), default=3, show_default=True, help="Layouts to show per cluster.")
 @click.option("--failure-rate", type=click.FloatRange(min=0, min_open=True), help="Failures per device-hour [default: 1.97e-5, Llama 3 report].")
 @click.option("--checkpoint-seconds", type=click.FloatRange(min=0, min_open=True), help="Checkpoint write time, for the Young/Daly interval.")
@@ -169,11 +187,12 @@ def _compare_msprobe(target: str | None, golden: str | None, cross_device: bool,
 @click.option("--assume", "assume", multiple=True, metavar="KEY=VALUE", help="Set a modelling assumption or a cluster figure (repeatable), e.g. attention=eager, dp_overlap=0, schedule=dualpipe, peak_tflops_bf16=300 (flagged user); --explain lists them all.")
 @click.option("--explain", is_flag=True, help="List every assumption and cluster figure with its provenance and source; with --layout, also the search's pick and the terms that make it faster.")
 @click.option("--strict", is_flag=True, help="Refuse (exit 2) a cluster whose figures are not all measured or first-party, listing them.")
+@click.option("--measure", metavar="NAME", help="Measure this machine (GEMM per dtype, memory copy, collectives; NPU, CUDA or CPU) and write [tool.migrate.clusters.NAME] into the project's pyproject.toml, every figure flagged measured; then plan with --cluster NAME.")
 def plan_command(model: str | None, model_config: str | None, clusters: tuple[str, ...], global_batch: int, seq: int,
                  dtype: str, devices: int | None, top: int, failure_rate: float | None,
                  checkpoint_seconds: float | None, entry: str | None, check_s0: bool, write_launch: str | None,
                  script: str, fmt: str, output: str | None, layout: str | None, assume: tuple[str, ...],
-                 explain: bool, strict: bool) -> None:
+                 explain: bool, strict: bool, measure: str | None) -> None:
     """Propose parallel layouts (TP / PP / DP / EP, ZeRO, recomputation) for MODEL on each cluster.
 
     MODEL is a tree with validate.py (read on the meta device in a child process) or use --model CONFIG.json.
@@ -184,6 +203,11 @@ def plan_command(model: str | None, model_config: str | None, clusters: tuple[st
     with _Errors():
         from migrator import api
 
+        if measure:
+            _measure(measure, model)
+            return
+        if not clusters:
+            _fail("give --cluster NAME (or --measure NAME to measure this machine)")
         source = model or model_config
         if source is None or (model and model_config):
             _fail("give either MODEL (a tree) or --model CONFIG.json")

@@ -27,7 +27,8 @@ STRICT_FLAGS = ("first-party", "measured")  # what `plan --strict` accepts
 _OLD_FLAGS = {"verified": "first-party"}
 KEYS = ("devices", "devices_per_node", "domain_size", "domain_GBps", "scale_out_GBps", "hbm_GB", "hbm_GBps",
         "storage_write_GBps")
-DTYPES = ("bf16", "fp16", "fp8")
+DTYPES = ("bf16", "fp16", "fp8", "fp32")
+META = ("title", "base", "device", "date", "versions", "backend")  # what `plan --measure` records besides figures
 
 
 class ClusterError(ValueError):
@@ -130,7 +131,7 @@ def _profile(name: str, raw: Any, origin: str, base: Cluster | None = None) -> C
         raise ClusterError(f"{origin}: cluster {name!r} must be a table")
     figs = dict(base.figures) if base else {}
     for key, value in raw.items():
-        if key in ("title", "base"):
+        if key in META:
             continue
         if not _known(key):
             raise ClusterError(f"{origin}: cluster {name!r}: unknown key {key!r} "

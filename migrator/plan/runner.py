@@ -79,9 +79,13 @@ def s0_check(layout: Layout, model: ModelShape) -> dict[str, Any]:
 
 def plan_cluster(job: Job, cluster: Cluster, devices: int | None, top: int, failure_rate: float,
                  checkpoint_seconds: float | None) -> ClusterPlan:
-    if devices:
+    if devices:  # an explicit world size, as asked (fewer only if it cannot divide)
+        found = search(job, cluster.with_devices(devices), top=top)
         cluster = cluster.with_devices(devices)
-    found = search(job, cluster, top=top)
+    else:  # the smallest size that fits and splits the global batch (`sizing`)
+        from .sizing import candidate_sizes
+
+        found = search(job, cluster, top=top, sizes=candidate_sizes(cluster))
     ranked: list[Estimate] = found["top"]
     stages: dict[str, Layout] = {"1card": Layout(zero=0)}
     notes: dict[str, str] = {}

@@ -65,11 +65,14 @@ def _ranked(job: Job, cluster: Cluster, candidates: list[Layout]) -> list[Estima
     return out
 
 
-def search(job: Job, cluster: Cluster, world: int | None = None, top: int = 5) -> dict[str, Any]:
+def search(job: Job, cluster: Cluster, world: int | None = None, top: int = 5,
+           sizes: list[int] | None = None) -> dict[str, Any]:
+    """Rank the layouts at the first size that has a fitting one: `sizes` in order (smallest first, see
+    `sizing`), or else `world` (default: every device) and then fewer when it cannot divide."""
     world = world or int(cluster.need("devices"))
     required = ["domain_size", "domain_GBps", "hbm_GB", "hbm_GBps", f"peak_tflops_{job.dtype}"]
     domain = cluster.figure("domain_size").value
-    if domain is None or world > domain:
+    if domain is None or max(sizes or [world]) > domain:
         required.append("scale_out_GBps")
     missing = [k for k in required if cluster.figure(k).value is None]
     if missing:  # name every missing figure at once
@@ -78,15 +81,22 @@ def search(job: Job, cluster: Cluster, world: int | None = None, top: int = 5) -
             "; ".join(f"{k}: {cluster.figure(k).source}" for k in missing) + "); required inputs: set them in "
             f"pyproject.toml under [tool.migrate.clusters.{cluster.name}]")
     candidates: list[Estimate] = []
-    for size in world_sizes(world, cluster):  # every device first; fewer only when the full world cannot divide
+    asked, smaller = world, None
+    for size in sizes or world_sizes(world, cluster):  # without `sizes`: every device first, fewer if it cannot divide
         candidates = _ranked(job, cluster, layouts(job, size))
+        world = size
         if any(e.fits for e in candidates):
-            world = size
             break
+        smaller = (size, min((e.memory["total"] for e in candidates), default=None))
     fitting = sorted((e for e in candidates if e.fits), key=lambda e: (e.step_s, e.memory["total"]))
+    world = world if fitting or sizes else asked
     result: dict[str, Any] = {"cluster": cluster.name, "world": world, "considered": len(candidates),
                               "fitting": len(fitting), "top": fitting[:top], "why": []}
-    if fitting and world < int(cluster.need("devices")):
+    if fitting and sizes:
+        from .sizing import reason
+
+        result["why"].append(reason(world, cluster, job.global_batch, smaller))
+    elif fitting and world < asked:
         result["why"].append(f"uses {world} of {int(cluster.need('devices'))} devices: no layout of the full "
                              "world size divides the model and the batch and fits")
     if not fitting:

@@ -164,7 +164,7 @@ def test_plan_help_imports_no_torch():
 def test_moe_sample_top_plan_keeps_ep_and_tp_inside_the_supernode_and_its_s0_passes():
     from migrator import api
 
-    result = api.plan(REPO / "samples" / "moe", ["supernode-384"], global_batch=16, seq=64, check_s0=True)
+    result = api.plan(REPO / "samples" / "moe", ["supernode-384"], global_batch=16, seq=64, check_s0=True, devices=768)
     plan = result.clusters[0]
     best = plan.top[0]
     assert best.layout.tp > 1 and best.layout.ep > 1
