@@ -1,5 +1,6 @@
-"""Dump a tiny training step with msprobe's own PrecisionDebugger, three times in one process:
-step0 = the original (golden), step1 = a correct port, step2 = a port that slipped (tanh GELU).
+"""Dump a tiny training step with msprobe's own PrecisionDebugger, four times in one process:
+step0 = the original (golden), step1 = a correct port, step2 = a port that slipped (tanh GELU),
+step3 = a correct refactor that drops the original's `* 1.0` (every later Tensor.__mul__ counter shifts).
 
     python dump_ports.py OUT TASK LEVEL        # TASK: statistics | tensor, LEVEL: L0 | L1 | mix
 """
@@ -17,10 +18,14 @@ class Net(torch.nn.Module):
         self.fc1 = torch.nn.Linear(8, 16)
         self.fc2 = torch.nn.Linear(16, 4)
         self.approximate = "none"
+        self.unit_scale = True  # the original's no-op multiply
 
     def forward(self, x):
-        hidden = torch.nn.functional.gelu(self.fc1(x), approximate=self.approximate)
-        return self.fc2(hidden)
+        h = self.fc1(x)
+        if self.unit_scale:
+            h = h * 1.0
+        hidden = torch.nn.functional.gelu(h, approximate=self.approximate)
+        return self.fc2(hidden) * 0.5
 
 
 def main(out: str, task: str, level: str) -> None:
@@ -31,10 +36,10 @@ def main(out: str, task: str, level: str) -> None:
     with open(f"{out}.config.json", "w", encoding="utf-8") as fh:
         json.dump(config, fh)
     debugger = PrecisionDebugger(config_path=f"{out}.config.json")
-    for approximate in ("none", "none", "tanh"):
+    for approximate, unit_scale in (("none", True), ("none", True), ("tanh", True), ("none", False)):
         torch.manual_seed(0)
         net = Net()
-        net.approximate = approximate
+        net.approximate, net.unit_scale = approximate, unit_scale
         x = torch.randn(64, 8) * 3
         debugger.start(net)
         loss = net(x).pow(2).mean()

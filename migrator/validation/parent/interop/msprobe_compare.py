@@ -1,7 +1,11 @@
 """`migrate validate --msprobe-target DIR --msprobe-golden DIR`: our verdicts over two msprobe dumps.
 
-Records are matched by msprobe's own key (`Functional.gelu.0.forward`: API, call counter, direction),
-per step and rank. Each tensor slot gets one gate (numerics.md §3.3 thresholds, `thresholds.Thresholds`):
+Records are paired per step and rank by aligning the two runs' sequences of (API, direction) in execution
+order, not by msprobe's call counter (`Functional.gelu.0.forward`): a port or a refactor that removes or adds
+one op (a multiply folded into a scale) shifts every later counter of that API, and pairing by key then
+compared every later call with the wrong one (issue 37 item 5). A record with no counterpart is listed
+(added or removed by the port) and makes the result at most a warning; what it changed shows in the records
+after it. Each tensor slot gets one gate (numerics.md §3.3 thresholds, `thresholds.Thresholds`):
 
 * tensor task: `rel_l2(target, golden)` from the `.pt` files: fp32/fp64 ≤ 1e-5 pass, ≤ 1e-4 warn (×10 with
   `cross_device`); bf16/fp16 against the absolute bounds 0.02 (forward) / 0.1 (backward, gradients), as
@@ -151,6 +155,29 @@ def _pairs(target: tuple[RankDump, ...], golden: tuple[RankDump, ...]) -> tuple[
     return pairs, unmatched
 
 
+def align(target: tuple[Record, ...], golden: tuple[Record, ...]
+          ) -> tuple[list[tuple[Record, Record]], list[Record], list[Record]]:
+    """(paired records, target-only, golden-only): the longest matching blocks of (API, direction) in
+    execution order, so one added or removed call does not shift the pairing of the calls after it."""
+    import difflib
+
+    t_seq = sorted(target, key=lambda r: r.order)
+    g_seq = sorted(golden, key=lambda r: r.order)
+    matcher = difflib.SequenceMatcher(None, [(r.api, r.direction) for r in t_seq],
+                                      [(r.api, r.direction) for r in g_seq], autojunk=False)
+    paired: list[tuple[Record, Record]] = []
+    seen_t: set[int] = set()
+    seen_g: set[int] = set()
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            paired.append((t_seq[block.a + k], g_seq[block.b + k]))
+            seen_t.add(block.a + k)
+            seen_g.add(block.b + k)
+    only_t = [r for i, r in enumerate(t_seq) if i not in seen_t]
+    only_g = [r for i, r in enumerate(g_seq) if i not in seen_g]
+    return paired, only_t, only_g
+
+
 def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = False,
                   th: Thresholds | None = None) -> MsprobeComparison:
     """Compare two msprobe dump folders (see the module docstring); raises MsprobeDumpError on bad input."""
@@ -161,17 +188,10 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
     notes: list[str] = []
     tasks = {d.task for d in target + golden}
     for t_dump, g_dump in pairs:
-        golden_records = {r.key: r for r in g_dump.records}
-        for record in t_dump.records:
-            other = golden_records.pop(record.key, None)
-            if other is None:
-                unmatched.append(f"{t_dump.label}: {record.key} only in the target")
-                records.append(RecordVerdict(t_dump.label, record.key, record.api, record.direction, Verdict.FAIL,
-                                             (SlotVerdict("", Verdict.FAIL, "unmatched", 1.0, 0.0, "only in the target"),),
-                                             user_line=record.user_line))
-                continue
-            records.append(_record_verdict(t_dump.label, record, other, th, cross_device))
-        unmatched += [f"{t_dump.label}: {key} only in the golden" for key in golden_records]
+        paired, only_target, only_golden = align(t_dump.records, g_dump.records)
+        records += [_record_verdict(t_dump.label, t, g, th, cross_device) for t, g in paired]
+        unmatched += [f"{t_dump.label}: {r.key} only in the target" for r in only_target]
+        unmatched += [f"{t_dump.label}: {r.key} only in the golden" for r in only_golden]
     if "statistics" in tasks:
         notes.append("statistics dumps: tensors judged by their recorded L2 norms (a lower bound of rel_l2); "
                      "dump with task 'tensor' for full tensor metrics")
