@@ -29,6 +29,7 @@ KNOWN_IMPLS = frozenset({
     # kernels
     "cuda-extension-build", "cuda-source-file", "nvidia-smi", "deepspeed-fused-op-config",
     "deepspeed-cuda-op-config", "cuda-extension-import",
+    "triton-gpu-only", "triton-unsupported-dtype", "triton-tuning-knob", "triton-grid-limit", "triton-ub-overflow",
     # fusion (advice: a hand-written pattern a fused torch_npu op replaces)
     "fusion-rms-norm", "fusion-swiglu", "fusion-rotary", "fusion-attention",
     # perf (static performance lint)

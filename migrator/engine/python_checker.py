@@ -464,6 +464,7 @@ def check_module(
     checker = PythonChecker(catalogue, enabled, tree, build_file)
     checker.visit(tree)
     _advise(tree, checker)
+    _triton(tree, checker)
     precheck_hits(checker, source, tree, target)
     return checker
 
@@ -486,3 +487,18 @@ def _advise(tree: ast.AST, checker: PythonChecker) -> None:
                 detect(body, emit)
     if on("perf"):
         perf_checker.check(tree, checker.qualnames, emit)
+
+
+def _triton(tree: ast.AST, checker: PythonChecker) -> None:
+    """Triton kernels and their launches, construct by construct (KERN016-KERN020)."""
+    from migrator.engine import triton_kernels, triton_launch
+
+    if not checker.aliases.keys() or not any("triton" in b for bs in checker.aliases.values() for b in bs):
+        return
+
+    def emit(impl: str, node: ast.AST, symbol: str, replacement: str) -> None:
+        checker.emit_impl(impl, node, symbol, replacement)
+
+    kernels = triton_kernels.check_module(tree, checker.qualnames, emit)
+    triton_launch.check_configs(tree, checker.qualnames, emit)
+    triton_launch.check_launches(tree, kernels, checker.qualnames, emit)

@@ -32,7 +32,10 @@ def test_valid_example_is_clean(tmp_path, rule, example):
     looks at every torch call, so a valid example may still use a partially supported op) and the
     advice families (a valid `convert_sync_batchnorm` is still SyncBatchNorm to the perf lint)."""
     result = scan_text(tmp_path, example.code, name=example.file)
-    assert [(f.code, f.line, f.column) for f in result.findings if f.code == rule.code or f.family not in ADVICE] == []
+    # a valid Triton kernel still imports triton: KERN004's warning (install triton-ascend) stays
+    summary = {"KERN004"} if (rule.impl or "").startswith("triton-") else set()
+    assert [(f.code, f.line, f.column) for f in result.findings
+            if f.code == rule.code or (f.family not in ADVICE and f.code not in summary)] == []
 
 
 def test_every_rule_has_an_invalid_example_or_a_fixture():
