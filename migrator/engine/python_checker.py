@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from migrator.catalogue import units
@@ -20,6 +20,7 @@ from migrator.catalogue.patterns import CUDA_ACCELERATORS, accepted_names, lists
 from migrator.engine.bindings import Bindings
 from migrator.engine.sites import dotted
 from migrator.engine.source import SourceText
+from migrator.engine.statements import guarded_imports, import_library, iter_statements
 from migrator.ground.own_code import own_helpers
 
 ENV_TOKEN = re.compile(
@@ -67,18 +68,6 @@ CUDA_EXTENSION_MODULE = re.compile(r"^\w*(_cuda|_cuda_lib|_cuda_ext|cuda_ext)$")
 
 
 
-def iter_statements(tree: ast.AST) -> Iterator[ast.stmt]:
-    """Every statement, at any depth, without descending into expressions (cheap)."""
-    stack = list(getattr(tree, "body", ()))
-    while stack:
-        node = stack.pop()
-        yield node
-        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
-            children = getattr(node, name, None)
-            if children:
-                stack.extend(children)
-
-
 def docstrings(tree: ast.AST) -> list[ast.Constant]:
     out = []
     for node in (tree, *iter_statements(tree)):
@@ -107,50 +96,6 @@ def collect_aliases(tree: ast.AST) -> dict[str, set[str]]:
                     continue
                 aliases[alias.asname or alias.name].add(f"{node.module}.{alias.name}")
     return aliases
-
-
-IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
-
-
-def _catches_import_error(handler: ast.ExceptHandler) -> bool:
-    if handler.type is None:
-        return True
-    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
-    names = {t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else "" for t in types}
-    return bool(names & IMPORT_ERRORS)
-
-
-def _falls_back(handler: ast.ExceptHandler) -> bool:
-    """The handler catches ImportError and carries on (sets a flag, binds a stand-in), not re-raise or exit."""
-    if not _catches_import_error(handler):
-        return False
-    for stmt in handler.body:
-        if isinstance(stmt, ast.Raise):
-            return False
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-            func = dotted(stmt.value.func)
-            if func and func[-1] in ("exit", "_exit"):
-                return False
-    return True
-
-
-def _library(module: str) -> str:
-    """What an import finding counts once per file: the top-level package (`transformer_engine`), or
-    for torch's own CUDA parts the module (`torch.utils.cpp_extension`, `torch.cuda`)."""
-    top = module.split(".")[0]
-    return module if top == "torch" else top
-
-
-def guarded_imports(tree: ast.AST) -> set[int]:
-    """ids of the import statements inside `try:` blocks whose ImportError handler falls back:
-    the module works without the library, so the import is optional on Ascend."""
-    out: set[int] = set()
-    for node in iter_statements(tree):
-        handlers = getattr(node, "handlers", ()) if type(node).__name__ in ("Try", "TryStar") else ()
-        if any(_falls_back(h) for h in handlers):
-            inner = ast.Module(body=list(getattr(node, "body", ())), type_ignores=[])
-            out.update(id(s) for s in iter_statements(inner) if isinstance(s, (ast.Import, ast.ImportFrom)))
-    return out
 
 
 class CheckerFacade:
@@ -287,9 +232,9 @@ class PythonChecker(ast.NodeVisitor):
             if hit:
                 bound = alias.asname or alias.name.split(".")[0]
                 self.emit(hit[0].rule, alias, alias.name, hit[0].replacement, is_import=True, bound=bound,
-                          library=_library(alias.name), optional=id(node) in self.guarded)
+                          library=import_library(alias.name), optional=id(node) in self.guarded)
             elif CUDA_EXTENSION_MODULE.match(alias.name.split(".")[0]):
-                self.emit_impl("cuda-extension-import", alias, alias.name, library=_library(alias.name),
+                self.emit_impl("cuda-extension-import", alias, alias.name, library=import_library(alias.name),
                                optional=id(node) in self.guarded)
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
@@ -297,7 +242,7 @@ class PythonChecker(ast.NodeVisitor):
             return
         module_hit = self.match({node.module})
         if not module_hit and CUDA_EXTENSION_MODULE.match(node.module.split(".")[0]):
-            self.emit_impl("cuda-extension-import", node, node.module, library=_library(node.module),
+            self.emit_impl("cuda-extension-import", node, node.module, library=import_library(node.module),
                            optional=id(node) in self.guarded)
             return
         for alias in node.names:
@@ -305,7 +250,7 @@ class PythonChecker(ast.NodeVisitor):
             hit = self.match({name}) or module_hit
             if hit:
                 self.emit(hit[0].rule, alias, name, hit[0].replacement, is_import=True, bound=alias.asname or alias.name,
-                          library=_library(node.module), optional=id(node) in self.guarded)
+                          library=import_library(node.module), optional=id(node) in self.guarded)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         if self.report_symbol(node):  # loads, and stores such as `cudnn.benchmark = True`

@@ -149,7 +149,7 @@ def test_cli_report_is_stable_across_fix_reruns(repo):
     for _ in range(3):
         report = run_cli("report", str(repo), "--format", "md", "--no-cache")
         assert report.returncode == 0, report.stderr
-        outs.append(re.search(r"\*\*(\d+%)\*\* \((\d+) edits applied\)", report.stdout).groups())
+        outs.append(re.search(r"\*\*(\d+%)\*\* \((\d+) sites fixed\)", report.stdout).groups())
         assert run_cli("fix", str(repo), "--no-cache", "-q").returncode in (0, 1)
     assert outs[0] == outs[1] == outs[2]
 

@@ -1,0 +1,65 @@
+"""Walks over a module's statements that need no checker state: every statement at any depth, and the
+imports that sit in a `try:` whose ImportError handler falls back (optional on Ascend)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from migrator.engine.sites import dotted
+
+
+def iter_statements(tree: ast.AST) -> Iterator[ast.stmt]:
+    """Every statement, at any depth, without descending into expressions (cheap)."""
+    stack = list(getattr(tree, "body", ()))
+    while stack:
+        node = stack.pop()
+        yield node
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            children = getattr(node, name, None)
+            if children:
+                stack.extend(children)
+
+
+IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    names = {t.id if isinstance(t, ast.Name) else t.attr if isinstance(t, ast.Attribute) else "" for t in types}
+    return bool(names & IMPORT_ERRORS)
+
+
+def _falls_back(handler: ast.ExceptHandler) -> bool:
+    """The handler catches ImportError and carries on (sets a flag, binds a stand-in), not re-raise or exit."""
+    if not _catches_import_error(handler):
+        return False
+    for stmt in handler.body:
+        if isinstance(stmt, ast.Raise):
+            return False
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            func = dotted(stmt.value.func)
+            if func and func[-1] in ("exit", "_exit"):
+                return False
+    return True
+
+
+def import_library(module: str) -> str:
+    """What an import finding counts once per file: the top-level package (`transformer_engine`), or
+    for torch's own CUDA parts the module (`torch.utils.cpp_extension`, `torch.cuda`)."""
+    top = module.split(".")[0]
+    return module if top == "torch" else top
+
+
+def guarded_imports(tree: ast.AST) -> set[int]:
+    """ids of the import statements inside `try:` blocks whose ImportError handler falls back:
+    the module works without the library, so the import is optional on Ascend."""
+    out: set[int] = set()
+    for node in iter_statements(tree):
+        handlers = getattr(node, "handlers", ()) if type(node).__name__ in ("Try", "TryStar") else ()
+        if any(_falls_back(h) for h in handlers):
+            inner = ast.Module(body=list(getattr(node, "body", ())), type_ignores=[])
+            out.update(id(s) for s in iter_statements(inner) if isinstance(s, (ast.Import, ast.ImportFrom)))
+    return out
