@@ -192,6 +192,50 @@ def test_stale_temp_files_of_the_tool_are_swept_and_nothing_else(repo):
     assert not any(p.exists() for p in stale) and all(p.exists() for p in keep)
 
 
+def _reaped_pid() -> int:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # reaped: the pid names no process now
+    return child.pid
+
+
+@pytest.mark.parametrize("record", [False, True])
+def test_a_sweep_keeps_temps_whose_writer_is_alive(repo, record):
+    """issue 38: `fix --no-record` (the hook's mode, no lock) swept a concurrent fix's live temp files."""
+    import fcntl
+
+    live = repo / f".a.py.{os.getpid()}-k2j4x_9q.migrate-tmp"  # this test process is the writer
+    dead = repo / f".a.py.{_reaped_pid()}-abcdefgh.migrate-tmp"
+    locked = repo / f".b.py.{_reaped_pid()}-abcdefgh.migrate-tmp"  # pid not seen here (another namespace) but locked
+    unstamped = repo / ".c.py.k2j4x_9q.migrate-tmp"  # an older version's: only a run holding the tree's lock sweeps it
+    for path in (live, dead, locked, unstamped):
+        path.write_text("x")
+    with open(locked, "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        api.fix([repo / "zz.py"], root=repo, use_cache=False, record=record)
+    assert live.exists() and locked.exists() and not dead.exists()
+    assert unstamped.exists() is (not record)
+
+
+def test_the_writer_stamps_and_locks_its_temp(repo):
+    import fcntl
+
+    from migrator.ground.safe_write import TEMP_NAME, temp_writer_gone, write_bytes
+
+    seen = []
+
+    def look() -> None:
+        (temp,) = repo.glob(".out.txt.*.migrate-tmp")
+        seen.append((TEMP_NAME.match(temp.name)["pid"], temp_writer_gone(temp, unstamped_gone=True)))
+        with open(temp, "rb") as fh, pytest.raises(BlockingIOError):
+            fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+
+    write_bytes(repo / "out.txt", b"data", before_replace=look)
+    assert seen == [(str(os.getpid()), False)] and (repo / "out.txt").read_bytes() == b"data"
+
+
 def test_new_record_is_readable_by_others(repo):
     umask = os.umask(0o022)
     try:
