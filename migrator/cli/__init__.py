@@ -9,7 +9,12 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-import click
+from migrator.ground import interrupt
+
+if interrupt.entry_process():  # the `migrate` script: before click and the rest load (python -m: __main__.py)
+    interrupt.install()
+
+import click  # noqa: E402
 
 from migrator import __version__
 from migrator.cli.programs import plan_command, validate

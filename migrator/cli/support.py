@@ -57,9 +57,15 @@ class _Errors:
     """Turn expected errors into exit 2 with one clear line; unexpected ones into a short report."""
 
     def __enter__(self) -> _Errors:
+        from migrator.ground import interrupt
+
+        interrupt.raise_in_command()  # Ctrl-C now unwinds, so started processes end
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> Literal[False]:
+        from migrator.ground import interrupt
+
+        interrupt.command_done()
         if isinstance(exc, KeyboardInterrupt):
             click.echo("migrate: interrupted", err=True)
             sys.exit(130)  # 128 + SIGINT, as a shell reports Ctrl-C

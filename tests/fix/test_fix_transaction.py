@@ -274,3 +274,13 @@ def test_a_killed_run_leaves_no_temp_files_after_the_next(repo):
     assert list(repo.rglob("*.migrate-tmp")) and (repo / "a.py").read_text() == CUDA
     api.fix([repo], use_cache=False)
     assert list(repo.rglob("*.migrate-tmp")) == [] and "y.npu()" in (repo / "a.py").read_text()
+
+
+@pytest.mark.parametrize("text", ["import torch\nx = y.cuda()\n\r", "import torch\r\nx = y.cuda()\r\n\r",
+                                  "import torch\nx = y.cuda()\r", "import torch\rx = y.cuda()\r"])
+def test_a_final_lone_cr_is_kept(repo, text):
+    """issue 38: the fix dropped a file's final lone `\\r` (libcst does)."""
+    (repo / "a.py").write_bytes(text.encode())
+    api.fix([repo / "a.py"], root=repo, use_cache=False)
+    data = (repo / "a.py").read_bytes()
+    assert data.endswith(b"y.npu()" + text.split("y.cuda()")[1].encode())  # the same bytes after the last site

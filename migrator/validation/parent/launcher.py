@@ -27,6 +27,7 @@ from migrator.ground import process_scope
 
 from .. import records
 from ..records import Failure, Job, Status
+from .capped_log import CappedLog
 
 WORKER = "migrator.validation.child.worker"  # the child side's entry point, run as a module
 ZYGOTE = "migrator.validation.child.zygote"  # the warm-start fork server
@@ -68,6 +69,7 @@ class Child:
     ranks: int = 0
     timeout: float = 600.0
     launch: int | None = None  # node 0 of a multi-node run: which announced launch (its shards come back)
+    sink: CappedLog | None = None  # the log's copier: its tail is on disk once closed
 
     def done(self) -> bool:
         return self.scope.proc.poll() is not None
@@ -276,10 +278,13 @@ def start(job: Job, name: str, env: dict[str, str], timeout: float = 600.0,
     started = time.monotonic()  # a wait for the zygote counts as this child's start
     if module == WORKER:
         env = worker_env(env)
-    with open(log, "wb") as fh:
-        scope = process_scope.Scope([sys.executable, "-m", module, job_path], env=env, cwd=out, stdout=fh,
+    sink = CappedLog(log)
+    try:
+        scope = process_scope.Scope([sys.executable, "-m", module, job_path], env=env, cwd=out, stdout=sink.fd,
                                     memory=process_scope.memory_limit())
-    return Child(name, scope, out, log, started, timeout=timeout)
+    finally:
+        sink.started()
+    return Child(name, scope, out, log, started, timeout=timeout, sink=sink)
 
 
 def start_torchrun(job: Job, name: str, env: dict[str, str], nproc_per_node: int, *, nnodes: int = 1,
@@ -312,9 +317,13 @@ def start_torchrun(job: Job, name: str, env: dict[str, str], nproc_per_node: int
         from .multinode.lead import guarded
 
         cmd, env = guarded(cmd, env)
-    with open(log, "wb") as fh:
-        scope = process_scope.Scope(cmd, env=env, cwd=out, stdout=fh, memory=process_scope.memory_limit())
-    return Child(name, scope, out, log, started, ranks=nproc_per_node * nnodes, timeout=timeout, launch=launch)
+    sink = CappedLog(log)
+    try:
+        scope = process_scope.Scope(cmd, env=env, cwd=out, stdout=sink.fd, memory=process_scope.memory_limit())
+    finally:
+        sink.started()
+    return Child(name, scope, out, log, started, ranks=nproc_per_node * nnodes, timeout=timeout, launch=launch,
+                 sink=sink)
 
 
 def wait(child: Child, status_type: type[S]) -> ChildResult[S]:
@@ -330,6 +339,8 @@ def wait(child: Child, status_type: type[S]) -> ChildResult[S]:
             timed_out = not child.scope.wait(max(remaining, 0.1))
     finally:
         child.scope.end()
+        if child.sink is not None:
+            child.sink.close()
     lost = leader.gather(child.launch, child.out) if leader is not None and child.launch is not None else None
     seconds = time.monotonic() - child.started
     statuses: list[S] = []
@@ -366,3 +377,5 @@ def _leader_of(child: Child) -> Any:
 
 def kill(child: Child) -> None:
     child.scope.end()
+    if child.sink is not None:
+        child.sink.close()
