@@ -284,3 +284,17 @@ def test_a_final_lone_cr_is_kept(repo, text):
     api.fix([repo / "a.py"], root=repo, use_cache=False)
     data = (repo / "a.py").read_bytes()
     assert data.endswith(b"y.npu()" + text.split("y.cuda()")[1].encode())  # the same bytes after the last site
+
+
+def test_a_record_path_with_a_nul_byte_is_refused_before_any_write(repo):
+    """issue 38: such a record was an internal error after a file had been rewritten."""
+    from migrator.api import UsageError
+
+    api.fix([repo / "a.py"], root=repo, use_cache=False)
+    path = repo / ".migrate" / "fix-record.json"
+    data = json.loads(path.read_text())
+    data["files"][0]["path"] = "a\u0000.py"
+    path.write_text(json.dumps(data))
+    with pytest.raises(UsageError, match=r"\$\.files\[0\]\.path: a path holding a NUL byte"):
+        api.fix([repo / "zz.py"], root=repo, use_cache=False)
+    assert (repo / "zz.py").read_text() == CUDA
