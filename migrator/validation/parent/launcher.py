@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -45,10 +45,38 @@ def package_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(migrator.__file__)))
 
 
+# `--clean-env`: what a child still gets from our environment (the program runs with the user's rights either
+# way; this only keeps tokens and keys out of it). Determinism variables are set anew by `child_env`.
+CLEAN_ENV_NAMES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "LANG", "LANGUAGE", "TMPDIR",
+                             "TMP", "TEMP", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX"})
+CLEAN_ENV_PREFIXES = ("LC_", "PYTHON", "MIGRATE_", "CUDA_", "NVIDIA_", "ASCEND_", "HCCL_", "NPU_", "TORCH_", "OMP_",
+                      "MKL_", "CUBLAS_")
+_passed: frozenset[str] | None = None  # None: the whole environment is inherited (the default)
+
+
+@contextmanager
+def clean_environment(passed: Iterable[str] = ()) -> Iterator[None]:
+    """Inside: children get only the allow-list above plus the names in `passed` (`--env NAME`)."""
+    global _passed
+    before, _passed = _passed, frozenset(passed)
+    try:
+        yield
+    finally:
+        _passed = before
+
+
+def _inherited(name: str) -> bool:
+    if name in _NOT_INHERITED:
+        return False
+    if _passed is None:
+        return True
+    return name in CLEAN_ENV_NAMES or name in _passed or name.startswith(CLEAN_ENV_PREFIXES)
+
+
 def child_env(seed: int, threads: int, extra: dict[str, str] | None = None) -> dict[str, str]:
     from ..determinism import environment
 
-    env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
+    env = {k: v for k, v in os.environ.items() if _inherited(k)}
     env.update(environment(seed, threads))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root(), os.environ.get("PYTHONPATH")]))
     env["MIGRATE_VALIDATION_CHILD"] = "1"
