@@ -126,7 +126,7 @@ def left_by_fault(root: Path, ref: Reference) -> str:
 
 def next_run_starts(root: Path) -> None:
     """What a writing `migrate fix` does first (api.fix): stale temporary files go, the journal is recovered."""
-    sweep_stale_temps(root)
+    sweep_stale_temps(root, tree_locked=True)
     journal.recover(root)
 
 

@@ -9,11 +9,17 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-import click
+from migrator.ground import interrupt
+
+if interrupt.entry_process():  # the `migrate` script: before click and the rest load (python -m: __main__.py)
+    interrupt.install()
+
+import click  # noqa: E402
 
 from migrator import __version__
 from migrator.cli.programs import plan_command, validate
 from migrator.cli.support import (
+    CLEAN_ENV_HELP,
     EXIT_CLEAN,
     EXIT_ERROR,
     EXIT_FINDINGS,
@@ -24,6 +30,7 @@ from migrator.cli.support import (
     _Errors,
     _fail,
     _split_codes,
+    child_environment,
     write_output,
 )
 from migrator.reporters import FORMATS, READS_SOURCES
@@ -256,12 +263,18 @@ def _safe_diff(path: str, diff: str) -> str:
 @click.option("--all", "all_rows", is_flag=True, help="--trace: print every traced op, not only the worst 40.")
 @click.option("--quiet", "-q", is_flag=True, help="--trace: no progress display.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Also write the JSON (--trace: the census; else the lookups) to FILE.")
+@click.option("--clean-env", is_flag=True, help="--trace: " + CLEAN_ENV_HELP)
+@click.option("--env", "env_names", multiple=True, metavar="NAME", help="--trace --clean-env: also pass this variable. Repeatable.")
 def ops(names: tuple[str, ...], soc: str, torch_npu_version: str | None, fmt: str, list_all: bool, status: str | None,
         trace_target: str | None, steps: int, fake: bool, entry: str | None, bf16_policy: str, fail_on: str | None,
-        root: str | None, timeout: float, all_rows: bool, quiet: bool, output: str | None) -> None:
+        root: str | None, timeout: float, all_rows: bool, quiet: bool, output: str | None, clean_env: bool,
+        env_names: tuple[str, ...]) -> None:
     """Does NAME run on Ascend? Status, dtypes, NPU equivalent and the source of the fact.
 
     Op census: migrate ops --trace TREE_OR_SCRIPT [--fake] [-- SCRIPT_ARGS]
+
+    --trace runs the program with your rights, not in a sandbox: it can read and write your files and
+    reach the network. --clean-env keeps tokens and keys in the environment away from it.
     """
     with _Errors():
         import json
@@ -270,8 +283,9 @@ def ops(names: tuple[str, ...], soc: str, torch_npu_version: str | None, fmt: st
         from migrator.catalogue.coverage import CoverageError, format_text
 
         if trace_target:
-            _trace_ops(trace_target, names, soc, torch_npu_version, fmt, steps, fake, entry, bf16_policy, fail_on,
-                       root, timeout, all_rows, quiet, output)
+            with child_environment(clean_env, env_names):
+                _trace_ops(trace_target, names, soc, torch_npu_version, fmt, steps, fake, entry, bf16_policy, fail_on,
+                           root, timeout, all_rows, quiet, output)
             return
         if not names and not list_all:
             raise click.UsageError("name one or more APIs (e.g. torch.nn.functional.gelu), or use --list")

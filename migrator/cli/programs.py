@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from migrator.cli.support import ProgressDisplay, _Errors, _fail, _int_list, write_output
+from migrator.cli.support import (
+    CLEAN_ENV_HELP,
+    ProgressDisplay,
+    _Errors,
+    _fail,
+    _int_list,
+    child_environment,
+    write_output,
+)
 
 if TYPE_CHECKING:
     from migrator.validation.parent.results import ValidationResult
@@ -54,6 +62,8 @@ if TYPE_CHECKING:
 @click.option("--msprobe-golden", type=click.Path(), help="... and the golden run (both made by msprobe's PrecisionDebugger).")
 @click.option("--cross-device", is_flag=True, help="--msprobe-*: the dumps come from different device types (fp32 bounds x10).")
 @click.option("--bench-timeout", type=click.FloatRange(min=1), default=300, show_default=True, help="--bench: seconds per repeat before it counts as a hang.")
+@click.option("--clean-env", is_flag=True, help=CLEAN_ENV_HELP)
+@click.option("--env", "env_names", multiple=True, metavar="NAME", help="--clean-env: also pass this variable. Repeatable.")
 def validate(original: str | None, script_args: tuple[str, ...], migrated: str | None, stages: str, force: bool,
              entry: str | None, script: str | None, curve_steps: int, seed: int, steps: str | None, nproc: int,
              nnodes: int, node_rank: int, rdzv_endpoint: str | None, plan_world_size: int, plan_tp: int | None, bf16_policy: str,
@@ -61,11 +71,15 @@ def validate(original: str | None, script_args: tuple[str, ...], migrated: str |
              export_msprobe: str | None, max_dump_mb: int, output: str | None, markdown: str | None, fmt: str,
              quiet: bool, verbose: bool, bench: bool, bench_steps: int, repeats: int, peak_tflops: float | None,
              bench_timeout: float, msprobe_target: str | None, msprobe_golden: str | None, cross_device: bool,
-             device: str | None, pythonpath: tuple[str, ...]) -> None:
+             device: str | None, pythonpath: tuple[str, ...], clean_env: bool, env_names: tuple[str, ...]) -> None:
     """Staged BF16 diff validation of a migrated program against ORIGINAL.
 
     Exit codes: 0 every run stage passes or warns, 1 a stage fails, 2 the validation could not run.
     Script mode: migrate validate ORIGINAL --script train.py -- ARGS
+
+    Both sides of the program run with your rights, not in a sandbox: they can read and write your files
+    and reach the network. Use --clean-env to keep tokens and keys in the environment away from them; run
+    untrusted code in a container or VM.
     """
     with _Errors():
         from migrator import api
@@ -100,7 +114,7 @@ def validate(original: str | None, script_args: tuple[str, ...], migrated: str |
             elif not quiet:
                 click.echo(f"[validate] {text}", err=True)
 
-        with display:
+        with display, child_environment(clean_env, env_names):
             result = api.validate(original, progress=progress, **options)
         _show_validation(result, output, markdown, fmt, verbose)
         sys.exit(result.exit_code)

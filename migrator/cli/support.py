@@ -5,6 +5,7 @@ Only click and the standard library: imported on every run.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from types import TracebackType
@@ -57,9 +58,15 @@ class _Errors:
     """Turn expected errors into exit 2 with one clear line; unexpected ones into a short report."""
 
     def __enter__(self) -> _Errors:
+        from migrator.ground import interrupt
+
+        interrupt.raise_in_command()  # Ctrl-C now unwinds, so started processes end
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> Literal[False]:
+        from migrator.ground import interrupt
+
+        interrupt.command_done()
         if isinstance(exc, KeyboardInterrupt):
             click.echo("migrate: interrupted", err=True)
             sys.exit(130)  # 128 + SIGINT, as a shell reports Ctrl-C
@@ -145,3 +152,19 @@ class ProgressDisplay:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+CLEAN_ENV_HELP = ("Give the program's processes only an allow-list of environment variables (PATH, HOME, LANG/LC_*, "
+                  "TMPDIR, PYTHON*, MIGRATE_*, CUDA_*/ASCEND_*/HCCL_* device variables, ...; README) so tokens and "
+                  "keys stay out; add more with --env NAME.")
+
+
+def child_environment(clean_env: bool, names: tuple[str, ...]) -> contextlib.AbstractContextManager[None]:
+    """`--clean-env` / `--env NAME`: the environment policy of the children this command starts."""
+    if not clean_env:
+        if names:
+            _fail("--env NAME only goes with --clean-env (without it every variable is passed)")
+        return contextlib.nullcontext()
+    from migrator.validation.parent.launcher import clean_environment
+
+    return clean_environment(names)

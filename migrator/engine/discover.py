@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pathspec
 
-from migrator.engine.git_files import project_files, submodules
+from migrator.engine.git_files import GitBlocked, project_files, submodules
 
 ALWAYS_SKIPPED_DIRS = {
     ".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox",
@@ -186,7 +186,11 @@ class _Discovery:
         """git's listing where `start` is in a work tree, else the `.gitignore`-reading walk."""
         pruned = ALWAYS_SKIPPED_DIRS.difference(start.resolve().parts)  # a folder asked for by name is read
         listing = project_files(start, pruned)
-        if listing is None:
+        # said, not silent: the walk's ignore rules may differ from git's (a `.gitignore` the walk reports itself)
+        if isinstance(listing, GitBlocked) and listing.path.name != ".gitignore":
+            yield Skip(rel_to(self.root, listing.path), f"not a regular file ({listing.what}): git would block "
+                       "on it, so git was not run; files listed by the plain walk (.gitignore files only)")
+        if listing is None or isinstance(listing, GitBlocked):
             yield from _walk(self, start)
             return
         self.listed.append(start.resolve())

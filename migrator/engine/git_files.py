@@ -13,6 +13,7 @@ import stat
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
+from typing import NamedTuple
 
 from migrator.ground.git_command import run_git
 
@@ -25,18 +26,25 @@ def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes] | Non
     return run_git(args, cwd, timeout=GIT_LIST_TIMEOUT_S)  # isolated: nothing from the repository's config runs (migrator/ground/git_command.py)
 
 
-def project_files(folder: Path, pruned_dirs: Iterable[str] = ()) -> list[str] | None:
+class GitBlocked(NamedTuple):
+    """A file git would open by itself that is there but not a regular file: git is not run."""
+    path: Path
+    what: str  # "FIFO", "socket", "device", ...
+
+
+def project_files(folder: Path, pruned_dirs: Iterable[str] = ()) -> list[str] | GitBlocked | None:
     """Paths under `folder` (relative to it, `/`-separated) that git counts as the project: tracked
     files and untracked files no ignore rule covers (`git ls-files -co --exclude-standard`). A nested
     repository or submodule is one entry (its folder). Folders named in `pruned_dirs` are not
     descended into for untracked files. None where git is missing, `folder` is not in a work tree
-    or git ignores `folder` itself."""
+    or git ignores `folder` itself; `GitBlocked` (the file) where a file git opens could block it."""
     if not _below_a_git_folder(folder):
         return None  # no work tree: spare the git process
     pruned_dirs = tuple(pruned_dirs)
     excludes = [f"--exclude={name}/" for name in sorted(pruned_dirs)]
-    if _ignore_files_git_cannot_read(folder, pruned_dirs) or _git_files_not_regular(folder):
-        return None  # git would block opening a FIFO `.gitignore`: the walk reads each one safely instead
+    blocked = _ignore_files_git_cannot_read(folder, pruned_dirs) or _git_files_not_regular(folder)
+    if blocked is not None:
+        return GitBlocked(blocked, _what(blocked))  # the walk reads each ignore file safely instead
     out = _git(["ls-files", "--cached", "--others", "--exclude-standard", "-z", *excludes], folder)
     if out is None or out.returncode != 0:
         return None
@@ -47,7 +55,7 @@ def project_files(folder: Path, pruned_dirs: Iterable[str] = ()) -> list[str] | 
     return sorted(names)  # a conflicted file is listed once per stage
 
 
-def _ignore_files_git_cannot_read(folder: Path, pruned_dirs: Iterable[str]) -> bool:
+def _ignore_files_git_cannot_read(folder: Path, pruned_dirs: Iterable[str]) -> Path | None:
     """Whether a `.gitignore` (or `.git/info/exclude`) under `folder` is no regular file: git opens them
     itself, and a FIFO there blocks it. git lists no FIFO, so the folders are walked (names only, no reads)."""
     pruned = {".git", *pruned_dirs}
@@ -62,27 +70,40 @@ def _ignore_files_git_cannot_read(folder: Path, pruned_dirs: Iterable[str]) -> b
                             stack.append(entry.path)
                     elif entry.name == ".gitignore" and not (entry.is_file(follow_symlinks=False)
                                                              or entry.is_symlink()):  # git reads no linked one
-                        return True
+                        return Path(entry.path)
         except OSError:
             continue
+    exclude = folder / ".git" / "info" / "exclude"
     try:
-        return not stat.S_ISREG(os.lstat(os.path.join(folder, ".git", "info", "exclude")).st_mode)
+        return None if stat.S_ISREG(os.lstat(exclude).st_mode) else exclude
     except OSError:
-        return False
+        return None
 
 
-def _git_files_not_regular(folder: Path) -> bool:
+def _git_files_not_regular(folder: Path) -> Path | None:
     """Whether a file git opens by itself is there but not a regular file (`.git/index`, `.git/HEAD`,
     `.git/config`, the `core.excludesFile` the config names, the default global ignore file): a FIFO
     there blocks git until its timeout, on every call. Checked with `lstat`/`stat`, never opened."""
     git_dir = _git_dir(folder)
     if git_dir is not None:
-        if any(_there_not_regular(git_dir / name) for name in ("index", "HEAD", "config")):
-            return True
+        for name in ("index", "HEAD", "config"):
+            if _there_not_regular(git_dir / name):
+                return git_dir / name
     out = _git(["config", "--path", "--get", "core.excludesFile"], folder)
     named = os.fsdecode(out.stdout).strip() if out is not None and out.returncode == 0 else ""
     home = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return any(_there_not_regular(Path(p)) for p in (named, os.path.join(home, "git", "ignore")) if p)
+    return next((Path(p) for p in (named, os.path.join(home, "git", "ignore")) if p and _there_not_regular(Path(p))),
+                None)
+
+
+def _what(path: Path) -> str:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = os.lstat(path).st_mode if os.path.lexists(path) else 0
+    return ("FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode)
+            else "device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "folder" if stat.S_ISDIR(mode)
+            else "special file")
 
 
 def _git_dir(folder: Path) -> Path | None:

@@ -323,7 +323,8 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
             ctx.decline(f, "the fix did not apply at this site")
     if not ctx.applied:
         return PythonFixResult(original_text, ctx.applied, ctx.declined)  # no form feed moved for nothing
-    return PythonFixResult(render(new_module, rendered), ctx.applied, ctx.declined, frozenset(ctx.runtime_names))
+    fixed = syntax.keep_final_cr(original_text, render(new_module, rendered))
+    return PythonFixResult(fixed, ctx.applied, ctx.declined, frozenset(ctx.runtime_names))
 
 
 NEEDS_REGISTERED_NPU = re.compile(r"\.npu\(|\.is_npu\b|\btorch_npu\b")

@@ -137,3 +137,11 @@ def normalise_form_feeds(text: str) -> tuple[str, dict[int, int]]:
             removed[line_no] = len(prefix) - len(kept)
             lines[line_no - 1] = kept + lines[line_no - 1][col:]
     return "".join(lines), removed
+
+
+def keep_final_cr(before: str, after: str) -> str:
+    """`after` ending with the lone `\\r` that ended `before`: libcst drops a file's final lone CR (after the
+    last line, or as the last line's only ending), and the fix changes no byte it did not mean to."""
+    if before.endswith("\r") and not after.endswith("\r"):
+        return after + "\r"
+    return after

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from migrator.ground.safe_write import TEMP_NAME, TEMP_SUFFIX, UnsafeWrite, write_bytes
+from migrator.ground.safe_write import TEMP_NAME, TEMP_SUFFIX, UnsafeWrite, temp_writer_gone, write_bytes
 
 __all__ = ["TEMP_NAME", "TEMP_SUFFIX", "ChangedSincePlanned", "UnsafeWrite", "atomic_write", "destination", "inside", "sniff"]
 
@@ -60,10 +60,11 @@ def atomic_write(path: Path, data: bytes, before_replace: Callable[[], None] | N
     write_bytes(path, data, before_replace=before_replace)
 
 
-def sweep_stale_temps(root: Path) -> list[Path]:
+def sweep_stale_temps(root: Path, *, tree_locked: bool) -> list[Path]:
     """Delete the temporary files a killed run of `atomic_write` left under `root` (only names of
-    its own scheme, only regular files; symlinked folders and the scanner's skipped folders, such as
-    .git and virtual environments, are not entered; `.migrate` is)."""
+    its own scheme, only regular files, only those whose writer is gone: `temp_writer_gone`; a run without
+    the tree's lock, `fix --no-record`, keeps a live run's temps); symlinked folders and the scanner's
+    skipped folders, such as .git and virtual environments, are not entered; `.migrate` is."""
     from migrator.engine.discover import ALWAYS_SKIPPED_DIRS
 
     skip_dirs = ALWAYS_SKIPPED_DIRS - {".migrate"}
@@ -75,7 +76,7 @@ def sweep_stale_temps(root: Path) -> list[Path]:
                 continue
             path = Path(folder) / name
             try:
-                if stat.S_ISREG(path.lstat().st_mode):
+                if stat.S_ISREG(path.lstat().st_mode) and temp_writer_gone(path, unstamped_gone=tree_locked):
                     path.unlink()
                     removed.append(path)
             except OSError:

@@ -132,10 +132,30 @@ def parse(data: object, source: str, extra_keys: str = "refuse", schema: bool = 
             check(data, SCHEMA)
         except SchemaMismatch as exc:
             raise FixRecordError(f"{source}: does not match the fix record schema (migrator/ground/schema/{SCHEMA}): {exc}") from None
+    bad = _nul_path(data, "$")
+    if bad is not None:  # no file has such a name: refused before the fix writes anything (issue 38)
+        raise FixRecordError(f"{source}: {bad}: a path holding a NUL byte; no file can have that name")
     try:
         return from_data(data, FixRecord, source, extra_keys)
     except SerialiseError as exc:
         raise FixRecordError(str(exc)) from None
+
+
+def _nul_path(data: object, where: str) -> str | None:
+    """The JSON path of the first `path` or `root` string holding a NUL byte, else None."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key in ("path", "root") and isinstance(value, str) and "\0" in value:
+                return f"{where}.{key}"
+            found = _nul_path(value, f"{where}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(data, list):
+        for i, value in enumerate(data):
+            found = _nul_path(value, f"{where}[{i}]")
+            if found is not None:
+                return found
+    return None
 
 
 def load(path: Path, root: Path | None = None, extra_keys: str = "refuse", schema: bool = True) -> FixRecord:

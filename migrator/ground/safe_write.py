@@ -31,8 +31,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 TEMP_SUFFIX = ".migrate-tmp"
-# what `write_bytes` names its temporary files: `.<name>.<8 mkstemp characters>.migrate-tmp`
-TEMP_NAME = re.compile(r"^\..+\.[a-z0-9_]{8}" + re.escape(TEMP_SUFFIX) + r"$")
+# what `write_bytes` names its temporary files: `.<name>.<writer pid>-<8 mkstemp characters>.migrate-tmp`
+# (the writer also holds an flock on it); names without the pid are an older version's
+TEMP_NAME = re.compile(r"^\..+\.(?:(?P<pid>[0-9]+)-)?[a-z0-9_]{8}" + re.escape(TEMP_SUFFIX) + r"$")
 # links that name one of this process's open descriptors (never resolved: a pipe has no path)
 _OWN_DESCRIPTOR = re.compile(r"^/(?:dev/(?P<std>stdin|stdout|stderr)|dev/fd/(?P<fd>\d+)|"
                              r"proc/(?:self|thread-self|(?P<pid>\d+))/fd/(?P<pfd>\d+))$")
@@ -144,12 +145,13 @@ def _write_all(fd: int, data: bytes) -> None:
 def _atomic_replace(path: Path, data: bytes, st: os.stat_result | None, mode: int | None,
                     before_replace: Callable[[], None] | None) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}-", suffix=TEMP_SUFFIX)
+    fh = os.fdopen(fd, "wb")
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
+        _lock(fd)  # held until the rename: a sweep in another process sees a live writer (temp_writer_gone)
+        fh.write(data)
+        fh.flush()
+        os.fsync(fd)
         if st is not None:
             _keep_owner(tmp, st)  # first: a chown clears setuid/setgid
             _keep_attributes(path, tmp)
@@ -165,7 +167,59 @@ def _atomic_replace(path: Path, data: bytes, st: os.stat_result | None, mode: in
         except OSError:
             pass
         raise
+    finally:
+        fh.close()
     _sync_folder(path.parent)
+
+
+def _lock(fd: int) -> None:
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except (ImportError, OSError):
+        pass  # no flock here (Windows, some network mounts): the pid in the name still tells
+
+
+def temp_writer_gone(path: Path, *, unstamped_gone: bool) -> bool:
+    """Whether the run that wrote the temporary file `path` (a `TEMP_NAME`) is over, so the file may go:
+    its pid (in the name) is not running here and no process holds its lock (the lock also speaks for a
+    writer in another pid namespace or on another host sharing the tree). A name without a pid is an older
+    version's: gone only when the caller says so (it holds the tree's fix lock)."""
+    match = TEMP_NAME.match(path.name)
+    if match is None or _locked(path):
+        return False
+    if match["pid"] is None:
+        return unstamped_gone
+    return not _running(int(match["pid"]))
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return pid > 0  # another user's process (or a pid this system cannot have)
+    return True
+
+
+def _locked(path: Path) -> bool:
+    try:
+        import fcntl
+
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (ImportError, OSError):
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
 
 
 def _sync_folder(folder: Path) -> None:

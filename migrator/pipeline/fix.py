@@ -106,7 +106,7 @@ class FixTransaction:
                 if out is None:  # one writing run per tree: a second one would take the first's journal
                     lock.enter_context(journal.exclusive(root))
             if out is None:  # --out leaves the original tree alone, stale files included
-                sweep_stale_temps(root)
+                sweep_stale_temps(root, tree_locked=self.request.record)
                 journal.recover(root)
         except UnsafeWrite as exc:
             raise UsageError(str(exc)) from None

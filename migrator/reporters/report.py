@@ -25,6 +25,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from migrator.ground.markdown_text import fence, md_cell, md_code, quote_md, shift_headings
 from migrator.ground.model import FAMILIES, CoverageSummary, Finding, OpSummary
 from migrator.reporters import effort
 from migrator.reporters.actions import manual_groups as _manual_groups
@@ -33,7 +34,6 @@ from migrator.reporters.actions import optional_imports as _optional_imports
 from migrator.reporters.census import annotate_ops
 from migrator.reporters.excerpts import _clip_diff, _diff_rows, _excerpt_text, _file_excerpt, _row_key, _summarise_notes
 from migrator.reporters.highlight import highlight_block, language, visible
-from migrator.reporters.markdown_text import fence, md_cell, md_code, quote_md, shift_headings
 from migrator.reporters.report_data import ReportData
 from migrator.reporters.routes import headlines as route_headlines
 from migrator.reporters.site_progress import SiteProgress, site_progress

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import stat
@@ -65,3 +66,20 @@ def test_fix_with_a_fifo_in_migrate_finishes(repo, name):
     assert not os.path.lexists(fifo) or stat.S_ISFIFO(os.lstat(fifo).st_mode)  # never written into as a file
     text = (repo / "train.py").read_text()
     assert text == CUDA or "y.npu()" in text  # never a half state
+
+
+@pytest.mark.parametrize("where", [".git/index", "excludes"])
+def test_scan_names_the_fifo_that_made_it_skip_git(repo, where):
+    if where == "excludes":
+        fifo = repo / "global-ignore"
+        subprocess.run(["git", "config", "core.excludesFile", str(fifo)], cwd=repo, check=True)
+    else:
+        fifo = repo / where
+        fifo.unlink()
+    os.mkfifo(fifo)
+    as_json = _cli("scan", str(repo), "--no-cache", "--format", "json", cwd=repo)
+    skipped = {s["path"]: s["reason"] for s in json.loads(as_json.stdout)["skipped"]}
+    named = where if where != "excludes" else "global-ignore"
+    assert "git was not run" in skipped[named] and "FIFO" in skipped[named], skipped
+    text = _cli("scan", str(repo), "--no-cache", cwd=repo)
+    assert f"{named}: skipped: not a regular file (FIFO): git would block" in text.stdout + text.stderr

@@ -69,7 +69,7 @@ def test_sigkill_at_each_point_recovers_to_a_matching_record(tmp_path, fixed, po
     result = run_cli("fix", str(root), "--no-cache", "-q", cwd=root, env={"MIGRATE_FAULT_AT": point})
     assert result.returncode == -signal.SIGKILL, result.stderr
     assert (root / journal.JOURNAL_PATH).exists()  # killed before the journal went, at every point
-    sweep_stale_temps(root)  # what the next `migrate fix` does first
+    sweep_stale_temps(root, tree_locked=True)  # what the next `migrate fix` does first
     journal.recover(root)
     assert_consistent(root, fixed)
     api.fix([root], use_cache=False)  # the next run completes the migration

@@ -192,6 +192,50 @@ def test_stale_temp_files_of_the_tool_are_swept_and_nothing_else(repo):
     assert not any(p.exists() for p in stale) and all(p.exists() for p in keep)
 
 
+def _reaped_pid() -> int:
+    import subprocess
+    import sys
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # reaped: the pid names no process now
+    return child.pid
+
+
+@pytest.mark.parametrize("record", [False, True])
+def test_a_sweep_keeps_temps_whose_writer_is_alive(repo, record):
+    """issue 38: `fix --no-record` (the hook's mode, no lock) swept a concurrent fix's live temp files."""
+    import fcntl
+
+    live = repo / f".a.py.{os.getpid()}-k2j4x_9q.migrate-tmp"  # this test process is the writer
+    dead = repo / f".a.py.{_reaped_pid()}-abcdefgh.migrate-tmp"
+    locked = repo / f".b.py.{_reaped_pid()}-abcdefgh.migrate-tmp"  # pid not seen here (another namespace) but locked
+    unstamped = repo / ".c.py.k2j4x_9q.migrate-tmp"  # an older version's: only a run holding the tree's lock sweeps it
+    for path in (live, dead, locked, unstamped):
+        path.write_text("x")
+    with open(locked, "rb") as held:
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX)
+        api.fix([repo / "zz.py"], root=repo, use_cache=False, record=record)
+    assert live.exists() and locked.exists() and not dead.exists()
+    assert unstamped.exists() is (not record)
+
+
+def test_the_writer_stamps_and_locks_its_temp(repo):
+    import fcntl
+
+    from migrator.ground.safe_write import TEMP_NAME, temp_writer_gone, write_bytes
+
+    seen = []
+
+    def look() -> None:
+        (temp,) = repo.glob(".out.txt.*.migrate-tmp")
+        seen.append((TEMP_NAME.match(temp.name)["pid"], temp_writer_gone(temp, unstamped_gone=True)))
+        with open(temp, "rb") as fh, pytest.raises(BlockingIOError):
+            fcntl.flock(fh.fileno(), fcntl.LOCK_SH | fcntl.LOCK_NB)
+
+    write_bytes(repo / "out.txt", b"data", before_replace=look)
+    assert seen == [(str(os.getpid()), False)] and (repo / "out.txt").read_bytes() == b"data"
+
+
 def test_new_record_is_readable_by_others(repo):
     umask = os.umask(0o022)
     try:
@@ -230,3 +274,27 @@ def test_a_killed_run_leaves_no_temp_files_after_the_next(repo):
     assert list(repo.rglob("*.migrate-tmp")) and (repo / "a.py").read_text() == CUDA
     api.fix([repo], use_cache=False)
     assert list(repo.rglob("*.migrate-tmp")) == [] and "y.npu()" in (repo / "a.py").read_text()
+
+
+@pytest.mark.parametrize("text", ["import torch\nx = y.cuda()\n\r", "import torch\r\nx = y.cuda()\r\n\r",
+                                  "import torch\nx = y.cuda()\r", "import torch\rx = y.cuda()\r"])
+def test_a_final_lone_cr_is_kept(repo, text):
+    """issue 38: the fix dropped a file's final lone `\\r` (libcst does)."""
+    (repo / "a.py").write_bytes(text.encode())
+    api.fix([repo / "a.py"], root=repo, use_cache=False)
+    data = (repo / "a.py").read_bytes()
+    assert data.endswith(b"y.npu()" + text.split("y.cuda()")[1].encode())  # the same bytes after the last site
+
+
+def test_a_record_path_with_a_nul_byte_is_refused_before_any_write(repo):
+    """issue 38: such a record was an internal error after a file had been rewritten."""
+    from migrator.api import UsageError
+
+    api.fix([repo / "a.py"], root=repo, use_cache=False)
+    path = repo / ".migrate" / "fix-record.json"
+    data = json.loads(path.read_text())
+    data["files"][0]["path"] = "a\u0000.py"
+    path.write_text(json.dumps(data))
+    with pytest.raises(UsageError, match=r"\$\.files\[0\]\.path: a path holding a NUL byte"):
+        api.fix([repo / "zz.py"], root=repo, use_cache=False)
+    assert (repo / "zz.py").read_text() == CUDA

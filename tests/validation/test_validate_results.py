@@ -154,3 +154,16 @@ def test_text_names_metric_value_and_threshold_and_msprobe_metrics():
     md = result.markdown()
     assert "| bf16 tolerance (ratio to golden) | fail | ratio | 7.5 | 2 |" in md
     assert "| 0.991 | 0.25 | 3.1 | 0.42 |" in md
+
+
+def test_markdown_escapes_the_programs_error_text():
+    """issue 38: `validate --markdown` wrote the program's error text as raw HTML."""
+    hostile = "boom <script>alert(1)</script> <img src=x onerror=alert(2)> | @team"
+    stages = (StageResult("S1", "error", summary="ran", reason=hostile, first_divergence="<b>m</b>`x"),
+              StageResult("S2", "fail", reason=hostile, first_divergence="<img src=y onerror=z>"))
+    md = ValidationResult(original="<i>a</i>", migrated="b", stages=stages).markdown()
+    from markdown_it import MarkdownIt
+
+    html = MarkdownIt("commonmark", {"html": True}).enable("table").render(md)  # raw HTML allowed, as on a forge
+    assert all(tag not in html for tag in ("<script", "<img", "<b>", "<i>")), html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md and "\\| &#64;team" in md

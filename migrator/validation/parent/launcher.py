@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -27,6 +27,7 @@ from migrator.ground import process_scope
 
 from .. import records
 from ..records import Failure, Job, Status
+from .capped_log import CappedLog
 
 WORKER = "migrator.validation.child.worker"  # the child side's entry point, run as a module
 ZYGOTE = "migrator.validation.child.zygote"  # the warm-start fork server
@@ -44,10 +45,38 @@ def package_root() -> str:
     return os.path.dirname(os.path.dirname(os.path.abspath(migrator.__file__)))
 
 
+# `--clean-env`: what a child still gets from our environment (the program runs with the user's rights either
+# way; this only keeps tokens and keys out of it). Determinism variables are set anew by `child_env`.
+CLEAN_ENV_NAMES = frozenset({"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TZ", "LANG", "LANGUAGE", "TMPDIR",
+                             "TMP", "TEMP", "LD_LIBRARY_PATH", "VIRTUAL_ENV", "CONDA_PREFIX"})
+CLEAN_ENV_PREFIXES = ("LC_", "PYTHON", "MIGRATE_", "CUDA_", "NVIDIA_", "ASCEND_", "HCCL_", "NPU_", "TORCH_", "OMP_",
+                      "MKL_", "CUBLAS_")
+_passed: frozenset[str] | None = None  # None: the whole environment is inherited (the default)
+
+
+@contextmanager
+def clean_environment(passed: Iterable[str] = ()) -> Iterator[None]:
+    """Inside: children get only the allow-list above plus the names in `passed` (`--env NAME`)."""
+    global _passed
+    before, _passed = _passed, frozenset(passed)
+    try:
+        yield
+    finally:
+        _passed = before
+
+
+def _inherited(name: str) -> bool:
+    if name in _NOT_INHERITED:
+        return False
+    if _passed is None:
+        return True
+    return name in CLEAN_ENV_NAMES or name in _passed or name.startswith(CLEAN_ENV_PREFIXES)
+
+
 def child_env(seed: int, threads: int, extra: dict[str, str] | None = None) -> dict[str, str]:
     from ..determinism import environment
 
-    env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
+    env = {k: v for k, v in os.environ.items() if _inherited(k)}
     env.update(environment(seed, threads))
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root(), os.environ.get("PYTHONPATH")]))
     env["MIGRATE_VALIDATION_CHILD"] = "1"
@@ -68,6 +97,7 @@ class Child:
     ranks: int = 0
     timeout: float = 600.0
     launch: int | None = None  # node 0 of a multi-node run: which announced launch (its shards come back)
+    sink: CappedLog | None = None  # the log's copier: its tail is on disk once closed
 
     def done(self) -> bool:
         return self.scope.proc.poll() is not None
@@ -276,10 +306,13 @@ def start(job: Job, name: str, env: dict[str, str], timeout: float = 600.0,
     started = time.monotonic()  # a wait for the zygote counts as this child's start
     if module == WORKER:
         env = worker_env(env)
-    with open(log, "wb") as fh:
-        scope = process_scope.Scope([sys.executable, "-m", module, job_path], env=env, cwd=out, stdout=fh,
+    sink = CappedLog(log)
+    try:
+        scope = process_scope.Scope([sys.executable, "-m", module, job_path], env=env, cwd=out, stdout=sink.fd,
                                     memory=process_scope.memory_limit())
-    return Child(name, scope, out, log, started, timeout=timeout)
+    finally:
+        sink.started()
+    return Child(name, scope, out, log, started, timeout=timeout, sink=sink)
 
 
 def start_torchrun(job: Job, name: str, env: dict[str, str], nproc_per_node: int, *, nnodes: int = 1,
@@ -312,9 +345,13 @@ def start_torchrun(job: Job, name: str, env: dict[str, str], nproc_per_node: int
         from .multinode.lead import guarded
 
         cmd, env = guarded(cmd, env)
-    with open(log, "wb") as fh:
-        scope = process_scope.Scope(cmd, env=env, cwd=out, stdout=fh, memory=process_scope.memory_limit())
-    return Child(name, scope, out, log, started, ranks=nproc_per_node * nnodes, timeout=timeout, launch=launch)
+    sink = CappedLog(log)
+    try:
+        scope = process_scope.Scope(cmd, env=env, cwd=out, stdout=sink.fd, memory=process_scope.memory_limit())
+    finally:
+        sink.started()
+    return Child(name, scope, out, log, started, ranks=nproc_per_node * nnodes, timeout=timeout, launch=launch,
+                 sink=sink)
 
 
 def wait(child: Child, status_type: type[S]) -> ChildResult[S]:
@@ -330,6 +367,8 @@ def wait(child: Child, status_type: type[S]) -> ChildResult[S]:
             timed_out = not child.scope.wait(max(remaining, 0.1))
     finally:
         child.scope.end()
+        if child.sink is not None:
+            child.sink.close()
     lost = leader.gather(child.launch, child.out) if leader is not None and child.launch is not None else None
     seconds = time.monotonic() - child.started
     statuses: list[S] = []
@@ -366,3 +405,5 @@ def _leader_of(child: Child) -> Any:
 
 def kill(child: Child) -> None:
     child.scope.end()
+    if child.sink is not None:
+        child.sink.close()

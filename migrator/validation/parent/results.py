@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from migrator.ground.jsonfile import JsonObject
 
+from migrator.ground.markdown_text import md_cell, md_code
+
 from ..verdict import Verdict
 from .localisation.first_failure import WorstRow
 from .perf.records import ScalingRow, StagePerf
@@ -150,12 +152,12 @@ class ValidationResult:
 
     def markdown(self) -> str:
         out = ["### `migrate validate`", "",
-               f"Original `{self.original}` → migrated `{self.migrated or '(none)'}` — exit code **{self.exit_code}**.", "",
+               f"Original {md_code(self.original)} → migrated {md_code(self.migrated or '(none)')} — exit code **{self.exit_code}**.", "",
                "| Stage | Name | Status | Details |", "|---|---|---|---|"]
         for s in self.stages:
             detail = _md(s.summary or s.reason or "")
             if s.first_divergence and s.status in (Verdict.FAIL, Verdict.WARN):
-                detail += f"<br>first divergence: `{_md(s.first_divergence)}`"
+                detail += f"<br>first divergence: {md_code(s.first_divergence)}"
             if s.reason and s.summary and s.status in (Verdict.FAIL, Verdict.ERROR, Verdict.NOT_RUN):
                 detail += f"<br>{_md(s.reason)}"
             out.append(f"| {s.id} | {s.name} | **{s.status}** | {detail} |")
@@ -217,7 +219,7 @@ def _worst_markdown(stage: StageResult) -> list[str]:
            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         m = r.get("msprobe") or {}
-        out.append(f"| `{_md(r['tensor'])}` | {r['category']} | {r['metric']} | {_num(r['value'])} | "
+        out.append(f"| {md_code(r['tensor'])} | {_md(r['category'])} | {_md(r['metric'])} | {_num(r['value'])} | "
                    f"{_num(r.get('threshold'))} | {r.get('status', '')} | {_num(m.get('cosine'))} | "
                    f"{_num(m.get('max_abs'))} | {_num(m.get('max_rel'))} | {_num(m.get('thousandth'))} |")
     return out + ["", "</details>", ""]
@@ -235,8 +237,10 @@ def _perf_text(perf: StagePerf) -> list[str]:
     return out
 
 
-def _md(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+def _md(text: Any) -> str:
+    """The program's own text (errors, tensor and check names) as a table cell: escaped as `report --format md`
+    escapes, so `<script>` or `<img onerror>` in an error message stays text."""
+    return md_cell(text)
 
 
 def _num(v: Any) -> str:

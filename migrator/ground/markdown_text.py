@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from migrator.reporters.highlight import visible
+from migrator.ground.safe_text import visible
 
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.S)
 
