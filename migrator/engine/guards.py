@@ -24,7 +24,8 @@ def cuda_only(symbol: str, manual: bool) -> bool:
 
 
 def guarded_calls(tree: ast.AST, availability: Iterable[int], calls: Iterable[tuple[int, str]]) -> dict[int, str]:
-    """Line of each availability check -> "`symbol` (line N)" of the first CUDA-only call it guards.
+    """Line of each availability check -> "`symbol`" of the first CUDA-only call it guards (no line number:
+    the reason goes into the fix record, and the fix's own edits move lines, so a rerun would change it).
     `availability`: lines of the checks; `calls`: (line, symbol) of the CUDA-only calls that stay."""
     lines = set(availability)
     calls = sorted(calls)
@@ -36,7 +37,7 @@ def guarded_calls(tree: ast.AST, availability: Iterable[int], calls: Iterable[tu
         regions = _regions(nodes, _flags_of(nodes, line), line)
         hit = next(((n, s) for n, s in calls if any(a <= n <= b for a, b in regions)), None)
         if hit is not None:
-            guarded[line] = f"`{hit[1]}` (line {hit[0]})"
+            guarded[line] = f"`{hit[1]}`"
     return guarded
 
 

@@ -49,15 +49,15 @@ def _fix(tmp_path: Path, source: str, target: str) -> tuple[str, list, list]:
 
 
 @pytest.mark.parametrize("target", ["npu", "portable"])
-@pytest.mark.parametrize(("source", "line", "guarded"), [(FLAG, 6, 9), (INLINE, 3, 4)])
-def test_a_check_guarding_a_manual_cuda_call_is_declined_in_scan_and_fix(tmp_path, target, source, line, guarded):
+@pytest.mark.parametrize(("source", "line"), [(FLAG, 6), (INLINE, 3)])
+def test_a_check_guarding_a_manual_cuda_call_is_declined_in_scan_and_fix(tmp_path, target, source, line):
     fixed, before, after = _fix(tmp_path, source, target)
     check = next(f for f in before if f.symbol == "torch.cuda.is_available")
     assert check.line == line and check.fix is None  # manual in scan
-    assert f"`torch.cuda.get_device_capability` (line {guarded})" in check.message
+    assert "guards `torch.cuda.get_device_capability`, which stays CUDA-only" in check.message
     assert "torch.cuda.is_available()" in fixed  # and left by fix
     again = next(f for f in after if f.symbol == "torch.cuda.is_available")
-    assert "torch.cuda.get_device_capability" in again.message  # the record's reason, the same one
+    assert again.message == check.message  # the record's reason, unchanged though the fix moved lines
 
 
 def test_a_check_guarding_only_renamed_calls_is_still_fixed(tmp_path):
