@@ -135,6 +135,30 @@ def _compare(ctx: StageContext, st: dict[str, ScriptStatus], seconds: float) -> 
     policy_row = compare_policies(st["R"].precision, st["T16"].precision, "as-is")
     dropout_row, dropout_notes = dropout_check(st["R"].dropout, st["T16"].dropout, script=True)
     notes += dropout_notes
-    rows = (curve_check,) + ((policy_row,) if policy_row else ()) + ((dropout_row,) if dropout_row else ())
+    cpu_row = cpu_path_row(st, os.path.join(ctx.original, opts.script or ""))
+    rows = (curve_check,) + tuple(r for r in (policy_row, dropout_row, cpu_row) if r is not None)
     return numeric_stage("S1", comparison, bench={"seconds": round(seconds, 2)}, notes=notes,
                          extra_summary=f"loss curve max rel diff {worst:.3g}", extra_checks=rows)
+
+
+CPU_PATH = "accelerator path (autocast regions entered)"
+
+
+def cpu_path_row(st: dict[str, ScriptStatus], script: str) -> CheckRow | None:
+    """A warning when the script has an autocast region and neither as-is run entered it: the program chose
+    its CPU path (its arguments or environment select the CPU), so the precision path the hardware runs was
+    never compared (issue 45: a bf16 -> fp16 slip inside it was invisible). Both sides are offered an
+    accelerator (CUDA on the original, the NPU on the port, both emulated on the CPU)."""
+    policies = [facts.policy if (facts := st[k].precision) is not None else None for k in ("R", "T16")]
+    if any(p is None or p.autocast_on for p in policies):
+        return None
+    try:
+        with open(script, encoding="utf-8", errors="replace") as fh:
+            if "autocast" not in fh.read():
+                return None
+    except OSError:
+        return None
+    return CheckRow(check=CPU_PATH, status=Verdict.WARN,
+                    message="autocast never entered on either side: the program chose its CPU path (its arguments "
+                            "or environment select the CPU), so the precision path the hardware runs was not "
+                            "compared; run it with its accelerator device (CUDA and the NPU are emulated on the CPU)")
