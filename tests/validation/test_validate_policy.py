@@ -139,15 +139,9 @@ def test_training_updates_fp32_logic_and_bf16_ratio():
 def test_a_zero_golden_update_compares_the_two_bf16_sides_not_infinity():
     """A conv bias before GroupNorm: the fp32 update is exactly 0, the bf16 sides move by rounding noise."""
     torch = pytest.importorskip("torch")
-    from migrator.validation.parent.comparison.compare import Run
     from migrator.validation.parent.comparison.compare_train import compare_training
 
-    def run(**deltas):
-        events = [{"name": f"Train.after3.{n}", "match": f"train.after3.{n}", "kind": "training", "module": "_root",
-                   "cls": "AdamW", "scope": "training", "shape": list(d.shape), "dtype": "torch.float32",
-                   "stats_only": False} for n, d in deltas.items()]
-        return Run({"migrate": {"events": events}}, {f"Train.after3.{n}": d for n, d in deltas.items()})
-
+    run = _training_run
     w = torch.linspace(-1, 1, 64) * 3e-4
     zero = torch.zeros(16)
     noise = torch.sin(torch.arange(16.0)) * 3e-6
@@ -164,15 +158,9 @@ def test_an_update_that_fp32_rounding_alone_moves_is_judged_against_that_noise()
     """A LayerNorm bias whose Adam update is noise: the original's own nudged run moves it by 5e-3, so a
     refactor's 1.4e-3 is within its noise floor; a parameter with a quiet floor keeps the 1e-4/1e-3 bounds."""
     torch = pytest.importorskip("torch")
-    from migrator.validation.parent.comparison.compare import Run
     from migrator.validation.parent.comparison.compare_train import compare_training
 
-    def run(**deltas):
-        events = [{"name": f"Train.after3.{n}", "match": f"train.after3.{n}", "kind": "training", "module": "_root",
-                   "cls": "AdamW", "scope": "training", "shape": list(d.shape), "dtype": "torch.float32",
-                   "stats_only": False} for n, d in deltas.items()]
-        return Run({"migrate": {"events": events}}, {f"Train.after3.{n}": d for n, d in deltas.items()})
-
+    run = _training_run
     g = torch.linspace(-1, 1, 64) * 3e-4
     wobble = torch.cos(torch.arange(64.0)) * 3e-4 * torch.linspace(-1, 1, 64).norm() / torch.cos(torch.arange(64.0)).norm()
     golden, nudged = run(bias=g, w=g), run(bias=g + 5e-3 * wobble, w=g + 1e-7 * wobble)
@@ -182,3 +170,13 @@ def test_an_update_that_fp32_rounding_alone_moves_is_judged_against_that_noise()
     floor = compare_training(golden, None, port, None, golden_noise=nudged)
     bias, w = floor.verdicts
     assert bias.check("train_rel_l2_fp32").status == "pass" and w.check("train_rel_l2_fp32").status == "fail"
+
+
+def _training_run(**deltas):
+    """A recorded k-step training run holding each named parameter's update."""
+    from migrator.validation.parent.comparison.compare import Run
+
+    events = [{"name": f"Train.after3.{n}", "match": f"train.after3.{n}", "kind": "training", "module": "_root",
+               "cls": "AdamW", "scope": "training", "shape": list(d.shape), "dtype": "torch.float32",
+               "stats_only": False} for n, d in deltas.items()]
+    return Run({"migrate": {"events": events}}, {f"Train.after3.{n}": d for n, d in deltas.items()})
