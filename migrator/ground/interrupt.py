@@ -30,6 +30,8 @@ def _exit_now(signum: int, frame: FrameType | None) -> None:
 def install() -> None:
     """From now on (until `raise_in_command`), Ctrl-C exits 130 with one line."""
     global _installed
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:  # started with Ctrl-C ignored (nohup, `&`): keep it so
+        return
     signal.signal(signal.SIGINT, _exit_now)
     _installed = True
 

@@ -65,3 +65,12 @@ def test_a_real_ctrl_c_soon_after_start_is_never_a_traceback(tmp_path: Path, del
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     # -SIGINT: the signal came before the interpreter itself was ready to handle it (no Python code ran yet)
     assert proc.returncode in (0, 1, -signal.SIGINT) or (proc.returncode == 130 and "migrate: interrupted" in err)
+
+
+def test_a_run_started_with_ctrl_c_ignored_keeps_it_ignored():
+    """`nohup migrate ...` / a background job: an inherited SIG_IGN is the caller's choice, not replaced."""
+    code = ("import signal, sys; sys.argv = ['migrate']; from migrator.ground import interrupt; "
+            "interrupt.install(); print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert done.stdout.strip() == "True", done.stderr
