@@ -71,10 +71,18 @@ def fix(
 
 def ops(names: Sequence[str], soc: str = "A2", version: str | None = None) -> list[dict]:
     """`migrate ops NAME...`: status, dtypes, NPU equivalent and source per name; aliases (`F.`, `nn.`,
-    `Tensor.`) expanded; a name neither in the table nor in torch gets `unknown_api: true` (exit 1)."""
+    `Tensor.`) expanded; a name a catalogue rule covers (`flash_attn_varlen_func`) gets `rules`; one
+    neither in the table, nor in torch, nor in a rule gets `unknown_api: true` (exit 1)."""
     from migrator.catalogue.coverage import explain as explain_ops
+    from migrator.catalogue.covering_rules import covering_rules
 
-    return explain_ops(list(names), soc=soc, version=version, check_torch=True)
+    rows = explain_ops(list(names), soc=soc, version=version, check_torch=True)
+    for row in rows:
+        rules = covering_rules(row["query"], load_catalogue()) if row.get("unknown_api") else []
+        if rules:  # a non-torch API (flash_attn, apex) a rule replaces: known, just not to torch
+            row["unknown_api"] = False
+            row["rules"] = rules
+    return rows
 
 
 def trace_ops(target: str | Path, *, root: str | Path | None = None, soc: str | None = None,

@@ -38,13 +38,16 @@ def doctor(*, root: str | Path = "/", env: Mapping[str, str] | None = None,
 def explain_error(code: str) -> list[Explanation]:
     """The documented meaning and remedy of a CANN / HCCL / torch_npu error code, or of a log line
     holding one (`EZ9999`, `EI0006`, `ERR00100`, ...). Unknown codes raise UsageError naming the
-    codes the table has."""
+    codes the table has and, for a code of a known shape, where to look."""
     from migrator.doctor.explain import lookup, table
+    from migrator.doctor.where_to_look import where_to_look
 
     found = lookup(code)
     if not found:
         known = ", ".join(sorted(e.code for e in table()))
-        raise UsageError(f"{code!r}: no documented Ascend error code or message matches (known: {known})")
+        hint = where_to_look(code)
+        raise UsageError(f"{code!r}: no documented Ascend error code or message matches (known: {known})"
+                         + (f"\n{hint}" if hint else ""))
     return found
 
 

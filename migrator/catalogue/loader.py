@@ -161,6 +161,19 @@ class Catalogue:
             self._memo[qualname] = result
         return result
 
+    def covering(self, name: str) -> list[SymbolMatch]:
+        """The rules whose symbols name `name`: a dotted name as the scanner matches it, a bare name
+        (`flash_attn_varlen_func`, `FusedAdam`) against the last component of every exact symbol.
+        One match per rule, in catalogue order (`migrate ops` for APIs outside torch)."""
+        if "." in name:
+            hit = self.match_symbol(name)
+            return [hit] if hit else []
+        found: dict[str, SymbolMatch] = {}
+        for symbol, (rule, replacement) in self._exact.items():
+            if symbol.rsplit(".", 1)[-1] == name and rule.code not in found:
+                found[rule.code] = SymbolMatch(rule, replacement, symbol)
+        return list(found.values())
+
     def _match(self, qualname: str) -> SymbolMatch | None:
         hit = self._exact.get(qualname)
         if hit:

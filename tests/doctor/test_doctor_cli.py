@@ -7,6 +7,8 @@ import shutil
 from importlib import metadata
 from pathlib import Path
 
+import pytest
+
 from migrator.doctor import matrix
 from migrator.doctor.probe import parse_npu_smi
 from tests.conftest import run_cli
@@ -97,3 +99,20 @@ def test_matrix_lookups():
     assert matrix.newest_for_torch("2.13.0+cpu").torch_npu == "2.13.0"
     assert matrix.newest_for_torch("1.0.0") is None
     assert "8.0.RC3" in matrix.find("2.4.0").cann
+
+
+@pytest.mark.parametrize(("code", "family", "where"), [
+    ("EZ3002", "CANN", "~/ascend/log"),
+    ("EI9876", "HCCL", "other ranks"),
+    ("ERR01002", "torch_npu", "troubleshooting"),
+    ("507015", "ACL return code", "ASCEND_LAUNCH_BLOCKING=1"),
+])
+def test_an_unexplained_code_says_where_to_look_with_a_source(code, family, where):
+    done = run_cli("explain", code)
+    assert done.returncode == 2 and f"where to look: {code} has the shape of a {family}" in done.stderr
+    assert where in done.stderr and "(source: http" in done.stderr
+
+
+def test_text_that_is_no_code_gets_no_hint():
+    done = run_cli("explain", "hello")
+    assert done.returncode == 2 and "where to look" not in done.stderr

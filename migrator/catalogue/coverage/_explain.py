@@ -95,6 +95,15 @@ def _get(entry: CoverageEntry | Mapping, key: str, default: object = None) -> An
     return getattr(entry, key, default)
 
 
+def _rules_text(query: str, rules: list[Mapping]) -> str:
+    lines = [f"{query}: not a torch API; covered by rule " + ", ".join(r["code"] for r in rules)]
+    for r in rules:
+        lines.append(f"  {r['code']:<10} {r['name']} ({r['symbol']}, fix: {r['fix']})")
+        lines.append(f"  {'use':<10} {r['replacement'] or '-'}")
+        lines.append(f"  {'more':<10} {r['see']}")
+    return "\n".join(lines)
+
+
 def format_text(entries: Iterable[CoverageEntry | Mapping]) -> str:
     """Plain-text rendering of lookups / :func:`explain` records for a terminal (no colour)."""
     blocks = []
@@ -109,6 +118,10 @@ def format_text(entries: Iterable[CoverageEntry | Mapping]) -> str:
         query = _get(entry, "query")
         if query and query != name:
             title += f" [asked as {query}]"
+        rules = _get(entry, "rules")
+        if rules:
+            blocks.append(_rules_text(query or name, rules))
+            continue
         if _get(entry, "unknown_api"):
             blocks.append(f"{query or name}: unknown API — neither in torch nor in the op-coverage table (check the spelling; "
                           "aliases F., nn. and Tensor. are expanded)")
