@@ -193,6 +193,8 @@ def fix(paths: tuple[str, ...], target: str | None, show_diff: bool, check: bool
         click.echo(_fix_summary(outcome, edits, dry, listed=not dry and not quiet), err=show_diff)  # stdout: a clean diff
         if outcome.record is not None:
             click.echo(one_line(f"fix record: {outcome.record}"), err=show_diff)
+        for note in outcome.plan.notes if changed and not quiet else ():
+            click.echo(one_line(f"note: {note}"), err=show_diff)
         if dry:
             sys.exit(EXIT_ERROR if outcome.errors else (EXIT_FINDINGS if changed else EXIT_CLEAN))
         if not quiet and outcome.remaining.findings:

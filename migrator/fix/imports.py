@@ -242,7 +242,7 @@ def _torch_imports(
     lines: list[cst.SimpleStatementLine] = []
     if (ctx.needs_torch or ctx.helpers) and not _binds_anywhere(module, "torch"):
         lines.append(cst.parse_statement("import torch\n"))  # type: ignore[arg-type]  # a simple statement
-    npu_name_used = ctx.target == Target.NPU and ctx.needs_torch_npu and _torch_npu_used(module, ctx, code)
+    npu_name_used = ctx.target == Target.NPU and ctx.needs_torch_npu and torch_npu_used(module, ctx, code)
     # portable: torch_npu registers the "npu" device the device helpers look for (the runtime module
     # imports it itself); the other helpers run on tensors some device helper already placed
     device_helpers = ctx.target == Target.PORTABLE and any(name in PROVIDES for name in ctx.helpers)
@@ -394,7 +394,7 @@ _IMPORT_LINE = re.compile(r"^[ \t]*(?:import|from)[ \t].*$", re.MULTILINE)
 _TORCH_NPU_NAME = re.compile(r"\btorch_npu\b")
 
 
-def _torch_npu_used(module: cst.Module, ctx: FixContext, code: str | None = None) -> bool:
+def torch_npu_used(module: cst.Module, ctx: FixContext, code: str | None = None) -> bool:
     """Whether the name `torch_npu` is used (by the module or a helper it gets), not only imported.
     With the module's text, import lines aside, a word match decides (it only picks the noqa comment)."""
     if code is not None:

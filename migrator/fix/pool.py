@@ -30,6 +30,7 @@ class PythonJob:
     runtime: RuntimeImport | None = None  # where the tree's runtime module is (portable target)
     style: ImportStyle = ImportStyle()  # the repository's isort / ruff settings
     context: tuple[Finding, ...] = ()  # every finding of the file, manual ones too (what a check guards)
+    torch_autoload: bool = False  # the pinned torch loads torch_npu itself (fix/torch_pin.py)
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def _fix_one(job: PythonJob) -> _Indexed:
 
     try:
         result = fix_python(job.text, list(job.findings), load_catalogue().rules, job.target, job.entry_point, job.runtime, job.style,
-                            job.context)
+                            job.context, job.torch_autoload)
         index = {id(f): i for i, f in enumerate(job.findings)}
         return _Indexed(
             result.text,

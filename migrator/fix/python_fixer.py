@@ -34,6 +34,7 @@ from migrator.fix.imports import (
     ensure_module_imports,
     rewrite_import,
     symbol_replacement,
+    torch_npu_used,
 )
 from migrator.fix.positions import NodePositions, node_positions
 from migrator.fix.runtime_module import RuntimeImport
@@ -260,10 +261,11 @@ def _keys(findings: list[Finding], shifted: dict[int, int]) -> dict[Key, list[Fi
 
 def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], target: str, entry_point: bool,
                runtime: RuntimeImport | None = None, style: ImportStyle | None = None,
-               context: Sequence[Finding] = ()) -> PythonFixResult:
+               context: Sequence[Finding] = (), torch_autoload: bool = False) -> PythonFixResult:
     """`runtime`: where the tree's `_migrate_runtime` module is for this file (portable target; None:
     the device helpers are copied into the file); `style`: the repository's import sorting; `context`:
-    every finding of the file, manual ones too (default: `findings`)."""
+    every finding of the file, manual ones too (default: `findings`); `torch_autoload`: the pinned torch
+    loads torch_npu on `import torch` (`fix/torch_pin.py`), so only entry points import it for its effect."""
     original_text = text
     text, shifted = syntax.normalise_form_feeds(text)
     by_key = _keys(findings, shifted)
@@ -309,13 +311,7 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
             ctx.decline(f, import_kept(f))
     rendered: dict[int, tuple[cst.CSTNode, str]] = {}
     code = render(new_module, rendered) if target == Target.NPU and ctx.applied else None  # for both questions
-    if code is not None and not ctx.needs_torch_npu and (entry_point or USES_TORCH_NPU.search(code)):
-        ctx.needs_torch_npu = True  # `.npu()`, torch.npu and the "npu" device exist once torch_npu is imported
-    if (ctx.needs_torch_npu and not ctx.needs_torch and not ctx.helpers and not _imports_torch(tree)
-            and not NEEDS_REGISTERED_NPU.search(render(new_module, rendered))):
-        # no torch here and nothing that exists only once torch_npu is imported ("npu" strings do not):
-        # torch_npu is registered where torch is imported (a build file or a config module gets none)
-        ctx.needs_torch_npu = False
+    ctx.needs_torch_npu = _needs_torch_npu(ctx, tree, new_module, rendered, code, entry_point, torch_autoload)
     new_module = ensure_module_imports(new_module, ctx, code)
     seen = {id(f) for f in ctx.applied} | {id(f) for f, _ in ctx.declined}
     for f in findings:
@@ -328,6 +324,22 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
 
 
 NEEDS_REGISTERED_NPU = re.compile(r"\.npu\(|\.is_npu\b|\btorch_npu\b")
+
+
+def _needs_torch_npu(ctx: FixContext, tree: ast.Module, new_module: cst.Module, rendered: dict[int, tuple[cst.CSTNode, str]],
+                     code: str | None, entry_point: bool, torch_autoload: bool) -> bool:
+    """Whether the fixed module gets `import torch_npu` (npu target; `code`: its text, None when not rendered)."""
+    needs = ctx.needs_torch_npu
+    if code is not None and not needs and (entry_point or USES_TORCH_NPU.search(code)):
+        needs = True  # `.npu()`, torch.npu and the "npu" device exist once torch_npu is imported
+    if (needs and not ctx.needs_torch and not ctx.helpers and not _imports_torch(tree)
+            and not NEEDS_REGISTERED_NPU.search(render(new_module, rendered))):
+        # no torch here and nothing that exists only once torch_npu is imported ("npu" strings do not):
+        # torch_npu is registered where torch is imported (a build file or a config module gets none)
+        return False
+    if needs and torch_autoload and not entry_point and not torch_npu_used(new_module, ctx, code):
+        return False  # registered by torch's backend autoload (fix/torch_pin.py); CPU-only hosts still import this
+    return needs
 
 
 def _imports_torch(tree: ast.AST) -> bool:

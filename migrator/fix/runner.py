@@ -18,6 +18,7 @@ from migrator.fix.import_order import read_style
 from migrator.fix.line_map import line_map as _line_map
 from migrator.fix.pool import PythonJob, PythonOutcome, fix_modules
 from migrator.fix.runtime_module import Planner, RuntimeImport
+from migrator.fix.torch_pin import read_torch_pin
 from migrator.fix.writer import inside, sniff
 from migrator.ground.fix_record import Edit as RecordedEdit
 from migrator.ground.fix_record import Span
@@ -118,6 +119,7 @@ class FixPlan:
     changes: tuple[FileChange, ...]
     options: FixOptions
     errors: tuple[tuple[str, str], ...] = field(default=())
+    notes: tuple[str, ...] = ()  # decisions a reviewer should see (where `import torch_npu` went, and why)
 
 
 IMPORTS_TORCH = re.compile(r"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b[\w.]*[ \t]+import\b)", re.MULTILINE)
@@ -250,7 +252,8 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
         changes.append(FileChange(module.path, module.before, module.after, encoded=module.after.encode("utf-8"),
                                   before_sha256=ledger.sha256(module.before_bytes), runtime_module=True))
     changes.sort(key=lambda c: c.path)
-    return FixPlan(root, tuple(changes), options)
+    notes = (read_torch_pin(root).note(),) if options.target == Target.NPU else ()
+    return FixPlan(root, tuple(changes), options, notes=notes)
 
 
 def _plan_file(rel: str, text: str, read: _Read, findings: list[Finding], options: FixOptions,
@@ -374,6 +377,7 @@ def _fix_modules(root: Path, texts: dict[str, str], by_file: dict[str, list[Find
 
     rules = load_catalogue().rules
     style = read_style(root)
+    autoload = options.target == Target.NPU and read_torch_pin(root).autoload
     jobs: dict[str, PythonJob] = {}
     for rel, text in texts.items():
         if not rel.endswith(".py") or file_kind(Path(rel)) in ("notebook", "config"):
@@ -384,7 +388,7 @@ def _fix_modules(root: Path, texts: dict[str, str], by_file: dict[str, list[Find
         if fixable or (is_entry and options.target == Target.NPU and "torch_npu" not in text and findings):
             where = runtime.locate(real_of[rel]) if runtime else None
             jobs[rel] = PythonJob(_source(text, options), tuple(fixable), options.target, is_entry, where, style,
-                                  tuple(every.get(rel, findings)))
+                                  tuple(every.get(rel, findings)), autoload)
     outcomes = fix_modules(list(jobs.values()), options.jobs, progress)
     return {rel: (outcome, job.runtime) for (rel, job), outcome in zip(jobs.items(), outcomes)}
 

@@ -13,7 +13,6 @@ from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
-import torch_npu  # noqa: F401  registers the Ascend "npu" device
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

@@ -12,7 +12,6 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
-import torch_npu  # noqa: F401  registers the Ascend "npu" device
 
 from parallel import (ColumnParallelLinear, RowParallelLinear, all_to_all, group_rank, group_size,
                       nvtx_range)

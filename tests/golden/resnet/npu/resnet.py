@@ -11,7 +11,6 @@ import os
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torch_npu  # noqa: F401  registers the Ascend "npu" device
 
 _CSRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "csrc", "fused_bias_relu.cu")
 
