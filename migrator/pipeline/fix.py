@@ -105,6 +105,12 @@ class FixTransaction:
                 ledger.check_location(out or root)
                 if out is None:  # one writing run per tree: a second one would take the first's journal
                     lock.enter_context(journal.exclusive(root))
+        except UnsafeWrite as exc:
+            raise UsageError(str(exc)) from None
+        except OSError as exc:  # e.g. a folder the user may not write: no journal is involved yet
+            raise UsageError(f"{exc.filename or root / journal.LOCK_PATH}: cannot take the fix lock "
+                             f"({exc.strerror or exc}); nothing was written") from None
+        try:
             if out is None:  # --out leaves the original tree alone, stale files included
                 sweep_stale_temps(root, tree_locked=self.request.record)
                 journal.recover(root)

@@ -298,3 +298,22 @@ def test_a_record_path_with_a_nul_byte_is_refused_before_any_write(repo):
     with pytest.raises(UsageError, match=r"\$\.files\[0\]\.path: a path holding a NUL byte"):
         api.fix([repo / "zz.py"], root=repo, use_cache=False)
     assert (repo / "zz.py").read_text() == CUDA
+
+
+
+def test_a_folder_that_cannot_be_made_is_not_blamed_on_a_journal(repo: Path, monkeypatch):
+    """issue 38 (bench/fault_hunt.py): as a user who may not write the tree, fix said "cannot complete the
+    interrupted fix's record" though no fix was ever interrupted; the folder it could not make is named."""
+    from migrator.fix import journal
+    from migrator.ground.usage_error import UsageError
+
+    def denied(path: Path) -> None:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(journal, "ensure_folder", denied)
+    before = {p: p.read_bytes() for p in repo.rglob("*.py")}
+    with pytest.raises(UsageError) as err:
+        api.fix([repo], use_cache=False)
+    assert ".migrate: cannot take the fix lock (Permission denied)" in str(err.value)
+    assert "interrupted" not in str(err.value)
+    assert {p: p.read_bytes() for p in repo.rglob("*.py")} == before
