@@ -35,19 +35,35 @@ def _is_logging_condition(test: ast.expr) -> bool:
     return False
 
 
-def _calls_backward(loop: ast.AST) -> bool:
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"
-               for n in ast.walk(loop))
+def _backward_loops(tree: ast.AST) -> set[int]:
+    """ids of the loops whose body calls `.backward()`, in one post-order pass (not a walk per loop)."""
+    loops: set[int] = set()
+    calls: dict[int, bool] = {}
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while stack:
+        node, children_done = stack.pop()
+        if not children_done:
+            stack.append((node, True))
+            stack.extend((child, False) for child in ast.iter_child_nodes(node))
+            continue
+        found = (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward"
+                 or any(calls.pop(id(child), False) for child in ast.iter_child_nodes(node)))
+        calls[id(node)] = found
+        if found and isinstance(node, (ast.For, ast.While, ast.AsyncFor)):
+            loops.add(id(node))
+    return loops
 
 
-def hot_regions(tree: ast.AST) -> Iterator[ast.AST]:
-    """`forward`-like functions and outermost training loops (each node is in at most one region)."""
+def hot_regions(tree: ast.AST, loops: bool = True) -> Iterator[ast.AST]:
+    """`forward`-like functions and outermost training loops (each node is in at most one region);
+    `loops=False` where the module never calls `backward` (no loop can be a training loop)."""
+    training_loops = _backward_loops(tree) if loops else set()
     stack: list[ast.AST] = [tree]
     while stack:
         node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in HOT_FUNCTIONS:
             yield node
-        elif isinstance(node, (ast.For, ast.While, ast.AsyncFor)) and _calls_backward(node):
+        elif id(node) in training_loops:
             yield node
         else:
             stack.extend(ast.iter_child_nodes(node))
@@ -123,8 +139,13 @@ def _sets_launch_blocking(node: ast.Assign) -> bool:
             and isinstance(node.value, ast.Constant) and str(node.value.value) == "1")
 
 
-def check(tree: ast.AST, names: Names, emit: Emit) -> None:
+# what a module-wide site names in the source text (no need to resolve every call's name without them)
+WHOLE_MODULE_WORDS = ("SyncBatchNorm", "sync_batchnorm", "DataLoader", LAUNCH_BLOCKING)
+
+
+def check(tree: ast.AST, text: str, names: Names, emit: Emit) -> None:
     walker = HotPath(names, emit)
-    for region in hot_regions(tree):
+    for region in hot_regions(tree, loops="backward" in text):
         walker.walk(region)
-    check_whole_module(tree, names, emit)
+    if any(word in text for word in WHOLE_MODULE_WORDS):
+        check_whole_module(tree, names, emit)

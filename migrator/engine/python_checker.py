@@ -408,14 +408,19 @@ def check_module(
 
     checker = PythonChecker(catalogue, enabled, tree, build_file)
     checker.visit(tree)
-    _advise(tree, checker)
+    _advise(tree, source.text, checker)
     _triton(tree, checker)
     precheck_hits(checker, source, tree, target)
     return checker
 
 
-def _advise(tree: ast.AST, checker: PythonChecker) -> None:
-    """The advice families (fusion, perf): whole-function patterns, so a pass of their own over the tree."""
+# a hand-written pattern a fused op replaces names one of these (the eager attention its softmax)
+FUSION_WORDS = ("rsqrt", "silu", "rotate_half", "softmax")
+
+
+def _advise(tree: ast.AST, text: str, checker: PythonChecker) -> None:
+    """The advice families (fusion, perf): whole-function patterns, so a pass of their own over the tree,
+    skipped where the module's text cannot hold them (they cost more than the rest of the scan otherwise)."""
     from migrator.engine import fusion_attention, fusion_checker, perf_checker
 
     def on(family: str) -> bool:
@@ -424,14 +429,14 @@ def _advise(tree: ast.AST, checker: PythonChecker) -> None:
     def emit(impl: str, node: ast.AST, symbol: str, replacement: str) -> None:
         checker.emit_impl(impl, node, symbol, replacement)
 
-    if on("fusion"):
+    if on("fusion") and any(word in text for word in FUSION_WORDS):
         for func in fusion_checker.functions(tree):
             body = fusion_checker.Body(func, checker.qualnames)
             for detect in (fusion_checker.rms_norm, fusion_checker.swiglu, fusion_checker.rotary,
                            fusion_attention.attention):
                 detect(body, emit)
     if on("perf"):
-        perf_checker.check(tree, checker.qualnames, emit)
+        perf_checker.check(tree, text, checker.qualnames, emit)
 
 
 def _triton(tree: ast.AST, checker: PythonChecker) -> None:
