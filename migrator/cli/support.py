@@ -69,6 +69,7 @@ class _Errors:
         interrupt.command_done()
         if isinstance(exc, KeyboardInterrupt):
             click.echo("migrate: interrupted", err=True)
+            interrupt.forget_caught_interrupt()
             sys.exit(130)  # 128 + SIGINT, as a shell reports Ctrl-C
         if exc is None or isinstance(exc, (SystemExit, click.exceptions.Exit, click.ClickException)):
             return False

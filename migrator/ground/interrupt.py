@@ -48,6 +48,16 @@ def command_done() -> None:
         signal.signal(signal.SIGINT, _exit_now)
 
 
+def forget_caught_interrupt() -> None:
+    """A caught Ctrl-C must not turn `python -m migrator`'s exit 130 into a death by SIGINT.
+
+    CPython (3.8-3.13) remembers a KeyboardInterrupt that ended any string `exec`/`eval` (dataclass and
+    namedtuple creation use them), even when a caller caught it, and under `-m` kills the process with
+    SIGINT at exit instead of using the exit code. A string eval resets that flag when it starts.
+    """
+    exec("None")  # noqa: S102 - a constant: only resets the interpreter's flag
+
+
 def entry_process() -> bool:
     """Whether this process is a `migrate` command line (not a library user or a test importing the CLI)."""
     return os.path.basename(sys.argv[0]) == "migrate" if sys.argv else False
