@@ -284,7 +284,10 @@ def ctrl_c_early(tmp: Path) -> Result:
     for delay in (0.05, 0.05, 0.1):
         t0 = time.monotonic()
         proc = subprocess.Popen([sys.executable, "-m", "migrator", "fix", str(root), "--no-cache"], cwd=tmp,
-                                env=env(tmp), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                env=env(tmp), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                # a bench started in the background (`cmd &`) has SIGINT ignored, and the
+                                # child would keep that: the case would test nothing
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         out = proc.communicate(timeout=KILL_AFTER)[0]

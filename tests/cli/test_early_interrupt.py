@@ -58,7 +58,9 @@ def test_ctrl_c_while_loading_prints_interrupted_and_exits_130(tmp_path: Path, m
 def test_a_real_ctrl_c_soon_after_start_is_never_a_traceback(tmp_path: Path, delay: float):
     (tmp_path / "train.py").write_text("import torch\nx = y.cuda()\n")
     proc = subprocess.Popen([sys.executable, "-m", "migrator", "scan", str(tmp_path), "--no-cache"], cwd=tmp_path,
-                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            # a runner with SIGINT ignored (xdist worker, `cmd &`) would pass it on: test nothing
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
