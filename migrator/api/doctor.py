@@ -37,17 +37,18 @@ def doctor(*, root: str | Path = "/", env: Mapping[str, str] | None = None,
 
 def explain_error(code: str) -> list[Explanation]:
     """The documented meaning and remedy of a CANN / HCCL / torch_npu error code, or of a log line
-    holding one (`EZ9999`, `EI0006`, `ERR00100`, ...). Unknown codes raise UsageError naming the
-    codes the table has and, for a code of a known shape, where to look."""
-    from migrator.doctor.explain import lookup, table
+    holding one (`EZ9999`, `EI0006`, `ERR00100`, `507015`, ...; case and stray spaces do not matter).
+    Unknown codes raise UsageError naming the table's nearest codes and, for a code of a known shape,
+    where to look."""
+    from migrator.doctor.explain import lookup, nearest_codes, table
     from migrator.doctor.where_to_look import where_to_look
 
     found = lookup(code)
     if not found:
-        known = ", ".join(sorted(e.code for e in table()))
+        nearest = ", ".join(nearest_codes(code))
         hint = where_to_look(code)
-        raise UsageError(f"{code!r}: no documented Ascend error code or message matches (known: {known})"
-                         + (f"\n{hint}" if hint else ""))
+        raise UsageError(f"{code!r}: no documented Ascend error code or message matches ({len(table())} codes "
+                         f"known{'; the nearest: ' + nearest if nearest else ''})" + (f"\n{hint}" if hint else ""))
     return found
 
 

@@ -8,10 +8,13 @@ from functools import cache
 import yaml
 
 from migrator.doctor.model import Explanation, LogFinding
+from migrator.doctor.where_to_look import CODE_SHAPE, code_key
 from migrator.ground.resources import data_dir
 
 # a CANN code (E + module + 4 digits/letters: EZ9999, EI0006, E39999) or a torch_npu ERRmmccc code
 _CODE = re.compile(r"\b(E[0-9A-Z]\d{4}|ERR\d{5})\b")
+# an ACL return code as torch_npu prints it: "NPU function error: <call>, error code is 507015"
+_ACL_RETURN = re.compile(r"error code(?: is|:|=)\s*(\d{6})\b")
 _INNER = re.compile(r"^E[0-9A-Z]9999$")
 
 
@@ -44,19 +47,42 @@ def _by_code(code: str) -> Explanation | None:
 
 
 def lookup(text: str) -> list[Explanation]:
-    """A code (`EZ9999`, `ezc9999` is not one), a name from the table, or a log line: every match, in order."""
-    stripped = text.strip()
-    direct = next((e for e, _ in _entries() if e.code.lower() == stripped.lower()), None)
+    """A code (`EZ9999`, ` ez 9999`, `507015`; `ezc9999` is not one), a name from the table, or a log line:
+    every match, in order."""
+    key = code_key(text)
+    direct = next((e for e, _ in _entries() if e.code.lower() == key.lower()), None)
     if direct:
         return [direct]
-    return [finding.explanation for finding in _scan_line(stripped, 0)]
+    if CODE_SHAPE.fullmatch(key):
+        found = _by_code(key)
+        return [found] if found else []
+    return [finding.explanation for finding in _scan_line(key, 0)]
+
+
+def nearest_codes(text: str, limit: int = 12) -> list[str]:
+    """The table's codes sharing the longest prefix with `text` (`EI0099` -> the EI00.. codes), at most `limit`;
+    none when not even the first character is shared."""
+    key = code_key(text).upper()
+    codes = sorted(e.code for e in table())
+    for size in range(len(key), 0, -1):
+        near = [c for c in codes if c.upper().startswith(key[:size])]
+        if near:
+            return near[:limit]
+    return []
+
+
+def _codes_in(line: str) -> list[str]:
+    """The CANN / torch_npu codes and ACL return codes of a line, in the order they appear."""
+    spans = [(m.start(1), m.group(1)) for m in _CODE.finditer(line)]
+    spans += [(m.start(1), m.group(1)) for m in _ACL_RETURN.finditer(line)]
+    return [code for _, code in sorted(spans)]
 
 
 def _scan_line(line: str, number: int) -> list[LogFinding]:
     found: list[LogFinding] = []
     seen: set[str] = set()
-    for match in _CODE.finditer(line):
-        explanation = _by_code(match.group(1))
+    for code in _codes_in(line):
+        explanation = _by_code(code)
         if explanation and explanation.code not in seen:
             seen.add(explanation.code)
             found.append(LogFinding(number, line, explanation))
