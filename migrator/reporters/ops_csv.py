@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from migrator.catalogue.coverage import CoverageEntry, CoverageError, lookup, runs_as
 from migrator.reporters.csv_table import table
@@ -41,13 +41,15 @@ def render_lookups(records: Iterable[Mapping[str, object]]) -> str:
     """`migrate ops` answers (`CoverageEntry.to_dict()` records, `explain`'s extra keys allowed)."""
 
     def row(record: Mapping[str, object]) -> tuple[object, ...]:
-        entry = CoverageEntry(**{k: tuple(v) if isinstance(v, list) else v for k, v in record.items()
-                                 if k in _ENTRY_FIELDS})
+        known: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in record.items()
+                                 if k in _ENTRY_FIELDS}  # JSON lists back to the entry's tuples
+        entry = CoverageEntry(**known)
+        extra: dict[str, Any] = dict(record)
         notes = [entry.note] if entry.note else []
-        notes += [f"partial: {why}" for why in record.get("partial_because") or ()]  # type: ignore[attr-defined]
-        rules = record.get("rules") or ()
+        notes += [f"partial: {why}" for why in extra.get("partial_because") or ()]
+        rules = extra.get("rules") or ()
         if rules:
-            notes.append("not a torch API; covered by rule " + ", ".join(r["code"] for r in rules))  # type: ignore[attr-defined]
+            notes.append("not a torch API; covered by rule " + ", ".join(r["code"] for r in rules))
         if record.get("unknown_api"):
             notes.append("unknown API: neither in torch nor in the op-coverage table")
         query = record.get("query")
