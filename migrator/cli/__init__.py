@@ -53,7 +53,8 @@ def main() -> None:
 @click.argument("paths", nargs=-1, type=click.Path(path_type=str))
 @click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default="text", show_default=True,
               help="sarif: SARIF 2.1.0 for code scanning; github: GitHub Actions annotations; gitlab: GitLab Code "
-                   "Quality; junit: JUnit XML (a failing test per finding); csv: one row per finding.")
+                   "Quality; junit: JUnit XML (a failing test per finding); csv: one row per finding; csv-ops: one "
+                   "row per op the code calls (status, dtypes, coverage table, sites).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE.")
 @click.option("--select", multiple=True, help="Only these codes, prefixes or families (comma-separated).")
 @click.option("--ignore", multiple=True, help="Skip these codes, prefixes or families.")
@@ -251,7 +252,7 @@ def _safe_diff(path: str, diff: str) -> str:
 @click.argument("names", nargs=-1)
 @click.option("--soc", default="A2", show_default=True, help="A2, A3 or 950DT.")
 @click.option("--torch-npu-version", help="Coverage table version [default: newest shipped].")
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "csv"]), default="text", show_default=True, help="csv: one row per op (status, dtypes, coverage table, source; --trace: uses and sites).")
 @click.option("--list", "list_all", is_flag=True, help="List every op in the table (with --status to filter).")
 @click.option("--status", type=click.Choice(["supported", "partial", "unverified", "cpu_fallback", "unsupported"]))
 @click.option("--trace", "trace_target", type=click.Path(exists=True), help="Op census: run this program (a tree with validate.py, or a script with ARGS after --) and check every op it runs.")
@@ -283,6 +284,9 @@ def ops(names: tuple[str, ...], soc: str, torch_npu_version: str | None, fmt: st
 
         from migrator import api
         from migrator.catalogue.coverage import CoverageError, format_text
+        from migrator.reporters.ops_csv import render_lookups
+
+        as_text = {"csv": render_lookups, "json": lambda rows: json.dumps(rows, indent=2, ensure_ascii=False) + "\n"}
 
         if trace_target:
             with child_environment(clean_env, env_names):
@@ -294,8 +298,8 @@ def ops(names: tuple[str, ...], soc: str, torch_npu_version: str | None, fmt: st
         try:
             if list_all:
                 entries = api.ops_list(soc=soc, version=torch_npu_version, status=status)
-                if fmt == "json":
-                    write_output(json.dumps([e.to_dict() for e in entries], indent=2, ensure_ascii=False) + "\n", None)
+                if fmt != "text":
+                    write_output(as_text[fmt]([e.to_dict() for e in entries]), None)
                 else:
                     for e in entries:
                         click.echo(f"{e.name:<60} {e.status:<13} {', '.join(e.dtypes) or '-'}")
@@ -305,8 +309,8 @@ def ops(names: tuple[str, ...], soc: str, torch_npu_version: str | None, fmt: st
             _fail(str(exc))
         if output:
             write_output(json.dumps(rows, indent=2, ensure_ascii=False) + "\n", output)
-        if fmt == "json":
-            write_output(json.dumps(rows, indent=2, ensure_ascii=False) + "\n", None)
+        if fmt != "text":
+            write_output(as_text[fmt](rows), None)
         else:
             click.echo(format_text(rows), nl=False)
         if any(row.get("unknown_api") for row in rows):
@@ -321,6 +325,7 @@ def _trace_ops(target: str, script_args: tuple[str, ...], soc: str, torch_npu_ve
     from migrator import api
     from migrator.ground.model import SEVERITY_RANK
     from migrator.reporters.census import render as render_census
+    from migrator.reporters.ops_csv import render_census as census_csv
 
     with ProgressDisplay(quiet) as progress:
         census, path, settings = api.trace_ops(target, root=root, soc=soc, torch_npu_version=torch_npu_version,
@@ -330,6 +335,8 @@ def _trace_ops(target: str, script_args: tuple[str, ...], soc: str, torch_npu_ve
         write_output(json.dumps(census.to_json(), indent=1, ensure_ascii=False) + "\n", output)
     if fmt == "json":
         write_output(json.dumps(census.to_json(), indent=1, ensure_ascii=False) + "\n", None)
+    elif fmt == "csv":
+        write_output(census_csv(census), None)
     else:
         click.echo(render_census(census, str(path) if path else None, None if all_rows else 40), nl=False)
     floor = fail_on or settings.fail_on

@@ -51,7 +51,8 @@ if TYPE_CHECKING:
 @click.option("--max-dump-mb", type=click.IntRange(min=0), default=1024, show_default=True, help="Full tensors per recorded run; statistics only beyond.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result JSON (validation.schema.json) to FILE.")
 @click.option("--markdown", type=click.Path(dir_okay=False), help="Write the Markdown summary to FILE.")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "md"]), default="text", show_default=True, help="What to print.")
+@click.option("--csv", "csv_file", type=click.Path(dir_okay=False), help="Write every compared tensor to FILE in msprobe's compare result columns (NPU = migrated, Bench = original).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "md", "csv"]), default="text", show_default=True, help="What to print (csv: as --csv writes).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress (no bar on a terminal, no stage lines otherwise).")
 @click.option("--verbose", "-v", is_flag=True, help="Every check with its metric, value and threshold, passing ones too.")
 @click.option("--bench", is_flag=True, help="Stage benchmarks: step time, tokens/s, TFLOP/s, MFU, communication share, crash rate.")
@@ -68,7 +69,8 @@ def validate(original: str | None, script_args: tuple[str, ...], migrated: str |
              entry: str | None, script: str | None, curve_steps: int, seed: int, steps: str | None, nproc: int,
              nnodes: int, node_rank: int, rdzv_endpoint: str | None, plan_world_size: int, plan_tp: int | None, bf16_policy: str,
              threads: int, timeout: float, work_dir: str | None, record: str | None, compare: str | None,
-             export_msprobe: str | None, max_dump_mb: int, output: str | None, markdown: str | None, fmt: str,
+             export_msprobe: str | None, max_dump_mb: int, output: str | None, markdown: str | None,
+             csv_file: str | None, fmt: str,
              quiet: bool, verbose: bool, bench: bool, bench_steps: int, repeats: int, peak_tflops: float | None,
              bench_timeout: float, msprobe_target: str | None, msprobe_golden: str | None, cross_device: bool,
              device: str | None, pythonpath: tuple[str, ...], clean_env: bool, env_names: tuple[str, ...]) -> None:
@@ -84,6 +86,9 @@ def validate(original: str | None, script_args: tuple[str, ...], migrated: str |
     with _Errors():
         from migrator import api
 
+        if (msprobe_target or msprobe_golden) and (csv_file or fmt == "csv"):
+            _fail("--csv / --format csv list the tensors of a validation run; for two msprobe dumps, "
+                  "`msprobe compare` writes that table")
         if msprobe_target or msprobe_golden:
             _compare_msprobe(msprobe_target, msprobe_golden, cross_device, output, fmt, verbose)
         if original is None:
@@ -116,7 +121,7 @@ def validate(original: str | None, script_args: tuple[str, ...], migrated: str |
 
         with display, child_environment(clean_env, env_names):
             result = api.validate(original, progress=progress, **options)
-        _show_validation(result, output, markdown, fmt, verbose)
+        _show_validation(result, output, markdown, fmt, verbose, csv_file)
         sys.exit(result.exit_code)
 
 
@@ -131,16 +136,22 @@ def _check_validate_arguments(original: str, script_args: tuple[str, ...], scrip
 
 
 def _show_validation(result: ValidationResult, output: str | None, markdown: str | None, fmt: str,
-                     verbose: bool) -> None:
+                     verbose: bool, csv_file: str | None = None) -> None:
     """The result written to the files asked for, and printed in the chosen format."""
     import json
+
+    from migrator.reporters import validation_csv
 
     doc = result.to_json()
     if output:
         write_output(json.dumps(doc, indent=1) + "\n", output)
     if markdown:
         write_output(result.markdown(), markdown)
-    if fmt == "json":
+    if csv_file:
+        write_output(validation_csv.render(result), csv_file)
+    if fmt == "csv":
+        write_output(validation_csv.render(result), None)
+    elif fmt == "json":
         click.echo(json.dumps(doc, indent=1))
     elif fmt == "md":
         click.echo(result.markdown(), nl=False)

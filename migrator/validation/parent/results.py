@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 from migrator.ground.markdown_text import md_cell, md_code
 
 from ..verdict import Verdict
+from .comparison.compare import TensorVerdict
 from .localisation.first_failure import WorstRow
 from .perf.records import ScalingRow, StagePerf
 
@@ -42,6 +43,9 @@ class StageResult:
     unmatched: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     perf: StagePerf | None = None  # --bench: the stage's benchmark (JSON: bench.perf)
+    # every compared tensor, in the run's order: `--csv` (msprobe's layout); not in the JSON, whose
+    # `worst` and `counts` summarise them
+    compared: tuple[TensorVerdict, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", Verdict(self.status))

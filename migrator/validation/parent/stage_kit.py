@@ -205,7 +205,7 @@ def numeric_stage(sid: str, comparison: Comparison, *, bench: Mapping[str, float
         first_divergence=loc.text() if loc is not None else None,
         worst=tuple(worst_rows(verdicts)), checks=tuple(check_rows(verdicts)) + tuple(dict(c) for c in extra_checks),
         counts=summary_counts(verdicts), bench=dict(bench), unmatched=tuple(comparison.unmatched),
-        notes=tuple(notes + comparison.notes),
+        notes=tuple(notes + comparison.notes), compared=tuple(verdicts),
     )
 
 

@@ -67,6 +67,11 @@ class TensorVerdict:
     checks: tuple[Check, ...]
     columns: dict[str, float] = field(default_factory=dict)
     label: str = ""     # e.g. "step0" or "rank1/step0"
+    # the tensor in the run under test and in the original run the columns compare against (R, else G):
+    # name, dtype, shape, norm for the msprobe-style CSV; None on the side that lacks it
+    npu: DumpEvent | None = None
+    bench: DumpEvent | None = None
+    note: str = ""  # why a tensor is unmatched
 
     def check(self, metric: str) -> Check | None:
         for c in self.checks:
@@ -143,8 +148,10 @@ def _same_shape(t: Any, g: Any) -> Any:
 
 
 def verdict_of(event: DumpEvent, category: str, order: int, label: str, status: Verdict, checks: Iterable[Check],
-               run: Run, columns: Mapping[str, float] | None = None) -> TensorVerdict:
-    """The verdict on ``event`` (its scope's class read from ``run``)."""
+               run: Run, columns: Mapping[str, float] | None = None, *, bench: DumpEvent | None = None,
+               original_only: bool = False, note: str = "") -> TensorVerdict:
+    """The verdict on ``event`` (its scope's class read from ``run``); ``original_only``: ``event`` is the
+    original run's, the run under test has no such tensor."""
     scope = event.scope
     scope_cls = None
     if scope:
@@ -152,17 +159,22 @@ def verdict_of(event: DumpEvent, category: str, order: int, label: str, status: 
     return TensorVerdict(
         name=event.name, match=event.match, category=category, scope=scope, scope_cls=scope_cls,
         order=ORDER[category] * CATEGORY_STRIDE + order, status=status, checks=tuple(checks),
-        columns=dict(columns or {}), label=label,
+        columns=dict(columns or {}), label=label, npu=None if original_only else event,
+        bench=event if original_only else bench, note=note,
     )
 
 
+ONLY_IN_ORIGINAL = "only in the original run"
+
+
 def unmatched_verdict(out: Comparison, event: DumpEvent, category: str, order: int, label: str, why: str, run: Run,
-                      gate: bool) -> None:
+                      gate: bool, bench: DumpEvent | None = None) -> None:
     """A tensor on one side only, or of another shape: listed always, a failure where shapes must agree."""
     out.unmatched.append(f"{label}{event.name} ({why})")
     if gate:
         out.verdicts.append(verdict_of(event, category, order, label, Verdict.FAIL,
-                                       [Check("unmatched", 1.0, 0.0, Verdict.FAIL)], run))
+                                       [Check("unmatched", 1.0, 0.0, Verdict.FAIL)], run, bench=bench,
+                                       original_only=why == ONLY_IN_ORIGINAL, note=why))
 
 
 def compare_runs(golden: Run, reference: Run | None, target_fp32: Run | None, target_bf16: Run | None, *,
@@ -202,7 +214,7 @@ class _Comparer:
             for order, g_event in enumerate(self.golden.events):
                 if g_event.match not in seen and not g_event.missing:
                     self.one_sided.append((g_event, CATEGORY.get(g_event.kind, "forward"), order, self.label,
-                                           "only in the original run", self.golden))
+                                           ONLY_IN_ORIGINAL, self.golden))
         if self.target_bf16 is not None and self.reference is None:
             th = self.th
             self.out.notes.append("no reference run R in the bf16 policy: absolute bounds against the golden "
@@ -238,8 +250,10 @@ class _Comparer:
 
     def _add(self, event: DumpEvent, category: str, order: int, checks: list[Check],
              columns: Mapping[str, float] | None = None) -> None:
+        bench = (self.reference.by_match.get(event.match) if self.reference else None) \
+            or self.golden.by_match.get(event.match)
         self.out.verdicts.append(verdict_of(event, category, order, self.label, worst(c.status for c in checks),
-                                            checks, self.under_test, columns))
+                                            checks, self.under_test, columns, bench=bench))
 
     def _statistics_only(self, order: int, event: DumpEvent, g_event: DumpEvent, category: str) -> None:
         """Beyond --max-dump-mb only statistics exist: |‖T32‖ - ‖G‖| / ‖G‖ (a lower bound of rel_l2)."""
@@ -260,7 +274,8 @@ class _Comparer:
             return
         if tuple(g.shape) != tuple(t.shape):
             unmatched_verdict(self.out, event, category, order, self.label,
-                              f"shape {tuple(t.shape)} vs golden {tuple(g.shape)}", self.under_test, self.gate)
+                              f"shape {tuple(t.shape)} vs golden {tuple(g.shape)}", self.under_test, self.gate,
+                              self.golden.by_match.get(match))
             return
         x = Tensors(golden=g, under_test=t, bf16=self.target_bf16 is self.under_test,
                     target_fp32=_same_shape(self.target_fp32.tensor(match), g) if self.target_fp32 else None,
@@ -330,5 +345,6 @@ def compare_optimizer(ref: Run, test: Run, *, th: Thresholds = DEFAULT_THRESHOLD
         out.verdicts.append(TensorVerdict(
             name=event.name, match=event.match, category="optimizer", scope="optimizer",
             scope_cls=event.cls, order=ORDER["optimizer"] * CATEGORY_STRIDE + order, status=status,
-            checks=(Check("rel_l2_fp32", e, bounds.warn_at, status),), label="optimizer/"))
+            checks=(Check("rel_l2_fp32", e, bounds.warn_at, status),), label="optimizer/", npu=event,
+            bench=ref.by_match.get(event.match)))
     return out

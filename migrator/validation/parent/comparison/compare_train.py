@@ -70,7 +70,7 @@ def compare_training(golden: Run | None, reference: Run | None, target_fp32: Run
         out.verdicts.append(TensorVerdict(
             name=event.name, match=match, category="training", scope="training",
             scope_cls=event.cls, order=ORDER + order, status=worst(c.status for c in checks), checks=tuple(checks),
-            label="train/"))
+            label="train/", npu=event, bench=golden.by_match.get(match)))
     return out
 
 
