@@ -152,26 +152,10 @@ def calibrate_plan(model: str | Path | None, runs: Sequence[str | Path], logs: S
     from migrator.plan import calibrate as calibration
     from migrator.plan import clusters as cluster_profiles
     from migrator.plan.assumptions import AssumptionError, parse_assume
-    from migrator.plan.calibrate_input import CalibrationInputError, MeasuredRun, read_log, read_runs
+    from migrator.plan.calibrate_input import CalibrationInputError, read_log, read_runs
     from migrator.plan.configs import from_config
     from migrator.plan.layout_spec import LayoutSyntaxError, parse_layout
-    from migrator.plan.model import ModelError, ModelShape
-    from migrator.plan.probe import probe_tree
-
-    loaded: list[ModelShape] = []  # the command's MODEL, probed once when a run needs it
-
-    def model_of(run: MeasuredRun) -> ModelShape:
-        if run.model is not None:
-            return run.model
-        if model is None:
-            raise UsageError(f"{run.file}: {run.where}: the run names no model: give MODEL (a tree) or --model "
-                             "CONFIG, or a \"model\" field")
-        if not loaded:
-            path = Path(model)
-            if not path.exists():
-                raise UsageError(f"{model}: no such model tree or config file")
-            loaded.append(probe_tree(str(path), entry) if path.is_dir() else from_config(path))
-        return loaded[0]
+    from migrator.plan.model import ModelError
 
     try:
         rest, figures = cluster_profiles.split_assume(tuple(assume))
@@ -189,7 +173,7 @@ def calibrate_plan(model: str | Path | None, runs: Sequence[str | Path], logs: S
         found_root = Path(root) if root else find_root([Path(model) if model and Path(model).is_dir() else Path.cwd()])
         cluster = cluster_profiles.load(list(named), found_root)[0]
         cluster = cluster.with_figures(figures) if figures else cluster
-        result = calibration.fit(measured, model_of, cluster, base, dtype, today)
+        result = calibration.fit(measured, calibration.model_of_runs(model, entry), cluster, base, dtype, today)
         return calibration.write(found_root, result), result
     except (CalibrationInputError, ModelError, cluster_profiles.ClusterError, LayoutSyntaxError,
             AssumptionError) as exc:

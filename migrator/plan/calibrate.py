@@ -23,7 +23,7 @@ from .assumptions import Assumptions
 from .calibrate_input import MeasuredRun
 from .clusters import Cluster, ClusterError
 from .estimate import Job, estimate, layout_problems
-from .model import ModelShape
+from .model import ModelError, ModelShape
 from .search import duration
 
 EFFICIENCY_MIN = 0.01
@@ -59,6 +59,7 @@ class Calibration:
     date: str
 
     def source(self) -> str:
+        """The calibrated figures' source: the files, their sha256 and the date."""
         files = sorted({(Path(f.run.file).name, f.run.sha256[:16]) for f in self.runs})
         return (f"migrate plan --calibrate {', '.join(f'{n} (sha256 {h})' for n, h in files)}, {self.date}: "
                 f"{len(self.runs)} measured run(s)")
@@ -69,13 +70,15 @@ class Calibration:
         return [f"calibrated {self.date} on {len(self.runs)} run(s): {', '.join(effs)}",
                 *(f.line() for f in self.runs), *self.notes]
 
-    def table(self) -> dict[str, Any]:
-        """The figures and the record for `[tool.migrate.clusters.NAME]`."""
-        out: dict[str, Any] = {k: {"value": float(f"{v:.4g}"), "flag": "calibrated", "source": self.source()}
-                               for k, v in self.after.items()}
-        files = sorted({(f.run.file, f.run.sha256) for f in self.runs})
-        out["calibration"] = {"date": self.date, "files": [f"{p} sha256:{h}" for p, h in files], "lines": self.lines()}
-        return out
+
+def _table(calibration: Calibration) -> dict[str, Any]:
+    """The figures and the record for `[tool.migrate.clusters.NAME]`."""
+    out: dict[str, Any] = {k: {"value": float(f"{v:.4g}"), "flag": "calibrated", "source": calibration.source()}
+                           for k, v in calibration.after.items()}
+    files = sorted({(f.run.file, f.run.sha256) for f in calibration.runs})
+    out["calibration"] = {"date": calibration.date, "files": [f"{p} sha256:{h}" for p, h in files],
+                          "lines": calibration.lines()}
+    return out
 
 
 def _predict(run: MeasuredRun, model: ModelShape, cluster: Cluster, base: Assumptions, dtype: str,
@@ -150,6 +153,30 @@ def fit(runs: list[MeasuredRun], model_of: Callable[[MeasuredRun], ModelShape], 
                        today or datetime.date.today().isoformat())
 
 
+def model_of_runs(model: str | Path | None, entry: str | None = None) -> Callable[[MeasuredRun], ModelShape]:
+    """A run's model: its own, else the command's MODEL (a tree probed once, or a config); none is a
+    ModelError naming the run."""
+    loaded: list[ModelShape] = []
+
+    def model_of(run: MeasuredRun) -> ModelShape:
+        if run.model is not None:
+            return run.model
+        if model is None:
+            raise ModelError(f"{run.file}: {run.where}: the run names no model: give MODEL (a tree) or --model "
+                             "CONFIG, or a \"model\" field")
+        if not loaded:
+            from .configs import from_config
+            from .probe import probe_tree
+
+            path = Path(model)
+            if not path.exists():
+                raise ModelError(f"{model}: no such model tree or config file")
+            loaded.append(probe_tree(str(path), entry) if path.is_dir() else from_config(path))
+        return loaded[0]
+
+    return model_of
+
+
 def _figures(cluster: Cluster, dtype: str) -> str:
     keys = (f"peak_tflops_{dtype}", "hbm_GBps", "domain_GBps", "scale_out_GBps")
     return ", ".join(f"{k} = {f.value:g} ({f.flag})" for k in keys if (f := cluster.figure(k)).value is not None)
@@ -177,4 +204,4 @@ def write(root: Path, calibration: Calibration) -> Path:
             raise CalibrationError(
                 f"{root / 'pyproject.toml'}: [tool.migrate.clusters.{calibration.cluster}] {key} is set "
                 f"({fig.value:g}, {fig.flag}); remove it to calibrate it, or keep it and drop --calibrate")
-    return write_profile(root, calibration.cluster, calibration.table(), merge=True)
+    return write_profile(root, calibration.cluster, _table(calibration), merge=True)

@@ -97,7 +97,8 @@ class Cluster:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "title": self.title, "origin": self.origin,
-                "figures": {k: f.to_json() for k, f in self.figures}}
+                "figures": {k: f.to_json() for k, f in self.figures},
+                **({"calibration": list(self.calibration)} if self.calibration else {})}
 
 
 def _figure(raw: Any, where: str) -> Figure:

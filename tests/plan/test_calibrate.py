@@ -37,10 +37,16 @@ def project(tmp_path, monkeypatch):
 
 
 def _planned(*extra: str) -> dict:
+    import jsonschema
+
+    from migrator.ground.resources import schema_path
+
     run = CliRunner().invoke(main, ["plan", "--model", str(CONFIG), "--cluster", "a2-8x", "--layout", LAYOUT,
                                     "--global-batch", "32", "--seq", "4096", "--format", "json", *extra])
     assert run.exit_code == 0, run.output
-    return json.loads(run.stdout)["clusters"][0]
+    doc = json.loads(run.stdout)
+    jsonschema.validate(doc, json.loads(schema_path("plan.schema.json").read_text()))
+    return doc["clusters"][0]
 
 
 def _calibrate(*args: str):
@@ -69,6 +75,7 @@ def test_a_record_1_3x_slower_calibrates_the_cluster_to_predict_it(project):
         assert "run.json" in figures[key]["source"] and digest[:16] in figures[key]["source"]
         assert datetime.date.today().isoformat() in figures[key]["source"]
     assert figures["hbm_GBps"] == {"value": 1500, "flag": "measured", "source": "our copy test"}  # kept
+    assert any("predicted before" in line for line in after["cluster"]["calibration"])
     text = (project / "pyproject.toml").read_text()
     assert text.startswith('[project]\nname = "demo"  # kept\n')
     explain = "\n".join(_planned_text("--explain"))
@@ -239,3 +246,15 @@ def test_a_hand_set_efficiency_is_not_replaced(project):
     run = _calibrate("--calibrate", str(project / "run.json"))
     assert run.exit_code == 2 and "gemm_efficiency is set (0.5, user)" in run.output
     assert (project / "pyproject.toml").read_text() == PYPROJECT + "gemm_efficiency = 0.5\n"
+
+
+def test_a_record_may_name_its_model_config_beside_it(project):
+    before = _planned()["top"][0]["step_s"]
+    (project / "qwen.json").write_text(CONFIG.read_text())
+    (project / "run.json").write_text(json.dumps(_record(1.3 * before, model="qwen.json")))
+    run = CliRunner().invoke(main, ["plan", "--calibrate", str(project / "run.json")])  # no MODEL, no --cluster
+    assert run.exit_code == 0, run.output
+    assert abs(_planned()["top"][0]["step_s"] / (1.3 * before) - 1) < 0.01
+    (project / "other.json").write_text(json.dumps(_record(1.0)))
+    run = CliRunner().invoke(main, ["plan", "--calibrate", str(project / "other.json")])
+    assert run.exit_code == 2 and "other.json: $: the run names no model" in run.output
