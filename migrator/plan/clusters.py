@@ -2,9 +2,10 @@
 
 Every figure keeps its source and its provenance kind (`flag`: first-party / announced / derived /
 calibrated / measured / user). `calibrated` (`plan --calibrate`: fitted to a step time measured on the
-machine) ranks above derived and announced and just below measured: `--strict` accepts it. A shipped figure that is null takes its derived default from `calibration.DERIVED_FIGURES`
-if there is one; otherwise it is never guessed: `Cluster.need(key)` raises :class:`MissingFigure`, which
-names the profile, the key and where to set it.
+machine) ranks above derived and announced and just below measured: `--strict` accepts it. A shipped
+figure that is null takes its derived default from `calibration.DERIVED_FIGURES` if there is one;
+otherwise it is never guessed: `Cluster.need(key)` raises :class:`MissingFigure`, which names the
+profile, the key and where to set it.
 """
 
 from __future__ import annotations
