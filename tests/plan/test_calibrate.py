@@ -258,3 +258,9 @@ def test_a_record_may_name_its_model_config_beside_it(project):
     (project / "other.json").write_text(json.dumps(_record(1.0)))
     run = CliRunner().invoke(main, ["plan", "--calibrate", str(project / "other.json")])
     assert run.exit_code == 2 and "other.json: $: the run names no model" in run.output
+
+
+def test_a_step_just_under_a_second_reads_as_one_second():
+    from migrator.plan.search import duration
+
+    assert duration(0.99995) == "1 s" and duration(0.9994) == "999 ms" and duration(0.0123) == "12.3 ms"
