@@ -209,6 +209,14 @@ def plan(model: str | Path, clusters: Sequence[str], **options: Any) -> Any:
     return api_programs.plan(model, clusters, validate=validate, **options)
 
 
+def calibrate_plan(model: str | Path | None, runs: Sequence[str | Path], logs: Sequence[str | Path] = (),
+                   **options: Any) -> Any:
+    """`migrate plan --calibrate` (see `migrator.api.programs.calibrate_plan`)."""
+    from migrator.api import programs as api_programs
+
+    return api_programs.calibrate_plan(model, runs, logs, **options)
+
+
 def _migrate_for_validation(original: str, out_dir: str) -> list[str]:
     """The migrate step `migrate validate` runs when no migrated tree is given; error lines, none when done."""
     outcome = fix([original], root=original, target="npu", out_dir=out_dir)
@@ -225,4 +233,5 @@ def cache_clean() -> tuple[Path, int, int]:
 
 
 __all__ = ["scan", "fix", "explain", "rules", "resolve_settings", "UsageError", "ConfigError", "FixOutcome"]
-__all__ += ["apply_baseline", "baseline_text", "report", "validate", "plan", "trace_ops", "cache_clean"]
+__all__ += ["apply_baseline", "baseline_text", "report", "validate", "plan", "calibrate_plan", "trace_ops",
+            "cache_clean"]

@@ -12,6 +12,7 @@ from migrator.ground.config import find_root
 from migrator.ground.usage_error import UsageError
 
 if TYPE_CHECKING:  # the programs' layers are imported when a command runs
+    from migrator.plan.calibrate import Calibration
     from migrator.plan.runner import PlanResult
     from migrator.validation.parent.interop.msprobe_compare import MsprobeComparison
     from migrator.validation.parent.results import ValidationResult
@@ -111,6 +112,7 @@ def plan(model: str | Path, clusters: Sequence[str], *, global_batch: int, seq: 
             options["layout"] = layout
         assume, figures = cluster_profiles.split_assume(tuple(options.pop("assume", None) or ()))
         options["assumptions"] = parse_assume(assume, options.get("assumptions"))
+        options["assumed"] = frozenset(pair.partition("=")[0].strip().replace("-", "_") for pair in assume)
         if figures:
             options["figures"] = figures
         if not path.exists():
@@ -135,6 +137,47 @@ def plan(model: str | Path, clusters: Sequence[str], *, global_batch: int, seq: 
             cp = replace(cp, s0={**s0, "status": stage.status, "summary": stage.summary})
         checked.append(cp)
     return replace(result, clusters=tuple(checked))
+
+
+def calibrate_plan(model: str | Path | None, runs: Sequence[str | Path], logs: Sequence[str | Path] = (), *,
+                   clusters: Sequence[str] = (), root: str | Path | None = None, layout: str | None = None,
+                   global_batch: int | None = None, seq: int | None = None, dtype: str = "bf16",
+                   assume: Sequence[str] = (), entry: str | None = None,
+                   today: str | None = None) -> tuple[Path, Calibration]:
+    """`migrate plan --calibrate RUN.json` / `--calibrate-log FILE`: fit the cluster's efficiencies to the
+    measured steps (`migrator.plan.calibrate`) and write them, flagged calibrated, into the project's
+    pyproject.toml. MODEL (a tree or a config) serves the runs that do not name their model; a log's run uses
+    `layout`, `global_batch` and `seq`. Returns the file written and the calibration; bad or impossible
+    input raises UsageError naming the file and the field."""
+    from migrator.plan import calibrate as calibration
+    from migrator.plan import clusters as cluster_profiles
+    from migrator.plan.assumptions import AssumptionError, parse_assume
+    from migrator.plan.calibrate_input import CalibrationInputError, read_log, read_runs
+    from migrator.plan.configs import from_config
+    from migrator.plan.layout_spec import LayoutSyntaxError, parse_layout
+    from migrator.plan.model import ModelError
+
+    try:
+        rest, figures = cluster_profiles.split_assume(tuple(assume))
+        base = parse_assume(rest)
+        measured = [run for f in runs for run in read_runs(f, from_config, parse_layout)]
+        if logs and not (layout and global_batch and seq):
+            raise UsageError(f"--calibrate-log {logs[0]}: a log does not state its run: give --layout (the layout it "
+                             "ran), --global-batch and --seq")
+        measured += [read_log(f, parse_layout(layout or ""), global_batch or 0, seq or 0) for f in logs]
+        named = {run.cluster for run in measured if run.cluster} | set(clusters)
+        if len(named) != 1:
+            raise UsageError("--calibrate fits one cluster: " + (
+                f"the runs and --cluster name {', '.join(sorted(named))}" if named else
+                "give --cluster NAME or a \"cluster\" field in the run record"))
+        found_root = Path(root) if root else find_root([Path(model) if model and Path(model).is_dir() else Path.cwd()])
+        cluster = cluster_profiles.load(list(named), found_root)[0]
+        cluster = cluster.with_figures(figures) if figures else cluster
+        result = calibration.fit(measured, calibration.model_of_runs(model, entry), cluster, base, dtype, today)
+        return calibration.write(found_root, result), result
+    except (CalibrationInputError, ModelError, cluster_profiles.ClusterError, LayoutSyntaxError,
+            AssumptionError) as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _check_pythonpath(original: Path, folders: Any) -> None:

@@ -177,6 +177,25 @@ def _measure(name: str, tree: str | None) -> None:
     click.echo(f"wrote [tool.migrate.clusters.{name}] to {path}; plan with: migrate plan MODEL --cluster {name}")
 
 
+def _calibrate(model: str | None, runs: tuple[str, ...], logs: tuple[str, ...], clusters: tuple[str, ...],
+               layout: str | None, dtype: str, assume: tuple[str, ...], entry: str | None) -> None:
+    """`plan --calibrate RUN.json` / `--calibrate-log FILE`: before and after, then where it was written."""
+    from migrator import api
+
+    context = click.get_current_context()
+    given = [name for name in ("global_batch", "seq")
+             if context.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
+    if logs and not (layout and len(given) == 2):
+        _fail(f"--calibrate-log {logs[0]}: a log does not state its run: give --layout (the layout it ran), "
+              "--global-batch and --seq")
+    path, result = api.calibrate_plan(model, runs, logs, clusters=clusters, layout=layout, dtype=dtype, assume=assume,
+                                      entry=entry, global_batch=context.params["global_batch"],
+                                      seq=context.params["seq"])
+    click.echo("\n".join(result.lines()))
+    click.echo(f"wrote [tool.migrate.clusters.{result.cluster}] to {path}; plan with: migrate plan MODEL --cluster "
+               f"{result.cluster} (--explain shows the calibration)")
+
+
 def _compare_msprobe(target: str | None, golden: str | None, cross_device: bool, output: str | None, fmt: str,
                      verbose: bool) -> None:
     from migrator.api import programs as api_programs
@@ -211,13 +230,16 @@ def _compare_msprobe(target: str | None, golden: str | None, cross_device: bool,
 @click.option("--layout", help="Evaluate this layout instead of searching: tp=8,pp=35,vpp=3,dp=8,cp=1,ep=1,zero=1,recompute=selective,sp=on,mb=1 (keys left out: 1 / off defaults; dp from --devices).")
 @click.option("--assume", "assume", multiple=True, metavar="KEY=VALUE", help="Set a modelling assumption or a cluster figure (repeatable), e.g. attention=eager, dp_overlap=0, schedule=dualpipe, peak_tflops_bf16=300 (flagged user); --explain lists them all.")
 @click.option("--explain", is_flag=True, help="List every assumption and cluster figure with its provenance and source; with --layout, also the search's pick and the terms that make it faster.")
-@click.option("--strict", is_flag=True, help="Refuse (exit 2) a cluster whose figures are not all measured or first-party, listing them.")
+@click.option("--strict", is_flag=True, help="Refuse (exit 2) a cluster whose figures are not all measured, calibrated or first-party, listing them.")
 @click.option("--measure", metavar="NAME", help="Measure this machine (GEMM per dtype, memory copy, collectives; NPU, CUDA or CPU) and write [tool.migrate.clusters.NAME] into the project's pyproject.toml, every figure flagged measured; then plan with --cluster NAME.")
+@click.option("--calibrate", "calibrate", multiple=True, type=click.Path(dir_okay=False), metavar="RUN.json", help="Fit the cluster's efficiencies to measured step times and write them, flagged calibrated, into [tool.migrate.clusters.NAME]: a `migrate validate --bench -o` result or hand records {cluster, model, layout, global_batch, seq_len, step_time_s, source} (repeatable).")
+@click.option("--calibrate-log", "calibrate_log", multiple=True, type=click.Path(dir_okay=False), metavar="FILE", help="As --calibrate, from a Megatron / MindSpeed log's 'elapsed time per iteration (ms)' lines (median after the first); give --layout, --global-batch and --seq of its run.")
 def plan_command(model: str | None, model_config: str | None, clusters: tuple[str, ...], global_batch: int, seq: int,
                  dtype: str, devices: int | None, top: int, failure_rate: float | None,
                  checkpoint_seconds: float | None, entry: str | None, check_s0: bool, write_launch: str | None,
                  script: str, fmt: str, output: str | None, layout: str | None, assume: tuple[str, ...],
-                 explain: bool, strict: bool, measure: str | None) -> None:
+                 explain: bool, strict: bool, measure: str | None, calibrate: tuple[str, ...],
+                 calibrate_log: tuple[str, ...]) -> None:
     """Propose parallel layouts (TP / PP / DP / EP, ZeRO, recomputation) for MODEL on each cluster.
 
     MODEL is a tree with validate.py (read on the meta device in a child process) or use --model CONFIG.json.
@@ -230,6 +252,9 @@ def plan_command(model: str | None, model_config: str | None, clusters: tuple[st
 
         if measure:
             _measure(measure, model)
+            return
+        if calibrate or calibrate_log:
+            _calibrate(model or model_config, calibrate, calibrate_log, clusters, layout, dtype, assume, entry)
             return
         if not clusters:
             _fail("give --cluster NAME (or --measure NAME to measure this machine)")

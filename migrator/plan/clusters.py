@@ -1,9 +1,11 @@
 """Cluster profiles: the shipped `clusters/profiles.yaml` plus the user's `[tool.migrate.clusters]`.
 
 Every figure keeps its source and its provenance kind (`flag`: first-party / announced / derived /
-measured / user). A shipped figure that is null takes its derived default from `calibration.DERIVED_FIGURES`
-if there is one; otherwise it is never guessed: `Cluster.need(key)` raises :class:`MissingFigure`, which
-names the profile, the key and where to set it.
+calibrated / measured / user). `calibrated` (`plan --calibrate`: fitted to a step time measured on the
+machine) ranks above derived and announced and just below measured: `--strict` accepts it. A shipped
+figure that is null takes its derived default from `calibration.DERIVED_FIGURES` if there is one;
+otherwise it is never guessed: `Cluster.need(key)` raises :class:`MissingFigure`, which names the
+profile, the key and where to set it.
 """
 
 from __future__ import annotations
@@ -22,13 +24,16 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-FLAGS = ("first-party", "announced", "derived", "measured", "user")
-STRICT_FLAGS = ("first-party", "measured")  # what `plan --strict` accepts
+FLAGS = ("first-party", "announced", "derived", "calibrated", "measured", "user")
+STRICT_FLAGS = ("first-party", "measured", "calibrated")  # what `plan --strict` accepts
 _OLD_FLAGS = {"verified": "first-party"}
 KEYS = ("devices", "devices_per_node", "domain_size", "domain_GBps", "scale_out_GBps", "hbm_GB", "hbm_GBps",
         "storage_write_GBps")
 DTYPES = ("bf16", "fp16", "fp8", "fp32")
-META = ("title", "base", "device", "date", "versions", "backend")  # what `plan --measure` records besides figures
+# the cost model's efficiencies a cluster may carry (`plan --calibrate` fits them): fractions of the peak
+EFFICIENCY_KEYS = ("gemm_efficiency", "attention_efficiency", "link_efficiency")
+# what `plan --measure` and `plan --calibrate` record besides figures
+META = ("title", "base", "device", "date", "versions", "backend", "calibration")
 
 
 class ClusterError(ValueError):
@@ -55,6 +60,7 @@ class Cluster:
     title: str
     figures: tuple[tuple[str, Figure], ...]
     origin: str  # the file it came from
+    calibration: tuple[str, ...] = ()  # `plan --calibrate`'s record: the runs, before and after (for --explain)
 
     def figure(self, key: str) -> Figure:
         return dict(self.figures).get(key, Figure(None, "user", "not in the profile"))
@@ -74,7 +80,12 @@ class Cluster:
         return self.with_figures({"devices": Figure(devices, "user", "--devices")})
 
     def with_figures(self, changes: dict[str, Figure]) -> Cluster:
-        return Cluster(self.name, self.title, tuple({**dict(self.figures), **changes}.items()), self.origin)
+        return Cluster(self.name, self.title, tuple({**dict(self.figures), **changes}.items()), self.origin,
+                       self.calibration)
+
+    def efficiencies(self) -> dict[str, float]:
+        """The efficiency figures this cluster sets (calibrated ones), to replace the global assumptions."""
+        return {k: float(f.value) for k in EFFICIENCY_KEYS if (f := self.figure(k)).value is not None}
 
     def used(self, dtype: str) -> list[tuple[str, Figure]]:
         """The figures a plan in DTYPE reads (other dtypes' peaks left out), with their values."""
@@ -82,12 +93,13 @@ class Cluster:
                 and (not k.startswith("peak_tflops_") or k == f"peak_tflops_{dtype}")]
 
     def not_strict(self, dtype: str) -> list[str]:
-        """`KEY (flag)` for each figure a plan in DTYPE reads that is neither measured nor first-party."""
+        """`KEY (flag)` for each figure a plan in DTYPE reads that is neither measured, calibrated nor first-party."""
         return [f"{k} ({f.flag})" for k, f in self.used(dtype) if f.flag not in STRICT_FLAGS]
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "title": self.title, "origin": self.origin,
-                "figures": {k: f.to_json() for k, f in self.figures}}
+                "figures": {k: f.to_json() for k, f in self.figures},
+                **({"calibration": list(self.calibration)} if self.calibration else {})}
 
 
 def _figure(raw: Any, where: str) -> Figure:
@@ -133,15 +145,29 @@ def _profile(name: str, raw: Any, origin: str, base: Cluster | None = None) -> C
     for key, value in raw.items():
         if key in META:
             continue
-        if not _known(key):
+        if not _known(key) and key not in EFFICIENCY_KEYS:
             raise ClusterError(f"{origin}: cluster {name!r}: unknown key {key!r} "
-                               f"(known: {', '.join(KEYS)}, peak_tflops_{{{','.join(DTYPES)}}})")
+                               f"(known: {', '.join(KEYS + EFFICIENCY_KEYS)}, peak_tflops_{{{','.join(DTYPES)}}})")
         fig = _figure(value, f"{origin}: cluster {name!r} {key}")
+        if key in EFFICIENCY_KEYS and fig.value is not None and fig.value > 1:
+            raise ClusterError(f"{origin}: cluster {name!r} {key}: an efficiency is a fraction of the peak "
+                               f"(0 < value <= 1), got {fig.value!r}")
         if origin.endswith("pyproject.toml") and not isinstance(value, dict):
             fig = Figure(fig.value, "user", origin)
         figs[key] = fig
     title = str(raw.get("title") or (base.title if base else name))
-    return Cluster(name, title, tuple(figs.items()), origin)
+    return Cluster(name, title, tuple(figs.items()), origin, _calibration_lines(raw.get("calibration"), origin, name))
+
+
+def _calibration_lines(raw: Any, origin: str, name: str) -> tuple[str, ...]:
+    """`calibration = {lines = [...]}` as `plan --calibrate` writes it (what --explain prints)."""
+    if raw is None:
+        return ()
+    lines = raw.get("lines") if isinstance(raw, dict) else None
+    if not isinstance(lines, list) or not all(isinstance(line, str) for line in lines):
+        raise ClusterError(f"{origin}: cluster {name!r} calibration: expected a table with lines = [strings] "
+                           "(as `migrate plan --calibrate` writes it)")
+    return tuple(lines)
 
 
 def _with_derived(cluster: Cluster) -> Cluster:

@@ -3,7 +3,7 @@ the pipeline bubble of its schedule, memory by kind; and the constraints a given
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import cost
@@ -67,6 +67,13 @@ class Job:
     seq: int
     dtype: str = "bf16"
     assumptions: Assumptions = field(default_factory=Assumptions)
+
+
+def on_cluster(job: Job, cluster: Cluster, assumed: frozenset[str] = frozenset()) -> Job:
+    """The job with the cluster's own (calibrated) efficiencies in place of the global assumptions; a key the
+    user set with --assume (`assumed`) keeps the user's value."""
+    own: dict[str, Any] = {k: v for k, v in cluster.efficiencies().items() if k not in assumed}
+    return replace(job, assumptions=replace(job.assumptions, **own)) if own else job
 
 
 def schedule_of(layout: Layout, a: Assumptions) -> str:

@@ -68,8 +68,10 @@ def profile(doc: dict[str, Any], today: str | None = None) -> dict[str, Any]:
     return out
 
 
-def write_profile(root: Path, name: str, table: dict[str, Any]) -> Path:
-    """Set `[tool.migrate.clusters.NAME]` in ROOT/pyproject.toml (created if absent), the rest unchanged."""
+def write_profile(root: Path, name: str, table: dict[str, Any], merge: bool = False) -> Path:
+    """Set `[tool.migrate.clusters.NAME]` in ROOT/pyproject.toml (created if absent), the rest unchanged;
+    `merge` keeps the table's other keys (`plan --calibrate`). A dict value is an inline table, or a
+    sub-table when it holds a list (one line per item)."""
     import tomlkit
 
     from migrator.ground import safe_write
@@ -84,17 +86,34 @@ def write_profile(root: Path, name: str, table: dict[str, Any]) -> Path:
         node = node[key]
         if not isinstance(node, dict):
             raise ClusterError(f"{path}: [{key}] must be a table")
-    entry = tomlkit.table()
+    entry = node.get(name) if merge else None
+    if entry is None:
+        entry = node[name] = tomlkit.table()
+    elif not isinstance(entry, dict):
+        raise ClusterError(f"{path}: [tool.migrate.clusters.{name}] must be a table")
+    for key in table:  # replaced keys go, so a sub-table is written after the figures
+        entry.pop(key, None)
     for key, value in table.items():
-        if isinstance(value, dict):
-            inline = tomlkit.inline_table()
-            inline.update(value)
-            entry[key] = inline
-        else:
-            entry[key] = value
-    node[name] = entry
+        entry[key] = _toml_value(value) if isinstance(value, dict) else value
     safe_write.write_text(path, tomlkit.dumps(doc), root=root)
     return path
+
+
+def _toml_value(value: dict[str, Any]) -> Any:
+    import tomlkit
+
+    if not any(isinstance(v, list) for v in value.values()):
+        inline = tomlkit.inline_table()
+        inline.update(value)
+        return inline
+    sub = tomlkit.table()
+    for key, item in value.items():
+        if isinstance(item, list):
+            lines = tomlkit.array()
+            lines.extend(item)
+            item = lines.multiline(True)
+        sub[key] = item
+    return sub
 
 
 def measure(root: Path, name: str) -> tuple[Path, list[str]]:

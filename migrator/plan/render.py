@@ -99,6 +99,9 @@ def provenance(cp: ClusterPlan, dtype: str, explain: bool) -> list[str]:
     out = [f"   figures {kind} (not first-party): {', '.join(keys)}" for kind, keys in kinds.items()]
     if explain:
         out += ["   figures (value, kind: source):"] + [f"   - {k} = {f.value:g}, {f.flag}: {f.source.removeprefix(f.flag + ': ')}" for k, f in used]
+        if cp.cluster.calibration:  # plan --calibrate: the efficiencies and each run's step, before and after
+            out += ["   calibration (its efficiencies replace the assumptions of the same name here):"] + \
+                [f"   - {line}" for line in cp.cluster.calibration]
     return out
 
 

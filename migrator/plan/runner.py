@@ -10,7 +10,7 @@ from .assumptions import Assumptions, explain_lines
 from .cluster_plan import ClusterPlan
 from .clusters import Cluster, Figure, MissingFigure
 from .cost import Layout
-from .estimate import layout_problems
+from .estimate import layout_problems, on_cluster
 from .fault import LLAMA3_FAILURES_PER_DEVICE_HOUR, plan_faults
 from .model import ModelShape
 from .search import Estimate, Job, compare, duration, estimate, search
@@ -142,9 +142,11 @@ def plan(model: ModelShape, clusters: list[Cluster], *, global_batch: int, seq: 
          devices: int | None = None, top: int = 3, failure_rate: float = LLAMA3_FAILURES_PER_DEVICE_HOUR,
          checkpoint_seconds: float | None = None, assumptions: Assumptions | None = None,
          layout: Layout | None = None, explain: bool = False, strict: bool = False,
-         figures: dict[str, Figure] | None = None) -> PlanResult:
+         figures: dict[str, Figure] | None = None, assumed: frozenset[str] = frozenset()) -> PlanResult:
     """`figures` (from `--assume KEY=VALUE` on a cluster key) replace each cluster's; `strict` refuses a
-    cluster whose plan would read a figure that is neither measured nor first-party."""
+    cluster whose plan would read a figure that is neither measured, calibrated nor first-party. A cluster's
+    calibrated efficiencies replace the global assumptions for it, except the keys in `assumed` (set by
+    --assume)."""
     job = Job(model, global_batch, seq, dtype, assumptions or Assumptions())
     plans = []
     for cluster in clusters:
@@ -152,16 +154,18 @@ def plan(model: ModelShape, clusters: list[Cluster], *, global_batch: int, seq: 
         weak = cluster.not_strict(dtype) if strict else []
         if weak:
             plans.append(ClusterPlan(cluster, devices or 0, 0, (), (), None, error=(
-                f"--strict: cluster {cluster.name!r} has figures that are neither measured nor first-party: "
+                f"--strict: cluster {cluster.name!r} has figures that are neither measured, calibrated nor "
+                f"first-party: "
                 f"{', '.join(weak)}; set measured values in [tool.migrate.clusters.{cluster.name}] "
                 "(e.g. hbm_GBps = {value = 1500, flag = \"measured\", source = \"...\"}) or drop --strict")))
             continue
         try:
+            here = on_cluster(job, cluster, assumed)
             if layout is not None:
-                plans.append(evaluate_cluster(job, cluster, layout, devices, failure_rate, checkpoint_seconds,
+                plans.append(evaluate_cluster(here, cluster, layout, devices, failure_rate, checkpoint_seconds,
                                               explain))
             else:
-                plans.append(plan_cluster(job, cluster, devices, top, failure_rate, checkpoint_seconds))
+                plans.append(plan_cluster(here, cluster, devices, top, failure_rate, checkpoint_seconds))
         except MissingFigure as exc:
             plans.append(ClusterPlan(cluster, devices or 0, 0, (), (), None, error=str(exc)))
     notes = tuple(explain_lines(job.assumptions)) if explain else ()

@@ -117,7 +117,7 @@ def world_sizes(devices: int, cluster: Cluster) -> list[int]:
 
 
 def duration(seconds: float) -> str:
-    return f"{seconds:.3g} s" if seconds >= 1 else f"{seconds * 1e3:.3g} ms"
+    return f"{seconds:.3g} s" if seconds >= 0.9995 else f"{seconds * 1e3:.3g} ms"  # 0.9999 s: "1 s", not "1e+03 ms"
 
 
 def explain(job: Job, cluster: Cluster, ranked: list[Estimate]) -> list[str]:
