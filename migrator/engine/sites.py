@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from migrator.catalogue import units
-from migrator.catalogue.site import NOT_LITERAL, STAR_IMPORT, Arg, CallSite, Declined, string_shape
+from migrator.catalogue.site import NOT_LITERAL, STAR_IMPORT, Arg, CallSite, Declined, callee_name, string_shape
 from migrator.engine.guards import AVAILABILITY, cuda_only, guarded_calls
 from migrator.ground.kinds import FixKind
 
@@ -84,6 +84,7 @@ def build_site(checker: Any, source: SourceText, rule: Rule, node: ast.AST, symb
                 for v in node.values
             )
     root = tuple(dotted(node) or ())
+    outer = checker.first_arg_of.get(id(node)) if call is None else None
     operands: tuple[str, ...] = ()
     if isinstance(node, ast.Compare):
         operands = tuple(segment(source, o) for o in (node.left, *node.comparators))
@@ -95,6 +96,8 @@ def build_site(checker: Any, source: SourceText, rule: Rule, node: ast.AST, symb
         in_pattern=id(node) in checker.pattern_nodes, build_file=checker.build_file,
         default_of_choices=id(node) in checker.defaults_with_choices,
         guards=(guards or {}).get(getattr(node, "lineno", 0), "") if symbol == AVAILABILITY else "",
+        passed_to=callee_name(dotted(outer.func) or (), checker.aliases) if outer is not None else "",
+        passed_args=_args(outer, source) if outer is not None else (), assigned=id(node) in checker.assigned_values,
     )
 
 

@@ -70,6 +70,8 @@ class _Fixer(cst.CSTTransformer):
         self.findings = findings
         self.rules = rules
         self.call_funcs: dict[int, Key] = {}  # id(original callee node) -> its range
+        self.first_arg_of: dict[int, cst.Call] = {}  # id(original first positional argument) -> its call
+        self.assigned_values: set[int] = set()  # ids of the original whole values of assignments
         self.defaults_with_choices: set[int] = set()  # id of each original `default=` value beside a `choices=`
         self.guards: dict[int, str] = {}  # line of an availability check -> the CUDA-only call it guards
         self.done: set[tuple[Key, str]] = set()
@@ -106,7 +108,9 @@ class _Fixer(cst.CSTTransformer):
                 continue
             site = build_site(self.ctx, finding, original if original is not None else updated, call if at_call else None,
                               in_pattern=self.pattern_depth > 0, default_of_choices=id(original) in self.defaults_with_choices,
-                              guards=self.guards.get(finding.line, "") if finding.symbol == AVAILABILITY else "")
+                              guards=self.guards.get(finding.line, "") if finding.symbol == AVAILABILITY else "",
+                              passed_in=None if at_call else self.first_arg_of.get(id(original)),
+                              assigned=id(original) in self.assigned_values)
             verdict = units.precheck(rule, site)
             if isinstance(verdict, Declined):
                 self.ctx.decline(finding, verdict.reason)
@@ -189,10 +193,19 @@ class _Fixer(cst.CSTTransformer):
         key = self._key(node.func)
         if key is not None:
             self.call_funcs[id(node.func)] = key
+        if node.args and node.args[0].keyword is None and not node.args[0].star:
+            self.first_arg_of[id(node.args[0].value)] = node
         if any(a.keyword is not None and a.keyword.value == "choices" for a in node.args):
             self.defaults_with_choices.update(
                 id(a.value) for a in node.args if a.keyword is not None and a.keyword.value == "default")
         return True
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.assigned_values.add(id(node.value))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self.assigned_values.add(id(node.value))
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         new = self._apply(updated, self._key(original), at_call=True, is_callee=id(original) in self.call_funcs,
