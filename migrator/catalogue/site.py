@@ -177,3 +177,8 @@ BUILD_FILES = frozenset({"setup.py"})
 def is_build_file(path: str) -> bool:
     """`setup.py` (any folder): "nccl", "cuda" there name libraries, flags and paths of a build, not devices."""
     return path.rsplit("/", 1)[-1] in BUILD_FILES
+
+
+def is_package_init(path: str) -> bool:
+    """A package's `__init__.py`: its module-level imports are what `from pkg import name` gives importers."""
+    return path.rsplit("/", 1)[-1] == "__init__.py"

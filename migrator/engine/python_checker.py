@@ -124,9 +124,11 @@ class CheckerFacade:
 
 
 class PythonChecker(ast.NodeVisitor):
-    def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST, build_file: bool = False):
+    def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST, build_file: bool = False,
+                 package_init: bool = False):
         self.catalogue = catalogue
         self.build_file = build_file  # setup.py: string fixes are declined (`catalogue.site.is_build_file`)
+        self.package_init = package_init  # __init__.py: its module-level imports are re-exports
         self.enabled = enabled
         self.aliases = collect_aliases(tree)
         self.guarded = guarded_imports(tree)
@@ -408,12 +410,12 @@ class PythonChecker(ast.NodeVisitor):
 
 def check_module(
     tree: ast.AST, source: SourceText, catalogue: Catalogue, enabled: Callable[[Rule], bool], target: str = "npu",
-    build_file: bool = False,
+    build_file: bool = False, package_init: bool = False,
 ) -> PythonChecker:
     """Every rule's hits in the module; a hit its rule's precheck declines carries the reason."""
     from migrator.engine.sites import precheck_hits
 
-    checker = PythonChecker(catalogue, enabled, tree, build_file)
+    checker = PythonChecker(catalogue, enabled, tree, build_file, package_init)
     checker.visit(tree)
     _advise(tree, source.text, checker)
     _triton(tree, checker)
