@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import re
 import tokenize
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +52,11 @@ class CallSite:
     build_file: bool = False  # the file builds the package (`setup.py`): its strings name libraries and flags
     default_of_choices: bool = False  # the `default=` of a call that also passes `choices=` (argparse)
     guards: str = ""  # an availability check: the CUDA-only call it guards that stays manual (engine/guards.py)
+    # an uncalled value: the call it is the first positional argument of (`getattr`, `functools.partial`,
+    # resolved by `callee_name`) and that call's arguments; `assigned`: it is an assignment's whole value
+    passed_to: str = ""
+    passed_args: tuple[Arg, ...] = ()
+    assigned: bool = False
 
     @property
     def star(self) -> bool:
@@ -114,6 +120,22 @@ def needs_call(site: CallSite) -> Declined | None:
     return None
 
 
+BUILTIN_CALLEES = frozenset({"getattr"})  # builtins a value-use rule asks about, when the module does not rebind them
+
+
+def callee_name(parts: Sequence[str], aliases: Mapping[str, set[str]]) -> str:
+    """The one qualified name a callee's dotted parts spell (`functools.partial`, `partial` after `from
+    functools import partial`, the builtin `getattr`), or "" (unknown, or names that disagree). The scan
+    passes `ast` parts, the fixer libcst's, so both name the call the same way."""
+    if not parts:
+        return ""
+    if parts[0] in aliases:
+        rest = "".join("." + p for p in parts[1:])
+        names = {base + rest for base in aliases[parts[0]]}
+        return names.pop() if len(names) == 1 else ""
+    return parts[0] if len(parts) == 1 and parts[0] in BUILTIN_CALLEES else ""
+
+
 def literal_of(text: str) -> Any:
     """The value of a literal's source text (`1e-3`, `(0.9, 0.999)`, `"O1"`), else NOT_LITERAL."""
     import ast
@@ -155,3 +177,8 @@ BUILD_FILES = frozenset({"setup.py"})
 def is_build_file(path: str) -> bool:
     """`setup.py` (any folder): "nccl", "cuda" there name libraries, flags and paths of a build, not devices."""
     return path.rsplit("/", 1)[-1] in BUILD_FILES
+
+
+def is_package_init(path: str) -> bool:
+    """A package's `__init__.py`: its module-level imports are what `from pkg import name` gives importers."""
+    return path.rsplit("/", 1)[-1] == "__init__.py"

@@ -124,9 +124,11 @@ class CheckerFacade:
 
 
 class PythonChecker(ast.NodeVisitor):
-    def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST, build_file: bool = False):
+    def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST, build_file: bool = False,
+                 package_init: bool = False):
         self.catalogue = catalogue
         self.build_file = build_file  # setup.py: string fixes are declined (`catalogue.site.is_build_file`)
+        self.package_init = package_init  # __init__.py: its module-level imports are re-exports
         self.enabled = enabled
         self.aliases = collect_aliases(tree)
         self.guarded = guarded_imports(tree)
@@ -138,6 +140,8 @@ class PythonChecker(ast.NodeVisitor):
         self.members_seen: set[tuple[str, str]] = set()
         self.command_strings: set[int] = set()  # ids of the strings passed to a command runner (subprocess, os.system)  # (code, symbol) of `scope: members` uses reported
         self.call_of: dict[int, ast.Call] = {}  # id of every call's callee expression -> the call
+        self.first_arg_of: dict[int, ast.Call] = {}  # id of every call's first positional argument -> the call
+        self.assigned_values: set[int] = set()  # ids of the whole values of assignments (`x = <value>`)
         self.defaults_with_choices: set[int] = set()  # id of each `default=` value beside a `choices=`
         self.pattern_nodes: set[int] = set()  # ids of the nodes inside `case` patterns
         self.hits: list[tuple[Rule, ast.AST, str, str | None, dict]] = []
@@ -265,6 +269,8 @@ class PythonChecker(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         self.call_of[id(node.func)] = node
+        if node.args and not isinstance(node.args[0], ast.Starred):
+            self.first_arg_of[id(node.args[0])] = node
         if any(k.arg == "choices" for k in node.keywords):
             self.defaults_with_choices.update(id(k.value) for k in node.keywords if k.arg == "default")
         func_names = self.qualnames(node.func)
@@ -284,6 +290,7 @@ class PythonChecker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
+        self.assigned_values.add(id(node.value))
         # `x = torch.randn(...)`: x is a tensor for the coverage family's method lookups
         if isinstance(node.value, ast.Call) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             names = self.qualnames(node.value.func)
@@ -309,6 +316,8 @@ class PythonChecker(ast.NodeVisitor):
                 self.claim(n)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.assigned_values.add(id(node.value))
         self.claim_strings(node.annotation)
         self.generic_visit(node)
 
@@ -401,12 +410,12 @@ class PythonChecker(ast.NodeVisitor):
 
 def check_module(
     tree: ast.AST, source: SourceText, catalogue: Catalogue, enabled: Callable[[Rule], bool], target: str = "npu",
-    build_file: bool = False,
+    build_file: bool = False, package_init: bool = False,
 ) -> PythonChecker:
     """Every rule's hits in the module; a hit its rule's precheck declines carries the reason."""
     from migrator.engine.sites import precheck_hits
 
-    checker = PythonChecker(catalogue, enabled, tree, build_file)
+    checker = PythonChecker(catalogue, enabled, tree, build_file, package_init)
     checker.visit(tree)
     _advise(tree, source.text, checker)
     _triton(tree, checker)

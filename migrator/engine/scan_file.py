@@ -17,7 +17,7 @@ import pathspec
 
 from migrator.catalogue import units
 from migrator.catalogue.loader import Catalogue, Rule, load_catalogue
-from migrator.catalogue.site import is_build_file
+from migrator.catalogue.site import is_build_file, is_package_init
 from migrator.engine import config_checker, config_reader, notebook, text_checkers
 from migrator.engine.coverage_checker import coverage_hits, depends_on_training
 from migrator.engine.markers import unattributed
@@ -395,7 +395,8 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes) -> PythonFact
     if not PREFILTER.search(data):
         return PythonFacts((), set())  # parsed (so syntax errors are reported) but nothing to look for
     try:
-        checker = check_module(tree, source, scan.catalogue, scan.enabled, scan.options.target, is_build_file(scan.rel))
+        checker = check_module(tree, source, scan.catalogue, scan.enabled, scan.options.target, is_build_file(scan.rel),
+                               is_package_init(scan.rel))
     except RecursionError:
         scan.meta("parse-error", f"cannot check {scan.rel}: its expressions nest too deeply to walk "
                                  f"(over Python's recursion limit of {sys.getrecursionlimit()})")

@@ -13,8 +13,9 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from migrator.catalogue import units
-from migrator.catalogue.site import NOT_LITERAL, STAR_IMPORT, Arg, CallSite, Declined, string_shape
+from migrator.catalogue.site import NOT_LITERAL, STAR_IMPORT, Arg, CallSite, Declined, callee_name, string_shape
 from migrator.engine.guards import AVAILABILITY, cuda_only, guarded_calls
+from migrator.engine.import_scopes import IMPORT_EXPORTED, ImportScopes
 from migrator.ground.kinds import FixKind
 
 if TYPE_CHECKING:
@@ -84,6 +85,7 @@ def build_site(checker: Any, source: SourceText, rule: Rule, node: ast.AST, symb
                 for v in node.values
             )
     root = tuple(dotted(node) or ())
+    outer = checker.first_arg_of.get(id(node)) if call is None else None
     operands: tuple[str, ...] = ()
     if isinstance(node, ast.Compare):
         operands = tuple(segment(source, o) for o in (node.left, *node.comparators))
@@ -95,6 +97,8 @@ def build_site(checker: Any, source: SourceText, rule: Rule, node: ast.AST, symb
         in_pattern=id(node) in checker.pattern_nodes, build_file=checker.build_file,
         default_of_choices=id(node) in checker.defaults_with_choices,
         guards=(guards or {}).get(getattr(node, "lineno", 0), "") if symbol == AVAILABILITY else "",
+        passed_to=callee_name(dotted(outer.func) or (), checker.aliases) if outer is not None else "",
+        passed_args=_args(outer, source) if outer is not None else (), assigned=id(node) in checker.assigned_values,
     )
 
 
@@ -139,7 +143,7 @@ def precheck_hits(checker: Any, source: SourceText, tree: ast.AST, target: str) 
     """Set `manual_reason` on every hit whose rule's precheck declines it (the fixer's reason)."""
     hits = [(rule, node, symbol, replacement, extra) for rule, node, symbol, replacement, extra in checker.hits
             if not manual_rule(rule) and not extra.get("ambiguous")]
-    covered: Counter[str] = Counter()  # names whose use a fix rewrites away
+    covered: list[ast.Name] = []  # the names of the uses a fix rewrites away
     imports = []
     guards = guarded_calls(
         tree, [node.lineno for _r, node, symbol, _x, _e in checker.hits if symbol == AVAILABILITY],
@@ -147,25 +151,33 @@ def precheck_hits(checker: Any, source: SourceText, tree: ast.AST, target: str) 
          if not extra.get("is_import") and cuda_only(symbol, manual_rule(rule))])
     for rule, node, symbol, replacement, extra in hits:
         if extra.get("is_import") and removes_import(rule):
-            imports.append((rule, symbol, extra))
+            imports.append((node, symbol, extra))
             continue
         verdict = units.precheck(rule, build_site(checker, source, rule, node, symbol, replacement, extra, target, guards))
         if isinstance(verdict, Declined):
             extra["manual_reason"] = verdict.reason
         elif (root := _root_name(node)) is not None and removes_import(rule):
-            covered[root.id] += 1
+            covered.append(root)
     if imports:
-        _precheck_imports(imports, covered, name_uses(tree), checker.aliases)
+        _precheck_imports(imports, covered, ImportScopes(tree, name_uses, checker.package_init), checker.aliases)
 
 
-def _precheck_imports(imports: Iterable, covered: Counter[str], uses: Counter[str], aliases: dict[str, set[str]]) -> None:
-    for _rule, symbol, extra in imports:
+def _precheck_imports(imports: Iterable, covered: list[ast.Name], scopes: ImportScopes, aliases: dict[str, set[str]]) -> None:
+    """Each import is judged in the scope it binds its name in (`engine/import_scopes.py`), as the fixer does."""
+    for node, symbol, extra in imports:
         bound = extra.get("bound")
         if bound == "*":
             extra["manual_reason"] = STAR_IMPORT
-        elif symbol not in aliases.get(bound, ()):
+            continue
+        if symbol not in aliases.get(bound, ()):
             extra["manual_reason"] = IMPORT_STAYS  # `import a.b` binds `a`: removing it is not this fix's call
-        elif not uses.get(bound):
+            continue
+        scope = scopes.scope(node, bound)
+        uses = scopes.uses(scope).get(bound, 0)
+        inside = scopes.inside(scope)
+        if scopes.re_exported(scope, bound):
+            extra["manual_reason"] = IMPORT_EXPORTED
+        elif not uses:
             extra["manual_reason"] = IMPORT_UNUSED
-        elif covered.get(bound, 0) < uses[bound]:
+        elif sum(1 for r in covered if r.id == bound and (inside is None or id(r) in inside)) < uses:
             extra["manual_reason"] = IMPORT_STAYS

@@ -3,6 +3,7 @@ names a module uses (for that and for the imports `fix/imports.py` adds)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import libcst as cst
@@ -43,12 +44,75 @@ def name_counts(module: cst.Module) -> dict[str, int]:
     return counter.counts
 
 
+class _ScopedNameCounter(_NameCounter):
+    """Name uses per function too (source order, as `engine/import_scopes.ImportScopes` numbers them; each
+    function counts its whole subtree) and the names each function declares global or nonlocal."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.functions: list[dict[str, int]] = []
+        self.declared: list[set[str]] = []
+        self.names: list[str] = []
+        self.stack: list[int] = []
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.stack.append(len(self.functions))
+        self.functions.append({})
+        self.declared.append(set())
+        self.names.append(node.name.value)
+
+    def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
+        self.stack.pop()
+
+    def visit_Name(self, node: cst.Name) -> None:
+        super().visit_Name(node)
+        for index in self.stack:
+            counts = self.functions[index]
+            counts[node.value] = counts.get(node.value, 0) + 1
+
+    def visit_Global(self, node: cst.Global) -> None:
+        if self.stack:
+            self.declared[self.stack[-1]].update(item.name.value for item in node.names)
+
+    visit_Nonlocal = visit_Global  # type: ignore[assignment]  # same shape
+
+    def count(self, scope: int | None, name: str) -> int:
+        return (self.counts if scope is None else self.functions[scope]).get(name, 0)
+
+
+def scoped_counts(module: cst.Module) -> _ScopedNameCounter:
+    counter = _ScopedNameCounter()
+    module.visit(counter)
+    return counter
+
+
 class _ImportRemover(cst.CSTTransformer):
-    def __init__(self, unused: set[str]) -> None:
-        self.unused = unused
+    """Drops the unused aliases; a statement left empty is dropped by its block, which hands the comments
+    above it to the next statement (or keeps them at the block's end), so no comment is lost."""
+
+    def __init__(self, unused: Callable[[int | None, str], bool]) -> None:
+        self.unused = unused  # (innermost function or None, bound name) -> remove this alias
+        self.functions = 0
+        self.stack: list[int] = []
+        # the stand-ins of emptied statements by id (libcst would drop an empty one silently); held here so
+        # that no later node can get the id of one that was dropped
+        self.emptied: dict[int, cst.SimpleStatementLine] = {}
+
+    def _emptied(self, lines: Sequence[cst.EmptyLine]) -> cst.SimpleStatementLine:
+        stand_in = cst.SimpleStatementLine([cst.Pass()], leading_lines=lines)
+        self.emptied[id(stand_in)] = stand_in
+        return stand_in
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        self.stack.append(self.functions)
+        self.functions += 1
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
+        self.stack.pop()
+        return updated
 
     def _keep(self, alias: cst.ImportAlias) -> bool:
-        return bound_name(alias) not in self.unused
+        return not self.unused(self.stack[-1] if self.stack else None, bound_name(alias))
 
     def leave_Import(self, original: cst.Import, updated: cst.Import) -> cst.Import | cst.RemovalSentinel:
         return self._without_unused(updated)
@@ -69,25 +133,51 @@ class _ImportRemover(cst.CSTTransformer):
 
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
-    ) -> cst.SimpleStatementLine | cst.RemovalSentinel:
-        if not updated.body:
-            return cst.RemoveFromParent()
-        return updated
+    ) -> cst.SimpleStatementLine:
+        return self._emptied(updated.leading_lines) if not updated.body else updated
 
     def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
-        if not updated.body:  # a try: body that held only the removed import
-            return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()])])
-        return updated
+        body, comments = _without_empty(updated.body, self.emptied)
+        if not body:  # a try: body that held only the removed import
+            return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()], leading_lines=comments)])
+        return updated.with_changes(body=body, footer=[*comments, *updated.footer])
 
-    def leave_Try(self, original: cst.Try, updated: cst.Try) -> cst.Try | cst.RemovalSentinel:
-        """`try: <removed imports> except ImportError: ...` has nothing left to guard: drop it."""
+    def leave_Module(self, original: cst.Module, updated: cst.Module) -> cst.Module:
+        body, comments = _without_empty(updated.body, self.emptied)
+        return updated.with_changes(body=body, footer=[*comments, *updated.footer])
+
+    def leave_Try(self, original: cst.Try, updated: cst.Try) -> cst.Try | cst.SimpleStatementLine:
+        """`try: <removed imports> except ImportError: ...` has nothing left to guard: drop it (its comments
+        and those of its body go on, as an emptied statement's do)."""
         body = updated.body.body
         only_pass = all(
             isinstance(s, cst.SimpleStatementLine) and all(isinstance(x, cst.Pass) for x in s.body) for s in body
         )
         if only_pass and not original.body.body == updated.body.body and _guards_imports(updated):
-            return cst.RemoveFromParent()
+            lines = [*updated.leading_lines, *(line for s in body for line in getattr(s, "leading_lines", ()))]
+            return self._emptied(lines)
         return updated
+
+
+def _has_comment(lines: Sequence[cst.EmptyLine]) -> bool:
+    return any(line.comment is not None for line in lines)
+
+
+def _without_empty(body: Sequence[cst.BaseStatement], emptied: dict[int, cst.SimpleStatementLine]) -> tuple[list[cst.BaseStatement], list[cst.EmptyLine]]:
+    """The statements left once emptied ones are dropped; the comment lines above an emptied statement move
+    to the next one, and those with no next statement are returned for the block's footer."""
+    kept: list[cst.BaseStatement] = []
+    carried: list[cst.EmptyLine] = []
+    for statement in body:
+        if emptied.get(id(statement)) is statement:
+            if _has_comment(statement.leading_lines):
+                carried.extend(statement.leading_lines)
+            continue
+        if carried:
+            statement = statement.with_changes(leading_lines=[*carried, *getattr(statement, "leading_lines", ())])
+            carried = []
+        kept.append(statement)
+    return kept, carried
 
 
 def _guards_imports(node: cst.Try) -> bool:
@@ -102,11 +192,26 @@ def _guards_imports(node: cst.Try) -> bool:
     return True
 
 
-def remove_unused_imports(before: cst.Module, after: cst.Module, candidates: set[str]) -> tuple[cst.Module, set[str]]:
-    """Drop imports of fixed CUDA-only libraries whose bound name is used before but not after."""
+def remove_unused_imports(before: cst.Module, after: cst.Module, candidates: set[str],
+                          kept: Callable[[int | None, str], bool] | None = None) -> tuple[cst.Module, set[tuple[int | None, str]]]:
+    """Drop imports of fixed CUDA-only libraries whose bound name is used before but not after, in the scope
+    the import binds it in (a function's local, else the module: `engine/import_scopes.py`); `kept(scope,
+    name)`: an import that stays whatever its uses (a re-export). Returns the (scope, name) pairs removed."""
     if not candidates:
         return after, set()
-    used_before = name_counts(before)
-    used_after = name_counts(after)
-    unused = {n for n in candidates if used_before.get(n, 0) > 0 and used_after.get(n, 0) == 0}
-    return (after.visit(_ImportRemover(unused)) if unused else after), unused
+    used_before, used_after = scoped_counts(before), scoped_counts(after)
+    by_function = used_before.names == used_after.names  # the same functions: their counts compare
+
+    def unused(scope: int | None, name: str) -> bool:
+        if name not in candidates:
+            return False
+        if scope is not None and (not by_function or name in used_before.declared[scope]):
+            scope = None
+        if (kept is not None and kept(scope, name)) or used_before.count(scope, name) == 0 or used_after.count(scope, name):
+            return False
+        removed.add((scope, name))
+        return True
+
+    removed: set[tuple[int | None, str]] = set()
+    new = after.visit(_ImportRemover(unused))
+    return (new if removed else after), removed

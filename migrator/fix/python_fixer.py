@@ -19,14 +19,15 @@ import libcst as cst
 
 from migrator.catalogue import units
 from migrator.catalogue.loader import Rule
-from migrator.catalogue.site import CallSite, Declined
+from migrator.catalogue.site import CallSite, Declined, is_package_init
 from migrator.engine.guards import AVAILABILITY, cuda_only, guarded_calls
+from migrator.engine.import_scopes import IMPORT_EXPORTED, ImportScopes
 from migrator.engine.python_checker import collect_aliases
-from migrator.engine.sites import IMPORT_STAYS, IMPORT_UNUSED, manual_rule
+from migrator.engine.sites import IMPORT_STAYS, IMPORT_UNUSED, manual_rule, name_uses
 from migrator.fix import syntax
 from migrator.fix.context import Checkpoint, FixContext
 from migrator.fix.import_order import ImportStyle
-from migrator.fix.import_removal import name_counts, remove_unused_imports
+from migrator.fix.import_removal import remove_unused_imports
 from migrator.fix.imports import (
     REMOVABLE_ROOTS,
     USES_TORCH_NPU,
@@ -70,6 +71,8 @@ class _Fixer(cst.CSTTransformer):
         self.findings = findings
         self.rules = rules
         self.call_funcs: dict[int, Key] = {}  # id(original callee node) -> its range
+        self.first_arg_of: dict[int, cst.Call] = {}  # id(original first positional argument) -> its call
+        self.assigned_values: set[int] = set()  # ids of the original whole values of assignments
         self.defaults_with_choices: set[int] = set()  # id of each original `default=` value beside a `choices=`
         self.guards: dict[int, str] = {}  # line of an availability check -> the CUDA-only call it guards
         self.done: set[tuple[Key, str]] = set()
@@ -106,7 +109,9 @@ class _Fixer(cst.CSTTransformer):
                 continue
             site = build_site(self.ctx, finding, original if original is not None else updated, call if at_call else None,
                               in_pattern=self.pattern_depth > 0, default_of_choices=id(original) in self.defaults_with_choices,
-                              guards=self.guards.get(finding.line, "") if finding.symbol == AVAILABILITY else "")
+                              guards=self.guards.get(finding.line, "") if finding.symbol == AVAILABILITY else "",
+                              passed_in=None if at_call else self.first_arg_of.get(id(original)),
+                              assigned=id(original) in self.assigned_values)
             verdict = units.precheck(rule, site)
             if isinstance(verdict, Declined):
                 self.ctx.decline(finding, verdict.reason)
@@ -189,10 +194,19 @@ class _Fixer(cst.CSTTransformer):
         key = self._key(node.func)
         if key is not None:
             self.call_funcs[id(node.func)] = key
+        if node.args and node.args[0].keyword is None and not node.args[0].star:
+            self.first_arg_of[id(node.args[0].value)] = node
         if any(a.keyword is not None and a.keyword.value == "choices" for a in node.args):
             self.defaults_with_choices.update(
                 id(a.value) for a in node.args if a.keyword is not None and a.keyword.value == "default")
         return True
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        self.assigned_values.add(id(node.value))
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if node.value is not None:
+            self.assigned_values.add(id(node.value))
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
         new = self._apply(updated, self._key(original), at_call=True, is_callee=id(original) in self.call_funcs,
@@ -290,22 +304,27 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
     candidates = {n for n in fixer.removable} | {
         local for local, quals in aliases.items() if any(q.split(".")[0] in REMOVABLE_ROOTS for q in quals)
     }
-    new_module, removed = remove_unused_imports(module, new_module, candidates)
+    scopes = ImportScopes(tree, name_uses, bool(findings) and is_package_init(findings[0].path))
+    new_module, removed = remove_unused_imports(module, new_module, candidates, scopes.re_exported)
     # imports the scan already called manual never reach `fixer.import_findings`: judged here the same way
     seen = {id(f) for f in ctx.applied} | {id(f) for f, _ in ctx.declined} | {id(f) for f in fixer.import_findings}
     pending = [f for f in findings if id(f) not in seen and f.fix is None and f.line in import_lines]
-    before_counts = name_counts(module) if fixer.import_findings or pending else {}
+
+    def bound_by(f: Finding) -> list[tuple[int | None, str]]:  # (scope, name) of each name the import binds
+        return [(scopes.scope_at_line(f.line, local), local) for local, quals in aliases.items() if f.symbol in quals]
 
     def import_kept(f: Finding) -> str:  # why an import the fix does not remove stays (as the scan says)
-        bound = [local for local, quals in aliases.items() if f.symbol in quals]
-        return IMPORT_UNUSED if bound and not any(before_counts.get(local) for local in bound) else IMPORT_STAYS
+        bound = bound_by(f)
+        if any(scopes.re_exported(scope, local) for scope, local in bound):
+            return IMPORT_EXPORTED
+        return IMPORT_UNUSED if bound and not any(scopes.uses(scope).get(local) for scope, local in bound) else IMPORT_STAYS
 
     for f in pending:
         renamed = rules[f.code].fix == "rename"  # an alias renamed in place: the rule's own verdict
         verdict = units.precheck(rules[f.code], CallSite(f.code, f.symbol, target, is_import=True)) if renamed else None
         ctx.decline(f, verdict.reason if isinstance(verdict, Declined) else import_kept(f))
     for f in fixer.import_findings:
-        if f.symbol and any(local in removed for local, quals in aliases.items() if f.symbol in quals):
+        if f.symbol and any(pair in removed for pair in bound_by(f)):
             ctx.applied.append(f)
         elif all(f is not a for a in ctx.applied):
             ctx.decline(f, import_kept(f))

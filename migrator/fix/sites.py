@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from migrator.catalogue.site import NOT_LITERAL, Arg, CallSite, is_build_file, literal_of, string_shape
+from migrator.catalogue.site import NOT_LITERAL, Arg, CallSite, callee_name, is_build_file, literal_of, string_shape
 from migrator.fix.context import FixContext
 from migrator.fix.imports import dotted_name, symbol_replacement
 from migrator.ground.model import Finding
@@ -39,7 +39,9 @@ def _args(call: cst.Call) -> tuple[Arg, ...]:
 
 
 def build_site(ctx: FixContext, finding: Finding, node: cst.CSTNode, call: cst.Call | None, is_import: bool = False,
-               in_pattern: bool = False, default_of_choices: bool = False, guards: str = "") -> CallSite:
+               in_pattern: bool = False, default_of_choices: bool = False, guards: str = "",
+               passed_in: cst.Call | None = None, assigned: bool = False) -> CallSite:
+    """`passed_in`: the call whose first positional argument the (uncalled) node is."""
     source = text(node)
     string = string_shape(source) if isinstance(node, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString)) else ""
     try:
@@ -55,4 +57,13 @@ def build_site(ctx: FixContext, finding: Finding, node: cst.CSTNode, call: cst.C
         replacement=symbol_replacement(finding) if finding.symbol else None, is_import=is_import, root=root,
         root_names=frozenset(ctx.aliases.get(root[0], ())) if root else frozenset(), operands=operands,
         in_pattern=in_pattern, build_file=is_build_file(finding.path), default_of_choices=default_of_choices, guards=guards,
+        passed_to=callee_name(_dotted_parts(passed_in.func), ctx.aliases) if passed_in is not None else "",
+        passed_args=_args(passed_in) if passed_in is not None else (), assigned=assigned,
     )
+
+
+def _dotted_parts(node: cst.BaseExpression) -> tuple[str, ...]:
+    try:
+        return tuple(dotted_name(node).split("."))
+    except ValueError:
+        return ()

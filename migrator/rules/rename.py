@@ -25,6 +25,10 @@ ENV_NPU_ONLY = "environment variables are renamed for the npu target only"
 IMPORT_NPU_ONLY = "imports are renamed for the npu target only; use the module-level name"
 NO_REPLACEMENT = "no replacement name for this use"
 NO_PORTABLE = "no portable spelling for this use (it names a CUDA-only module directly)"
+GETATTR_COMPUTED = ("getattr with a name computed at run time: which `{module}` attribute it reads is unknown, so "
+                    "whether `{replacement}` has it cannot be checked; port it by hand")
+GETATTR_UNMAPPED = ("getattr reads `{symbol}`, which has no plain rename to `{replacement}.{name}`{judged}: "
+                    "write the attribute out (`{symbol}`) so its rule judges it")
 GUARD = ("this check guards {call}, which stays CUDA-only: renamed, it is true on the Ascend host and that call "
          "is reached there; port the guarded call first, then this check")
 
@@ -38,9 +42,27 @@ def precheck(site: CallSite) -> Verdict:
         return Declined(IMPORT_NPU_ONLY) if site.target != Target.NPU else FIXABLE
     if site.guards:
         return Declined(GUARD.format(call=site.guards))
+    if site.passed_to == "getattr" and (declined := _getattr_declined(site)) is not None:
+        return declined
     if site.target == Target.PORTABLE and not _portable_spelling(site):
         return Declined(NO_PORTABLE)
     return FIXABLE
+
+
+def _getattr_declined(site: CallSite) -> Declined | None:
+    """`getattr(torch.cuda, "name")` renames the module only where the catalogue renames `torch.cuda.name`
+    to `torch.npu.name` (the call rewrites' own table), so both spellings get the same answer."""
+    from migrator.catalogue.loader import load_catalogue
+
+    replacement = site.replacement or ""
+    name = site.passed_args[1].value if len(site.passed_args) > 1 and not site.passed_args[1].star else None
+    if not isinstance(name, str):
+        return Declined(GETATTR_COMPUTED.format(module=site.symbol, replacement=replacement))
+    hit = load_catalogue().match_symbol(f"{site.symbol}.{name}")
+    if hit is not None and hit.rule.fix == "rename" and hit.replacement == f"{replacement}.{name}":
+        return None
+    judged = f" ({hit.rule.code} judges it)" if hit is not None else ""
+    return Declined(GETATTR_UNMAPPED.format(symbol=f"{site.symbol}.{name}", replacement=replacement, name=name, judged=judged))
 
 
 def _portable_spelling(site: CallSite) -> bool:

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from migrator.catalogue.patterns import DEVICE_LITERAL, DEVICE_STRING
 from migrator.catalogue.protocols import Checker
 from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict, needs_call
+from migrator.ground.kinds import Target
 
 if TYPE_CHECKING:
     import libcst as cst
@@ -28,6 +29,13 @@ AUTOCAST_CALLS = {
     "torch.amp.is_autocast_available", "torch.amp.custom_fwd", "torch.amp.custom_bwd",
 }
 SCALER_CALLS = {"torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"}
+NPU_AUTOCAST = "torch.npu.amp.autocast"  # torch_npu's twin of torch.cuda.amp.autocast: same parameters and defaults
+PARTIAL = "functools.partial"
+VALUE_PORTABLE = ("used as a value other than an assignment or the first argument of functools.partial (a base class, "
+                  "isinstance): portable autocast is `torch.autocast` with a device type, not a class to pass around; "
+                  "port it by hand")
+PARTIAL_ARGS = ("functools.partial gives it positional or unknown arguments, which `torch.autocast` would take as "
+                "other parameters (its second is `dtype`); pass them by keyword")
 
 
 def _device_literal(node: ast.AST | None) -> ast.Constant | None:
@@ -62,6 +70,8 @@ def _device_args(site_args: Sequence[T], keyword_of: Callable[[T], str | None], 
 
 def precheck(site: CallSite) -> Verdict:
     if site.code == "AMP001":
+        if not site.called:
+            return _value_verdict(site)
         if (declined := needs_call(site)) is not None:
             return declined
         return FIXABLE if site.bind(CUDA_AUTOCAST_PARAMS) is not None else Declined("unusual autocast arguments")
@@ -70,10 +80,42 @@ def precheck(site: CallSite) -> Verdict:
     return FIXABLE
 
 
-def fix(ctx: FixContext, call: cst.Call, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
+def _value_verdict(site: CallSite) -> Verdict:
+    """`amp_autocast = torch.cuda.amp.autocast` and friends: on npu the NPU class of the same signature; on
+    portable `functools.partial(torch.autocast, <device type>, dtype=torch.float16)`, where a partial can
+    stand for the class (an assignment, or the first argument of a partial that adds keywords only)."""
+    if site.target == Target.NPU:
+        return FIXABLE
+    if site.passed_to == PARTIAL:
+        extra = site.passed_args[1:]
+        if any(a.keyword is None or a.keyword not in CUDA_AUTOCAST_PARAMS for a in extra):
+            return Declined(PARTIAL_ARGS)
+        return FIXABLE
+    return FIXABLE if site.assigned else Declined(VALUE_PORTABLE)
+
+
+def _value_fix(ctx: FixContext, node: cst.BaseExpression) -> cst.BaseExpression:
+    import libcst as cst
+
+    from migrator.fix.transforms.args import kwarg, positional
+    from migrator.fix.transforms.common import device_arg
+
+    if ctx.target == Target.NPU:
+        return ctx.expr_for(NPU_AUTOCAST).with_changes(lpar=node.lpar, rpar=node.rpar)
+    # the device type is read when the partial is made; dtype is torch.cuda.amp's default made explicit (as the
+    # call rewrite does), and a positional argument given to the partial later then fails loudly on it
+    args = [positional(ctx.expr_for("torch.autocast")), positional(device_arg(ctx)), kwarg("dtype", ctx.expr_for("torch.float16"))]
+    return cst.Call(func=ctx.expr_for(PARTIAL), args=args, lpar=node.lpar, rpar=node.rpar)
+
+
+def fix(ctx: FixContext, call: cst.CSTNode, finding: Finding, rule: Rule) -> cst.CSTNode | Declined:
+    import libcst as cst
+
     from migrator.fix.transforms.args import bind, code, kwarg, positional, with_args
     from migrator.fix.transforms.common import device_arg
 
+    if not isinstance(call, cst.Call):  # an AMP001 value (`_value_verdict`)
+        return _value_fix(ctx, cast(cst.BaseExpression, call))
     if finding.code == "AMP001":  # torch.cuda.amp.autocast(enabled, dtype, cache_enabled)
         args = bind(call, CUDA_AUTOCAST_PARAMS)
         if args is None:
