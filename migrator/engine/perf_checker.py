@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from migrator.engine.fusion_checker import Emit, Names, src
 
@@ -69,12 +69,24 @@ def hot_regions(tree: ast.AST, loops: bool = True) -> Iterator[ast.AST]:
             stack.extend(ast.iter_child_nodes(node))
 
 
+def hot_functions(functions: Iterable[ast.FunctionDef | ast.AsyncFunctionDef]) -> Iterator[ast.AST]:
+    """`hot_regions` without training loops, from the module's functions in source order: no walk."""
+    region_end = 0
+    for func in functions:
+        if func.name in HOT_FUNCTIONS and func.lineno > region_end:  # one inside a region is not its own
+            region_end = func.end_lineno or func.lineno
+            yield func
+
+
 class HotPath:
     """Walks one hot region, knowing whether each node sits under a logging condition."""
 
-    def __init__(self, names: Names, emit: Emit) -> None:
+    def __init__(self, names: Names, emit: Emit, text: str) -> None:
         self.names = names
         self.emit = emit
+        # resolving every call's and attribute's name is most of the cost: only where the module names them
+        self.nonzero_named = "nonzero" in text or "argwhere" in text
+        self.float64_named = "float64" in text or "double" in text
 
     def walk(self, node: ast.AST, logging: bool = False) -> None:
         for child in ast.iter_child_nodes(node):
@@ -98,14 +110,14 @@ class HotPath:
             func = node.func
             if isinstance(func, ast.Attribute) and func.attr in SYNC_METHODS and not node.args and not node.keywords:
                 self.emit(impl, node, f".{func.attr}()", src(func.value))
-            elif self.names(func) & NONZERO or (isinstance(func, ast.Attribute) and func.attr == "nonzero"
-                                                 and not self.names(func)):
+            elif self.nonzero_named and (self.names(func) & NONZERO or (
+                    isinstance(func, ast.Attribute) and func.attr == "nonzero" and not self.names(func))):
                 self.emit(impl, node, "nonzero", src(node))
             elif isinstance(func, ast.Attribute) and func.attr == "double" and not node.args:
                 self.emit("float64-hot-path", node, ".double()", src(func.value))
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and isinstance(node.slice, ast.Compare):
             self.emit(impl, node, "boolean-mask indexing", src(node))
-        elif isinstance(node, ast.Attribute) and self.names(node) & FLOAT64:
+        elif isinstance(node, ast.Attribute) and self.float64_named and self.names(node) & FLOAT64:
             self.emit("float64-hot-path", node, src(node), src(node))
 
 
@@ -143,9 +155,13 @@ def _sets_launch_blocking(node: ast.Assign) -> bool:
 WHOLE_MODULE_WORDS = ("SyncBatchNorm", "sync_batchnorm", "DataLoader", LAUNCH_BLOCKING)
 
 
-def check(tree: ast.AST, text: str, names: Names, emit: Emit) -> None:
-    walker = HotPath(names, emit)
-    for region in hot_regions(tree, loops="backward" in text):
+def check(tree: ast.AST, text: str, names: Names, emit: Emit,
+          functions: Iterable[ast.FunctionDef | ast.AsyncFunctionDef] | None = None) -> None:
+    """`functions`: the module's functions in source order, where the caller has them (saves a walk)."""
+    walker = HotPath(names, emit, text)
+    loops = "backward" in text
+    regions = hot_functions(functions) if functions is not None and not loops else hot_regions(tree, loops)
+    for region in regions:
         walker.walk(region)
     if any(word in text for word in WHOLE_MODULE_WORDS):
         check_whole_module(tree, names, emit)

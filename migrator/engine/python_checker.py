@@ -9,9 +9,10 @@ functions and try/except) and treated as sets: a name bound by two imports resol
 from __future__ import annotations
 
 import ast
+import bisect
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from migrator.catalogue import units
@@ -137,6 +138,7 @@ class PythonChecker(ast.NodeVisitor):
         self.own_helpers = own_helpers(tree)  # inserted by `migrate fix` (marked): no findings, no markers
         self.own_helper_ids = {id(n) for n in self.own_helpers}
         self.claimed: set[int] = set()
+        self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []  # in source order, ours left out
         self.members_seen: set[tuple[str, str]] = set()
         self.command_strings: set[int] = set()  # ids of the strings passed to a command runner (subprocess, os.system)  # (code, symbol) of `scope: members` uses reported
         self.call_of: dict[int, ast.Call] = {}  # id of every call's callee expression -> the call
@@ -212,6 +214,7 @@ class PythonChecker(ast.NodeVisitor):
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         if id(node) in self.own_helper_ids:  # helpers emitted by `migrate fix` are ported code
             return
+        self.functions.append(node)
         self.claim_strings(node.returns)
         for dec in node.decorator_list:  # `@triton.jit`: one finding per kernel
             target = dec.func if isinstance(dec, ast.Call) else dec
@@ -439,13 +442,36 @@ def _advise(tree: ast.AST, text: str, checker: PythonChecker) -> None:
         checker.emit_impl(impl, node, symbol, replacement)
 
     if on("fusion") and any(word in text for word in FUSION_WORDS):
-        for func in fusion_checker.functions(tree):
+        mentions = _lines_naming(text, FUSION_WORDS, checker.aliases)
+        for func in checker.functions:
+            if not mentions.within(func.lineno, func.end_lineno or func.lineno):
+                continue  # no word of a pattern in this function's lines: nothing to build a Body for
             body = fusion_checker.Body(func, checker.qualnames)
             for detect in (fusion_checker.rms_norm, fusion_checker.swiglu, fusion_checker.rotary,
                            fusion_attention.attention):
                 detect(body, emit)
     if on("perf"):
-        perf_checker.check(tree, text, checker.qualnames, emit)
+        perf_checker.check(tree, text, checker.qualnames, emit, checker.functions)
+
+
+class _LineSet:
+    """Sorted line numbers; whether any lies in a closed range (one bisect)."""
+
+    def __init__(self, lines: list[int]) -> None:
+        self.lines = lines
+
+    def within(self, first: int, last: int) -> bool:
+        i = bisect.bisect_left(self.lines, first)
+        return i < len(self.lines) and self.lines[i] <= last
+
+
+def _lines_naming(text: str, words: tuple[str, ...], aliases: Mapping[str, Iterable[str]]) -> _LineSet:
+    """The lines holding one of `words`, or a local name imported as something that holds one
+    (`from torch import rsqrt as r`)."""
+    names = set(words) | {local for local, bound in aliases.items() if any(w in b for b in bound for w in words)}
+    pattern = re.compile("|".join(sorted(map(re.escape, names), key=len, reverse=True)))
+    starts = [m.start() for m in re.finditer("\n", text)]
+    return _LineSet(sorted({bisect.bisect_right(starts, m.start()) + 1 for m in pattern.finditer(text)}))
 
 
 def _triton(tree: ast.AST, checker: PythonChecker) -> None:
