@@ -11,7 +11,9 @@ import html
 import json
 import re
 import shutil
+import struct
 import subprocess
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +28,12 @@ MEASURE_JS = """
     var r = el.getBoundingClientRect();
     return {top: r.top + window.scrollY, bottom: r.bottom + window.scrollY, width: r.width, height: r.height};
   }
-  var firstAction = document.querySelector("#manual-actions .action")
-    || document.querySelector("section.group table.items tbody tr");
+  // the first manual action's heading: rule, name and effort (older pages: the first group's heading)
+  var firstAction = document.querySelector("#manual-actions .action h3") || document.querySelector("section.group h3");
+  // parts that must stay on one line: a path part or `file:line`, a rule code
+  var split = Array.prototype.filter.call(document.querySelectorAll(".nb, a.code"), function (el) {
+    return el.getClientRects().length > 1;
+  }).map(function (el) { return el.textContent; });
   var out = {
     scrollHeight: document.documentElement.scrollHeight,
     scrollWidth: document.documentElement.scrollWidth,
@@ -38,6 +44,10 @@ MEASURE_JS = """
     cards: box(document.getElementById("cards")),
     firstAction: box(firstAction),
     firstActionText: firstAction ? firstAction.textContent.trim() : null,
+    laidOutParts: Array.prototype.filter.call(document.querySelectorAll(".nb"), function (el) {
+      return el.getClientRects().length > 0;
+    }).length,
+    split: split,
     performance: box(document.getElementById("performance")),
     manual: box(document.getElementById("manual")),
     ops: box(document.getElementById("ops")),
@@ -83,3 +93,45 @@ def screenshot(report: Path, png: Path, work: Path) -> bytes:
     proc = _chromium(work / "chromium-profile", f"--screenshot={png}", report.as_uri())
     assert proc.returncode == 0 and png.exists(), f"chromium wrote no screenshot: {proc.stderr[-2000:]}"
     return png.read_bytes()
+
+
+def png_pixels(data: bytes) -> tuple[int, int, dict[bytes, int]]:
+    """(width, height, pixel count per colour) of an 8-bit RGB or RGBA PNG, decoded with the standard
+    library (the five scanline filters of the PNG specification)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, chunks, header = 8, [], b""
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            header = body
+        elif kind == b"IDAT":
+            chunks.append(body)
+        pos += 12 + length
+    width, height, depth, colour_type = struct.unpack(">IIBB", header[:10])
+    assert depth == 8 and colour_type in (2, 6), f"unexpected PNG format: depth {depth}, colour type {colour_type}"
+    step = 3 if colour_type == 2 else 4
+    raw = zlib.decompress(b"".join(chunks))
+    stride = width * step
+    previous = bytearray(stride)
+    colours: dict[bytes, int] = {}
+    for y in range(height):
+        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            left = line[i - step] if i >= step else 0
+            up, corner = previous[i], (previous[i - step] if i >= step else 0)
+            if kind == 1:
+                line[i] = (line[i] + left) & 255
+            elif kind == 2:
+                line[i] = (line[i] + up) & 255
+            elif kind == 3:
+                line[i] = (line[i] + (left + up) // 2) & 255
+            elif kind == 4:
+                guess = left + up - corner
+                near = min((abs(guess - left), 0, left), (abs(guess - up), 1, up), (abs(guess - corner), 2, corner))
+                line[i] = (line[i] + near[2]) & 255
+        for x in range(0, stride, step):
+            pixel = bytes(line[x:x + 3])
+            colours[pixel] = colours.get(pixel, 0) + 1
+        previous = line
+    return width, height, colours
