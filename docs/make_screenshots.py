@@ -33,9 +33,9 @@ WIDTH, MAX_HEIGHT = 1400, 1300
 # (file, first element, element the shot stops before)
 SECTIONS = (
     ("summary.png", "header#summary", "#manual"),
-    ("manual-actions.png", "#manual", "#findings"),
-    ("validation.png", "#validation", "#plan, #applied, #files"),
-    ("op-coverage.png", "#ops", "#validation"),
+    ("manual-actions.png", "#manual", "#performance, #validation"),
+    ("validation.png", "#validation", "#plan, #findings"),
+    ("op-coverage.png", "#ops", "#applied, #files"),
 )
 
 
@@ -93,6 +93,8 @@ def shoot(page: Path, sections, out: Path) -> list[Path]:
         for name, first, stop in sections:
             box = browser.evaluate(f"""(() => {{
               const a = document.querySelector({json.dumps(first)}), b = document.querySelector({json.dumps(stop)});
+              const folded = a.closest("details.ref");  // a reference section is collapsed until opened
+              if (folded) {{ folded.open = true; }}
               const top = a.getBoundingClientRect().top + window.scrollY - 12;
               const end = b ? b.getBoundingClientRect().top + window.scrollY - 8 : top + {MAX_HEIGHT};
               return [top, end - top];
@@ -117,7 +119,7 @@ def main() -> None:
         written = shoot(report(work, tree, validation, "report.html"), SECTIONS, OUT)
         if args.seeded_bug:
             failing = report(work, tree, validation_result(work, tree, seeded_bug=True), "report-fail.html")
-            written += shoot(failing, [("validation-fail.png", "#validation", "#plan, #applied, #files")], OUT)
+            written += shoot(failing, [("validation-fail.png", "#validation", "#plan, #findings")], OUT)
     for path in written:
         print(f"wrote {path.relative_to(REPO)} ({path.stat().st_size // 1024} KiB)")
 

@@ -89,3 +89,23 @@ def optional_imports(found: list[Finding]) -> list[dict]:
          "examples": fs[:5], "more": max(0, len(fs) - 5)}
         for lib, fs in sorted(by_library.items())
     ]
+
+
+def advice_groups(advice: list[Finding], catalogue: Catalogue) -> list[dict]:
+    """Advice on speed (fusion, perf) by rule, warnings first: count, files, what to use instead, every site."""
+    by_code: dict[str, list[Finding]] = defaultdict(list)
+    for f in sorted(advice, key=lambda f: (f.path, f.cell or 0, f.line, f.column)):
+        by_code[f.code].append(f)
+
+    def order(item: tuple[str, list[Finding]]) -> tuple:
+        code, fs = item
+        return (-max(SEVERITY_RANK[f.severity] for f in fs), code)
+
+    groups = []
+    for code, fs in sorted(by_code.items(), key=order):
+        rule = catalogue.get(code)
+        groups.append({"code": code, "name": fs[0].name, "family": fs[0].family, "anchor": rule_anchor(code),
+                       "severity": max((f.severity for f in fs), key=lambda v: SEVERITY_RANK[v]),
+                       "count": len(fs), "files": len({f.path for f in fs}),
+                       "use_instead": rule.docs.use_instead if rule else "", "sites": fs})
+    return groups

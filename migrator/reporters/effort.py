@@ -14,7 +14,8 @@
                OPTIONAL_MINUTES once per library (check that the fallback path runs on Ascend)
     no effort: automatic fixes (`migrate fix` applies them; numerics fixes are checked by
                `migrate validate`), findings a framework route covers (`--route`), info-level notes
-               (partial / unverified ops, cuDNN flags, ...): grouped in the report, never actions.
+               (partial / unverified ops, cuDNN flags, ...): grouped in the report, never actions;
+               advice on speed (fusion, perf families): the report's "Performance on Ascend".
     scope    = production / tests / extensions (examples, contrib, benchmarks...) from the path; the
                total counts all three, the report and JSON say how much is which (`by_scope`).
 
@@ -35,7 +36,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from migrator.ground.model import FAMILIES, Finding
+from migrator.ground.model import FAMILIES, Finding, is_advice
 
 OPTIONAL_MINUTES = 5.0
 PER_DISTINCT_OP = "coverage"
@@ -77,11 +78,15 @@ def _per_file(code: str) -> bool:
 
 
 def kind(f: Finding) -> str:
-    """auto | covered | note | optional | action."""
+    """auto | covered | advice | note | optional | action. Advice on speed (fusion, perf) is no porting
+    work: the report lists it under "Performance on Ascend", outside the manual effort (as the scan's
+    summary and exit code already treat it)."""
     if f.fix is not None:
         return "auto"
     if f.route is not None and f.route.absorbs:
         return "covered"
+    if is_advice(f):
+        return "advice"
     if f.severity == "info":
         return "note"
     if f.imported is not None and f.imported.optional:
@@ -219,6 +224,10 @@ def notes(findings: Iterable[Finding]) -> list[Finding]:
     return [f for f in findings if kind(f) == "note"]
 
 
+def advice(findings: Iterable[Finding]) -> list[Finding]:
+    return [f for f in findings if kind(f) == "advice"]
+
+
 def optional_minutes(findings: Iterable[Finding]) -> float:
     libraries = {f.imported.library for f in optional_imports(findings) if f.imported}
     return OPTIONAL_MINUTES * len(libraries)
@@ -266,7 +275,7 @@ MODEL_TEXT = (
     "rule's minutes from the catalogue (rules/<family>.yaml: the family default unless the rule sets its own, "
     "each with a one-line reason; `migrate rule CODE` shows it). Optional imports (inside `try/except ImportError` "
     f"with a fallback) are listed separately at {OPTIONAL_MINUTES:g} min per library, to check the fallback runs. "
-    "Automatic fixes, covered findings and info-level notes cost nothing here. Calibrated on the samples' golden "
+    "Automatic fixes, covered findings, info-level notes and advice on speed (fusion, perf) cost nothing here. Calibrated on the samples' golden "
     "ports (docs/effort.md); the total is split into production code, tests and optional extensions (examples, "
     "contrib, benchmarks) by path; h = hours, d = 8-hour days; an order of magnitude, not a promise."
 )

@@ -28,6 +28,7 @@ from markupsafe import Markup
 from migrator.ground.markdown_text import fence, md_cell, md_code, quote_md, shift_headings
 from migrator.ground.model import FAMILIES, CoverageSummary, Finding, OpSummary
 from migrator.reporters import effort
+from migrator.reporters.actions import advice_groups as _advice_groups
 from migrator.reporters.actions import manual_groups as _manual_groups
 from migrator.reporters.actions import note_groups as _note_groups
 from migrator.reporters.actions import optional_imports as _optional_imports
@@ -35,6 +36,7 @@ from migrator.reporters.census import annotate_ops
 from migrator.reporters.excerpts import _clip_diff, _diff_rows, _excerpt_text, _file_excerpt, _row_key, _summarise_notes
 from migrator.reporters.highlight import highlight_block, language, visible
 from migrator.reporters.report_data import ReportData
+from migrator.reporters.report_paths import breakable, scrub_root, shown_path
 from migrator.reporters.routes import headlines as route_headlines
 from migrator.reporters.site_progress import SiteProgress, site_progress
 from migrator.reporters.validation_view import build as validation_view
@@ -45,7 +47,11 @@ GITHUB_COMMENT_LIMIT = 65536
 MAX_ROUTE_ROWS = 300  # findings a framework route handles, listed with the patch row that covers each
 MARKDOWN_BUDGET = 64000  # characters, leaving room for a bot's own header
 OP_STATUS_ORDER = ("unsupported", "cpu_fallback", "partial", "unverified", "supported")  # worst first
-SHOWN_OP_SITES = 5  # call sites listed per op; the rest are counted
+SHOWN_OP_SITES = 3  # call sites listed per op; the rest are counted
+SHOWN_SITES = 3  # sites of a manual action or an advice shown before "… and N more" (HTML: the rest folded)
+MD_SITES = 10  # the same in Markdown, where the rest is left out (every site is in `scan --format json`)
+MD_OPS = 60  # op rows in Markdown (the HTML and `scan --format json` list every op)
+MD_EDITS = 100  # applied-edit rows in Markdown (the fix record lists every edit)
 
 
 def format_for(path: str | None, fmt: str | None) -> str | None:
@@ -200,6 +206,7 @@ def build_context(data: ReportData) -> dict[str, Any]:
 
     manual_groups = _manual_groups(actions, catalogue)
     note_groups = _note_groups(effort.notes(findings))
+    advice_groups = _advice_groups(effort.advice(findings), catalogue)
     optional = _optional_imports(effort.optional_imports(findings))
 
     rules = _rules(catalogue, sorted({f.code for f in findings} | {e.code for e in (record.edits if record else ())}))
@@ -242,6 +249,12 @@ def build_context(data: ReportData) -> dict[str, Any]:
         "severity": {sev: s.by_severity.get(sev, 0) for sev in ("error", "warning", "info")},
         "worst": worst,
         "manual_groups": manual_groups,
+        "advice_groups": advice_groups,
+        "n_advice": sum(g["count"] for g in advice_groups),
+        "shown_sites": SHOWN_SITES,
+        "md_sites": MD_SITES,
+        "md_ops": MD_OPS,
+        "md_edits": MD_EDITS,
         "findings": findings,
         "link": link,
         "file_index": file_index,
@@ -252,10 +265,11 @@ def build_context(data: ReportData) -> dict[str, Any]:
         "ops": ops,
         "census": census,
         "ops_by_status": by_status,
-        "validation": validation_view(data.validation),
-        "validation_source": data.validation_source,
+        "validation": _relative_sides(validation_view(data.validation), data.meta.root),
+        "validation_source": shown_path(data.validation_source, data.meta.root),
         "plan": {"markdown": data.plan.markdown} if data.plan else None,
-        "plan_source": data.plan_source,
+        "plan_source": shown_path(data.plan_source, data.meta.root),
+        "record_source": shown_path(record.source, data.meta.root) if record else None,
         "unattributed": list(s.unattributed),
         "skipped": list(result.skipped),
         "route_lines": route_headlines(result),
@@ -268,6 +282,15 @@ def build_context(data: ReportData) -> dict[str, Any]:
     }
     ctx["verdict"] = _verdict(ctx)
     return ctx
+
+
+def _relative_sides(view: dict[str, Any] | None, root: str) -> dict[str, Any] | None:
+    """The validation's original and migrated trees as paths relative to the scanned root."""
+    if view:
+        for side in ("original", "migrated"):
+            if view.get(side):
+                view[side] = shown_path(view[side], root)
+    return view
 
 
 FINDINGS_PAGE = 100  # rows of "All findings" shown before "Show all" (a 600-finding page stays under 15 000 px)
@@ -320,8 +343,11 @@ def _env(autoescape: bool) -> jinja2.Environment:
         fence=fence,
         quote_md=quote_md,
         visible=visible,
+        breakable=breakable,
+        ident=lambda name: breakable(name, "./"),
         shift_headings=shift_headings,
         short=lambda sha: (sha or "")[:10],
+        first_sentence=_first_sentence,
         num=lambda v: f"{v:g}" if isinstance(v, float) else str(v),
     )
     return env
@@ -347,7 +373,8 @@ def render_html(data: ReportData) -> str:
         ctx["validation"]["markdown_html"] = md_to_html(markdown) if markdown else ""
     if ctx["plan"]:
         ctx["plan"]["markdown_html"] = md_to_html(ctx["plan"]["markdown"])
-    return _env(True).get_template("report.html.j2").render(**ctx, script=Markup(js), script_hash=js_hash)
+    page = _env(True).get_template("report.html.j2").render(**ctx, script=Markup(js), script_hash=js_hash)
+    return scrub_root(page, data.meta.root)
 
 
 def render_markdown(data: ReportData, budget: int = MARKDOWN_BUDGET) -> str:
@@ -360,7 +387,7 @@ def render_markdown(data: ReportData, budget: int = MARKDOWN_BUDGET) -> str:
     page = env.get_template("report.md.j2")
 
     def render(n_files: int, rules_mode: str, max_rows: int | None) -> str:
-        return page.render(
+        text = page.render(
             **ctx,
             file_sections=sections[:n_files],
             omitted_files=len(sections) - n_files,
@@ -368,6 +395,7 @@ def render_markdown(data: ReportData, budget: int = MARKDOWN_BUDGET) -> str:
             max_rows=max_rows,
             budget=budget,
         )
+        return scrub_root(text, data.meta.root)
 
     n = len(sections)
     # 1. everything; 2. rule docs as a table (`migrate rule CODE` has them); 3. as many per-file

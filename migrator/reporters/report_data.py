@@ -20,6 +20,7 @@ from migrator.engine.scanned_lines import CellLines, SourceLines
 from migrator.ground.jsonfile import read_json
 from migrator.ground.model import RunResult
 from migrator.ground.report_documents import PlanDocument, ValidationDocument
+from migrator.reporters.report_paths import root_label
 
 DEFAULT_FIX_RECORD = ".migrate/fix-record.json"
 
@@ -31,13 +32,14 @@ class ReportDataError(ValueError):
 @dataclass(frozen=True)
 class Meta:
     repo: str
-    root: str
+    root: str  # absolute, for reading files; the page shows root_label
     date: str
     target: str = "npu"
     soc: str = "A2"
     commit: str | None = None
     branch: str | None = None
     dirty: bool = False
+    root_label: str = ""  # the root as the page names it: no absolute path of this machine
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ def git_info(root: Path) -> dict[str, Any]:
     status = _git(root, "status", "--porcelain", "--untracked-files=no", "--ignore-submodules=all")
     return {
         "repo": Path(top).name if top else None,
+        "top": top,
         "commit": commit,
         "branch": branch if branch and branch != "HEAD" else None,
         "dirty": bool(status),
@@ -214,6 +217,7 @@ def gather(
         commit=git.get("commit"),
         branch=git.get("branch"),
         dirty=bool(git.get("dirty")),
+        root_label=root_label(str(root), git.get("top")),
     )
     lines_of = SourceLines(root)
     paths = sorted({f.path for f in result.findings} | set(diffs or {}))

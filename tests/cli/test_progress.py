@@ -66,7 +66,7 @@ def test_no_progress_with_quiet_or_in_ci(project, how):
 
 def test_no_progress_when_stderr_is_piped(project):
     proc = run_cli("report", str(project), "--diffs", "--format", "md", "--no-cache", env={"CI": ""})
-    assert proc.returncode == 0 and "### Files" in proc.stdout
+    assert proc.returncode == 0 and "<details><summary>Files: " in proc.stdout
     assert "scanning" not in proc.stderr and "ETA" not in proc.stderr and "\x1b[" not in proc.stderr
 
 
