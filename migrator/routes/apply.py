@@ -246,9 +246,10 @@ def apply_routes(result: RunResult, root: Path, choice: str = "auto", paths: lis
                 f = replace(f, route=mark)
                 break
         findings.append(f)
+    none = {"covered": 0, "gated": 0, "left": 0}
     routes = tuple(
-        FrameworkRoute(fw, route, note, **(counts[id(route)] if route else {}),
-                       flags=tuple(flags[id(route)]) if route else (), version_confirmed=confirmed)
+        FrameworkRoute(fw, route, note, covered=(c := counts[id(route)] if route else none)["covered"], gated=c["gated"],
+                       left=c["left"], flags=tuple(flags[id(route)]) if route else (), version_confirmed=confirmed)
         for fw, route, confirmed, note in picked
     )
     counts_now = finding_counts(findings)  # covered findings are not manual work
