@@ -217,7 +217,7 @@ def _scan_bytes(scan: FileScan, data: bytes) -> FileResult:
     if isinstance(checked, FileResult):
         return checked
     ops, quiet_lines, own_names = checked
-    kept, suppressed = _apply_suppressions(scan, with_continued_lines(directives, source.text) if kind == "python" else directives)
+    kept, suppressed = _apply_suppressions(scan, with_continued_lines(directives, source.text, scan.findings) if kind == "python" else directives)
     markers = unattributed(rel, kind, source, kept, quiet_lines, own_names) if kind in ("python", "shell", "dockerfile") else ()
     return FileResult(rel, tuple(sorted(kept, key=Finding.sort_key)), markers, ops, None, suppressed)
 

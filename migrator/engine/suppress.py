@@ -7,7 +7,12 @@ Matched by a line map after checking, never inside rules (as ruff does).
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from migrator.ground.model import Finding
 
 DIRECTIVE = re.compile(r"#\s*migrate:\s*(?P<kind>ignore|skip-file)(?P<codes>\[[^\]]*\])?", re.IGNORECASE)
 # ruff's noqa grammar: codes after a colon, separated by commas and/or spaces
@@ -72,10 +77,11 @@ def _noqa(text: str, number: int) -> list[Suppression]:
     return out
 
 
-def with_continued_lines(directives: Directives, text: str) -> Directives:
+def with_continued_lines(directives: Directives, text: str, findings: Iterable[Finding]) -> Directives:
     """A Python file's directives, each also applying to the lines whose comment must go on its line (a line
-    inside a multi-line string, or continued with a backslash: `comment_lines.continued_lines`)."""
-    if not directives.suppressions:
+    inside a multi-line string, or continued with a backslash: `comment_lines.continued_lines`). The file is
+    tokenized only when a finding is left that no directive covers on its own line."""
+    if not directives.suppressions or all(directives.covers(f.code, f.line) for f in findings):
         return directives
     from migrator.engine.comment_lines import continued_lines
 
