@@ -116,6 +116,8 @@ def test_a_route_found_only_in_an_example_is_not_on_the_first_screen(tmp_path):
     data = api.report([tmp_path], root=tmp_path, use_cache=False)
     md = render_report(data, "md")
     assert "### Framework route\n" not in md and "### Framework route outside production code" in md
+    html = render_report(data, "html")
+    assert 'id="route"' not in html and html.index('id="route-later"') > html.index("Worst first")
 
 
 def test_a_route_production_code_imports_is_on_the_first_screen(tmp_path):
