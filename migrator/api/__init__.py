@@ -23,6 +23,7 @@ from migrator.pipeline.scan import scan_tree
 
 if TYPE_CHECKING:
     from migrator.census.model import Census
+    from migrator.engine.add_noqa import NoqaOutcome as AddNoqaOutcome
     from migrator.reporters.report_data import ReportData
 
 
@@ -145,6 +146,15 @@ def apply_baseline(result: RunResult, baseline: str | Path) -> RunResult:
     return bl.filter_result(result, known, SourceLines(result.summary.root))
 
 
+def add_noqa(result: RunResult) -> AddNoqaOutcome:
+    """`scan --add-noqa`: a `# noqa: CODE` comment on the line of each finding of `result` (see
+    `migrator.engine.add_noqa`); the files are written, the outcome counts comments and files and notes
+    what was left."""
+    from migrator.engine.add_noqa import add_noqa as add_comments
+
+    return add_comments(result)
+
+
 def baseline_text(result: RunResult) -> str:
     """The baseline file (JSON) recording every finding of `result`."""
     from migrator.engine.scanned_lines import SourceLines
@@ -233,5 +243,5 @@ def cache_clean() -> tuple[Path, int, int]:
 
 
 __all__ = ["scan", "fix", "explain", "rules", "resolve_settings", "UsageError", "ConfigError", "FixOutcome"]
-__all__ += ["apply_baseline", "baseline_text", "report", "validate", "plan", "calibrate_plan", "trace_ops",
-            "cache_clean"]
+__all__ += ["add_noqa", "apply_baseline", "baseline_text", "report", "validate", "plan", "calibrate_plan",
+            "trace_ops", "cache_clean"]

@@ -72,11 +72,12 @@ def main() -> None:
 @click.option("--show-source", is_flag=True, help="text: print the source line under each finding.")
 @click.option("--statistics", is_flag=True, help="Print one line per code with its count instead of the findings.")
 @click.option("--force", is_flag=True, help="Write -o / --write-baseline even onto a scanned file or inside .migrate/.")
+@click.option("--add-noqa", is_flag=True, help="Append `# noqa: CODE` to the line of every finding (merged into a noqa there) and exit 0.")
 @ROUTE_OPTION
 def scan(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str, ...], ignore: tuple[str, ...],
          fail_on: str | None, exit_zero: bool, jobs: int, no_cache: bool, root: str | None, soc: str | None, quiet: bool,
          baseline: str | None, write_baseline: str | None, torch_npu_version: str | None, include_info: bool,
-         show_source: bool, statistics: bool, force: bool, route: str | None) -> None:
+         show_source: bool, statistics: bool, force: bool, add_noqa: bool, route: str | None) -> None:
     """Find CUDA-only dependencies in PATHS (files or folders; default: the current folder)."""
     with _Errors():
         from migrator import api
@@ -111,6 +112,11 @@ def scan(paths: tuple[str, ...], fmt: str, output: str | None, select: tuple[str
         baseline_file = baseline or settings.baseline
         if baseline_file:
             result = api.apply_baseline(result, baseline_file)
+        if add_noqa:
+            added = api.add_noqa(result)
+            click.echo(f"migrate: added {added.comments} noqa comment(s) in {len(added.files)} file(s)")
+            click.echo("".join(f"  note: {note}\n" for note in added.notes), nl=False)
+            sys.exit(EXIT_CLEAN)
         color = fmt == "text" and not output and sys.stdout.isatty() and "NO_COLOR" not in os.environ
         from migrator.engine.scanned_lines import SourceLines
 

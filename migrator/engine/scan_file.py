@@ -23,7 +23,7 @@ from migrator.engine.coverage_checker import coverage_hits, depends_on_training
 from migrator.engine.markers import unattributed
 from migrator.engine.python_checker import check_module
 from migrator.engine.source import SourceText, UnreadableSource, decode_python, decode_text
-from migrator.engine.suppress import Directives, parse_directives
+from migrator.engine.suppress import Directives, parse_directives, with_continued_lines
 from migrator.ground.config import RuleSelector
 from migrator.ground.globs import compile_globs
 from migrator.ground.kinds import FixKind
@@ -217,7 +217,7 @@ def _scan_bytes(scan: FileScan, data: bytes) -> FileResult:
     if isinstance(checked, FileResult):
         return checked
     ops, quiet_lines, own_names = checked
-    kept, suppressed = _apply_suppressions(scan, directives)
+    kept, suppressed = _apply_suppressions(scan, with_continued_lines(directives, source.text, scan.findings) if kind == "python" else directives)
     markers = unattributed(rel, kind, source, kept, quiet_lines, own_names) if kind in ("python", "shell", "dockerfile") else ()
     return FileResult(rel, tuple(sorted(kept, key=Finding.sort_key)), markers, ops, None, suppressed)
 

@@ -7,7 +7,12 @@ Matched by a line map after checking, never inside rules (as ruff does).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from migrator.ground.model import Finding
 
 DIRECTIVE = re.compile(r"#\s*migrate:\s*(?P<kind>ignore|skip-file)(?P<codes>\[[^\]]*\])?", re.IGNORECASE)
 # ruff's noqa grammar: codes after a colon, separated by commas and/or spaces
@@ -70,3 +75,21 @@ def _noqa(text: str, number: int) -> list[Suppression]:
         if codes:
             out.append(Suppression(number, number, m.start() + 1, codes, noqa=True))
     return out
+
+
+def with_continued_lines(directives: Directives, text: str, findings: Iterable[Finding]) -> Directives:
+    """A Python file's directives, each also applying to the lines whose comment must go on its line (a line
+    inside a multi-line string, or continued with a backslash: `comment_lines.continued_lines`). The file is
+    tokenized only when a finding is left that no directive covers on its own line."""
+    if not directives.suppressions or all(directives.covers(f.code, f.line) for f in findings):
+        return directives
+    from migrator.engine.comment_lines import continued_lines
+
+    mapped = continued_lines(text)
+    if not mapped:
+        return directives
+    by_line: dict[int, list[Suppression]] = {}
+    for s in directives.suppressions:
+        by_line.setdefault(s.line, []).append(s)
+    extra = [replace(s, line=line) for line, target in mapped.items() for s in by_line.get(target, ())]
+    return Directives(directives.skip_file, directives.suppressions + tuple(extra)) if extra else directives

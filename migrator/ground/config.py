@@ -22,7 +22,7 @@ ROUTES = ("auto", "none", "mindspeed", "deepspeed", "hf")  # migrator.routes.CHO
 FAMILY_WORDS = FAMILY_PREFIX  # family names work wherever codes do: --select attention
 KNOWN_KEYS = {
     "select", "ignore", "exclude", "extend-exclude", "per-file-ignores", "fail-on", "target", "soc",
-    "torch-npu-version", "baseline", "route",
+    "torch-npu-version", "baseline", "route", "path-roles",
     "clusters",  # cluster profiles for `migrate plan` (migrator/plan/clusters.py reads them)
 }
 
@@ -47,6 +47,7 @@ class Settings:
     config_file: Path | None = None
     baseline: Path | None = None  # `baseline = "file"`: report only findings not listed there
     route: str = "auto"  # framework route (migrator/routes): auto, none, or a route name
+    path_roles: tuple[tuple[str, str], ...] = ()  # `path-roles`: (glob, role), migrator/ground/path_roles.py
 
     def cache_key(self) -> str:
         """Everything that changes a file's findings, except the file itself."""
@@ -153,6 +154,8 @@ def _section_changes(section: dict[str, Any], path: Path, root: Path) -> dict[st
         changes["exclude"] = excludes
     if "per-file-ignores" in section:
         changes["per_file_ignores"] = _per_file_ignores(section["per-file-ignores"], path)
+    if "path-roles" in section:
+        changes["path_roles"] = _path_roles(section["path-roles"], path)
     for key, name, allowed in _CHOICE_KEYS:
         if key in section:
             changes[name] = _choice(section[key], key, allowed, path)
@@ -181,6 +184,21 @@ def _per_file_ignores(pfi: Any, path: Path) -> tuple[tuple[str, tuple[str, ...]]
         raise ConfigError(f"{path}: [tool.migrate] per-file-ignores must be a table of glob = [codes]")
     _check_globs(list(pfi), "per-file-ignores", path)
     return tuple((glob, _codes(codes, f"per-file-ignores.{glob}", path)) for glob, codes in sorted(pfi.items()))
+
+
+def _path_roles(table: Any, path: Path) -> tuple[tuple[str, str], ...]:
+    """`path-roles = { "legacy/**" = "example" }`: globs in the table's order (the last match wins)."""
+    from migrator.ground.path_roles import ROLES
+
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.migrate] path-roles must be a table of glob = role "
+                          f"(role: {', '.join(ROLES)})")
+    _check_globs(list(table), "path-roles", path)
+    for glob, role in table.items():
+        if role not in ROLES:
+            raise ConfigError(f"{path}: [tool.migrate] path-roles: {glob!r} = {role!r} is not a role; "
+                              f"use one of {', '.join(ROLES)}")
+    return tuple((glob, str(role)) for glob, role in table.items())
 
 
 def _choice(value: Any, key: str, allowed: tuple[str, ...], path: Path) -> str:

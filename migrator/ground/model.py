@@ -156,6 +156,7 @@ class Finding:
     route: RouteMark | None = None  # set by --route when a framework route handles this finding
     declined: str | None = None  # the rule's fix exists but its precheck declined this site: why
     imported: ImportInfo | None = None  # set when the finding is an import statement
+    role: str | None = None  # the file's path role (migrator/ground/path_roles.py), set once per scan
 
     def sort_key(self) -> tuple:
         return (self.path, self.cell or 0, self.line, self.column, self.code)
@@ -289,10 +290,12 @@ class RunResult:
         return to_object(self)
 
     def worst(self, n: int = 3) -> tuple[Finding, ...]:
-        """The n most serious findings: errors first, manual before auto-fixable."""
+        """The n most serious findings: production code first (then scripts, examples, tests, docs), within a
+        role errors first, manual before auto-fixable."""
+        from migrator.ground.path_roles import role_rank
 
         def rank(f: Finding) -> tuple:
-            return (-SEVERITY_RANK[f.severity], f.fix is not None, f.sort_key())
+            return (role_rank(f.role), -SEVERITY_RANK[f.severity], f.fix is not None, f.sort_key())
 
         picked: list[Finding] = []
         seen: set[tuple[str, str]] = set()

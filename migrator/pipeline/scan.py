@@ -29,6 +29,7 @@ from migrator.ground.model import (
     finding_counts,
 )
 from migrator.ground.own_code import unchanged_runtime_modules
+from migrator.ground.path_roles import PathRoles, path_roles, role_rank
 from migrator.ground.progress import Progress, phase
 from migrator.ground.usage_error import UsageError
 from migrator.pipeline.options import scan_options, selector
@@ -55,7 +56,8 @@ def scan_tree(settings: Settings, paths: list[Path], progress: Progress | None =
     check_codes(settings.select + settings.ignore, catalogue.rules)
     output = run(settings, paths, scan_options(settings), phase(progress, "scanning"), memo=memo, overlay=overlay)
     files = without_own_modules(output.files, settings.root)
-    findings = tuple(sorted((f for r in files for f in r.findings), key=Finding.sort_key))
+    roles = path_roles(settings.root, settings.path_roles)
+    findings = tuple(sorted((replace(f, role=roles.role(f.path)) for r in files for f in r.findings), key=Finding.sort_key))
     summary = summarize(
         settings.root.as_posix(),
         files_scanned=sum(1 for r in files if not r.skipped),
@@ -71,7 +73,17 @@ def scan_tree(settings: Settings, paths: list[Path], progress: Progress | None =
     tool = ToolInfo("ascend-migrate", __version__, catalogue.digest, coverage_table_name(settings))
     result = RunResult(tool=tool, summary=summary, findings=findings, skipped=output.skipped)
     result = apply_route(declines.mark_manual(result, declines.recorded(settings.root)), settings, paths, overlay)
-    return TreeScan(result, output.training_dtypes)
+    return TreeScan(with_evidence_roles(result, roles), output.training_dtypes)
+
+
+def with_evidence_roles(result: RunResult, roles: PathRoles) -> RunResult:
+    """Each framework route marked with the roles of the files it was found in: one found only in an
+    example's requirements is not the project's framework, and its headline leaves the first screen."""
+    if not result.frameworks:
+        return result
+    marked = tuple(replace(fw, roles=tuple(sorted({roles.role(p) for p in fw.framework.sources}, key=role_rank)))
+                   for fw in result.frameworks)
+    return replace(result, frameworks=marked)
 
 
 def without_own_modules(files: Sequence[FileResult], root: Path) -> list[FileResult]:

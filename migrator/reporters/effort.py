@@ -16,8 +16,10 @@
                `migrate validate`), findings a framework route covers (`--route`), info-level notes
                (partial / unverified ops, cuDNN flags, ...): grouped in the report, never actions;
                advice on speed (fusion, perf families): the report's "Performance on Ascend".
-    scope    = production / tests / extensions (examples, contrib, benchmarks...) from the path; the
-               total counts all three, the report and JSON say how much is which (`by_scope`).
+    role     = the file's path role (production, script, example, test, docs: `Finding.role`, from the
+               packaging metadata, layout conventions and `[tool.migrate] path-roles`); the total counts
+               all, production first, and the report and JSON say how much is which (`by_role`; `by_scope`
+               groups the roles as production / tests / extensions, as before roles existed).
 
 Op-coverage findings are actions only when actionable: unsupported (OPS002), CPU fallback (OPS003),
 float64 (OPS001/OPS006) and, with an op census (`.migrate/op-trace.json`), a traced dtype outside the
@@ -32,11 +34,12 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from migrator.catalogue.loader import Catalogue
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 
 from migrator.ground.model import FAMILIES, Finding, is_advice
+from migrator.ground.path_roles import ROLES, convention_role
 
 OPTIONAL_MINUTES = 5.0
 PER_DISTINCT_OP = "coverage"
@@ -94,24 +97,20 @@ def kind(f: Finding) -> str:
     return "action"
 
 
-# Where a file sits in the repository: production code, its tests, or optional extensions and examples
-# (a folder a user does not run to train: ported when needed, shown apart).
+# The coarser grouping of roles the JSON's `by_scope` has always had.
 SCOPES = ("production", "tests", "extensions")
-_TEST_PARTS = {"test", "tests", "testing", "unittests", "unit_tests"}
-_EXTENSION_PARTS = {"examples", "example", "contrib", "extensions", "ext", "benchmarks", "benchmark", "docs",
-                    "tutorials", "scripts", "tools", "demo", "demos", "projects"}
+SCOPE_OF_ROLE = {"production": "production", "test": "tests", "script": "extensions", "example": "extensions",
+                 "docs": "extensions"}
+
+
+def role(f: Finding) -> str:
+    """The finding's path role; from the path's conventions when the scan gave none (a result read back)."""
+    return f.role or convention_role(f.path) or "production"
 
 
 def scope(path: str) -> str:
-    """production | tests | extensions, from the path (`tests/`, `test_*.py`, `conftest.py`; `examples/`...)."""
-    parts = path.split("/")
-    name = parts[-1]
-    if any(p in _TEST_PARTS for p in parts[:-1]) or name.startswith("test_") or name.endswith("_test.py") \
-            or name == "conftest.py":
-        return "tests"
-    if any(p in _EXTENSION_PARTS for p in parts[:-1]):
-        return "extensions"
-    return "production"
+    """production | tests | extensions, from the path alone (`tests/`, `test_*.py`; `examples/`, `tools/`...)."""
+    return SCOPE_OF_ROLE[convention_role(path) or "production"]
 
 
 def _unit_key(f: Finding) -> tuple[str, tuple]:
@@ -174,28 +173,41 @@ def actions(findings: Iterable[Finding]) -> list[Action]:
     return [Action(fs[0].code, units[key], rule_minutes(fs[0].code)[0], tuple(fs)) for key, fs in grouped.items()]
 
 
+def action_role(action: Action) -> str:
+    """The role an action is charged to: the first of ROLES (production first) among its files."""
+    found = {role(f) for f in action.findings}
+    return next(r for r in ROLES if r in found)
+
+
 def action_scope(action: Action) -> str:
-    """The scope an action is charged to: production when any of its files is, else tests, else extensions."""
-    found = {scope(f.path) for f in action.findings}
-    return next(s for s in SCOPES if s in found)
+    return SCOPE_OF_ROLE[action_role(action)]
 
 
-def by_scope(findings: Iterable[Finding]) -> dict[str, dict]:
-    """Per scope: actions, minutes and the files they touch."""
-    count = dict.fromkeys(SCOPES, 0)
-    minutes = dict.fromkeys(SCOPES, 0.0)
-    files: dict[str, set[str]] = {s: set() for s in SCOPES}
+def _split(findings: Iterable[Finding], names: tuple[str, ...], of: Callable[[Action], str]) -> dict[str, dict]:
+    count = dict.fromkeys(names, 0)
+    minutes = dict.fromkeys(names, 0.0)
+    files: dict[str, set[str]] = {s: set() for s in names}
     for a in actions(findings):
-        where = action_scope(a)
+        where = of(a)
         count[where] += 1
         minutes[where] += a.minutes
         files[where].update(f.path for f in a.findings)
-    return {s: {"actions": count[s], "minutes": minutes[s], "files": sorted(files[s])} for s in SCOPES}
+    return {s: {"actions": count[s], "minutes": minutes[s], "files": sorted(files[s])} for s in names}
+
+
+def by_role(findings: Iterable[Finding]) -> dict[str, dict]:
+    """Per role, production first: actions, minutes and the files they touch."""
+    return _split(findings, ROLES, action_role)
+
+
+def by_scope(findings: Iterable[Finding]) -> dict[str, dict]:
+    """`by_role` grouped as production / tests / extensions."""
+    return _split(findings, SCOPES, action_scope)
 
 
 def scope_line(findings: Iterable[Finding]) -> str:
-    """`production 2.5 h (12 actions) · tests 30 min (3) · extensions 1 h (4)`; empty scopes left out."""
-    parts = [f"{s} {human(r['minutes'])} ({r['actions']})" for s, r in by_scope(findings).items() if r["actions"]]
+    """`production 2.5 h (12 actions) · script 1 h (2) · example 1 h (4) · test 30 min (3)`; empty roles left out."""
+    parts = [f"{r} {human(row['minutes'])} ({row['actions']})" for r, row in by_role(findings).items() if row["actions"]]
     return " · ".join(parts)
 
 
@@ -275,9 +287,11 @@ MODEL_TEXT = (
     "rule's minutes from the catalogue (rules/<family>.yaml: the family default unless the rule sets its own, "
     "each with a one-line reason; `migrate rule CODE` shows it). Optional imports (inside `try/except ImportError` "
     f"with a fallback) are listed separately at {OPTIONAL_MINUTES:g} min per library, to check the fallback runs. "
-    "Automatic fixes, covered findings, info-level notes and advice on speed (fusion, perf) cost nothing here. Calibrated on the samples' golden "
-    "ports (docs/effort.md); the total is split into production code, tests and optional extensions (examples, "
-    "contrib, benchmarks) by path; h = hours, d = 8-hour days; an order of magnitude, not a promise."
+    "Automatic fixes, covered findings, info-level notes and advice on speed (fusion, perf) cost nothing here. "
+    "Calibrated on the samples' golden "
+    "ports (docs/effort.md); the total is split by the files' roles, production code first, then scripts "
+    "(benchmarks, tools), examples, tests and docs (from the packaging metadata and the layout; `[tool.migrate] "
+    "path-roles` overrides); h = hours, d = 8-hour days; an order of magnitude, not a promise."
 )
 
 
@@ -298,9 +312,11 @@ def to_json(findings: Iterable[Finding]) -> dict:
             for code, items in sorted(per_code.items())
         ],
         "by_scope": by_scope(findings),
+        "by_role": by_role(findings),
         "imports": [
             {"code": a.code, "library": a.first.imported.library if a.first.imported else None,
-             "minutes": a.minutes, "scope": action_scope(a), "files": sorted({f.path for f in a.findings})}
+             "minutes": a.minutes, "scope": action_scope(a), "role": action_role(a),
+             "files": sorted({f.path for f in a.findings})}
             for a in acts if a.unit == "import"
         ],
         "optional_imports": {

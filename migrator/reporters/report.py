@@ -27,6 +27,7 @@ from markupsafe import Markup
 
 from migrator.ground.markdown_text import fence, md_cell, md_code, quote_md, shift_headings
 from migrator.ground.model import FAMILIES, CoverageSummary, Finding, OpSummary
+from migrator.ground.path_roles import convention_role, role_rank
 from migrator.reporters import effort
 from migrator.reporters.actions import advice_groups as _advice_groups
 from migrator.reporters.actions import manual_groups as _manual_groups
@@ -38,6 +39,7 @@ from migrator.reporters.highlight import highlight_block, language, visible
 from migrator.reporters.report_data import ReportData
 from migrator.reporters.report_paths import breakable, scrub_root, shown_path
 from migrator.reporters.routes import headlines as route_headlines
+from migrator.reporters.routes import later_headlines
 from migrator.reporters.site_progress import SiteProgress, site_progress
 from migrator.reporters.validation_view import build as validation_view
 
@@ -106,9 +108,11 @@ def _op_row(op: OpSummary) -> dict[str, Any]:
 
 
 def _files(data: ReportData, findings: list[Finding]) -> tuple[list[dict[str, Any]], dict[str, int], set[tuple[str, int | None, int]]]:
-    """Every file with a finding or a diff, in path order; its index by path; the (path, cell, line)
-    shown in an excerpt."""
-    paths = sorted({f.path for f in findings} | set(data.diffs or {}))
+    """Every file with a finding or a diff, production code first (then scripts, examples, tests, docs), in
+    path order within a role; its index by path; the (path, cell, line) shown in an excerpt."""
+    roles = {f.path: effort.role(f) for f in findings}
+    paths = sorted({f.path for f in findings} | set(data.diffs or {}),
+                   key=lambda p: (role_rank(roles.get(p) or convention_role(p)), p))
     file_index = {p: i for i, p in enumerate(paths)}
     per_file: dict[str, list[Finding]] = defaultdict(list)
     for f in findings:
@@ -272,7 +276,8 @@ def build_context(data: ReportData) -> dict[str, Any]:
         "record_source": shown_path(record.source, data.meta.root) if record else None,
         "unattributed": list(s.unattributed),
         "skipped": list(result.skipped),
-        "route_lines": route_headlines(result),
+        "route_lines": route_headlines(result),  # the frameworks production code is built on, first screen
+        "route_later": later_headlines(result),  # found only in examples, tests...: after the findings
         "route_rows": [
             {"where": f.location(), "code": f.code, "symbol": f.symbol, "status": f.route.status,
              "flag": f.route.flag or "", "target": f.route.target, "source": f.route.source}

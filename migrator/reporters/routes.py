@@ -37,17 +37,34 @@ def totals(result: RunResult) -> dict:
 
 
 def headlines(result: RunResult) -> list[str]:
-    """Route lines per detected framework, then the residual (empty without --route or detection)."""
-    if not result.frameworks:
+    """The first screen's route lines: the frameworks production code is built on (or that `--route NAME`
+    named), then the residual; empty without --route, detection, or a framework production code shows."""
+    shown = [fw for fw in result.frameworks if fw.from_production]
+    return _lines(result, shown, with_rest=True) if shown else []
+
+
+def later_headlines(result: RunResult) -> list[str]:
+    """Frameworks found only outside production code (an example's requirements, a test's imports): a note,
+    then their route lines, for a section after the findings; empty when there are none."""
+    later = [fw for fw in result.frameworks if not fw.from_production]
+    if not later:
         return []
+    where = "; ".join(f"{fw.framework.name}: {', '.join(fw.roles)} ({', '.join(fw.framework.sources[:3])}"
+                      f"{', ...' if len(fw.framework.sources) > 3 else ''})" for fw in later)
+    note = (f"note: found only outside production code ({where}), so not shown first; "
+            "`[tool.migrate] path-roles` sets a folder's role")
+    return [note, *_lines(result, later, with_rest=not any(fw.from_production for fw in result.frameworks))]
+
+
+def _lines(result: RunResult, frameworks: list, with_rest: bool) -> list[str]:
     t = totals(result)
     rest = (
         f"residual {t['residual']} findings, about {effort.human(t['residual_effort_minutes'])} "
         f"(without the route: {t['findings']} findings, about {effort.human(t['effort_without_route_minutes'])})"
     )
-    active = [fw for fw in result.frameworks if fw.route is not None]
+    active = [fw for fw in frameworks if fw.route is not None]
     lines = []
-    for fw in result.frameworks:
+    for fw in frameworks:
         d = fw.framework
         name = f"{d.name} {d.version or '(version unknown)'} [{d.version_source}]"
         if fw.route is None:
@@ -58,13 +75,13 @@ def headlines(result: RunResult) -> list[str]:
             continue
         gated = f" ({fw.gated} only with flags {', '.join(fw.flags)})" if fw.gated else ""
         left = f"; {fw.left} left non-functional by the route" if fw.left else ""
-        tail = f"; {rest}" if len(active) == 1 else ""
+        tail = f"; {rest}" if len(active) == 1 and with_rest else ""
         lines.append(f"{name} → {fw.route.title}: covers {fw.covers} of {t['findings']} findings{gated}{left}{tail}")
         if fw.note:
             lines.append(f"  note: {fw.note}")
         for req in fw.route.requirements:
             lines.append(f"  you add ({req.kind}): {req.text} — {req.where}")
-    if len(active) != 1:
+    if len(active) != 1 and with_rest:
         lines.append(rest)
     return lines
 

@@ -52,7 +52,7 @@ def listed(result: RunResult, show_all: bool = False) -> int:
 def render(result: RunResult, color: bool = False, show_summary: bool = True, show_all: bool = False,
            lines_of: SourceLines | None = None) -> str:
     """`lines_of`: a `scanned_lines.SourceLines` to print the source line (and a caret) under each finding."""
-    from migrator.reporters.routes import headlines, mark_text
+    from migrator.reporters.routes import headlines, later_headlines, mark_text
 
     out: list[str] = []
     heads = headlines(result)
@@ -74,6 +74,8 @@ def render(result: RunResult, color: bool = False, show_summary: bool = True, sh
     if show_summary:
         if out:
             out.append("")
+        if later := later_headlines(result):  # a framework only examples or tests use: after the findings
+            out.extend([_style("Framework route (outside production code)", color, bold=True), *later, ""])
         out.extend(summary_lines(result, color))
     return "\n".join(out) + "\n"
 

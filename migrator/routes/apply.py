@@ -33,10 +33,16 @@ class FrameworkRoute:
     left: int = 0
     flags: tuple[str, ...] = ()
     version_confirmed: bool = True
+    roles: tuple[str, ...] = ()  # path roles of the framework's evidence files, production first (set by the scan)
 
     @property
     def covers(self) -> int:
         return self.covered + self.gated
+
+    @property
+    def from_production(self) -> bool:
+        """Evidenced by production code, or by nothing a role was given to (`--route NAME`): the first screen's."""
+        return not self.roles or "production" in self.roles
 
     def to_dict(self) -> dict:
         data = {
@@ -50,6 +56,8 @@ class FrameworkRoute:
             "left": self.left,
             "flags": list(self.flags),
         }
+        if self.roles:
+            data["roles"] = list(self.roles)
         if self.route:
             data["upstream"] = self.route.upstream
             data["licence"] = self.route.licence
@@ -238,9 +246,10 @@ def apply_routes(result: RunResult, root: Path, choice: str = "auto", paths: lis
                 f = replace(f, route=mark)
                 break
         findings.append(f)
+    none = {"covered": 0, "gated": 0, "left": 0}
     routes = tuple(
-        FrameworkRoute(fw, route, note, **(counts[id(route)] if route else {}),
-                       flags=tuple(flags[id(route)]) if route else (), version_confirmed=confirmed)
+        FrameworkRoute(fw, route, note, covered=(c := counts[id(route)] if route else none)["covered"], gated=c["gated"],
+                       left=c["left"], flags=tuple(flags[id(route)]) if route else (), version_confirmed=confirmed)
         for fw, route, confirmed, note in picked
     )
     counts_now = finding_counts(findings)  # covered findings are not manual work

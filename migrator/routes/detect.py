@@ -56,6 +56,7 @@ class Framework:
     version_source: str  # "requirements.txt:3 `transformers>=4.51`", "vendored megatron/core/package_info.py", ...
     evidence: tuple[str, ...]  # first few places it is imported or pinned
     lookalike: str | None = None  # the tree's own package of that name, without the framework's layout
+    sources: tuple[str, ...] = ()  # every file that gave evidence (imports, pins, version file), sorted
 
     def to_dict(self) -> dict:
         data = {"name": self.name, "version": self.version, "version_source": self.version_source,
@@ -197,9 +198,11 @@ class _Evidence:  # filled file by file, then read
     imports: dict[str, list[str]] = field(default_factory=dict)  # framework -> "file:line" of its imports
     pinned: dict[str, tuple[str | None, str]] = field(default_factory=dict)  # framework -> (lowest, where)
     vendored: dict[str, tuple[str, str]] = field(default_factory=dict)  # framework -> (version, version file)
+    files: dict[str, set[str]] = field(default_factory=dict)  # framework -> every file with evidence of it
 
     def note_python(self, rel: str, text: str) -> None:
         for m in IMPORT_LINE.finditer(text):
+            self.files.setdefault(IMPORT_FRAMEWORK[m.group(1)], set()).add(rel)
             sites = self.imports.setdefault(IMPORT_FRAMEWORK[m.group(1)], [])
             if len(sites) < MAX_EVIDENCE:
                 sites.append(f"{rel}:{text.count(chr(10), 0, m.start()) + 1}")
@@ -208,9 +211,12 @@ class _Evidence:  # filled file by file, then read
             best = self.vendored.get("megatron-core")
             if version and (best is None or len(rel) < len(best[1])):
                 self.vendored["megatron-core"] = (version, rel)
+            if version:
+                self.files.setdefault("megatron-core", set()).add(rel)
 
     def note_pins(self, rel: str, text: str) -> None:
         for framework, version, where in pins(rel, text):
+            self.files.setdefault(framework, set()).add(rel)
             if framework not in self.pinned or (self.pinned[framework][0] is None and version):
                 self.pinned[framework] = (version, where)
 
@@ -270,7 +276,7 @@ def _framework(name: str, ev: _Evidence, folders: list[str]) -> Framework:
         version, source = None, (f"pin {ev.pinned[name][1]} (no lower bound)" if name in ev.pinned else "imports only")
     if name in ev.pinned:
         evidence.append(ev.pinned[name][1])
-    return Framework(name, version, source, tuple(evidence), lookalike)
+    return Framework(name, version, source, tuple(evidence), lookalike, tuple(sorted(ev.files.get(name, ()))))
 
 
 def detect(root: Path, files: list[tuple[str, Path, str]], source: SourceText = disk_text) -> list[Framework]:

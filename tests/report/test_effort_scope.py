@@ -39,7 +39,8 @@ def test_actions_are_split_into_production_tests_and_extensions(tmp_path):
     assert scopes["extensions"]["files"] == ["examples/demo/run.py"]
     assert scopes["production"]["files"] == ["train.py"]
     assert sum(r["minutes"] for r in scopes.values()) == effort.total(findings) - effort.optional_minutes(findings)
-    assert "tests" in effort.scope_line(findings) and "extensions" in effort.scope_line(findings)
+    assert effort.scope_line(findings).split(" · ")[0].startswith("production")  # by role, production first
+    assert "test 4 h (1)" in effort.scope_line(findings) and "example " in effort.scope_line(findings)
 
 
 def test_scope_reads_the_path():
