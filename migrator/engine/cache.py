@@ -21,7 +21,7 @@ from migrator.ground.safe_write import write_bytes
 if TYPE_CHECKING:
     from migrator.engine.scanned import ScannedFile
 
-FORMAT = 4  # 2: Finding.imported; 3: ScannedFile (training-dtype evidence and variants); 4: own helpers unmarked
+FORMAT = 5  # 2: Finding.imported; 3: ScannedFile (training-dtype evidence and variants); 4: own helpers unmarked; 5: Finding.effort
 MAX_AGE_DAYS = 30
 SUFFIX = ".pickle"
 
