@@ -26,7 +26,7 @@ def cuda_file_note(head: str, text: str, rel: str, facts: ExtensionFacts) -> tup
         status = route.status if route is not None else "port"
         minutes = kernel_minutes(status, k.body_lines)
         total += minutes
-        parts.append(f"`{k.name}` ({k.body_lines} lines, {status}: {minutes:g} min)")
+        parts.append(f"`{k.name}` ({k.body_lines} line{'' if k.body_lines == 1 else 's'}, {status}: {minutes:g} min)")
     listed = "; ".join(parts[:MAX_LISTED]) + (f"; and {len(parts) - MAX_LISTED} more" if len(parts) > MAX_LISTED else "")
     why = f"{len(kernels)} kernel(s): " + ", ".join(sorted({p.split(', ')[1].split(':')[0] for p in parts}))
     return f"{head}: {len(kernels)} kernel(s): {listed}", EffortNote(total, why)

@@ -124,7 +124,8 @@ def call_sites(tree: ast.Module, rel: str, facts: ExtensionFacts) -> Iterator[tu
         target = next((t for key, t in wanted.items() if _same(dotted, key)), None)
         if target is None:
             continue
-        symbol = f"{target.module}.{target.binding}"
+        owner = target.module if target.module.startswith("torch.ops.") else target.extension
+        symbol = f"{owner}.{target.binding}"  # one name per binding however it is reached (effort: once each)
         yield node, symbol, message(target, _cuda_branch_fallback(node, parents))
 
 

@@ -23,6 +23,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from migrator.engine import cpp_source
+from migrator.engine.extension_calls import module_name
 from migrator.engine.extension_decls import ExtensionDecl, declarations
 from migrator.engine.extension_facts import BindingTarget, ExtensionFacts, KernelRoute
 
@@ -89,10 +90,13 @@ class Inventory:
         statuses: dict[tuple[str, str], list[str]] = {}
         for ext in (e for e in self.extensions if e.cuda):
             for b in ext.bindings:
-                targets.append(BindingTarget(b.module, b.name, ext.decl.name, b.kernels,
-                                             b.known.advice() if b.known and b.known.kind == "equivalent" else "",
-                                             b.reference or (b.known.advice() if b.known and b.known.kind == "reference" else ""),
-                                             ext.decl.bound_to, ext.decl.path))
+                use = b.known.advice() if b.known and b.known.kind == "equivalent" else ""
+                reference = b.reference or (b.known.advice() if b.known and b.known.kind == "reference" else "")
+                modules = [b.module]
+                if ext.decl.bound_to and b.module == ext.decl.name:  # `_C = load(...)`, imported as `pkg.ops._C`
+                    modules.append(f"{module_name(ext.decl.path)}.{ext.decl.bound_to}")
+                targets.extend(BindingTarget(m, b.name, ext.decl.name, b.kernels, use, reference, ext.decl.bound_to,
+                                             ext.decl.path) for m in modules)
                 for kernel in ext.kernels:
                     if kernel.name in b.kernels:
                         statuses.setdefault((kernel.path, kernel.name), []).append(_status(b))
