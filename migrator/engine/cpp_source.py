@@ -14,7 +14,11 @@ _CONTROL = {"if", "for", "while", "switch", "catch", "return", "sizeof", "declty
             "static_assert", "__launch_bounds__", "operator"}
 _SCOPE_HEADER = re.compile(r"\b(namespace|extern|struct|class|union)\b")
 _IDENT_BEFORE_PAREN = re.compile(r"([A-Za-z_][\w:]*)\s*(?:<[^<>;{}()]*>)?\s*$")
-_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*(?:<[^<>;{}()]*(?:<[^<>;{}()]*>[^<>;{}()]*)*>)?\s*(?:\(|<<<)")
+_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*(?:<[^<>;{}()]{0,160}(?:<[^<>;{}()]{0,80}>[^<>;{}()]{0,80})*>)?\s*(?:\(|<<<)")
+_MACRO_ARG = re.compile(r"\b[A-Z][A-Z0-9_]+\s*\(\s*([A-Za-z_]\w*)\s*[,)]")  # DISPATCH_DEVICE_IMPL(roi_align_impl, ...)
+# REGISTER_DEVICE_IMPL(roi_align_forward_impl, CUDA, roi_align_forward_cuda): a registry edge key -> implementation
+_REGISTRATION = re.compile(r"\bREGISTER_\w*\s*\(\s*([A-Za-z_]\w*)\s*,\s*(CUDA|HIP|GPU)\s*,\s*([A-Za-z_]\w*)\s*\)")
+_ADDRESS = re.compile(r"&\s*([A-Za-z_]\w*)\s*<")  # `auto kernel = &fwd_kernel<Traits>;` then `kernel<<<...>>>`
 _MODULE_MACROS = {"PYBIND11_MODULE": "pybind", "TORCH_LIBRARY": "library", "TORCH_LIBRARY_FRAGMENT": "library",
                   "TORCH_LIBRARY_IMPL": "impl"}
 _DEF = re.compile(r"\.\s*(def|impl)\s*\(")
@@ -27,7 +31,7 @@ class CppFunction:
     line: int  # 1-based, of the name
     body_lines: int  # lines of code in the body, blank and comment-only lines left out
     is_kernel: bool  # declared `__global__`
-    calls: frozenset[str]  # the names the body calls or launches (`f(`, `k<<<`, `k<T><<<`)
+    calls: frozenset[str]  # the names the body calls, launches or takes the address of (`f(`, `k<<<`, `&k<T>`)
 
 
 @dataclass(frozen=True)
@@ -39,58 +43,43 @@ class CppBinding:
     line: int
 
 
+_HIDDEN = re.compile(
+    r'//[^\n]*|/\*.*?(?:\*/|\Z)|(?<![\w])R"([^()\\ \n]{0,16})\((?:.*?)\)\1"|"(?:\\.|[^"\\\n])*"?|\'(?:\\.|[^\'\\\n])*\'?',
+    re.S)
+
+
 def mask(text: str) -> str:
     """`text` with comments and the contents of string/char literals replaced by spaces (newlines kept)."""
-    out = list(text)
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if c == "/" and text.startswith("//", i):
-            end = text.find("\n", i)
-            end = n if end < 0 else end
-            _blank(out, i, end)
-            i = end
-        elif c == "/" and text.startswith("/*", i):
-            end = text.find("*/", i + 2)
-            end = n if end < 0 else end + 2
-            _blank(out, i, end)
-            i = end
-        elif c == "R" and text.startswith('R"', i) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
-            open_paren = text.find("(", i + 2)
-            delim = text[i + 2:open_paren] if open_paren >= 0 else ""
-            end = text.find(")" + delim + '"', open_paren) if open_paren >= 0 and len(delim) <= 16 else -1
-            end = n if end < 0 else end + len(delim) + 2
-            _blank(out, i + 1, end)
-            i = end
-        elif c in "\"'":
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            _blank(out, i + 1, min(j, n))
-            i = j + 1
-        else:
-            i += 1
-    return "".join(out)
+    def blank(match: re.Match[str]) -> str:
+        found = match.group(0)
+        if found[0] in "\"'R" and len(found) > 1:  # keep the quotes: a literal's place stays visible
+            opening = found.index(found[1] if found[0] == "R" else found[0]) + 1
+            closing = 1 if len(found) > opening and found[-1] in "\"'" else 0
+            return found[:opening] + _spaces(found[opening:len(found) - closing]) + found[len(found) - closing:]
+        return _spaces(found)
+
+    return _HIDDEN.sub(blank, text)
 
 
-def _blank(out: list[str], start: int, end: int) -> None:
-    for k in range(start, min(end, len(out))):
-        if out[k] != "\n":
-            out[k] = " "
+def _spaces(text: str) -> str:
+    return " " * len(text) if "\n" not in text else "\n".join(" " * len(part) for part in text.split("\n"))
 
 
-def _match_brace(masked: str, open_at: int) -> int:
-    """Offset of the `}` closing the `{` at `open_at` (the end of the text when it is never closed)."""
-    depth = 0
-    for k in range(open_at, len(masked)):
-        ch = masked[k]
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-            if depth == 0:
-                return k
-    return len(masked)
+_BRACE = re.compile(r"[{}]")
+
+
+def brace_pairs(masked: str) -> dict[int, int]:
+    """Offset of each `{` -> offset of its `}` (the end of the text when it is never closed)."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    for match in _BRACE.finditer(masked):
+        if match.group(0) == "{":
+            stack.append(match.start())
+        elif stack:
+            pairs[stack.pop()] = match.start()
+    for unclosed in stack:
+        pairs[unclosed] = len(masked)
+    return pairs
 
 
 def _header_start(masked: str, brace: int, floor: int) -> int:
@@ -134,38 +123,43 @@ def functions(text: str, masked: str | None = None) -> list[CppFunction]:
     """Function definitions, at file level or inside namespaces, `extern "C"` blocks and classes."""
     masked = mask(text) if masked is None else masked
     found: list[CppFunction] = []
-    _scope(masked, 0, len(masked), found)
+    _scope(masked, 0, len(masked), found, brace_pairs(masked))
+    for key, _, impl in _REGISTRATION.findall(masked):  # reached like a call from the dispatching key
+        found.append(CppFunction(key, masked.count("\n", 0, masked.find(key)) + 1, 0, False, frozenset({impl})))
     return found
 
 
-def _scope(masked: str, start: int, end: int, found: list[CppFunction]) -> None:
+def _scope(masked: str, start: int, end: int, found: list[CppFunction], pairs: dict[int, int]) -> None:
     k = start
     while k < end:
         brace = masked.find("{", k, end)
         if brace < 0:
             return
-        close = _match_brace(masked, brace)
+        close = pairs[brace]
         header = masked[_header_start(masked, brace, start):brace]
         name = _function_name(header)
         if name is not None and name not in _MODULE_MACROS:
             body = masked[brace + 1:close]
             line = masked.count("\n", 0, brace - len(header) + header.rfind(name)) + 1
             found.append(CppFunction(name, line, sum(1 for raw in body.split("\n") if raw.strip()),
-                                     "__global__" in header, frozenset(_CALL.findall(body)) - _CONTROL))
+                                     "__global__" in header,
+                                     frozenset(_CALL.findall(body) + _ADDRESS.findall(body) + _MACRO_ARG.findall(body))
+                                     - _CONTROL))
         elif name is None and _SCOPE_HEADER.search(header):
-            _scope(masked, brace + 1, close, found)
+            _scope(masked, brace + 1, close, found, pairs)
         k = close + 1
 
 
 def bindings(text: str, masked: str | None = None) -> list[CppBinding]:
     """The names `PYBIND11_MODULE` and `TORCH_LIBRARY`/`_FRAGMENT`/`_IMPL` blocks give Python."""
     masked = mask(text) if masked is None else masked
+    pairs = brace_pairs(masked) if "TORCH_LIBRARY" in masked or "PYBIND11_MODULE" in masked else {}
     out: list[CppBinding] = []
     for macro in re.finditer(r"\b(PYBIND11_MODULE|TORCH_LIBRARY_FRAGMENT|TORCH_LIBRARY_IMPL|TORCH_LIBRARY)\s*\(([^)]*)\)\s*\{",
                              masked):
         kind = _MODULE_MACROS[macro.group(1)]
         namespace = macro.group(2).split(",")[0].strip() if kind != "pybind" else ""
-        close = _match_brace(masked, macro.end() - 1)
+        close = pairs[macro.end() - 1]
         for call in _DEF.finditer(masked, macro.end(), close):
             literal = masked.find('"', call.end(), close)
             if literal < 0 or masked[call.end():literal].strip() not in ("", "TORCH_SELECTIVE_SCHEMA(",

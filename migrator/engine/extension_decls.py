@@ -80,13 +80,13 @@ def _extension_names(tree: ast.Module) -> set[str]:
 def _own_nodes(scope: ast.AST) -> list[ast.AST]:
     """The statements and expression statements of `scope` (nested blocks too), not of nested functions."""
     out: list[ast.AST] = []
-    stack = list(ast.iter_child_nodes(scope))
-    while stack:
-        node = stack.pop(0)
+    stack = list(reversed(list(ast.iter_child_nodes(scope))))
+    while stack:  # depth first, in source order
+        node = stack.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
         out.append(node)
-        stack[0:0] = list(ast.iter_child_nodes(node))
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))
     return out
 
 

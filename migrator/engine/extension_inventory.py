@@ -31,6 +31,7 @@ CPP_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp")
 MAX_CPP_FILES = 20000
 _SKIPPED_DIRS = {".git", ".hg", ".svn", "__pycache__", "node_modules", ".migrate", ".venv", "site-packages",
                  ".tox", ".eggs", "build"}
+_VENDORED = {"cutlass", "cub", "thrust", "third_party", "third-party", "3rdparty", "external", "extern", "vendor"}
 _INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
 _DEF = re.compile(rb"^[ \t]*def[ \t]+([A-Za-z_]\w*)[ \t]*\(", re.M)
 _DECLARES = re.compile(rb"CUDAExtension|CppExtension|cpp_extension")
@@ -154,7 +155,7 @@ def build(root: Path, python_files: Iterable[str], overlay: Mapping[str, bytes] 
         for match in _DEF.finditer(data):
             line = data.count(b"\n", 0, match.start()) + 1
             defs.setdefault(match.group(1).decode(), f"{rel}:{line}")
-        if _DECLARES.search(data) or b"load(" in data:
+        if _DECLARES.search(data):  # `load` is declared only where `cpp_extension` is named
             decls.extend(_declared(data, rel, root))
     if not decls:
         return Inventory(())
@@ -188,11 +189,12 @@ def _declared(data: bytes, rel: str, root: Path) -> list[ExtensionDecl]:
 
 
 def _cpp_index(root: Path) -> dict[str, list[str]]:
-    """Root-relative C++/CUDA files by base name (a walk that follows no link, skips vendored folders)."""
+    """Root-relative C++/CUDA files by base name (a walk that follows no link and skips vendored libraries:
+    cutlass, cub, third_party... are not the repository's own kernels)."""
     index: dict[str, list[str]] = {}
     count = 0
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and not d.startswith("."))
+        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS and d not in _VENDORED and not d.startswith("."))
         for name in sorted(files):
             if name.endswith(CPP_SUFFIXES) and not os.path.islink(os.path.join(folder, name)):
                 rel = os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
@@ -225,7 +227,7 @@ def _parse(rel: str, root: Path, parsed: dict[str, _Parsed | None], overlay: Map
 
 def _files_of(decl: ExtensionDecl, root: Path, index: dict[str, list[str]], parsed: dict[str, _Parsed | None],
               overlay: Mapping[str, bytes]) -> list[str]:
-    start = list(decl.sources)
+    start = [s for s in (_existing(s, root, index) for s in decl.sources) if _VENDORED.isdisjoint(s.split("/"))]
     if decl.partial or not start:
         folder = os.path.dirname(decl.path)
         start += [r for rels in index.values() for r in rels
@@ -245,14 +247,25 @@ def _files_of(decl: ExtensionDecl, root: Path, index: dict[str, list[str]], pars
     return files
 
 
+def _existing(source: str, root: Path, index: dict[str, list[str]]) -> str:
+    """A named source that is not where setup.py says (an sdist that moved `examples/` into the package):
+    the one file of the tree whose path ends with it, else the name as given."""
+    if (root / source).is_file():
+        return source
+    found = [r for r in index.get(os.path.basename(source), []) if r.endswith("/" + source)]
+    return found[0] if len(found) == 1 else source
+
+
 def _include_candidates(including: str, include: str, index: dict[str, list[str]]) -> list[str]:
     """The tree's files a quoted `#include` may mean: beside the including file, else any of that base name
-    whose path ends with the include's path."""
+    whose path ends with the include's path (the index holds no vendored library)."""
     beside = os.path.normpath(os.path.join(os.path.dirname(including), include)).replace(os.sep, "/")
     same_name = index.get(os.path.basename(include), [])
     if beside in same_name:
-        return [beside]
-    return [r for r in same_name if r.endswith(include)][:4]
+        found = [beside]
+    else:
+        found = [r for r in same_name if r.endswith(include)][:4]
+    return found
 
 
 def _extension(decl: ExtensionDecl, root: Path, index: dict[str, list[str]], parsed: dict[str, _Parsed | None],
