@@ -197,3 +197,20 @@ def test_known_kernel_table_rows_are_sourced():
     assert known_for("mmcv._ext", "nms_rotated") is None  # a rotated NMS is not torchvision's
     assert known_for("fused_layer_norm_cuda", "rms_forward_affine").kernel == "rms_norm"
     assert known_for("selective_scan_cuda", "fwd").kind == "reference"
+
+
+def test_dispatch_through_a_registry_and_a_kernel_pointer_reaches_the_kernel():
+    """mmcv registers the CUDA implementation under a key the binding dispatches on; flash-attn-style
+    launchers take the kernel's address before launching it."""
+    text = textwrap.dedent('''\
+        template <typename T> __global__ void roi_kernel(T* x) { x[0] = 0; }
+        template <typename T> void launch(T* x) { auto kernel = &roi_kernel<T>; kernel<<<1, 1>>>(x); }
+        void roi_align_forward_cuda(float* x) { launch<float>(x); }
+        REGISTER_DEVICE_IMPL(roi_align_forward_impl, CUDA, roi_align_forward_cuda);
+        void roi_align_forward(float* x) { DISPATCH_DEVICE_IMPL(roi_align_forward_impl, x); }
+    ''')
+    by_name: dict[str, list[cpp_source.CppFunction]] = {}
+    for fn in cpp_source.functions(text):
+        by_name.setdefault(fn.name, []).append(fn)
+    assert cpp_source.reached_kernels("roi_align_forward", by_name) == {"roi_kernel"}
+    assert cpp_source.reached_kernels("launch", by_name) == {"roi_kernel"}
