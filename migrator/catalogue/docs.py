@@ -19,7 +19,8 @@ FIX_KIND_TEXT = {
 def _effort_text(rule: Rule) -> str:
     """The effort model's figure for the rule (migrator/reporters/effort.py), with its reason and source."""
     e = rule.effort
-    unit = "per file" if e.per == "file" else "per manual site (an import: once per file and library)"
+    unit = {"file": "per file", "symbol": "once per distinct name (every site of it listed)"}.get(
+        e.per, "per manual site (an import: once per file and library)")
     if rule.family == "coverage":
         unit = "once per distinct op"
     where = f"rules/{rule.family}.yaml" + (" (family default)" if e.source == "family" else "")

@@ -62,7 +62,7 @@ class Effort:
     minutes: float
     why: str
     source: str = "family"  # "family": the family default in the rule file; "rule": the rule's own
-    per: str = "site"  # "site": each manual site; "file": once per file however many sites it has
+    per: str = "site"  # "site": each manual site; "file": once per file; "symbol": once per distinct symbol in the run
 
 
 @dataclass(frozen=True)
@@ -227,8 +227,8 @@ def _effort(raw: Any, where: str, default: Effort | None, source: str) -> Effort
     if not why:
         raise CatalogueError(f"{where}: `effort` needs a one-line `why`")
     per = raw.get("per", "site")
-    if per not in ("site", "file"):
-        raise CatalogueError(f"{where}: `effort.per` must be site or file")
+    if per not in ("site", "file", "symbol"):
+        raise CatalogueError(f"{where}: `effort.per` must be site, file or symbol")
     return Effort(float(raw["minutes"]), why, source, per)
 
 

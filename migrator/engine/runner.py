@@ -133,6 +133,19 @@ class _Results:
             self.cache.save()
 
 
+def _with_extensions(settings: Settings, options: ScanOptions, candidates: list[Candidate],
+                     overlay: Mapping[str, bytes]) -> ScanOptions:
+    """The options with the tree's own CUDA extensions (only where a `.cu`/`.cuh` file is scanned)."""
+    if not any(c.kind == "cuda" for c in candidates):
+        return options
+    from dataclasses import replace
+
+    from migrator.engine.extension_inventory import build
+
+    inventory = build(settings.root, [c.rel for c in candidates if c.kind == "python"], overlay)
+    return replace(options, extensions=inventory.facts())
+
+
 def run(settings: Settings, paths: list[Path], options: ScanOptions, progress: Progress | None = None,
         extra_key: str = "", memo: ScanMemo | None = None, overlay: Mapping[str, bytes] | None = None) -> EngineOutput:
     """Scan with `options` (built from the settings by `migrator.pipeline.options.scan_options`).
@@ -141,6 +154,9 @@ def run(settings: Settings, paths: list[Path], options: ScanOptions, progress: P
     -> bytes scanned instead of the file on disk (fix's planned texts, before they are written)."""
     overlay = overlay or {}
     candidates, skipped = _discovered(settings, paths, overlay)
+    options = _with_extensions(settings, options, candidates, overlay)
+    if options.extensions.targets or options.extensions.routes:  # file results depend on the inventory
+        extra_key += "|ext:" + content_digest(repr(options.extensions).encode())
     results = _Results(settings, _cache_key(settings, options, extra_key), memo, overlay)
     todo = []  # (candidate, digest, bytes already read: the file is read once, here or by the worker)
     for cand in candidates:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import ast
 import re
 import sys
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -20,14 +19,17 @@ from migrator.catalogue.loader import Catalogue, Rule, load_catalogue
 from migrator.catalogue.site import is_build_file, is_package_init
 from migrator.engine import config_checker, config_reader, notebook, text_checkers
 from migrator.engine.coverage_checker import coverage_hits, depends_on_training
+from migrator.engine.cuda_file import cuda_file_note
+from migrator.engine.extension_calls import extension_sites
+from migrator.engine.extension_facts import ExtensionFacts
 from migrator.engine.markers import unattributed
 from migrator.engine.python_checker import check_module
-from migrator.engine.source import SourceText, UnreadableSource, decode_python, decode_text
+from migrator.engine.source import ParseFailure, SourceText, UnreadableSource, decode_python, decode_text, parse_python
 from migrator.engine.suppress import Directives, parse_directives, with_continued_lines
 from migrator.ground.config import RuleSelector
 from migrator.ground.globs import compile_globs
 from migrator.ground.kinds import FixKind
-from migrator.ground.model import CoverageInfo, FileResult, Finding, ImportInfo, Marker, OpUse
+from migrator.ground.model import CoverageInfo, EffortNote, FileResult, Finding, ImportInfo, Marker, OpUse
 from migrator.ground.own_code import helper_lines
 
 # Bytes that can lead to a finding in Python code; files without any are not parsed.
@@ -50,6 +52,7 @@ class ScanOptions:
     traced: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (API, dtypes) from .migrate/op-trace.json
     target: str = "npu"  # what fixability is judged for (a rule's precheck depends on it)
     training_dtypes: tuple[str, ...] = ()  # bf16 / fp16 when the scanned tree trains in them (op verdicts)
+    extensions: ExtensionFacts = ExtensionFacts()  # the tree's own CUDA extensions (engine/extension_inventory.py)
 
     def selector_for(self, rel: str) -> RuleSelector:
         extra: list[str] = []
@@ -95,6 +98,7 @@ class FileScan:
         manual_reason: str | None = None,
         prechecked: bool = False,
         imported: ImportInfo | None = None,
+        effort: EffortNote | None = None,
     ) -> None:
         if rule is None or not self.enabled(rule):
             return
@@ -123,6 +127,7 @@ class FileScan:
                 coverage=coverage,
                 declined=manual_reason if manual_reason and not ambiguous and rule.fix_info(symbol, replacement) else None,
                 imported=imported,
+                effort=effort,
             )
         )
 
@@ -259,7 +264,12 @@ def _check_by_kind(
         return FileResult(rel, tuple(scan.findings))
     for hit in hits:
         rule, replacement = scan.rule_for_key(hit.key, hit.replacement)
-        scan.add(rule, hit.line, hit.column, hit.line, hit.end_column, hit.symbol, replacement, message=hit.message)
+        message, effort = hit.message, None
+        if hit.key == "impl:cuda-source-file" and rule is not None:  # its kernels, by size and what is left
+            message, effort = cuda_file_note(rule.message_for(hit.symbol, replacement), source.text, rel,
+                                             scan.options.extensions)
+        scan.add(rule, hit.line, hit.column, hit.line, hit.end_column, hit.symbol, replacement, message=message,
+                 effort=effort)
     return PythonFacts((), set())
 
 
@@ -364,12 +374,6 @@ def _text_hits(kind: str, source: SourceText) -> Iterator[text_checkers.TextHit]
     return iter(())
 
 
-def _parse_failure(exc: BaseException) -> str:
-    """Why `ast.parse` gave up (CPython's parser raises an empty MemoryError on deep nesting)."""
-    if isinstance(exc, MemoryError):
-        return "nested too deeply for Python's parser (MemoryError)"
-    return str(exc) or type(exc).__name__
-
 
 class PythonFacts(NamedTuple):
     """What the marker search needs from a Python file's check, besides its findings."""
@@ -380,18 +384,12 @@ class PythonFacts(NamedTuple):
 
 
 def _check_python(scan: FileScan, source: SourceText, data: bytes) -> PythonFacts | None:
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # invalid escape sequences etc. are not our business
-            tree = ast.parse(data, filename=scan.rel)
-    except SyntaxError as exc:
-        hint = " (Python 2 code?)" if _looks_like_python2(exc) else ""
-        line = exc.lineno or 1
-        scan.meta("parse-error", f"cannot parse {scan.rel}: {exc.msg}{hint}", line, max(exc.offset or 1, 1))
+    tree = parse_python(data, scan.rel)
+    if isinstance(tree, ParseFailure):
+        scan.meta("parse-error", f"cannot parse {scan.rel}: {tree.why}", tree.line, tree.column)
         return None
-    except (ValueError, RecursionError, MemoryError) as exc:
-        scan.meta("parse-error", f"cannot parse {scan.rel}: {_parse_failure(exc)}")
-        return None
+    for site, symbol, message in extension_sites(tree, scan.rel, scan.options.extensions, data):  # KERN021
+        scan.add(scan.catalogue.impl_rule("cuda-extension-call"), *source.span(site), symbol, message=message)
     if not PREFILTER.search(data):
         return PythonFacts((), set())  # parsed (so syntax errors are reported) but nothing to look for
     try:
@@ -402,10 +400,7 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes) -> PythonFact
                                  f"(over Python's recursion limit of {sys.getrecursionlimit()})")
         return None
     for rule, node, symbol, replacement, extra in checker.hits:
-        line = getattr(node, "lineno", 1)
-        end_line = getattr(node, "end_lineno", None) or line
-        col = source.char_column(line, getattr(node, "col_offset", 0))
-        end_col = source.char_column(end_line, getattr(node, "end_col_offset", None) or 0)
+        line, col, end_line, end_col = source.span(node)
         library = extra.get("library")
         scan.add(rule, line, col, end_line, end_col, symbol, replacement, extra.get("ambiguous", False),
                  manual_reason=extra.get("manual_reason"), prechecked=True,
@@ -450,10 +445,6 @@ def _setup_requirements(scan: FileScan, tree: ast.AST, source: SourceText, docst
                     rule, replacement = scan.rule_for_key(hit.key, hit.replacement)
                     scan.add(rule, node.lineno, col, node.end_lineno or node.lineno, end, hit.symbol, replacement)
 
-
-def _looks_like_python2(exc: SyntaxError) -> bool:
-    text = (exc.text or "") + (exc.msg or "")
-    return bool(re.search(r"\bprint\s+[^(=\s]|Missing parentheses|except\s+\w+\s*,|\bexec\s+\"|\d+L\b|ur\"", text))
 
 
 def _apply_suppressions(scan: FileScan, directives: Directives) -> tuple[list[Finding], int]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import re
 import tokenize
+import warnings
 from dataclasses import dataclass
 
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -36,6 +38,13 @@ class SourceText:
         if text.isascii():
             return byte_offset + 1
         return len(text.encode("utf-8")[:byte_offset].decode("utf-8", errors="ignore")) + 1
+
+    def span(self, node: object) -> tuple[int, int, int, int]:
+        """(line, column, end line, end column) of an `ast` node, columns in characters."""
+        line = getattr(node, "lineno", 1)
+        end = getattr(node, "end_lineno", None) or line
+        return (line, self.char_column(line, getattr(node, "col_offset", 0)), end,
+                self.char_column(end, getattr(node, "end_col_offset", None) or 0))
 
 
 def decode_python(data: bytes) -> SourceText:
@@ -72,3 +81,35 @@ def decode_text(data: bytes) -> SourceText:
         except UnicodeDecodeError:
             continue
     raise UnreadableSource("cannot decode as text")  # pragma: no cover - latin-1 never fails
+
+
+@dataclass(frozen=True)
+class ParseFailure:
+    """Why a Python file could not be parsed, and where (1-based)."""
+
+    why: str
+    line: int = 1
+    column: int = 1
+
+
+def parse_python(data: bytes, rel: str) -> ast.Module | ParseFailure:
+    """The module's `ast` (warnings such as invalid escapes silenced: not our business), or why not."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(data, filename=rel)
+    except SyntaxError as exc:
+        hint = " (Python 2 code?)" if _looks_like_python2(exc) else ""
+        return ParseFailure(f"{exc.msg}{hint}", exc.lineno or 1, max(exc.offset or 1, 1))
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return ParseFailure(_parse_failure(exc))
+
+def _parse_failure(exc: BaseException) -> str:
+    """Why `ast.parse` gave up (CPython's parser raises an empty MemoryError on deep nesting)."""
+    if isinstance(exc, MemoryError):
+        return "nested too deeply for Python's parser (MemoryError)"
+    return str(exc) or type(exc).__name__
+
+def _looks_like_python2(exc: SyntaxError) -> bool:
+    text = (exc.text or "") + (exc.msg or "")
+    return bool(re.search(r"\bprint\s+[^(=\s]|Missing parentheses|except\s+\w+\s*,|\bexec\s+\"|\d+L\b|ur\"", text))

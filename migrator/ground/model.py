@@ -117,6 +117,18 @@ class ImportInfo:
 
 
 @dataclass(frozen=True)
+class EffortNote:
+    """Minutes a finding's own site needs where its rule's flat figure does not fit (a CUDA file's kernels,
+    by size and by what is left), and how they were reckoned."""
+
+    minutes: float
+    why: str
+
+    def to_dict(self) -> JsonObject:
+        return to_object(self)
+
+
+@dataclass(frozen=True)
 class RouteMark:
     """What a framework route (`--route`) does for a finding: covered, covered only with a flag, or left."""
 
@@ -157,6 +169,7 @@ class Finding:
     declined: str | None = None  # the rule's fix exists but its precheck declined this site: why
     imported: ImportInfo | None = None  # set when the finding is an import statement
     role: str | None = None  # the file's path role (migrator/ground/path_roles.py), set once per scan
+    effort: EffortNote | None = None  # this site's own minutes (else the rule's; reporters/effort.py)
 
     def sort_key(self) -> tuple:
         return (self.path, self.cell or 0, self.line, self.column, self.code)
@@ -314,7 +327,7 @@ class RunResult:
 def _hooks(conv: Converter) -> None:
     """How each class is written: the keys of `migrator/ground/schema/findings.schema.json`, in its order;
     optional fields left out when absent."""
-    for cls in (FixInfo, CoverageInfo, RouteMark, Marker, SkippedFile):
+    for cls in (FixInfo, CoverageInfo, RouteMark, Marker, SkippedFile, EffortNote):
         shape(conv, cls)
     shape(conv, ImportInfo, always=("optional",))
     shape(conv, Finding, rename={"imported": "import"}, always=("fix",))

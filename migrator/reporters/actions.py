@@ -22,6 +22,7 @@ def rule_anchor(code: str) -> str:
 
 
 UNIT_WORDS = {"site": ("site", "sites"), "import": ("file's imports", "files' imports"), "file": ("file", "files"),
+              "symbol": ("name", "names"),
               "op": ("distinct op", "distinct ops")}
 
 
@@ -45,6 +46,8 @@ def manual_groups(actions: list[Action], catalogue: Catalogue) -> list[dict]:
         each = effort.human(acts[0].minutes)
         one, many = UNIT_WORDS[acts[0].unit]
         note = f"{len(acts)} {one if len(acts) == 1 else many} × {each} = {effort.human(mins)}"
+        if len({a.minutes for a in acts}) > 1:  # sites with their own figures (CUDA files by their kernels)
+            note = f"{len(acts)} {many} = {effort.human(mins)}, each by its own size"
         if len(sites) != len(acts):
             note += f" ({len(sites)} findings)"
         groups.append(

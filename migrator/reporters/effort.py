@@ -7,9 +7,13 @@
                    all in a file whose use of the name is an action (one edit),
                  - an op-coverage finding counts once per distinct op in the run
                    (an unsupported op is worked around once, not per call site),
-                 - a rule with `effort.per: file` counts once per file (CUDA graphs: a feature)
+                 - a rule with `effort.per: file` counts once per file (CUDA graphs: a feature),
+                   one with `effort.per: symbol` once per distinct symbol (an extension binding is
+                   routed once, in its wrapper, whichever files call it)
     minutes  = the rule's `effort.minutes` in rules/<family>.yaml (the family default unless the rule
-               sets its own), printed with its one-line `why` (`migrate rule CODE`, the report)
+               sets its own), printed with its one-line `why` (`migrate rule CODE`, the report); a
+               finding that carries its own `effort` (a CUDA file: its kernels by size and by what is
+               left, engine/extension_facts.py) counts that instead
     optional = an import inside `try: ... except ImportError:` with a fallback: listed separately,
                OPTIONAL_MINUTES once per library (check that the fallback path runs on Ascend)
     no effort: automatic fixes (`migrate fix` applies them; numerics fixes are checked by
@@ -51,7 +55,7 @@ class Action:
     """One thing a person does: a rule's site, a file's import of a library, or an op."""
 
     code: str
-    unit: str  # "site" | "import" (a file's imports of one library) | "file" (rules with `per: file`) | "op"
+    unit: str  # "site" | "import" (a file's imports of one library) | "file" / "symbol" (rules with that `per`) | "op"
     minutes: float
     findings: tuple[Finding, ...]
 
@@ -75,9 +79,9 @@ def rule_minutes(code: str) -> tuple[float, str]:
     return rule.effort.minutes, rule.effort.why
 
 
-def _per_file(code: str) -> bool:
+def _per(code: str) -> str:
     rule = _catalogue().get(code)
-    return rule is not None and rule.effort.per == "file"
+    return rule.effort.per if rule is not None else "site"
 
 
 def kind(f: Finding) -> str:
@@ -118,8 +122,11 @@ def _unit_key(f: Finding) -> tuple[str, tuple]:
         return "op", (f.code, f.symbol)
     if f.imported is not None:  # a library is ported once per repository, whichever files import it
         return "import", (f.code, f.imported.library)
-    if _per_file(f.code):
+    per = _per(f.code)
+    if per == "file":
         return "file", (f.code, f.path)
+    if per == "symbol":
+        return "symbol", (f.code, f.symbol)
     return "site", (f.code, f.path, f.cell, f.line, f.symbol)  # the same name twice on a line: one edit
 
 
@@ -159,7 +166,7 @@ def actions(findings: Iterable[Finding]) -> list[Action]:
         units[key] = unit
     used: dict[tuple[str, str], tuple] = {}
     for key, fs in grouped.items():
-        if units[key] in ("site", "file"):
+        if units[key] in ("site", "file", "symbol"):
             used.setdefault((fs[0].code, fs[0].path), key)
     for key in [k for k in grouped if units[k] == "import"]:
         rest: list[Finding] = []
@@ -170,7 +177,13 @@ def actions(findings: Iterable[Finding]) -> list[Action]:
             grouped[key] = rest
         else:
             del grouped[key]
-    return [Action(fs[0].code, units[key], rule_minutes(fs[0].code)[0], tuple(fs)) for key, fs in grouped.items()]
+    return [Action(fs[0].code, units[key], _minutes(fs), tuple(fs)) for key, fs in grouped.items()]
+
+
+def _minutes(findings: list[Finding]) -> float:
+    """An action's minutes: its finding's own figure where it carries one, else the rule's."""
+    own = findings[0].effort
+    return own.minutes if own is not None else rule_minutes(findings[0].code)[0]
 
 
 def action_role(action: Action) -> str:

@@ -110,7 +110,8 @@ def summary_lines(result: RunResult, color: bool = False) -> list[str]:
     for a in acts:
         per_code.setdefault(a.code, []).append(a)
     biggest = sorted(per_code.items(), key=lambda kv: (-sum(a.minutes for a in kv[1]), kv[0]))[:3]
-    parts = "; ".join(f"{code} {len(items)} × {effort.human(items[0].minutes)}" for code, items in biggest)
+    parts = "; ".join(f"{code} {len(items)} × {effort.human(items[0].minutes)}" if len({a.minutes for a in items}) == 1
+                      else f"{code} {len(items)} = {effort.human(sum(a.minutes for a in items))}" for code, items in biggest)
     scopes = effort.scope_line(result.findings)
     lines.append(f"  manual work: {len(acts)} action(s), about {effort.human(effort.total(result.findings))}"
                  + (f" [{scopes}]" if scopes else "")
