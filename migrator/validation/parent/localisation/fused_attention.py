@@ -78,10 +78,12 @@ def eager(orig: Trace, mig: Trace, f: int, matched: dict[int, int | None]) -> Ea
     between = (G.ancestors(orig, soft) & set(below)) - starts if starts else set()
     out = next((i for i in sorted(G.descendants(orig, [soft])) if orig.events[i]["op"] in PRODUCT), None)
     scale = _scores_scale(orig, mig, f, soft)
-    if scale is None:
+    if scale is None and starts:  # the constants between the query/key and the softmax
         scale = _constant_scale(orig, between)
     masking = [MASKING[orig.events[i]["op"]] for i in sorted(between) if orig.events[i]["op"] in MASKING]
-    return Eager(scale, _softmax_pattern(orig.tensor(soft)), masking[0] if masking else "its mask", out,
+    scores = orig.events[soft].get("inputs", [])
+    pattern = _softmax_pattern(G.read_tensor(orig, scores[0]) if scores else None, orig.tensor(soft))
+    return Eager(scale, pattern, masking[0] if masking else "its mask", out,
                  f"eager attention: {G.op_names(orig, between | {soft} | ({out} if out is not None else set()))}")
 
 
@@ -139,11 +141,17 @@ def _constant_scale(orig: Trace, between: set[int]) -> float | None:
     return None if unknown else scale
 
 
-def _softmax_pattern(probs: Tensor | None) -> str | None:
-    """Which query saw which key in the original: its softmax gave the key a probability above 0."""
-    if probs is None or probs.dim() not in (3, 4):
+def _softmax_pattern(scores: Tensor | None, probs: Tensor | None) -> str | None:
+    """Which query saw which key in the original: the softmax's input above the masked level (a
+    probability that underflowed is still seen), else its output above 0."""
+    from ...metrics import MASKED_BELOW
+
+    if scores is not None and scores.dim() in (3, 4):
+        keep = scores > MASKED_BELOW
+    elif probs is not None and probs.dim() in (3, 4):
+        keep = probs > 0
+    else:
         return None
-    keep = probs > 0
     b, n = (keep.shape[0], keep.shape[1]) if keep.dim() == 4 else (1, keep.shape[0])
     return P.safe(lambda: P.fold(keep, b, n, keep.shape[-2], keep.shape[-1]))
 

@@ -201,6 +201,9 @@ def _rms_norm(ctx: Context, f: int) -> FusedCause | None:
     module = ctx.orig.modules.get(event.get("module") or "") or {}
     same = [i for i, o in enumerate(ctx.orig.events) if o.get("module") == event.get("module")
             and o["shape"] == event["shape"]]  # the module's last op of the output's shape: what the norm returns
+    known = [i for i in same if ctx.orig.events[i]["kind"] in ("rms_norm", "layer_norm")]
+    if known:  # a norm op of its own (apex FusedRMSNorm, F.rms_norm)
+        return FusedCause(f, text, ctx.orig.events[known[0]]["op"], known[0], True, frozenset({"eps"}))
     return FusedCause(f, text, f"{module.get('class', 'RMSNorm')} in primitive ops", same[-1] if same else None, True,
                       frozenset({"eps"}))
 
