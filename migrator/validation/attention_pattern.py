@@ -89,6 +89,14 @@ def _decode(code: str) -> tuple[tuple[int, ...], list[bool] | None]:
     return shape, bits
 
 
+def keep_array(code: str) -> Tensor | None:
+    """The pattern back as a bool ``[B, Sq, Skv]`` tensor (True = sees); None for a digest (too large)."""
+    import torch
+
+    shape, bits = _decode(code)
+    return None if bits is None else torch.tensor(bits, dtype=torch.bool).reshape(shape)
+
+
 def _who(allowed: bool) -> str:
     return "migrated only" if allowed else "original only"
 

@@ -175,7 +175,10 @@ def npu_fusion_attention(name: str, args: Args, kwargs: Kwargs) -> Semantic:
     else:
         causal = _SPARSE.get(mode, f"sparse_mode {mode}")
         polarity = f"{str(getattr(mask, 'dtype', '')).removeprefix('torch.')} {list(_shape(mask))}, True = masked out"
-    return {"scale": (float(scale), "given" if given else "npu default"),
+    head_num, _ = _arg(args, kwargs, 3, "head_num", 1)
+    d = (_shape(_arg(args, kwargs, 0, "query")[0]) or (0,))[-1]
+    head_dim = d // max(int(head_num), 1) if str(layout) in ("BSH", "SBH") else d
+    return {"scale": (float(scale), "given" if given else "npu default"), "head dim": (head_dim, "query shape"),
             "causal alignment": (causal, f"sparse_mode {mode}"), "mask polarity": (polarity, "atten_mask"),
             "layout": (str(layout), "input_layout"), "keep_prob": (float(keep), "keep_prob"),
             "attention pattern": (P.safe(lambda: _npu_pattern(args, kwargs, str(layout), mask, mode)),

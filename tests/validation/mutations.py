@@ -60,13 +60,14 @@ _ROPE_BF16_ANGLES = (
 MUTATIONS = (
     Mutation("attn_scale", "gpt", "model.py", (("scale=scale, ", ""),), "S1", "blocks.0.attn (Attention)",
              "npu_fusion_attention scale left at its default 1.0 instead of 1/sqrt(head_dim)",
-             op="scale: 1 (npu default) vs 0.25 (flash_attn default 1/√16)"),
+             op="scale: the port uses 1.0 (npu_fusion_attention's default), the original 0.25 (= 1/sqrt(16)); "
+                "pass scale=1/math.sqrt(head_dim)"),
     Mutation("mask_polarity", "gpt", "model.py",
              (("        mask = torch.triu(torch.ones(2048, 2048, dtype=torch.bool, device=q.device), diagonal=1)\n"
                "        sparse_mode = 3 if causal_align == \"bottom_right\" else 2\n", _SDPA_POLARITY_MASK),),
              "S1", "blocks.0.attn (Attention)",
              "an SDPA-style keep-mask (True = attend) passed as atten_mask (True = masked out)",
-             op="mask polarity: bool [32, 36], True = masked out (atten_mask) vs no mask"),
+             op="mask inverted: the port passes a keep-mask (True = attend) as atten_mask"),
     Mutation("causal_top_left", "gpt", "model.py", (('causal_align="bottom_right"', 'causal_align="top_left"'),),
              "S1", "blocks.0.attn (Attention)",
              "causal mask aligned top-left (sparse_mode 2) on the Sq != Skv memory-slot path; flash-attn is bottom-right",
@@ -78,7 +79,8 @@ MUTATIONS = (
              op="keep_prob: 0.9 (keep_prob) vs 1 (1 - dropout_p)"),
     Mutation("rmsnorm_eps", "gpt", "model.py", (("epsilon=self.eps)[0]", ")[0]"),), "S1",
              "blocks.0.attn_norm (_MigrateRMSNorm)", "npu_rms_norm called without epsilon: its 1e-6 default, not 1e-5",
-             op="eps: 1e-06 (npu default) vs 1e-05 (FusedRMSNorm(eps=...))"),
+             op="RMSNorm eps: the port uses 1e-06 (npu_rms_norm's default), the original 1e-05 (FusedRMSNorm.eps); "
+                "pass epsilon=1e-05"),
     Mutation("layernorm_eps", "gpt", "model.py", (("nn.LayerNorm(cfg.n_embd, eps=cfg.norm_eps,", "nn.LayerNorm(cfg.n_embd, eps=1e-6,"),),
              "S1", "ln_f (LayerNorm)", "final LayerNorm eps 1e-6 instead of the configured 1e-5",
              op="eps: 1e-06 (given) vs 1e-05 (FusedLayerNorm(eps=...))"),

@@ -49,7 +49,8 @@ SLIPS = (
           "repeat (migrated)", "in another order (head layout / KV-head repeat order)"),
     _slip("fused_norm_eps", "model.py", (("epsilon=self.eps)[0]", ")[0]"),),
           "blocks.0.attn_norm (RMSNorm)", "npu_rms_norm without epsilon: its 1e-6 default, not the module's 1e-5",
-          "npu_rms_norm (migrated)", "eps: 1e-06 (npu default) vs 1e-05 (the original RMSNorm.eps)"),
+          "npu_rms_norm (migrated)", "RMSNorm eps: the port uses 1e-06 (npu_rms_norm's default), the original 1e-05 "
+          "(RMSNorm.eps); pass epsilon=1e-05"),
     _slip("causal_sees_next", "model.py", ((".tril()", ".tril(1)"),),
           "_root (TinyLlama)", "causal mask that lets each token see the next one (built in the model's forward)",
           "tril (migrated) vs tril (original)", "arguments: tril(1) (migrated) vs tril() (original)",

@@ -143,9 +143,7 @@ class OpTracer:
         same_as = next((k for k, x in enumerate(inputs) if not (in_place and x is t) and x.shape == t.shape
                         and x.dtype != torch.bool and torch.equal(x.detach().float(), t.detach().float())), None)
         name = f"op{len(self.events)}.{op}"
-        if self._bytes + 4 * t.numel() <= self.max_bytes:  # beyond the budget: the op is linked, not compared
-            self.tensors[name] = t.detach().to("cpu", torch.float32, copy=True).contiguous()
-            self._bytes += 4 * t.numel()
+        self._keep(name, t)
         self._producer[id(t)] = len(self.events)
         self._pinned.append(t)
         self.events.append({"name": name, "op": op, "kind": S.KIND.get(op, op), "shape": list(t.shape),
@@ -153,6 +151,15 @@ class OpTracer:
                             "semantic": S.jsonable(semantic) if semantic else None, "inputs": sources,
                             "same_as": same_as,  # the input it only copies or casts (x.to(dtype), .contiguous())
                             "module": self._stack[-1] if self._stack else None})
+
+    def _keep(self, name: str, t: torch.Tensor) -> None:
+        if self._bytes + 4 * t.numel() <= self.max_bytes and not (t.is_complex() or t.is_meta):
+            self.depth += 1  # the copy is ours, not the program's: not traced
+            try:
+                self.tensors[name] = t.detach().to("cpu", torch.float32, copy=True).contiguous()
+            finally:
+                self.depth -= 1
+            self._bytes += 4 * t.numel()  # beyond the budget: the op is linked, not compared
 
     def _active(self) -> bool:
         return self.enabled > 0 and self.depth == 0
@@ -242,6 +249,7 @@ class OpTracer:
                 if self.enabled == 1:
                     for i, t in enumerate(_tensors([args, kwargs], [])):
                         self._inputs.setdefault(id(t), i)
+                        self._keep(f"input.{i}", t)  # what a fused op read from outside (RoPE cos/sin)
             return None
 
         return hook

@@ -39,6 +39,7 @@ class DivergentOp(TypedDict, total=False):
     shapes: list[Any]
     policy: str
     argument_diff: list[str]
+    cause: str  # a fused op's difference from the subgraph it replaced, in the user's words
     module: str | None
     buffer: str
 
@@ -179,9 +180,9 @@ def _attribute_lines(semantic: dict[str, Any], module: dict[str, Any] | None) ->
     return lines
 
 
-def locate(orig: Trace, mig: Trace, limit: float, policy: str) -> DivergentOp:
-    by_shape = _ByShape(orig)
-    buffers = _buffer_diffs(orig, mig, limit)
+def _matches(orig: Trace, mig: Trace, by_shape: _ByShape, buffers: dict[str, float],
+             limit: float) -> dict[int, int | None]:
+    """Migrated op -> the original op whose output agrees (-1: agrees without one, None: diverges)."""
     matched: dict[int, int | None] = {}
     for i, event in enumerate(mig.events):
         t = mig.tensor(i)
@@ -193,6 +194,13 @@ def locate(orig: Trace, mig: Trace, limit: float, policy: str) -> DivergentOp:
             src = event["inputs"][event["same_as"]]
             agrees = matched.get(src[1]) is not None if src[0] == "op" else not (src[0] == "buffer" and src[1] in buffers)
             matched[i] = -1 if agrees else None
+    return matched
+
+
+def locate(orig: Trace, mig: Trace, limit: float, policy: str) -> DivergentOp:
+    by_shape = _ByShape(orig)
+    buffers = _buffer_diffs(orig, mig, limit)
+    matched = _matches(orig, mig, by_shape, buffers, limit)
     diverging = sorted(i for i, m in matched.items() if m is None)
     if not diverging:
         if buffers:
@@ -210,23 +218,43 @@ def locate(orig: Trace, mig: Trace, limit: float, policy: str) -> DivergentOp:
     read = [src[1] for src in event.get("inputs", []) if src[0] == "buffer" and src[1] in buffers]
     if read or (buffers and not event.get("inputs")):
         return _buffer_cause(buffers, e, mig, policy)
-    t = mig.tensor(e)
-    moved = by_shape.reordered(t, limit)
+    return _named(orig, mig, path, matched, by_shape, limit, policy)
+
+
+def _named(orig: Trace, mig: Trace, path: list[int], matched: dict[int, int | None], by_shape: _ByShape,
+           limit: float, policy: str) -> DivergentOp:
+    """The walk's cause ``path[-1]`` with its original counterpart and argument diff; a fused op on the
+    path whose own arguments differ from the subgraph it replaced is named instead, with the cause."""
+    from . import fused_causes
+
+    fused = fused_causes.find(fused_causes.Context(orig, mig, matched, limit, lambda x: by_shape.match(x, limit)), path)
+    own = fused if fused is not None and fused.own else None  # the fused op's arguments, not how its input was built
+    e = own.index if own is not None else path[-1]
+    event, t = mig.events[e], mig.tensor(e)
+    moved = by_shape.reordered(t, limit) if own is None else None
     o = moved if moved is not None else _counterpart(orig, mig, e, matched)
+    if own is not None and own.original_index is not None:
+        o = own.original_index
     lines: list[str] = []
     if moved is not None:
         lines.append(f"the same values as the original's {orig.events[moved]['op']} output in another order "
                      "(head layout / KV-head repeat order)")
     lines += _argument_lines(orig, mig, e, o)
     lines += _attention_downstream(orig, mig, path[:-1], matched)
-    if o is None and event.get("module") in orig.modules:
+    if own is not None:
+        original_op = own.original_op
+    elif o is None and event.get("module") in orig.modules:
         original_op = f"{orig.modules[event['module']].get('class', 'module')} in primitive ops"
     else:
         original_op = orig.events[o]["op"] if o is not None else "?"
     value = _rel(orig.tensor(o), t) if o is not None and orig.tensor(o) is not None else float("inf")
-    return {"original_op": original_op, "migrated_op": event["op"], "index": e, "rel_l2": value,
-            "shapes": [orig.events[o]["shape"] if o is not None else event["shape"], event["shape"]],
-            "policy": policy, "argument_diff": lines, "module": event.get("module")}
+    found: DivergentOp = {"original_op": original_op, "migrated_op": event["op"], "index": e, "rel_l2": value,
+                          "shapes": [orig.events[o]["shape"] if o is not None else event["shape"], event["shape"]],
+                          "policy": policy, "argument_diff": lines, "module": event.get("module")}
+    if fused is not None:
+        found["cause"] = fused.text
+        found["argument_diff"] = [line for line in lines if line.split(":")[0] not in fused.restates]
+    return found
 
 
 def _followed(orig: Trace, mig: Trace, e: int, matched: dict[int, int | None], by_shape: _ByShape) -> list:
@@ -240,6 +268,11 @@ def _followed(orig: Trace, mig: Trace, e: int, matched: dict[int, int | None], b
     o = _counterpart(orig, mig, e, matched)
     pattern_m = event["semantic"].get("attention pattern", [None])[0]
     pattern_o = (orig.events[o].get("semantic") or {}).get("attention pattern", [None])[0] if o is not None else None
+    if pattern_o is None and pattern_m is not None:  # an eager original: the pattern its softmax ended up with
+        from .fused_attention import eager
+
+        original = eager(orig, mig, e, matched)
+        pattern_o = original.pattern if original is not None else None
     if pattern_m is not None and pattern_m == pattern_o:
         return inputs[:3]
     masks = [src for src in inputs[3:] if src[0] == "op"

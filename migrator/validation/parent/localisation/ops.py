@@ -108,9 +108,16 @@ def describe(found: DivergentOp, module: str) -> str:
     shape = "" if found["shapes"][0] == found["shapes"][1] else f", shapes {found['shapes'][1]} vs {found['shapes'][0]}"
     text = (f"first divergent op inside {module}: {found['migrated_op']} (migrated) vs {found['original_op']} "
             f"(original), op #{found['index']}, {found['policy']} rel_l2 {found['rel_l2']:.3g}{shape}")
-    if found["argument_diff"]:
-        text += "; " + "; ".join(found["argument_diff"])
+    said = [found["cause"]] if found.get("cause") else []
+    if said or found["argument_diff"]:
+        text += "; " + "; ".join(said + found["argument_diff"])
     return text
+
+
+def message(found: DivergentOp) -> str:
+    """The check row's message: the cause in the user's words first, then the argument diff."""
+    said = [found["cause"]] if found.get("cause") else []
+    return "; ".join(said + found.get("argument_diff", [])) or "same semantic arguments"
 
 
 def optimizer_diff(opt_o: OptimizerRun | None, opt_m: OptimizerRun | None) -> str | None:

@@ -194,7 +194,7 @@ def _first_op(result: StageResult, comparison: Comparison, ctx: StageContext, or
             row.update(status=Verdict.FAIL, metric=f"rel_l2 ({target['policy']})", worst=found["rel_l2"],
                        threshold=L.DIVERGES[target["policy"]],
                        worst_tensor=f"{found['migrated_op']} (migrated) vs {found['original_op']} (original)",
-                       message="; ".join(found["argument_diff"]) or "same semantic arguments")
+                       message=L.message(found))
         else:
             row.update(status=Verdict.WARN, message=found.get("note", ""))
     if not text:
