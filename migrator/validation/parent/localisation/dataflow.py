@@ -20,10 +20,10 @@ cause. Named with it:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from ... import op_semantics as S
+from .trace_graph import Trace
 
 
 class DivergentOp(TypedDict, total=False):
@@ -47,24 +47,6 @@ class DivergentOp(TypedDict, total=False):
 MODULE_ATTRS = {"eps": ("eps", "variance_epsilon", "epsilon", "norm_eps"),
                 "scale": ("scale", "softmax_scale", "scaling"),
                 "rotary mode": ("rotary_mode", "interleaved")}
-
-
-@dataclass(frozen=True)
-class Trace:
-    doc: Any  # ops.json: {"events", "modules", "buffers"} (a bare event list from older traces)
-    tensors: Any
-
-    @property
-    def events(self) -> list[dict[str, Any]]:
-        return self.doc if isinstance(self.doc, list) else self.doc.get("events", [])
-
-    @property
-    def modules(self) -> dict[str, dict[str, Any]]:
-        return {} if isinstance(self.doc, list) else self.doc.get("modules", {})
-
-    def tensor(self, i: int) -> Any:
-        """The op's output, or None where the trace's byte budget ran out."""
-        return self.tensors.get(self.events[i]["name"])
 
 
 def _rel(a: Any, b: Any) -> float:

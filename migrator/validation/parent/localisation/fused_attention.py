@@ -19,7 +19,7 @@ from . import trace_graph as G
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from .dataflow import Trace
+    from .trace_graph import Trace
 
 SOFTMAX = frozenset({"softmax", "_softmax", "softmax_"})
 PRODUCT = frozenset({"matmul", "bmm", "einsum", "baddbmm"})

@@ -26,7 +26,7 @@ from . import trace_graph as G
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from .dataflow import Trace
+    from .trace_graph import Trace
 
 EPS_ATTRS = ("eps", "variance_epsilon", "epsilon", "norm_eps")
 ROTARY = {"half": "rotate-half (NeoX)", "interleave": "interleaved pairs (GPT-J)"}

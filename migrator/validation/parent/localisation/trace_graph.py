@@ -5,12 +5,29 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from .dataflow import Trace
+
+@dataclass(frozen=True)
+class Trace:
+    doc: Any  # ops.json: {"events", "modules", "buffers"} (a bare event list from older traces)
+    tensors: Any
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return self.doc if isinstance(self.doc, list) else self.doc.get("events", [])
+
+    @property
+    def modules(self) -> dict[str, dict[str, Any]]:
+        return {} if isinstance(self.doc, list) else self.doc.get("modules", {})
+
+    def tensor(self, i: int) -> Any:
+        """The op's output, or None where the trace's byte budget ran out."""
+        return self.tensors.get(self.events[i]["name"])
 
 
 def readers(trace: Trace) -> dict[int, list[int]]:
