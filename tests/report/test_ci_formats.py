@@ -7,8 +7,10 @@ import io
 import json
 import xml.etree.ElementTree as ET
 from collections import Counter
+from pathlib import Path
 
 import jsonschema
+import pytest
 
 from tests.conftest import run_cli
 
@@ -62,6 +64,16 @@ def test_junit_one_suite_per_file_one_failing_case_per_finding(project):
             assert case.get("file") == suite.get("name") and int(case.get("line")) >= 1
     codes = sorted(c.find("failure").get("type") for c in root.iter("testcase"))
     assert codes == sorted(f["code"] for f in findings)
+
+
+def test_junit_validates_against_the_report_format(project):
+    """Against the element and attribute set CI servers read (tests/report/data/junit.xsd), info included, so
+    every kind of finding and odd text (backticks, quotes, `<`) passes through the XML escaping."""
+    xmlschema = pytest.importorskip("xmlschema", reason="the test extra installs xmlschema")
+    schema = xmlschema.XMLSchema(str(Path(__file__).parent / "data" / "junit.xsd"))
+    schema.validate(_scan(project, "junit", "--include-info"))
+    with pytest.raises(xmlschema.XMLSchemaValidationError):  # the schema is strict enough to notice
+        schema.validate('<testsuites><testsuite name="a" tests="-1"/></testsuites>')
 
 
 def test_junit_leaves_info_out_by_default(project):
