@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""How far is `migrate scan` above the parse floor, and is it linear? One run, ratios only.
+"""How far are `migrate scan` and `migrate fix` above their parse floors, and are they linear? Ratios only.
 
     python3 bench/scan_floor.py                  # all trees, median of 3 per measurement
     python3 bench/scan_floor.py -n 1 --trees megatron-core,timm
@@ -11,6 +11,10 @@ back: the parse floor (`ast.parse` of every file in a child process, its CPU sec
 --no-cache -j 1` (the child's CPU seconds and peak RSS, `os.wait4`), scan/floor, files/s and the
 linearity whole/½ (2.0 = linear). Absolute seconds depend on a shared, busy machine; the ratios,
 measured in the same run, are what to compare.
+
+`fix --diff --no-cache` (writes nothing) is held against its own floor: `libcst.parse_module` of the
+Python files it changes (a libcst rewriter must parse those; files with nothing to fix should cost
+no libcst parse at all).
 """
 
 from __future__ import annotations
@@ -41,13 +45,24 @@ for path in open(sys.argv[1]).read().splitlines():
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         pass
 """
+LIBCST_FLOOR = """
+import sys, libcst
+for path in open(sys.argv[1]).read().splitlines():
+    try:
+        libcst.parse_module(open(path, "rb").read())
+    except Exception:
+        pass
+"""
 
 
-def child(argv: list[str]) -> tuple[float, float]:
-    """(CPU seconds, peak RSS MiB) of one child process run to its end."""
+def child(argv: list[str], stdout: Path | None = None) -> tuple[float, float]:
+    """(CPU seconds, peak RSS MiB) of one child process run to its end; its output kept in `stdout`."""
     env = {**os.environ, "NO_COLOR": "1", "CI": "1", "PYTHONPATH": str(REPO)}
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    sink = open(stdout, "wb") if stdout else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
+    if stdout:
+        sink.close()  # type: ignore[union-attr]
     proc.returncode = os.waitstatus_to_exitcode(status)
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode not in (0, 1):  # 1: findings
@@ -79,15 +94,25 @@ def project(folder: Path, files: list[tuple[str, Path, Path]]) -> list[Path]:
 def measure(folder: Path, copied: list[Path], runs: int) -> dict[str, float]:
     listing = folder.parent / f"{folder.name}.files"
     listing.write_text("\n".join(map(str, copied)))
-    floor, scan, peak = [], [], 0.0
+    diff, changed = folder.parent / f"{folder.name}.diff", folder.parent / f"{folder.name}.changed"
+    floor, scan, fix, cst, peak, fix_peak = [], [], [], [], 0.0, 0.0
     for _ in range(runs):  # floor and scan back to back, so both see the same machine load
         floor.append(child([sys.executable, "-c", FLOOR, str(listing)])[0])
         cpu, rss = child([sys.executable, "-m", "migrator", "scan", str(folder), "--root", str(folder), "--no-cache",
                           "-j", "1", "-q", "--format", "json", "--exit-zero", "--route", "none"])
         scan.append(cpu)
         peak = max(peak, rss)
-    f, s = statistics.median(floor), statistics.median(scan)
-    return {"files": len(copied), "floor": f, "scan": s, "ratio": s / f, "files_per_s": len(copied) / s, "peak": peak}
+        cpu, rss = child([sys.executable, "-m", "migrator", "fix", str(folder), "--root", str(folder), "--no-cache",
+                          "--diff", "--route", "none"], stdout=diff)
+        fix.append(cpu)
+        fix_peak = max(fix_peak, rss)
+        changed.write_text("\n".join(str(folder / line[6:]) for line in diff.read_text(errors="replace").splitlines()
+                                      if line.startswith("+++ b/") and line.endswith(".py")))
+        cst.append(child([sys.executable, "-c", LIBCST_FLOOR, str(changed)])[0])
+    f, s, x, c = (statistics.median(v) for v in (floor, scan, fix, cst))
+    return {"files": len(copied), "floor": f, "scan": s, "ratio": s / f, "files_per_s": len(copied) / s, "peak": peak,
+            "changed": len(changed.read_text().splitlines()), "cst": c, "fix": x, "fix_ratio": x / c,
+            "fix_peak": fix_peak}
 
 
 def main() -> int:
@@ -101,7 +126,8 @@ def main() -> int:
         print(f"scan_floor: {exc}", file=sys.stderr)
         return 2
     print(f"trees: {args.trees} ({len(files)} .py files); median of {args.runs}; CPU seconds of the child")
-    print(f"{'part':>6} {'files':>6} {'floor s':>8} {'scan s':>8} {'scan/floor':>10} {'files/s':>8} {'peak MiB':>9}")
+    print(f"{'part':>6} {'files':>6} {'floor s':>8} {'scan s':>8} {'scan/floor':>10} {'files/s':>8} {'peak MiB':>9}"
+          f" | {'changed':>7} {'cst s':>6} {'fix s':>7} {'fix/cst':>7} {'fix MiB':>7}")
     rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="scan-floor-") as tmp:
         for label, share in FRACTIONS:
@@ -109,9 +135,11 @@ def main() -> int:
             folder = Path(tmp) / label.replace("/", "of")
             row = rows[label] = measure(folder, project(folder, part), args.runs)
             print(f"{label:>6} {row['files']:>6.0f} {row['floor']:>8.2f} {row['scan']:>8.2f} {row['ratio']:>10.2f} "
-                  f"{row['files_per_s']:>8.0f} {row['peak']:>9.0f}", flush=True)
+                  f"{row['files_per_s']:>8.0f} {row['peak']:>9.0f} | {row['changed']:>7.0f} {row['cst']:>6.2f} "
+                  f"{row['fix']:>7.2f} {row['fix_ratio']:>7.2f} {row['fix_peak']:>7.0f}", flush=True)
     print(f"linearity whole/half: floor {rows['whole']['floor'] / rows['1/2']['floor']:.2f}, "
-          f"scan {rows['whole']['scan'] / rows['1/2']['scan']:.2f} (2.00 = linear)")
+          f"scan {rows['whole']['scan'] / rows['1/2']['scan']:.2f}, fix {rows['whole']['fix'] / rows['1/2']['fix']:.2f}, "
+          f"libcst floor {rows['whole']['cst'] / rows['1/2']['cst']:.2f} (2.00 = linear)")
     return 0
 
 

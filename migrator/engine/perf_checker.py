@@ -9,8 +9,10 @@ condition (`if step % N == 0`, `if ... log ...`) it is paid once per N steps, so
 from __future__ import annotations
 
 import ast
+import bisect
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from migrator.engine.fusion_checker import Emit, Names, src
 
@@ -69,13 +71,31 @@ def hot_regions(tree: ast.AST, loops: bool = True) -> Iterator[ast.AST]:
             stack.extend(ast.iter_child_nodes(node))
 
 
-def hot_functions(functions: Iterable[ast.FunctionDef | ast.AsyncFunctionDef]) -> Iterator[ast.AST]:
-    """`hot_regions` without training loops, from the module's functions in source order: no walk."""
-    region_end = 0
-    for func in functions:
-        if func.name in HOT_FUNCTIONS and func.lineno > region_end:  # one inside a region is not its own
-            region_end = func.end_lineno or func.lineno
-            yield func
+@dataclass(frozen=True)
+class Structure:
+    """What the checker's one pass already found, in source order: no walk of our own."""
+
+    functions: Sequence[ast.FunctionDef | ast.AsyncFunctionDef]
+    loops: Sequence[ast.For | ast.AsyncFor | ast.While]
+    backward_lines: Sequence[int]  # lines where a `.backward(...)` call starts
+
+    def hot_regions(self) -> Iterator[ast.AST]:
+        """`hot_regions` from the recorded functions and loops: a loop is a training loop when a
+        `.backward()` call starts within its lines; the outermost region wins, as there."""
+        backward = sorted(self.backward_lines)
+
+        def trains(loop: ast.AST) -> bool:
+            i = bisect.bisect_left(backward, loop.lineno)  # type: ignore[attr-defined]
+            return i < len(backward) and backward[i] <= (loop.end_lineno or loop.lineno)  # type: ignore[attr-defined]
+
+        candidates: list[ast.stmt] = [f for f in self.functions if f.name in HOT_FUNCTIONS]
+        if backward:
+            candidates += [loop for loop in self.loops if trains(loop)]
+        region_end = 0
+        for node in sorted(candidates, key=lambda n: (n.lineno, -(n.end_lineno or n.lineno))):
+            if node.lineno > region_end:  # one inside a region is not its own
+                region_end = node.end_lineno or node.lineno
+                yield node
 
 
 class HotPath:
@@ -155,12 +175,10 @@ def _sets_launch_blocking(node: ast.Assign) -> bool:
 WHOLE_MODULE_WORDS = ("SyncBatchNorm", "sync_batchnorm", "DataLoader", LAUNCH_BLOCKING)
 
 
-def check(tree: ast.AST, text: str, names: Names, emit: Emit,
-          functions: Iterable[ast.FunctionDef | ast.AsyncFunctionDef] | None = None) -> None:
-    """`functions`: the module's functions in source order, where the caller has them (saves a walk)."""
+def check(tree: ast.AST, text: str, names: Names, emit: Emit, structure: Structure | None = None) -> None:
+    """`structure`: the module's functions and loops where the caller has them (saves two walks)."""
     walker = HotPath(names, emit, text)
-    loops = "backward" in text
-    regions = hot_functions(functions) if functions is not None and not loops else hot_regions(tree, loops)
+    regions = structure.hot_regions() if structure is not None else hot_regions(tree, "backward" in text)
     for region in regions:
         walker.walk(region)
     if any(word in text for word in WHOLE_MODULE_WORDS):

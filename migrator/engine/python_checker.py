@@ -139,6 +139,8 @@ class PythonChecker(ast.NodeVisitor):
         self.own_helper_ids = {id(n) for n in self.own_helpers}
         self.claimed: set[int] = set()
         self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []  # in source order, ours left out
+        self.loops: list[ast.For | ast.AsyncFor | ast.While] = []  # in source order (the perf lint's training loops)
+        self.backward_lines: list[int] = []  # lines of `x.backward(...)` calls
         self.members_seen: set[tuple[str, str]] = set()
         self.command_strings: set[int] = set()  # ids of the strings passed to a command runner (subprocess, os.system)  # (code, symbol) of `scope: members` uses reported
         self.call_of: dict[int, ast.Call] = {}  # id of every call's callee expression -> the call
@@ -270,8 +272,16 @@ class PythonChecker(ast.NodeVisitor):
         if isinstance(node.ctx, ast.Load):
             self.report_symbol(node)
 
+    def visit_For(self, node: ast.For | ast.AsyncFor | ast.While) -> None:
+        self.loops.append(node)
+        self.generic_visit(node)
+
+    visit_AsyncFor = visit_While = visit_For  # recorded alike
+
     def visit_Call(self, node: ast.Call) -> None:
         self.call_of[id(node.func)] = node
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "backward":
+            self.backward_lines.append(node.lineno)
         if node.args and not isinstance(node.args[0], ast.Starred):
             self.first_arg_of[id(node.args[0])] = node
         if any(k.arg == "choices" for k in node.keywords):
@@ -451,7 +461,8 @@ def _advise(tree: ast.AST, text: str, checker: PythonChecker) -> None:
                            fusion_attention.attention):
                 detect(body, emit)
     if on("perf"):
-        perf_checker.check(tree, text, checker.qualnames, emit, checker.functions)
+        perf_checker.check(tree, text, checker.qualnames, emit,
+                           perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines))
 
 
 class _LineSet:
