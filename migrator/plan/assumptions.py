@@ -41,6 +41,13 @@ class Assumptions:
     moe_domains: int = 0              # MoE: a token's experts lie in at most this many domains (0 = any)
     memory_headroom: float = 0.9      # share of HBM the plan may fill (allocator, workspace, fragmentation)
     cp_min_tokens: int = 4096         # context parallelism only down to this many tokens per device
+    cp_comm: str = "allgather"        # context parallel exchange: "allgather" (K/V, Megatron / Llama 3) or
+                                      # "ulysses" (all-to-all of Q, K, V and the output over the heads)
+    moe_imbalance: float = 1.0        # MoE: tokens on the busiest expert device / the balanced share
+    moe_permute_passes: float = 4.0   # MoE: HBM passes over the routed tokens' hidden vectors (permute + unpermute)
+    fp8_cast_bytes: float = 4.0       # FP8: HBM bytes per operand element to quantize (read 2, write 1) and
+                                      # write the transposed copy the backward GEMM reads (1); amax is folded in
+    mc2_overlap: float = 0.75         # Ascend MC2: share of a TP collective hidden inside its fused matmul
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -77,10 +84,22 @@ SOURCES = {
     "moe_domains": "DeepSeek-V3 node-limited routing: at most 4 nodes per token; 0 = unrestricted",
     "memory_headroom": "modelling choice: allocator fragmentation and workspace",
     "cp_min_tokens": "modelling choice: context parallelism only while each device keeps 4096 tokens",
+    "cp_comm": "Megatron-Core / Llama 3 (Dubey et al. 2024 Sec. 3.3.2) exchange K and V (all-gather volume); "
+               "DeepSpeed-Ulysses (Jacobs et al. 2023) all-to-alls Q, K, V and the output over the heads",
+    "moe_imbalance": "1.0: the Megatron-Bridge performance summary force-balances tokens among experts; real "
+                     "routing (aux-loss balanced) is above 1, e.g. Pangu Pro MoE (arXiv:2505.21411) Fig. 2 "
+                     "imbalance scores: set it for your router",
+    "moe_permute_passes": "modelling choice: permute reads and writes the top-k copies of each token, unpermute "
+                          "reads and writes them back (Megatron-Core moe_utils.permute / unpermute): 4 passes",
+    "fp8_cast_bytes": "modelling choice after Transformer Engine's FP8 recipe (cast + transpose of each GEMM "
+                      "operand, amax history): read bf16 2 bytes, write fp8 1 byte and its transpose 1 byte",
+    "mc2_overlap": "modelling choice: MindSpeed MC2 (docs/en/pytorch/features/mcore/mc2.md) splits the matmul and "
+                   "its all-gather / reduce-scatter into pipelined sub-tasks; 0.75 = all but the first of 4 "
+                   "sub-tasks hidden (the sub-task count is not published); never more than the fused GEMMs' time",
 }
 
 _CHOICES = {"gemm_model": ("curve", "constant"), "attention": ("flash", "eager"),
-            "grad_dtype": ("bf16", "fp32"), "schedule": SCHEDULES}
+            "grad_dtype": ("bf16", "fp32"), "schedule": SCHEDULES, "cp_comm": ("allgather", "ulysses")}
 
 
 def parse_assume(pairs: list[str] | tuple[str, ...], base: Assumptions | None = None) -> Assumptions:
@@ -107,7 +126,8 @@ def parse_assume(pairs: list[str] | tuple[str, ...], base: Assumptions | None = 
             raise AssumptionError(f"--assume {pair!r}: {key} takes a number") from None
         if value < 0 or (key in ("gemm_efficiency", "attention_efficiency", "link_efficiency", "memory_headroom")
                          and not 0 < value <= 1) or (key.endswith("_overlap") and value > 1) \
-                or (key == "capacity_factor" and value < 1):
+                or (key in ("capacity_factor", "moe_imbalance") and value < 1) \
+                or (key == "mc2_overlap" and value > 1):
             raise AssumptionError(f"--assume {pair!r}: {key} is out of range")
         changes[key] = value
     return replace(base or Assumptions(), **changes)

@@ -76,6 +76,11 @@ class Cluster:
     def peak_tflops(self, dtype: str) -> float:
         return self.need(f"peak_tflops_{dtype}")
 
+    @property
+    def ascend(self) -> bool:
+        """Huawei Ascend hardware (MC2, the fused matmul + TP collective, exists only there)."""
+        return "ascend" in self.title.lower()
+
     def with_devices(self, devices: int) -> Cluster:
         return self.with_figures({"devices": Figure(devices, "user", "--devices")})
 

@@ -32,22 +32,40 @@ class Layout:
     micro_batch: int = 1
     vpp: int = 1         # virtual pipeline stages per device (> 1: the interleaved 1F1B schedule)
     sp: bool = True      # sequence parallelism inside TP (Korthikanti et al. 2022)
+    etp: int = 0         # expert tensor parallel (Megatron-Core --expert-tensor-parallel-size); 0 = tp
+    mc2: bool = False    # Ascend MC2: each TP matmul fused with its all-gather / reduce-scatter
+    last: int = 0        # layers on the last pipeline stage (it also holds the LM head); 0 = an even split
 
     @property
     def world(self) -> int:
         return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def expert_tp(self) -> int:
+        return self.etp or self.tp
+
+    def stage_layers(self, layers: int) -> int:
+        """Layers of the fullest stage: ceil(l / p), or with a lighter last stage ceil((l - last) / (p - 1))."""
+        if self.pp == 1:
+            return layers
+        if self.last:
+            return -(-(layers - self.last) // (self.pp - 1))
+        return -(-layers // self.pp)
 
     def label(self) -> str:
         parts = [f"TP {self.tp}"] + ([f"CP {self.cp}"] if self.cp > 1 else []) + [f"PP {self.pp}", f"DP {self.dp}"]
         return " x ".join(parts) + (f", EP {self.ep}" if self.ep > 1 else "") + \
             (f", VPP {self.vpp}" if self.vpp > 1 else "") + ("" if self.sp or self.tp == 1 else ", no SP") + \
             f", ZeRO-{self.zero}, {'no' if self.recompute == 'none' else self.recompute} recompute, " \
-            f"micro-batch {self.micro_batch}"
+            f"micro-batch {self.micro_batch}" + (f", ETP {self.etp}" if self.etp and self.etp != self.tp else "") + \
+            (", MC2" if self.mc2 else "") + (f", last stage {self.last} layers" if self.last else "")
 
     def spec(self) -> str:
         """The `--layout` spelling of this layout."""
         return (f"tp={self.tp},pp={self.pp},vpp={self.vpp},dp={self.dp},cp={self.cp},ep={self.ep},zero={self.zero},"
-                f"recompute={self.recompute},sp={'on' if self.sp else 'off'},mb={self.micro_batch}")
+                f"recompute={self.recompute},sp={'on' if self.sp else 'off'},mb={self.micro_batch}"
+                + (f",etp={self.etp}" if self.etp else "") + (",mc2=on" if self.mc2 else "")
+                + (f",last={self.last}" if self.last else ""))
 
 
 # ---- FLOPs (Narayanan et al. 2021, eq. 3)
@@ -112,12 +130,13 @@ def model_state_bytes(model: ModelShape, layout: Layout, grad_bytes: int = BYTES
     context-parallel ranks hold the same weights), stage 2 also the gradients, stage 3 also the weights.
     Experts shard over dp x cp / ep. `copies` = 2 for DualPipe's two parameter copies."""
     params = model.params()
-    per_stage = -(-model.layers // layout.pp) / model.layers / layout.tp  # the largest stage
-    dense = params["dense"] * per_stage
-    experts = params["experts"] * per_stage / layout.ep
+    stage = layout.stage_layers(model.layers) / model.layers  # the largest stage
+    dense = params["dense"] * stage / layout.tp
+    experts = params["experts"] * stage / (layout.ep * layout.expert_tp)
     out = {"weights": 0.0, "gradients": 0.0, "optimizer": 0.0}
     replicas = layout.dp * layout.cp
-    for count, group in ((dense, replicas), (experts, max(1, replicas // layout.ep))):
+    expert_replicas = max(1, layout.tp * replicas // (layout.ep * layout.expert_tp))
+    for count, group in ((dense, replicas), (experts, expert_replicas)):
         out["weights"] += copies * 2 * count / (group if layout.zero >= 3 else 1)
         out["gradients"] += copies * grad_bytes * count / (group if layout.zero >= 2 else 1)
         out["optimizer"] += 12 * count / (group if layout.zero >= 1 else 1)
@@ -142,7 +161,7 @@ def activation_bytes(model: ModelShape, layout: Layout, seq: int, microbatches: 
     per_layer = activation_bytes_per_layer(model, local, layout.micro_batch, layout.tp, layout.recompute, attention,
                                            value_bytes, dropout, layout.sp)
     logits = 4 * layout.micro_batch * local * model.vocab / layout.tp
-    return -(-model.layers // layout.pp) * in_flight(layout, microbatches, schedule) * per_layer + logits
+    return layout.stage_layers(model.layers) * in_flight(layout, microbatches, schedule) * per_layer + logits
 
 
 def working_bytes(model: ModelShape, layout: Layout, seq: int, attention: str, value_bytes: int = BYTES,

@@ -111,6 +111,9 @@ def _ep_all_to_all_s(model: ModelShape, lay: Layout, tokens: float, cluster: Clu
                cost.all_to_all_s(volume, lay.ep, cost.link_gbps("domain", cluster), a) if span > 1 else 0.0)
 
 
+TP_MC2 = "tp all-gather/reduce-scatter (MC2 fused)"
+
+
 @dataclass
 class _Collectives:  # built up by one function, then read
     """Per micro-batch seconds of each collective before overlap, the share hidden, and its link."""
@@ -129,7 +132,7 @@ def _microbatch_collectives(job: Job, cluster: Cluster, lay: Layout, links: dict
     """The tp, ep, cp and pp collectives of one micro-batch on this rank's layers."""
     m_, a, s = job.model, job.assumptions, job.seq
     bw = {g: cost.link_gbps(link, cluster) for g, link in links.items()}
-    layers_here = -(-m_.layers // lay.pp)
+    layers_here = lay.stage_layers(m_.layers)
     moe_here = layers_here * (m_.moe_layers / m_.layers if m_.moe else 0.0)
     local = s / lay.cp
     act = lay.micro_batch * local * m_.hidden * BYTES      # one layer's [s, b, h] activation
@@ -138,13 +141,21 @@ def _microbatch_collectives(job: Job, cluster: Cluster, lay: Layout, links: dict
     if lay.tp > 1:  # per layer 2 all-gathers + 2 reduce-scatters (SP) or 2 all-reduces, forward and backward
         calls = (4 if lay.sp else 2) * (2 + (1 if full else 0))
         one = cost.all_gather_s(act, lay.tp, bw["tp"], a) if lay.sp else cost.all_reduce_s(act, lay.tp, bw["tp"], a)
-        out.add("tp all-gather/reduce-scatter", calls * layers_here * one, a.tp_overlap, links["tp"])
+        out.add(TP_MC2 if lay.mc2 else "tp all-gather/reduce-scatter", calls * layers_here * one, a.tp_overlap,
+                links["tp"])
     if lay.ep > 1 and m_.moe:  # dispatch + combine, forward and backward (and the recomputed forward)
         calls = 4 + (2 if full else 0)
         tokens = lay.micro_batch * local / (lay.tp if lay.sp else 1)
         out.add("ep all-to-all", calls * moe_here * _ep_all_to_all_s(m_, lay, tokens, cluster, links["ep"], a),
                 1.0 if schedule == "dualpipe" else a.ep_overlap, links["ep"])
-    if lay.cp > 1:  # all-gather K and V forward; backward all-gathers again and reduce-scatters dK, dV
+    if lay.cp > 1 and a.cp_comm == "ulysses":  # all-to-all Q, K, V in and the output back, each way (DeepSpeed-Ulysses)
+        kv_heads = m_.heads if m_.mla else m_.kv_heads
+        width = m_.heads * (m_.qk_dim() + m_.value_dim()) + kv_heads * (m_.qk_dim() + m_.value_dim())
+        moved = lay.micro_batch * local * width * BYTES / lay.tp  # this rank's s / cp tokens, all heads of its TP shard
+        calls = 2 + (1 if full else 0)
+        out.add("cp all-to-all (Ulysses)", calls * layers_here * cost.all_to_all_s(moved, lay.cp, bw["cp"], a), 0.0,
+                links["cp"])
+    elif lay.cp > 1:  # all-gather K and V forward; backward all-gathers again and reduce-scatters dK, dV
         kv_heads = m_.heads if m_.mla else m_.kv_heads
         kv = lay.micro_batch * s * kv_heads * (m_.qk_dim() + m_.value_dim()) * BYTES / lay.tp
         calls = 3 + (1 if full else 0)
@@ -168,11 +179,19 @@ def _memory(job: Job, lay: Layout, micro: int, schedule: str) -> dict[str, float
     return memory
 
 
+def device_of(job: Job, cluster: Cluster) -> Device:
+    """The matmul rates and HBM bandwidth a step runs at: FP8 GEMMs where they pay, the rest at the BF16 peak."""
+    hbm = cluster.need("hbm_GBps") * 1e9
+    if job.dtype == "fp8":
+        return Device(cluster.peak_tflops("bf16") * 1e12, hbm, cluster.peak_tflops("fp8") * 1e12)
+    return Device(cluster.peak_tflops(job.dtype) * 1e12, hbm)
+
+
 def estimate(job: Job, cluster: Cluster, layout: Layout, force_links: dict[str, str] | None = None) -> Estimate:
     m_, a = job.model, job.assumptions
     lay, s = layout, job.seq
     peak = cluster.peak_tflops(job.dtype) * 1e12
-    dev = Device(peak, cluster.need("hbm_GBps") * 1e9)
+    dev = device_of(job, cluster)
     micro = job.global_batch // (lay.dp * lay.micro_batch)
     links = {g: cost.link_of(span, cluster, lay.world) for g, span in cost.group_spans(lay).items()}
     links.update(force_links or {})
@@ -181,6 +200,9 @@ def estimate(job: Job, cluster: Cluster, layout: Layout, force_links: dict[str, 
     parts = microbatch_s(m_, lay, s, dev, a)
     per_mb = sum(parts.values())
     comm = _microbatch_collectives(job, cluster, lay, links, schedule)
+    if TP_MC2 in comm.raw and comm.raw[TP_MC2]:  # hidden inside the fused matmuls (not the MoE experts)
+        fused = parts["gemm"] + parts.get("fp8 quantize", 0.0)
+        comm.hide[TP_MC2] = max(comm.hide[TP_MC2], min(a.mc2_overlap * comm.raw[TP_MC2], fused) / comm.raw[TP_MC2])
     via = comm.via
     exposed = {k: v * (1 - comm.hide[k]) * micro for k, v in comm.raw.items()}
     overlapped = {k: v * comm.hide[k] * micro for k, v in comm.raw.items()}
@@ -212,9 +234,9 @@ def _dp_s(m_: ModelShape, lay: Layout, micro: int, per_mb: float, gbps: float, a
     that micro-batch."""
     params = m_.params()
     dense = params["dense"] / (lay.tp * lay.pp) * BYTES
-    experts = params["experts"] / (lay.tp * lay.pp * lay.ep) * BYTES
+    experts = params["experts"] / (lay.expert_tp * lay.pp * lay.ep) * BYTES
     replicas = lay.dp * lay.cp
-    expert_replicas = max(1, replicas // lay.ep)
+    expert_replicas = max(1, lay.tp * replicas // (lay.expert_tp * lay.ep))
     ring = cost.all_reduce_s(dense, replicas, gbps, a) + cost.all_reduce_s(experts, expert_replicas, gbps, a)
     if lay.zero >= 3:
         return 1.5 * ring * micro, a.dp_overlap * per_mb * micro
@@ -240,6 +262,11 @@ def _model_split_problems(job: Job, lay: Layout) -> list[str]:
         out.append(f"pp: pp x vpp = {lay.pp * lay.vpp} is more than the {m.layers} layers")
     if lay.vpp > 1 and lay.pp == 1:
         out.append("vpp: virtual pipeline stages need pp > 1")
+    if lay.etp and (not m.moe or lay.tp * lay.dp * lay.cp % (lay.etp * lay.ep) or lay.etp > lay.tp * lay.cp):
+        out.append(f"etp: expert tensor parallel {lay.etp} needs an MoE model and etp x ep = {lay.etp * lay.ep} "
+                   f"dividing tp x dp x cp = {lay.tp * lay.dp * lay.cp}")
+    if lay.last and (lay.pp == 1 or lay.last > lay.stage_layers(m.layers) or lay.last > m.layers - (lay.pp - 1)):
+        out.append(f"last: {lay.last} layers on the last stage needs pp > 1 and no more than the other stages hold")
     return out
 
 
@@ -253,6 +280,9 @@ def _data_split_problems(job: Job, lay: Layout) -> list[str]:
         out.append(f"cp: sequence {job.seq} is not divisible by 2 x cp = {2 * lay.cp} (load-balanced causal chunks)")
     if lay.cp > 1 and job.assumptions.attention != "flash":
         out.append("cp: context parallelism needs flash attention (attention=eager keeps the s x s scores)")
+    if lay.cp > 1 and job.assumptions.cp_comm == "ulysses" and (job.model.heads // lay.tp) % lay.cp:
+        out.append(f"cp: Ulysses splits the {job.model.heads // lay.tp} heads per TP rank over cp {lay.cp}: "
+                   "not divisible")
     return out
 
 
@@ -274,6 +304,9 @@ def layout_problems(job: Job, cluster: Cluster, layout: Layout, devices: int | N
         out.append(f"world size: tp x cp x pp x dp = {lay.world}, not the {devices} devices asked for")
     out += _model_split_problems(job, lay)
     out += _data_split_problems(job, lay)
+    if lay.mc2 and (lay.tp == 1 or not cluster.ascend):
+        out.append(f"mc2: MC2 fuses TP matmuls with their collectives on Ascend: needs tp > 1 and an Ascend cluster "
+                   f"({cluster.name} is {'Ascend' if cluster.ascend else 'not Ascend'}, tp {lay.tp})")
     if lay.world > int(cluster.figure("devices").value or lay.world) and not devices:
         out.append(f"world size: {lay.world} devices, the cluster has {int(cluster.need('devices'))} "
                    "(give --devices)")

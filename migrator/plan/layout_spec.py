@@ -9,7 +9,7 @@ from __future__ import annotations
 from .cost import Layout
 
 _INTS = {"tp": "tp", "pp": "pp", "vpp": "vpp", "dp": "dp", "cp": "cp", "ep": "ep", "zero": "zero",
-         "mb": "micro_batch", "micro_batch": "micro_batch"}
+         "mb": "micro_batch", "micro_batch": "micro_batch", "etp": "etp", "last": "last"}
 _RECOMPUTE = ("none", "selective", "full")
 _ON, _OFF = ("on", "true", "1", "yes"), ("off", "false", "0", "no")
 
@@ -24,16 +24,16 @@ def _value(text: str, key: str, name: str, raw: str) -> object:
         if raw not in _RECOMPUTE:
             raise LayoutSyntaxError(f"--layout {text!r}: recompute is one of {', '.join(_RECOMPUTE)}")
         return raw
-    if name == "sp":
+    if name in ("sp", "mc2"):
         if raw not in _ON + _OFF:
-            raise LayoutSyntaxError(f"--layout {text!r}: sp is on or off")
+            raise LayoutSyntaxError(f"--layout {text!r}: {name} is on or off")
         return raw in _ON
     if not raw.isdigit():
         raise LayoutSyntaxError(f"--layout {text!r}: {key} takes a whole number, got {raw!r}")
     number = int(raw)
-    if number < (0 if name == "zero" else 1) or (name == "zero" and number > 3):
+    if number < (0 if name in ("zero", "etp", "last") else 1) or (name == "zero" and number > 3):
         raise LayoutSyntaxError(f"--layout {text!r}: {key} = {number} is out of range "
-                                + ("(0-3)" if name == "zero" else "(at least 1)"))
+                                + ("(0-3)" if name == "zero" else "(at least 0)" if name in ("etp", "last") else "(at least 1)"))
     return number
 
 
@@ -47,10 +47,10 @@ def _given_values(text: str) -> dict[str, object]:
         key, raw = key.strip().lower(), raw.strip().lower()
         if not sep or not raw:
             raise LayoutSyntaxError(f"--layout {text!r}: {part!r} is not KEY=VALUE")
-        name = _INTS.get(key) or ({"recompute": "recompute", "sp": "sp"}.get(key))
+        name = _INTS.get(key) or ({"recompute": "recompute", "sp": "sp", "mc2": "mc2"}.get(key))
         if name is None:
-            raise LayoutSyntaxError(f"--layout {text!r}: unknown key {key!r} (known: tp, pp, vpp, dp, cp, ep, zero, "
-                                    "recompute, sp, mb)")
+            raise LayoutSyntaxError(f"--layout {text!r}: unknown key {key!r} (known: tp, pp, vpp, dp, cp, ep, etp, "
+                                    "zero, recompute, sp, mc2, mb, last)")
         if name in values:
             raise LayoutSyntaxError(f"--layout {text!r}: {key} given twice")
         values[name] = _value(text, key, name, raw)

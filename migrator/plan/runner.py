@@ -129,7 +129,7 @@ def evaluate_cluster(job: Job, cluster: Cluster, layout: Layout, devices: int | 
     est = estimate(job, cluster, layout)
     why = [f"the given layout: {duration(est.step_s)} per step, MFU {est.mfu:.1%}"]
     if explain:
-        found = search(job, cluster, world=layout.world, top=1)
+        found = search(job, cluster, world=layout.world, top=1, seeds=(layout,))
         if found["top"]:
             why += compare(job, cluster, found["top"][0], est)
     state = sum(v for k, v in est.memory.items() if k in ("weights", "gradients", "optimizer"))

@@ -18,12 +18,13 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def layouts(job: Job, world: int, tp_max: int | None = None) -> list[Layout]:
+def layouts(job: Job, world: int, tp_max: int | None = None, ascend: bool = False) -> list[Layout]:
     """Every layout that divides: tp | heads and kv-heads (and <= the domain when asked), 2 cp | seq
     (load-balanced causal chunks, cp <= 16, at least `cp_min_tokens` per device, flash attention only),
     pp <= layers (uneven stages allowed; vpp 2 when the stages split evenly), dp | global batch, ep | experts
     and dp, ZeRO 1-3, micro-batch a power of two dividing the batch per replica (the search stops growing it
-    once it no longer fits)."""
+    once it no longer fits); MoE with TP also expert-TP 1; on Ascend with TP also MC2 on. More virtual stages
+    and a lighter last stage are tried on the best of these (`_refine`)."""
     m = job.model
     out = []
     a = job.assumptions
@@ -42,11 +43,13 @@ def layouts(job: Job, world: int, tp_max: int | None = None) -> list[Layout]:
                 eps = [e for e in _divisors(dp * cp) if m.experts % e == 0 and dp % e == 0] if m.moe else [1]
                 per_replica = job.global_batch // dp
                 mbs = [b for b in (1, 2, 4, 8, 16) if per_replica % b == 0]
-                for ep in eps:
+                etps = [0] + ([1] if m.moe and tp > 1 else [])
+                mc2s = [False] + ([True] if ascend and tp > 1 else [])
+                for ep, etp, mc2 in ((e, x, c) for e in eps for x in etps for c in mc2s):
                     for zero in (1, 2, 3) if dp * cp > 1 else (0,):
                         for rc in RECOMPUTE:
                             for vpp in vpps:
-                                out += [Layout(tp, cp, pp, dp, ep, zero, rc, mb, vpp) for mb in mbs]
+                                out += [Layout(tp, cp, pp, dp, ep, zero, rc, mb, vpp, etp=etp, mc2=mc2) for mb in mbs]
     return out
 
 
@@ -66,11 +69,13 @@ def _ranked(job: Job, cluster: Cluster, candidates: list[Layout]) -> list[Estima
 
 
 def search(job: Job, cluster: Cluster, world: int | None = None, top: int = 5,
-           sizes: list[int] | None = None) -> dict[str, Any]:
+           sizes: list[int] | None = None, seeds: tuple[Layout, ...] = ()) -> dict[str, Any]:
     """Rank the layouts at the first size that has a fitting one: `sizes` in order (smallest first, see
-    `sizing`), or else `world` (default: every device) and then fewer when it cannot divide."""
+    `sizing`), or else `world` (default: every device) and then fewer when it cannot divide. `seeds` (a given
+    or published layout of that world) join the candidates, so the pick is never predicted slower than them."""
     world = world or int(cluster.need("devices"))
-    required = ["domain_size", "domain_GBps", "hbm_GB", "hbm_GBps", f"peak_tflops_{job.dtype}"]
+    required = ["domain_size", "domain_GBps", "hbm_GB", "hbm_GBps", f"peak_tflops_{job.dtype}"] + \
+        (["peak_tflops_bf16"] if job.dtype == "fp8" else [])
     domain = cluster.figure("domain_size").value
     if domain is None or max(sizes or [world]) > domain:
         required.append("scale_out_GBps")
@@ -83,12 +88,14 @@ def search(job: Job, cluster: Cluster, world: int | None = None, top: int = 5,
     candidates: list[Estimate] = []
     asked, smaller = world, None
     for size in sizes or world_sizes(world, cluster):  # without `sizes`: every device first, fewer if it cannot divide
-        candidates = _ranked(job, cluster, layouts(job, size))
+        candidates = _ranked(job, cluster, layouts(job, size, ascend=cluster.ascend))
+        candidates += [estimate(job, cluster, s) for s in seeds if s.world == size]
         world = size
         if any(e.fits for e in candidates):
             break
         smaller = (size, min((e.memory["total"] for e in candidates), default=None))
     fitting = sorted((e for e in candidates if e.fits), key=lambda e: (e.step_s, e.memory["total"]))
+    fitting = _refine(job, cluster, fitting, [s for s in seeds if s.world == world])
     world = world if fitting or sizes else asked
     result: dict[str, Any] = {"cluster": cluster.name, "world": world, "considered": len(candidates),
                               "fitting": len(fitting), "top": fitting[:top], "why": []}
@@ -107,6 +114,31 @@ def search(job: Job, cluster: Cluster, world: int | None = None, top: int = 5,
         return result
     result["why"] = explain(job, cluster, fitting) + result["why"]
     return result
+
+
+REFINE_TOP = 8  # pipelined layouts whose virtual stages and last stage are searched in full
+
+
+def _refine(job: Job, cluster: Cluster, ranked: list[Estimate], seeds: list[Layout] | None = None) -> list[Estimate]:
+    """For the best pipelined layouts: every virtual-stage count 1..layers/pp, each with the even split and the
+    last stage lightened to balance the LM head (`compute.best_last_stage`); re-ranked with the rest."""
+    from .compute import best_last_stage
+    from .estimate import device_of
+
+    seen = {e.layout for e in ranked}
+    extra = []
+    dev = device_of(job, cluster)
+    for base in [e.layout for e in ranked if e.layout.pp > 1][:REFINE_TOP] + [s for s in seeds or [] if s.pp > 1]:
+        for vpp in range(1, job.model.layers // base.pp + 1):
+            lay = replace(base, vpp=vpp, last=0)
+            last = best_last_stage(job.model, lay, job.seq, dev, job.assumptions)
+            for cand in {lay, replace(lay, last=last)}:
+                if cand not in seen:
+                    seen.add(cand)
+                    e = estimate(job, cluster, cand)
+                    if e.fits:
+                        extra.append(e)
+    return sorted(ranked + extra, key=lambda e: (e.step_s, e.memory["total"]))
 
 
 def world_sizes(devices: int, cluster: Cluster) -> list[int]:
@@ -136,6 +168,7 @@ def explain(job: Job, cluster: Cluster, ranked: list[Estimate]) -> list[str]:
                        f"{group.upper()} {size} across the scale-out network would cost "
                        f"{across.step_s / best.step_s - 1:.0%} more")
     lay = best.layout
+    why += _pipeline_why(job, cluster, best)
     if lay.recompute != "none":
         alt = replace(lay, recompute="none")
         e = estimate(job, cluster, alt)
@@ -143,6 +176,27 @@ def explain(job: Job, cluster: Cluster, ranked: list[Estimate]) -> list[str]:
             why.append(f"{lay.recompute} recomputation because without it the layout needs "
                        f"{e.memory['total'] / 1e9:.1f} GB per device")
     return why
+
+
+def _pipeline_why(job: Job, cluster: Cluster, best: Estimate) -> list[str]:
+    """Why its virtual stages (against VPP 1 and VPP + 1) and its last stage (against the even split)."""
+    lay = best.layout
+    out: list[str] = []
+    if lay.pp == 1:
+        return out
+    for vpp in sorted({1, lay.vpp + 1} - {lay.vpp}):
+        if lay.pp * vpp > job.model.layers:
+            continue
+        other = estimate(job, cluster, replace(lay, vpp=vpp))
+        out.append(f"VPP {lay.vpp} over VPP {vpp}: bubble {best.bubble:.1%} vs {other.bubble:.1%} of the step, "
+                   f"pp send/recv {best.comm_s.get('pp send/recv', 0) * 1e3:.3g} vs "
+                   f"{other.comm_s.get('pp send/recv', 0) * 1e3:.3g} ms exposed, step {duration(best.step_s)} vs "
+                   f"{duration(other.step_s)}" + ("" if other.fits else " (does not fit)"))
+    if lay.last:
+        even = estimate(job, cluster, replace(lay, last=0))
+        out.append(f"last stage {lay.last} layers (the LM head's time in layers moved to the other stages): "
+                   f"{even.step_s / best.step_s - 1:.1%} faster than the even split")
+    return out
 
 
 def compare(job: Job, cluster: Cluster, pick: Estimate, given: Estimate) -> list[str]:
