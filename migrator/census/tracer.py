@@ -28,6 +28,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from migrator.catalogue.coverage import normalize_dtype
 
+from .flow import Flow
+
 PHASES = ("setup", "forward", "backward", "optimizer")
 _PLUMBING = tuple(os.path.join("torch", p) for p in (
     os.path.join("nn", "modules", "module.py"), "overrides.py", os.path.join("utils", "_python_dispatch.py"),
@@ -101,6 +103,7 @@ class Recording:
         self.aten_calls = 0
         self._kinds: dict[Any, int] = {}
         self._dtypes: dict[Any, str] = {}
+        self.flow = Flow()  # the first forward's data flow (the advisor's fusion patterns)
 
     # ------------------------------------------------------------------ frames
     def _kind(self, code: CodeType) -> int:
@@ -140,7 +143,8 @@ class Recording:
             return "optimizer"  # between backward and the next forward: clipping, scaler, step, zero_grad
         return self.phase
 
-    def record(self, level: str, name: str, args: tuple, kwargs: dict | None, dispatched: bool = True) -> None:
+    def record(self, level: str, name: str, args: tuple, kwargs: dict | None, dispatched: bool = True) -> tuple | None:
+        """Count one call; returns its user frame."""
         tensors = list(_tensors(args, kwargs))
         dtypes = tuple(_dtype_key(t.dtype, self._dtypes) for t in tensors)
         user, library = self.frames()
@@ -152,6 +156,7 @@ class Recording:
         else:
             slot[0] += 1
             slot[2] = slot[2] or dispatched
+        return user
 
     def setup_started(self) -> None:
         self.phase, self.after_backward = "setup", False
@@ -218,7 +223,10 @@ class ApiMode(TorchFunctionMode):
         before = self.census.aten_calls
         result = func(*args, **(kwargs or {}))
         if name is not None:  # after the call: did it run a kernel, or only read metadata (is_complex)?
-            self.census.record("api", name, args, kwargs, self.census.aten_calls != before)
+            dispatched = self.census.aten_calls != before
+            user = self.census.record("api", name, args, kwargs, dispatched)
+            if dispatched and self.census.flow.follow(self.census.current_phase()):
+                self.census.flow.add(name, args, kwargs, result, user)
         return result
 
 
