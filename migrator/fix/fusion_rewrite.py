@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from migrator.engine import fusion_attention, fusion_checker
 from migrator.engine.python_checker import collect_aliases
 from migrator.engine.sites import dotted
+from migrator.ground.model import Finding
 
 FUSED_API = {"fusion-rms-norm": "npu_rms_norm", "fusion-swiglu": "npu_swiglu", "fusion-rotary": "npu_rotary_mul",
              "fusion-attention": "npu_fusion_attention"}
@@ -305,3 +306,34 @@ def fuse_text(text: str) -> tuple[str, list[tuple[str, int]], list[tuple[str, in
     for rewrite in sorted(rewrites, key=lambda r: -r.insert_at):
         lines.insert(rewrite.insert_at - 1, rewrite.block)
     return "".join(lines), sorted(applied, key=lambda a: a[1]), sorted(declined, key=lambda d: d[1])
+
+
+def fuse_findings(text: str, findings: list[Finding]) -> tuple[str, list[Finding], list[tuple[Finding, str]]]:
+    """`fuse_text` on a module whose FUS findings the scan gave (the scan's lines may be before other fixes
+    moved them): the k-th site of a rule is its k-th finding. (new text, applied, declined with reason)."""
+    ours = [f for f in findings if f.name in FUSED_API]
+    if not ours:
+        return text, [], []
+    try:
+        new, applied, declined = fuse_text(text)
+        ast.parse(new)
+    except SyntaxError:
+        return text, [], [(f, "the module does not parse with the fused branches") for f in ours]
+    by_rule: dict[str, list[Finding]] = {}
+    for f in sorted(ours, key=lambda f: (f.line, f.column)):
+        by_rule.setdefault(f.name, []).append(f)
+    outcome: list[tuple[int, str, str | None]] = sorted(
+        [(line, impl, None) for impl, line in applied] + [(line, impl, why) for impl, line, why in declined])
+    done: list[Finding] = []
+    refused: list[tuple[Finding, str]] = []
+    for _, impl, why in outcome:
+        queue = by_rule.get(impl) or []
+        if not queue:
+            continue
+        finding = queue.pop(0)
+        if why is None:
+            done.append(finding)
+        else:
+            refused.append((finding, why))
+    refused.extend((f, "the site was not found again in the fixed text") for rest in by_rule.values() for f in rest)
+    return new, done, refused
