@@ -18,7 +18,7 @@ def ast_findings(root: Path, paths: Iterable[str]) -> list[tuple[str, int, str]]
     """(path, line, code) of each FUS finding in these files (relative to the root)."""
     from migrator.engine.scan_file import ScanOptions, scan_file
 
-    out = []
+    out: list[tuple[str, int, str]] = []
     for rel in sorted(set(paths)):
         path = root / rel
         if not rel.endswith(".py") or not path.is_file():

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .advisor_rules import ADVISOR_VERSION, AdvisorRule
+from .advisor_rules import AdvisorRule
 
 Node = Mapping[str, Any]
 

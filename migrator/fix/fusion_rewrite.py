@@ -25,6 +25,7 @@ import ast
 import builtins
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from migrator.engine import fusion_attention, fusion_checker
 from migrator.engine.python_checker import collect_aliases
@@ -99,12 +100,23 @@ def _contains(tree: ast.AST, target: ast.AST) -> bool:
     return any(n is target for n in ast.walk(tree))
 
 
+def _normed(body: fusion_checker.Body, site: Site) -> ast.AST | None:
+    """RMSNorm's `x * rsqrt(..)`: the innermost product holding the rsqrt."""
+    holding = [n for n in body.nodes if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult) and _contains(n, site.node)]
+    return min(holding, key=lambda n: sum(1 for _ in ast.walk(n)), default=None)
+
+
+def _roots(body: fusion_checker.Body, site: Site) -> list[ast.AST]:
+    """What the detector matched: for RMSNorm also the product, whose x must be the x the mean read."""
+    normed = _normed(body, site) if site.impl == "fusion-rms-norm" else None
+    return [site.node] + ([normed] if normed is not None else [])
+
+
 def _output(body: fusion_checker.Body, site: Site) -> ast.AST:
     """The node whose value the fused call gives: npu_rms_norm includes the weight's product."""
     if site.impl != "fusion-rms-norm":
         return site.node
-    normed = next((n for n in body.nodes if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)
-                   and _contains(n, site.node)), None)
+    normed = _normed(body, site)
     for node in body.nodes:
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and normed is not None and node is not normed:
             sides = (body.value(node.left), body.value(node.right))
@@ -139,7 +151,7 @@ def _rebuild(node: ast.expr, swap: Callable[[ast.AST], ast.expr | None]) -> ast.
     new = swap(node)
     if new is not None:
         return new
-    fields: dict[str, object] = {}
+    fields: dict[str, Any] = {}
     for name, old in ast.iter_fields(node):
         if isinstance(old, ast.expr):
             fields[name] = _rebuild(old, swap)
@@ -230,7 +242,7 @@ def plan(func: ast.FunctionDef | ast.AsyncFunctionDef, body: fusion_checker.Body
     new_value = _rebuild(value, lambda n: swaps.get(id(n)))
     fused_nodes = {id(n) for _, fused in outputs for n in ast.walk(fused)}
     inputs = {n.id for _, fused in outputs for n in ast.walk(fused) if isinstance(n, ast.Name)}
-    pattern = [n for site in group for n in _closure(body, site.node, inputs)]  # what the detector matched
+    pattern = [n for site in group for root in _roots(body, site) for n in _closure(body, root, inputs)]
     closure = pattern + [n for out, _ in outputs for n in _closure(body, out, inputs)]
     first = min(_top_statement(func, n) for n in closure if hasattr(n, "lineno"))
     if first > ret_index:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from migrator.census.advisor_rules import load_rules, parse_pattern, AdvisorRule
+from migrator.census.advisor_rules import AdvisorRule, load_rules, parse_pattern
 from migrator.census.fusion_agreement import agree
 from migrator.census.fusion_match import match_flow
 
