@@ -64,7 +64,8 @@ class Flow:
             self.state = "closed"
         return self.state == "open" and len(self.nodes) < MAX_NODES
 
-    def add(self, api: str, args: tuple, kwargs: dict | None, result: Any, user: tuple | None) -> None:
+    def add(self, api: str, args: tuple, kwargs: dict | None, result: Any, user: tuple | None,
+            reference: bool = False) -> None:
         producers: list[int] = []
         for value in (*args, *(kwargs or {}).values()):
             for tensor in _tensors_of(value):
@@ -75,6 +76,8 @@ class Flow:
         node: dict[str, Any] = {"op": op_name(api, args), "inputs": producers}
         if user is not None:
             node["path"], node["line"], node["function"] = user
+        if reference:  # inside a CUDA library's CPU stand-in: the library's ops, not the user's
+            node["reference"] = True
         self.nodes.append(node)
         for tensor in _tensors_of(result):
             try:

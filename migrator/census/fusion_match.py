@@ -4,7 +4,8 @@ A pattern such as ``(chunk)-neg-cat-(mul){0,2}-add`` matches a chain of traced o
 consumed the one before it (`flow.Flow`: an op's inputs are the ops that made its tensors), so the ops
 that build an operand beside the chain (a mask's `eq`, a slice of a buffer) do not break it. The
 advisor lists some ops in their in-place form (`masked_fill_`): an op and its in-place form are taken
-as one. A match is reported at the user line of its last op, once per (line, fused API).
+as one. A match is reported at the user line of its last op, once per (line, fused API); ops run
+inside a CUDA library's CPU stand-in (apex FusedRMSNorm, flash_attn) are the library's, never a match.
 """
 
 from __future__ import annotations
@@ -94,8 +95,8 @@ def match_flow(nodes: Sequence[Node], rules: Sequence[AdvisorRule]) -> list[Flow
             if "path" not in node:
                 continue  # no user frame: inside a library, not a line the user can change
             chain = matcher.match_at(index)
-            if chain is None:
-                continue
+            if chain is None or any(nodes[i].get("reference") for i in chain):
+                continue  # no match, or ops of a CUDA library's CPU stand-in (its NPU mapping is a rule's)
             key = (str(node["path"]), int(node["line"]), rule.fused_api)
             if key in seen:
                 continue

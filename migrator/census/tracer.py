@@ -43,6 +43,7 @@ _MODULE_ALIASES = {"torch._C._nn": "torch.nn.functional", "torch._C._special": "
                    "torch._C._linalg": "torch.linalg", "torch._C._fft": "torch.fft", "torch.functional": "torch",
                    "torch._C._VariableFunctions": "torch", "torch._tensor": "torch"}
 _USER, _LIBRARY, _SKIP = 0, 1, 2
+_REFERENCE = os.path.join(_OWN, "validation", "child", "cuda_reference") + os.sep
 # public APIs a TorchFunctionMode does not see (no __torch_function__ handling), wrapped instead
 NOT_OVERRIDABLE = tuple(f"torch.distributed.{n}" for n in (
     "init_process_group", "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
@@ -133,6 +134,19 @@ class Recording:
                 library = (code.co_filename, frame.f_lineno, _qualname(code))
             frame = frame.f_back
         return None, library
+
+    def in_reference(self) -> bool:
+        """Whether the current call runs inside our CPU stand-in of a CUDA library (flash_attn, apex...),
+        below the user's line: its ops are the reference's, not a pattern the user wrote."""
+        frame: Any = sys._getframe(2)
+        while frame is not None:
+            path = frame.f_code.co_filename
+            if _REFERENCE in path:
+                return True
+            if self._kind(frame.f_code) == _USER:
+                return False
+            frame = frame.f_back
+        return False
 
     # ------------------------------------------------------------------ recording
     def current_phase(self) -> str:
@@ -226,7 +240,7 @@ class ApiMode(TorchFunctionMode):
             dispatched = self.census.aten_calls != before
             user = self.census.record("api", name, args, kwargs, dispatched)
             if dispatched and self.census.flow.follow(self.census.current_phase()):
-                self.census.flow.add(name, args, kwargs, result, user)
+                self.census.flow.add(name, args, kwargs, result, user, self.census.in_reference())
         return result
 
 

@@ -79,3 +79,13 @@ def test_an_ast_finding_on_another_line_of_the_chain_agrees():
             node("mul", 3, line=5)]
     [site] = agree(match_flow(flow, load_rules()), [("m.py", 4, "FUS001")])
     assert (site.found_by, site.line, site.ast_line) == ("census+ast", 5, 4)
+
+
+def test_ops_of_a_cuda_librarys_cpu_stand_in_are_no_match():
+    """apex's FusedRMSNorm runs as our CPU reference: its pow/rsqrt are not code the user wrote."""
+    flow = [node("pow", line=3), node("mean", 0, line=3), node("add", 1, line=3), node("rsqrt", 2, line=3),
+            node("mul", 3, line=3)]
+    assert len(match_flow(flow, load_rules())) == 1
+    for n in flow:
+        n["reference"] = True
+    assert match_flow(flow, load_rules()) == []
