@@ -54,6 +54,7 @@ def fix(
     exact_only: bool = False,
     annotate: bool = False,
     strip_annotations: bool = False,
+    fuse: bool = False,
     write: bool = True,
     out_dir: str | Path | None = None,
     record: bool = True,
@@ -66,7 +67,7 @@ def fix(
     its remaining findings are a fresh scan's of the planned texts."""
     settings, resolved = _settled(paths, settings, overrides)
     request = FixRequest(target=target, exact_only=exact_only, annotate=annotate, strip_annotations=strip_annotations,
-                         write=write, out_dir=Path(out_dir).absolute() if out_dir else None, record=record)
+                         fuse=fuse, write=write, out_dir=Path(out_dir).absolute() if out_dir else None, record=record)
     return FixTransaction(settings, resolved, request, progress).run()
 
 

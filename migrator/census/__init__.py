@@ -88,6 +88,7 @@ def trace(opts: TraceOptions, keep_dir: str | None = None) -> Census:
     from migrator.catalogue.coverage import default_version
     from migrator.validation.parent import launcher
 
+    from .fusion_agreement import fusion_sites
     from .verdicts import judge
 
     work = keep_dir or tempfile.mkdtemp(prefix="migrate-census-")
@@ -116,7 +117,9 @@ def trace(opts: TraceOptions, keep_dir: str | None = None) -> Census:
         if status.layers.get("cuda_reference"):
             notes.append("CUDA libraries (flash_attn, apex, xformers) run as CPU references "
                          "(migrator.validation.child.cuda_reference): their ops are the reference's, not the CUDA kernels'")
-        return Census(program, opts.soc, version, status.torch, status.seconds, ops, tuple(notes))
+        ran = {str(row["user_frame"]["path"]) for row in status.rows if row.get("user_frame")}
+        fusions = fusion_sites(status.flow, ran, Path(opts.root))
+        return Census(program, opts.soc, version, status.torch, status.seconds, ops, tuple(notes), fusions)
     finally:
         if keep_dir is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -170,6 +170,7 @@ def run(job: CensusJob) -> dict[str, Any]:
         status.update(phase="run", error=describe(exc, job.tree, during=census.phase))
     status["seconds"] = round(time.perf_counter() - t0, 3)
     status["rows"] = census.rows()
+    status["flow"] = census.flow.nodes
     status["ok"] = "phase" not in status
     return status
 

@@ -137,6 +137,37 @@ class TracedOp:
 
 
 @dataclass(frozen=True)
+class FusionSite:
+    """One place a fused torch_npu op could replace eager ops, from the census, the AST or both.
+
+    ``rule`` cites the advisor rule (fused API, pattern, file, versions) when the census matched it;
+    ``found_by`` is ``census+ast`` where both agree, else the one source that found it, and ``detail``
+    says why the other did not."""
+
+    fused_api: str
+    path: str
+    line: int
+    function: str
+    found_by: str  # "census+ast" | "census" | "ast"
+    rule: str | None = None
+    ops: tuple[str, ...] = ()
+    ast_code: str | None = None  # FUS001..FUS004
+    ast_line: int | None = None
+    detail: str = ""
+
+    def to_json(self) -> dict:
+        return {"fused_api": self.fused_api, "path": self.path, "line": self.line, "function": self.function,
+                "found_by": self.found_by, "rule": self.rule, "ops": list(self.ops), "ast_code": self.ast_code,
+                "ast_line": self.ast_line, "detail": self.detail}
+
+    @classmethod
+    def from_json(cls, data: dict) -> FusionSite:
+        return cls(data["fused_api"], data["path"], int(data["line"]), data.get("function", ""), data["found_by"],
+                   data.get("rule"), tuple(data.get("ops", ())), data.get("ast_code"), data.get("ast_line"),
+                   data.get("detail", ""))
+
+
+@dataclass(frozen=True)
 class Census:
     """The traced op set of one program run (`.migrate/op-trace.json`)."""
 
@@ -147,6 +178,7 @@ class Census:
     seconds: float
     ops: tuple[TracedOp, ...]
     notes: tuple[str, ...] = ()
+    fusions: tuple[FusionSite, ...] = ()  # the advisor's fusion patterns on the traced data flow, with the AST's
 
     @property
     def findings(self) -> tuple[TracedOp, ...]:
@@ -165,10 +197,11 @@ class Census:
     def to_json(self) -> dict:
         return {"format": FORMAT, "program": self.program, "soc": self.soc,
                 "torch_npu_version": self.torch_npu_version, "torch": self.torch, "seconds": self.seconds,
-                "notes": list(self.notes), "summary": self.summary(), "ops": [o.to_json() for o in self.ops]}
+                "notes": list(self.notes), "summary": self.summary(), "ops": [o.to_json() for o in self.ops],
+                "fusions": [f.to_json() for f in self.fusions]}
 
     @classmethod
     def from_json(cls, data: dict) -> Census:
         return cls(data["program"], data["soc"], data["torch_npu_version"], data.get("torch", ""),
                    float(data.get("seconds", 0.0)), tuple(TracedOp.from_json(o) for o in data["ops"]),
-                   tuple(data.get("notes", ())))
+                   tuple(data.get("notes", ())), tuple(FusionSite.from_json(f) for f in data.get("fusions", ())))

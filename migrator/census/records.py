@@ -29,3 +29,4 @@ class CensusStatus(Status):
     stopped: str | None = None
     optimizer: str | None = None
     steps: int | None = None
+    flow: tuple[Mapping[str, Any], ...] = ()  # the first forward's data flow (`flow.Flow`): op, inputs, frame

@@ -28,6 +28,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from migrator.catalogue.coverage import normalize_dtype
 
+from .flow import Flow
+
 PHASES = ("setup", "forward", "backward", "optimizer")
 _PLUMBING = tuple(os.path.join("torch", p) for p in (
     os.path.join("nn", "modules", "module.py"), "overrides.py", os.path.join("utils", "_python_dispatch.py"),
@@ -41,6 +43,7 @@ _MODULE_ALIASES = {"torch._C._nn": "torch.nn.functional", "torch._C._special": "
                    "torch._C._linalg": "torch.linalg", "torch._C._fft": "torch.fft", "torch.functional": "torch",
                    "torch._C._VariableFunctions": "torch", "torch._tensor": "torch"}
 _USER, _LIBRARY, _SKIP = 0, 1, 2
+_REFERENCE = os.path.join(_OWN, "validation", "child", "cuda_reference") + os.sep
 # public APIs a TorchFunctionMode does not see (no __torch_function__ handling), wrapped instead
 NOT_OVERRIDABLE = tuple(f"torch.distributed.{n}" for n in (
     "init_process_group", "all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
@@ -101,6 +104,7 @@ class Recording:
         self.aten_calls = 0
         self._kinds: dict[Any, int] = {}
         self._dtypes: dict[Any, str] = {}
+        self.flow = Flow()  # the first forward's data flow (the advisor's fusion patterns)
 
     # ------------------------------------------------------------------ frames
     def _kind(self, code: CodeType) -> int:
@@ -131,6 +135,19 @@ class Recording:
             frame = frame.f_back
         return None, library
 
+    def in_reference(self) -> bool:
+        """Whether the current call runs inside our CPU stand-in of a CUDA library (flash_attn, apex...),
+        below the user's line: its ops are the reference's, not a pattern the user wrote."""
+        frame: Any = sys._getframe(2)
+        while frame is not None:
+            path = frame.f_code.co_filename
+            if _REFERENCE in path:
+                return True
+            if self._kind(frame.f_code) == _USER:
+                return False
+            frame = frame.f_back
+        return False
+
     # ------------------------------------------------------------------ recording
     def current_phase(self) -> str:
         if torch._C._current_graph_task_id() != -1:
@@ -140,7 +157,8 @@ class Recording:
             return "optimizer"  # between backward and the next forward: clipping, scaler, step, zero_grad
         return self.phase
 
-    def record(self, level: str, name: str, args: tuple, kwargs: dict | None, dispatched: bool = True) -> None:
+    def record(self, level: str, name: str, args: tuple, kwargs: dict | None, dispatched: bool = True) -> tuple | None:
+        """Count one call; returns its user frame."""
         tensors = list(_tensors(args, kwargs))
         dtypes = tuple(_dtype_key(t.dtype, self._dtypes) for t in tensors)
         user, library = self.frames()
@@ -152,6 +170,7 @@ class Recording:
         else:
             slot[0] += 1
             slot[2] = slot[2] or dispatched
+        return user
 
     def setup_started(self) -> None:
         self.phase, self.after_backward = "setup", False
@@ -218,7 +237,10 @@ class ApiMode(TorchFunctionMode):
         before = self.census.aten_calls
         result = func(*args, **(kwargs or {}))
         if name is not None:  # after the call: did it run a kernel, or only read metadata (is_complex)?
-            self.census.record("api", name, args, kwargs, self.census.aten_calls != before)
+            dispatched = self.census.aten_calls != before
+            user = self.census.record("api", name, args, kwargs, dispatched)
+            if dispatched and self.census.flow.follow(self.census.current_phase()):
+                self.census.flow.add(name, args, kwargs, result, user, self.census.in_reference())
         return result
 
 

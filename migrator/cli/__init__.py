@@ -161,6 +161,7 @@ def _exit_code(result: RunResult, fail_on: str, exit_zero: bool) -> int:
 @click.option("--numerics", "with_numerics", is_flag=True, help="Also apply numerics fixes, even after --exact-only (opt-in for the pre-commit hook).")
 @click.option("--annotate", is_flag=True, help="Mark each site left for a person with `# MIGRATE(CODE): reason`.")
 @click.option("--strip-annotations", is_flag=True, help="Remove `# MIGRATE(...)` markers.")
+@click.option("--fuse", is_flag=True, help="Also rewrite FUS sites to their fused torch_npu op, the original kept as the non-NPU branch; check with `migrate validate`.")
 @click.option("--no-record", is_flag=True, help="Do not write .migrate/fix-record.json (e.g. in a pre-commit hook).")
 @click.option("--select", multiple=True, help="Only fix these codes, prefixes or families.")
 @click.option("--ignore", multiple=True, help="Do not fix these codes, prefixes or families.")
@@ -170,7 +171,7 @@ def _exit_code(result: RunResult, fail_on: str, exit_zero: bool) -> int:
 @click.option("--quiet", "-q", is_flag=True, help="Only the change summary: not the remaining findings, no progress display.")
 @ROUTE_OPTION
 def fix(paths: tuple[str, ...], target: str | None, show_diff: bool, check: bool, out_dir: str | None, exact_only: bool,
-        with_numerics: bool, annotate: bool, strip_annotations: bool, no_record: bool, select: tuple[str, ...],
+        with_numerics: bool, annotate: bool, strip_annotations: bool, fuse: bool, no_record: bool, select: tuple[str, ...],
         ignore: tuple[str, ...], fail_on: str | None, root: str | None, no_cache: bool, quiet: bool,
         route: str | None) -> None:
     """Rewrite CUDA-only code in place (or --out DIR), keeping formatting; writes .migrate/fix-record.json."""
@@ -186,7 +187,7 @@ def fix(paths: tuple[str, ...], target: str | None, show_diff: bool, check: bool
         dry = show_diff or check
         with ProgressDisplay(quiet) as progress:
             outcome = api.fix(resolved, settings=settings, target=target, exact_only=exact_only, annotate=annotate,
-                              strip_annotations=strip_annotations, write=not dry, out_dir=out_dir,
+                              strip_annotations=strip_annotations, fuse=fuse, write=not dry, out_dir=out_dir,
                               record=not no_record, progress=progress)
         from migrator.ground.safe_text import one_line
 

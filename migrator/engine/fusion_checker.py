@@ -28,7 +28,7 @@ def functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]
             yield node
 
 
-def _own_nodes(func: ast.AST) -> Iterator[ast.AST]:
+def own_nodes(func: ast.AST) -> Iterator[ast.AST]:
     """The function's nodes, without those of nested functions (they are checked on their own)."""
     stack = list(ast.iter_child_nodes(func))
     while stack:
@@ -43,7 +43,7 @@ class Body:
 
     def __init__(self, func: ast.AST, names: Names) -> None:
         self.names = names
-        self.nodes = list(_own_nodes(func))
+        self.nodes = list(own_nodes(func))
         self.bound: dict[str, list[tuple[int, ast.expr]]] = {}  # name -> (line, value) in line order
         self.chunks: dict[str, tuple[int, ast.Call]] = {}  # `a, b = x.chunk(2, -1)`: a -> (0, call)
         for node in sorted((n for n in self.nodes if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
@@ -88,6 +88,31 @@ def _is_chunk(node: ast.AST, names: Names) -> bool:
     else:
         return False
     return bool(args) and isinstance(args[0], ast.Constant) and args[0].value == 2
+
+
+# the torch_npu op each detector's pattern becomes: a function already calling it was fused (by hand or by
+# `migrate fix --fuse`, which keeps the eager code as the other devices' branch), so it gets no advice
+FUSED_OPS = {"fusion-rms-norm": "npu_rms_norm", "fusion-swiglu": "npu_swiglu", "fusion-rotary": "npu_rotary_mul",
+             "fusion-attention": "npu_fusion_attention"}
+
+
+def fused_here(body: Body) -> set[str]:
+    """The detectors (impl names) whose fused op the function already calls."""
+    called = {src(n.func).rsplit(".", 1)[-1] for n in body.nodes if isinstance(n, ast.Call)}
+    return {impl for impl, op in FUSED_OPS.items() if op in called}
+
+
+def detect_all(body: Body, emit: Emit, attention: Callable[[Body, Emit], None]) -> None:
+    """Every detector on one function, leaving out those whose fused op it already calls.
+    (`attention` lives in `fusion_attention`, which imports this module.)"""
+    done = fused_here(body)
+
+    def unless_done(impl: str, node: ast.AST, symbol: str, replacement: str) -> None:
+        if impl not in done:
+            emit(impl, node, symbol, replacement)
+
+    for detect in (rms_norm, swiglu, rotary, attention):
+        detect(body, unless_done)
 
 
 def src(node: ast.AST | None) -> str:

@@ -456,10 +456,7 @@ def _advise(tree: ast.AST, text: str, checker: PythonChecker) -> None:
         for func in checker.functions:
             if not mentions.within(func.lineno, func.end_lineno or func.lineno):
                 continue  # no word of a pattern in this function's lines: nothing to build a Body for
-            body = fusion_checker.Body(func, checker.qualnames)
-            for detect in (fusion_checker.rms_norm, fusion_checker.swiglu, fusion_checker.rotary,
-                           fusion_attention.attention):
-                detect(body, emit)
+            fusion_checker.detect_all(fusion_checker.Body(func, checker.qualnames), emit, fusion_attention.attention)
     if on("perf"):
         perf_checker.check(tree, text, checker.qualnames, emit,
                            perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines))

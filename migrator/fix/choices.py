@@ -14,6 +14,7 @@ class FixChoices:
     exact_only: bool = False  # only the rewrites that keep semantics exactly
     annotate: bool = False  # a comment on each rewritten line
     strip_annotations: bool = False  # remove the comments an earlier --annotate left
+    fuse: bool = False  # --fuse: FUS sites become a branch to the fused torch_npu op (fix/fusion_rewrite.py)
 
     def chosen(self) -> FixChoices:
         """These fields alone, of a request or options built on them."""

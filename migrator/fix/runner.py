@@ -305,7 +305,14 @@ def _fixed_text(rel: str, kind: str | None, source: str, findings: list[Finding]
         new, applied, declined = fix_config(rel, source, fixable, options.target)
         return _Fixed(new, applied, declined)
     if rel.endswith(".py"):
-        return _fixed_module(source, modules.get(rel))
+        fixed = _fixed_module(source, modules.get(rel))
+        if options.fuse and fixed.error is None:  # opt-in: FUS sites branch to the fused op
+            from migrator.fix.fusion_rewrite import fuse_findings
+
+            fixed.text, fused, refused = fuse_findings(fixed.text, findings)
+            fixed.applied += fused
+            fixed.declined += refused
+        return fixed
     if fixable:
         new, applied, declined = text_fixer.fix_text(source, fixable, options.target)
         return _Fixed(new, applied, declined)
@@ -349,9 +356,15 @@ def _edits(kind: str | None, text: str, new: str, applied: list[Finding],
         last = mapping.get(f.end_line, (f.end_line, f.end_line))[1]
         end_col = len(new_lines[last - 1]) + 1 if 0 < last <= len(new_lines) else 1
         new_hash = ledger.lines_sha256(new_lines[first - 1:last]) if 0 < first <= last <= len(new_lines) else None
-        edits.append(Edit(f.code, f.fix.kind if f.fix else "exact", f.fix.title if f.fix else "", f.symbol,
+        kind, title = (f.fix.kind, f.fix.title) if f.fix else _unfixed_kind(f)
+        edits.append(Edit(f.code, kind, title, f.symbol,
                           f.line, f.column, f.end_line, f.end_column, first, last, end_col, f.cell, new_hash))
     return tuple(edits)
+
+
+def _unfixed_kind(f: Finding) -> tuple[str, str]:
+    """An applied finding without a rule fix: `--fuse` swaps in a kernel (numerics), else a decline's reason."""
+    return ("numerics", "branch to the fused torch_npu op (--fuse)") if f.family == "fusion" else ("exact", "")
 
 
 def _fix_kind(f: Finding, rules: dict[str, Rule]) -> str:

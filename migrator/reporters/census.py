@@ -48,6 +48,10 @@ def render(census: Census, path: str | None = None, max_rows: int | None = DEFAU
         lines.append(f"  … {len(ordered) - len(shown)} more ops" + (f" in {path}" if path else ""))
     for op in census.findings:
         lines.append(f"{op.code} {op.severity}: {op.message}")
+    for site in census.fusions:  # advice: a fused torch_npu op for eager ops (advisor rule on the traced flow, AST)
+        lines.append(f"fusion ({site.found_by}) {site.path}:{site.line}: {site.fused_api}"
+                     + (f" [{'-'.join(site.ops)}]" if site.ops else "") + f"; {site.detail}"
+                     + (f"; rule {site.rule}" if site.rule else ""))
     for note in census.notes:
         lines.append(f"note: {note}")
     if path:
