@@ -37,7 +37,6 @@ DTYPE_WORKAROUNDS = {
     # masked_fill on a uint8/int16 tensor: torch-Tensor.md lists fp16/fp32/int64/bool (in place: + bf16/int8/int32)
     "torch.Tensor.masked_fill": "`torch.where(mask, value, x)` (torch.where lists uint8..int64) or a bool / int64 tensor",
     "torch.Tensor.masked_fill_": "`x = torch.where(mask, value, x)` (torch.where lists uint8..int64) or a bool / int64 tensor",
-    "torch.masked_fill": "`torch.where(mask, value, x)` (torch.where lists uint8..int64) or a bool / int64 tensor",
     # kthvalue: torch.md lists fp16/fp32/int32
     "torch.kthvalue": "cast to int32 (values fit) or fp32 around it, or `torch.sort(x, dim).values.select(dim, k - 1)`",
     "torch.Tensor.kthvalue": "cast to int32 (values fit) or fp32 around it, or `x.sort(dim).values.select(dim, k - 1)`",
