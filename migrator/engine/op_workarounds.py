@@ -147,36 +147,46 @@ def _literal(node: ast.expr) -> tuple[bool, object]:
 
 
 def workaround_hits(checker: PythonChecker, soc: str, version: str | None) -> Iterator[CoverageHit]:
-    """OPS010 and OPS011 hits of one module, scope by scope."""
-    module_body = [s for s in getattr(checker.tree, "body", [])
-                   if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
-    scopes: list[tuple[ast.AST, list[ast.stmt]]] = [(checker.tree, module_body)]
-    scopes += [(f, f.body) for f in checker.functions]
-    for scope, body in scopes:
-        dtypes: ScopeDtypes | None = None
-        for node in scope_nodes(body):
-            if not isinstance(node, ast.Call):
-                continue
-            api, subject = _api_of(checker, node)
-            if api is None:
-                continue
-            yield from _argument_hits(node, api, soc, version)
-            if api in DTYPE_WORKAROUNDS and isinstance(subject, ast.Name):
-                dtypes = dtypes or ScopeDtypes(scope, body, checker.qualnames)
-                yield from _dtype_hits(node, api, dtypes.dtype(subject.id), soc, version)
+    """OPS010 and OPS011 hits of one module, from the calls the checker already resolved; a scope is
+    walked for its dtypes only when it holds a call OPS010 judges."""
+    candidates: list[tuple[str, ast.Call, str]] = []  # (api, call, the local name it computes on)
+    for api, call in checker.calls:
+        yield from _argument_hits(call, api, soc, version)
+        if api in DTYPE_WORKAROUNDS and call.args and isinstance(call.args[0], ast.Name):
+            candidates.append((api, call, call.args[0].id))
+    for receiver, method, call in checker.method_calls:
+        api = f"torch.Tensor.{method}"
+        yield from _argument_hits(call, api, soc, version)
+        if receiver is not None and api in DTYPE_WORKAROUNDS:
+            candidates.append((api, call, receiver))
+    if candidates:
+        scopes = _Scopes(checker)
+        for api, call, name in candidates:
+            dtypes = scopes.of(call)
+            if dtypes is not None:
+                yield from _dtype_hits(call, api, dtypes.dtype(name), soc, version)
 
 
-def _api_of(checker: PythonChecker, call: ast.Call) -> tuple[str | None, ast.expr | None]:
-    """(the torch API called, the tensor it computes on) — a resolved torch function and its first
-    argument, or a method and its receiver."""
-    names = sorted(n for n in checker.qualnames(call.func) if n.startswith("torch."))
-    if names:
-        return names[0], call.args[0] if call.args else None
-    if isinstance(call.func, ast.Attribute) and not checker.qualnames(call.func):
-        method = f"torch.Tensor.{call.func.attr}"
-        if method in DTYPE_WORKAROUNDS or method in ARGUMENTS_BY_API:
-            return method, call.func.value
-    return None, None
+class _Scopes:
+    """The innermost function (or the module body) holding a call, and its proven dtypes."""
+
+    def __init__(self, checker: PythonChecker) -> None:
+        self._checker = checker
+        self._built: dict[int, tuple[ScopeDtypes, set[int]]] = {}
+
+    def of(self, call: ast.Call) -> ScopeDtypes | None:
+        """None when the call sits where the scope's names may not be its own (a lambda, a comprehension)."""
+        line = call.lineno
+        holding = [f for f in self._checker.functions if f.lineno <= line <= (f.end_lineno or f.lineno)]
+        scope: ast.AST = max(holding, key=lambda f: f.lineno) if holding else self._checker.tree
+        if id(scope) not in self._built:
+            body = getattr(scope, "body", [])
+            if scope is self._checker.tree:
+                body = [s for s in body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+            self._built[id(scope)] = (ScopeDtypes(scope, body, self._checker.qualnames),
+                                      {id(n) for n in scope_nodes(body)})
+        dtypes, nodes = self._built[id(scope)]
+        return dtypes if id(call) in nodes else None
 
 
 def _argument_hits(call: ast.Call, api: str, soc: str, version: str | None) -> Iterator[CoverageHit]:
