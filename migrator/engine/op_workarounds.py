@@ -23,9 +23,10 @@ from migrator.engine.dtype_evidence import ScopeDtypes, scope_nodes
 
 if TYPE_CHECKING:
     from migrator.catalogue.coverage import CoverageEntry
-    from migrator.engine.coverage_checker import CoverageHit
     from migrator.engine.python_checker import PythonChecker
 
+# (impl, node, symbol, message, then no coverage info, op or status): `coverage_checker.CoverageHit`'s shape
+WorkaroundHit = tuple[str, ast.expr, str, str, None, None, None]
 INDEX_DTYPES = frozenset({"uint8", "int8", "int16", "int32", "int64", "bool"})
 
 # op -> the port's work-around; judged for integer / bool inputs the op's documented list leaves out
@@ -146,7 +147,7 @@ def _literal(node: ast.expr) -> tuple[bool, object]:
         return False, None
 
 
-def workaround_hits(checker: PythonChecker, soc: str, version: str | None) -> Iterator[CoverageHit]:
+def workaround_hits(checker: PythonChecker, soc: str, version: str | None) -> Iterator[WorkaroundHit]:
     """OPS010 and OPS011 hits of one module, from the calls the checker already resolved; a scope is
     walked for its dtypes only when it holds a call OPS010 judges."""
     candidates: list[tuple[str, ast.Call, str]] = []  # (api, call, the local name it computes on)
@@ -189,7 +190,7 @@ class _Scopes:
         return dtypes if id(call) in nodes else None
 
 
-def _argument_hits(call: ast.Call, api: str, soc: str, version: str | None) -> Iterator[CoverageHit]:
+def _argument_hits(call: ast.Call, api: str, soc: str, version: str | None) -> Iterator[WorkaroundHit]:
     for rule in ARGUMENTS_BY_API.get(api, ()):
         value = _argument(call, rule)
         if value is None:
@@ -207,7 +208,7 @@ def _argument_hits(call: ast.Call, api: str, soc: str, version: str | None) -> I
         yield ("op-argument-limit", call.func, f"{api}({rule.argument}=...)", message, None, None, None)
 
 
-def _dtype_hits(call: ast.Call, api: str, dtype: str | None, soc: str, version: str | None) -> Iterator[CoverageHit]:
+def _dtype_hits(call: ast.Call, api: str, dtype: str | None, soc: str, version: str | None) -> Iterator[WorkaroundHit]:
     if dtype not in INDEX_DTYPES:
         return
     plain = _entry(api, soc, version)
