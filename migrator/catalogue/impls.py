@@ -16,7 +16,7 @@ KNOWN_IMPLS = frozenset({
     # attention
     "config-flash-attention",
     # coverage
-    "op-unsupported", "op-cpu-fallback", "op-partial", "op-unverified", "float64-use",
+    "op-unsupported", "op-cpu-fallback", "op-partial", "op-unverified", "float64-use", "op-dtype-limit", "op-argument-limit",
     "tensor-method-unknown-receiver", "torch-npu-release", "torch-npu-pairing-unknown",
     # device
     "tensor-cuda-call", "tensor-is-cuda", "device-string", "device-type-compare", "bare-int-device",

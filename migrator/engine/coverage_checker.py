@@ -2,7 +2,8 @@
 
 Statuses map to rules: unsupported (OPS002), CPU fallback (OPS003), partial with a dtype the module
 uses outside the documented list (OPS004, info), unverified (OPS005, info); float64 use where the op lacks fp64 (OPS006); Tensor
-methods on receivers of unknown type (OPS007, off by default, only unsupported / CPU fallback).
+methods on receivers of unknown type (OPS007, off by default, only unsupported / CPU fallback); the work-arounds
+human ports made where the table still needs them (OPS010 dtype, OPS011 argument: `engine/op_workarounds.py`).
 
 With an op census (`.migrate/op-trace.json`, `migrate ops --trace`), a partial op the traced
 training step ran is judged on the dtypes it really ran with: no note inside the documented
@@ -138,6 +139,9 @@ def coverage_hits(checker: PythonChecker, soc: str, version: str | None, traced:
     yield from _call_hits(checker, ops, local, used)
     yield from _method_hits(checker, ops, used)
     yield from _float64_hits(checker, soc, version)
+    from migrator.engine.op_workarounds import workaround_hits
+
+    yield from workaround_hits(checker, soc, version)
 
 
 class _OpJudge:

@@ -128,6 +128,7 @@ class PythonChecker(ast.NodeVisitor):
     def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST, build_file: bool = False,
                  package_init: bool = False):
         self.catalogue = catalogue
+        self.tree = tree  # the module, for the passes over whole scopes (`engine/op_workarounds.py`)
         self.build_file = build_file  # setup.py: string fixes are declined (`catalogue.site.is_build_file`)
         self.package_init = package_init  # __init__.py: its module-level imports are re-exports
         self.enabled = enabled
