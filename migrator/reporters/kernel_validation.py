@@ -6,6 +6,8 @@ import json
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
+from migrator.validation.verdict import Verdict
+
 if TYPE_CHECKING:
     from migrator.validation.parent.kernel_check import KernelOutput, KernelValidation
 
@@ -23,7 +25,7 @@ def render_text(result: KernelValidation, verbose: bool = False) -> str:
     lines.append(f"  interpreter wall time: original {_seconds(result.seconds_original)}, "
                  f"ported {_seconds(result.seconds_ported)}")
     for out in result.outputs:
-        if verbose or out.verdict != "pass":
+        if verbose or out.verdict != Verdict.PASS:
             lines.append(_output_line(out))
         if out.first is not None:
             f = out.first
@@ -34,7 +36,7 @@ def render_text(result: KernelValidation, verbose: bool = False) -> str:
             lines.append(f"    first difference: `{out.name}`{list(f.coords)} = {f.ported!r} ported, {f.original!r} "
                          f"original — {where}{ported}")
     if not verbose:
-        passed = sum(1 for o in result.outputs if o.verdict == "pass")
+        passed = sum(1 for o in result.outputs if o.verdict == Verdict.PASS)
         lines.append(f"  {passed} of {len(result.outputs)} tensor arguments equal within bounds"
                      + (" (-v lists them)" if passed else ""))
     return "\n".join(lines) + "\n"

@@ -42,6 +42,30 @@ def _kernel_source(text: str) -> str:
     return "\n\n".join(keep) + "\n"
 
 
+def _interpreter_shims() -> None:
+    """What Triton 3.2's interpreter lacks here. NumPy >= 2.3 no longer turns a one-element array into an
+    int, which `range(0, N, BLOCK)` over a runtime `N` needs; libdevice has no interpreter implementation,
+    so its functions run as the `tl.math` function of the same name (the interpreter cannot tell the two
+    apart: a libdevice -> tl.math port is compared as equal here, validate it on the device)."""
+    import triton.language as tl
+    from triton.language.extra import libdevice
+    from triton.runtime import interpreter
+
+    patch_tensor = interpreter._patch_lang_tensor
+
+    def patched(tensor: Any) -> None:
+        patch_tensor(tensor)
+        tensor.__index__ = lambda self: int(self.handle.data.reshape(-1)[0])
+
+    interpreter._patch_lang_tensor = patched
+    def late(name: str) -> Any:  # tl.math's function as the interpreter patches it at the launch
+        return lambda *args, **kwargs: getattr(tl.math, name)(*args, **kwargs)
+
+    for name in dir(tl.math):
+        if not name.startswith("_") and callable(getattr(tl.math, name)) and hasattr(libdevice, name):
+            setattr(libdevice, name, late(name))
+
+
 def load_kernel(path: str, name: str, workdir: Path, tag: str) -> Any:
     source = _kernel_source(Path(path).read_text(encoding="utf-8"))
     module_path = workdir / f"{tag}_{Path(path).stem}.py"
@@ -128,8 +152,9 @@ class StoreLog:
         x, y, z = self.builder.grid_idx
         gx, gy, _ = self.builder.grid_dim
         program = x + gx * (y + gy * z)
-        addresses = np.asarray(addresses, dtype=np.uint64).reshape(-1)
-        mask = np.broadcast_to(np.asarray(mask, dtype=bool), np.shape(addresses)).reshape(-1)
+        addresses = np.asarray(addresses, dtype=np.uint64)
+        mask = np.broadcast_to(np.asarray(mask, dtype=bool), addresses.shape).reshape(-1)
+        addresses = addresses.reshape(-1)
         for name, base, size, item in self.spans:
             inside = mask & (addresses >= base) & (addresses < base + size)
             if inside.any():
@@ -183,6 +208,7 @@ def compare(name: str, original: Any, ported: Any, tolerance: float, log_o: Stor
 
 def run(job: dict) -> dict:
     workdir = Path(job["workdir"])
+    _interpreter_shims()
     sides: dict[str, Any] = {}
     for tag, path in (("original", job["original"]), ("ported", job["ported"])):
         try:
