@@ -38,3 +38,17 @@ def test_kernel_and_grid():
     for bad in ("0", "1,2,3,4", "a"):
         with pytest.raises(KernelSpecError, match="--grid"):
             parse_grid(bad)
+
+
+def test_without_triton_the_message_names_the_extra(tmp_path, monkeypatch):
+    import importlib.util
+
+    from migrator import api
+    from migrator.ground.usage_error import UsageError
+
+    kernel = tmp_path / "k.py"
+    kernel.write_text("import triton\n")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "triton" else real(name, *a))
+    with pytest.raises(UsageError, match=r"pip install 'ascend-migrate\[kernels\]'"):
+        api.validate_kernel(f"{kernel}::k", "n=1", "1")
