@@ -213,6 +213,27 @@ def validate(original: str | Path, *, progress: Callable[[str], None] | None = N
     return api_programs.validate(original, migrate=_migrate_for_validation, progress=progress, **options)
 
 
+def validate_kernel(kernel: str, kernel_args: str, grid: str, **options: Any) -> Any:
+    """`migrate validate --kernel FILE::KERNEL` (see `migrator.api.programs.validate_kernel`); without `ported`
+    the file is first ported with `fix(target="npu")` on a copy."""
+    from migrator.api import programs as api_programs
+
+    return api_programs.validate_kernel(kernel, kernel_args, grid, port=_port_file, **options)
+
+
+def _port_file(path: str, out_dir: str) -> tuple[str, list[str]]:
+    """`path` copied into `out_dir` and fixed there for the npu target: (the ported file, error lines)."""
+    import shutil
+
+    root = Path(out_dir, "src")
+    root.mkdir(parents=True)
+    (root / "pyproject.toml").write_text("", encoding="utf-8")
+    copy = root / Path(path).name
+    shutil.copyfile(path, copy)
+    outcome = fix([copy], root=root, target="npu", use_cache=False)
+    return str(copy), [f"{p}: {e}" for p, e in outcome.errors]
+
+
 def plan(model: str | Path, clusters: Sequence[str], **options: Any) -> Any:
     """`migrate plan` (see `migrator.api.programs.plan`); `check_s0` runs `validate` S0 on the best layouts."""
     from migrator.api import programs as api_programs
@@ -244,5 +265,5 @@ def cache_clean() -> tuple[Path, int, int]:
 
 
 __all__ = ["scan", "fix", "explain", "rules", "resolve_settings", "UsageError", "ConfigError", "FixOutcome"]
-__all__ += ["add_noqa", "apply_baseline", "baseline_text", "report", "validate", "plan", "calibrate_plan",
+__all__ += ["add_noqa", "apply_baseline", "baseline_text", "report", "validate", "validate_kernel", "plan", "calibrate_plan",
             "trace_ops", "cache_clean"]

@@ -15,6 +15,7 @@ if TYPE_CHECKING:  # the programs' layers are imported when a command runs
     from migrator.plan.calibrate import Calibration
     from migrator.plan.runner import PlanResult
     from migrator.validation.parent.interop.msprobe_compare import MsprobeComparison
+    from migrator.validation.parent.kernel_check import KernelValidation
     from migrator.validation.parent.results import ValidationResult
 
 
@@ -73,6 +74,41 @@ def compare_msprobe(target: str | Path, golden: str | Path, *, cross_device: boo
         return compare_dumps(str(target), str(golden), cross_device=cross_device)
     except MsprobeDumpError as exc:
         raise UsageError(str(exc)) from None
+
+
+KERNELS_EXTRA = "pip install 'ascend-migrate[kernels]'"
+
+
+def validate_kernel(kernel: str, kernel_args: str, grid: str, *, port: Callable[[str, str], tuple[str, list[str]]],
+                    ported: str | None = None, cores: int = 3, seed: int = 0, timeout: float = 600) -> KernelValidation:
+    """`migrate validate --kernel FILE::KERNEL --kernel-args SPEC --grid G`: the kernel of FILE and of its port
+    (`ported`, else FILE ported by `port(file, temp dir)`) run on the same random inputs under upstream
+    Triton's interpreter; every tensor argument compared. A persistent port (its `N_PROGRAMS` parameter) runs
+    on `cores` programs. Returns a frozen `KernelValidation` (`exit_code` 0 pass/warn, 1 fail, 2 not run);
+    bad arguments, a missing file or a missing `triton` raise UsageError."""
+    import importlib.util
+    import tempfile
+
+    from migrator.validation.kernel_spec import KernelSpecError, parse_args, parse_grid, parse_kernel
+    from migrator.validation.parent.kernel_check import check_kernel
+
+    try:
+        ref, args, dims = parse_kernel(kernel), parse_args(kernel_args), parse_grid(grid)
+    except KernelSpecError as exc:
+        raise UsageError(str(exc)) from None
+    for path in (ref.path, ported):
+        if path is not None and not Path(path).is_file():
+            raise UsageError(f"{path}: no such file")
+    missing = [name for name in ("triton", "torch", "numpy") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UsageError(f"migrate validate --kernel needs {', '.join(missing)} (upstream Triton's interpreter runs "
+                         f"the kernels on this CPU): {KERNELS_EXTRA}")
+    with tempfile.TemporaryDirectory(prefix="migrate-port-") as work:
+        if ported is None:
+            ported, errors = port(ref.path, work)
+            if errors:
+                raise UsageError(f"{ref.path}: the port failed: {'; '.join(errors)}")
+        return check_kernel(ref.path, ported, ref.kernel, args, dims, cores=cores, seed=seed, timeout=timeout)
 
 
 def _require_validate_extra() -> None:

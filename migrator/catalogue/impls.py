@@ -30,6 +30,7 @@ KNOWN_IMPLS = frozenset({
     "cuda-extension-build", "cuda-source-file", "nvidia-smi", "deepspeed-fused-op-config",
     "deepspeed-cuda-op-config", "cuda-extension-import", "cuda-extension-call",
     "triton-gpu-only", "triton-unsupported-dtype", "triton-tuning-knob", "triton-grid-limit", "triton-ub-overflow",
+    "triton-dot-allow-tf32",
     # fusion (advice: a hand-written pattern a fused torch_npu op replaces)
     "fusion-rms-norm", "fusion-swiglu", "fusion-rotary", "fusion-attention",
     # perf (static performance lint)

@@ -71,7 +71,10 @@ class RuleUnit(Protocol):
     """A rule's module, `migrator/rules/<family>/<name>.py` (`migrator/rules/rename.py` for `fix: rename`).
 
     `LEVEL`: "node" (the finding's own node is rewritten), "call" (the whole call whose callee is the
-    finding) or "either" (the call when called, the bare name otherwise). `precheck` is pure Python on
+    finding), "either" (the call when called, the bare name otherwise), "argument" (the finding is a
+    keyword's value: `fix` gets the whole `cst.Arg` and may drop it) or "module" (`fix_module(ctx, module,
+    tree, finding)` instead of `fix`: rewrites the whole module, finding what it changes by name;
+    `migrator/fix/module_fixes.py`). `precheck` is pure Python on
     the parser-neutral site; `fix` is the libcst rewrite (libcst imported inside it), run only where
     `precheck` said Fixable, returning the new node or a `Declined`. Optional hooks, looked up by name:
     `precheck_text(site)` for sites with no syntax tree and `detect_<kind>` (`DETECTOR_KINDS`) for a

@@ -65,6 +65,11 @@ if TYPE_CHECKING:
 @click.option("--bench-timeout", type=click.FloatRange(min=1), default=300, show_default=True, help="--bench: seconds per repeat before it counts as a hang.")
 @click.option("--clean-env", is_flag=True, help=CLEAN_ENV_HELP)
 @click.option("--env", "env_names", multiple=True, metavar="NAME", help="--clean-env: also pass this variable. Repeatable.")
+@click.option("--kernel", metavar="FILE::KERNEL", help="Kernel mode (no ORIGINAL): run this Triton kernel and its port under Triton's interpreter on the same random inputs.")
+@click.option("--kernel-args", metavar="SPEC", help="--kernel: arguments, e.g. x:float32[4096],out:float32[4096],n=4096,BLOCK=1024 (or a JSON object).")
+@click.option("--grid", metavar="DIMS", help="--kernel: the launch grid of the original, e.g. 4 or 16,8.")
+@click.option("--ported", type=click.Path(dir_okay=False), help="--kernel: the ported file [default: FILE after `migrate fix --target npu`, on a copy].")
+@click.option("--cores", type=click.IntRange(min=1), default=3, show_default=True, help="--kernel: programs a persistent port runs on.")
 def validate(original: str | None, script_args: tuple[str, ...], migrated: str | None, stages: str, force: bool,
              entry: str | None, script: str | None, curve_steps: int, seed: int, steps: str | None, nproc: int,
              nnodes: int, node_rank: int, rdzv_endpoint: str | None, plan_world_size: int, plan_tp: int | None, bf16_policy: str,
@@ -73,11 +78,13 @@ def validate(original: str | None, script_args: tuple[str, ...], migrated: str |
              csv_file: str | None, fmt: str,
              quiet: bool, verbose: bool, bench: bool, bench_steps: int, repeats: int, peak_tflops: float | None,
              bench_timeout: float, msprobe_target: str | None, msprobe_golden: str | None, cross_device: bool,
-             device: str | None, pythonpath: tuple[str, ...], clean_env: bool, env_names: tuple[str, ...]) -> None:
+             device: str | None, pythonpath: tuple[str, ...], clean_env: bool, env_names: tuple[str, ...],
+             kernel: str | None, kernel_args: str | None, grid: str | None, ported: str | None, cores: int) -> None:
     """Staged BF16 diff validation of a migrated program against ORIGINAL.
 
     Exit codes: 0 every run stage passes or warns, 1 a stage fails, 2 the validation could not run.
     Script mode: migrate validate ORIGINAL --script train.py -- ARGS
+    Kernel mode: migrate validate --kernel ops.py::add_kernel --kernel-args 'x:float32[4096],n=4096' --grid 4
 
     Both sides of the program run with your rights, not in a sandbox: they can read and write your files
     and reach the network. Use --clean-env to keep tokens and keys in the environment away from them; run
@@ -91,6 +98,8 @@ def validate(original: str | None, script_args: tuple[str, ...], migrated: str |
                   "`msprobe compare` writes that table")
         if msprobe_target or msprobe_golden:
             _compare_msprobe(msprobe_target, msprobe_golden, cross_device, output, fmt, verbose)
+        if kernel is not None:
+            _validate_kernel(kernel, kernel_args, grid, ported, cores, seed, timeout, output, fmt, verbose)
         if original is None:
             _fail("missing ORIGINAL (the tree to validate), or give --msprobe-target and --msprobe-golden")
         _check_validate_arguments(original, script_args, script)
@@ -123,6 +132,22 @@ def validate(original: str | None, script_args: tuple[str, ...], migrated: str |
             result = api.validate(original, progress=progress, **options)
         _show_validation(result, output, markdown, fmt, verbose, csv_file)
         sys.exit(result.exit_code)
+
+
+def _validate_kernel(kernel: str, kernel_args: str | None, grid: str | None, ported: str | None, cores: int, seed: int,
+                     timeout: float, output: str | None, fmt: str, verbose: bool) -> None:
+    from migrator import api
+    from migrator.reporters.kernel_validation import render_json, render_text
+
+    if kernel_args is None or grid is None:
+        _fail("--kernel needs --kernel-args (the kernel's arguments) and --grid (the original's launch grid)")
+    if fmt not in ("text", "json"):
+        _fail("--kernel prints text or json")
+    result = api.validate_kernel(kernel, kernel_args, grid, ported=ported, cores=cores, seed=seed, timeout=timeout)
+    if output:
+        write_output(render_json(result), output)
+    click.echo(render_json(result) if fmt == "json" else render_text(result, verbose), nl=False)
+    sys.exit(result.exit_code)
 
 
 def _check_validate_arguments(original: str, script_args: tuple[str, ...], script: str | None) -> None:

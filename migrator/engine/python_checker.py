@@ -490,8 +490,8 @@ def _triton(tree: ast.AST, checker: PythonChecker) -> None:
     if not checker.aliases.keys() or not any("triton" in b for bs in checker.aliases.values() for b in bs):
         return
 
-    def emit(impl: str, node: ast.AST, symbol: str, replacement: str) -> None:
-        checker.emit_impl(impl, node, symbol, replacement)
+    def emit(impl: str, node: ast.AST, symbol: str, replacement: str, /, **extra: Any) -> None:
+        checker.emit_impl(impl, node, symbol, replacement, **{k: v for k, v in extra.items() if v is not None})
 
     kernels = triton_kernels.check_module(tree, checker.qualnames, emit)
     triton_launch.check_configs(tree, checker.qualnames, emit)

@@ -122,11 +122,14 @@ class Kernel:
                 self.dtype_support(node, OPERATORS[type(node.op)], self.expr_dtype(node.left), src(node))
 
     def call(self, node: ast.Call) -> None:
+        op = self.op_name(node.func)
         for kw in node.keywords:
             if kw.arg == "warp_specialize":
                 self.report("triton-gpu-only", kw.value, "warp_specialize",
                             "warp specialisation (Hopper/Blackwell): Ascend cores have no warps")
-        op = self.op_name(node.func)
+            elif kw.arg == "allow_tf32" and op == "dot":  # every use: each is its own rewrite
+                self.emit("triton-dot-allow-tf32", kw.value, f"allow_tf32={src(kw.value)}",
+                          "deprecated spelling: `input_precision=\"tf32\"` / `\"ieee\"`")
         if op in ("zeros", "full", "cast") or (op is None and isinstance(node.func, ast.Attribute)
                                                and node.func.attr == "to"):
             self.dtype_support(node, op or "cast", self.expr_dtype(node), src(node))

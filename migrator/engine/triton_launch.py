@@ -14,9 +14,17 @@ from __future__ import annotations
 
 import ast
 import math
+from typing import Any, Protocol
 
 from migrator.catalogue.coverage import triton_ascend
+from migrator.engine import triton_persistent
 from migrator.engine.fusion_checker import Emit, Names, src
+
+
+class DeclinableEmit(Protocol):
+    """An `Emit` that also takes the reason a fixable rule's site stays manual (`manual_reason=`)."""
+
+    def __call__(self, impl: str, node: ast.AST, symbol: str, replacement: str, /, **extra: Any) -> None: ...
 
 CONFIG = {"triton.Config"}
 CDIV = {"triton.cdiv", "triton.language.cdiv"}
@@ -131,7 +139,7 @@ def footprint(kernel: ast.FunctionDef, blocks: dict[str, int], names: Names) -> 
     return tile, live, tile * live * 4
 
 
-def check_launches(tree: ast.AST, kernels: dict[str, ast.FunctionDef], names: Names, emit: Emit) -> None:
+def check_launches(tree: ast.AST, kernels: dict[str, ast.FunctionDef], names: Names, emit: DeclinableEmit) -> None:
     core_max, core_src = triton_ascend.limit("core_dim_max")
     ub, ub_src = triton_ascend.limit("ub_bytes")
     module_env = constants(tree)
@@ -154,9 +162,11 @@ def check_launches(tree: ast.AST, kernels: dict[str, ast.FunctionDef], names: Na
                 for axis, dim in enumerate(_grid_dims(node.func.slice, assigned)):
                     n = ev.value(dim)
                     if n is not None and n > core_max:
+                        persistent = triton_persistent.plan(tree, kernels, kernel.name, names)  # the fixer's question
                         emit("triton-grid-limit", node.func, kernel.name,
                              f"grid axis {axis} `{src(dim)}` = {n} programs > {core_max} ({core_src}); make the "
-                             "kernel loop over blocks (persistent) with the grid set from the core count")
+                             "kernel loop over blocks (persistent) with the grid set from the core count",
+                             manual_reason=persistent if isinstance(persistent, str) else None)
                 blocks = {k: v for k, v in values.items() if k in _constexprs(kernel, names)}
                 est = footprint(kernel, {**env, **blocks}, names) if blocks else None
                 if est is not None and est[2] > ub:

@@ -35,6 +35,7 @@ class FixContext:
     runtime_names: set[str] = field(default_factory=set)  # helpers imported from it instead of copied
     import_style: ImportStyle = field(default_factory=ImportStyle)  # the repository's isort / ruff settings
     declined: list[tuple[Finding, str]] = field(default_factory=list)
+    removable: set[str] = field(default_factory=set)  # imported names a module-level fix took the uses of
     applied: list[Finding] = field(default_factory=list)
 
     def decline(self, finding: Finding, reason: str) -> None:

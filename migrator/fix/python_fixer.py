@@ -24,7 +24,7 @@ from migrator.engine.guards import AVAILABILITY, cuda_only, guarded_calls
 from migrator.engine.import_scopes import IMPORT_EXPORTED, ImportScopes
 from migrator.engine.python_checker import collect_aliases
 from migrator.engine.sites import IMPORT_STAYS, IMPORT_UNUSED, manual_rule, name_uses
-from migrator.fix import syntax
+from migrator.fix import module_fixes, syntax
 from migrator.fix.context import Checkpoint, FixContext
 from migrator.fix.import_order import ImportStyle
 from migrator.fix.import_removal import remove_unused_imports
@@ -44,6 +44,7 @@ from migrator.ground.kinds import Target
 from migrator.ground.model import Finding
 
 Node = TypeVar("Node", bound=cst.CSTNode)
+ARGUMENT_LEVEL = "argument"  # a unit whose finding is a keyword's value rewrites the whole argument
 
 
 def key_of(f: Finding) -> Key:
@@ -89,7 +90,7 @@ class _Fixer(cst.CSTTransformer):
         return (r.start.line, r.start.column, r.end.line, r.end.column)
 
     def _apply(self, updated: cst.CSTNode, key: Key | None, at_call: bool, is_callee: bool,
-               original: cst.CSTNode | None = None, call: cst.Call | None = None) -> cst.CSTNode:
+               original: cst.CSTNode | None = None, call: cst.Call | None = None) -> cst.CSTNode | cst.RemovalSentinel:
         """Rewrite the findings at `key`: each through its rule's precheck (the scanner's question,
         on the libcst site), then its `fix`. `original`/`call`: the node as written and its call."""
         if key is None or key not in self.findings:
@@ -101,6 +102,8 @@ class _Fixer(cst.CSTTransformer):
             level = units.level(rule)
             if is_callee and level in ("call", "either"):
                 continue  # rewritten with its call, in leave_Call
+            if (level == ARGUMENT_LEVEL) != isinstance(updated, cst.Arg):
+                continue  # a keyword's value: rewritten (or dropped) with its whole argument, in leave_Arg
             self.done.add((key, finding.code))
             unit = units.unit(rule)
             fix = getattr(unit, "fix", None)
@@ -122,6 +125,8 @@ class _Fixer(cst.CSTTransformer):
                 self.ctx.decline(finding, result.reason if result is not None else "the fix did not apply at this site")
                 continue
             self.ctx.applied.append(finding)
+            if isinstance(result, cst.RemovalSentinel):
+                return result  # the argument is dropped: nothing left to rewrite
             fitted, misfit = self._fit(updated, result)
             if misfit:
                 self.ctx.undo_since(mark, misfit)
@@ -208,7 +213,13 @@ class _Fixer(cst.CSTTransformer):
         if node.value is not None:
             self.assigned_values.add(id(node.value))
 
+    def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg | cst.RemovalSentinel:
+        new = self._apply(updated, self._key(original.value), at_call=False, is_callee=False, original=original.value)
+        return cast("cst.Arg | cst.RemovalSentinel", new)
+
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
+        if len(updated.args) < len(original.args) and updated.args and not isinstance(original.args[-1].comma, cst.Comma):
+            updated = updated.with_changes(args=[*updated.args[:-1], updated.args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
         new = self._apply(updated, self._key(original), at_call=True, is_callee=id(original) in self.call_funcs,
                           original=original, call=original)
         func_key = self.call_funcs.get(id(original.func))
@@ -282,7 +293,8 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
     loads torch_npu on `import torch` (`fix/torch_pin.py`), so only entry points import it for its effect."""
     original_text = text
     text, shifted = syntax.normalise_form_feeds(text)
-    by_key = _keys(findings, shifted)
+    by_node, whole = module_fixes.split(findings, rules)  # `whole`: fixed over the module, after the walk
+    by_key = _keys(by_node, shifted)
     tree = ast.parse(text)
     aliases = collect_aliases(tree)
     import_lines = {n.lineno for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))}
@@ -301,7 +313,8 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
         tree, [f.line for f in findings if f.symbol == AVAILABILITY],
         [(f.line, f.symbol) for f in context or findings if f.line not in import_lines and cuda_only(f.symbol, manual_rule(rules[f.code]))])
     new_module = module.visit(fixer)
-    candidates = {n for n in fixer.removable} | {
+    new_module = module_fixes.apply_module_fixes(ctx, new_module, tree, whole, rules)
+    candidates = {n for n in fixer.removable} | ctx.removable | {
         local for local, quals in aliases.items() if any(q.split(".")[0] in REMOVABLE_ROOTS for q in quals)
     }
     scopes = ImportScopes(tree, name_uses, bool(findings) and is_package_init(findings[0].path))

@@ -57,9 +57,10 @@ def test_every_unit_implements_the_rule_unit_protocol():
         unit = units.unit(rule)
         if unit is None:
             continue
-        assert unit.LEVEL in ("node", "call", "either"), rule.code
+        assert unit.LEVEL in ("node", "call", "either", "argument", "module"), rule.code
         assert callable(unit.precheck), rule.code
-        assert callable(getattr(unit, "fix", None)) or callable(getattr(unit, "precheck_text", None)), rule.code
+        fixer = "fix_module" if unit.LEVEL == "module" else "fix"  # a module-level unit rewrites the whole module
+        assert callable(getattr(unit, fixer, None)) or callable(getattr(unit, "precheck_text", None)), rule.code
 
 
 def test_a_unit_module_that_does_not_exist_is_a_catalogue_error_naming_file_rule_and_path(tmp_path):

@@ -1,0 +1,1 @@
+"""Rule units of the kernels family (see migrator/catalogue/units.py)."""

@@ -1,0 +1,141 @@
+"""What `migrate validate --kernel FILE::KERNEL --kernel-args SPEC --grid G` asks for, parsed (no torch).
+
+SPEC is comma-separated `name:dtype[d0,d1,...]` tensors (random, from the seed; `~lo:hi` after the shape
+draws integers in [lo, hi) or floats uniform in it) and `name=value` scalars (int, float, True/False), e.g.
+`x:float32[4096],y:float32[4096],out:float32[4096],n=4096,BLOCK=1024`; or a JSON object
+`{"x": "float32[4096]", "n": 4096}`. The grid is `4096` or `16,8` (at most 3 dimensions).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "int16", "int32", "int64", "uint8", "bool")
+TENSOR = re.compile(r"^(?P<dtype>\w+)\[(?P<shape>[\d,\s]*)\](?:~(?P<lo>-?[\d.e+-]+):(?P<hi>-?[\d.e+-]+))?$")
+
+
+class KernelSpecError(ValueError):
+    """A `--kernel` / `--kernel-args` / `--grid` value that cannot be read: the message says which part."""
+
+
+@dataclass(frozen=True)
+class TensorArg:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    low: float | None = None  # the range random values are drawn from (None: normal for floats, 0..16 for ints)
+    high: float | None = None
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+
+@dataclass(frozen=True)
+class ScalarArg:
+    name: str
+    value: int | float | bool
+
+
+KernelArg = TensorArg | ScalarArg
+
+
+@dataclass(frozen=True)
+class KernelRef:
+    path: str
+    kernel: str
+
+
+def parse_kernel(text: str) -> KernelRef:
+    path, sep, kernel = text.rpartition("::")
+    if not sep or not path or not kernel.isidentifier():
+        raise KernelSpecError(f"--kernel {text!r}: expected FILE::KERNEL (e.g. ops/softmax.py::softmax_kernel)")
+    return KernelRef(path, kernel)
+
+
+def parse_grid(text: str) -> tuple[int, ...]:
+    try:
+        dims = tuple(int(p) for p in text.strip().strip("()").split(",") if p.strip())
+    except ValueError:
+        raise KernelSpecError(f"--grid {text!r}: expected integers such as 64 or 16,8") from None
+    if not 1 <= len(dims) <= 3 or any(d < 1 for d in dims):
+        raise KernelSpecError(f"--grid {text!r}: one to three dimensions, each at least 1")
+    return dims
+
+
+def parse_args(text: str) -> tuple[KernelArg, ...]:
+    text = text.strip()
+    if text.startswith("{"):
+        try:
+            items = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise KernelSpecError(f"--kernel-args: not valid JSON ({exc})") from None
+        if not isinstance(items, dict):
+            raise KernelSpecError("--kernel-args: the JSON form is an object {name: value}")
+        return tuple(_arg(str(k), v) for k, v in items.items())
+    parts = _split(text)
+    out: list[KernelArg] = []
+    for part in parts:
+        if "=" in part and (":" not in part or part.index("=") < part.index(":")):
+            name, _, value = part.partition("=")
+            out.append(_arg(name.strip(), _scalar(name.strip(), value.strip())))
+        elif ":" in part:
+            name, _, value = part.partition(":")
+            out.append(_tensor(name.strip(), value.strip()))
+        else:
+            raise KernelSpecError(f"--kernel-args: {part!r} is neither name:dtype[shape] nor name=value")
+    names = [a.name for a in out]
+    if len(set(names)) != len(names):
+        raise KernelSpecError(f"--kernel-args: {sorted({n for n in names if names.count(n) > 1})} given twice")
+    return tuple(out)
+
+
+def _split(text: str) -> list[str]:
+    """Split at the commas outside brackets (`x:float32[4,8],n=4` -> two parts)."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += (ch == "[") - (ch == "]")
+        if ch == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _arg(name: str, value: object) -> KernelArg:
+    if not name.isidentifier():
+        raise KernelSpecError(f"--kernel-args: {name!r} is not a parameter name")
+    if isinstance(value, str):
+        return _tensor(name, value)
+    if isinstance(value, bool | int | float):
+        return ScalarArg(name, value)
+    raise KernelSpecError(f"--kernel-args: {name}: {value!r} is neither a number nor a dtype[shape]")
+
+
+def _scalar(name: str, text: str) -> int | float | bool:
+    if text in ("True", "False"):
+        return text == "True"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    raise KernelSpecError(f"--kernel-args: {name}={text!r} is not a number or True/False")
+
+
+def _tensor(name: str, text: str) -> TensorArg:
+    m = TENSOR.match(text.replace(" ", ""))
+    if m is None or m.group("dtype") not in DTYPES:
+        raise KernelSpecError(f"--kernel-args: {name}:{text!r}: expected dtype[shape] with dtype one of {', '.join(DTYPES)}")
+    try:
+        shape = tuple(int(d) for d in m.group("shape").split(",") if d)
+        low = float(m.group("lo")) if m.group("lo") is not None else None
+        high = float(m.group("hi")) if m.group("hi") is not None else None
+    except ValueError:
+        raise KernelSpecError(f"--kernel-args: {name}:{text!r}: bad shape or range") from None
+    if not shape or any(d < 1 for d in shape) or (low is not None and high is not None and high <= low):
+        raise KernelSpecError(f"--kernel-args: {name}:{text!r}: a shape of positive sizes (and lo < hi)")
+    return TensorArg(name, m.group("dtype"), shape, low, high)
