@@ -139,8 +139,7 @@ class PythonChecker(ast.NodeVisitor):
         self.own_helper_ids = {id(n) for n in self.own_helpers}
         self.claimed: set[int] = set()
         self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []  # in source order, ours left out
-        self.members_seen: set[tuple[str, str]] = set()
-        self.command_strings: set[int] = set()  # ids of the strings passed to a command runner (subprocess, os.system)  # (code, symbol) of `scope: members` uses reported
+        self.command_strings: set[int] = set()  # ids of the strings passed to a command runner (subprocess, os.system)
         self.call_of: dict[int, ast.Call] = {}  # id of every call's callee expression -> the call
         self.first_arg_of: dict[int, ast.Call] = {}  # id of every call's first positional argument -> the call
         self.assigned_values: set[int] = set()  # ids of the whole values of assignments (`x = <value>`)
@@ -200,13 +199,10 @@ class PythonChecker(ast.NodeVisitor):
         if hit is None:
             return False
         m, name, ambiguous = hit
-        if m.rule.scope == "members" and isinstance(node, ast.Attribute) and not decorator:
-            if (m.rule.code, name) not in self.members_seen:  # `te.pytorch.fp8_autocast`: the import names only `te`
-                self.members_seen.add((m.rule.code, name))
-                self.emit(m.rule, node, name, None if ambiguous else m.replacement, ambiguous=ambiguous)
-            return True
-        if m.rule.scope in ("imports", "members") and not decorator:
-            return True  # the import already carries the finding
+        if m.rule.scope == "imports" and not decorator:
+            return True  # the import and each kernel carry the finding (triton: its constructs have rules of their own)
+        # every use is a site of its own, at any scope and however the module was bound (`scope: library`:
+        # `fat.attention` after `import flash_attn.flash_attn_triton as fat`, a member the table does not list)
         self.emit(m.rule, node, name, None if ambiguous else m.replacement, ambiguous=ambiguous)
         return True
 
@@ -219,7 +215,7 @@ class PythonChecker(ast.NodeVisitor):
         for dec in node.decorator_list:  # `@triton.jit`: one finding per kernel
             target = dec.func if isinstance(dec, ast.Call) else dec
             hit = self.match(self.qualnames(target)) if self.qualnames(target) else None
-            if hit and hit[0].rule.scope in ("imports", "members"):
+            if hit and hit[0].rule.scope == "imports":  # other scopes report it as a use below
                 self.report_symbol(target, decorator=True)
         self.generic_visit(node)
 
