@@ -53,6 +53,7 @@ DTYPE_NAMES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.half": 
 DTYPE_METHODS = {"bfloat16": "bf16", "half": "fp16", "double": "fp64", "cfloat": "complex64", "cdouble": "complex128"}
 DTYPE_STRINGS = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16",
                  "fp64": "fp64", "float64": "fp64"}
+KERNEL_WRAPPERS = {"triton.jit", "triton.autotune", "triton.heuristics", "triton.JITFunction"}
 AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast"}  # fp16 unless dtype= says
 
 
@@ -273,6 +274,8 @@ class PythonChecker(ast.NodeVisitor):
         if any(k.arg == "choices" for k in node.keywords):
             self.defaults_with_choices.update(id(k.value) for k in node.keywords if k.arg == "default")
         func_names = self.qualnames(node.func)
+        if func_names & KERNEL_WRAPPERS:  # `triton.jit(fn)`: a kernel made by a call, reported like `@triton.jit`
+            self.report_symbol(node.func, decorator=True)
         self.check_call(node, func_names)
         torch_names = sorted(n for n in func_names if n.startswith("torch."))
         if torch_names and not self.match(torch_names):  # a name another family owns is not an "op"

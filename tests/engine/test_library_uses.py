@@ -98,3 +98,10 @@ def test_triton_utilities_stay_with_the_import_and_kernels(tmp_path):
         "import triton\nimport triton.language as tl\n\n\n@triton.jit\ndef k(x_ptr, n: tl.constexpr):\n"
         "    tl.store(x_ptr, tl.load(x_ptr))\n\n\ngrid = (triton.cdiv(1024, 128),)\n"))
     assert [(line, code) for line, code, _ in _sites(result)] == [(1, "KERN004"), (2, "KERN004"), (5, "KERN004")]
+
+
+def test_a_triton_kernel_made_by_a_call_is_reported_like_a_decorated_one(tmp_path):
+    result = _scan(tmp_path, (
+        "import triton\n\n\ndef body(x):\n    return x\n\n\n"
+        "kernel = triton.jit(body)\ntuned = triton.autotune(configs=[], key=[])(kernel)\n"))
+    assert [(line, code) for line, code, _ in _sites(result)] == [(1, "KERN004"), (8, "KERN004"), (9, "KERN004")]
