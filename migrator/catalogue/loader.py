@@ -82,8 +82,9 @@ class Rule:
     symbols: tuple[tuple[str, str | None], ...] = ()  # (pattern, replacement)
     impl: str | None = None
     default_enabled: bool = True
-    scope: str = "all"  # "imports": report imports (and decorators), not every use; "members": imports plus
-    # the first use per file of each member reached through a module binding (`te.pytorch.fp8_autocast`)
+    scope: str = "all"  # "imports": report imports (and decorators), not every use (triton: its kernel pass judges
+    # the uses); "library": the import and every use of a name under the library (each a site; effort once per
+    # library with its import, `reporters/effort.py`); "all": every use, each its own action
     effort: Effort = Effort(15, "a manual site")
     source: str = ""  # the catalogue file that defines it (`device.yaml`)
 

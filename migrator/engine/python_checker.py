@@ -53,6 +53,7 @@ DTYPE_NAMES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.half": 
 DTYPE_METHODS = {"bfloat16": "bf16", "half": "fp16", "double": "fp64", "cfloat": "complex64", "cdouble": "complex128"}
 DTYPE_STRINGS = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16",
                  "fp64": "fp64", "float64": "fp64"}
+KERNEL_WRAPPERS = {"triton.jit", "triton.autotune", "triton.heuristics", "triton.JITFunction"}
 AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast"}  # fp16 unless dtype= says
 
 
@@ -142,8 +143,7 @@ class PythonChecker(ast.NodeVisitor):
         self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []  # in source order, ours left out
         self.loops: list[ast.For | ast.AsyncFor | ast.While] = []  # in source order (the perf lint's training loops)
         self.backward_lines: list[int] = []  # lines of `x.backward(...)` calls
-        self.members_seen: set[tuple[str, str]] = set()
-        self.command_strings: set[int] = set()  # ids of the strings passed to a command runner (subprocess, os.system)  # (code, symbol) of `scope: members` uses reported
+        self.command_strings: set[int] = set()  # ids of the strings passed to a command runner (subprocess, os.system)
         self.call_of: dict[int, ast.Call] = {}  # id of every call's callee expression -> the call
         self.first_arg_of: dict[int, ast.Call] = {}  # id of every call's first positional argument -> the call
         self.assigned_values: set[int] = set()  # ids of the whole values of assignments (`x = <value>`)
@@ -203,13 +203,10 @@ class PythonChecker(ast.NodeVisitor):
         if hit is None:
             return False
         m, name, ambiguous = hit
-        if m.rule.scope == "members" and isinstance(node, ast.Attribute) and not decorator:
-            if (m.rule.code, name) not in self.members_seen:  # `te.pytorch.fp8_autocast`: the import names only `te`
-                self.members_seen.add((m.rule.code, name))
-                self.emit(m.rule, node, name, None if ambiguous else m.replacement, ambiguous=ambiguous)
-            return True
-        if m.rule.scope in ("imports", "members") and not decorator:
-            return True  # the import already carries the finding
+        if m.rule.scope == "imports" and not decorator:
+            return True  # the import and each kernel carry the finding (triton: its constructs have rules of their own)
+        # every use is a site of its own, at any scope and however the module was bound (`scope: library`:
+        # `fat.attention` after `import flash_attn.flash_attn_triton as fat`, a member the table does not list)
         self.emit(m.rule, node, name, None if ambiguous else m.replacement, ambiguous=ambiguous)
         return True
 
@@ -222,7 +219,7 @@ class PythonChecker(ast.NodeVisitor):
         for dec in node.decorator_list:  # `@triton.jit`: one finding per kernel
             target = dec.func if isinstance(dec, ast.Call) else dec
             hit = self.match(self.qualnames(target)) if self.qualnames(target) else None
-            if hit and hit[0].rule.scope in ("imports", "members"):
+            if hit and hit[0].rule.scope == "imports":  # other scopes report it as a use below
                 self.report_symbol(target, decorator=True)
         self.generic_visit(node)
 
@@ -288,6 +285,8 @@ class PythonChecker(ast.NodeVisitor):
         if any(k.arg == "choices" for k in node.keywords):
             self.defaults_with_choices.update(id(k.value) for k in node.keywords if k.arg == "default")
         func_names = self.qualnames(node.func)
+        if func_names & KERNEL_WRAPPERS:  # `triton.jit(fn)`: a kernel made by a call, reported like `@triton.jit`
+            self.report_symbol(node.func, decorator=True)
         self.check_call(node, func_names)
         torch_names = sorted(n for n in func_names if n.startswith("torch."))
         if torch_names and not self.match(torch_names):  # a name another family owns is not an "op"

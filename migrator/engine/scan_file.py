@@ -37,7 +37,7 @@ PREFILTER = re.compile(
     rb"cuda|CUDA|nccl|NCCL|apex|amp_C|flash_attn|xformers|triton|transformer_engine|bitsandbytes|cupy|"
     rb"pynvml|nvidia|deepspeed|DataParallel|cpp_extension|autocast|GradScaler|migrate:|device|\.to\(|cudnn|nvtx|"
     rb"GPUtil|data_parallel|NVIDIA|NVTE_|torch|flashinfer|liger_kernel|mamba_ssm|causal_conv1d|dropout_layer_norm|"
-    rb"fused_dense_lib|rotary_emb|flash_attention_|BitsandbytesPrecision|accelerator=|ASCEND_LAUNCH_BLOCKING"
+    rb"fused_dense_lib|rotary_emb|flash_attention_|BitsandbytesPrecision|accelerator=|ASCEND_LAUNCH_BLOCKING|cutlass"
 )
 GENERATED = re.compile(rb"@generated\b")
 

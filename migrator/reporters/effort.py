@@ -127,6 +127,8 @@ def _unit_key(f: Finding) -> tuple[str, tuple]:
         return "file", (f.code, f.path)
     if per == "symbol":
         return "symbol", (f.code, f.symbol)
+    if _library_use(f):  # `pynvml.nvmlInit()`: part of porting the library, with its imports
+        return "import", (f.code, use_library(f.symbol))
     return "site", (f.code, f.path, f.cell, f.line, f.symbol)  # the same name twice on a line: one edit
 
 
@@ -140,14 +142,23 @@ def _optionally_imported(findings: list[Finding]) -> set[tuple[str, str]]:
     return {key for key, optional in every.items() if optional}
 
 
+def use_library(symbol: str) -> str:
+    """The library a use belongs to, as its import counts it (`torch.ops.xformers.x` is xformers')."""
+    parts = symbol.split(".")
+    return parts[2] if parts[:2] == ["torch", "ops"] and len(parts) > 2 else parts[0]
+
+
+def _library_use(f: Finding) -> bool:
+    """A use (not the import) of a `scope: library` rule's name."""
+    rule = _catalogue().get(f.code) if f.imported is None else None
+    return rule is not None and rule.scope == "library"
+
+
 def _guarded_member(f: Finding, optional: set[tuple[str, str]]) -> bool:
-    """A `scope: members` use (`te.pytorch.fp8_autocast`) in a file that imports its library only optionally:
+    """A `scope: library` use (`te.pytorch.fp8_autocast`) in a file that imports its library only optionally:
     it runs only where that import succeeded, so it goes with the optional import (the fallback is what runs
     on Ascend), not with an edit of its own."""
-    if f.imported is not None or not optional:
-        return False
-    rule = _catalogue().get(f.code)
-    return rule is not None and rule.scope == "members" and (f.path, f.symbol.split(".")[0]) in optional
+    return bool(optional) and _library_use(f) and (f.path, use_library(f.symbol)) in optional
 
 
 def actions(findings: Iterable[Finding]) -> list[Action]:
