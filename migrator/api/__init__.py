@@ -87,21 +87,26 @@ def ops(names: Sequence[str], soc: str = "A2", version: str | None = None) -> li
 
 
 def trace_ops(target: str | Path, *, root: str | Path | None = None, soc: str | None = None,
-              torch_npu_version: str | None = None, write: bool = True, progress: Progress | None = None,
-              **options: Any) -> tuple[Census, Path | None, Settings]:
+              torch_npu_version: str | None = None, cann_version: str | None = None, write: bool = True,
+              progress: Progress | None = None, **options: Any) -> tuple[Census, Path | None, Settings]:
     """`migrate ops --trace TARGET`: the runtime op census of a program (migrator/census/).
 
     TARGET is a tree with the validate.py protocol or a script (`script_args`); options are the
     fields of `migrator.census.TraceOptions` (`steps`, `fake`, `entry`, `bf16_policy`, `timeout`...).
+    `cann_version` (or `[tool.migrate] cann-version`): the advisor's AICPU rules the perf lint judges with.
     The program runs only in a child process. Returns (census, path written or None, settings)."""
-    from migrator.census import CensusError, TraceOptions, store, trace
+    from migrator.census import CensusError, TraceOptions, advisor_rules, store, trace
 
-    settings, _ = resolve_settings([target], root=root, soc=soc, torch_npu_version=torch_npu_version)
+    settings, _ = resolve_settings([target], root=root, soc=soc, torch_npu_version=torch_npu_version,
+                                   cann_version=cann_version)
     try:
+        cann = advisor_rules.checked_version(settings.cann_version)  # before the run, not after it
         opts = TraceOptions(target=str(target), root=str(settings.root), soc=settings.soc,
-                            torch_npu_version=settings.torch_npu_version, **options)
+                            torch_npu_version=settings.torch_npu_version, cann_version=cann, **options)
     except TypeError as exc:
         raise UsageError(f"bad trace option: {exc}") from None
+    except advisor_rules.AdvisorRulesError as exc:
+        raise UsageError(f"{settings.config_file or 'cann-version'}: {exc}") from None
     try:
         if progress:
             progress("tracing in a child process", 0, 1)

@@ -47,6 +47,7 @@ class TraceOptions:
     timeout: float = 600.0
     single_rank: bool = True  # script mode: run as rank 0 of 1 (torchrun env), so distributed code paths run
     extra_env: dict[str, str] = field(default_factory=dict)
+    cann_version: str | None = None  # the advisor's AICPU rules to judge with (default: the newest in the data)
 
 
 def _single_rank_env() -> dict[str, str]:
@@ -88,6 +89,8 @@ def trace(opts: TraceOptions, keep_dir: str | None = None) -> Census:
     from migrator.catalogue.coverage import default_version
     from migrator.validation.parent import launcher
 
+    from .advisor_rules import AdvisorRulesError
+    from .perf_lint import lint
     from .verdicts import judge
 
     work = keep_dir or tempfile.mkdtemp(prefix="migrate-census-")
@@ -105,6 +108,10 @@ def trace(opts: TraceOptions, keep_dir: str | None = None) -> Census:
             raise CensusError(f"{opts.target}: {_failure(result)}")
         version = opts.torch_npu_version or default_version()
         ops = judge(status.rows, opts.soc, version)
+        try:
+            perf = lint(status.rows, status.steps if status.steps is not None else opts.steps, opts.cann_version)
+        except AdvisorRulesError as exc:
+            raise CensusError(str(exc)) from None
         program = {"target": _rel(job.tree, opts.root), "mode": "script" if script else "protocol",
                    "script": job.script, "args": list(job.args), "steps": opts.steps, "fake": opts.fake,
                    "bf16_policy": None if script else opts.bf16_policy,
@@ -116,7 +123,7 @@ def trace(opts: TraceOptions, keep_dir: str | None = None) -> Census:
         if status.layers.get("cuda_reference"):
             notes.append("CUDA libraries (flash_attn, apex, xformers) run as CPU references "
                          "(migrator.validation.child.cuda_reference): their ops are the reference's, not the CUDA kernels'")
-        return Census(program, opts.soc, version, status.torch, status.seconds, ops, tuple(notes))
+        return Census(program, opts.soc, version, status.torch, status.seconds, ops, (*notes, *perf.notes), perf.sites)
     finally:
         if keep_dir is None:
             shutil.rmtree(work, ignore_errors=True)

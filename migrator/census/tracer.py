@@ -8,7 +8,9 @@ Ascend support lists use; nested calls inside it are not seen again), and a
 
 Each call is counted under (level, op, input dtypes, phase, user frame, library frame). The
 frames come from one ``sys._getframe`` walk per call, with each code object classified once
-(user tree / library / plumbing); nothing is formatted. Shapes are taken once per distinct key.
+(user tree / library / plumbing); nothing is formatted. Shapes are taken once per distinct key; at the
+ATen level each call's input and output shapes are also kept per step (a set per key: a shape that
+changes between steps is a recompile on Ascend, `census/perf_lint.py`), with the output dtypes.
 """
 
 from __future__ import annotations
@@ -98,6 +100,10 @@ class Recording:
         self.phase = "setup"
         self.after_backward = False
         self.counts: dict[tuple, list] = {}  # key -> [count, shapes, dispatched an ATen op]
+        self.step = 0  # optimizer steps begun: a step's batch is made after the previous step's update
+        # ATen key without its phase (a batch is made in setup, then after each update) -> {(step, inputs, outputs)}
+        self.step_shapes: dict[tuple, set] = {}
+        self.out_dtypes: dict[tuple, set] = {}  # ATen key -> output dtypes (a cast's target)
         self.aten_calls = 0
         self._kinds: dict[Any, int] = {}
         self._dtypes: dict[Any, str] = {}
@@ -140,7 +146,8 @@ class Recording:
             return "optimizer"  # between backward and the next forward: clipping, scaler, step, zero_grad
         return self.phase
 
-    def record(self, level: str, name: str, args: tuple, kwargs: dict | None, dispatched: bool = True) -> None:
+    def record(self, level: str, name: str, args: tuple, kwargs: dict | None, dispatched: bool = True,
+               outputs: Any = None) -> None:
         tensors = list(_tensors(args, kwargs))
         dtypes = tuple(_dtype_key(t.dtype, self._dtypes) for t in tensors)
         user, library = self.frames()
@@ -152,19 +159,33 @@ class Recording:
         else:
             slot[0] += 1
             slot[2] = slot[2] or dispatched
+        if level == "aten" and self.record_shapes:
+            outs = list(_tensors(outputs if isinstance(outputs, tuple) else (outputs,), None))
+            self.step_shapes.setdefault((name, dtypes, user, library), set()).add(
+                (self.step, tuple(tuple(t.shape) for t in tensors), tuple(tuple(t.shape) for t in outs)))
+            dtypes_out = self.out_dtypes.setdefault(key, set())
+            for out in outs:
+                dtypes_out.add(_dtype_key(out.dtype, self._dtypes))
 
     def setup_started(self) -> None:
         self.phase, self.after_backward = "setup", False
 
     def step_started(self) -> None:
+        if self.after_backward and self.phase != "optimizer":
+            self.step += 1  # a step that updated without an optimizer's step()
         self.phase = "forward"
         self.after_backward = False
 
     def optimizer_started(self) -> None:
+        if self.phase != "optimizer":
+            self.step += 1
         self.phase = "optimizer"
 
     def rows(self) -> list[dict]:
+        """One dict per key; `step_shapes` on the first row of an ATen op (its phases together) whose shapes
+        differ between steps."""
         out = []
+        shapes_written: set[tuple] = set()
         for (level, name, dtypes, phase, user, library), (count, shapes, dispatched) in self.counts.items():
             row = {"level": level, "op": name, "dtypes": list(dtypes), "phase": phase, "count": count,
                    "dispatched": dispatched}
@@ -174,8 +195,36 @@ class Recording:
                 row["library_frame"] = {"path": library[0], "line": library[1], "function": library[2]}
             if shapes is not None:
                 row["shapes"] = [[int(d) if isinstance(d, int) else str(d) for d in s] for s in shapes]
+            key = (level, name, dtypes, phase, user, library)
+            if key in self.out_dtypes:
+                row["out_dtypes"] = sorted(self.out_dtypes[key])
+            per_step_key = (name, dtypes, user, library)
+            if level == "aten" and per_step_key not in shapes_written:
+                shapes_written.add(per_step_key)
+                varying = _varying_by_step(self.step_shapes.get(per_step_key, ()))
+                if varying:
+                    row["step_shapes"] = varying
             out.append(row)
         return out
+
+
+MAX_SHAPES_PER_STEP = 16
+
+
+def _dims(shapes: tuple) -> list:
+    return [[int(d) if isinstance(d, int) else str(d) for d in s] for s in shapes]
+
+
+def _varying_by_step(seen: Any) -> list:
+    """[[step, [[input shapes, output shapes], ...]], ...] where the shapes a key ran with differ between the
+    steps it ran in; [] where every step saw the same (the common case: nothing written)."""
+    by_step: dict[int, set] = {}
+    for step, ins, outs in seen:
+        by_step.setdefault(step, set()).add((ins, outs))
+    if len(by_step) < 2 or len({frozenset(v) for v in by_step.values()}) == 1:
+        return []
+    return [[step, [[_dims(ins), _dims(outs)] for ins, outs in sorted(calls, key=repr)[:MAX_SHAPES_PER_STEP]]]
+            for step, calls in sorted(by_step.items())]
 
 
 def _recording(census: Recording, name: str, real: Callable[..., Any]) -> Callable[..., Any]:
@@ -232,5 +281,6 @@ class AtenMode(TorchDispatchMode):
         overload = func._overloadname
         name = schema if overload in ("default", "") else f"{schema}.{overload}"
         self.census.aten_calls += 1
-        self.census.record("aten", name, args, kwargs)
-        return func(*args, **(kwargs or {}))
+        result = func(*args, **(kwargs or {}))
+        self.census.record("aten", name, args, kwargs, outputs=result)  # after the call: its output shapes
+        return result

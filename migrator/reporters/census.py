@@ -48,6 +48,14 @@ def render(census: Census, path: str | None = None, max_rows: int | None = DEFAU
         lines.append(f"  … {len(ordered) - len(shown)} more ops" + (f" in {path}" if path else ""))
     for op in census.findings:
         lines.append(f"{op.code} {op.severity}: {op.message}")
+    if census.perf:
+        from migrator.catalogue.loader import load_catalogue
+
+        catalogue = load_catalogue()
+        for site in census.perf:
+            rule = catalogue.impl_rule(site.impl)
+            code, severity = (rule.code, rule.severity) if rule else ("PERF", "warning")
+            lines.append(f"{code} {severity}: {site.path}:{site.line} ({site.function}): {site.message}")
     for note in census.notes:
         lines.append(f"note: {note}")
     if path:
