@@ -22,6 +22,7 @@ from migrator.pipeline.options import resolve_settings
 from migrator.pipeline.scan import scan_tree
 
 if TYPE_CHECKING:
+    from migrator.census.advise.model import AdviseResult
     from migrator.census.model import Census
     from migrator.engine.add_noqa import NoqaOutcome as AddNoqaOutcome
     from migrator.reporters.report_data import ReportData
@@ -247,6 +248,28 @@ def cache_clean() -> tuple[Path, int, int]:
     return folder, files, size
 
 
+def advise(profile: str | Path, paths: Sequence[str | Path] = (), *, root: str | Path | None = None,
+           run_advisor: bool = True) -> AdviseResult:
+    """`migrate advise --profile DIR [PATHS]`: the perf and fusion findings of a scan of PATHS (the root's op
+    census included, when it has one) checked against the torch_npu profile in DIR (confirmed / not seen /
+    not checkable), and Huawei's `msprof-analyze advisor all -d DIR` where it is installed. Bad input raises
+    UsageError naming the file."""
+    from migrator.census.advise import advisor, checks
+    from migrator.census.advise.model import AdviseResult, AdvisorRun
+    from migrator.census.advise.profile import ProfileError, read
+    from migrator.census.store import census_path
+
+    try:
+        facts = read(profile)
+    except ProfileError as exc:
+        raise UsageError(str(exc)) from None
+    settings, resolved = resolve_settings(list(paths) or ["."], root=root)
+    findings = [f for f in scan_tree(settings, resolved, None, None).result.findings if f.family in ("perf", "fusion")]
+    ran = advisor.run(str(profile)) if run_advisor else AdvisorRun(("msprof-analyze",), installed=False)
+    return AdviseResult(facts, checks.check_all(findings, facts), ran, census_path(settings.root).is_file(),
+                        facts.notes)
+
+
 __all__ = ["scan", "fix", "explain", "rules", "resolve_settings", "UsageError", "ConfigError", "FixOutcome"]
 __all__ += ["add_noqa", "apply_baseline", "baseline_text", "report", "validate", "plan", "calibrate_plan",
-            "trace_ops", "cache_clean"]
+            "trace_ops", "cache_clean", "advise"]

@@ -48,6 +48,7 @@ class TraceOptions:
     single_rank: bool = True  # script mode: run as rank 0 of 1 (torchrun env), so distributed code paths run
     extra_env: dict[str, str] = field(default_factory=dict)
     cann_version: str | None = None  # the advisor's AICPU rules to judge with (default: the newest in the data)
+    step_shapes: bool = True  # record shapes per step for the perf lint (off only to measure what it costs)
 
 
 def _single_rank_env() -> dict[str, str]:
@@ -64,7 +65,8 @@ def _single_rank_env() -> dict[str, str]:
 def _job(opts: TraceOptions, out: str) -> CensusJob:
     target = os.path.abspath(opts.target)
     common: dict[str, Any] = {"steps": opts.steps, "fake": opts.fake, "entry": opts.entry, "bf16_policy": opts.bf16_policy,
-                              "seed": opts.seed, "threads": opts.threads, "out": out, "root": os.path.abspath(opts.root)}
+                              "seed": opts.seed, "threads": opts.threads, "out": out, "root": os.path.abspath(opts.root),
+                              "step_shapes": opts.step_shapes}
     if os.path.isfile(target):
         if opts.fake:
             raise CensusError(f"{opts.target}: --fake needs a program with the validate.py protocol, not a script")

@@ -81,7 +81,7 @@ def load() -> AicpuRules:
 
     path = data_dir("op_coverage") / RULES_FILE
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
         data_types = tuple(
             DataTypeRule(tuple(str(v) for v in spec["cann_version"]), _names(spec["op_type"]),
                          _names(spec.get("ignore_type")), frozenset(_names(spec["input"])),

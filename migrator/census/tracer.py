@@ -93,17 +93,17 @@ def _tensors(args: tuple, kwargs: dict | None) -> Iterator[torch.Tensor]:
 class Recording:
     """The counts of one traced run (``rows()`` gives them as JSON-ready dicts)."""
 
-    def __init__(self, user_root: str, rel_root: str | None = None, record_shapes: bool = True) -> None:
+    def __init__(self, user_root: str, rel_root: str | None = None, record_shapes: bool = True,
+                 step_shapes: bool = True) -> None:
         self.user_root = os.path.abspath(user_root) + os.sep
         self.rel_root = os.path.abspath(rel_root or user_root)
         self.record_shapes = record_shapes
+        self.per_step = step_shapes
         self.phase = "setup"
         self.after_backward = False
-        self.counts: dict[tuple, list] = {}  # key -> [count, shapes, dispatched an ATen op]
+        # key -> [count, shapes, dispatched an ATen op, {(step, input shapes, output shapes)}, {output dtypes}]
+        self.counts: dict[tuple, list] = {}
         self.step = 0  # optimizer steps begun: a step's batch is made after the previous step's update
-        # ATen key without its phase (a batch is made in setup, then after each update) -> {(step, inputs, outputs)}
-        self.step_shapes: dict[tuple, set] = {}
-        self.out_dtypes: dict[tuple, set] = {}  # ATen key -> output dtypes (a cast's target)
         self.aten_calls = 0
         self._kinds: dict[Any, int] = {}
         self._dtypes: dict[Any, str] = {}
@@ -155,17 +155,18 @@ class Recording:
         slot = self.counts.get(key)
         if slot is None:
             shapes = [list(t.shape) for t in tensors] if self.record_shapes else None
-            self.counts[key] = [1, shapes, dispatched]
+            slot = self.counts[key] = [1, shapes, dispatched, set(), set()]
         else:
             slot[0] += 1
             slot[2] = slot[2] or dispatched
-        if level == "aten" and self.record_shapes:
+        if level == "aten" and self.per_step:  # torch.Size is a hashable tuple: no copies
             outs = list(_tensors(outputs if isinstance(outputs, tuple) else (outputs,), None))
-            self.step_shapes.setdefault((name, dtypes, user, library), set()).add(
-                (self.step, tuple(tuple(t.shape) for t in tensors), tuple(tuple(t.shape) for t in outs)))
-            dtypes_out = self.out_dtypes.setdefault(key, set())
+            try:
+                slot[3].add((self.step, tuple(t.shape for t in tensors), tuple(t.shape for t in outs)))
+            except TypeError:  # a symbolic size (no hash): not compared
+                pass
             for out in outs:
-                dtypes_out.add(_dtype_key(out.dtype, self._dtypes))
+                slot[4].add(out.dtype)
 
     def setup_started(self) -> None:
         self.phase, self.after_backward = "setup", False
@@ -185,8 +186,11 @@ class Recording:
         """One dict per key; `step_shapes` on the first row of an ATen op (its phases together) whose shapes
         differ between steps."""
         out = []
+        by_op: dict[tuple, set] = {}  # an ATen op's shapes per step over its phases (a batch: setup, then optimizer)
+        for (_level, name, dtypes, _phase, user, library), slot in self.counts.items():
+            by_op.setdefault((name, dtypes, user, library), set()).update(slot[3])
         shapes_written: set[tuple] = set()
-        for (level, name, dtypes, phase, user, library), (count, shapes, dispatched) in self.counts.items():
+        for (level, name, dtypes, phase, user, library), (count, shapes, dispatched, _, out_dtypes) in self.counts.items():
             row = {"level": level, "op": name, "dtypes": list(dtypes), "phase": phase, "count": count,
                    "dispatched": dispatched}
             if user is not None:
@@ -195,13 +199,12 @@ class Recording:
                 row["library_frame"] = {"path": library[0], "line": library[1], "function": library[2]}
             if shapes is not None:
                 row["shapes"] = [[int(d) if isinstance(d, int) else str(d) for d in s] for s in shapes]
-            key = (level, name, dtypes, phase, user, library)
-            if key in self.out_dtypes:
-                row["out_dtypes"] = sorted(self.out_dtypes[key])
+            if out_dtypes:
+                row["out_dtypes"] = sorted({_dtype_key(d, self._dtypes) for d in out_dtypes})
             per_step_key = (name, dtypes, user, library)
             if level == "aten" and per_step_key not in shapes_written:
                 shapes_written.add(per_step_key)
-                varying = _varying_by_step(self.step_shapes.get(per_step_key, ()))
+                varying = _varying_by_step(by_op.get(per_step_key, ()))
                 if varying:
                     row["step_shapes"] = varying
             out.append(row)

@@ -17,7 +17,7 @@ if interrupt.entry_process():  # the `migrate` script: before click and the rest
 import click  # noqa: E402
 
 from migrator import __version__
-from migrator.cli.programs import plan_command, validate
+from migrator.cli.programs import advise_command, plan_command, validate
 from migrator.cli.support import (
     CLEAN_ENV_HELP,
     EXIT_CLEAN,
@@ -479,6 +479,7 @@ def cache_clean() -> None:
 
 main.add_command(validate)
 main.add_command(plan_command)
+main.add_command(advise_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

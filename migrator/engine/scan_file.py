@@ -408,10 +408,7 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes) -> PythonFact
         scan.add(rule, line, col, end_line, end_col, symbol, replacement, extra.get("ambiguous", False),
                  manual_reason=extra.get("manual_reason"), prechecked=True,
                  imported=ImportInfo(library, bool(extra.get("optional"))) if library else None)
-    perf_lines = {f.line for f in scan.findings if f.family == "perf"}
-    for site, column, end_column in traced_hits(scan.options.census_perf, scan.rel, perf_lines, source.lines):
-        scan.add(scan.catalogue.impl_rule(site.impl), site.line, column, site.line, end_column, site.symbol,
-                 message=site.message)
+    _census_perf(scan, source)
     if scan.rel == "setup.py" or scan.rel.endswith("/setup.py"):
         _setup_requirements(scan, tree, source, checker.docstrings)
     traced = dict(scan.options.traced)
@@ -436,6 +433,14 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes) -> PythonFact
     for helper in checker.own_helpers:
         quiet.update(helper_lines(helper))
     return PythonFacts(ops, quiet, frozenset(getattr(h, "name", "") for h in checker.own_helpers))
+
+
+def _census_perf(scan: FileScan, source: SourceText) -> None:
+    """The perf lint's census sites of this file (`engine/census_perf.py`), after its static perf findings."""
+    perf_lines = {f.line for f in scan.findings if f.family == "perf"}
+    for traced, column, end_column in traced_hits(scan.options.census_perf, scan.rel, perf_lines, source.lines):
+        scan.add(scan.catalogue.impl_rule(traced.impl), traced.line, column, traced.line, end_column, traced.symbol,
+                 message=traced.message)
 
 
 def _setup_requirements(scan: FileScan, tree: ast.AST, source: SourceText, docstrings: set[int]) -> None:
