@@ -22,6 +22,7 @@ from migrator.pipeline.options import resolve_settings
 from migrator.pipeline.scan import scan_tree
 
 if TYPE_CHECKING:
+    from migrator.census.advise.model import AdviseResult
     from migrator.census.model import Census
     from migrator.engine.add_noqa import NoqaOutcome as AddNoqaOutcome
     from migrator.reporters.report_data import ReportData
@@ -88,21 +89,26 @@ def ops(names: Sequence[str], soc: str = "A2", version: str | None = None) -> li
 
 
 def trace_ops(target: str | Path, *, root: str | Path | None = None, soc: str | None = None,
-              torch_npu_version: str | None = None, write: bool = True, progress: Progress | None = None,
-              **options: Any) -> tuple[Census, Path | None, Settings]:
+              torch_npu_version: str | None = None, cann_version: str | None = None, write: bool = True,
+              progress: Progress | None = None, **options: Any) -> tuple[Census, Path | None, Settings]:
     """`migrate ops --trace TARGET`: the runtime op census of a program (migrator/census/).
 
     TARGET is a tree with the validate.py protocol or a script (`script_args`); options are the
     fields of `migrator.census.TraceOptions` (`steps`, `fake`, `entry`, `bf16_policy`, `timeout`...).
+    `cann_version` (or `[tool.migrate] cann-version`): the advisor's AICPU rules the perf lint judges with.
     The program runs only in a child process. Returns (census, path written or None, settings)."""
-    from migrator.census import CensusError, TraceOptions, store, trace
+    from migrator.census import CensusError, TraceOptions, aicpu_rules, store, trace
 
-    settings, _ = resolve_settings([target], root=root, soc=soc, torch_npu_version=torch_npu_version)
+    settings, _ = resolve_settings([target], root=root, soc=soc, torch_npu_version=torch_npu_version,
+                                   cann_version=cann_version)
     try:
+        cann = aicpu_rules.checked_version(settings.cann_version)  # before the run, not after it
         opts = TraceOptions(target=str(target), root=str(settings.root), soc=settings.soc,
-                            torch_npu_version=settings.torch_npu_version, **options)
+                            torch_npu_version=settings.torch_npu_version, cann_version=cann, **options)
     except TypeError as exc:
         raise UsageError(f"bad trace option: {exc}") from None
+    except aicpu_rules.AdvisorRulesError as exc:
+        raise UsageError(f"{settings.config_file or 'cann-version'}: {exc}") from None
     try:
         if progress:
             progress("tracing in a child process", 0, 1)
@@ -264,6 +270,28 @@ def cache_clean() -> tuple[Path, int, int]:
     return folder, files, size
 
 
+def advise(profile: str | Path, paths: Sequence[str | Path] = (), *, root: str | Path | None = None,
+           run_advisor: bool = True) -> AdviseResult:
+    """`migrate advise --profile DIR [PATHS]`: the perf and fusion findings of a scan of PATHS (the root's op
+    census included, when it has one) checked against the torch_npu profile in DIR (confirmed / not seen /
+    not checkable), and Huawei's `msprof-analyze advisor all -d DIR` where it is installed. Bad input raises
+    UsageError naming the file."""
+    from migrator.census.advise import advisor, checks
+    from migrator.census.advise.model import AdviseResult, AdvisorRun
+    from migrator.census.advise.profile import ProfileError, read
+    from migrator.census.store import census_path
+
+    try:
+        facts = read(profile)
+    except ProfileError as exc:
+        raise UsageError(str(exc)) from None
+    settings, resolved = resolve_settings(list(paths) or ["."], root=root)
+    findings = [f for f in scan_tree(settings, resolved, None, None).result.findings if f.family in ("perf", "fusion")]
+    ran = advisor.run(str(profile)) if run_advisor else AdvisorRun(("msprof-analyze",), installed=False)
+    return AdviseResult(facts, checks.check_all(findings, facts), ran, census_path(settings.root).is_file(),
+                        facts.notes)
+
+
 __all__ = ["scan", "fix", "explain", "rules", "resolve_settings", "UsageError", "ConfigError", "FixOutcome"]
-__all__ += ["add_noqa", "apply_baseline", "baseline_text", "report", "validate", "validate_kernel", "plan", "calibrate_plan",
-            "trace_ops", "cache_clean"]
+__all__ += ["add_noqa", "apply_baseline", "baseline_text", "report", "validate", "validate_kernel", "plan",
+            "calibrate_plan", "trace_ops", "cache_clean", "advise"]

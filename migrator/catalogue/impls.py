@@ -35,7 +35,8 @@ KNOWN_IMPLS = frozenset({
     "fusion-rms-norm", "fusion-swiglu", "fusion-rotary", "fusion-attention",
     # perf (static performance lint)
     "host-sync-hot-path", "host-sync-logging", "float64-hot-path", "sync-batchnorm", "dataloader-workers",
-    "ascend-launch-blocking",
+    "ascend-launch-blocking", "tensor-print-hot-path", "ascend-debug-log-level", "task-queue-disabled",
+    "hccl-algo-set", "dynamic-shape", "aicpu-dtype", "aicpu-op",  # the last three from the op census
     # meta
     "parse-error", "unreadable-file", "bare-suppression", "unused-suppression",
 })

@@ -47,6 +47,8 @@ class TraceOptions:
     timeout: float = 600.0
     single_rank: bool = True  # script mode: run as rank 0 of 1 (torchrun env), so distributed code paths run
     extra_env: dict[str, str] = field(default_factory=dict)
+    cann_version: str | None = None  # the advisor's AICPU rules to judge with (default: the newest in the data)
+    step_shapes: bool = True  # record shapes per step for the perf lint (off only to measure what it costs)
 
 
 def _single_rank_env() -> dict[str, str]:
@@ -63,7 +65,8 @@ def _single_rank_env() -> dict[str, str]:
 def _job(opts: TraceOptions, out: str) -> CensusJob:
     target = os.path.abspath(opts.target)
     common: dict[str, Any] = {"steps": opts.steps, "fake": opts.fake, "entry": opts.entry, "bf16_policy": opts.bf16_policy,
-                              "seed": opts.seed, "threads": opts.threads, "out": out, "root": os.path.abspath(opts.root)}
+                              "seed": opts.seed, "threads": opts.threads, "out": out, "root": os.path.abspath(opts.root),
+                              "step_shapes": opts.step_shapes}
     if os.path.isfile(target):
         if opts.fake:
             raise CensusError(f"{opts.target}: --fake needs a program with the validate.py protocol, not a script")
@@ -88,7 +91,9 @@ def trace(opts: TraceOptions, keep_dir: str | None = None) -> Census:
     from migrator.catalogue.coverage import default_version
     from migrator.validation.parent import launcher
 
+    from .aicpu_rules import AdvisorRulesError
     from .fusion_agreement import fusion_sites
+    from .perf_lint import lint
     from .verdicts import judge
 
     work = keep_dir or tempfile.mkdtemp(prefix="migrate-census-")
@@ -106,6 +111,10 @@ def trace(opts: TraceOptions, keep_dir: str | None = None) -> Census:
             raise CensusError(f"{opts.target}: {_failure(result)}")
         version = opts.torch_npu_version or default_version()
         ops = judge(status.rows, opts.soc, version)
+        try:
+            perf = lint(status.rows, status.steps if status.steps is not None else opts.steps, opts.cann_version)
+        except AdvisorRulesError as exc:
+            raise CensusError(str(exc)) from None
         program = {"target": _rel(job.tree, opts.root), "mode": "script" if script else "protocol",
                    "script": job.script, "args": list(job.args), "steps": opts.steps, "fake": opts.fake,
                    "bf16_policy": None if script else opts.bf16_policy,
@@ -119,7 +128,8 @@ def trace(opts: TraceOptions, keep_dir: str | None = None) -> Census:
                          "(migrator.validation.child.cuda_reference): their ops are the reference's, not the CUDA kernels'")
         ran = {str(row["user_frame"]["path"]) for row in status.rows if row.get("user_frame")}
         fusions = fusion_sites(status.flow, ran, Path(opts.root))
-        return Census(program, opts.soc, version, status.torch, status.seconds, ops, tuple(notes), fusions)
+        return Census(program, opts.soc, version, status.torch, status.seconds, ops, (*notes, *perf.notes), fusions,
+                      perf.sites)
     finally:
         if keep_dir is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -159,7 +159,7 @@ def run(job: CensusJob) -> dict[str, Any]:
     from .tracer import Recording
 
     status: dict[str, Any] = {"ok": False, "torch": torch.__version__}
-    census = Recording(job.tree, job.root, record_shapes=True)
+    census = Recording(job.tree, job.root, record_shapes=True, step_shapes=job.step_shapes)
     t0 = time.perf_counter()
     try:
         if job.script:

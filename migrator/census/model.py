@@ -168,6 +168,28 @@ class FusionSite:
 
 
 @dataclass(frozen=True)
+class PerfSite:
+    """A census finding of the perf family (`census/perf_lint.py`) at a user line; `scan` reports it
+    under the rule whose `impl` it names, unless a static perf finding already sits on that line."""
+
+    impl: str  # dynamic-shape, aicpu-dtype, aicpu-op
+    path: str  # POSIX, relative to the scan root
+    line: int
+    function: str
+    symbol: str
+    message: str
+
+    def to_json(self) -> dict:
+        return {"impl": self.impl, "path": self.path, "line": self.line, "function": self.function,
+                "symbol": self.symbol, "message": self.message}
+
+    @classmethod
+    def from_json(cls, data: dict) -> PerfSite:
+        return cls(data["impl"], data["path"], int(data["line"]), data.get("function", ""), data.get("symbol", ""),
+                   data["message"])
+
+
+@dataclass(frozen=True)
 class Census:
     """The traced op set of one program run (`.migrate/op-trace.json`)."""
 
@@ -179,6 +201,7 @@ class Census:
     ops: tuple[TracedOp, ...]
     notes: tuple[str, ...] = ()
     fusions: tuple[FusionSite, ...] = ()  # the advisor's fusion patterns on the traced data flow, with the AST's
+    perf: tuple[PerfSite, ...] = ()
 
     @property
     def findings(self) -> tuple[TracedOp, ...]:
@@ -198,10 +221,11 @@ class Census:
         return {"format": FORMAT, "program": self.program, "soc": self.soc,
                 "torch_npu_version": self.torch_npu_version, "torch": self.torch, "seconds": self.seconds,
                 "notes": list(self.notes), "summary": self.summary(), "ops": [o.to_json() for o in self.ops],
-                "fusions": [f.to_json() for f in self.fusions]}
+                "fusions": [f.to_json() for f in self.fusions], "perf": [p.to_json() for p in self.perf]}
 
     @classmethod
     def from_json(cls, data: dict) -> Census:
         return cls(data["program"], data["soc"], data["torch_npu_version"], data.get("torch", ""),
                    float(data.get("seconds", 0.0)), tuple(TracedOp.from_json(o) for o in data["ops"]),
-                   tuple(data.get("notes", ())), tuple(FusionSite.from_json(f) for f in data.get("fusions", ())))
+                   tuple(data.get("notes", ())), tuple(FusionSite.from_json(f) for f in data.get("fusions", ())),
+                   tuple(PerfSite.from_json(p) for p in data.get("perf", ())))

@@ -19,6 +19,7 @@ class CensusJob(Job):
     root: str | None = None  # the scan root: frames are recorded relative to it
     script: str | None = None  # a script file in `tree` (else the validate.py protocol)
     args: tuple[str, ...] = ()
+    step_shapes: bool = True  # shapes and output dtypes per step for the perf lint (off: bench/perf_lint_overhead.py)
 
 
 @dataclass(frozen=True, kw_only=True)

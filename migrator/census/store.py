@@ -13,7 +13,7 @@ from pathlib import Path
 
 from migrator.ground.safe_write import write_text
 
-from .model import Census, first_dtype
+from .model import Census, PerfSite, first_dtype
 
 CENSUS_FILE = ".migrate/op-trace.json"
 SCHEMA = "op-trace.schema.json"
@@ -86,3 +86,19 @@ def traced_apis(root: str | Path) -> tuple[tuple[str, tuple[str, ...]], ...]:
     except OSError:
         return ()
     return _traced(str(path), mtime)
+
+
+@lru_cache(maxsize=8)
+def _perf(path: str, mtime_ns: int) -> tuple[PerfSite, ...]:
+    census, _ = load_for_root(Path(path).parent.parent)
+    return census.perf if census is not None else ()
+
+
+def traced_perf(root: str | Path) -> tuple[PerfSite, ...]:
+    """The perf lint's census sites (dynamic shapes, AICPU rules); () without a census."""
+    path = census_path(root)
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        return ()
+    return _perf(str(path), mtime)

@@ -8,7 +8,9 @@ Ascend support lists use; nested calls inside it are not seen again), and a
 
 Each call is counted under (level, op, input dtypes, phase, user frame, library frame). The
 frames come from one ``sys._getframe`` walk per call, with each code object classified once
-(user tree / library / plumbing); nothing is formatted. Shapes are taken once per distinct key.
+(user tree / library / plumbing); nothing is formatted. Shapes are taken once per distinct key; at the
+ATen level each call's input and output shapes are also kept per step (a set per key: a shape that
+changes between steps is a recompile on Ascend, `census/perf_lint.py`), with the output dtypes.
 """
 
 from __future__ import annotations
@@ -94,13 +96,17 @@ def _tensors(args: tuple, kwargs: dict | None) -> Iterator[torch.Tensor]:
 class Recording:
     """The counts of one traced run (``rows()`` gives them as JSON-ready dicts)."""
 
-    def __init__(self, user_root: str, rel_root: str | None = None, record_shapes: bool = True) -> None:
+    def __init__(self, user_root: str, rel_root: str | None = None, record_shapes: bool = True,
+                 step_shapes: bool = True) -> None:
         self.user_root = os.path.abspath(user_root) + os.sep
         self.rel_root = os.path.abspath(rel_root or user_root)
         self.record_shapes = record_shapes
+        self.per_step = step_shapes
         self.phase = "setup"
         self.after_backward = False
-        self.counts: dict[tuple, list] = {}  # key -> [count, shapes, dispatched an ATen op]
+        # key -> [count, shapes, dispatched an ATen op, {(step, input shapes, output shapes)}, {output dtypes}]
+        self.counts: dict[tuple, list] = {}
+        self.step = 0  # optimizer steps begun: a step's batch is made after the previous step's update
         self.aten_calls = 0
         self._kinds: dict[Any, int] = {}
         self._dtypes: dict[Any, str] = {}
@@ -157,8 +163,9 @@ class Recording:
             return "optimizer"  # between backward and the next forward: clipping, scaler, step, zero_grad
         return self.phase
 
-    def record(self, level: str, name: str, args: tuple, kwargs: dict | None, dispatched: bool = True) -> tuple | None:
-        """Count one call; returns its user frame."""
+    def record(self, level: str, name: str, args: tuple, kwargs: dict | None, dispatched: bool = True,
+               outputs: Any = None) -> tuple | None:
+        """Count one call (per step too, with its shapes: the dynamic-shape lint); returns its user frame."""
         tensors = list(_tensors(args, kwargs))
         dtypes = tuple(_dtype_key(t.dtype, self._dtypes) for t in tensors)
         user, library = self.frames()
@@ -166,25 +173,43 @@ class Recording:
         slot = self.counts.get(key)
         if slot is None:
             shapes = [list(t.shape) for t in tensors] if self.record_shapes else None
-            self.counts[key] = [1, shapes, dispatched]
+            slot = self.counts[key] = [1, shapes, dispatched, set(), set()]
         else:
             slot[0] += 1
             slot[2] = slot[2] or dispatched
+        if level == "aten" and self.per_step:  # torch.Size is a hashable tuple: no copies
+            outs = list(_tensors(outputs if isinstance(outputs, tuple) else (outputs,), None))
+            try:
+                slot[3].add((self.step, tuple(t.shape for t in tensors), tuple(t.shape for t in outs)))
+            except TypeError:  # a symbolic size (no hash): not compared
+                pass
+            for out in outs:
+                slot[4].add(out.dtype)
         return user
 
     def setup_started(self) -> None:
         self.phase, self.after_backward = "setup", False
 
     def step_started(self) -> None:
+        if self.after_backward and self.phase != "optimizer":
+            self.step += 1  # a step that updated without an optimizer's step()
         self.phase = "forward"
         self.after_backward = False
 
     def optimizer_started(self) -> None:
+        if self.phase != "optimizer":
+            self.step += 1
         self.phase = "optimizer"
 
     def rows(self) -> list[dict]:
+        """One dict per key; `step_shapes` on the first row of an ATen op (its phases together) whose shapes
+        differ between steps."""
         out = []
-        for (level, name, dtypes, phase, user, library), (count, shapes, dispatched) in self.counts.items():
+        by_op: dict[tuple, set] = {}  # an ATen op's shapes per step over its phases (a batch: setup, then optimizer)
+        for (_level, name, dtypes, _phase, user, library), slot in self.counts.items():
+            by_op.setdefault((name, dtypes, user, library), set()).update(slot[3])
+        shapes_written: set[tuple] = set()
+        for (level, name, dtypes, phase, user, library), (count, shapes, dispatched, _, out_dtypes) in self.counts.items():
             row = {"level": level, "op": name, "dtypes": list(dtypes), "phase": phase, "count": count,
                    "dispatched": dispatched}
             if user is not None:
@@ -193,8 +218,35 @@ class Recording:
                 row["library_frame"] = {"path": library[0], "line": library[1], "function": library[2]}
             if shapes is not None:
                 row["shapes"] = [[int(d) if isinstance(d, int) else str(d) for d in s] for s in shapes]
+            if out_dtypes:
+                row["out_dtypes"] = sorted({_dtype_key(d, self._dtypes) for d in out_dtypes})
+            per_step_key = (name, dtypes, user, library)
+            if level == "aten" and per_step_key not in shapes_written:
+                shapes_written.add(per_step_key)
+                varying = _varying_by_step(by_op.get(per_step_key, ()))
+                if varying:
+                    row["step_shapes"] = varying
             out.append(row)
         return out
+
+
+MAX_SHAPES_PER_STEP = 16
+
+
+def _dims(shapes: tuple) -> list:
+    return [[int(d) if isinstance(d, int) else str(d) for d in s] for s in shapes]
+
+
+def _varying_by_step(seen: Any) -> list:
+    """[[step, [[input shapes, output shapes], ...]], ...] where the shapes a key ran with differ between the
+    steps it ran in; [] where every step saw the same (the common case: nothing written)."""
+    by_step: dict[int, set] = {}
+    for step, ins, outs in seen:
+        by_step.setdefault(step, set()).add((ins, outs))
+    if len(by_step) < 2 or len({frozenset(v) for v in by_step.values()}) == 1:
+        return []
+    return [[step, [[_dims(ins), _dims(outs)] for ins, outs in sorted(calls, key=repr)[:MAX_SHAPES_PER_STEP]]]
+            for step, calls in sorted(by_step.items())]
 
 
 def _recording(census: Recording, name: str, real: Callable[..., Any]) -> Callable[..., Any]:
@@ -254,5 +306,6 @@ class AtenMode(TorchDispatchMode):
         overload = func._overloadname
         name = schema if overload in ("default", "") else f"{schema}.{overload}"
         self.census.aten_calls += 1
-        self.census.record("aten", name, args, kwargs)
-        return func(*args, **(kwargs or {}))
+        result = func(*args, **(kwargs or {}))
+        self.census.record("aten", name, args, kwargs, outputs=result)  # after the call: its output shapes
+        return result

@@ -17,7 +17,7 @@ if interrupt.entry_process():  # the `migrate` script: before click and the rest
 import click  # noqa: E402
 
 from migrator import __version__
-from migrator.cli.programs import plan_command, validate
+from migrator.cli.programs import advise_command, plan_command, validate
 from migrator.cli.support import (
     CLEAN_ENV_HELP,
     EXIT_CLEAN,
@@ -263,7 +263,8 @@ def _safe_diff(path: str, diff: str) -> str:
 @click.option("--list", "list_all", is_flag=True, help="List every op in the table (with --status to filter).")
 @click.option("--status", type=click.Choice(["supported", "partial", "unverified", "cpu_fallback", "unsupported"]))
 @click.option("--trace", "trace_target", type=click.Path(exists=True), help="Op census: run this program (a tree with validate.py, or a script with ARGS after --) and check every op it runs.")
-@click.option("--steps", type=click.IntRange(min=1), default=1, show_default=True, help="--trace: training steps to trace.")
+@click.option("--steps", type=click.IntRange(min=1), default=1, show_default=True, help="--trace: training steps to trace (2+ also compares shapes between steps).")
+@click.option("--cann-version", help="--trace: CANN version of the advisor's AICPU rules [default: config, else the newest in the data].")
 @click.option("--fake", is_flag=True, help="--trace: FakeTensor run (shapes only, no memory): full-size configs in seconds.")
 @click.option("--entry", help="--trace: protocol object as module[:object] [default: validate.py].")
 @click.option("--bf16-policy", type=click.Choice(["amp", "pure", "fp32"]), default="amp", show_default=True, help="--trace, protocol: autocast bf16, model.to(bfloat16), or fp32.")
@@ -276,7 +277,7 @@ def _safe_diff(path: str, diff: str) -> str:
 @click.option("--clean-env", is_flag=True, help="--trace: " + CLEAN_ENV_HELP)
 @click.option("--env", "env_names", multiple=True, metavar="NAME", help="--trace --clean-env: also pass this variable. Repeatable.")
 def ops(names: tuple[str, ...], soc: str, torch_npu_version: str | None, fmt: str, list_all: bool, status: str | None,
-        trace_target: str | None, steps: int, fake: bool, entry: str | None, bf16_policy: str, fail_on: str | None,
+        trace_target: str | None, steps: int, cann_version: str | None, fake: bool, entry: str | None, bf16_policy: str, fail_on: str | None,
         root: str | None, timeout: float, all_rows: bool, quiet: bool, output: str | None, clean_env: bool,
         env_names: tuple[str, ...]) -> None:
     """Does NAME run on Ascend? Status, dtypes, NPU equivalent and the source of the fact.
@@ -298,7 +299,7 @@ def ops(names: tuple[str, ...], soc: str, torch_npu_version: str | None, fmt: st
         if trace_target:
             with child_environment(clean_env, env_names):
                 _trace_ops(trace_target, names, soc, torch_npu_version, fmt, steps, fake, entry, bf16_policy, fail_on,
-                           root, timeout, all_rows, quiet, output)
+                           root, timeout, all_rows, quiet, output, cann_version)
             return
         if not names and not list_all:
             raise click.UsageError("name one or more APIs (e.g. torch.nn.functional.gelu), or use --list")
@@ -326,7 +327,7 @@ def ops(names: tuple[str, ...], soc: str, torch_npu_version: str | None, fmt: st
 
 def _trace_ops(target: str, script_args: tuple[str, ...], soc: str, torch_npu_version: str | None, fmt: str, steps: int,
                fake: bool, entry: str | None, bf16_policy: str, fail_on: str | None, root: str | None, timeout: float,
-               all_rows: bool, quiet: bool, output: str | None = None) -> None:
+               all_rows: bool, quiet: bool, output: str | None = None, cann_version: str | None = None) -> None:
     import json
 
     from migrator import api
@@ -336,6 +337,7 @@ def _trace_ops(target: str, script_args: tuple[str, ...], soc: str, torch_npu_ve
 
     with ProgressDisplay(quiet) as progress:
         census, path, settings = api.trace_ops(target, root=root, soc=soc, torch_npu_version=torch_npu_version,
+                                               cann_version=cann_version,
                                                script_args=tuple(script_args), steps=steps, fake=fake, entry=entry,
                                                bf16_policy=bf16_policy, timeout=timeout, progress=progress)
     if output:
@@ -478,6 +480,7 @@ def cache_clean() -> None:
 
 main.add_command(validate)
 main.add_command(plan_command)
+main.add_command(advise_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

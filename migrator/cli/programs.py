@@ -304,3 +304,22 @@ def plan_command(model: str | None, model_config: str | None, clusters: tuple[st
                 click.echo(f"[plan] {line}", err=True)
         click.echo(json.dumps(doc, indent=1) if fmt == "json" else result.text())
         sys.exit(result.exit_code)
+
+
+@click.command(name="advise")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True))
+@click.option("--profile", required=True, type=click.Path(exists=True, file_okay=False), help="A torch_npu profile: the *_ascend_pt folder (or its ASCEND_PROFILER_OUTPUT).")
+@click.option("--root", type=click.Path(file_okay=False, exists=True), help="Scan root (its .migrate/op-trace.json census is used) [default: the paths' project].")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the result to FILE.")
+@click.option("--no-advisor", is_flag=True, help="Do not run msprof-analyze even where it is installed.")
+def advise_command(paths: tuple[str, ...], profile: str, root: str | None, fmt: str, output: str | None,
+                   no_advisor: bool) -> None:
+    """Check the scan's performance findings against an Ascend profile (confirmed / not seen), and run
+    `msprof-analyze advisor all -d PROFILE` where it is installed."""
+    with _Errors():
+        from migrator import api
+        from migrator.reporters.advise import render_json, render_text
+
+        result = api.advise(profile, paths, root=root, run_advisor=not no_advisor)
+        write_output(render_json(result) if fmt == "json" else render_text(result), output)

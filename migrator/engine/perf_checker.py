@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+from migrator.engine import perf_env
 from migrator.engine.fusion_checker import Emit, Names, src
 
 SYNC_METHODS = ("item", "cpu", "tolist")
@@ -22,8 +23,11 @@ FLOAT64 = {"torch.float64", "torch.double"}
 SYNC_BATCHNORM = {"torch.nn.SyncBatchNorm", "torch.nn.modules.batchnorm.SyncBatchNorm"}
 DATALOADER = {"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"}
 HOT_FUNCTIONS = ("forward", "training_step", "train_step")
+# calls whose result is a host value, not a tensor: `n = len(x)`, `lr = sched.get_last_lr()[0]`
+HOST_CALLS = frozenset({"len", "int", "float", "str", "bool", "range", "enumerate", "zip", "round", "min", "max",
+                        "sum", "abs", "time", "perf_counter", "item", "tolist", "size", "dim", "numel", "format",
+                        "get_last_lr", "isinstance", "getattr", "next", "iter"})
 LOGGING_WORDS = re.compile(r"log|print|verbose|report|display|eval", re.IGNORECASE)
-LAUNCH_BLOCKING = "ASCEND_LAUNCH_BLOCKING"
 
 
 def _is_logging_condition(test: ast.expr) -> bool:
@@ -98,6 +102,55 @@ class Structure:
                 yield node
 
 
+def _host_value(value: ast.expr) -> bool:
+    """A value that is surely no tensor: a literal, a host call, a shape."""
+    if isinstance(value, (ast.Constant, ast.JoinedStr, ast.List, ast.Dict, ast.Set, ast.Tuple, ast.Compare)):
+        return True
+    if isinstance(value, ast.Attribute):
+        return value.attr in ("shape", "dtype", "device")
+    if isinstance(value, ast.Subscript):
+        return _host_value(value.value)
+    if isinstance(value, ast.Call):
+        func = value.func
+        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+        return name in HOST_CALLS
+    return False
+
+
+def tensor_names(region: ast.AST) -> set[str]:
+    """Names in a hot region that hold a tensor as far as the syntax tells: forward's arguments,
+    the training loop's targets and names assigned from a call or an expression that is no host value.
+    A name also assigned a host value anywhere in the region is left out (a print of it may be an int)."""
+    tensors: set[str] = set()
+    host: set[str] = set()
+    if isinstance(region, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        tensors.update(a.arg for a in region.args.args[1:] if a.arg != "self")
+    elif isinstance(region, (ast.For, ast.AsyncFor)):
+        target, source = region.target, region.iter
+        over = source.func.id if isinstance(source, ast.Call) and isinstance(source.func, ast.Name) else ""
+        if over == "enumerate" and isinstance(target, ast.Tuple) and target.elts:
+            host.update(n.id for n in ast.walk(target.elts[0]) if isinstance(n, ast.Name))  # the index
+        (host if over == "range" else tensors).update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    for node in ast.walk(region):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            bucket = host if _host_value(node.value) else tensors
+            bucket.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.For, ast.AsyncFor)) and node is not region:
+            host.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
+    return tensors - host
+
+
+def printed_tensor(call: ast.Call, tensors: set[str]) -> ast.expr | None:
+    """The first argument of `print(...)` that is a tensor name (also inside an f-string), else None."""
+    for arg in call.args:
+        values = [v.value for v in arg.values if isinstance(v, ast.FormattedValue)] if isinstance(arg, ast.JoinedStr) else [arg]
+        for value in values:
+            if isinstance(value, ast.Name) and value.id in tensors:
+                return value
+    return None
+
+
 class HotPath:
     """Walks one hot region, knowing whether each node sits under a logging condition."""
 
@@ -107,6 +160,12 @@ class HotPath:
         # resolving every call's and attribute's name is most of the cost: only where the module names them
         self.nonzero_named = "nonzero" in text or "argwhere" in text
         self.float64_named = "float64" in text or "double" in text
+        self.prints = "print" in text
+        self.tensors: set[str] = set()
+
+    def walk_region(self, region: ast.AST) -> None:
+        self.tensors = tensor_names(region) if self.prints else set()
+        self.walk(region)
 
     def walk(self, node: ast.AST, logging: bool = False) -> None:
         for child in ast.iter_child_nodes(node):
@@ -135,6 +194,10 @@ class HotPath:
                 self.emit(impl, node, "nonzero", src(node))
             elif isinstance(func, ast.Attribute) and func.attr == "double" and not node.args:
                 self.emit("float64-hot-path", node, ".double()", src(func.value))
+            elif isinstance(func, ast.Name) and func.id == "print" and self.tensors:
+                printed = printed_tensor(node, self.tensors)
+                if printed is not None:
+                    self.emit("host-sync-logging" if logging else "tensor-print-hot-path", node, "print", src(printed))
         elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and isinstance(node.slice, ast.Compare):
             self.emit(impl, node, "boolean-mask indexing", src(node))
         elif isinstance(node, ast.Attribute) and self.float64_named and self.names(node) & FLOAT64:
@@ -142,7 +205,7 @@ class HotPath:
 
 
 def check_whole_module(tree: ast.AST, names: Names, emit: Emit) -> None:
-    """Sites that cost wherever they are: SyncBatchNorm, DataLoader settings, ASCEND_LAUNCH_BLOCKING."""
+    """Sites that cost wherever they are: SyncBatchNorm, DataLoader settings, environment settings."""
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             qualnames = names(node.func)
@@ -151,8 +214,10 @@ def check_whole_module(tree: ast.AST, names: Names, emit: Emit) -> None:
                 emit("sync-batchnorm", node, src(node.func), src(node.func))
             elif qualnames & DATALOADER and not any(k.arg is None for k in node.keywords):
                 _dataloader(node, emit)
-        elif isinstance(node, ast.Assign) and _sets_launch_blocking(node):
-            emit("ascend-launch-blocking", node, f"{LAUNCH_BLOCKING}=1", f"{LAUNCH_BLOCKING}=0")
+            else:
+                _environment(node, emit)
+        elif isinstance(node, ast.Assign):
+            _environment(node, emit)
 
 
 def _dataloader(node: ast.Call, emit: Emit) -> None:
@@ -163,16 +228,16 @@ def _dataloader(node: ast.Call, emit: Emit) -> None:
         emit("dataloader-workers", node, "DataLoader", ", ".join(missing))
 
 
-def _sets_launch_blocking(node: ast.Assign) -> bool:
-    """`os.environ["ASCEND_LAUNCH_BLOCKING"] = "1"`."""
-    target = node.targets[0]
-    return (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)
-            and target.slice.value == LAUNCH_BLOCKING
-            and isinstance(node.value, ast.Constant) and str(node.value.value) == "1")
+def _environment(node: ast.AST, emit: Emit) -> None:
+    """`os.environ["TASK_QUEUE_ENABLE"] = "0"` and the like (`perf_env.ENV_RULES`)."""
+    found = perf_env.python_setting(node)
+    if found is not None:
+        rule, value = found
+        emit(rule.impl, node, f"{rule.variable}={value}", rule.fix)
 
 
 # what a module-wide site names in the source text (no need to resolve every call's name without them)
-WHOLE_MODULE_WORDS = ("SyncBatchNorm", "sync_batchnorm", "DataLoader", LAUNCH_BLOCKING)
+WHOLE_MODULE_WORDS = ("SyncBatchNorm", "sync_batchnorm", "DataLoader", *perf_env.VARIABLES)
 
 
 def check(tree: ast.AST, text: str, names: Names, emit: Emit, structure: Structure | None = None) -> None:
@@ -180,6 +245,6 @@ def check(tree: ast.AST, text: str, names: Names, emit: Emit, structure: Structu
     walker = HotPath(names, emit, text)
     regions = structure.hot_regions() if structure is not None else hot_regions(tree, "backward" in text)
     for region in regions:
-        walker.walk(region)
+        walker.walk_region(region)
     if any(word in text for word in WHOLE_MODULE_WORDS):
         check_whole_module(tree, names, emit)

@@ -80,7 +80,8 @@ def _under(path: Path, paths: list[Path]) -> bool:
 
 def _cache_key(settings: Settings, options: ScanOptions, extra_key: str) -> str:
     catalogue = load_catalogue()
-    traced_key = content_digest(repr(options.traced).encode()) if options.traced else ""
+    traced = (options.traced, options.census_perf)
+    traced_key = content_digest(repr(traced).encode()) if any(traced) else ""
     return f"{__version__}|{catalogue.digest}|{_coverage_digest()}|{settings.cache_key()}|{extra_key}|{traced_key}"
 
 

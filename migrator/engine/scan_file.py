@@ -18,6 +18,7 @@ from migrator.catalogue import units
 from migrator.catalogue.loader import Catalogue, Rule, load_catalogue
 from migrator.catalogue.site import is_build_file, is_package_init
 from migrator.engine import config_checker, config_reader, notebook, text_checkers
+from migrator.engine.census_perf import TracedPerf, traced_hits
 from migrator.engine.coverage_checker import coverage_hits, depends_on_training
 from migrator.engine.cuda_file import cuda_file_note
 from migrator.engine.extension_calls import extension_sites
@@ -37,7 +38,8 @@ PREFILTER = re.compile(
     rb"cuda|CUDA|nccl|NCCL|apex|amp_C|flash_attn|xformers|triton|transformer_engine|bitsandbytes|cupy|"
     rb"pynvml|nvidia|deepspeed|DataParallel|cpp_extension|autocast|GradScaler|migrate:|device|\.to\(|cudnn|nvtx|"
     rb"GPUtil|data_parallel|NVIDIA|NVTE_|torch|flashinfer|liger_kernel|mamba_ssm|causal_conv1d|dropout_layer_norm|"
-    rb"fused_dense_lib|rotary_emb|flash_attention_|BitsandbytesPrecision|accelerator=|ASCEND_LAUNCH_BLOCKING|cutlass"
+    rb"fused_dense_lib|rotary_emb|flash_attention_|BitsandbytesPrecision|accelerator=|ASCEND_LAUNCH_BLOCKING|cutlass|"
+    rb"ASCEND_GLOBAL_LOG_LEVEL|TASK_QUEUE_ENABLE|HCCL_ALGO"
 )
 GENERATED = re.compile(rb"@generated\b")
 
@@ -53,6 +55,7 @@ class ScanOptions:
     target: str = "npu"  # what fixability is judged for (a rule's precheck depends on it)
     training_dtypes: tuple[str, ...] = ()  # bf16 / fp16 when the scanned tree trains in them (op verdicts)
     extensions: ExtensionFacts = ExtensionFacts()  # the tree's own CUDA extensions (engine/extension_inventory.py)
+    census_perf: tuple[TracedPerf, ...] = ()  # the perf lint's census sites from .migrate/op-trace.json
 
     def selector_for(self, rel: str) -> RuleSelector:
         extra: list[str] = []
@@ -405,6 +408,7 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes) -> PythonFact
         scan.add(rule, line, col, end_line, end_col, symbol, replacement, extra.get("ambiguous", False),
                  manual_reason=extra.get("manual_reason"), prechecked=True,
                  imported=ImportInfo(library, bool(extra.get("optional"))) if library else None)
+    _census_perf(scan, source)
     if scan.rel == "setup.py" or scan.rel.endswith("/setup.py"):
         _setup_requirements(scan, tree, source, checker.docstrings)
     traced = dict(scan.options.traced)
@@ -429,6 +433,14 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes) -> PythonFact
     for helper in checker.own_helpers:
         quiet.update(helper_lines(helper))
     return PythonFacts(ops, quiet, frozenset(getattr(h, "name", "") for h in checker.own_helpers))
+
+
+def _census_perf(scan: FileScan, source: SourceText) -> None:
+    """The perf lint's census sites of this file (`engine/census_perf.py`), after its static perf findings."""
+    perf_lines = {f.line for f in scan.findings if f.family == "perf"}
+    for traced, column, end_column in traced_hits(scan.options.census_perf, scan.rel, perf_lines, source.lines):
+        scan.add(scan.catalogue.impl_rule(traced.impl), traced.line, column, traced.line, end_column, traced.symbol,
+                 message=traced.message)
 
 
 def _setup_requirements(scan: FileScan, tree: ast.AST, source: SourceText, docstrings: set[int]) -> None:

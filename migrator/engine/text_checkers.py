@@ -11,7 +11,7 @@ import sys
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
-from migrator.engine import shell_words
+from migrator.engine import perf_env, shell_words
 from migrator.engine.docker_view import DockerShellView, docker_escape
 from migrator.engine.python_checker import ENV_TOKEN, NVIDIA_SMI
 
@@ -37,7 +37,6 @@ class TextHit(NamedTuple):
 # `cuda` as a word (`--device cuda`, `device=cuda:0`), never part of a path (`/usr/local/cuda/bin`)
 SHELL_DEVICE = re.compile(r"(?<![\w./-])cuda(:\d+)?(?![\w./-])")
 SHELL_NCCL = re.compile(r"(?<![\w/-])nccl(?![\w/-])")
-LAUNCH_BLOCKING = re.compile(r"(?<![\w-])ASCEND_LAUNCH_BLOCKING=[\"']?1\b")
 
 
 def _shell_code(line: str) -> str:
@@ -72,8 +71,9 @@ def _shell_line_hits(code: str, number: int, installs: bool) -> Iterator[TextHit
     if CONTAINER_COMMAND.search(code):
         for m in CONTAINER_GPU_FLAG.finditer(code):
             yield TextHit("impl:container-gpu-flag", number, m.start() + 1, m.end() + 1, m.group(0).strip())
-    for m in LAUNCH_BLOCKING.finditer(code):  # perf: every op waits for the device
-        yield TextHit("impl:ascend-launch-blocking", number, m.start() + 1, m.end() + 1, m.group(0), "ASCEND_LAUNCH_BLOCKING=0")
+    for setting in perf_env.shell_settings(code):  # perf: launch blocking, debug logs, task queue off...
+        yield TextHit(f"impl:{setting.rule.impl}", number, setting.column, setting.end_column, setting.text,
+                      setting.rule.fix)
     for m in NPROC_GPU.finditer(code):
         yield TextHit("impl:torchrun-nproc-gpu", number, m.start(1) + 1, m.end(1) + 1, "gpu", "npu")
     if installs:

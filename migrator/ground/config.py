@@ -23,6 +23,7 @@ FAMILY_WORDS = FAMILY_PREFIX  # family names work wherever codes do: --select at
 KNOWN_KEYS = {
     "select", "ignore", "exclude", "extend-exclude", "per-file-ignores", "fail-on", "target", "soc",
     "torch-npu-version", "baseline", "route", "path-roles",
+    "cann-version",  # the msprof-analyze advisor's AICPU rules the op census judges with (migrate ops --trace)
     "clusters",  # cluster profiles for `migrate plan` (migrator/plan/clusters.py reads them)
 }
 
@@ -48,6 +49,7 @@ class Settings:
     baseline: Path | None = None  # `baseline = "file"`: report only findings not listed there
     route: str = "auto"  # framework route (migrator/routes): auto, none, or a route name
     path_roles: tuple[tuple[str, str], ...] = ()  # `path-roles`: (glob, role), migrator/ground/path_roles.py
+    cann_version: str | None = None  # `cann-version`: the advisor's AICPU rules for the census (newest: None)
 
     def cache_key(self) -> str:
         """Everything that changes a file's findings, except the file itself."""
@@ -161,6 +163,8 @@ def _section_changes(section: dict[str, Any], path: Path, root: Path) -> dict[st
             changes[name] = _choice(section[key], key, allowed, path)
     if "torch-npu-version" in section:
         changes["torch_npu_version"] = str(section["torch-npu-version"])
+    if "cann-version" in section:
+        changes["cann_version"] = str(section["cann-version"])
     if "baseline" in section:
         changes["baseline"] = _baseline(section["baseline"], path, root)
     return changes

@@ -22,7 +22,8 @@ def scan_options(settings: Settings, training_dtypes: tuple[str, ...] = ()) -> S
     """What the per-file scan judges with: rule selection, SoC, coverage table, the root's op census
     (`.migrate/op-trace.json`), the fix target. The tree's training dtypes are combined by the engine
     from every file's evidence (`engine/scanned.py`); `training_dtypes` is for a scan of one text."""
-    from migrator.census.store import traced_apis
+    from migrator.census.store import traced_apis, traced_perf
+    from migrator.engine.census_perf import TracedPerf
 
     return ScanOptions(
         select=settings.select,
@@ -31,6 +32,7 @@ def scan_options(settings: Settings, training_dtypes: tuple[str, ...] = ()) -> S
         soc=settings.soc,
         torch_npu_version=settings.torch_npu_version,
         traced=traced_apis(settings.root),
+        census_perf=tuple(TracedPerf(s.impl, s.path, s.line, s.symbol, s.message) for s in traced_perf(settings.root)),
         target=settings.target,
         training_dtypes=training_dtypes,
     )

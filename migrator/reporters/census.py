@@ -52,6 +52,14 @@ def render(census: Census, path: str | None = None, max_rows: int | None = DEFAU
         lines.append(f"fusion ({site.found_by}) {site.path}:{site.line}: {site.fused_api}"
                      + (f" [{'-'.join(site.ops)}]" if site.ops else "") + f"; {site.detail}"
                      + (f"; rule {site.rule}" if site.rule else ""))
+    if census.perf:
+        from migrator.catalogue.loader import load_catalogue
+
+        catalogue = load_catalogue()
+        for perf in census.perf:
+            rule = catalogue.impl_rule(perf.impl)
+            code, severity = (rule.code, rule.severity) if rule else ("PERF", "warning")
+            lines.append(f"{code} {severity}: {perf.path}:{perf.line} ({perf.function}): {perf.message}")
     for note in census.notes:
         lines.append(f"note: {note}")
     if path:
