@@ -268,15 +268,15 @@ VARIANTS = (
     Variant("residual_inplace", "refactor", (
         ("        x = x + self.attention(self.input_layernorm(x))\n"
          "        return x + self.mlp(self.post_attention_layernorm(x))\n",
-         "        h = self.attention(self.input_layernorm(x))\n"
-         "        h += x\n"
-         "        out = self.mlp(self.post_attention_layernorm(h))\n"
-         "        out += h\n"
+         "        h = x.clone()\n"
+         "        h += self.attention(self.input_layernorm(x))\n"
+         "        out = h.clone()\n"
+         "        out += self.mlp(self.post_attention_layernorm(h))\n"
          "        return out\n"),),
-        what="residual adds in place on fresh tensors"),
+        what="residual adds in place on copies of the (fp32) residual stream"),
     Variant("scaled_init_ignored", "slip", (
         ("std = init_std / math.sqrt(2.0 * N_LAYER) if name.endswith", "std = init_std if name.endswith"),),
-        "init", ("down_proj.weight",), "the residual projections' scaled init (std / sqrt(2 L)) dropped"),
+        "init", ("down_proj (Linear).weight",), "the residual projections' scaled init (std / sqrt(2 L)) dropped"),
     Variant("rope_theta_ignored", "slip", (
         ("self.input_layernorm, self.attention = RMSNorm(DIM), Attention(rope_theta=ROPE_THETA)",
          "self.input_layernorm, self.attention = RMSNorm(DIM), Attention()"),),
@@ -293,7 +293,8 @@ VARIANTS = (
     Variant("column_grad_not_reduced", "slip", (
         ("        grad = grad.contiguous()\n        dist.all_reduce(grad, group=ctx.group)\n        return grad, None\n",
          "        return grad, None\n"),),
-        "parallel", ("embedding",), "column-parallel input grad not all-reduced: replicated params get partial grads"),
+        "parallel", ("post_attention_layernorm", "backward"),
+        "column-parallel input grad not all-reduced: the grad into the first column-parallel linear reached is partial"),
     Variant("row_bias_before_reduce", "slip", (
         ("        output = ReduceFromModelParallelRegion.apply(F.linear(x, self.weight), self.group)\n"
          "        return output if self.bias is None else output + self.bias\n",
