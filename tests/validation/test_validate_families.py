@@ -17,7 +17,22 @@ pytest.importorskip("safetensors")
 from tests.validation.families import harness, mamba, swin, tensor_parallel  # noqa: E402
 
 FAMILIES = {f.name: f for f in (mamba.FAMILY, swin.FAMILY, tensor_parallel.FAMILY)}
-CASES = [(f.name, v.name) for f in FAMILIES.values() for v in f.variants]
+# open findings of bench/README.md's "Unseen program families" (strict: a fix makes them fail loudly)
+_BF16_RATIO = ("the bf16 ratio against R's single error sample fails a correct fused port (npu_swiglu rounds once "
+               "where the eager gate rounds twice): activation grads 2.9x R (limit 2)")
+KNOWN = {
+    **{("mamba", v): _BF16_RATIO for v in ("hand_port", "scan_broadcast", "conv_left_pad", "chunk_and_softplus",
+                                           "ema_lerp_inplace")},
+    ("mamba", "dt_scale_ignored"): "caught, but the cause named is the bf16-ratio false alarm, not 'state as built'",
+    ("mamba", "rms_eps_default"): "caught, but the cause named is the bf16-ratio false alarm, not npu_rms_norm's eps",
+    ("mamba", "swiglu_halves_swapped"): "caught in the right module; npu_swiglu over dim=1 not named (cat vs mul)",
+    ("tensor_parallel", "fused_gate_up_split_whole"): "S3 names mlp.down_proj: the rank-local activations between "
+                                                      "are not compared",
+}
+CASES = [pytest.param(f.name, v.name, id=f"{f.name}-{v.name}",
+                      marks=[pytest.mark.xfail(strict=True, reason=KNOWN[(f.name, v.name)])]
+                      if (f.name, v.name) in KNOWN else [])
+         for f in FAMILIES.values() for v in f.variants]
 
 
 @pytest.fixture(scope="module")
@@ -35,15 +50,17 @@ def _outcome(recorded, family_name: str, variant_name: str, tmp_path_factory) ->
     return harness.run_variant(family, family.variant(variant_name), root, original, reference)
 
 
-@pytest.mark.parametrize("family_name", list(FAMILIES))
+@pytest.mark.parametrize("family_name", [pytest.param(name, marks=[pytest.mark.xfail(strict=True, reason=KNOWN[(name, "hand_port")])]
+                                                      if (name, "hand_port") in KNOWN else []) for name in FAMILIES])
 def test_the_hand_port_passes(family_name, recorded, tmp_path_factory):
     outcome = _outcome(recorded, family_name, "hand_port", tmp_path_factory)
     assert outcome.got == "pass", f"{family_name}: a correct hand port failed {outcome.stage}: {outcome.cause}"
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case", CASES, ids=[f"{f}-{v}" for f, v in CASES])
-def test_each_variant_gets_its_verdict_and_cause(case, recorded, tmp_path_factory):
+@pytest.mark.parametrize(("family_name", "variant_name"), CASES)
+def test_each_variant_gets_its_verdict_and_cause(family_name, variant_name, recorded, tmp_path_factory):
+    case = (family_name, variant_name)
     outcome = _outcome(recorded, *case, tmp_path_factory)
     variant = outcome.variant
     assert outcome.got == variant.expected, f"{case} ({variant.what}): expected {variant.expected}, got {outcome.got} " \
