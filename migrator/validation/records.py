@@ -232,6 +232,7 @@ class BuiltTensor:
     std: float
     min: float
     max: float
+    digest: str = ""  # sha256 of an integer or bool tensor's values (exact: an index or mask buffer); "" for floats
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,6 +7,8 @@ original's weights are loaded into both, compared parameter by parameter and buf
   order): the mean within 4 standard errors plus 5 % of the spread, the standard deviation within
   10 % plus 4 standard errors, and for tensors of ≥ 1000 values the largest magnitude within 50 %
   (a uniform and a normal draw of the same spread differ there);
+* an integer or bool tensor (a relative-position index, a mask buffer) must hold the same values: its
+  digest (recorded by the child) exactly;
 * a shape or dtype that differs is named too (the weight copy reports names present on one side only).
 """
 
@@ -45,6 +47,8 @@ def difference(o: BuiltTensor, m: BuiltTensor) -> str | None:
         return f"shape {tuple(o.shape)} vs {tuple(m.shape)}"
     if o.dtype != m.dtype:
         return f"dtype {o.dtype} vs {m.dtype}"
+    if o.digest and m.digest:  # integer or bool values: exact
+        return None if o.digest == m.digest else f"other {o.dtype} values: {_spread(o)} vs {_spread(m)}"
     if o.min == o.max:  # a constant: exact
         if m.min == m.max and math.isclose(m.min, o.min, rel_tol=CONSTANT_RTOL, abs_tol=1e-12):
             return None
