@@ -102,6 +102,11 @@ class Structure:
                 yield node
 
 
+# methods only a tensor has among the values a training loop prints (a name called with one is a tensor)
+TENSOR_METHODS = frozenset(("backward", "item", "detach", "cpu", "numpy", "tolist", "size", "dim", "numel",
+                            "view", "reshape", "argmax", "softmax", "contiguous", "clone", "float", "bfloat16"))
+
+
 def _host_value(value: ast.expr) -> bool:
     """A value that is surely no tensor: a literal, a host call, a shape."""
     if isinstance(value, (ast.Constant, ast.JoinedStr, ast.List, ast.Dict, ast.Set, ast.Tuple, ast.Compare)):
@@ -110,6 +115,10 @@ def _host_value(value: ast.expr) -> bool:
         return value.attr in ("shape", "dtype", "device")
     if isinstance(value, ast.Subscript):
         return _host_value(value.value)
+    if isinstance(value, ast.BinOp):  # `x.item() * 100`; `loss * 2` stays a tensor
+        return _host_value(value.left) and _host_value(value.right)
+    if isinstance(value, ast.UnaryOp):
+        return _host_value(value.operand)
     if isinstance(value, ast.Call):
         func = value.func
         name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
@@ -131,14 +140,21 @@ def tensor_names(region: ast.AST) -> set[str]:
         if over == "enumerate" and isinstance(target, ast.Tuple) and target.elts:
             host.update(n.id for n in ast.walk(target.elts[0]) if isinstance(n, ast.Name))  # the index
         (host if over == "range" else tensors).update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+    unknown: set[str] = set()  # from a plain function's call (`lr = get_lr(step)`): a tensor only if used as one
+    used_as_tensor: set[str] = set()
     for node in ast.walk(region):
         if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            bucket = host if _host_value(node.value) else tensors
+            value = node.value
+            plain_call = isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
+            bucket = host if _host_value(value) else unknown if plain_call else tensors
             bucket.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
         elif isinstance(node, (ast.For, ast.AsyncFor)) and node is not region:
             host.update(n.id for n in ast.walk(node.target) if isinstance(n, ast.Name))
-    return tensors - host
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TENSOR_METHODS
+              and isinstance(node.func.value, ast.Name)):
+            used_as_tensor.add(node.func.value.id)
+    return (tensors | (unknown & used_as_tensor)) - host
 
 
 def printed_tensor(call: ast.Call, tensors: set[str]) -> ast.expr | None:

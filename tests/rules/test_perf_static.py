@@ -25,6 +25,21 @@ for step in range(10):
     assert _perf(scan_text(tmp_path, code)) == [("PERF002", 10, "print"), ("PERF007", 8, "print")]
 
 
+def test_a_printed_value_of_a_plain_function_is_no_tensor_unless_used_as_one(tmp_path):
+    """`lr = get_lr(step)` printed on every step is a float (samples/gpt); `loss = criterion(...)` with a
+    `.backward()` is a tensor."""
+    code = '''import torch
+for step in range(10):
+    lr = get_lr(step)
+    acc = (out.argmax(1) == y).float().mean().item() * 100
+    loss = criterion(model(x), y)
+    loss.backward()
+    print(f"lr {lr} acc {acc}")
+    print(loss)
+'''
+    assert _perf(scan_text(tmp_path, code)) == [("PERF001", 4, ".item()"), ("PERF007", 8, "print")]
+
+
 def test_a_print_in_forward_of_its_argument(tmp_path):
     code = '''import torch
 class M(torch.nn.Module):
