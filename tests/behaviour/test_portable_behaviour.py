@@ -25,7 +25,8 @@ pytest.importorskip("torch")
 CHILD = Path(__file__).with_name("child.py")
 TREES = sorted(
     [p for p in (REPO / "samples").iterdir() if p.is_dir()]
-    + [p for p in (REPO / "tests" / "fixtures").iterdir() if p.is_dir() and p.name != "fix"]
+    + [p for p in (REPO / "tests" / "fixtures").iterdir()
+       if p.is_dir() and p.name != "fix" and next(p.rglob("*.py"), None)]  # profiles/: data, no module to import
 )
 
 
