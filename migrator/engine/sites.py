@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ast
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from migrator.catalogue import units
@@ -68,6 +68,20 @@ def dotted(node: ast.AST) -> list[str] | None:
         parts.append(node.id)
         return parts[::-1]
     return None
+
+
+def qualnames_from(aliases: Mapping[str, Iterable[str]]) -> Callable[[ast.AST], set[str]]:
+    """The qualified names a node spells through the module's import aliases (`F.silu` ->
+    {"torch.nn.functional.silu"}): the scanner's and the fixers' one resolution."""
+
+    def names(node: ast.AST) -> set[str]:
+        parts = dotted(node)
+        if not parts or parts[0] not in aliases:
+            return set()
+        rest = ".".join(parts[1:])
+        return {f"{base}.{rest}" if rest else base for base in aliases[parts[0]]}
+
+    return names
 
 
 def build_site(checker: Any, source: SourceText, rule: Rule, node: ast.AST, symbol: str,

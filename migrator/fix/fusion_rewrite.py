@@ -29,7 +29,7 @@ from typing import Any
 
 from migrator.engine import fusion_attention, fusion_checker
 from migrator.engine.python_checker import collect_aliases
-from migrator.engine.sites import dotted
+from migrator.engine.sites import qualnames_from
 from migrator.ground.model import Finding
 
 FUSED_API = {"fusion-rms-norm": "npu_rms_norm", "fusion-swiglu": "npu_swiglu", "fusion-rotary": "npu_rotary_mul",
@@ -275,16 +275,7 @@ def plan(func: ast.FunctionDef | ast.AsyncFunctionDef, body: fusion_checker.Body
 
 def _resolver(tree: ast.AST) -> fusion_checker.Names:
     """Qualified names of a node from the module's imports (what the scanner's `qualnames` gives)."""
-    aliases = collect_aliases(tree)
-
-    def names(node: ast.AST) -> set[str]:
-        parts = dotted(node)
-        if not parts or parts[0] not in aliases:
-            return set()
-        rest = ".".join(parts[1:])
-        return {f"{base}.{rest}" if rest else base for base in aliases[parts[0]]}
-
-    return names
+    return qualnames_from(collect_aliases(tree))
 
 
 def _functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:

@@ -17,7 +17,7 @@ import libcst as cst
 from migrator.catalogue import units
 from migrator.catalogue.loader import Rule
 from migrator.catalogue.site import CallSite, Declined
-from migrator.engine.sites import dotted
+from migrator.engine.sites import qualnames_from
 from migrator.fix.context import FixContext
 from migrator.ground.model import Finding
 
@@ -34,17 +34,7 @@ def split(findings: list[Finding], rules: dict[str, Rule]) -> tuple[list[Finding
     return [f for f in findings if not is_module_level(rules[f.code])], whole
 
 
-def qualnames(aliases: dict[str, set[str]]):  # type: ignore[no-untyped-def]
-    """The scanner's `Names` over the fixer's aliases: the qualified names a node spells."""
-
-    def names(node: ast.AST) -> set[str]:
-        parts = dotted(node)
-        if not parts or parts[0] not in aliases:
-            return set()
-        rest = ".".join(parts[1:])
-        return {f"{base}.{rest}" if rest else base for base in aliases[parts[0]]}
-
-    return names
+qualnames = qualnames_from  # the scanner's `Names` over the fixer's aliases
 
 
 def dotted_of(node: cst.BaseExpression) -> str | None:
