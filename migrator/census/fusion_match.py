@@ -6,6 +6,8 @@ that build an operand beside the chain (a mask's `eq`, a slice of a buffer) do n
 advisor lists some ops in their in-place form (`masked_fill_`): an op and its in-place form are taken
 as one. A match is reported at the user line of its last op, once per (line, fused API); ops run
 inside a CUDA library's CPU stand-in (apex FusedRMSNorm, flash_attn) are the library's, never a match.
+`torch.addmm`'s `mul-mul-add` matches only where a matrix product feeds the chain: `beta * M + alpha *
+(A @ B)`; on elementwise products (a rotary's `t * cos * scale + ...`, x-transformers) there is none to fuse.
 """
 
 from __future__ import annotations
@@ -85,6 +87,15 @@ class _Matcher:
         return None
 
 
+# fused APIs whose chain must be fed by one of these ops (the pattern alone also matches elementwise code)
+FED_BY = {"torch.addmm": frozenset({"mm", "matmul", "bmm", "addmm", "linear"})}
+
+
+def _fed(nodes: Sequence[Node], chain: tuple[int, ...], producers: frozenset[str]) -> bool:
+    inputs = {int(p) for i in chain for p in nodes[i].get("inputs", ()) if 0 <= int(p) < len(nodes)}
+    return any(str(nodes[p].get("op", "")) in producers for p in inputs)
+
+
 def match_flow(nodes: Sequence[Node], rules: Sequence[AdvisorRule]) -> list[FlowMatch]:
     """Every rule's matches on the flow, one per (user line, fused API), in flow order."""
     seen: set[tuple[str, int, str]] = set()
@@ -97,6 +108,8 @@ def match_flow(nodes: Sequence[Node], rules: Sequence[AdvisorRule]) -> list[Flow
             chain = matcher.match_at(index)
             if chain is None or any(nodes[i].get("reference") for i in chain):
                 continue  # no match, or ops of a CUDA library's CPU stand-in (its NPU mapping is a rule's)
+            if rule.fused_api in FED_BY and not _fed(nodes, chain, FED_BY[rule.fused_api]):
+                continue
             key = (str(node["path"]), int(node["line"]), rule.fused_api)
             if key in seen:
                 continue

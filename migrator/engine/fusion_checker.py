@@ -125,7 +125,12 @@ def _square_mean(body: Body, node: ast.AST) -> ast.AST | None:
     node = body.value(node)
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "mean"):
         return None
-    inner = body.value(node.func.value)
+    if body.names(node.func) & {"torch.mean"}:  # `torch.mean(x * x, dim=-1, keepdim=True)` (litgpt)
+        if not node.args:
+            return None
+        inner = body.value(node.args[0])
+    else:
+        inner = body.value(node.func.value)
     if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Attribute) and inner.func.attr == "pow":
         if inner.args and isinstance(inner.args[0], ast.Constant) and inner.args[0].value == 2:
             return inner.func.value
@@ -136,8 +141,14 @@ def _square_mean(body: Body, node: ast.AST) -> ast.AST | None:
     return None
 
 
-def _weight_of(body: Body) -> str:
-    """The weight multiplied onto the normalised value (`self.weight * x`), else `weight`."""
+def _weight_of(body: Body, rsqrt: ast.Call, x: ast.AST) -> str:
+    """The weight multiplied onto the normalised value: the factor beside the rsqrt when it is not x
+    (`scale * torch.rsqrt(...)`, k-diffusion), else a product naming a weight (`self.weight * x`), else `weight`."""
+    for node in body.nodes:
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult) and rsqrt in (node.left, node.right):
+            other = node.right if node.left is rsqrt else node.left
+            if src(other) != src(x):
+                return src(other)
     for node in body.nodes:
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
             for side in (node.left, node.right):
@@ -156,7 +167,7 @@ def rms_norm(body: Body, emit: Emit) -> None:
         x = _square_mean(body, arg.left)
         if x is None:
             continue
-        mapping = f"torch_npu.npu_rms_norm({src(x)}, {_weight_of(body)}, epsilon={src(arg.right)})[0]"
+        mapping = f"torch_npu.npu_rms_norm({src(x)}, {_weight_of(body, node, x)}, epsilon={src(arg.right)})[0]"
         emit("fusion-rms-norm", node, "x * torch.rsqrt(mean(x^2) + eps) * weight", mapping)
 
 

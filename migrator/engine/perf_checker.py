@@ -222,6 +222,9 @@ class HotPath:
 
 def check_whole_module(tree: ast.AST, names: Names, emit: Emit) -> None:
     """Sites that cost wherever they are: SyncBatchNorm, DataLoader settings, environment settings."""
+    loaders: list[ast.Call] = []
+    assigned: dict[str, ast.expr] = {}  # `self.dataset = ...`: what a DataLoader's dataset name was made from
+    defined: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Call):
             qualnames = names(node.func)
@@ -229,19 +232,38 @@ def check_whole_module(tree: ast.AST, names: Names, emit: Emit) -> None:
                                               and node.func.attr == "convert_sync_batchnorm"):
                 emit("sync-batchnorm", node, src(node.func), src(node.func))
             elif qualnames & DATALOADER and not any(k.arg is None for k in node.keywords):
-                _dataloader(node, emit)
+                loaders.append(node)
             else:
                 _environment(node, emit)
         elif isinstance(node, ast.Assign):
+            assigned.update((src(target), node.value) for target in node.targets)
             _environment(node, emit)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defined.add(node.name)
+    for loader in loaders:
+        _dataloader(loader, emit, _sampled_by_own_method(loader, assigned, defined))
 
 
-def _dataloader(node: ast.Call, emit: Emit) -> None:
+def _sampled_by_own_method(loader: ast.Call, assigned: dict[str, ast.expr], defined: set[str]) -> bool:
+    """The loader's dataset is made from one of the object's own methods, directly or through the name it
+    was assigned to (`ExperienceSourceDataset(self.train_batch)`: RL rollouts stepped with the object's own
+    network): its samples come from the training process itself; a worker would step a copy of them."""
+    dataset = next((k.value for k in loader.keywords if k.arg == "dataset"), loader.args[0] if loader.args else None)
+    made = assigned.get(src(dataset), dataset) if isinstance(dataset, (ast.Name, ast.Attribute)) else dataset
+    if not isinstance(made, ast.Call):
+        return False
+    return any(isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id == "self"
+               and arg.attr in defined for arg in (*made.args, *(k.value for k in made.keywords)))
+
+
+def _dataloader(node: ast.Call, emit: Emit, own_samples: bool = False) -> None:
     given = {k.arg: k.value for k in node.keywords if k.arg}
-    missing = [k for k in ("num_workers", "pin_memory") if k not in given
+    wanted = {"pin_memory": "pin_memory=True"} if own_samples else {"num_workers": "num_workers > 0",
+                                                                    "pin_memory": "pin_memory=True"}
+    missing = [setting for k, setting in wanted.items() if k not in given
                or (isinstance(given[k], ast.Constant) and given[k].value in (0, False))]  # type: ignore[attr-defined]
     if missing:
-        emit("dataloader-workers", node, "DataLoader", ", ".join(missing))
+        emit("dataloader-workers", node, "DataLoader", " and ".join(missing))
 
 
 def _environment(node: ast.AST, emit: Emit) -> None:

@@ -27,6 +27,7 @@ from migrator.ground.model import (
     Summary,
     ToolInfo,
     finding_counts,
+    is_advice,
 )
 from migrator.ground.own_code import unchanged_runtime_modules
 from migrator.ground.path_roles import PathRoles, path_roles, role_rank
@@ -57,7 +58,9 @@ def scan_tree(settings: Settings, paths: list[Path], progress: Progress | None =
     output = run(settings, paths, scan_options(settings), phase(progress, "scanning"), memo=memo, overlay=overlay)
     files = without_own_modules(output.files, settings.root)
     roles = path_roles(settings.root, settings.path_roles)
-    findings = tuple(sorted((replace(f, role=roles.role(f.path)) for r in files for f in r.findings), key=Finding.sort_key))
+    # advice is about the training run: a unit test's `.item()` or DataLoader is not in it
+    placed = (replace(f, role=roles.role(f.path)) for r in files for f in r.findings)
+    findings = tuple(sorted((f for f in placed if not (f.role == "test" and is_advice(f))), key=Finding.sort_key))
     summary = summarize(
         settings.root.as_posix(),
         files_scanned=sum(1 for r in files if not r.skipped),

@@ -89,3 +89,13 @@ def test_ops_of_a_cuda_librarys_cpu_stand_in_are_no_match():
     for n in flow:
         n["reference"] = True
     assert match_flow(flow, load_rules()) == []
+
+
+def test_addmm_needs_a_matrix_product_feeding_its_chain():
+    """x-transformers 2.31.10 rotary: `t * cos * scale + rotate_half(t) * sin * scale` is mul-mul-add on
+    elementwise products (bench/perf_lint_review.py); `beta * M + alpha * (A @ B)` is addmm's."""
+    addmm = rule("torch.addmm", "mul-mul-add")
+    rotary = [node("cos", line=1), node("mul", 0, line=1), node("mul", 1, line=1), node("add", 2, line=1)]
+    assert match_flow(rotary, [addmm]) == []
+    product = [node("mm", line=1), node("mul", 0, line=1), node("mul", 1, line=1), node("add", 2, line=1)]
+    assert [m.line for m in match_flow(product, [addmm])] == [1]
