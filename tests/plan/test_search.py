@@ -186,3 +186,17 @@ def test_node_limited_routing_cuts_the_scale_out_all_to_all():
     limited = estimate(Job(v3, 15360, 4096, assumptions=replace(cost.Assumptions(), moe_domains=4)), cluster, lay)
     assert free.comm_links["ep all-to-all"] == "scale-out"
     assert limited.comm_s["ep all-to-all"] == pytest.approx(free.comm_s["ep all-to-all"] * 4 / 8, rel=0.01)
+
+
+def test_virtual_stages_are_tried_on_the_bases_whose_bubble_they_could_remove():
+    """Llama 3.1 405B FP8 (Megatron-Bridge's published layout, TP 8 CP 2 PP 8 VP 8): its VPP-1 base ranked
+    below eight others, so the plain search never interleaved it and picked a layout it predicted slower."""
+    from migrator.plan.configs import from_config
+
+    model = from_config(REPO / "tests" / "plan" / "data" / "llama-3-405b.json")
+    cluster = load(["h100-dgx"])[0]
+    job = Job(model, 512, 8192, "fp8")
+    published = estimate(job, cluster, Layout(tp=8, cp=2, pp=8, vpp=8, dp=8, zero=1))
+    assert published.fits
+    pick = search(job, cluster, world=1024, top=1)["top"][0]
+    assert pick.step_s <= published.step_s
