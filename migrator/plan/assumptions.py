@@ -49,6 +49,8 @@ class Assumptions:
                                       # write the transposed copy the backward GEMM reads (1); amax is folded in
     comm_sm_share: float = 0.0        # share of the compute units a collective hidden behind compute occupies
     mc2_overlap: float = 0.75         # Ascend MC2: share of a TP collective hidden inside its fused matmul
+    moe_dispatch_s: float = calibration.MOE_DISPATCH_S["nvidia"][0]  # MoE: fixed seconds per dispatch or
+                                      # combine (sync + host-bound kernel chain); an Ascend cluster takes its own
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -99,6 +101,9 @@ SOURCES = {
     "comm_sm_share": "0: hidden collectives cost no compute; DeepSeek-V3 (arXiv:2412.19437 Sec. 3.2.2) gives 20 of "
                      "the H800's 132 SMs to its overlapped all-to-all (0.15): compute beside a hidden collective "
                      "then runs that much slower",
+    "moe_dispatch_s": "fitted: " + "; ".join(f"{family}: {value * 1e3:.2f} ms from {run}" for family, (value, run)
+                                             in calibration.MOE_DISPATCH_S.items())
+                      + " (migrator/plan/calibration.py; an Ascend cluster takes the ascend value)",
     "mc2_overlap": "modelling choice: MindSpeed MC2 (docs/en/pytorch/features/mcore/mc2.md) splits the matmul and "
                    "its all-gather / reduce-scatter into pipelined sub-tasks; 0.75 = all but the first of 4 "
                    "sub-tasks hidden (the sub-task count is not published); never more than the fused GEMMs' time",

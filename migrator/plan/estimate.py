@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import cost
+from . import calibration, cost
 from .assumptions import Assumptions
 from .clusters import Cluster
 from .compute import Device, microbatch_s
@@ -70,9 +70,11 @@ class Job:
 
 
 def on_cluster(job: Job, cluster: Cluster, assumed: frozenset[str] = frozenset()) -> Job:
-    """The job with the cluster's own (calibrated) efficiencies in place of the global assumptions; a key the
-    user set with --assume (`assumed`) keeps the user's value."""
-    own: dict[str, Any] = {k: v for k, v in cluster.efficiencies().items() if k not in assumed}
+    """The job with the cluster's own (calibrated) efficiencies and its hardware family's fitted MoE dispatch
+    time in place of the global assumptions; a key the user set with --assume (`assumed`) keeps the user's
+    value."""
+    family = {"moe_dispatch_s": calibration.MOE_DISPATCH_S["ascend" if cluster.ascend else "nvidia"][0]}
+    own: dict[str, Any] = {k: v for k, v in {**family, **cluster.efficiencies()}.items() if k not in assumed}
     return replace(job, assumptions=replace(job.assumptions, **own)) if own else job
 
 

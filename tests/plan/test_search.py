@@ -7,12 +7,16 @@ from dataclasses import replace
 import pytest
 
 from migrator.plan import cost
+from migrator.plan.assumptions import Assumptions
 from migrator.plan.clusters import Figure, MissingFigure, load
 from migrator.plan.cost import Layout
 from migrator.plan.model import ModelShape
 from migrator.plan.search import Job, estimate, layouts, search
 from tests.conftest import REPO
 
+# Link placement under test: without the fixed MoE dispatch time, which favours fewer, larger micro-batches
+# over any TP / EP split (tests/plan/test_moe_dispatch.py covers that term).
+PLACEMENT = Assumptions(moe_dispatch_s=0.0)
 MIXTRAL_8X22B = ModelShape("mixtral-8x22b", 56, 6144, 48, 8, 16384, 32768, experts=8, top_k=2, expert_ffn=16384,
                            gated_mlp=True, tied_embeddings=False)
 GPT_39B = ModelShape("gpt-39b", 48, 8192, 64, 64, 4 * 8192, 51200)
@@ -36,7 +40,7 @@ def test_moe_on_the_supernode_gets_ep_inside_the_domain_and_a_small_domain_moves
 
     model = from_config(REPO / "tests" / "plan" / "data" / f"{config}.json")
     supernode = load(["supernode-384"])[0]
-    job = Job(model, 3072, 4096)
+    job = Job(model, 3072, 4096, assumptions=PLACEMENT)
     result = search(job, supernode, top=3)
     best = result["top"][0]
     assert best.layout.ep > 1 and best.links["ep"] == "domain" and best.comm_links["ep all-to-all"] == "domain"
@@ -60,7 +64,7 @@ def test_moe_on_the_supernode_gets_ep_inside_the_domain_and_a_small_domain_moves
 
 
 def test_mixtral_8x22b_on_the_supernode_keeps_tp_inside_the_domain():
-    result = search(Job(MIXTRAL_8X22B, 1024, 4096), load(["supernode-384"])[0])
+    result = search(Job(MIXTRAL_8X22B, 1024, 4096, assumptions=PLACEMENT), load(["supernode-384"])[0])
     best = result["top"][0]
     assert best.layout.tp > 1 and best.links["tp"] == "domain"
     assert any("across the scale-out network would cost" in w for w in result["why"])
