@@ -47,7 +47,10 @@ class Assumptions:
     moe_permute_passes: float = 4.0   # MoE: HBM passes over the routed tokens' hidden vectors (permute + unpermute)
     fp8_cast_bytes: float = 4.0       # FP8: HBM bytes per operand element to quantize (read 2, write 1) and
                                       # write the transposed copy the backward GEMM reads (1); amax is folded in
+    comm_sm_share: float = 0.0        # share of the compute units a collective hidden behind compute occupies
     mc2_overlap: float = 0.75         # Ascend MC2: share of a TP collective hidden inside its fused matmul
+    moe_dispatch_s: float = calibration.MOE_DISPATCH_S["nvidia"][0]  # MoE: fixed seconds per dispatch or
+                                      # combine (sync + host-bound kernel chain); an Ascend cluster takes its own
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -75,8 +78,10 @@ SOURCES = {
     "ep_overlap": "off: MoE all-to-all is on the critical path unless the schedule overlaps it (DualPipe, "
                   "DeepSeek-V3 report Sec. 3.2.1)",
     "pp_overlap": "Megatron-LM overlaps pipeline P2P with compute (--overlap-p2p-communication)",
-    "grad_dtype": "Megatron-LM default bf16 gradients with --bf16; --accumulate-allreduce-grads-in-fp32 gives fp32 "
-                  "(2 + 4 + 12 = 18 bytes per parameter, Rajbhandari et al. 2020)",
+    "grad_dtype": "bf16: 2 + 2 + 12 = 16 bytes per parameter (Rajbhandari et al. 2020; DeepSpeed bf16, FSDP with a "
+                  "bf16 reduce dtype). Megatron-LM with --bf16 keeps an fp32 main-grad buffer and reduces in fp32 "
+                  "unless --grad-reduce-in-bf16 (megatron/training/arguments.py: 'accumulate and all-reduce "
+                  "gradients in fp32 for bfloat16 data type'): set grad_dtype=fp32 for it (18 bytes)",
     "dropout": "modern LLMs train with dropout 0 (Llama, Mistral, DeepSeek configs); GPT-3/Megatron 2021 used 0.1",
     "schedule": "1F1B (Narayanan et al. 2021); interleaved with vpp > 1; zero-bubble (Qi et al. 2023, ZB-H1: "
                 "1/3 of the 1F1B bubble); dualpipe (DeepSeek-V3 report: (p/2-1) x (F&B + B - 3W))",
@@ -93,6 +98,12 @@ SOURCES = {
                           "reads and writes them back (Megatron-Core moe_utils.permute / unpermute): 4 passes",
     "fp8_cast_bytes": "modelling choice after Transformer Engine's FP8 recipe (cast + transpose of each GEMM "
                       "operand, amax history): read bf16 2 bytes, write fp8 1 byte and its transpose 1 byte",
+    "comm_sm_share": "0: hidden collectives cost no compute; DeepSeek-V3 (arXiv:2412.19437 Sec. 3.2.2) gives 20 of "
+                     "the H800's 132 SMs to its overlapped all-to-all (0.15): compute beside a hidden collective "
+                     "then runs that much slower",
+    "moe_dispatch_s": "fitted: " + "; ".join(f"{family}: {value * 1e3:.2f} ms from {run}" for family, (value, run)
+                                             in calibration.MOE_DISPATCH_S.items())
+                      + " (migrator/plan/calibration.py; an Ascend cluster takes the ascend value)",
     "mc2_overlap": "modelling choice: MindSpeed MC2 (docs/en/pytorch/features/mcore/mc2.md) splits the matmul and "
                    "its all-gather / reduce-scatter into pipelined sub-tasks; 0.75 = all but the first of 4 "
                    "sub-tasks hidden (the sub-task count is not published); never more than the fused GEMMs' time",
@@ -127,7 +138,7 @@ def parse_assume(pairs: list[str] | tuple[str, ...], base: Assumptions | None = 
         if value < 0 or (key in ("gemm_efficiency", "attention_efficiency", "link_efficiency", "memory_headroom")
                          and not 0 < value <= 1) or (key.endswith("_overlap") and value > 1) \
                 or (key in ("capacity_factor", "moe_imbalance") and value < 1) \
-                or (key == "mc2_overlap" and value > 1):
+                or (key in ("mc2_overlap", "comm_sm_share") and value > 1):
             raise AssumptionError(f"--assume {pair!r}: {key} is out of range")
         changes[key] = value
     return replace(base or Assumptions(), **changes)

@@ -9,6 +9,11 @@ tokens runs below the large-GEMM efficiency. `gemm_model=constant` turns the cur
 FP8 (`--dtype fp8`): a linear layer's GEMM runs in FP8 at the FP8 peak (1-byte operands) plus the cast of
 its operands (`fp8_cast_bytes` per element: quantize, transpose, amax), but only where that beats BF16 —
 so small GEMMs stay BF16; the attention core, the router and the LM head always run BF16.
+
+MoE: besides the expert GEMMs, the router and the permute traffic, every dispatch and combine (forward and
+backward) costs a fixed `moe_dispatch_s`: the per-expert token counts go to the host to size the
+all-to-all (a device-to-host sync) and the chain of small kernels around it runs host-bound. It is the one
+MoE constant fitted to a published run per hardware family (calibration.py).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from .cost import BYTES, Layout, activation_bytes_per_layer
 from .model import ModelShape
 
 ROUTER_PASSES = 3.0  # fp32 router logits read by the softmax, the top-k and the aux-loss (Switch / GShard)
+DISPATCHES_PER_FORWARD = 2  # an MoE layer's forward dispatches its tokens and combines them: two all-to-all chains
 
 
 @dataclass(frozen=True)
@@ -92,7 +98,8 @@ def _moe_layer(model: ModelShape, tokens: float, layout: Layout, tally: _Tally) 
     router = tally.gemm(own, h, model.experts, fp8=False) + ROUTER_PASSES * own * model.experts * 4 / dev.hbm_bytes_s
     routed = rows * local  # the top-k copies this device holds after dispatch
     permute = a.moe_permute_passes * routed * h * BYTES / dev.hbm_bytes_s
-    return {"experts": experts, "moe router": router, "moe permute": permute}
+    return {"experts": experts, "moe router": router, "moe permute": permute,
+            "moe dispatch sync": DISPATCHES_PER_FORWARD * a.moe_dispatch_s}
 
 
 def layer_forward_s(model: ModelShape, tokens: float, seq: int, layout: Layout, dev: Device, a: Assumptions,
@@ -134,16 +141,27 @@ def layer_forward_s(model: ModelShape, tokens: float, seq: int, layout: Layout, 
     elementwise = a.nongemm_passes * traffic / dev.hbm_bytes_s
     return {"gemm": proj + dense, "experts": moe.get("experts", 0.0), "attention": core,
             "element-wise": elementwise, "moe router": moe.get("moe router", 0.0),
-            "moe permute": moe.get("moe permute", 0.0), "fp8 quantize": tally.cast}
+            "moe permute": moe.get("moe permute", 0.0), "moe dispatch sync": moe.get("moe dispatch sync", 0.0),
+            "fp8 quantize": tally.cast}
 
 
-PARTS = ("gemm", "experts", "attention", "element-wise", "moe router", "moe permute", "fp8 quantize")
+PARTS = ("gemm", "experts", "attention", "element-wise", "moe router", "moe permute", "moe dispatch sync",
+         "fp8 quantize")
+
+
+def _passes(part: str, a: Assumptions, recompute: str) -> float:
+    """Forward-equivalents of a part in one micro-batch: forward + backward (GEMMs 2x, flash attention 2.5x: it
+    recomputes the scores; a dispatch / combine once more: its backward is one all-to-all chain) + recomputation
+    (full: the forward again; selective: eager attention's core)."""
+    back = 2.5 if (part == "attention" and a.attention == "flash") else 1.0 if part == "moe dispatch sync" else 2.0
+    again = {"full": 1.0, "selective": 1.0 if part == "attention" and a.attention == "eager" else 0.0,
+             "none": 0.0}[recompute]
+    return 1 + back + again
 
 
 def microbatch_s(model: ModelShape, layout: Layout, seq: int, dev: Device, a: Assumptions) -> dict[str, float]:
     """Seconds of one micro-batch's forward + backward (+ recomputation) on the slowest pipeline stage, by
-    part. Backward GEMMs cost 2x forward; flash attention's backward 2.5x (it recomputes the scores);
-    full recomputation repeats the forward, selective the attention core. The LM head runs on the last
+    part (`_passes`: forward, backward, recomputation). The LM head runs on the last
     stage: the slowest stage is the fullest one or the last one with the head (`Layout.last` moves layers
     off the last stage)."""
     tokens = layout.micro_batch * seq / layout.cp
@@ -153,10 +171,7 @@ def microbatch_s(model: ModelShape, layout: Layout, seq: int, dev: Device, a: As
     per_layer: dict[str, float] = {}
     for part in PARTS:
         fwd = (1 - moe_share) * dense_part.get(part, 0.0) + moe_share * moe_part.get(part, 0.0)
-        back = 2.5 if (part == "attention" and a.attention == "flash") else 2.0
-        again = {"full": 1.0, "selective": 1.0 if part == "attention" and a.attention == "eager" else 0.0,
-                 "none": 0.0}[layout.recompute]
-        per_layer[part] = fwd * (1 + back + again)
+        per_layer[part] = fwd * _passes(part, a, layout.recompute)
     head = 3 * gemm_s(tokens, model.hidden, model.vocab / layout.tp, dev, a, fp8=False)  # BF16 LM head
     fullest = layout.stage_layers(model.layers)
     last = model.layers - (layout.pp - 1) * fullest if not layout.last else layout.last

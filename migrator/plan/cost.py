@@ -93,7 +93,7 @@ def narayanan_flops(batch: int, seq: int, layers: int, hidden: int, vocab: int, 
 
 def activation_bytes_per_layer(model: ModelShape, seq: float, micro_batch: int, tp: int, recompute: str,
                                attention: str = "flash", value_bytes: int = BYTES, dropout: bool = False,
-                               sp: bool = True) -> float:
+                               sp: bool = True, fp8_inputs: bool = False) -> float:
     """Korthikanti et al. 2022: s b h (34 + 5 a s / h) without parallelism; / t with TP + sequence
     parallel; selective recomputation (or flash attention, which never stores the s x s scores) s b h 34 / t;
     full recomputation 2 s b h (the layer input only).
@@ -104,7 +104,11 @@ def activation_bytes_per_layer(model: ModelShape, seq: float, micro_batch: int, 
     output go. GQA / MLA scale K and V by their width; other MLP widths scale the MLP's 16 width-sized bytes
     by width / 4h (x1.5 for a gated MLP); `value_bytes` = 4 gives the fp32 figure (masks stay 1 byte).
     Without sequence parallelism the attention and MLP inputs, the norm inputs (8) and the masks (2) are
-    not divided by t: s b h (10 + 24 / t + 5 a s / (h t)) (Korthikanti eq. 2)."""
+    not divided by t: s b h (10 + 24 / t + 5 a s / (h t)) (Korthikanti eq. 2).
+
+    `fp8_inputs` (FP8 training): the inputs only a linear layer's weight-gradient GEMM reads (QKV and fc1
+    inputs, the output projection's and fc2's inputs) are kept as their 1-byte FP8 casts, as Transformer
+    Engine saves them and the DeepSeek-V3 report (arXiv:2412.19437 Sec. 3.3.3) caches them."""
     s, b, h, a = seq, micro_batch, model.hidden, model.heads
     scale = value_bytes / 2
     if recompute == "full":
@@ -112,11 +116,14 @@ def activation_bytes_per_layer(model: ModelShape, seq: float, micro_batch: int, 
     width = model.mlp_width_active()
     q = model.heads * model.qk_dim() / h
     kv = (model.heads if model.mla else model.kv_heads) * (model.qk_dim() + model.value_dim()) / h
-    attention_values = 2 * q + 2 * kv + 2 * (model.heads * model.value_dim() / h)
+    linear_in = 0.5 if fp8_inputs else 1.0  # share of a linear input's bytes kept
+    attention_values = 2 * q + 2 * kv + 2 * (model.heads * model.value_dim() / h) * linear_in
     mlp_values = 16 * (width / (4 * h)) * (1.5 if model.gated_mlp else 1.0)
+    fc2_input = mlp_values / (3 if model.gated_mlp else 2)  # the product (gated) or the activation's output
+    mlp_values -= fc2_input * (1 - linear_in)
     masks = 2 if dropout else 0
     split = (attention_values + mlp_values) * scale / tp
-    unsplit = (8 * scale + masks) / (tp if sp else 1)  # the attention and MLP inputs, two norm inputs
+    unsplit = ((4 + 4 * linear_in) * scale + masks) / (tp if sp else 1)  # two norm inputs, attention and MLP inputs
     scores = 0.0
     if recompute == "none" and attention == "eager":
         scores = ((4 * scale + 1) if dropout else 2 * scale) * a * s / h / tp
@@ -153,25 +160,44 @@ def in_flight(layout: Layout, microbatches: int, schedule: str) -> float:
     return held * (1 + (p - 1) / (p * layout.vpp)) if layout.vpp > 1 else held
 
 
+def last_stage_in_flight(layout: Layout, microbatches: int, schedule: str) -> float:
+    """Micro-batches whose activations the last stage holds: one with 1F1B (it runs each backward straight
+    after its forward); interleaved ((v - 1) p + 1) chunks of 1 / v of its layers (Megatron's warm-up on the
+    last rank); DualPipe is symmetric (as the first stage)."""
+    if layout.pp == 1 or schedule == "dualpipe":
+        return in_flight(layout, microbatches, schedule)
+    if layout.vpp > 1:
+        return min(((layout.vpp - 1) * layout.pp + 1) / layout.vpp, float(microbatches))
+    return 1.0
+
+
 def activation_bytes(model: ModelShape, layout: Layout, seq: int, microbatches: int, attention: str,
-                     value_bytes: int = BYTES, dropout: bool = False, schedule: str = "1f1b") -> float:
-    """The first stage holds `in_flight` micro-batches of its l / pp layers (+ the fp32 logits).
-    Context parallelism holds s / cp tokens per device (flash attention only: no s x s scores)."""
+                     value_bytes: int = BYTES, dropout: bool = False, schedule: str = "1f1b",
+                     fp8_inputs: bool = False) -> float:
+    """The fuller of the first stage (`in_flight` micro-batches of its layers) and the last stage (its
+    micro-batches in flight and the fp32 logits, which only the last stage makes). Context parallelism
+    holds s / cp tokens per device (flash attention only: no s x s scores)."""
     local = seq / layout.cp
     per_layer = activation_bytes_per_layer(model, local, layout.micro_batch, layout.tp, layout.recompute, attention,
-                                           value_bytes, dropout, layout.sp)
+                                           value_bytes, dropout, layout.sp, fp8_inputs)
     logits = 4 * layout.micro_batch * local * model.vocab / layout.tp
-    return layout.stage_layers(model.layers) * in_flight(layout, microbatches, schedule) * per_layer + logits
+    fullest = layout.stage_layers(model.layers)
+    first = fullest * in_flight(layout, microbatches, schedule) * per_layer
+    if layout.pp == 1:
+        return first + logits
+    last_layers = layout.last or model.layers - (layout.pp - 1) * fullest
+    last = max(0, last_layers) * last_stage_in_flight(layout, microbatches, schedule) * per_layer + logits
+    return max(first, last)
 
 
 def working_bytes(model: ModelShape, layout: Layout, seq: int, attention: str, value_bytes: int = BYTES,
-                  dropout: bool = False) -> float:
+                  dropout: bool = False, fp8_inputs: bool = False) -> float:
     """Backward working set: while a layer's backward runs, the gradients of its saved activations exist
     next to the stored ones, about one more layer's activations (with full recomputation, the recomputed
     layer's activations without recomputation, Korthikanti et al. 2022 section 5)."""
     mode = "none" if layout.recompute == "full" else layout.recompute
     return activation_bytes_per_layer(model, seq / layout.cp, layout.micro_batch, layout.tp, mode, attention,
-                                      value_bytes, dropout, layout.sp)
+                                      value_bytes, dropout, layout.sp, fp8_inputs)
 
 
 # ---- collectives (alpha-beta, ring)

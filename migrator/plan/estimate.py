@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import cost
+from . import calibration, cost
 from .assumptions import Assumptions
 from .clusters import Cluster
 from .compute import Device, microbatch_s
@@ -70,9 +70,11 @@ class Job:
 
 
 def on_cluster(job: Job, cluster: Cluster, assumed: frozenset[str] = frozenset()) -> Job:
-    """The job with the cluster's own (calibrated) efficiencies in place of the global assumptions; a key the
-    user set with --assume (`assumed`) keeps the user's value."""
-    own: dict[str, Any] = {k: v for k, v in cluster.efficiencies().items() if k not in assumed}
+    """The job with the cluster's own (calibrated) efficiencies and its hardware family's fitted MoE dispatch
+    time in place of the global assumptions; a key the user set with --assume (`assumed`) keeps the user's
+    value."""
+    family = {"moe_dispatch_s": calibration.MOE_DISPATCH_S["ascend" if cluster.ascend else "nvidia"][0]}
+    own: dict[str, Any] = {k: v for k, v in {**family, **cluster.efficiencies()}.items() if k not in assumed}
     return replace(job, assumptions=replace(job.assumptions, **own)) if own else job
 
 
@@ -112,6 +114,18 @@ def _ep_all_to_all_s(model: ModelShape, lay: Layout, tokens: float, cluster: Clu
 
 
 TP_MC2 = "tp all-gather/reduce-scatter (MC2 fused)"
+ETP_GATHER = "etp all-gather/reduce-scatter (routed tokens)"
+
+
+def _etp_gather_s(model: ModelShape, lay: Layout, local: float, cluster: Cluster, link: str, a: Assumptions) -> float:
+    """One all-gather (dispatch) or reduce-scatter (combine) of the routed tokens over the expert-TP group: after
+    the all-to-all each rank holds the top-k copies of its own share of the tokens; the expert shards need
+    all of them (Megatron-Core's all-to-all dispatcher gathers them over the TP group and reduce-scatters the
+    expert output back; DeepSpeed-MoE, Rajbhandari et al. 2022 Sec. 5, drops the TP duplicates before the
+    all-to-all and all-gathers after). Without sequence parallelism each rank already has every token and
+    the partial expert outputs are all-reduced instead: the same bytes."""
+    rows = lay.micro_batch * local * lay.expert_tp / lay.tp * model.top_k * a.capacity_factor * a.moe_imbalance
+    return cost.all_gather_s(rows * model.hidden * BYTES, lay.expert_tp, cost.link_gbps(link, cluster), a)
 
 
 @dataclass
@@ -148,6 +162,9 @@ def _microbatch_collectives(job: Job, cluster: Cluster, lay: Layout, links: dict
         tokens = lay.micro_batch * local / (lay.tp if lay.sp else 1)
         out.add("ep all-to-all", calls * moe_here * _ep_all_to_all_s(m_, lay, tokens, cluster, links["ep"], a),
                 1.0 if schedule == "dualpipe" else a.ep_overlap, links["ep"])
+        if lay.expert_tp > 1:
+            link = cost.link_of(lay.expert_tp, cluster, lay.world)
+            out.add(ETP_GATHER, calls * moe_here * _etp_gather_s(m_, lay, local, cluster, link, a), a.tp_overlap, link)
     if lay.cp > 1 and a.cp_comm == "ulysses":  # all-to-all Q, K, V in and the output back, each way (DeepSpeed-Ulysses)
         kv_heads = m_.heads if m_.mla else m_.kv_heads
         width = m_.heads * (m_.qk_dim() + m_.value_dim()) + kv_heads * (m_.qk_dim() + m_.value_dim())
@@ -172,9 +189,11 @@ def _memory(job: Job, lay: Layout, micro: int, schedule: str) -> dict[str, float
     m_, a = job.model, job.assumptions
     copies = 2 if schedule == "dualpipe" else 1
     memory = cost.model_state_bytes(m_, lay, a.grad_bytes, copies)
+    fp8 = job.dtype == "fp8"
     memory["activations"] = cost.activation_bytes(m_, lay, job.seq, micro, a.attention, dropout=a.dropout > 0,
-                                                  schedule=schedule)
-    memory["backward working set"] = cost.working_bytes(m_, lay, job.seq, a.attention, dropout=a.dropout > 0)
+                                                  schedule=schedule, fp8_inputs=fp8)
+    memory["backward working set"] = cost.working_bytes(m_, lay, job.seq, a.attention, dropout=a.dropout > 0,
+                                                        fp8_inputs=fp8)
     memory["total"] = sum(memory.values())
     return memory
 
@@ -206,7 +225,9 @@ def estimate(job: Job, cluster: Cluster, layout: Layout, force_links: dict[str, 
     via = comm.via
     exposed = {k: v * (1 - comm.hide[k]) * micro for k, v in comm.raw.items()}
     overlapped = {k: v * comm.hide[k] * micro for k, v in comm.raw.items()}
-    pipe_s = micro * per_mb + sum(exposed.values())
+    # compute running beside a hidden micro-batch collective loses the compute units the collective occupies
+    contention = a.comm_sm_share * sum(overlapped.values())
+    pipe_s = micro * per_mb + sum(exposed.values()) + contention
     bubble_s = bubble_fraction(lay, micro, schedule) * pipe_s
     if lay.dp * lay.cp > 1:
         dp_s, window = _dp_s(m_, lay, micro, per_mb, cost.link_gbps(links["dp"], cluster), a)
@@ -221,6 +242,8 @@ def estimate(job: Job, cluster: Cluster, layout: Layout, force_links: dict[str, 
     hw_flops = cost.training_flops(m_, job.global_batch, s, lay.recompute)
     model_flops = cost.training_flops(m_, job.global_batch, s, "none")
     compute_parts = {f"compute: {k}": v * micro for k, v in parts.items() if v}
+    if contention:
+        compute_parts["compute: units lent to overlapped collectives"] = contention
     return Estimate(lay, step_s, micro * per_mb, bubble_s, exposed, links, memory, fits,
                     hw_flops / lay.world / step_s / 1e12, model_flops / lay.world / step_s / peak, micro,
                     overlapped_s=overlapped, compute_parts=compute_parts, schedule=schedule, comm_links=via)

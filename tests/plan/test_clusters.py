@@ -40,7 +40,7 @@ def test_derived_defaults_come_from_calibration_and_never_replace_a_sourced_figu
     a2 = clusters.load(["a2-8x"])[0]
     fig = a2.figure("peak_tflops_bf16")
     assert fig.flag == "derived" and fig.value == DERIVED_FIGURES["a2-8x"]["peak_tflops_bf16"][0]
-    assert "arXiv:2506.12708" in fig.source
+    assert "arXiv:2506.12708" in fig.source and "fitted to one published run" in fig.source
     assert a2.figure("scale_out_GBps").flag == "first-party" and "2504.07866" in a2.figure("scale_out_GBps").source
     assert clusters.load(["atlas-950-superpod"])[0].figure("domain_GBps").flag == "announced"  # shipped wins
     assert "domain_GBps (derived)" in a2.not_strict("bf16") and "scale_out_GBps (first-party)" not in str(

@@ -56,9 +56,34 @@ def test_activations_of_a_pipeline_stage_hold_min_pp_m_microbatches():
     model, s = gpt(layers=32), 2048
     one = cost.activation_bytes_per_layer(model, s, 1, 1, "selective")
     logits = 4 * s * model.vocab
-    for pp, m in ((4, 16), (4, 2), (1, 8)):
+    assert cost.activation_bytes(model, Layout(pp=1), s, 8, "flash") == pytest.approx(32 * one + logits)
+    for pp, m in ((4, 16), (4, 2)):  # the first stage, fuller than the last (one micro-batch + the logits)
         got = cost.activation_bytes(model, Layout(pp=pp), s, m, "flash")
-        assert got == pytest.approx(32 / pp * min(pp, m) * one + logits)
+        assert got == pytest.approx(32 / pp * min(pp, m) * one) and 32 / pp * one + logits < got
+
+
+def test_the_fp32_logits_sit_on_the_last_stage_only():
+    model, s = gpt(layers=8, vocab=1_000_000), 2048  # a huge vocabulary: the last stage is the fuller one
+    one = cost.activation_bytes_per_layer(model, s, 1, 1, "selective")
+    logits = 4 * s * model.vocab
+    got = cost.activation_bytes(model, Layout(pp=4), s, 16, "flash")
+    assert got == pytest.approx(2 * one + logits)  # 1F1B: the last stage holds one micro-batch of its 2 layers
+    assert got < 2 * 4 * one + logits
+
+
+def test_fp8_training_keeps_the_linear_layers_inputs_as_one_byte():
+    s, b, h = 2048, 1, 4096
+    model = gpt(hidden=h, heads=32)  # MHA, MLP 4h, no dropout: 32 bytes per token and h
+    bf16 = cost.activation_bytes_per_layer(model, s, b, 1, "selective")
+    fp8 = cost.activation_bytes_per_layer(model, s, b, 1, "selective", fp8_inputs=True)
+    # QKV input 2 -> 1, projection input 2 -> 1, fc1 input 2 -> 1, fc2 input (GELU output, 4h) 8 -> 4
+    assert bf16 == pytest.approx(s * b * h * 32) and fp8 == pytest.approx(s * b * h * (32 - 1 - 1 - 1 - 4))
+    gated = ModelShape("gated", 24, h, 32, 8, 14336, 51200, gated_mlp=True)
+    saved = cost.activation_bytes_per_layer(gated, s, b, 1, "selective") - \
+        cost.activation_bytes_per_layer(gated, s, b, 1, "selective", fp8_inputs=True)
+    assert saved == pytest.approx(s * b * (h + h + h + 14336))  # the product (fc2's input) is f wide
+    assert cost.activation_bytes_per_layer(model, s, b, 8, "full", fp8_inputs=True) == \
+        cost.activation_bytes_per_layer(model, s, b, 8, "full")  # the layer input stays bf16
 
 
 def test_model_state_is_16_bytes_per_parameter_sharded_by_zero_stage():

@@ -128,3 +128,44 @@ def test_the_search_never_picks_a_layout_predicted_slower_than_a_published_one_t
                          tmp_path)
     assert not row["problems"] and row["why"]
     assert "slower than the given layout" not in row["why"][0]
+
+
+def test_expert_tp_gathers_the_routed_tokens_over_its_group_after_the_all_to_all():
+    from migrator.plan.estimate import ETP_GATHER
+
+    cluster = load(["h100-dgx"])[0]
+    job = Job(MOE, 32, 4096)
+    lay = Layout(tp=2, dp=4, ep=2, zero=1, recompute="selective")
+    got = estimate(job, cluster, lay)
+    rows = 1 * 4096 * MOE.top_k  # the TP group's tokens, each top-k copy (capacity 1, balanced)
+    one = cost.all_gather_s(rows * MOE.hidden * 2, 2, 450, Assumptions())
+    microbatches = 32 // 4
+    # dispatch all-gather + combine reduce-scatter, forward and backward, on each of the 8 MoE layers
+    assert got.comm_s[ETP_GATHER] == pytest.approx(4 * 8 * one * microbatches)
+    assert ETP_GATHER not in estimate(job, cluster, replace(lay, etp=1)).comm_s  # whole experts: nothing to gather
+
+
+def test_compute_beside_a_hidden_collective_loses_the_units_it_lends():
+    cluster = load(["h100-dgx"])[0]
+    lay = Layout(tp=1, pp=4, dp=8, ep=8, zero=1)
+    free = estimate(Job(MOE, 256, 4096, assumptions=Assumptions(schedule="dualpipe")), cluster, lay)
+    lent = estimate(Job(MOE, 256, 4096, assumptions=Assumptions(schedule="dualpipe", comm_sm_share=0.15)), cluster, lay)
+    hidden = sum(v for k, v in free.overlapped_s.items() if k != "dp gradient reduce")  # the micro-batches' own
+    assert free.overlapped_s["ep all-to-all"] > 0  # DualPipe hides the all-to-all
+    pipe = lent.step_s - lent.bubble_s - free.step_s + free.bubble_s  # the bubble scales with the pipelined time
+    assert pipe == pytest.approx(0.15 * hidden, rel=1e-6)
+    assert lent.compute_parts["compute: units lent to overlapped collectives"] == pytest.approx(0.15 * hidden)
+
+
+def test_a_published_fp8_layout_fits_once_the_linear_inputs_are_kept_in_fp8():
+    """Megatron-Bridge's Llama 3 70B FP8 run (TP 4 PP 8 VP 5, 64 H100, bench/data/published_runs.yaml) ran in
+    80 GB; with every activation in bf16 the model said it needs more than 72 GB."""
+    from migrator.plan.configs import from_config
+
+    model = from_config(DATA / "llama-3-70b.json")
+    cluster = load(["h100-dgx"])[0]
+    lay = Layout(tp=4, pp=8, vpp=5, dp=2, zero=1)
+    fp8 = estimate(Job(model, 128, 8192, "fp8"), cluster, lay)
+    assert fp8.fits
+    bf16 = cost.activation_bytes(model, lay, 8192, 64, "flash", schedule="interleaved")
+    assert fp8.memory["total"] - fp8.memory["activations"] - fp8.memory["backward working set"] + bf16 > 72e9

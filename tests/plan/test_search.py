@@ -7,12 +7,16 @@ from dataclasses import replace
 import pytest
 
 from migrator.plan import cost
+from migrator.plan.assumptions import Assumptions
 from migrator.plan.clusters import Figure, MissingFigure, load
 from migrator.plan.cost import Layout
 from migrator.plan.model import ModelShape
 from migrator.plan.search import Job, estimate, layouts, search
 from tests.conftest import REPO
 
+# Link placement under test: without the fixed MoE dispatch time, which favours fewer, larger micro-batches
+# over any TP / EP split (tests/plan/test_moe_dispatch.py covers that term).
+PLACEMENT = Assumptions(moe_dispatch_s=0.0)
 MIXTRAL_8X22B = ModelShape("mixtral-8x22b", 56, 6144, 48, 8, 16384, 32768, experts=8, top_k=2, expert_ffn=16384,
                            gated_mlp=True, tied_embeddings=False)
 GPT_39B = ModelShape("gpt-39b", 48, 8192, 64, 64, 4 * 8192, 51200)
@@ -36,7 +40,7 @@ def test_moe_on_the_supernode_gets_ep_inside_the_domain_and_a_small_domain_moves
 
     model = from_config(REPO / "tests" / "plan" / "data" / f"{config}.json")
     supernode = load(["supernode-384"])[0]
-    job = Job(model, 3072, 4096)
+    job = Job(model, 3072, 4096, assumptions=PLACEMENT)
     result = search(job, supernode, top=3)
     best = result["top"][0]
     assert best.layout.ep > 1 and best.links["ep"] == "domain" and best.comm_links["ep all-to-all"] == "domain"
@@ -60,7 +64,7 @@ def test_moe_on_the_supernode_gets_ep_inside_the_domain_and_a_small_domain_moves
 
 
 def test_mixtral_8x22b_on_the_supernode_keeps_tp_inside_the_domain():
-    result = search(Job(MIXTRAL_8X22B, 1024, 4096), load(["supernode-384"])[0])
+    result = search(Job(MIXTRAL_8X22B, 1024, 4096, assumptions=PLACEMENT), load(["supernode-384"])[0])
     best = result["top"][0]
     assert best.layout.tp > 1 and best.links["tp"] == "domain"
     assert any("across the scale-out network would cost" in w for w in result["why"])
@@ -186,3 +190,17 @@ def test_node_limited_routing_cuts_the_scale_out_all_to_all():
     limited = estimate(Job(v3, 15360, 4096, assumptions=replace(cost.Assumptions(), moe_domains=4)), cluster, lay)
     assert free.comm_links["ep all-to-all"] == "scale-out"
     assert limited.comm_s["ep all-to-all"] == pytest.approx(free.comm_s["ep all-to-all"] * 4 / 8, rel=0.01)
+
+
+def test_virtual_stages_are_tried_on_the_bases_whose_bubble_they_could_remove():
+    """Llama 3.1 405B FP8 (Megatron-Bridge's published layout, TP 8 CP 2 PP 8 VP 8): its VPP-1 base ranked
+    below eight others, so the plain search never interleaved it and picked a layout it predicted slower."""
+    from migrator.plan.configs import from_config
+
+    model = from_config(REPO / "tests" / "plan" / "data" / "llama-3-405b.json")
+    cluster = load(["h100-dgx"])[0]
+    job = Job(model, 512, 8192, "fp8")
+    published = estimate(job, cluster, Layout(tp=8, cp=2, pp=8, vpp=8, dp=8, zero=1))
+    assert published.fits
+    pick = search(job, cluster, world=1024, top=1)["top"][0]
+    assert pick.step_s <= published.step_s
