@@ -171,6 +171,37 @@ def test_load_bound_module_used_in_its_file_and_imported_elsewhere(tmp_path):
     assert all("`scale_kernel`" in f.message for f in _by(result, "KERN021"))
 
 
+def test_every_call_on_a_cuda_extension_is_a_site_even_where_no_binding_was_read(tmp_path):
+    """fairseq 0.12.2's sdist declares CUDA extensions whose sources it does not ship; flash-attn 2.7.4 calls
+    `fused_dense_cuda.linear_bias_forward`, which its extension does not bind. A C++ (CPU) extension's calls
+    stay no KERN021."""
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "k.cu").write_text(
+        "__global__ void scale_kernel(float* x) { x[0] *= 2.f; }\n"
+        "void scale(float* x) { scale_kernel<<<1, 1>>>(x); }\n"
+        'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("scale", &scale); }\n')
+    (tmp_path / "setup.py").write_text(textwrap.dedent('''\
+        from setuptools import setup
+        from torch.utils.cpp_extension import CppExtension, CUDAExtension
+        setup(ext_modules=[CUDAExtension("scale_ext", ["csrc/k.cu"]),
+                           CUDAExtension("absent_cuda", ["csrc/absent.cpp", "csrc/absent_kernel.cu"]),
+                           CppExtension("cpu_ext", ["csrc/cpu.cpp"])])
+    '''))
+    (tmp_path / "model.py").write_text(textwrap.dedent('''\
+        import absent_cuda
+        import cpu_ext
+        import scale_ext as fast
+        y = fast.scale(1) + fast.stale(2) + absent_cuda.fwd(3) + cpu_ext.edit_distance(4)
+    '''))
+    result = api.scan([tmp_path], root=tmp_path, use_cache=False)
+    calls = {f.symbol: f for f in _by(result, "KERN021")}
+    assert sorted(calls) == ["absent_cuda.fwd", "scale_ext.scale", "scale_ext.stale"]
+    assert all(f.line == 4 for f in calls.values())
+    assert "`scale_kernel`" in calls["scale_ext.scale"].message
+    for unread in ("absent_cuda.fwd", "scale_ext.stale"):
+        assert "no binding of that name was read from its C++ sources" in calls[unread].message
+
+
 def test_tree_without_cuda_sources_gets_no_call_findings(tmp_path):
     shutil.copytree(REPO, tmp_path / "repo")
     for cu in (tmp_path / "repo").rglob("*.cu"):
