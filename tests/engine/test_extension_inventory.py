@@ -245,3 +245,26 @@ def test_dispatch_through_a_registry_and_a_kernel_pointer_reaches_the_kernel():
         by_name.setdefault(fn.name, []).append(fn)
     assert cpp_source.reached_kernels("roi_align_forward", by_name) == {"roi_kernel"}
     assert cpp_source.reached_kernels("launch", by_name) == {"roi_kernel"}
+
+
+def test_a_kernel_defined_through_a_macro_is_a_kernel_and_reached():
+    """flash-attn 2.7.4's csrc/flash_attn/src/flash_fwd_launch_template.h defines its kernels this way."""
+    text = textwrap.dedent('''\
+        #define DEFINE_FLASH_FORWARD_KERNEL(kernelName, ...) \\
+        template<typename Kernel_traits, __VA_ARGS__> \\
+        __global__ void kernelName(const Flash_fwd_params params)
+
+        DEFINE_FLASH_FORWARD_KERNEL(flash_fwd_kernel, bool Is_dropout, bool Is_causal) {
+            compute_attn<Kernel_traits, Is_dropout, Is_causal>(params);
+        }
+
+        template<typename Kernel_traits, bool Is_dropout>
+        void run_flash_fwd(Flash_fwd_params &params) {
+            auto kernel = &flash_fwd_kernel<Kernel_traits, Is_dropout, false>;
+            kernel<<<1, 128>>>(params);
+        }
+    ''')
+    found = {f.name: f for f in cpp_source.functions(text)}
+    assert found["flash_fwd_kernel"].is_kernel and found["flash_fwd_kernel"].line == 5
+    assert "DEFINE_FLASH_FORWARD_KERNEL" not in found
+    assert cpp_source.reached_kernels("run_flash_fwd", {n: [f] for n, f in found.items()}) == {"flash_fwd_kernel"}
