@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 @click.option("--clean-env", is_flag=True, help=CLEAN_ENV_HELP)
 @click.option("--env", "env_names", multiple=True, metavar="NAME", help="--clean-env: also pass this variable. Repeatable.")
 @click.option("--kernel", metavar="FILE::KERNEL", help="Kernel mode (no ORIGINAL): run this Triton kernel and its port under Triton's interpreter on the same random inputs.")
-@click.option("--kernel-args", metavar="SPEC", help="--kernel: arguments, e.g. x:float32[4096],out:float32[4096],n=4096,BLOCK=1024 (or a JSON object).")
+@click.option("--kernel-args", metavar="SPEC", help="--kernel: arguments, e.g. x:float32[4096],out:float32[4096],n=4096,BLOCK=1024,w=None,ACT='relu' (or a JSON object).")
 @click.option("--grid", metavar="DIMS", help="--kernel: the launch grid of the original, e.g. 4 or 16,8.")
 @click.option("--ported", type=click.Path(dir_okay=False), help="--kernel: the ported file [default: FILE after `migrate fix --target npu`, on a copy].")
 @click.option("--cores", type=click.IntRange(min=1), default=3, show_default=True, help="--kernel: programs a persistent port runs on.")

@@ -19,6 +19,10 @@ _MACRO_ARG = re.compile(r"\b[A-Z][A-Z0-9_]+\s*\(\s*([A-Za-z_]\w*)\s*[,)]")  # DI
 # REGISTER_DEVICE_IMPL(roi_align_forward_impl, CUDA, roi_align_forward_cuda): a registry edge key -> implementation
 _REGISTRATION = re.compile(r"\bREGISTER_\w*\s*\(\s*([A-Za-z_]\w*)\s*,\s*(CUDA|HIP|GPU)\s*,\s*([A-Za-z_]\w*)\s*\)")
 _ADDRESS = re.compile(r"&\s*([A-Za-z_]\w*)\s*<")  # `auto kernel = &fwd_kernel<Traits>;` then `kernel<<<...>>>`
+# `#define DEFINE_FLASH_FORWARD_KERNEL(kernelName, ...) ... __global__ void kernelName(...)` (flash-attn): each
+# use of the macro before a body defines the kernel its argument names
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)\(([^)]*)\)((?:[^\n]*\\\n)*[^\n]*)", re.M)
+_GLOBAL_NAME = re.compile(r"__global__\b[^;{}()]*?\b([A-Za-z_]\w*)\s*\(")
 _MODULE_MACROS = {"PYBIND11_MODULE": "pybind", "TORCH_LIBRARY": "library", "TORCH_LIBRARY_FRAGMENT": "library",
                   "TORCH_LIBRARY_IMPL": "impl"}
 _DEF = re.compile(r"\.\s*(def|impl)\s*\(")
@@ -123,13 +127,33 @@ def functions(text: str, masked: str | None = None) -> list[CppFunction]:
     """Function definitions, at file level or inside namespaces, `extern "C"` blocks and classes."""
     masked = mask(text) if masked is None else masked
     found: list[CppFunction] = []
-    _scope(masked, 0, len(masked), found, brace_pairs(masked))
+    _scope(masked, 0, len(masked), found, brace_pairs(masked), _kernel_macros(masked))
     for key, _, impl in _REGISTRATION.findall(masked):  # reached like a call from the dispatching key
         found.append(CppFunction(key, masked.count("\n", 0, masked.find(key)) + 1, 0, False, frozenset({impl})))
     return found
 
 
-def _scope(masked: str, start: int, end: int, found: list[CppFunction], pairs: dict[int, int]) -> None:
+def _kernel_macros(masked: str) -> dict[str, int]:
+    """Macros that define a `__global__` kernel named by one of their parameters -> that parameter's index."""
+    found: dict[str, int] = {}
+    for match in _DEFINE.finditer(masked):
+        params = [p.strip() for p in match.group(2).split(",")]
+        kernel = _GLOBAL_NAME.search(match.group(3))
+        if kernel is not None and kernel.group(1) in params:
+            found[match.group(1)] = params.index(kernel.group(1))
+    return found
+
+
+def _macro_kernel(header: str, macro: str, index: int) -> str | None:
+    """`DEFINE_X(flash_fwd_kernel, bool A, ...)` -> the argument at `index` when it is a name."""
+    use = header[header.rfind(macro):]  # the header may still hold the `#define`'s continued lines
+    args = use[use.find("(") + 1:use.rfind(")")].split(",")
+    name = args[index].strip() if index < len(args) else ""
+    return name if re.fullmatch(r"[A-Za-z_]\w*", name) else None
+
+
+def _scope(masked: str, start: int, end: int, found: list[CppFunction], pairs: dict[int, int],
+           macros: dict[str, int]) -> None:
     k = start
     while k < end:
         brace = masked.find("{", k, end)
@@ -138,15 +162,17 @@ def _scope(masked: str, start: int, end: int, found: list[CppFunction], pairs: d
         close = pairs[brace]
         header = masked[_header_start(masked, brace, start):brace]
         name = _function_name(header)
+        kernel = "__global__" in header
+        if name in macros:
+            name, kernel = _macro_kernel(header, name, macros[name]), True
         if name is not None and name not in _MODULE_MACROS:
             body = masked[brace + 1:close]
             line = masked.count("\n", 0, brace - len(header) + header.rfind(name)) + 1
-            found.append(CppFunction(name, line, sum(1 for raw in body.split("\n") if raw.strip()),
-                                     "__global__" in header,
+            found.append(CppFunction(name, line, sum(1 for raw in body.split("\n") if raw.strip()), kernel,
                                      frozenset(_CALL.findall(body) + _ADDRESS.findall(body) + _MACRO_ARG.findall(body))
                                      - _CONTROL))
         elif name is None and _SCOPE_HEADER.search(header):
-            _scope(masked, brace + 1, close, found, pairs)
+            _scope(masked, brace + 1, close, found, pairs, macros)
         k = close + 1
 
 

@@ -12,7 +12,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from migrator.engine.extension_facts import BindingTarget, ExtensionFacts
+from migrator.engine.extension_facts import UNREAD, BindingTarget, ExtensionFacts
 
 _LOADERS = ("load", "import_module", "load_ext", "load_extension")
 _MENTIONS: dict[int, tuple[ExtensionFacts, re.Pattern[bytes]]] = {}  # by id: the facts of this process's scans
@@ -22,7 +22,8 @@ def mentions(facts: ExtensionFacts, data: bytes) -> bool:
     """Whether a file's bytes name any binding (a cheap test before the walk)."""
     known = _MENTIONS.get(id(facts))
     if known is None or known[0] is not facts:
-        names = sorted({t.binding for t in facts.targets}, key=len, reverse=True)
+        names = sorted({t.module.rpartition(".")[2] if t.binding == UNREAD else t.binding for t in facts.targets},
+                       key=len, reverse=True)
         known = (facts, re.compile(rb"\b(?:" + b"|".join(re.escape(n.encode()) for n in names) + rb")\b"))
         _MENTIONS.clear()
         _MENTIONS[id(facts)] = known
@@ -113,7 +114,8 @@ def extension_sites(tree: ast.Module, rel: str, facts: ExtensionFacts, data: byt
 def call_sites(tree: ast.Module, rel: str, facts: ExtensionFacts) -> Iterator[tuple[ast.expr, str, str]]:
     """(node, symbol, message) for each use of a binding in the module."""
     names = _Names(tree, rel, facts)
-    wanted = {f"{t.module}.{t.binding}": t for t in facts.targets}
+    wanted = {f"{t.module}.{t.binding}": t for t in facts.targets if t.binding != UNREAD}
+    unread = [t for t in facts.targets if t.binding == UNREAD]
     parents = {id(child): parent for parent in ast.walk(tree) for child in ast.iter_child_nodes(parent)}
     for node in ast.walk(tree):
         if not isinstance(node, (ast.Attribute, ast.Name)) or not isinstance(node.ctx, ast.Load):
@@ -122,8 +124,12 @@ def call_sites(tree: ast.Module, rel: str, facts: ExtensionFacts) -> Iterator[tu
         if dotted is None:
             continue
         target = next((t for key, t in wanted.items() if _same(dotted, key)), None)
-        if target is None:
-            continue
+        if target is None:  # `ext.fwd` where no binding `fwd` was read: sources absent, unread, or stale Python
+            head, _, attr = dotted.rpartition(".")
+            module = next((t for t in unread if head and _same(head, t.module)), None)
+            if module is None:
+                continue
+            target = BindingTarget(module.module, attr, module.extension, (), unread=True)
         owner = target.module if target.module.startswith("torch.ops.") else target.extension
         symbol = f"{owner}.{target.binding}"  # one name per binding however it is reached (effort: once each)
         yield node, symbol, message(target, _cuda_branch_fallback(node, parents))
@@ -133,6 +139,10 @@ def message(target: BindingTarget, fallback_line: int | None = None) -> str:
     kernels = ", ".join(f"`{k}`" for k in target.kernels) or "not resolved from the C++ sources"
     text = (f"`{target.binding}` is a binding of the repository's CUDA extension `{target.extension}` "
             f"(kernels: {kernels})")
+    if target.unread:
+        text = (f"`{target.binding}` is called on the repository's CUDA extension `{target.extension}`, but no "
+                "binding of that name was read from its C++ sources (not in the tree, not evaluated statically, "
+                "or a name they do not bind)")
     routes = []
     if target.use_instead:
         routes.append(f"use instead {target.use_instead}")

@@ -27,6 +27,7 @@ class ExtensionDecl:
     sources: tuple[str, ...]  # root-relative C++/CUDA files the declaration names
     partial: bool  # some sources could not be evaluated statically
     bound_to: str = ""  # `load()`: the variable its module is assigned to (`_C = load(...)`)
+    cuda: bool = False  # declared as CUDA: `CUDAExtension(...)`, or a `.cu`/`.cuh` among its sources (even absent)
 
 
 _MODULE_OF: dict[int, ast.Module] = {}  # while `declarations` runs: scope id -> its module
@@ -62,7 +63,8 @@ def declarations(tree: ast.Module, rel: str, root: str) -> list[ExtensionDecl]:
             if len(ext_name) != 1:
                 continue
             files, partial = _source_files(sources, scope, base, root)
-            found.append(ExtensionDecl(ext_name[0], rel, call.lineno, tuple(files), partial, bound if is_load else ""))
+            cuda = callee == "CUDAExtension" or any(f.endswith((".cu", ".cuh")) for f in files)
+            found.append(ExtensionDecl(ext_name[0], rel, call.lineno, tuple(files), partial, bound if is_load else "", cuda))
     return found
 
 

@@ -23,6 +23,9 @@ PORT_CAP = 2400.0
 NO_KERNEL_MINUTES = 30.0
 
 
+UNREAD = "*"  # a BindingTarget's binding: any attribute of the module that no binding read from its sources names
+
+
 @dataclass(frozen=True)
 class BindingTarget:
     """One Python-visible binding of the repository's own CUDA extension."""
@@ -35,6 +38,7 @@ class BindingTarget:
     reference: str = ""  # `path:line` of a PyTorch reference of the same op in the repository
     bound_to: str = ""  # `load()`: the variable holding the module (`_C`), in `declared_in`
     declared_in: str = ""  # root-relative file of a `load()` declaration
+    unread: bool = False  # a call site of a name no binding read from the extension's sources has
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from pathlib import Path
 from migrator.engine import cpp_source
 from migrator.engine.extension_calls import module_name
 from migrator.engine.extension_decls import ExtensionDecl, declarations
-from migrator.engine.extension_facts import BindingTarget, ExtensionFacts, KernelRoute
+from migrator.engine.extension_facts import UNREAD, BindingTarget, ExtensionFacts, KernelRoute
 
 CPP_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp")
 MAX_CPP_FILES = 20000
@@ -79,7 +79,7 @@ class Extension:
 
     @property
     def cuda(self) -> bool:
-        return bool(self.kernels) or any(f.endswith((".cu", ".cuh")) for f in self.files)
+        return bool(self.kernels) or any(f.endswith((".cu", ".cuh")) for f in self.files) or self.decl.cuda
 
 
 @dataclass(frozen=True)
@@ -90,20 +90,27 @@ class Inventory:
         targets: list[BindingTarget] = []
         statuses: dict[tuple[str, str], list[str]] = {}
         for ext in (e for e in self.extensions if e.cuda):
+            # any other name called on the module: sources not in the tree or not read, or a name they do not bind
+            targets.extend(BindingTarget(m, UNREAD, ext.decl.name, (), bound_to=ext.decl.bound_to,
+                                         declared_in=ext.decl.path) for m in _modules(ext, ext.decl.name))
             for b in ext.bindings:
                 use = b.known.advice() if b.known and b.known.kind == "equivalent" else ""
                 reference = b.reference or (b.known.advice() if b.known and b.known.kind == "reference" else "")
-                modules = [b.module]
-                if ext.decl.bound_to and b.module == ext.decl.name:  # `_C = load(...)`, imported as `pkg.ops._C`
-                    modules.append(f"{module_name(ext.decl.path)}.{ext.decl.bound_to}")
                 targets.extend(BindingTarget(m, b.name, ext.decl.name, b.kernels, use, reference, ext.decl.bound_to,
-                                             ext.decl.path) for m in modules)
+                                             ext.decl.path) for m in _modules(ext, b.module))
                 for kernel in ext.kernels:
                     if kernel.name in b.kernels:
                         statuses.setdefault((kernel.path, kernel.name), []).append(_status(b))
         routes = tuple(KernelRoute(path, name, _weakest(found), f"reached by {len(found)} binding(s)")
                        for (path, name), found in sorted(statuses.items()))
         return ExtensionFacts(tuple(targets), routes)
+
+
+def _modules(ext: Extension, module: str) -> list[str]:
+    """What Python reaches `module` through: itself, and a `load()` result imported as `pkg.ops._C`."""
+    if ext.decl.bound_to and module == ext.decl.name:
+        return [module, f"{module_name(ext.decl.path)}.{ext.decl.bound_to}"]
+    return [module]
 
 
 def _status(b: Binding) -> str:

@@ -145,6 +145,7 @@ class PythonChecker(ast.NodeVisitor):
         self.backward_lines: list[int] = []  # lines of `x.backward(...)` calls
         self.command_strings: set[int] = set()  # ids of the strings passed to a command runner (subprocess, os.system)
         self.call_of: dict[int, ast.Call] = {}  # id of every call's callee expression -> the call
+        self.decorator_calls: set[int] = set()  # ids of `@triton.autotune(...)` reported with their kernel
         self.first_arg_of: dict[int, ast.Call] = {}  # id of every call's first positional argument -> the call
         self.assigned_values: set[int] = set()  # ids of the whole values of assignments (`x = <value>`)
         self.defaults_with_choices: set[int] = set()  # id of each `default=` value beside a `choices=`
@@ -221,6 +222,7 @@ class PythonChecker(ast.NodeVisitor):
             hit = self.match(self.qualnames(target)) if self.qualnames(target) else None
             if hit and hit[0].rule.scope == "imports":  # other scopes report it as a use below
                 self.report_symbol(target, decorator=True)
+                self.decorator_calls.add(id(dec))
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]  # same fields for both
@@ -285,7 +287,7 @@ class PythonChecker(ast.NodeVisitor):
         if any(k.arg == "choices" for k in node.keywords):
             self.defaults_with_choices.update(id(k.value) for k in node.keywords if k.arg == "default")
         func_names = self.qualnames(node.func)
-        if func_names & KERNEL_WRAPPERS:  # `triton.jit(fn)`: a kernel made by a call, reported like `@triton.jit`
+        if func_names & KERNEL_WRAPPERS and id(node) not in self.decorator_calls:  # `triton.jit(fn)`: a kernel made by a call, reported like `@triton.jit`
             self.report_symbol(node.func, decorator=True)
         self.check_call(node, func_names)
         torch_names = sorted(n for n in func_names if n.startswith("torch."))

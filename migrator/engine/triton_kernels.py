@@ -113,9 +113,10 @@ class Kernel:
             elif isinstance(node, (ast.Attribute, ast.Name)) and id(node) not in self.inner:
                 if isinstance(node, ast.Attribute):
                     self.inner.update(id(n) for n in ast.walk(node.value))
-                for qualname in sorted(self.names(node)):
+                for qualname in sorted(self.names(node)):  # one finding per use: a name bound by several imports
                     if (why := gpu_only(qualname)) is not None:
                         self.report("triton-gpu-only", node, "tl." + qualname.removeprefix(TL) if qualname.startswith(TL) else qualname, why)
+                        break
             elif isinstance(node, ast.Call):
                 self.call(node)
             elif isinstance(node, ast.BinOp) and type(node.op) in OPERATORS:

@@ -71,6 +71,8 @@ class FixContext:
         """A local dotted expression that denotes `qualname` after the fix, if an import gives one."""
         best: tuple[int, str] | None = None
         for local, quals in self.aliases.items():
+            if len({self.import_renames.get(local, q) for q in quals}) > 1:
+                continue  # bound by several imports (`if ...: from libdevice import f else: from tl.math import f`)
             for qual in quals:
                 after = self.import_renames.get(local, qual)
                 if qualname == after or qualname.startswith(after + "."):

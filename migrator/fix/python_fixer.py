@@ -218,8 +218,10 @@ class _Fixer(cst.CSTTransformer):
         return cast("cst.Arg | cst.RemovalSentinel", new)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        if len(updated.args) < len(original.args) and updated.args and not isinstance(original.args[-1].comma, cst.Comma):
-            updated = updated.with_changes(args=[*updated.args[:-1], updated.args[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)])
+        if len(updated.args) < len(original.args) and updated.args:  # the last argument dropped: its comma (or
+            last, kept = original.args[-1].comma, updated.args[-1].comma  # none) and the layout before `)` stay
+            if not (isinstance(last, cst.Comma) and isinstance(kept, cst.Comma) and kept.deep_equals(last)):
+                updated = updated.with_changes(args=[*updated.args[:-1], updated.args[-1].with_changes(comma=last)])
         new = self._apply(updated, self._key(original), at_call=True, is_callee=id(original) in self.call_funcs,
                           original=original, call=original)
         func_key = self.call_funcs.get(id(original.func))

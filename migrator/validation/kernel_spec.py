@@ -1,9 +1,10 @@
 """What `migrate validate --kernel FILE::KERNEL --kernel-args SPEC --grid G` asks for, parsed (no torch).
 
 SPEC is comma-separated `name:dtype[d0,d1,...]` tensors (random, from the seed; `~lo:hi` after the shape
-draws integers in [lo, hi) or floats uniform in it) and `name=value` scalars (int, float, True/False), e.g.
+draws integers in [lo, hi) or floats uniform in it) and `name=value` scalars (int, float, True/False, None, a
+quoted string for a string constexpr such as `ACTIVATION='relu'`), e.g.
 `x:float32[4096],y:float32[4096],out:float32[4096],n=4096,BLOCK=1024`; or a JSON object
-`{"x": "float32[4096]", "n": 4096}`. The grid is `4096` or `16,8` (at most 3 dimensions).
+`{"x": "float32[4096]", "n": 4096, "w": null, "reduction": "'mean'"}`. The grid is `4096` or `16,8` (at most 3 dimensions).
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class TensorArg:
 @dataclass(frozen=True)
 class ScalarArg:
     name: str
-    value: int | float | bool
+    value: int | float | bool | str | None  # None: an unused pointer (`weight_ptr=None`); str: a string constexpr
 
 
 KernelArg = TensorArg | ScalarArg
@@ -81,7 +82,7 @@ def parse_args(text: str) -> tuple[KernelArg, ...]:
     for part in parts:
         if "=" in part and (":" not in part or part.index("=") < part.index(":")):
             name, _, value = part.partition("=")
-            out.append(_arg(name.strip(), _scalar(name.strip(), value.strip())))
+            out.append(ScalarArg(_checked(name.strip()), _scalar(name.strip(), value.strip())))
         elif ":" in part:
             name, _, value = part.partition(":")
             out.append(_tensor(name.strip(), value.strip()))
@@ -95,35 +96,54 @@ def parse_args(text: str) -> tuple[KernelArg, ...]:
 
 def _split(text: str) -> list[str]:
     """Split at the commas outside brackets (`x:float32[4,8],n=4` -> two parts)."""
-    parts, depth, start = [], 0, 0
+    parts, depth, start, quote = [], 0, 0, ""
     for i, ch in enumerate(text):
+        if ch in "'\"" and quote in ("", ch):
+            quote = "" if quote else ch
         depth += (ch == "[") - (ch == "]")
-        if ch == "," and depth == 0:
+        if ch == "," and depth == 0 and not quote:
             parts.append(text[start:i])
             start = i + 1
     parts.append(text[start:])
     return [p.strip() for p in parts if p.strip()]
 
 
-def _arg(name: str, value: object) -> KernelArg:
+def _checked(name: str) -> str:
     if not name.isidentifier():
         raise KernelSpecError(f"--kernel-args: {name!r} is not a parameter name")
+    return name
+
+
+def _arg(name: str, value: object) -> KernelArg:
+    _checked(name)
     if isinstance(value, str):
-        return _tensor(name, value)
-    if isinstance(value, bool | int | float):
+        quoted = _quoted(value)
+        return ScalarArg(name, quoted) if quoted is not None else _tensor(name, value)
+    if value is None or isinstance(value, bool | int | float):
         return ScalarArg(name, value)
     raise KernelSpecError(f"--kernel-args: {name}: {value!r} is neither a number nor a dtype[shape]")
 
 
-def _scalar(name: str, text: str) -> int | float | bool:
+def _quoted(text: str) -> str | None:
+    """`'relu'` / `"relu"` -> relu; None when `text` is not one quoted string."""
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"" and text[0] not in text[1:-1]:
+        return text[1:-1]
+    return None
+
+
+def _scalar(name: str, text: str) -> int | float | bool | str | None:
     if text in ("True", "False"):
         return text == "True"
+    if text == "None":
+        return None
+    if (quoted := _quoted(text)) is not None:
+        return quoted
     for kind in (int, float):
         try:
             return kind(text)
         except ValueError:
             continue
-    raise KernelSpecError(f"--kernel-args: {name}={text!r} is not a number or True/False")
+    raise KernelSpecError(f"--kernel-args: {name}={text!r} is not a number, True/False, None or a quoted string")
 
 
 def _tensor(name: str, text: str) -> TensorArg:

@@ -171,6 +171,37 @@ def test_load_bound_module_used_in_its_file_and_imported_elsewhere(tmp_path):
     assert all("`scale_kernel`" in f.message for f in _by(result, "KERN021"))
 
 
+def test_every_call_on_a_cuda_extension_is_a_site_even_where_no_binding_was_read(tmp_path):
+    """fairseq 0.12.2's sdist declares CUDA extensions whose sources it does not ship; flash-attn 2.7.4 calls
+    `fused_dense_cuda.linear_bias_forward`, which its extension does not bind. A C++ (CPU) extension's calls
+    stay no KERN021."""
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "k.cu").write_text(
+        "__global__ void scale_kernel(float* x) { x[0] *= 2.f; }\n"
+        "void scale(float* x) { scale_kernel<<<1, 1>>>(x); }\n"
+        'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("scale", &scale); }\n')
+    (tmp_path / "setup.py").write_text(textwrap.dedent('''\
+        from setuptools import setup
+        from torch.utils.cpp_extension import CppExtension, CUDAExtension
+        setup(ext_modules=[CUDAExtension("scale_ext", ["csrc/k.cu"]),
+                           CUDAExtension("absent_cuda", ["csrc/absent.cpp", "csrc/absent_kernel.cu"]),
+                           CppExtension("cpu_ext", ["csrc/cpu.cpp"])])
+    '''))
+    (tmp_path / "model.py").write_text(textwrap.dedent('''\
+        import absent_cuda
+        import cpu_ext
+        import scale_ext as fast
+        y = fast.scale(1) + fast.stale(2) + absent_cuda.fwd(3) + cpu_ext.edit_distance(4)
+    '''))
+    result = api.scan([tmp_path], root=tmp_path, use_cache=False)
+    calls = {f.symbol: f for f in _by(result, "KERN021")}
+    assert sorted(calls) == ["absent_cuda.fwd", "scale_ext.scale", "scale_ext.stale"]
+    assert all(f.line == 4 for f in calls.values())
+    assert "`scale_kernel`" in calls["scale_ext.scale"].message
+    for unread in ("absent_cuda.fwd", "scale_ext.stale"):
+        assert "no binding of that name was read from its C++ sources" in calls[unread].message
+
+
 def test_tree_without_cuda_sources_gets_no_call_findings(tmp_path):
     shutil.copytree(REPO, tmp_path / "repo")
     for cu in (tmp_path / "repo").rglob("*.cu"):
@@ -214,3 +245,26 @@ def test_dispatch_through_a_registry_and_a_kernel_pointer_reaches_the_kernel():
         by_name.setdefault(fn.name, []).append(fn)
     assert cpp_source.reached_kernels("roi_align_forward", by_name) == {"roi_kernel"}
     assert cpp_source.reached_kernels("launch", by_name) == {"roi_kernel"}
+
+
+def test_a_kernel_defined_through_a_macro_is_a_kernel_and_reached():
+    """flash-attn 2.7.4's csrc/flash_attn/src/flash_fwd_launch_template.h defines its kernels this way."""
+    text = textwrap.dedent('''\
+        #define DEFINE_FLASH_FORWARD_KERNEL(kernelName, ...) \\
+        template<typename Kernel_traits, __VA_ARGS__> \\
+        __global__ void kernelName(const Flash_fwd_params params)
+
+        DEFINE_FLASH_FORWARD_KERNEL(flash_fwd_kernel, bool Is_dropout, bool Is_causal) {
+            compute_attn<Kernel_traits, Is_dropout, Is_causal>(params);
+        }
+
+        template<typename Kernel_traits, bool Is_dropout>
+        void run_flash_fwd(Flash_fwd_params &params) {
+            auto kernel = &flash_fwd_kernel<Kernel_traits, Is_dropout, false>;
+            kernel<<<1, 128>>>(params);
+        }
+    ''')
+    found = {f.name: f for f in cpp_source.functions(text)}
+    assert found["flash_fwd_kernel"].is_kernel and found["flash_fwd_kernel"].line == 5
+    assert "DEFINE_FLASH_FORWARD_KERNEL" not in found
+    assert cpp_source.reached_kernels("run_flash_fwd", {n: [f] for n, f in found.items()}) == {"flash_fwd_kernel"}

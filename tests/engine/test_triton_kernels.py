@@ -180,3 +180,38 @@ def masked_fill(inp, mask, value, out):
     found = [f for f in _findings(tmp_path, code) if f.code == "KERN020"]
     assert [f.line for f in found] == [16]
     assert "BLOCK_SIZE=32768" in found[0].message and "384 KB > 192 KB" in found[0].message
+
+
+# Liger-Kernel's way of choosing rsqrt (liger_kernel/ops/rms_norm.py, 0.8.5): one name, three imports
+CONDITIONAL_LIBDEVICE = '''
+import operator
+
+import torch
+import triton
+import triton.language as tl
+from liger_kernel.ops.utils import compare_version
+
+if compare_version("triton", operator.ge, "3.0.0"):
+    try:
+        from triton.language.extra.libdevice import rsqrt
+    except ModuleNotFoundError:
+        from triton.language.extra.cuda.libdevice import rsqrt
+else:
+    from triton.language.math import rsqrt
+
+
+@triton.autotune(configs=[triton.Config({"B": 64})], key=["n"])
+@triton.jit
+def k(x, n, B: tl.constexpr):
+    tl.store(x, rsqrt(tl.load(x)))
+
+
+def host(y):
+    return torch.rsqrt(y)
+'''
+
+
+def test_a_name_several_imports_bind_and_a_called_decorator_are_one_finding_each(tmp_path):
+    found = _findings(tmp_path, CONDITIONAL_LIBDEVICE)
+    assert [f.line for f in found if f.code == "KERN016"] == [21]  # the one use, not once per import
+    assert [f.symbol for f in found if f.code == "KERN004" and f.line == 18] == ["triton.autotune"]

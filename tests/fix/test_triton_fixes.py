@@ -124,3 +124,23 @@ def test_a_launch_whose_grid_is_unknown_there_declines_the_whole_kernel(tmp_path
     outcome = api.fix([path], root=tmp_path, target="npu", use_cache=False)
     declined = [why for c in outcome.plan.changes for f, why in c.declined if f.code == "KERN019"]
     assert declined and "meta['B']" in declined[0] and "autotuned" in declined[0]
+
+
+def test_libdevice_bound_by_conditional_imports_becomes_tl_math_and_nothing_else_moves(tmp_path):
+    from tests.engine.test_triton_kernels import CONDITIONAL_LIBDEVICE
+
+    path = _tree(tmp_path, "t.py", CONDITIONAL_LIBDEVICE)
+    api.fix([path], root=tmp_path, target="npu", use_cache=False)
+    text = path.read_text()
+    # the local `rsqrt` may still be libdevice's (three imports bind it): spelled in full, once
+    assert "    tl.store(x, tl.math.rsqrt(tl.load(x)))\n" in text
+    assert "    return torch.rsqrt(y)\n" in text  # an attribute named rsqrt is no use of the name
+
+
+def test_dropping_the_last_keyword_keeps_the_closing_bracket_where_it_was(tmp_path):
+    code = ("import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, B: tl.constexpr):\n"
+            "    tl.store(x + tl.arange(0, B), 0.0)\n\n"
+            "def run(x, warps):\n    k[(4,)](\n        x,\n        B=4,\n        num_warps=warps,\n    )\n")
+    path = _tree(tmp_path, "t.py", code)
+    api.fix([path], root=tmp_path, target="npu", use_cache=False)
+    assert "    k[(4,)](\n        x,\n        B=4,\n    )\n" in path.read_text()

@@ -20,6 +20,16 @@ def test_shapes_ranges_and_the_json_form():
         TensorArg("x", "bfloat16", (8, 4)), ScalarArg("n", 8), ScalarArg("flag", True))
 
 
+def test_string_constexprs_and_unused_pointers():
+    """Liger's cross-entropy takes `reduction: tl.constexpr` ("mean") and `weight_ptr=None`."""
+    assert parse_args("reduction='mean',act=\"leaky,relu\",w=None,n=3") == (
+        ScalarArg("reduction", "mean"), ScalarArg("act", "leaky,relu"), ScalarArg("w", None), ScalarArg("n", 3))
+    assert parse_args('{"reduction": "\'mean\'", "w": null, "x": "float32[2]"}') == (
+        ScalarArg("reduction", "mean"), ScalarArg("w", None), TensorArg("x", "float32", (2,)))
+    with pytest.raises(KernelSpecError, match="not a number, True/False, None or a quoted string"):
+        parse_args("reduction='mean")
+
+
 @pytest.mark.parametrize("bad, says", [
     ("x:float33[4]", "dtype one of"), ("x:float32[0]", "positive sizes"), ("n=four", "not a number"),
     ("x:float32[4],x=3", "given twice"), ("{not json", "not valid JSON"), ("justaname", "neither"),

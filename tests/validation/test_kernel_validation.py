@@ -113,6 +113,50 @@ def test_the_persistent_port_computes_what_the_original_did(tmp_path):
     assert out.first.block == out.first.index // 64  # the original's program of that element
 
 
+# What real kernel files do around their kernels (Liger-Kernel 0.8.5, fla-core 0.6.0): names imported from
+# the project's own package (absent here), rsqrt chosen by a module-level `if` on one of them, autotune kwargs
+# from that package, a float argument used as a Triton scalar and a string constexpr.
+REAL_FILE_HABITS = """
+import operator
+
+import triton
+import triton.language as tl
+from some_project.utils import autotune_cache_kwargs, compare_version
+
+if compare_version("triton", operator.ge, "3.0.0"):
+    from triton.language.extra.libdevice import rsqrt
+else:
+    from triton.language.math import rsqrt
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": 32}, num_warps=4)], key=["n"], **autotune_cache_kwargs)
+@triton.jit
+def rms_kernel(x_ptr, out_ptr, n, eps, MODE: tl.constexpr, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    offs = tl.arange(0, BLOCK)
+    mask = offs < n
+    x = tl.load(x_ptr + row * n + offs, mask=mask, other=0.0)
+    y = x * rsqrt(tl.sum(x * x, axis=0) / n + eps.to(tl.float32))
+    if MODE == "double":
+        y = y * 2.0
+    tl.store(out_ptr + row * n + offs, y, mask=mask)
+"""
+
+
+def test_a_kernel_in_a_real_file_s_surroundings_runs_and_its_port_passes(tmp_path):
+    kernel = tmp_path / "norms.py"
+    kernel.write_text(REAL_FILE_HABITS)
+    args = "x_ptr:float32[3,20],out_ptr:float32[3,20],n=20,eps=1e-6,MODE='double'"
+    result = api.validate_kernel(f"{kernel}::rms_kernel", args, "3")
+    assert result.error is None, result.error
+    assert result.verdict == Verdict.PASS
+    slipped = tmp_path / "slipped.py"
+    slipped.write_text(REAL_FILE_HABITS.replace('MODE == "double"', 'MODE == "single"'))
+    failed = api.validate_kernel(f"{kernel}::rms_kernel", args, "3", ported=str(slipped))
+    out = next(o for o in failed.outputs if o.name == "out_ptr")  # the string constexpr reached the kernel
+    assert out.verdict == Verdict.FAIL and out.first is not None and out.first.block == out.first.coords[0]
+
+
 def test_bad_input_is_a_usage_error_naming_it(tmp_path):
     with pytest.raises(UsageError, match="nope.py: no such file"):
         api.validate_kernel(f"{tmp_path}/nope.py::k", "n=1", "1")

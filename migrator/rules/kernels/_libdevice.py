@@ -14,6 +14,8 @@ def to_tl_math(ctx: FixContext, module: cst.Module, qualname: str, name: str) ->
     replacement = ctx.expr_for(f"triton.language.math.{name}")
 
     class Rewrite(cst.CSTTransformer):
+        attribute_names: set[int] = set()  # `x.rsqrt`'s `rsqrt` is no use of a name `rsqrt`
+
         def visit_Import(self, node: cst.Import) -> bool:
             return False
 
@@ -21,6 +23,7 @@ def to_tl_math(ctx: FixContext, module: cst.Module, qualname: str, name: str) ->
             return False
 
         def visit_Attribute(self, node: cst.Attribute) -> bool:
+            self.attribute_names.add(id(node.attr))
             return qualname not in resolve(ctx, node)  # the whole chain is replaced: no need to go inside
 
         def _swap(self, original: cst.BaseExpression, updated: cst.BaseExpression) -> cst.BaseExpression:
@@ -34,6 +37,6 @@ def to_tl_math(ctx: FixContext, module: cst.Module, qualname: str, name: str) ->
             return self._swap(original, updated)
 
         def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
-            return self._swap(original, updated)
+            return updated if id(original) in self.attribute_names else self._swap(original, updated)
 
     return module.visit(Rewrite())

@@ -24,40 +24,132 @@ from typing import Any
 PROGRAMS_PARAM = "N_PROGRAMS"  # the persistent rewrite's parameter (migrator/engine/triton_persistent.py)
 
 
+def _indent(code: str) -> str:
+    return "    " + code.replace("\n", "\n    ")
+
+
+def _simple_assign(node: ast.stmt) -> bool:
+    return isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and all(
+        not isinstance(n, ast.Call) or "constexpr" in ast.unparse(n.func) for n in ast.walk(node.value))
+
+
+def _imports_only(body: list[ast.stmt]) -> bool:
+    """Statements that only bind imported names or constants (`if`/`try` around them included)."""
+    for node in body:
+        if isinstance(node, ast.If):
+            ok = _imports_only(node.body) and _imports_only(node.orelse)
+        elif isinstance(node, ast.Try):
+            ok = all(_imports_only(b) for b in (node.body, node.orelse, *(h.body for h in node.handlers)))
+        else:
+            ok = isinstance(node, ast.Import | ast.ImportFrom | ast.Pass) or _simple_assign(node)
+        if not ok:
+            return False
+    return True
+
+
+def _branches(node: ast.If | ast.Try) -> list[list[ast.stmt]]:
+    if isinstance(node, ast.Try):
+        return [node.body + node.orelse, *(h.body for h in node.handlers)]
+    if len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+        return [node.body, *_branches(node.orelse[0])]
+    return [node.body, node.orelse] if node.orelse else [node.body]
+
+
+def _first_that_runs(branches: list[list[ast.stmt]]) -> str:
+    if not branches:
+        return "pass"
+    return (f"try:\n{_indent(ast.unparse(ast.Module(branches[0], type_ignores=[])))}\n"
+            f"except Exception:\n{_indent(_first_that_runs(branches[1:]))}")
+
+
+def _guarded_imports(segment: str, node: ast.If | ast.Try) -> str:
+    """A module-level `if`/`try` choosing an import (`if compare_version("triton", ...): from ...libdevice import
+    rsqrt else: from triton.language.math import rsqrt`): run as written; where its test needs a name this
+    file's failed imports did not bind, the first branch whose imports succeed."""
+    return f"try:\n{_indent(segment)}\nexcept Exception:\n{_indent(_first_that_runs(_branches(node)))}"
+
+
 def _kernel_source(text: str) -> str:
-    """Imports (each in try/except), simple constants and `@triton.*`-decorated functions of a module."""
+    """Imports (each in try/except, conditional ones too), simple constants and `@triton.*`-decorated
+    functions of a module."""
     tree = ast.parse(text)
     keep: list[str] = []
     for node in tree.body:
         segment = ast.get_source_segment(text, node) or ""
         if isinstance(node, ast.Import | ast.ImportFrom):
-            keep.append("try:\n    " + segment.replace("\n", "\n    ") + "\nexcept ImportError:\n    pass")
+            keep.append(_import_or_stand_ins(segment, node))
+        elif isinstance(node, ast.If | ast.Try) and _imports_only([node]):
+            keep.append(_guarded_imports(segment, node))
         elif isinstance(node, ast.FunctionDef) and any("triton" in ast.unparse(d) or "jit" in ast.unparse(d)
                                                        for d in node.decorator_list):
             first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
             keep.append("\n".join(text.splitlines()[first - 1:node.end_lineno]))
-        elif isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None and all(
-                not isinstance(n, ast.Call) or "constexpr" in ast.unparse(n.func) for n in ast.walk(node.value)):
+        elif _simple_assign(node):
             keep.append(segment)
-    return "\n\n".join(keep) + "\n"
+    return f"from {__name__} import Unavailable as _MigrateUnavailable\n\n" + "\n\n".join(keep) + "\n"
+
+
+class Unavailable(dict):
+    """A name the kernel file imports from a package this process lacks (`from fla.utils import
+    autotune_cache_kwargs`): an empty mapping, so `@triton.autotune(..., **autotune_cache_kwargs)` still
+    loads; any call or attribute names the import."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.missing = name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise ImportError(f"`{self.missing}` is imported by the kernel's file but cannot be imported here")
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr == "missing":
+            raise AttributeError(attr)
+        raise ImportError(f"`{self.missing}.{attr}`: the kernel's file imports it, but it cannot be imported here")
+
+
+def _import_or_stand_ins(segment: str, node: ast.Import | ast.ImportFrom) -> str:
+    """The import; where it fails, each name it binds is an `Unavailable` naming it."""
+    stand_ins = [f"{alias.asname or alias.name.split('.')[0]} = _MigrateUnavailable({alias.name!r})"
+                 for alias in node.names if alias.name != "*"]
+    return f"try:\n{_indent(segment)}\nexcept ImportError:\n{_indent(chr(10).join(stand_ins) or 'pass')}"
 
 
 def _interpreter_shims() -> None:
     """What Triton 3.2's interpreter lacks here. NumPy >= 2.3 no longer turns a one-element array into an
     int, which `range(0, N, BLOCK)` over a runtime `N` needs; libdevice has no interpreter implementation,
     so its functions run as the `tl.math` function of the same name (the interpreter cannot tell the two
-    apart: a libdevice -> tl.math port is compared as equal here, validate it on the device)."""
+    apart: a libdevice -> tl.math port is compared as equal here, validate it on the device). A Python float
+    argument stays a float in the interpreter, where a compiled kernel gets an fp32 scalar (`eps.to(tl.float32)`
+    in Liger's norms), so it is passed as one. `@triton.autotune` asks the GPU driver for its benchmarker
+    when the module loads; here its first config runs (`_unwrap`), so nothing is benchmarked."""
+    import numpy as np
     import triton.language as tl
     from triton.language.extra import libdevice
-    from triton.runtime import interpreter
+    from triton.runtime import autotuner, interpreter
 
-    patch_tensor = interpreter._patch_lang_tensor
+    autotune_init = autotuner.Autotuner.__init__
+
+    def no_benchmark(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("the autotuner does not benchmark under the interpreter")
+
+    def init_without_driver(self: Any, *args: Any, do_bench: Any = None, **kwargs: Any) -> None:
+        autotune_init(self, *args, do_bench=do_bench or no_benchmark, **kwargs)
+
+    autotuner.Autotuner.__init__ = init_without_driver
+
+    patch_tensor, convert = interpreter._patch_lang_tensor, interpreter._implicit_cvt
 
     def patched(tensor: Any) -> None:
         patch_tensor(tensor)
         tensor.__index__ = lambda self: int(self.handle.data.reshape(-1)[0])
 
-    interpreter._patch_lang_tensor = patched
+    def implicit_cvt(arg: Any) -> Any:
+        if isinstance(arg, float):
+            return tl.tensor(interpreter.TensorHandle(np.array([arg], dtype=np.float32), tl.float32), tl.float32)
+        return convert(arg)
+
+    interpreter._patch_lang_tensor, interpreter._implicit_cvt = patched, implicit_cvt
+
     def late(name: str) -> Any:  # tl.math's function as the interpreter patches it at the launch
         return lambda *args, **kwargs: getattr(tl.math, name)(*args, **kwargs)
 
