@@ -8,15 +8,16 @@ The original's dropout decides for both sides: neutralised in every numeric run 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..facts import NOISE_SUFFIX
+from ..facts import NOISE_SUFFIX, noise_run
 from ..records import SideJob
-from . import built_state, execute
+from . import built_state, execute, stochastic_rounding
 from .dropout import SEEDS
 from .handoff import READY, _mark_failed, _wait_for
 
@@ -86,6 +87,11 @@ class _SideRun:
                 for step in job.steps:
                     self.phase = f"{policy} step {step}"
                     self._numeric_run(weights, policy, step, neutral)
+            if job.side == "original" and "bf16" in job.policies:  # R's noise floor, from the original itself
+                for step in job.steps:
+                    for sample in range(stochastic_rounding.SAMPLES):
+                        self.phase = f"bf16 step {step}, stochastically rounded ({sample + 1})"
+                        self._numeric_run(weights, "bf16", step, neutral, noise_sample=sample)
             status["timings"]["runs"] = self.timer()
             if self.entry.make_optimizer is not None and job.optimizer:
                 self._optimizer_runs(weights, neutral)
@@ -169,8 +175,10 @@ class _SideRun:
                                                                      seeds=SEEDS)
         return neutral
 
-    def _numeric_run(self, weights: dict[str, torch.Tensor], policy: str, step: int, neutral: bool) -> None:
-        """One recorded forward/backward of ``step`` under ``policy``."""
+    def _numeric_run(self, weights: dict[str, torch.Tensor], policy: str, step: int, neutral: bool,
+                     noise_sample: int | None = None) -> None:
+        """One recorded forward/backward of ``step`` under ``policy`` (with ``noise_sample``: every bf16 result
+        rounded stochastically, :mod:`.stochastic_rounding`)."""
         from .. import determinism
         from .recorder import Recorder
 
@@ -180,14 +188,17 @@ class _SideRun:
         model = execute.build_model(self.entry, weights, device, policy, bf16_policy)
         recorder = self.recorder = Recorder(model, max_bytes=job.max_bytes).attach()
         data = execute.prepare_batch(batch, device, policy, bf16_policy)
-        with execute.dropout_context(model, neutral):
+        rounding = contextlib.nullcontext() if noise_sample is None else \
+            stochastic_rounding.mode(job.seed * 1000 + step * 10 + noise_sample)
+        with execute.dropout_context(model, neutral), rounding:
             execute.forward_backward(self.entry, model, model, data, policy, bf16_policy, device, recorder)
         recorder.record_param_grads(execute.param_grads(model))
         recorder.detach()
-        run_dir = os.path.join(job.out, policy, f"step{step}", "rank0")
+        run = policy if noise_sample is None else noise_run(noise_sample)
+        run_dir = os.path.join(job.out, run, f"step{step}", "rank0")
         recorder.save(run_dir, {"side": job.side, "policy": policy, "bf16_policy": bf16_policy, "step": step,
-                                "rank": 0, "device": device})
-        self.status["runs"][f"{policy}/step{step}"] = run_dir
+                                "rank": 0, "device": device, **({} if noise_sample is None else {"rounding": "stochastic"})})
+        self.status["runs"][f"{run}/step{step}"] = run_dir
         self.recorder = None
 
     def _optimizer_runs(self, weights: dict[str, torch.Tensor], neutral: bool) -> None:
