@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..facts import NOISE_SUFFIX, noise_run
 from ..records import SideJob
-from . import built_state, execute, stochastic_rounding
+from . import built_state, execute, fused_args, stochastic_rounding
 from .dropout import SEEDS
 from .handoff import READY, _mark_failed, _wait_for
 
@@ -112,6 +112,7 @@ class _SideRun:
         determinism.seed_all(job.seed)
         model = entry.make_model(dropout=0.0)
         status["built"] = built_state.describe(model)
+        status["module_eps"] = fused_args.module_eps(model)
         status["dropout_active"] = determinism.dropout_modules(model)
         weights = execute.round_weights(model)
         del model
@@ -140,7 +141,10 @@ class _SideRun:
         from .. import determinism
 
         determinism.seed_all(job.seed)  # this side's own model from the seed, as the original built its own
-        status["built"] = built_state.describe(self.entry.make_model(dropout=0.0))
+        own_model = self.entry.make_model(dropout=0.0)
+        status["built"] = built_state.describe(own_model)
+        status["module_eps"] = fused_args.module_eps(own_model)
+        del own_model
         weights = execute.load_tensors(os.path.join(shared, WEIGHTS))
         status["weights_sha256"] = execute.tensor_hash(weights)
         status["batch_sha256"] = {}
@@ -190,8 +194,13 @@ class _SideRun:
         data = execute.prepare_batch(batch, device, policy, bf16_policy)
         rounding = contextlib.nullcontext() if noise_sample is None else \
             stochastic_rounding.mode(job.seed * 1000 + step * 10 + noise_sample)
-        with execute.dropout_context(model, neutral), rounding:
+        fused_norms: list[dict[str, Any]] = []
+        first_fp32 = policy == "fp32" and step == job.steps[0]
+        probe = fused_args.fused_norm_calls(model, fused_norms) if first_fp32 else contextlib.nullcontext()
+        with execute.dropout_context(model, neutral), rounding, probe:
             execute.forward_backward(self.entry, model, model, data, policy, bf16_policy, device, recorder)
+        if first_fp32:
+            self.status["fused_norms"] = fused_norms
         recorder.record_param_grads(execute.param_grads(model))
         recorder.detach()
         run = policy if noise_sample is None else noise_run(noise_sample)

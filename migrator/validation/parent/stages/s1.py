@@ -145,6 +145,10 @@ def _compare(ctx: StageContext, orig_status: SideStatus, mig_status: SideStatus
 
     if (built_row := built_check(orig_status.built, mig_status.built)) is not None:
         policy_checks += (built_row,)
+    from ..comparison.fused_args import fused_args_check
+
+    if (fused_row := fused_args_check(orig_status.module_eps, mig_status.fused_norms)) is not None:
+        policy_checks += (fused_row,)
     if dropout_row is not None:
         policy_checks += (dropout_row,)
     elif orig_status.dropout_active:
