@@ -378,7 +378,7 @@ def _noise_rounding(on: bool, seed: int) -> AbstractContextManager[Any]:
         return contextlib.nullcontext()
     from .stochastic_rounding import mode
 
-    return mode(seed)  # type: ignore[no-any-return]
+    return mode(seed)
 
 
 def nudge_weights(model: torch.nn.Module, seed: int) -> None:

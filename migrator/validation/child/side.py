@@ -88,10 +88,7 @@ class _SideRun:
                     self.phase = f"{policy} step {step}"
                     self._numeric_run(weights, policy, step, neutral)
             if job.side == "original" and "bf16" in job.policies:  # R's noise floor, from the original itself
-                for step in job.steps:
-                    for sample in range(stochastic_rounding.SAMPLES):
-                        self.phase = f"bf16 step {step}, stochastically rounded ({sample + 1})"
-                        self._numeric_run(weights, "bf16", step, neutral, noise_sample=sample)
+                self._noise_runs(weights, neutral)
             status["timings"]["runs"] = self.timer()
             if self.entry.make_optimizer is not None and job.optimizer:
                 self._optimizer_runs(weights, neutral)
@@ -178,6 +175,18 @@ class _SideRun:
             status["dropout"]["statistics"] = execute.dropout_census(self.entry, weights, first, self.device, job.seed,
                                                                      seeds=SEEDS)
         return neutral
+
+    def _noise_runs(self, weights: dict[str, torch.Tensor], neutral: bool) -> None:
+        """The original's bf16 steps again, every bf16 result rounded stochastically: R's noise floor. A run
+        that fails (an op the mode cannot take) ends the samples; the ratio then falls back to R alone."""
+        try:
+            for step in self.job.steps:
+                for sample in range(stochastic_rounding.SAMPLES):
+                    self.phase = f"bf16 step {step}, stochastically rounded ({sample + 1})"
+                    self._numeric_run(weights, "bf16", step, neutral, noise_sample=sample)
+        except Exception:  # noqa: BLE001 - the floor is optional; the program ran in every real run
+            self.recorder = None
+            self.status["runs"] = {k: v for k, v in self.status["runs"].items() if NOISE_SUFFIX not in k}
 
     def _numeric_run(self, weights: dict[str, torch.Tensor], policy: str, step: int, neutral: bool,
                      noise_sample: int | None = None) -> None:

@@ -44,6 +44,10 @@ def mode(seed: int) -> Any:
         return isinstance(value, torch.Tensor) and value.dtype == torch.bfloat16 and value.numel() > 0
 
     class StochasticRounding(TorchDispatchMode):
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            return False  # True wraps __torch_dispatch__ in torch._disable_dynamo: imports torch._dynamo (seconds)
+
         def __init__(self) -> None:
             super().__init__()
             self.generator = torch.Generator().manual_seed(seed)
