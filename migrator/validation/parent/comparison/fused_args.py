@@ -31,5 +31,6 @@ def fused_args_check(original_eps: Mapping[str, float], calls: Sequence[FusedNor
     modules = sorted({w.module for w, _ in wrong})
     where = c.module + (f" (and {len(modules) - 1} more module(s))" if len(modules) > 1 else "")
     return CheckRow(check=CHECK, status=Verdict.FAIL, tensors=len(compared), worst_tensor=c.module,
-                    message=f"RMSNorm eps: the port's {c.op} in {where} uses eps {S.format_value(c.eps)}{default}, "
-                            f"the original module holds eps {S.format_value(eps)}; pass epsilon={S.format_value(eps)}")
+                    message=f"RMSNorm eps: the port uses {S.format_value(c.eps)}{default}, the original "
+                            f"{S.format_value(eps)} ({c.op} in {where} vs the module's eps); "
+                            f"pass epsilon={S.format_value(eps)}")  # the words of localisation/fused_causes.py
