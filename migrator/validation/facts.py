@@ -95,6 +95,12 @@ class PhaseEvent:
 NOISE_SUFFIX = "~noise"
 
 
+def noise_run(sample: int) -> str:
+    """The policy name of the original's ``sample``-th stochastically rounded bf16 run (``runs["bf16~noise0/step0"]``):
+    R's per-tensor noise floor (child/stochastic_rounding.py, parent/comparison/graders.py)."""
+    return f"bf16{NOISE_SUFFIX}{sample}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainingFacts(PrecisionFacts):
     """One policy's k real training steps (``execute.train_updates`` plus the dump folder)."""

@@ -235,6 +235,16 @@ class BuiltTensor:
     digest: str = ""  # sha256 of an integer or bool tensor's values (exact: an index or mask buffer); "" for floats
 
 
+@dataclass(frozen=True)
+class FusedNormCall:
+    """One fused norm call (``npu_rms_norm``) of the side's first fp32 step (child/fused_args.py)."""
+
+    module: str  # the innermost module running it
+    op: str
+    eps: float
+    given: bool  # False: the op's own default
+
+
 @dataclass(frozen=True, kw_only=True)
 class SideStatus(Status):
     tree: str | None = None
@@ -248,6 +258,8 @@ class SideStatus(Status):
     train: Mapping[str, TrainingFacts] = field(default_factory=dict)  # policy -> its k training steps
     shared_root: str | None = None  # set in a recorded reference: the folder the paths above point into
     built: Mapping[str, BuiltTensor] = field(default_factory=dict)  # the model as built, before the shared weights
+    module_eps: Mapping[str, float] = field(default_factory=dict)  # module -> the eps it holds (as built)
+    fused_norms: tuple[FusedNormCall, ...] = ()  # fused norm calls of the first fp32 step, with their eps
 
 
 @dataclass(frozen=True, kw_only=True)

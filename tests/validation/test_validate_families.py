@@ -18,13 +18,7 @@ from tests.validation.families import harness, mamba, swin, tensor_parallel  # n
 
 FAMILIES = {f.name: f for f in (mamba.FAMILY, swin.FAMILY, tensor_parallel.FAMILY)}
 # open findings of bench/README.md's "Unseen program families" (strict: a fix makes them fail loudly)
-_BF16_RATIO = ("the bf16 ratio against R's single error sample fails a correct fused port (npu_swiglu rounds once "
-               "where the eager gate rounds twice): activation grads 2.9x R (limit 2)")
 KNOWN = {
-    **{("mamba", v): _BF16_RATIO for v in ("hand_port", "scan_broadcast", "conv_left_pad", "chunk_and_softplus",
-                                           "ema_lerp_inplace")},
-    ("mamba", "dt_scale_ignored"): "caught, but the cause named is the bf16-ratio false alarm, not 'state as built'",
-    ("mamba", "rms_eps_default"): "caught, but the cause named is the bf16-ratio false alarm, not npu_rms_norm's eps",
     ("mamba", "swiglu_halves_swapped"): "caught in the right module; npu_swiglu over dim=1 not named (cat vs mul)",
     ("tensor_parallel", "fused_gate_up_split_whole"): "S3 names mlp.down_proj: the rank-local activations between "
                                                       "are not compared",

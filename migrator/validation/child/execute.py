@@ -337,18 +337,19 @@ def train_updates(entry: Entry, weights: Tensors, batches: list[Any], device: st
     for step in range(TRAIN_STEPS):
         data = prepare_batch(batches[step % len(batches)], device, policy, bf16_policy)
         args, kwargs = model_inputs(entry, data)
-        with autocast(policy, bf16_policy, device), dropout_context(model, neutral):
-            loss = entry.loss_fn(model(*args, **kwargs), data)
-        facts["losses"].append(float(loss.detach().float()))
-        if entry.train_step is not None:
-            before = current_scale(scaler)
-            entry.train_step(model, optimizer, loss, scaler)
-            if scaler is not None:
-                trajectory.after_update(scaler, before)
-        else:
-            loss.backward()
-            optimizer.step()
-            clear_grads(optimizer, "optimizer")
+        with _noise_rounding(perturb and policy == "bf16", seed * 1000 + 500 + step):
+            with autocast(policy, bf16_policy, device), dropout_context(model, neutral):
+                loss = entry.loss_fn(model(*args, **kwargs), data)
+            facts["losses"].append(float(loss.detach().float()))
+            if entry.train_step is not None:
+                before = current_scale(scaler)
+                entry.train_step(model, optimizer, loss, scaler)
+                if scaler is not None:
+                    trajectory.after_update(scaler, before)
+            else:
+                loss.backward()
+                optimizer.step()
+                clear_grads(optimizer, "optimizer")
         if step == 0:
             probe.detach()
             facts["policy"] = probe.facts(model)
@@ -368,6 +369,16 @@ def train_updates(entry: Entry, weights: Tensors, batches: list[Any], device: st
 
 
 NUDGE = 2.0**-22  # relative: two fp32 ulps, far below any bf16 rounding
+
+
+def _noise_rounding(on: bool, seed: int) -> AbstractContextManager[Any]:
+    """The bf16 noise floor run's rounding: every bf16 result rounded stochastically (a nudge of two fp32 ulps
+    leaves bf16 roundings as they were, so that run's errors equalled R's)."""
+    if not on:
+        return contextlib.nullcontext()
+    from .stochastic_rounding import mode
+
+    return mode(seed)
 
 
 def nudge_weights(model: torch.nn.Module, seed: int) -> None:

@@ -8,15 +8,16 @@ The original's dropout decides for both sides: neutralised in every numeric run 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..facts import NOISE_SUFFIX
+from ..facts import NOISE_SUFFIX, noise_run
 from ..records import SideJob
-from . import built_state, execute
+from . import built_state, execute, fused_args, stochastic_rounding
 from .dropout import SEEDS
 from .handoff import READY, _mark_failed, _wait_for
 
@@ -86,6 +87,8 @@ class _SideRun:
                 for step in job.steps:
                     self.phase = f"{policy} step {step}"
                     self._numeric_run(weights, policy, step, neutral)
+            if job.side == "original" and "bf16" in job.policies:  # R's noise floor, from the original itself
+                self._noise_runs(weights, neutral)
             status["timings"]["runs"] = self.timer()
             if self.entry.make_optimizer is not None and job.optimizer:
                 self._optimizer_runs(weights, neutral)
@@ -106,6 +109,7 @@ class _SideRun:
         determinism.seed_all(job.seed)
         model = entry.make_model(dropout=0.0)
         status["built"] = built_state.describe(model)
+        status["module_eps"] = fused_args.module_eps(model)
         status["dropout_active"] = determinism.dropout_modules(model)
         weights = execute.round_weights(model)
         del model
@@ -134,7 +138,10 @@ class _SideRun:
         from .. import determinism
 
         determinism.seed_all(job.seed)  # this side's own model from the seed, as the original built its own
-        status["built"] = built_state.describe(self.entry.make_model(dropout=0.0))
+        own_model = self.entry.make_model(dropout=0.0)
+        status["built"] = built_state.describe(own_model)
+        status["module_eps"] = fused_args.module_eps(own_model)
+        del own_model
         weights = execute.load_tensors(os.path.join(shared, WEIGHTS))
         status["weights_sha256"] = execute.tensor_hash(weights)
         status["batch_sha256"] = {}
@@ -169,8 +176,22 @@ class _SideRun:
                                                                      seeds=SEEDS)
         return neutral
 
-    def _numeric_run(self, weights: dict[str, torch.Tensor], policy: str, step: int, neutral: bool) -> None:
-        """One recorded forward/backward of ``step`` under ``policy``."""
+    def _noise_runs(self, weights: dict[str, torch.Tensor], neutral: bool) -> None:
+        """The original's bf16 steps again, every bf16 result rounded stochastically: R's noise floor. A run
+        that fails (an op the mode cannot take) ends the samples; the ratio then falls back to R alone."""
+        try:
+            for step in self.job.steps:
+                for sample in range(stochastic_rounding.SAMPLES):
+                    self.phase = f"bf16 step {step}, stochastically rounded ({sample + 1})"
+                    self._numeric_run(weights, "bf16", step, neutral, noise_sample=sample)
+        except Exception:  # noqa: BLE001 - the floor is optional; the program ran in every real run
+            self.recorder = None
+            self.status["runs"] = {k: v for k, v in self.status["runs"].items() if NOISE_SUFFIX not in k}
+
+    def _numeric_run(self, weights: dict[str, torch.Tensor], policy: str, step: int, neutral: bool,
+                     noise_sample: int | None = None) -> None:
+        """One recorded forward/backward of ``step`` under ``policy`` (with ``noise_sample``: every bf16 result
+        rounded stochastically, :mod:`.stochastic_rounding`)."""
         from .. import determinism
         from .recorder import Recorder
 
@@ -180,14 +201,22 @@ class _SideRun:
         model = execute.build_model(self.entry, weights, device, policy, bf16_policy)
         recorder = self.recorder = Recorder(model, max_bytes=job.max_bytes).attach()
         data = execute.prepare_batch(batch, device, policy, bf16_policy)
-        with execute.dropout_context(model, neutral):
+        rounding = contextlib.nullcontext() if noise_sample is None else \
+            stochastic_rounding.mode(job.seed * 1000 + step * 10 + noise_sample)
+        fused_norms: list[dict[str, Any]] = []
+        first_fp32 = policy == "fp32" and step == job.steps[0]
+        probe = fused_args.fused_norm_calls(model, fused_norms) if first_fp32 else contextlib.nullcontext()
+        with execute.dropout_context(model, neutral), rounding, probe:
             execute.forward_backward(self.entry, model, model, data, policy, bf16_policy, device, recorder)
+        if first_fp32:
+            self.status["fused_norms"] = fused_norms
         recorder.record_param_grads(execute.param_grads(model))
         recorder.detach()
-        run_dir = os.path.join(job.out, policy, f"step{step}", "rank0")
+        run = policy if noise_sample is None else noise_run(noise_sample)
+        run_dir = os.path.join(job.out, run, f"step{step}", "rank0")
         recorder.save(run_dir, {"side": job.side, "policy": policy, "bf16_policy": bf16_policy, "step": step,
-                                "rank": 0, "device": device})
-        self.status["runs"][f"{policy}/step{step}"] = run_dir
+                                "rank": 0, "device": device, **({} if noise_sample is None else {"rounding": "stochastic"})})
+        self.status["runs"][f"{run}/step{step}"] = run_dir
         self.recorder = None
 
     def _optimizer_runs(self, weights: dict[str, torch.Tensor], neutral: bool) -> None:

@@ -16,6 +16,8 @@ Tensors are matched by their class-free match key (see :mod:`.recorder`). For ev
   every activation), measured on samples/gpt: with 4096-element activations whose bf16 errors
   are correlated (one rounding spreads over a row), EB(T, G) reached 0.126 and EB(R, G) 0.110 on
   correct migrations, so EB is sampling noise there; EB(T, R) is still reported as a column;
+* R's error is floored by the original's stochastically rounded runs (``reference_noise``,
+  :class:`~.thresholds.ReferenceNoise`): the denominator is the largest of the samples of R's error;
 * without R: the absolute bounds rel_l2(T16, G) ≤ 0.02 (activations) / 0.1 (grads) — and the
   result says so;
 * NaN/Inf in T where G has none fails, naming the first such tensor;
@@ -27,7 +29,8 @@ Runs are read from their ``dump.json`` events (:class:`~..dumps.DumpEvent`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -179,9 +182,9 @@ def unmatched_verdict(out: Comparison, event: DumpEvent, category: str, order: i
 
 def compare_runs(golden: Run, reference: Run | None, target_fp32: Run | None, target_bf16: Run | None, *,
                  label: str = "", th: Thresholds = DEFAULT_THRESHOLDS, cross_device: bool = False,
-                 gate_unmatched: bool = False) -> Comparison:
+                 gate_unmatched: bool = False, reference_noise: Sequence[Run] = ()) -> Comparison:
     """Verdicts for every tensor of the run under test (target_bf16, else target_fp32). See the module
-    docstring.
+    docstring; ``reference_noise``: the original's stochastically rounded bf16 runs (R's noise floor).
 
     ``gate_unmatched``: both runs are one whole model (S1, script mode), so a tensor present on one
     side only or with another shape fails; across ranks (S2, S3) sharded tensors differ by design
@@ -191,7 +194,27 @@ def compare_runs(golden: Run, reference: Run | None, target_fp32: Run | None, ta
         return Comparison()
     comparer = _Comparer(golden, reference, target_fp32, target_bf16, under_test, label=label, th=th,
                          fp32=th.fp32.for_devices(cross_device), gate_unmatched=gate_unmatched)
+    comparer.noise = _same_path(reference, reference_noise, comparer.out, label)
     return comparer.compare()
+
+
+def _same_path(reference: Run | None, noise: Sequence[Run], out: Comparison, label: str) -> list[Run]:
+    """The noise runs whose integer tensors (routing indices, counts) equal R's: a sample that took another
+    discrete path measures that path, not rounding."""
+    if reference is None or not noise:
+        return []
+    import torch
+
+    kept = []
+    for run in noise:
+        exact = [(r, run.tensor(e.match)) for e in reference.events
+                 if (r := reference.tensor(e.match)) is not None and not r.is_floating_point()]
+        if all(n is not None and tuple(n.shape) == tuple(r.shape) and bool(torch.equal(n, r)) for r, n in exact):
+            kept.append(run)
+    if len(kept) < len(noise):
+        out.notes.append(f"{label}{len(noise) - len(kept)} of {len(noise)} stochastically rounded runs of the original "
+                         "took another discrete path (routing, counts): not used as R's noise floor")
+    return kept
 
 
 class _Comparer:
@@ -203,6 +226,7 @@ class _Comparer:
         self.under_test = under_test
         self.label, self.th, self.fp32, self.gate = label, th, fp32, gate_unmatched
         self.out = Comparison()
+        self.noise: list[Run] = []  # the original's stochastically rounded bf16 runs (R's noise floor)
         self.dtype_diffs: list[tuple[bool, str]] = []  # (narrower than the original's, which tensor)
         self.forward_compared = 0
         # decided once every tensor is compared (fused away or unmatched): fused.resolve
@@ -279,7 +303,8 @@ class _Comparer:
             return
         x = Tensors(golden=g, under_test=t, bf16=self.target_bf16 is self.under_test,
                     target_fp32=_same_shape(self.target_fp32.tensor(match), g) if self.target_fp32 else None,
-                    reference=_same_shape(self.reference.tensor(match), g) if self.reference else None)
+                    reference=_same_shape(self.reference.tensor(match), g) if self.reference else None,
+                    noise_floor=self._noise_floor(match, g, category))
         mask_encoding = x.target_fp32 is not None and str(x.target_fp32.dtype) == "torch.bool"  # a float mask as bool
         if category == "routing" or not g.is_floating_point() or mask_encoding:
             graded = grade_exact(x, self.th.exact)
@@ -290,6 +315,14 @@ class _Comparer:
                 self._bf16_facts(x, event, category, graded)
                 grade_bf16(x, category, self.th, graded)
         self._add(event, category, order, graded.checks, graded.columns)
+
+    def _noise_floor(self, match: str, g: Any, category: str) -> float:
+        """The largest of R's error as the stochastically rounded runs measure it (0 without them)."""
+        if not self.noise or category in ("loss", "optimizer", "routing") or not g.is_floating_point():
+            return 0.0
+        errors = [M.rel_l2(n, g) for run in self.noise if (n := _same_shape(run.tensor(match), g)) is not None]
+        finite = [e for e in errors if math.isfinite(e)]
+        return self.th.noise.stochastic_scale * max(finite) if finite else 0.0
 
     def _bf16_facts(self, x: Tensors, event: DumpEvent, category: str, graded: Graded) -> None:
         """What the bf16 run shows besides the values: its dtype against the original's, NaN/Inf."""

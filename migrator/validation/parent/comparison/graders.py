@@ -11,6 +11,7 @@ torch is imported only by :mod:`..metrics` when a grader runs.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,7 @@ class Tensors:
     target_fp32: Any | None
     reference: Any | None
     bf16: bool  # ``under_test`` is the migrated bf16 run (the bf16 checks apply)
+    noise_floor: float = 0.0  # R's error measured again on the original's stochastically rounded runs (0: none)
 
     @property
     def ref(self) -> Any:
@@ -127,7 +129,9 @@ def _ratio(x: Tensors) -> tuple[float, dict[str, float]]:
     own = M.rel_l2(x.ref, x.golden)
     columns = dict(M.report_columns(x.under_test, x.ref))
     columns.update(rel_l2_vs_golden=error, rel_l2_ref_vs_golden=own)
-    return M.ratio(error, own), columns
+    if x.noise_floor > 0.0:
+        columns.update(ref_noise_floor=x.noise_floor)
+    return M.ratio(error, max(own if math.isfinite(own) else 0.0, x.noise_floor)), columns
 
 
 def grade_bf16(x: Tensors, category: str, th: Thresholds, out: Graded) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from ...facts import NOISE_SUFFIX, CheckRow, TrainingFacts
+from ...facts import NOISE_SUFFIX, CheckRow, TrainingFacts, noise_run
 from ...records import Side, SideJob, SideStatus, Status, other_tree
 from ...verdict import Verdict
 from ..comparison.compare import Comparison, Run, compare_optimizer, compare_runs
@@ -127,7 +127,8 @@ def _compare(ctx: StageContext, orig_status: SideStatus, mig_status: SideStatus
         comparison.extend(compare_runs(golden, Run.load(orig_status.runs.get(f"bf16/{key}")),
                                        Run.load(mig_status.runs.get(f"fp32/{key}")),
                                        Run.load(mig_status.runs.get(f"bf16/{key}")),
-                                       label=f"{key}/", cross_device=cross, gate_unmatched=True))
+                                       label=f"{key}/", cross_device=cross, gate_unmatched=True,
+                                       reference_noise=_noise_runs(orig_status, key)))
     _compare_optimizers(comparison, notes, orig_status, mig_status, cross)
     policy_checks = _training(comparison, notes, orig_status.train, mig_status.train, cross, ctx)
     own = mig_status.own_batch_sha256
@@ -144,6 +145,10 @@ def _compare(ctx: StageContext, orig_status: SideStatus, mig_status: SideStatus
 
     if (built_row := built_check(orig_status.built, mig_status.built)) is not None:
         policy_checks += (built_row,)
+    from ..comparison.fused_args import fused_args_check
+
+    if (fused_row := fused_args_check(orig_status.module_eps, mig_status.fused_norms)) is not None:
+        policy_checks += (fused_row,)
     if dropout_row is not None:
         policy_checks += (dropout_row,)
     elif orig_status.dropout_active:
@@ -156,6 +161,16 @@ def _compare(ctx: StageContext, orig_status: SideStatus, mig_status: SideStatus
         "devices": {"original": orig_status.device, "migrated": mig_status.device},
     })
     return comparison, notes, policy_checks, dropout_row
+
+
+def _noise_runs(orig_status: SideStatus, key: str) -> list[Run]:
+    """The original's stochastically rounded bf16 runs of this step (none from an older recording)."""
+    runs = []
+    sample = 0
+    while (run_dir := orig_status.runs.get(f"{noise_run(sample)}/{key}")) is not None:
+        runs.append(required_run(run_dir, f"original {noise_run(sample)}/{key}"))
+        sample += 1
+    return runs
 
 
 def _compare_optimizers(comparison: Comparison, notes: list[str], orig_status: SideStatus, mig_status: SideStatus,
