@@ -9,6 +9,12 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# `pytest -n auto` runs one worker per core, and each validate run adds children: torch's default of one
+# intra-op thread per core oversubscribes the box, and its threads then wait on each other (an
+# elementwise op on 2 threads under load measured ~100x the CPU of 1 thread). One thread per process.
+for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+
 # A shell without job control starts a background job with SIGINT ignored, and every child would
 # inherit that (Python then never raises KeyboardInterrupt): the Ctrl-C tests need the default.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:

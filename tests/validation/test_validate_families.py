@@ -3,7 +3,7 @@ tests/validation/families): a Mamba selective-scan LM, a Swin shifted-window sta
 tensor-parallel decoder (S1 and S3). Each family's `migrate fix` port, hand port to the torch_npu fused
 ops and algebraically equal refactors must pass; each seeded slip (init, buffers, optimizer, masks,
 fused-op arguments, tensor-parallel plumbing) must fail naming its cause. The original side is recorded
-once per family and module; every variant compares one step against it."""
+once per family and test run (shared by the xdist workers); every variant compares one step against it."""
 
 from __future__ import annotations
 
@@ -29,33 +29,34 @@ CASES = [pytest.param(f.name, v.name, id=f"{f.name}-{v.name}",
          for f in FAMILIES.values() for v in f.variants]
 
 
-@pytest.fixture(scope="module")
-def recorded(tmp_path_factory) -> dict[str, tuple[Path, Path, Path]]:
-    """Per family, recorded on first use: (folder, the original tree, its reference side)."""
-    return {}
+OUTCOMES: dict[tuple[str, str], harness.Outcome] = {}  # this worker's runs: the hand port's two tests share one
 
 
-def _outcome(recorded, family_name: str, variant_name: str, tmp_path_factory) -> harness.Outcome:
-    family = FAMILIES[family_name]
-    if family_name not in recorded:
-        root = tmp_path_factory.mktemp(f"family-{family_name}")
-        recorded[family_name] = (root, *harness.record(family, root))
-    root, original, reference = recorded[family_name]
-    return harness.run_variant(family, family.variant(variant_name), root, original, reference)
+def _outcome(validate_tmp: Path, family_name: str, variant_name: str, tmp_path_factory) -> harness.Outcome:
+    """One variant against its family's original, recorded once per test run (every xdist worker reuses it)."""
+    from tests.validation.conftest import _once
+
+    if (family_name, variant_name) not in OUTCOMES:
+        family = FAMILIES[family_name]
+        shared = _once(validate_tmp / f"family-{family_name}", lambda dest: harness.record(family, dest))
+        root = tmp_path_factory.mktemp(f"{family_name}-{variant_name}")
+        OUTCOMES[family_name, variant_name] = harness.run_variant(
+            family, family.variant(variant_name), root, shared / "original", shared / "reference")
+    return OUTCOMES[family_name, variant_name]
 
 
 @pytest.mark.parametrize("family_name", [pytest.param(name, marks=[pytest.mark.xfail(strict=True, reason=KNOWN[(name, "hand_port")])]
                                                       if (name, "hand_port") in KNOWN else []) for name in FAMILIES])
-def test_the_hand_port_passes(family_name, recorded, tmp_path_factory):
-    outcome = _outcome(recorded, family_name, "hand_port", tmp_path_factory)
+def test_the_hand_port_passes(family_name, validate_tmp, tmp_path_factory):
+    outcome = _outcome(validate_tmp, family_name, "hand_port", tmp_path_factory)
     assert outcome.got == "pass", f"{family_name}: a correct hand port failed {outcome.stage}: {outcome.cause}"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("family_name", "variant_name"), CASES)
-def test_each_variant_gets_its_verdict_and_cause(family_name, variant_name, recorded, tmp_path_factory):
+def test_each_variant_gets_its_verdict_and_cause(family_name, variant_name, validate_tmp, tmp_path_factory):
     case = (family_name, variant_name)
-    outcome = _outcome(recorded, *case, tmp_path_factory)
+    outcome = _outcome(validate_tmp, *case, tmp_path_factory)
     variant = outcome.variant
     assert outcome.got == variant.expected, f"{case} ({variant.what}): expected {variant.expected}, got {outcome.got} " \
                                             f"in {outcome.stage}: {outcome.cause}"
