@@ -19,6 +19,7 @@ from migrator.catalogue import units
 from migrator.catalogue.loader import Catalogue, Rule, SymbolMatch
 from migrator.catalogue.patterns import CUDA_ACCELERATORS, accepted_names, lists_npu
 from migrator.engine.bindings import Bindings
+from migrator.engine.fast_visitor import FastVisitor
 from migrator.engine.sites import dotted
 from migrator.engine.source import SourceText
 from migrator.engine.statements import guarded_imports, import_library, iter_statements
@@ -125,7 +126,7 @@ class CheckerFacade:
         return self._checker.bindings.module_calls()
 
 
-class PythonChecker(ast.NodeVisitor):
+class PythonChecker(FastVisitor):
     def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST, build_file: bool = False,
                  package_init: bool = False):
         self.catalogue = catalogue
@@ -267,7 +268,7 @@ class PythonChecker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
-        if isinstance(node.ctx, ast.Load):
+        if node.id in self.aliases and isinstance(node.ctx, ast.Load):  # no import binds it: nothing to resolve
             self.report_symbol(node)
 
     def visit_For(self, node: ast.For | ast.AsyncFor | ast.While) -> None:

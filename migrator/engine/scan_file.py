@@ -24,7 +24,7 @@ from migrator.engine.cuda_file import cuda_file_note
 from migrator.engine.extension_calls import extension_sites
 from migrator.engine.extension_facts import ExtensionFacts
 from migrator.engine.markers import unattributed
-from migrator.engine.python_checker import check_module
+from migrator.engine.python_checker import PythonChecker, check_module
 from migrator.engine.source import ParseFailure, SourceText, UnreadableSource, decode_python, decode_text, parse_python
 from migrator.engine.suppress import Directives, parse_directives, with_continued_lines
 from migrator.ground.config import RuleSelector
@@ -201,14 +201,27 @@ def scan_bytes(data: bytes, rel: str, kind: str, options: ScanOptions) -> FileRe
     return judged_scan(data, rel, kind, options)[0]
 
 
-def judged_scan(data: bytes, rel: str, kind: str, options: ScanOptions) -> tuple[FileResult, bool]:
-    """The file's result, and whether a verdict in it would change with other `training_dtypes`."""
+def judged_scan(data: bytes, rel: str, kind: str, options: ScanOptions,
+                memo: CheckMemo | None = None) -> tuple[FileResult, bool]:
+    """The file's result, and whether a verdict in it would change with other `training_dtypes`.
+    Scans of the same bytes with other training dtypes pass one `memo`: they share the parse and the check."""
     catalogue = load_catalogue()
     scan = FileScan(rel, catalogue, options.selector_for(rel), options, kind)
-    return _scan_bytes(scan, data), scan.training_sensitive
+    return _scan_bytes(scan, data, memo), scan.training_sensitive
 
 
-def _scan_bytes(scan: FileScan, data: bytes) -> FileResult:
+class CheckMemo:
+    """One Python module's parse and check, kept for the scans of the same bytes that differ only in
+    training dtypes (only the op verdicts, `coverage_hits`, depend on them)."""
+
+    __slots__ = ("tree", "checker")
+
+    def __init__(self) -> None:
+        self.tree: ast.Module | ParseFailure | None = None
+        self.checker: PythonChecker | None = None
+
+
+def _scan_bytes(scan: FileScan, data: bytes, memo: CheckMemo | None = None) -> FileResult:
     rel, kind = scan.rel, scan.kind
     early = _without_decoding(scan, data)
     if early is not None:
@@ -221,7 +234,7 @@ def _scan_bytes(scan: FileScan, data: bytes) -> FileResult:
     directives = parse_directives(source.lines)
     if directives.skip_file:
         return FileResult(rel, skipped="`# migrate: skip-file` directive")
-    checked = _check_by_kind(scan, source, data)
+    checked = _check_by_kind(scan, source, data, memo)
     if isinstance(checked, FileResult):
         return checked
     ops, quiet_lines, own_names = checked
@@ -247,12 +260,12 @@ def _without_decoding(scan: FileScan, data: bytes) -> FileResult | None:
 
 
 def _check_by_kind(
-    scan: FileScan, source: SourceText, data: bytes
+    scan: FileScan, source: SourceText, data: bytes, memo: CheckMemo | None = None
 ) -> FileResult | PythonFacts:
     """Findings into `scan` by the file's kind; what the marker search needs, or the result when checking stops early."""
     rel, kind = scan.rel, scan.kind
     if kind == "python":
-        parsed = _check_python(scan, source, data)
+        parsed = _check_python(scan, source, data, memo)
         return FileResult(rel, tuple(scan.findings)) if parsed is None else parsed
     if kind == "config":
         try:
@@ -386,8 +399,9 @@ class PythonFacts(NamedTuple):
     own_names: frozenset[str] = frozenset()  # helpers the fix inserted: their uses are no markers
 
 
-def _check_python(scan: FileScan, source: SourceText, data: bytes) -> PythonFacts | None:
-    tree = parse_python(data, scan.rel)
+def _check_python(scan: FileScan, source: SourceText, data: bytes, memo: CheckMemo | None = None) -> PythonFacts | None:
+    memo = memo or CheckMemo()
+    tree = memo.tree = memo.tree or parse_python(data, scan.rel)
     if isinstance(tree, ParseFailure):
         scan.meta("parse-error", f"cannot parse {scan.rel}: {tree.why}", tree.line, tree.column)
         return None
@@ -396,8 +410,9 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes) -> PythonFact
     if not PREFILTER.search(data):
         return PythonFacts((), set())  # parsed (so syntax errors are reported) but nothing to look for
     try:
-        checker = check_module(tree, source, scan.catalogue, scan.enabled, scan.options.target, is_build_file(scan.rel),
-                               is_package_init(scan.rel))
+        checker = memo.checker = memo.checker or check_module(
+            tree, source, scan.catalogue, scan.enabled, scan.options.target, is_build_file(scan.rel),
+            is_package_init(scan.rel))
     except RecursionError:
         scan.meta("parse-error", f"cannot check {scan.rel}: its expressions nest too deeply to walk "
                                  f"(over Python's recursion limit of {sys.getrecursionlimit()})")

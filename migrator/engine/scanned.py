@@ -15,7 +15,7 @@ from itertools import combinations
 from pathlib import Path
 
 from migrator.catalogue.coverage._dtypes import TRAINING_DTYPES, training_dtypes
-from migrator.engine.scan_file import ScanOptions, judged_scan, read_for_scan
+from migrator.engine.scan_file import CheckMemo, ScanOptions, judged_scan, read_for_scan
 from migrator.ground.model import FileResult
 
 #: every non-empty set of training dtypes, in `TRAINING_DTYPES` order
@@ -47,13 +47,14 @@ def scan_one(path: Path, rel: str, kind: str, options: ScanOptions, data: bytes 
             return ScannedFile(read)
         data = read
     base_options = replace(options, training_dtypes=())
-    base, sensitive = judged_scan(data, rel, kind, base_options)
+    memo = CheckMemo()  # the variants below share the base scan's parse and check
+    base, sensitive = judged_scan(data, rel, kind, base_options, memo)
     evidence = training_dtypes([data])
     if not sensitive:
         return ScannedFile(base, evidence)
     variants = []
     for dtypes in TRAINING_SETS:
-        result, _ = judged_scan(data, rel, kind, replace(options, training_dtypes=dtypes))
+        result, _ = judged_scan(data, rel, kind, replace(options, training_dtypes=dtypes), memo)
         if result != base:
             variants.append((dtypes, result))
     return ScannedFile(base, evidence, tuple(variants))
