@@ -71,9 +71,9 @@ CUDA_EXTENSION_MODULE = re.compile(r"^\w*(_cuda|_cuda_lib|_cuda_ext|cuda_ext)$")
 
 
 
-def docstrings(tree: ast.AST) -> list[ast.Constant]:
+def docstrings(tree: ast.AST, statements: Iterable[ast.stmt] | None = None) -> list[ast.Constant]:
     out = []
-    for node in (tree, *iter_statements(tree)):
+    for node in (tree, *(iter_statements(tree) if statements is None else statements)):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
@@ -82,10 +82,10 @@ def docstrings(tree: ast.AST) -> list[ast.Constant]:
     return out
 
 
-def collect_aliases(tree: ast.AST) -> dict[str, set[str]]:
+def collect_aliases(tree: ast.AST, statements: Iterable[ast.stmt] | None = None) -> dict[str, set[str]]:
     """Local name -> qualified names, from every import statement anywhere in the module."""
     aliases: dict[str, set[str]] = defaultdict(set)
-    for node in iter_statements(tree):
+    for node in iter_statements(tree) if statements is None else statements:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
@@ -134,9 +134,10 @@ class PythonChecker(FastVisitor):
         self.build_file = build_file  # setup.py: string fixes are declined (`catalogue.site.is_build_file`)
         self.package_init = package_init  # __init__.py: its module-level imports are re-exports
         self.enabled = enabled
-        self.aliases = collect_aliases(tree)
-        self.guarded = guarded_imports(tree)
-        self.docstring_nodes = docstrings(tree)
+        statements = list(iter_statements(tree))  # one walk for the three passes over every statement
+        self.aliases = collect_aliases(tree, statements)
+        self.guarded = guarded_imports(tree, statements)
+        self.docstring_nodes = docstrings(tree, statements)
         self.docstrings = {id(n) for n in self.docstring_nodes}
         self.own_helpers = own_helpers(tree)  # inserted by `migrate fix` (marked): no findings, no markers
         self.own_helper_ids = {id(n) for n in self.own_helpers}
@@ -178,8 +179,13 @@ class PythonChecker(FastVisitor):
 
     # -- name resolution ------------------------------------------------------------------
     def qualnames(self, node: ast.AST) -> set[str]:
+        root = node
+        while type(root) is ast.Attribute:
+            root = root.value  # type: ignore[attr-defined]
+        if type(root) is not ast.Name or root.id not in self.aliases:  # type: ignore[attr-defined]
+            return set()  # most chains (`self.x.y`) start at a name no import binds: no list built for them
         parts = dotted(node)
-        if not parts or parts[0] not in self.aliases:
+        if not parts:
             return set()
         rest = ".".join(parts[1:])
         return {f"{base}.{rest}" if rest else base for base in self.aliases[parts[0]]}
