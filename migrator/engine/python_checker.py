@@ -9,10 +9,9 @@ functions and try/except) and treated as sets: a name bound by two imports resol
 from __future__ import annotations
 
 import ast
-import bisect
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from migrator.catalogue import units
@@ -20,6 +19,7 @@ from migrator.catalogue.loader import Catalogue, Rule, SymbolMatch
 from migrator.catalogue.patterns import CUDA_ACCELERATORS, accepted_names, lists_npu
 from migrator.engine.bindings import Bindings
 from migrator.engine.fast_visitor import FastVisitor
+from migrator.engine.module_passes import advise, triton
 from migrator.engine.sites import dotted
 from migrator.engine.source import SourceText
 from migrator.engine.statements import guarded_imports, import_library, iter_statements
@@ -181,8 +181,8 @@ class PythonChecker(FastVisitor):
     def qualnames(self, node: ast.AST) -> set[str]:
         root = node
         while type(root) is ast.Attribute:
-            root = root.value  # type: ignore[attr-defined]
-        if type(root) is not ast.Name or root.id not in self.aliases:  # type: ignore[attr-defined]
+            root = root.value
+        if type(root) is not ast.Name or root.id not in self.aliases:
             return set()  # most chains (`self.x.y`) start at a name no import binds: no list built for them
         parts = dotted(node)
         if not parts:
@@ -331,7 +331,9 @@ class PythonChecker(FastVisitor):
 
     def claim_strings(self, node: ast.AST | None) -> None:
         """Strings of a type expression (`Literal["cpu", "cuda"]`, an annotation): names, not device selections."""
-        for n in ast.walk(node) if node is not None else ():
+        if node is None or type(node) is ast.Name:  # most annotations: a plain name holds no string
+            return
+        for n in ast.walk(node):
             if isinstance(n, ast.Constant) and isinstance(n.value, str):
                 self.claim(n)
 
@@ -437,68 +439,7 @@ def check_module(
 
     checker = PythonChecker(catalogue, enabled, tree, build_file, package_init)
     checker.visit(tree)
-    _advise(tree, source.text, checker)
-    _triton(tree, checker)
+    advise(tree, source.text, checker)
+    triton(tree, checker)
     precheck_hits(checker, source, tree, target)
     return checker
-
-
-# a hand-written pattern a fused op replaces names one of these (the eager attention its softmax)
-FUSION_WORDS = ("rsqrt", "silu", "rotate_half", "softmax")
-
-
-def _advise(tree: ast.AST, text: str, checker: PythonChecker) -> None:
-    """The advice families (fusion, perf): whole-function patterns, so a pass of their own over the tree,
-    skipped where the module's text cannot hold them (they cost more than the rest of the scan otherwise)."""
-    from migrator.engine import fusion_attention, fusion_checker, perf_checker
-
-    def on(family: str) -> bool:
-        return any(checker.enabled(r) for r in checker.catalogue.by_family(family))
-
-    def emit(impl: str, node: ast.AST, symbol: str, replacement: str) -> None:
-        checker.emit_impl(impl, node, symbol, replacement)
-
-    if on("fusion") and any(word in text for word in FUSION_WORDS):
-        mentions = _lines_naming(text, FUSION_WORDS, checker.aliases)
-        for func in checker.functions:
-            if not mentions.within(func.lineno, func.end_lineno or func.lineno):
-                continue  # no word of a pattern in this function's lines: nothing to build a Body for
-            fusion_checker.detect_all(fusion_checker.Body(func, checker.qualnames), emit, fusion_attention.attention)
-    if on("perf"):
-        perf_checker.check(tree, text, checker.qualnames, emit,
-                           perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines))
-
-
-class _LineSet:
-    """Sorted line numbers; whether any lies in a closed range (one bisect)."""
-
-    def __init__(self, lines: list[int]) -> None:
-        self.lines = lines
-
-    def within(self, first: int, last: int) -> bool:
-        i = bisect.bisect_left(self.lines, first)
-        return i < len(self.lines) and self.lines[i] <= last
-
-
-def _lines_naming(text: str, words: tuple[str, ...], aliases: Mapping[str, Iterable[str]]) -> _LineSet:
-    """The lines holding one of `words`, or a local name imported as something that holds one
-    (`from torch import rsqrt as r`)."""
-    names = set(words) | {local for local, bound in aliases.items() if any(w in b for b in bound for w in words)}
-    pattern = re.compile("|".join(sorted(map(re.escape, names), key=len, reverse=True)))
-    starts = [m.start() for m in re.finditer("\n", text)]
-    return _LineSet(sorted({bisect.bisect_right(starts, m.start()) + 1 for m in pattern.finditer(text)}))
-
-
-def _triton(tree: ast.AST, checker: PythonChecker) -> None:
-    """Triton kernels and their launches, construct by construct (KERN016-KERN020)."""
-    from migrator.engine import triton_kernels, triton_launch
-
-    if not checker.aliases.keys() or not any("triton" in b for bs in checker.aliases.values() for b in bs):
-        return
-
-    def emit(impl: str, node: ast.AST, symbol: str, replacement: str, /, **extra: Any) -> None:
-        checker.emit_impl(impl, node, symbol, replacement, **{k: v for k, v in extra.items() if v is not None})
-
-    kernels = triton_kernels.check_module(tree, checker.qualnames, emit)
-    triton_launch.check_configs(tree, checker.qualnames, emit)
-    triton_launch.check_launches(tree, kernels, checker.qualnames, emit)
