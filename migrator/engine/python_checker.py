@@ -19,9 +19,7 @@ from migrator.catalogue.loader import Catalogue, Rule, SymbolMatch
 from migrator.catalogue.patterns import CUDA_ACCELERATORS, accepted_names, lists_npu
 from migrator.engine.bindings import Bindings
 from migrator.engine.fast_visitor import FastVisitor
-from migrator.engine.module_passes import advise, triton
 from migrator.engine.sites import dotted
-from migrator.engine.source import SourceText
 from migrator.engine.statements import guarded_imports, import_library, iter_statements
 from migrator.ground.own_code import own_helpers
 
@@ -428,18 +426,3 @@ class PythonChecker(FastVisitor):
                 for c in ast.walk(sources)
             ):
                 self.emit_impl("cuda-extension-build", node, "load(sources=[*.cu])")
-
-
-def check_module(
-    tree: ast.AST, source: SourceText, catalogue: Catalogue, enabled: Callable[[Rule], bool], target: str = "npu",
-    build_file: bool = False, package_init: bool = False,
-) -> PythonChecker:
-    """Every rule's hits in the module; a hit its rule's precheck declines carries the reason."""
-    from migrator.engine.sites import precheck_hits
-
-    checker = PythonChecker(catalogue, enabled, tree, build_file, package_init)
-    checker.visit(tree)
-    advise(tree, source.text, checker)
-    triton(tree, checker)
-    precheck_hits(checker, source, tree, target)
-    return checker

@@ -20,7 +20,8 @@ from migrator.engine.cuda_file import cuda_file_note
 from migrator.engine.extension_calls import extension_sites
 from migrator.engine.file_scan import FileScan, ScanOptions
 from migrator.engine.markers import unattributed
-from migrator.engine.python_checker import PythonChecker, check_module
+from migrator.engine.module_check import check_module
+from migrator.engine.python_checker import PythonChecker
 from migrator.engine.source import ParseFailure, SourceText, UnreadableSource, decode_python, decode_text, parse_python
 from migrator.engine.suppress import Directives, parse_directives, with_continued_lines
 from migrator.ground.model import FileResult, Finding, ImportInfo, Marker, OpUse

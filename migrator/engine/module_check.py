@@ -1,16 +1,33 @@
-"""The passes over a whole module after the checker's traversal: the advice families (fusion, perf),
-which match whole functions, and Triton's kernels and launches, construct by construct."""
+"""Checks one Python module: the checker's one traversal (`engine/python_checker.py`), then the passes over
+the whole module: the advice families (fusion, perf), which match whole functions, Triton's kernels and
+launches construct by construct, and each fixable hit's precheck."""
 
 from __future__ import annotations
 
 import ast
 import bisect
 import re
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
-if TYPE_CHECKING:
-    from migrator.engine.python_checker import PythonChecker
+from migrator.catalogue.loader import Catalogue, Rule
+from migrator.engine.python_checker import PythonChecker
+from migrator.engine.source import SourceText
+
+
+def check_module(
+    tree: ast.AST, source: SourceText, catalogue: Catalogue, enabled: Callable[[Rule], bool], target: str = "npu",
+    build_file: bool = False, package_init: bool = False,
+) -> PythonChecker:
+    """Every rule's hits in the module; a hit its rule's precheck declines carries the reason."""
+    from migrator.engine.sites import precheck_hits
+
+    checker = PythonChecker(catalogue, enabled, tree, build_file, package_init)
+    checker.visit(tree)
+    advise(tree, source.text, checker)
+    triton(tree, checker)
+    precheck_hits(checker, source, tree, target)
+    return checker
 
 
 # a hand-written pattern a fused op replaces names one of these (the eager attention its softmax)
