@@ -129,6 +129,12 @@ class Catalogue:
                 else:
                     self._exact[pattern] = (rule, replacement)
         self._wild.sort(key=lambda item: -len(item[0]))
+        # the wildcards a name can match, by the name's first dotted segment (longest first, as `_wild`);
+        # a prefix without a dot could match any name, so then every name looks at them all
+        self._wild_by_root: dict[str, list[tuple[str, Rule, str | None]]] = {}
+        for item in self._wild:
+            self._wild_by_root.setdefault(item[0].split(".", 1)[0], []).append(item)
+        self._wild_everywhere = any("." not in item[0] for item in self._wild)
         self._memo: dict[str, SymbolMatch | None] = {}
         # first dotted segment of every symbol: lets the engine skip names cheaply
         self.roots = frozenset(p.split(".", 1)[0] for r in rules.values() for p, _ in r.symbols)
@@ -179,7 +185,8 @@ class Catalogue:
         hit = self._exact.get(qualname)
         if hit:
             return SymbolMatch(hit[0], hit[1], qualname)
-        for prefix, rule, replacement in self._wild:
+        wild = self._wild if self._wild_everywhere else self._wild_by_root.get(qualname.split(".", 1)[0], ())
+        for prefix, rule, replacement in wild:
             if qualname.startswith(prefix) or (prefix.endswith(".") and qualname == prefix[:-1]):
                 if replacement and replacement.endswith("*"):
                     # `torch.cuda.amp.*` -> `torch.npu.amp.*`; the module itself maps to `torch.npu.amp`

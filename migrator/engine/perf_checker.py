@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from migrator.engine import perf_env
+from migrator.engine.fast_visitor import child_nodes
 from migrator.engine.fusion_checker import Emit, Names, src
 
 SYNC_METHODS = ("item", "cpu", "tolist")
@@ -184,7 +185,7 @@ class HotPath:
         self.walk(region)
 
     def walk(self, node: ast.AST, logging: bool = False) -> None:
-        for child in ast.iter_child_nodes(node):
+        for child in child_nodes(node):  # contexts and operators left out: `check` has nothing for them
             if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
                 continue  # a nested definition runs when called, not per step here
             self.check(child, logging)

@@ -9,18 +9,17 @@ functions and try/except) and treated as sets: a name bound by two imports resol
 from __future__ import annotations
 
 import ast
-import bisect
 import re
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from migrator.catalogue import units
 from migrator.catalogue.loader import Catalogue, Rule, SymbolMatch
 from migrator.catalogue.patterns import CUDA_ACCELERATORS, accepted_names, lists_npu
 from migrator.engine.bindings import Bindings
+from migrator.engine.fast_visitor import FastVisitor
 from migrator.engine.sites import dotted
-from migrator.engine.source import SourceText
 from migrator.engine.statements import guarded_imports, import_library, iter_statements
 from migrator.ground.own_code import own_helpers
 
@@ -70,9 +69,9 @@ CUDA_EXTENSION_MODULE = re.compile(r"^\w*(_cuda|_cuda_lib|_cuda_ext|cuda_ext)$")
 
 
 
-def docstrings(tree: ast.AST) -> list[ast.Constant]:
+def docstrings(tree: ast.AST, statements: Iterable[ast.stmt] | None = None) -> list[ast.Constant]:
     out = []
-    for node in (tree, *iter_statements(tree)):
+    for node in (tree, *(iter_statements(tree) if statements is None else statements)):
         if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
             body = node.body
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
@@ -81,10 +80,10 @@ def docstrings(tree: ast.AST) -> list[ast.Constant]:
     return out
 
 
-def collect_aliases(tree: ast.AST) -> dict[str, set[str]]:
+def collect_aliases(tree: ast.AST, statements: Iterable[ast.stmt] | None = None) -> dict[str, set[str]]:
     """Local name -> qualified names, from every import statement anywhere in the module."""
     aliases: dict[str, set[str]] = defaultdict(set)
-    for node in iter_statements(tree):
+    for node in iter_statements(tree) if statements is None else statements:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
@@ -125,7 +124,7 @@ class CheckerFacade:
         return self._checker.bindings.module_calls()
 
 
-class PythonChecker(ast.NodeVisitor):
+class PythonChecker(FastVisitor):
     def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST, build_file: bool = False,
                  package_init: bool = False):
         self.catalogue = catalogue
@@ -133,9 +132,10 @@ class PythonChecker(ast.NodeVisitor):
         self.build_file = build_file  # setup.py: string fixes are declined (`catalogue.site.is_build_file`)
         self.package_init = package_init  # __init__.py: its module-level imports are re-exports
         self.enabled = enabled
-        self.aliases = collect_aliases(tree)
-        self.guarded = guarded_imports(tree)
-        self.docstring_nodes = docstrings(tree)
+        statements = list(iter_statements(tree))  # one walk for the three passes over every statement
+        self.aliases = collect_aliases(tree, statements)
+        self.guarded = guarded_imports(tree, statements)
+        self.docstring_nodes = docstrings(tree, statements)
         self.docstrings = {id(n) for n in self.docstring_nodes}
         self.own_helpers = own_helpers(tree)  # inserted by `migrate fix` (marked): no findings, no markers
         self.own_helper_ids = {id(n) for n in self.own_helpers}
@@ -178,8 +178,13 @@ class PythonChecker(ast.NodeVisitor):
 
     # -- name resolution ------------------------------------------------------------------
     def qualnames(self, node: ast.AST) -> set[str]:
+        root = node
+        while type(root) is ast.Attribute:
+            root = root.value
+        if type(root) is not ast.Name or root.id not in self.aliases:
+            return set()  # most chains (`self.x.y`) start at a name no import binds: no list built for them
         parts = dotted(node)
-        if not parts or parts[0] not in self.aliases:
+        if not parts:
             return set()
         rest = ".".join(parts[1:])
         return {f"{base}.{rest}" if rest else base for base in self.aliases[parts[0]]}
@@ -269,7 +274,7 @@ class PythonChecker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
-        if isinstance(node.ctx, ast.Load):
+        if node.id in self.aliases and isinstance(node.ctx, ast.Load):  # no import binds it: nothing to resolve
             self.report_symbol(node)
 
     def visit_For(self, node: ast.For | ast.AsyncFor | ast.While) -> None:
@@ -326,7 +331,9 @@ class PythonChecker(ast.NodeVisitor):
 
     def claim_strings(self, node: ast.AST | None) -> None:
         """Strings of a type expression (`Literal["cpu", "cuda"]`, an annotation): names, not device selections."""
-        for n in ast.walk(node) if node is not None else ():
+        if node is None or type(node) is ast.Name:  # most annotations: a plain name holds no string
+            return
+        for n in ast.walk(node):
             if isinstance(n, ast.Constant) and isinstance(n.value, str):
                 self.claim(n)
 
@@ -421,79 +428,3 @@ class PythonChecker(ast.NodeVisitor):
                 for c in ast.walk(sources)
             ):
                 self.emit_impl("cuda-extension-build", node, "load(sources=[*.cu])")
-
-
-def check_module(
-    tree: ast.AST, source: SourceText, catalogue: Catalogue, enabled: Callable[[Rule], bool], target: str = "npu",
-    build_file: bool = False, package_init: bool = False,
-) -> PythonChecker:
-    """Every rule's hits in the module; a hit its rule's precheck declines carries the reason."""
-    from migrator.engine.sites import precheck_hits
-
-    checker = PythonChecker(catalogue, enabled, tree, build_file, package_init)
-    checker.visit(tree)
-    _advise(tree, source.text, checker)
-    _triton(tree, checker)
-    precheck_hits(checker, source, tree, target)
-    return checker
-
-
-# a hand-written pattern a fused op replaces names one of these (the eager attention its softmax)
-FUSION_WORDS = ("rsqrt", "silu", "rotate_half", "softmax")
-
-
-def _advise(tree: ast.AST, text: str, checker: PythonChecker) -> None:
-    """The advice families (fusion, perf): whole-function patterns, so a pass of their own over the tree,
-    skipped where the module's text cannot hold them (they cost more than the rest of the scan otherwise)."""
-    from migrator.engine import fusion_attention, fusion_checker, perf_checker
-
-    def on(family: str) -> bool:
-        return any(checker.enabled(r) for r in checker.catalogue.by_family(family))
-
-    def emit(impl: str, node: ast.AST, symbol: str, replacement: str) -> None:
-        checker.emit_impl(impl, node, symbol, replacement)
-
-    if on("fusion") and any(word in text for word in FUSION_WORDS):
-        mentions = _lines_naming(text, FUSION_WORDS, checker.aliases)
-        for func in checker.functions:
-            if not mentions.within(func.lineno, func.end_lineno or func.lineno):
-                continue  # no word of a pattern in this function's lines: nothing to build a Body for
-            fusion_checker.detect_all(fusion_checker.Body(func, checker.qualnames), emit, fusion_attention.attention)
-    if on("perf"):
-        perf_checker.check(tree, text, checker.qualnames, emit,
-                           perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines))
-
-
-class _LineSet:
-    """Sorted line numbers; whether any lies in a closed range (one bisect)."""
-
-    def __init__(self, lines: list[int]) -> None:
-        self.lines = lines
-
-    def within(self, first: int, last: int) -> bool:
-        i = bisect.bisect_left(self.lines, first)
-        return i < len(self.lines) and self.lines[i] <= last
-
-
-def _lines_naming(text: str, words: tuple[str, ...], aliases: Mapping[str, Iterable[str]]) -> _LineSet:
-    """The lines holding one of `words`, or a local name imported as something that holds one
-    (`from torch import rsqrt as r`)."""
-    names = set(words) | {local for local, bound in aliases.items() if any(w in b for b in bound for w in words)}
-    pattern = re.compile("|".join(sorted(map(re.escape, names), key=len, reverse=True)))
-    starts = [m.start() for m in re.finditer("\n", text)]
-    return _LineSet(sorted({bisect.bisect_right(starts, m.start()) + 1 for m in pattern.finditer(text)}))
-
-
-def _triton(tree: ast.AST, checker: PythonChecker) -> None:
-    """Triton kernels and their launches, construct by construct (KERN016-KERN020)."""
-    from migrator.engine import triton_kernels, triton_launch
-
-    if not checker.aliases.keys() or not any("triton" in b for bs in checker.aliases.values() for b in bs):
-        return
-
-    def emit(impl: str, node: ast.AST, symbol: str, replacement: str, /, **extra: Any) -> None:
-        checker.emit_impl(impl, node, symbol, replacement, **{k: v for k, v in extra.items() if v is not None})
-
-    kernels = triton_kernels.check_module(tree, checker.qualnames, emit)
-    triton_launch.check_configs(tree, checker.qualnames, emit)
-    triton_launch.check_launches(tree, kernels, checker.qualnames, emit)

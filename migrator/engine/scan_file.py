@@ -7,30 +7,24 @@ import ast
 import re
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
-from functools import lru_cache
+from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
-import pathspec
-
-from migrator.catalogue import units
-from migrator.catalogue.loader import Catalogue, Rule, load_catalogue
+from migrator.catalogue.loader import load_catalogue
 from migrator.catalogue.site import is_build_file, is_package_init
 from migrator.engine import config_checker, config_reader, notebook, text_checkers
-from migrator.engine.census_perf import TracedPerf, traced_hits
+from migrator.engine.census_perf import traced_hits
 from migrator.engine.coverage_checker import coverage_hits, depends_on_training
 from migrator.engine.cuda_file import cuda_file_note
 from migrator.engine.extension_calls import extension_sites
-from migrator.engine.extension_facts import ExtensionFacts
+from migrator.engine.file_scan import FileScan, ScanOptions
 from migrator.engine.markers import unattributed
-from migrator.engine.python_checker import check_module
+from migrator.engine.module_check import check_module
+from migrator.engine.python_checker import PythonChecker
 from migrator.engine.source import ParseFailure, SourceText, UnreadableSource, decode_python, decode_text, parse_python
 from migrator.engine.suppress import Directives, parse_directives, with_continued_lines
-from migrator.ground.config import RuleSelector
-from migrator.ground.globs import compile_globs
-from migrator.ground.kinds import FixKind
-from migrator.ground.model import CoverageInfo, EffortNote, FileResult, Finding, ImportInfo, Marker, OpUse
+from migrator.ground.model import FileResult, Finding, ImportInfo, Marker, OpUse
 from migrator.ground.own_code import helper_lines
 
 # Bytes that can lead to a finding in Python code; files without any are not parsed.
@@ -42,112 +36,6 @@ PREFILTER = re.compile(
     rb"ASCEND_GLOBAL_LOG_LEVEL|TASK_QUEUE_ENABLE|HCCL_ALGO"
 )
 GENERATED = re.compile(rb"@generated\b")
-
-
-@dataclass(frozen=True)
-class ScanOptions:
-    select: tuple[str, ...] = ()
-    ignore: tuple[str, ...] = ()
-    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    soc: str = "A2"
-    torch_npu_version: str | None = None
-    traced: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (API, dtypes) from .migrate/op-trace.json
-    target: str = "npu"  # what fixability is judged for (a rule's precheck depends on it)
-    training_dtypes: tuple[str, ...] = ()  # bf16 / fp16 when the scanned tree trains in them (op verdicts)
-    extensions: ExtensionFacts = ExtensionFacts()  # the tree's own CUDA extensions (engine/extension_inventory.py)
-    census_perf: tuple[TracedPerf, ...] = ()  # the perf lint's census sites from .migrate/op-trace.json
-
-    def selector_for(self, rel: str) -> RuleSelector:
-        extra: list[str] = []
-        for glob, codes in self.per_file_ignores:
-            if _glob(glob).match_file(rel):
-                extra.extend(codes)
-        return RuleSelector(self.select, self.ignore + tuple(extra))
-
-
-@lru_cache(maxsize=256)
-def _glob(pattern: str) -> pathspec.PathSpec:
-    return compile_globs([pattern])[0]
-
-
-class FileScan:
-    """Collects findings for one file and turns raw hits into positioned Findings."""
-
-    def __init__(self, rel: str, catalogue: Catalogue, selector: RuleSelector, options: ScanOptions | None = None,
-                 kind: str = "python"):
-        self.rel = rel
-        self.kind = kind
-        self.options = options or ScanOptions()
-        self.catalogue = catalogue
-        self.selector = selector
-        self.findings: list[Finding] = []
-        self.training_sensitive = False  # an op verdict here depends on the tree's training dtypes
-
-    def enabled(self, rule: Rule) -> bool:
-        return self.selector.enabled(rule.code, rule.default_enabled)
-
-    def add(
-        self,
-        rule: Rule | None,
-        line: int,
-        column: int,
-        end_line: int,
-        end_column: int,
-        symbol: str,
-        replacement: str | None = None,
-        ambiguous: bool = False,
-        message: str | None = None,
-        coverage: CoverageInfo | None = None,
-        manual_reason: str | None = None,
-        prechecked: bool = False,
-        imported: ImportInfo | None = None,
-        effort: EffortNote | None = None,
-    ) -> None:
-        if rule is None or not self.enabled(rule):
-            return
-        text = message or rule.message_for(symbol, replacement)
-        if not prechecked and not manual_reason and not ambiguous and rule.fix_info(symbol, replacement):
-            manual_reason = self.precheck(rule, symbol)
-        fix = None if ambiguous or manual_reason else rule.fix_info(symbol, replacement)
-        if ambiguous:
-            text += " (the name is bound by several imports, so no automatic fix)"
-        elif manual_reason and rule.fix_kind != FixKind.MANUAL:
-            text += f" ({manual_reason})"
-        self.findings.append(
-            Finding(
-                code=rule.code,
-                name=rule.name,
-                family=rule.family,
-                severity=rule.severity,
-                path=self.rel,
-                line=line,
-                column=column,
-                end_line=end_line,
-                end_column=end_column,
-                symbol=symbol,
-                message=text,
-                fix=fix,
-                coverage=coverage,
-                declined=manual_reason if manual_reason and not ambiguous and rule.fix_info(symbol, replacement) else None,
-                imported=imported,
-                effort=effort,
-            )
-        )
-
-    def precheck(self, rule: Rule, symbol: str) -> str | None:
-        """A site with no syntax tree (launch script, config, Dockerfile, requirements file, setup.py
-        requirement string): the rule's verdict for this file kind and target."""
-        return units.text_reason(rule, symbol, self.options.target, self.kind)
-
-    def meta(self, impl: str, message: str, line: int = 1, column: int = 1) -> None:
-        self.add(self.catalogue.impl_rule(impl), line, column, line, column, self.rel, message=message)
-
-    def rule_for_key(self, key: str, replacement: str | None) -> tuple[Rule | None, str | None]:
-        kind, _, name = key.partition(":")
-        if kind == "impl":
-            return self.catalogue.impl_rule(name), replacement
-        hit = self.catalogue.match_symbol(name)
-        return (hit.rule, hit.replacement) if hit else (None, None)
 
 
 def scan_file(path: Path, rel: str, kind: str, options: ScanOptions) -> FileResult:
@@ -201,14 +89,27 @@ def scan_bytes(data: bytes, rel: str, kind: str, options: ScanOptions) -> FileRe
     return judged_scan(data, rel, kind, options)[0]
 
 
-def judged_scan(data: bytes, rel: str, kind: str, options: ScanOptions) -> tuple[FileResult, bool]:
-    """The file's result, and whether a verdict in it would change with other `training_dtypes`."""
+def judged_scan(data: bytes, rel: str, kind: str, options: ScanOptions,
+                memo: CheckMemo | None = None) -> tuple[FileResult, bool]:
+    """The file's result, and whether a verdict in it would change with other `training_dtypes`.
+    Scans of the same bytes with other training dtypes pass one `memo`: they share the parse and the check."""
     catalogue = load_catalogue()
     scan = FileScan(rel, catalogue, options.selector_for(rel), options, kind)
-    return _scan_bytes(scan, data), scan.training_sensitive
+    return _scan_bytes(scan, data, memo), scan.training_sensitive
 
 
-def _scan_bytes(scan: FileScan, data: bytes) -> FileResult:
+class CheckMemo:
+    """One Python module's parse and check, kept for the scans of the same bytes that differ only in
+    training dtypes (only the op verdicts, `coverage_hits`, depend on them)."""
+
+    __slots__ = ("tree", "checker")
+
+    def __init__(self) -> None:
+        self.tree: ast.Module | ParseFailure | None = None
+        self.checker: PythonChecker | None = None
+
+
+def _scan_bytes(scan: FileScan, data: bytes, memo: CheckMemo | None = None) -> FileResult:
     rel, kind = scan.rel, scan.kind
     early = _without_decoding(scan, data)
     if early is not None:
@@ -221,7 +122,7 @@ def _scan_bytes(scan: FileScan, data: bytes) -> FileResult:
     directives = parse_directives(source.lines)
     if directives.skip_file:
         return FileResult(rel, skipped="`# migrate: skip-file` directive")
-    checked = _check_by_kind(scan, source, data)
+    checked = _check_by_kind(scan, source, data, memo)
     if isinstance(checked, FileResult):
         return checked
     ops, quiet_lines, own_names = checked
@@ -247,12 +148,12 @@ def _without_decoding(scan: FileScan, data: bytes) -> FileResult | None:
 
 
 def _check_by_kind(
-    scan: FileScan, source: SourceText, data: bytes
+    scan: FileScan, source: SourceText, data: bytes, memo: CheckMemo | None = None
 ) -> FileResult | PythonFacts:
     """Findings into `scan` by the file's kind; what the marker search needs, or the result when checking stops early."""
     rel, kind = scan.rel, scan.kind
     if kind == "python":
-        parsed = _check_python(scan, source, data)
+        parsed = _check_python(scan, source, data, memo)
         return FileResult(rel, tuple(scan.findings)) if parsed is None else parsed
     if kind == "config":
         try:
@@ -386,8 +287,9 @@ class PythonFacts(NamedTuple):
     own_names: frozenset[str] = frozenset()  # helpers the fix inserted: their uses are no markers
 
 
-def _check_python(scan: FileScan, source: SourceText, data: bytes) -> PythonFacts | None:
-    tree = parse_python(data, scan.rel)
+def _check_python(scan: FileScan, source: SourceText, data: bytes, memo: CheckMemo | None = None) -> PythonFacts | None:
+    memo = memo or CheckMemo()
+    tree = memo.tree = memo.tree or parse_python(data, scan.rel)
     if isinstance(tree, ParseFailure):
         scan.meta("parse-error", f"cannot parse {scan.rel}: {tree.why}", tree.line, tree.column)
         return None
@@ -396,8 +298,9 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes) -> PythonFact
     if not PREFILTER.search(data):
         return PythonFacts((), set())  # parsed (so syntax errors are reported) but nothing to look for
     try:
-        checker = check_module(tree, source, scan.catalogue, scan.enabled, scan.options.target, is_build_file(scan.rel),
-                               is_package_init(scan.rel))
+        checker = memo.checker = memo.checker or check_module(
+            tree, source, scan.catalogue, scan.enabled, scan.options.target, is_build_file(scan.rel),
+            is_package_init(scan.rel))
     except RecursionError:
         scan.meta("parse-error", f"cannot check {scan.rel}: its expressions nest too deeply to walk "
                                  f"(over Python's recursion limit of {sys.getrecursionlimit()})")

@@ -4,7 +4,7 @@ imports that sit in a `try:` whose ImportError handler falls back (optional on A
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from migrator.engine.sites import dotted
 
@@ -53,11 +53,11 @@ def import_library(module: str) -> str:
     return module if top == "torch" else top
 
 
-def guarded_imports(tree: ast.AST) -> set[int]:
+def guarded_imports(tree: ast.AST, statements: Iterable[ast.stmt] | None = None) -> set[int]:
     """ids of the import statements inside `try:` blocks whose ImportError handler falls back:
     the module works without the library, so the import is optional on Ascend."""
     out: set[int] = set()
-    for node in iter_statements(tree):
+    for node in iter_statements(tree) if statements is None else statements:
         handlers = getattr(node, "handlers", ()) if type(node).__name__ in ("Try", "TryStar") else ()
         if any(_falls_back(h) for h in handlers):
             inner = ast.Module(body=list(getattr(node, "body", ())), type_ignores=[])

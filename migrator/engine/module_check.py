@@ -1,0 +1,91 @@
+"""Checks one Python module: the checker's one traversal (`engine/python_checker.py`), then the passes over
+the whole module: the advice families (fusion, perf), which match whole functions, Triton's kernels and
+launches construct by construct, and each fixable hit's precheck."""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from migrator.catalogue.loader import Catalogue, Rule
+from migrator.engine.python_checker import PythonChecker
+from migrator.engine.source import SourceText
+
+
+def check_module(
+    tree: ast.AST, source: SourceText, catalogue: Catalogue, enabled: Callable[[Rule], bool], target: str = "npu",
+    build_file: bool = False, package_init: bool = False,
+) -> PythonChecker:
+    """Every rule's hits in the module; a hit its rule's precheck declines carries the reason."""
+    from migrator.engine.sites import precheck_hits
+
+    checker = PythonChecker(catalogue, enabled, tree, build_file, package_init)
+    checker.visit(tree)
+    advise(tree, source.text, checker)
+    triton(tree, checker)
+    precheck_hits(checker, source, tree, target)
+    return checker
+
+
+# a hand-written pattern a fused op replaces names one of these (the eager attention its softmax)
+FUSION_WORDS = ("rsqrt", "silu", "rotate_half", "softmax")
+
+
+def advise(tree: ast.AST, text: str, checker: PythonChecker) -> None:
+    """The advice families (fusion, perf): whole-function patterns, so a pass of their own over the tree,
+    skipped where the module's text cannot hold them (they cost more than the rest of the scan otherwise)."""
+    from migrator.engine import fusion_attention, fusion_checker, perf_checker
+
+    def on(family: str) -> bool:
+        return any(checker.enabled(r) for r in checker.catalogue.by_family(family))
+
+    def emit(impl: str, node: ast.AST, symbol: str, replacement: str) -> None:
+        checker.emit_impl(impl, node, symbol, replacement)
+
+    if on("fusion") and any(word in text for word in FUSION_WORDS):
+        mentions = _lines_naming(text, FUSION_WORDS, checker.aliases)
+        for func in checker.functions:
+            if not mentions.within(func.lineno, func.end_lineno or func.lineno):
+                continue  # no word of a pattern in this function's lines: nothing to build a Body for
+            fusion_checker.detect_all(fusion_checker.Body(func, checker.qualnames), emit, fusion_attention.attention)
+    if on("perf"):
+        perf_checker.check(tree, text, checker.qualnames, emit,
+                           perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines))
+
+
+class _LineSet:
+    """Sorted line numbers; whether any lies in a closed range (one bisect)."""
+
+    def __init__(self, lines: list[int]) -> None:
+        self.lines = lines
+
+    def within(self, first: int, last: int) -> bool:
+        i = bisect.bisect_left(self.lines, first)
+        return i < len(self.lines) and self.lines[i] <= last
+
+
+def _lines_naming(text: str, words: tuple[str, ...], aliases: Mapping[str, Iterable[str]]) -> _LineSet:
+    """The lines holding one of `words`, or a local name imported as something that holds one
+    (`from torch import rsqrt as r`)."""
+    names = set(words) | {local for local, bound in aliases.items() if any(w in b for b in bound for w in words)}
+    pattern = re.compile("|".join(sorted(map(re.escape, names), key=len, reverse=True)))
+    starts = [m.start() for m in re.finditer("\n", text)]
+    return _LineSet(sorted({bisect.bisect_right(starts, m.start()) + 1 for m in pattern.finditer(text)}))
+
+
+def triton(tree: ast.AST, checker: PythonChecker) -> None:
+    """Triton kernels and their launches, construct by construct (KERN016-KERN020)."""
+    from migrator.engine import triton_kernels, triton_launch
+
+    if not checker.aliases.keys() or not any("triton" in b for bs in checker.aliases.values() for b in bs):
+        return
+
+    def emit(impl: str, node: ast.AST, symbol: str, replacement: str, /, **extra: Any) -> None:
+        checker.emit_impl(impl, node, symbol, replacement, **{k: v for k, v in extra.items() if v is not None})
+
+    kernels = triton_kernels.check_module(tree, checker.qualnames, emit)
+    triton_launch.check_configs(tree, checker.qualnames, emit)
+    triton_launch.check_launches(tree, kernels, checker.qualnames, emit)
