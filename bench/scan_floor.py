@@ -3,6 +3,7 @@
 
     python3 bench/scan_floor.py                  # all trees, median of 3 per measurement
     python3 bench/scan_floor.py -n 1 --trees megatron-core,timm
+    python3 bench/scan_floor.py -n 1 --fix-only --against ../old-checkout   # fix only, old vs new interleaved
 
 The trees are pinned sdists (`bench/real_repos.py` PACKAGES, fetched and checked by `bench/sdists.py`);
 their `.py` files are spread over ¼, ½ and the whole (every file in a fixed, path-hashed order, so each
@@ -55,9 +56,10 @@ for path in open(sys.argv[1]).read().splitlines():
 """
 
 
-def child(argv: list[str], stdout: Path | None = None) -> tuple[float, float]:
-    """(CPU seconds, peak RSS MiB) of one child process run to its end; its output kept in `stdout`."""
-    env = {**os.environ, "NO_COLOR": "1", "CI": "1", "PYTHONPATH": str(REPO)}
+def child(argv: list[str], stdout: Path | None = None, code: Path = REPO) -> tuple[float, float]:
+    """(CPU seconds, peak RSS MiB) of one child process run to its end, importing the `migrator` of `code`; its
+    output kept in `stdout`."""
+    env = {**os.environ, "NO_COLOR": "1", "CI": "1", "PYTHONPATH": str(code)}
     sink = open(stdout, "wb") if stdout else subprocess.DEVNULL  # noqa: SIM115 - closed below
     proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -91,34 +93,46 @@ def project(folder: Path, files: list[tuple[str, Path, Path]]) -> list[Path]:
     return copied
 
 
-def measure(folder: Path, copied: list[Path], runs: int) -> dict[str, float]:
+def measure(folder: Path, copied: list[Path], runs: int, fix_only: bool = False,
+            against: Path | None = None) -> dict[str, float]:
     listing = folder.parent / f"{folder.name}.files"
     listing.write_text("\n".join(map(str, copied)))
     diff, changed = folder.parent / f"{folder.name}.diff", folder.parent / f"{folder.name}.changed"
-    floor, scan, fix, cst, peak, fix_peak = [], [], [], [], 0.0, 0.0
+    floor, scan, fix, cst, old, peak, fix_peak = [], [], [], [], [], 0.0, 0.0
+    fix_argv = [sys.executable, "-m", "migrator", "fix", str(folder), "--root", str(folder), "--no-cache", "--diff",
+                "--route", "none"]
     for _ in range(runs):  # floor and scan back to back, so both see the same machine load
-        floor.append(child([sys.executable, "-c", FLOOR, str(listing)])[0])
-        cpu, rss = child([sys.executable, "-m", "migrator", "scan", str(folder), "--root", str(folder), "--no-cache",
-                          "-j", "1", "-q", "--format", "json", "--exit-zero", "--route", "none"])
-        scan.append(cpu)
-        peak = max(peak, rss)
-        cpu, rss = child([sys.executable, "-m", "migrator", "fix", str(folder), "--root", str(folder), "--no-cache",
-                          "--diff", "--route", "none"], stdout=diff)
+        if not fix_only:
+            floor.append(child([sys.executable, "-c", FLOOR, str(listing)])[0])
+            cpu, rss = child([sys.executable, "-m", "migrator", "scan", str(folder), "--root", str(folder),
+                              "--no-cache", "-j", "1", "-q", "--format", "json", "--exit-zero", "--route", "none"])
+            scan.append(cpu)
+            peak = max(peak, rss)
+        if against is not None:  # the other checkout's fix, right before this one's (same load)
+            old.append(child(fix_argv, stdout=diff, code=against)[0])
+            before = diff.read_bytes()
+        cpu, rss = child(fix_argv, stdout=diff)
         fix.append(cpu)
         fix_peak = max(fix_peak, rss)
+        if against is not None and diff.read_bytes() != before:
+            raise BenchError(f"fix --diff differs from {against}'s on {folder}")
         changed.write_text("\n".join(str(folder / line[6:]) for line in diff.read_text(errors="replace").splitlines()
                                       if line.startswith("+++ b/") and line.endswith(".py")))
         cst.append(child([sys.executable, "-c", LIBCST_FLOOR, str(changed)])[0])
-    f, s, x, c = (statistics.median(v) for v in (floor, scan, fix, cst))
+    f, s, x, c = (statistics.median(v) if v else float("nan") for v in (floor, scan, fix, cst))
+    o = statistics.median(old) if old else float("nan")
     return {"files": len(copied), "floor": f, "scan": s, "ratio": s / f, "files_per_s": len(copied) / s, "peak": peak,
             "changed": len(changed.read_text().splitlines()), "cst": c, "fix": x, "fix_ratio": x / c,
-            "fix_peak": fix_peak}
+            "fix_peak": fix_peak, "old": o, "old_ratio": o / c}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", "--runs", type=int, default=3, help="runs per measurement (median)")
     ap.add_argument("--trees", default=",".join(TREES), help="comma-separated PACKAGES names")
+    ap.add_argument("--fix-only", action="store_true", help="measure fix and its libcst floor only (no scan)")
+    ap.add_argument("--against", type=Path, metavar="CHECKOUT",
+                    help="also run another checkout's fix before each fix (same load; its --diff must be the same)")
     args = ap.parse_args()
     try:
         files = all_files(args.trees.split(","))
@@ -127,19 +141,22 @@ def main() -> int:
         return 2
     print(f"trees: {args.trees} ({len(files)} .py files); median of {args.runs}; CPU seconds of the child")
     print(f"{'part':>6} {'files':>6} {'floor s':>8} {'scan s':>8} {'scan/floor':>10} {'files/s':>8} {'peak MiB':>9}"
-          f" | {'changed':>7} {'cst s':>6} {'fix s':>7} {'fix/cst':>7} {'fix MiB':>7}")
+          f" | {'changed':>7} {'cst s':>6} {'fix s':>7} {'fix/cst':>7} {'fix MiB':>7}"
+          + (f" | {'old fix s':>9} {'old/cst':>7}" if args.against else ""))
     rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="scan-floor-") as tmp:
         for label, share in FRACTIONS:
             part = files[: round(len(files) * share)]
             folder = Path(tmp) / label.replace("/", "of")
-            row = rows[label] = measure(folder, project(folder, part), args.runs)
+            row = rows[label] = measure(folder, project(folder, part), args.runs, args.fix_only, args.against)
             print(f"{label:>6} {row['files']:>6.0f} {row['floor']:>8.2f} {row['scan']:>8.2f} {row['ratio']:>10.2f} "
                   f"{row['files_per_s']:>8.0f} {row['peak']:>9.0f} | {row['changed']:>7.0f} {row['cst']:>6.2f} "
-                  f"{row['fix']:>7.2f} {row['fix_ratio']:>7.2f} {row['fix_peak']:>7.0f}", flush=True)
+                  f"{row['fix']:>7.2f} {row['fix_ratio']:>7.2f} {row['fix_peak']:>7.0f}"
+                  + (f" | {row['old']:>9.2f} {row['old_ratio']:>7.2f}" if args.against else ""), flush=True)
     print(f"linearity whole/half: floor {rows['whole']['floor'] / rows['1/2']['floor']:.2f}, "
           f"scan {rows['whole']['scan'] / rows['1/2']['scan']:.2f}, fix {rows['whole']['fix'] / rows['1/2']['fix']:.2f}, "
-          f"libcst floor {rows['whole']['cst'] / rows['1/2']['cst']:.2f} (2.00 = linear)")
+          f"libcst floor {rows['whole']['cst'] / rows['1/2']['cst']:.2f} (2.00 = linear)"
+          + (f", old fix {rows['whole']['old'] / rows['1/2']['old']:.2f}" if args.against else ""))
     return 0
 
 

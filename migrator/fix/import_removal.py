@@ -3,7 +3,9 @@ names a module uses (for that and for the imports `fix/imports.py` adds)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import ast
+import re
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
 import libcst as cst
@@ -215,3 +217,43 @@ def remove_unused_imports(before: cst.Module, after: cst.Module, candidates: set
     removed: set[tuple[int | None, str]] = set()
     new = after.visit(_ImportRemover(unused))
     return (new if removed else after), removed
+
+
+def _blocks(node: ast.stmt) -> Iterable[list[ast.stmt]]:
+    for name in ("body", "orelse", "finalbody"):
+        block = getattr(node, name, None)
+        if isinstance(block, list):
+            yield block
+    for inner in (*getattr(node, "handlers", ()), *getattr(node, "cases", ())):
+        yield inner.body
+
+
+def _statement_span(body: list[ast.stmt], line: int) -> tuple[int, int] | None:
+    """The lines of the innermost statement holding `line` (a compound statement whole when `line` is in
+    its header: decorators, `with` items, `if` tests)."""
+    for node in body:
+        first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+        last = node.end_lineno or node.lineno
+        if first <= line <= last:
+            for block in _blocks(node):
+                inner = _statement_span(block, line)
+                if inner is not None:
+                    return inner
+            return first, last
+    return None
+
+
+def rewritten_names(tree: ast.Module, lines: Sequence[str], spans: Iterable[tuple[int, int]],
+                    candidates: set[str]) -> set[str]:
+    """The candidates spelled in a statement holding a rewrite (`spans`: first and last line of each). A
+    node's fix replaces that node only, so a name found in none of those statements has as many uses
+    after the fix as before, in every function: its import cannot have become unused."""
+    if not candidates:
+        return set()
+    held: set[tuple[int, int]] = set()
+    for first, last in spans:
+        start, _ = _statement_span(tree.body, first) or (first, first)
+        _, end = _statement_span(tree.body, last) or (last, last)
+        held.add((min(start, first), max(end, last)))
+    text = "\n".join("\n".join(lines[start - 1:end]) for start, end in sorted(held))
+    return {name for name in candidates if re.search(rf"(?<![\w.]){re.escape(name)}\b", text)}

@@ -214,3 +214,31 @@ def node_positions(module: cst.Module, tree: ast.Module, text: str, work_lines: 
     except _Misplaced:
         return full_positions(module)
     return NodePositions(placer.ranges, placer.skipped)
+
+
+def source_texts(module: cst.Module, tree: ast.Module, text: str) -> dict[int, tuple[cst.CSTNode, str]]:
+    """id -> (statement, its text) for each top-level statement, cut from `text` (the module's source): a
+    statement's text runs from its leading lines to the next one's (libcst renders a module as its header,
+    its statements and its footer, each whole lines). Empty where the cut cannot be checked: then every
+    statement is rendered."""
+    if not module.has_trailing_newline or not module.body:
+        return {}
+    try:
+        paired = _pair(module.body, tree.body)
+    except _Misplaced:
+        return {}
+    line_starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
+    if line_starts[-1] != len(text):
+        return {}
+    lines = len(line_starts) - 1
+    starts = [first - _lines_before_first_token(stmt) for stmt, _, first, _ in paired]
+    ends = [*starts[1:], lines - len(module.footer) + 1]
+    if starts[0] != len(module.header) + 1:
+        return {}
+    cut: dict[int, tuple[cst.CSTNode, str]] = {}
+    for (stmt, _, first, last), start, end in zip(paired, starts, ends):
+        if not start <= first <= last < end or text[line_starts[first - 1]] in " \t\r\n" or any(
+                text[line_starts[n]:line_starts[n + 1]].strip()[:1] not in ("", "#") for n in range(start - 1, first - 1)):
+            return {}  # not where libcst would have it: render instead
+        cut[id(stmt)] = (stmt, text[line_starts[start - 1]:line_starts[end - 1]])
+    return cut

@@ -13,6 +13,7 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import TypeVar, cast
 
 import libcst as cst
@@ -24,10 +25,11 @@ from migrator.engine.guards import AVAILABILITY, cuda_only, guarded_calls
 from migrator.engine.import_scopes import IMPORT_EXPORTED, ImportScopes
 from migrator.engine.python_checker import collect_aliases
 from migrator.engine.sites import IMPORT_STAYS, IMPORT_UNUSED, manual_rule, name_uses
+from migrator.engine.statements import iter_statements
 from migrator.fix import module_fixes, syntax
 from migrator.fix.context import Checkpoint, FixContext
 from migrator.fix.import_order import ImportStyle
-from migrator.fix.import_removal import remove_unused_imports
+from migrator.fix.import_removal import remove_unused_imports, rewritten_names
 from migrator.fix.imports import (
     REMOVABLE_ROOTS,
     USES_TORCH_NPU,
@@ -37,7 +39,7 @@ from migrator.fix.imports import (
     symbol_replacement,
     torch_npu_used,
 )
-from migrator.fix.positions import NodePositions, node_positions
+from migrator.fix.positions import NodePositions, node_positions, source_texts
 from migrator.fix.runtime_module import RuntimeImport
 from migrator.fix.sites import build_site
 from migrator.ground.kinds import Target
@@ -299,7 +301,7 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
     by_key = _keys(by_node, shifted)
     tree = ast.parse(text)
     aliases = collect_aliases(tree)
-    import_lines = {n.lineno for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    import_lines = {n.lineno for n in iter_statements(tree) if isinstance(n, (ast.Import, ast.ImportFrom))}
     ctx = FixContext(target=target, aliases=aliases, module_text=text, runtime=runtime,
                      import_style=style or ImportStyle())
     ctx.import_renames = import_renames(findings, rules, aliases, target)
@@ -316,23 +318,22 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
         [(f.line, f.symbol) for f in context or findings if f.line not in import_lines and cuda_only(f.symbol, manual_rule(rules[f.code]))])
     new_module = module.visit(fixer)
     new_module = module_fixes.apply_module_fixes(ctx, new_module, tree, whole, rules)
-    candidates = {n for n in fixer.removable} | ctx.removable | {
-        local for local, quals in aliases.items() if any(q.split(".")[0] in REMOVABLE_ROOTS for q in quals)
-    }
-    scopes = ImportScopes(tree, name_uses, bool(findings) and is_package_init(findings[0].path))
-    new_module, removed = remove_unused_imports(module, new_module, candidates, scopes.re_exported)
+    candidates = _removal_candidates(fixer, ctx, tree, text, whole)
+    # built on first use: most modules remove no import and judge none
+    scopes = cache(lambda: ImportScopes(tree, name_uses, bool(findings) and is_package_init(findings[0].path)))
+    new_module, removed = remove_unused_imports(module, new_module, candidates, lambda s, n: scopes().re_exported(s, n))
     # imports the scan already called manual never reach `fixer.import_findings`: judged here the same way
     seen = {id(f) for f in ctx.applied} | {id(f) for f, _ in ctx.declined} | {id(f) for f in fixer.import_findings}
     pending = [f for f in findings if id(f) not in seen and f.fix is None and f.line in import_lines]
 
     def bound_by(f: Finding) -> list[tuple[int | None, str]]:  # (scope, name) of each name the import binds
-        return [(scopes.scope_at_line(f.line, local), local) for local, quals in aliases.items() if f.symbol in quals]
+        return [(scopes().scope_at_line(f.line, local), local) for local, quals in aliases.items() if f.symbol in quals]
 
     def import_kept(f: Finding) -> str:  # why an import the fix does not remove stays (as the scan says)
         bound = bound_by(f)
-        if any(scopes.re_exported(scope, local) for scope, local in bound):
+        if any(scopes().re_exported(scope, local) for scope, local in bound):
             return IMPORT_EXPORTED
-        return IMPORT_UNUSED if bound and not any(scopes.uses(scope).get(local) for scope, local in bound) else IMPORT_STAYS
+        return IMPORT_UNUSED if bound and not any(scopes().uses(scope).get(local) for scope, local in bound) else IMPORT_STAYS
 
     for f in pending:
         renamed = rules[f.code].fix == "rename"  # an alias renamed in place: the rule's own verdict
@@ -343,7 +344,8 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
             ctx.applied.append(f)
         elif all(f is not a for a in ctx.applied):
             ctx.decline(f, import_kept(f))
-    rendered: dict[int, tuple[cst.CSTNode, str]] = {}
+    # the statements the fix left alone keep their source text; only rewritten ones are rendered
+    rendered = source_texts(module, tree, text) if not positions.complete else {}
     code = render(new_module, rendered) if target == Target.NPU and ctx.applied else None  # for both questions
     ctx.needs_torch_npu = _needs_torch_npu(ctx, tree, new_module, rendered, code, entry_point, torch_autoload)
     new_module = ensure_module_imports(new_module, ctx, code)
@@ -355,6 +357,18 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
         return PythonFixResult(original_text, ctx.applied, ctx.declined)  # no form feed moved for nothing
     fixed = syntax.keep_final_cr(original_text, render(new_module, rendered))
     return PythonFixResult(fixed, ctx.applied, ctx.declined, frozenset(ctx.runtime_names))
+
+
+def _removal_candidates(fixer: _Fixer, ctx: FixContext, tree: ast.Module, text: str, whole: list[Finding]) -> set[str]:
+    """Import-bound names whose import may have lost its last use: those whose uses a fix took, and those
+    of fixed CUDA-only libraries (`REMOVABLE_ROOTS`) spelled where something was rewritten."""
+    candidates = fixer.removable | ctx.removable | {
+        local for local, quals in ctx.aliases.items() if any(q.split(".")[0] in REMOVABLE_ROOTS for q in quals)
+    }
+    applied = {id(f) for f in ctx.applied}
+    if any(id(f) in applied for f in whole):  # a module-level fix may rewrite anywhere
+        return candidates
+    return rewritten_names(tree, text.splitlines(), {(f.line, f.end_line) for f in ctx.applied}, candidates)
 
 
 NEEDS_REGISTERED_NPU = re.compile(r"\.npu\(|\.is_npu\b|\btorch_npu\b")

@@ -16,7 +16,7 @@ from migrator import api
 from migrator.cli import main
 from migrator.engine.import_scopes import IMPORT_EXPORTED
 from migrator.engine.sites import IMPORT_STAYS
-from migrator.fix.import_removal import remove_unused_imports
+from migrator.fix.import_removal import remove_unused_imports, rewritten_names
 from tests.rules.examples import without_helpers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -143,3 +143,18 @@ def test_scan_claims_exactly_the_imports_fix_removes(tmp_path, target):
                        "    from flash_attn import flash_attn_varlen_func\n")
     report = fix_agreement.measure(program, target, tmp_path / "run")
     assert report.claimed and report.agrees, "\n".join(report.examples())
+
+
+def test_only_names_spelled_in_a_rewritten_statement_are_judged_for_removal():
+    """A fix replaces its node only, so an import-bound name spelled in no statement holding a rewrite keeps
+    every use: the removal's three libcst walks are skipped for it (an attribute `.amp` is no use of `amp`)."""
+    text = ("import apex\nfrom apex import amp\nx = f(\n    1,\n    apex.thing())\ny = model.amp\nz = amp\n"
+            "if amp:\n    pass\n")
+    tree = ast.parse(text)
+    lines = text.splitlines()
+    candidates = {"apex", "amp", "gone"}
+    assert rewritten_names(tree, lines, {(4, 4)}, candidates) == {"apex"}  # the statement of lines 3-5
+    assert rewritten_names(tree, lines, {(6, 6)}, candidates) == set()
+    assert rewritten_names(tree, lines, {(7, 7)}, candidates) == {"amp"}
+    assert rewritten_names(tree, lines, {(9, 9)}, candidates) == set()  # inside the `if` body, not its test
+    assert rewritten_names(tree, lines, set(), candidates) == set()

@@ -9,7 +9,7 @@ import libcst as cst
 import pytest
 
 from migrator.fix import syntax
-from migrator.fix.positions import full_positions, node_positions
+from migrator.fix.positions import full_positions, node_positions, source_texts
 
 REPO = Path(__file__).resolve().parents[2]
 SOURCES = sorted(
@@ -80,9 +80,11 @@ class Big:
 y = 2'''
 
 
-def _compare(text: str, work_lines: list[int], partial_expected: bool = False) -> tuple[int, int]:
+def _compare(text: str, work_lines: list[int], partial_expected: bool = False, check_cut: bool = False) -> tuple[int, int]:
     text, _ = syntax.normalise_form_feeds(text)
     module = cst.parse_module(text)
+    if check_cut:
+        _cut_matches_render(text, module)
     partial = node_positions(module, ast.parse(text), text, work_lines)
     full = full_positions(module).ranges
     assert not (partial_expected and partial.complete), "fell back to the full map"
@@ -104,7 +106,7 @@ def test_partial_map_matches_libcst(path: Path) -> None:
     except SyntaxError:
         pytest.skip("not valid Python on purpose")
     lines = text.count("\n") + 1
-    _compare(text, list(range(1, lines + 1, 3)))
+    _compare(text, list(range(1, lines + 1, 3)), check_cut=True)
 
 
 def test_tricky_layouts_every_line() -> None:
@@ -133,3 +135,26 @@ def test_render_equals_libcst_code(text: str) -> None:
     assert render(module, memo) == module.code == text
     extended = module.with_changes(body=[cst.parse_statement("import torch_npu\n"), *module.body])
     assert render(extended, memo) == extended.code
+
+
+CUT_LAYOUTS = [TRICKY + "\n", TRICKY + "\n\n# footer comment\n\n", "x = 1\r\ny = 2\r\n", "x = 1\ry = 2\r",
+               "#!/usr/bin/env python\n# header\n\n\n# leading\nx = 1\n", "def f():\n    pass\n        # deeper\n  # shallower\nz = 3\n",
+               "x = (\n\n  1)\n\x0c\ny = 2\n", "if a:\n    pass\n# end\n"]
+
+
+def _cut_matches_render(text: str, module: cst.Module | None = None) -> int:
+    """How many top-level statements `source_texts` cut from the source; each cut must be the statement's rendering."""
+    text, _ = syntax.normalise_form_feeds(text)
+    module = module or cst.parse_module(text)
+    cut = source_texts(module, ast.parse(text), text)
+    for stmt in module.body:
+        if id(stmt) in cut:
+            assert cut[id(stmt)] == (stmt, module.code_for_node(stmt))
+    return len(cut)
+
+
+@pytest.mark.parametrize("text", CUT_LAYOUTS)
+def test_statement_texts_cut_from_the_source_are_their_renderings(text: str) -> None:
+    module = cst.parse_module(syntax.normalise_form_feeds(text)[0])  # libcst reads a last lone CR as no newline
+    assert _cut_matches_render(text) == (len(module.body) if module.has_trailing_newline else 0)
+
