@@ -51,6 +51,10 @@ class Assumptions:
     mc2_overlap: float = 0.75         # Ascend MC2: share of a TP collective hidden inside its fused matmul
     moe_dispatch_s: float = calibration.MOE_DISPATCH_S["nvidia"][0]  # MoE: fixed seconds per dispatch or
                                       # combine (sync + host-bound kernel chain); an Ascend cluster takes its own
+    optimizer_shard: str = "zero"     # what the data-parallel sharding keeps as slices: "zero" (the layout's stage),
+                                      # "mindspore" (optimizer parallel: weights too; gradients unless accumulated),
+                                      # "mindspore+grads" (also gradient_accumulation_shard)
+    norm_mla_recompute: str = "off"   # "on": norms and MLA up-projections recomputed in the backward (DeepSeek-V3)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -104,13 +108,23 @@ SOURCES = {
     "moe_dispatch_s": "fitted: " + "; ".join(f"{family}: {value * 1e3:.2f} ms from {run}" for family, (value, run)
                                              in calibration.MOE_DISPATCH_S.items())
                       + " (migrator/plan/calibration.py; an Ascend cluster takes the ascend value)",
+    "optimizer_shard": "zero: ZeRO stages as the layout says (Rajbhandari et al. 2020). mindspore: MindSpore / "
+                       "MindFormers optimizer parallel (enable_parallel_optimizer) 'saves the parameters as minimal "
+                       "slices' over data parallel (MindSpore docs, features/parallel/optimizer_parallel.md; MindFormers "
+                       "config docs: 'slice model weight parameters by parallel_config.data_parallel'), gradients are "
+                       "reduce-scattered to slices, but an accumulated gradient (pipeline or gradient accumulation) "
+                       "stays whole unless parallel_optimizer_config.gradient_accumulation_shard (mindspore+grads); "
+                       "memory only: the collectives stay the layout's ZeRO stage's",
+    "norm_mla_recompute": "off; DeepSeek-V3 (arXiv:2412.19437 Sec. 3.2.3) recomputes all RMSNorms and the MLA "
+                          "up-projections in the backward instead of storing their outputs",
     "mc2_overlap": "modelling choice: MindSpeed MC2 (docs/en/pytorch/features/mcore/mc2.md) splits the matmul and "
                    "its all-gather / reduce-scatter into pipelined sub-tasks; 0.75 = all but the first of 4 "
                    "sub-tasks hidden (the sub-task count is not published); never more than the fused GEMMs' time",
 }
 
 _CHOICES = {"gemm_model": ("curve", "constant"), "attention": ("flash", "eager"),
-            "grad_dtype": ("bf16", "fp32"), "schedule": SCHEDULES, "cp_comm": ("allgather", "ulysses")}
+            "grad_dtype": ("bf16", "fp32"), "schedule": SCHEDULES, "cp_comm": ("allgather", "ulysses"),
+            "optimizer_shard": ("zero", "mindspore", "mindspore+grads"), "norm_mla_recompute": ("off", "on")}
 
 
 def parse_assume(pairs: list[str] | tuple[str, ...], base: Assumptions | None = None) -> Assumptions:

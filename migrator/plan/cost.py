@@ -93,7 +93,7 @@ def narayanan_flops(batch: int, seq: int, layers: int, hidden: int, vocab: int, 
 
 def activation_bytes_per_layer(model: ModelShape, seq: float, micro_batch: int, tp: int, recompute: str,
                                attention: str = "flash", value_bytes: int = BYTES, dropout: bool = False,
-                               sp: bool = True, fp8_inputs: bool = False) -> float:
+                               sp: bool = True, fp8_inputs: bool = False, norm_mla_recompute: bool = False) -> float:
     """Korthikanti et al. 2022: s b h (34 + 5 a s / h) without parallelism; / t with TP + sequence
     parallel; selective recomputation (or flash attention, which never stores the s x s scores) s b h 34 / t;
     full recomputation 2 s b h (the layer input only).
@@ -108,7 +108,12 @@ def activation_bytes_per_layer(model: ModelShape, seq: float, micro_batch: int, 
 
     `fp8_inputs` (FP8 training): the inputs only a linear layer's weight-gradient GEMM reads (QKV and fc1
     inputs, the output projection's and fc2's inputs) are kept as their 1-byte FP8 casts, as Transformer
-    Engine saves them and the DeepSeek-V3 report (arXiv:2412.19437 Sec. 3.3.3) caches them."""
+    Engine saves them and the DeepSeek-V3 report (arXiv:2412.19437 Sec. 3.3.3) caches them.
+
+    `norm_mla_recompute` (DeepSeek-V3 report Sec. 3.2.3: "We recompute all RMSNorm operations and MLA
+    up-projections during back-propagation"): the norm outputs (the attention and MLP inputs) are not kept,
+    and with MLA the per-head Q, K, V give way to the latents they are recomputed from (q_lora + kv_lora +
+    the shared RoPE key)."""
     s, b, h, a = seq, micro_batch, model.hidden, model.heads
     scale = value_bytes / 2
     if recompute == "full":
@@ -117,25 +122,34 @@ def activation_bytes_per_layer(model: ModelShape, seq: float, micro_batch: int, 
     q = model.heads * model.qk_dim() / h
     kv = (model.heads if model.mla else model.kv_heads) * (model.qk_dim() + model.value_dim()) / h
     linear_in = 0.5 if fp8_inputs else 1.0  # share of a linear input's bytes kept
-    attention_values = 2 * q + 2 * kv + 2 * (model.heads * model.value_dim() / h) * linear_in
+    if norm_mla_recompute and model.mla:
+        q = kv = 0.0
+        latents = 2 * (model.q_lora + model.kv_lora + model.rope_dim) / h
+    else:
+        latents = 0.0
+    attention_values = 2 * q + 2 * kv + latents + 2 * (model.heads * model.value_dim() / h) * linear_in
     mlp_values = 16 * (width / (4 * h)) * (1.5 if model.gated_mlp else 1.0)
     fc2_input = mlp_values / (3 if model.gated_mlp else 2)  # the product (gated) or the activation's output
     mlp_values -= fc2_input * (1 - linear_in)
     masks = 2 if dropout else 0
     split = (attention_values + mlp_values) * scale / tp
-    unsplit = ((4 + 4 * linear_in) * scale + masks) / (tp if sp else 1)  # two norm inputs, attention and MLP inputs
+    norm_outputs = 0.0 if norm_mla_recompute else 4 * linear_in  # the attention and MLP inputs
+    unsplit = ((4 + norm_outputs) * scale + masks) / (tp if sp else 1)  # two norm inputs (+ their outputs)
     scores = 0.0
     if recompute == "none" and attention == "eager":
         scores = ((4 * scale + 1) if dropout else 2 * scale) * a * s / h / tp
     return s * b * h * (split + unsplit + scores)
 
 
-def model_state_bytes(model: ModelShape, layout: Layout, grad_bytes: int = BYTES, copies: int = 1) -> dict[str, float]:
+def model_state_bytes(model: ModelShape, layout: Layout, grad_bytes: int = BYTES, copies: int = 1,
+                      shard_weights: bool = False, shard_grads: bool = False) -> dict[str, float]:
     """Mixed-precision Adam: 2 (weights) + 2 or 4 (bf16 or fp32 gradients) + 12 (fp32 master, m, v) bytes
     per parameter (16 or 18; Rajbhandari et al. 2020), the parameters divided over tp x pp (experts also over
     ep); ZeRO stage 1 (Megatron's distributed optimizer) shards the 12 optimizer bytes over dp (x cp:
     context-parallel ranks hold the same weights), stage 2 also the gradients, stage 3 also the weights.
-    Experts shard over dp x cp / ep. `copies` = 2 for DualPipe's two parameter copies."""
+    Experts shard over dp x cp / ep. `copies` = 2 for DualPipe's two parameter copies. `shard_weights` /
+    `shard_grads` keep the weights / gradients as dp slices whatever the stage (MindSpore's optimizer
+    parallel, `Assumptions.optimizer_shard`)."""
     params = model.params()
     stage = layout.stage_layers(model.layers) / model.layers  # the largest stage
     dense = params["dense"] * stage / layout.tp
@@ -144,8 +158,8 @@ def model_state_bytes(model: ModelShape, layout: Layout, grad_bytes: int = BYTES
     replicas = layout.dp * layout.cp
     expert_replicas = max(1, layout.tp * replicas // (layout.ep * layout.expert_tp))
     for count, group in ((dense, replicas), (experts, expert_replicas)):
-        out["weights"] += copies * 2 * count / (group if layout.zero >= 3 else 1)
-        out["gradients"] += copies * grad_bytes * count / (group if layout.zero >= 2 else 1)
+        out["weights"] += copies * 2 * count / (group if layout.zero >= 3 or shard_weights else 1)
+        out["gradients"] += copies * grad_bytes * count / (group if layout.zero >= 2 or shard_grads else 1)
         out["optimizer"] += 12 * count / (group if layout.zero >= 1 else 1)
     return out
 
@@ -173,13 +187,13 @@ def last_stage_in_flight(layout: Layout, microbatches: int, schedule: str) -> fl
 
 def activation_bytes(model: ModelShape, layout: Layout, seq: int, microbatches: int, attention: str,
                      value_bytes: int = BYTES, dropout: bool = False, schedule: str = "1f1b",
-                     fp8_inputs: bool = False) -> float:
+                     fp8_inputs: bool = False, norm_mla_recompute: bool = False) -> float:
     """The fuller of the first stage (`in_flight` micro-batches of its layers) and the last stage (its
     micro-batches in flight and the fp32 logits, which only the last stage makes). Context parallelism
     holds s / cp tokens per device (flash attention only: no s x s scores)."""
     local = seq / layout.cp
     per_layer = activation_bytes_per_layer(model, local, layout.micro_batch, layout.tp, layout.recompute, attention,
-                                           value_bytes, dropout, layout.sp, fp8_inputs)
+                                           value_bytes, dropout, layout.sp, fp8_inputs, norm_mla_recompute)
     logits = 4 * layout.micro_batch * local * model.vocab / layout.tp
     fullest = layout.stage_layers(model.layers)
     first = fullest * in_flight(layout, microbatches, schedule) * per_layer
@@ -191,13 +205,13 @@ def activation_bytes(model: ModelShape, layout: Layout, seq: int, microbatches: 
 
 
 def working_bytes(model: ModelShape, layout: Layout, seq: int, attention: str, value_bytes: int = BYTES,
-                  dropout: bool = False, fp8_inputs: bool = False) -> float:
+                  dropout: bool = False, fp8_inputs: bool = False, norm_mla_recompute: bool = False) -> float:
     """Backward working set: while a layer's backward runs, the gradients of its saved activations exist
     next to the stored ones, about one more layer's activations (with full recomputation, the recomputed
     layer's activations without recomputation, Korthikanti et al. 2022 section 5)."""
     mode = "none" if layout.recompute == "full" else layout.recompute
     return activation_bytes_per_layer(model, seq / layout.cp, layout.micro_batch, layout.tp, mode, attention,
-                                      value_bytes, dropout, layout.sp, fp8_inputs)
+                                      value_bytes, dropout, layout.sp, fp8_inputs, norm_mla_recompute)
 
 
 # ---- collectives (alpha-beta, ring)

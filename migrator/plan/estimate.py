@@ -188,12 +188,15 @@ def _memory(job: Job, lay: Layout, micro: int, schedule: str) -> dict[str, float
     """Bytes per device by kind, and their total."""
     m_, a = job.model, job.assumptions
     copies = 2 if schedule == "dualpipe" else 1
-    memory = cost.model_state_bytes(m_, lay, a.grad_bytes, copies)
-    fp8 = job.dtype == "fp8"
+    mindspore = a.optimizer_shard.startswith("mindspore")
+    accumulated = micro > 1 or lay.pp > 1  # MindSpore keeps a full accumulated-gradient buffer unless told
+    memory = cost.model_state_bytes(m_, lay, a.grad_bytes, copies, shard_weights=mindspore,
+                                    shard_grads=a.optimizer_shard == "mindspore+grads" or (mindspore and not accumulated))
+    fp8, light = job.dtype == "fp8", a.norm_mla_recompute == "on"
     memory["activations"] = cost.activation_bytes(m_, lay, job.seq, micro, a.attention, dropout=a.dropout > 0,
-                                                  schedule=schedule, fp8_inputs=fp8)
+                                                  schedule=schedule, fp8_inputs=fp8, norm_mla_recompute=light)
     memory["backward working set"] = cost.working_bytes(m_, lay, job.seq, a.attention, dropout=a.dropout > 0,
-                                                        fp8_inputs=fp8)
+                                                        fp8_inputs=fp8, norm_mla_recompute=light)
     memory["total"] = sum(memory.values())
     return memory
 
