@@ -98,11 +98,14 @@ def named_cause(comparison) -> str:
     if first is None:
         return ""
     worst = first.worst
-    parts = [first.key]
+    parts = [first.key + (f" in {first.scope}" if first.scope else "")]
     if worst is not None:
         parts.append(f"{worst.slot} {worst.metric} {worst.value:.3g} > {worst.threshold:.3g}"
                      + (f" ({worst.detail})" if worst.detail else ""))
     parts += list(first.argument_diffs)
+    parts += [f"{slot} is {parameter}" for slot, parameter in first.parameters]
+    if comparison.one_sided_before:
+        parts.append("after target-only " + ", ".join(comparison.one_sided_before))
     if first.user_line:
         parts.append(f"at {first.user_line}")
     return "; ".join(parts)
