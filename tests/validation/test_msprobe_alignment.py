@@ -89,3 +89,37 @@ def test_the_first_divergence_names_its_module_and_the_parameter_an_argument_is(
     assert first.scope == "layers.0.dt_proj (Linear)"
     assert ("input_args.1", "layers.0.dt_proj.weight") in first.parameters
     assert all(slot != "input_args.0" for slot, _ in first.parameters)  # the activation is no parameter
+
+
+def _norm_then_linear(fused: bool, epsilon: float | None = None) -> tuple[list[tuple[str, dict]], dict[str, str | None]]:
+    """An RMSNorm module (eager: pow, mean, add eps, rsqrt, mul; fused: npu_rms_norm) and a linear after it;
+    the outputs agree to the statistics' last digit (eps 1e-6 for 1e-5 changes them by less than the bound)."""
+    x, out = _tensor([2, 8, 16], 16.0), _tensor([2, 8, 16], 16.0)
+    scope = "Module.norm.RMSNorm.forward.0"
+    if fused:
+        kwargs = {} if epsilon is None else {"epsilon": epsilon}
+        norm = [("NPU.npu_rms_norm.0.forward", _call([x, _tensor([16], 4.0)], out, **kwargs))]
+    else:
+        var = _tensor([2, 8, 1], 4.0)
+        norm = [("Tensor.pow.0.forward", _call([x], _tensor([2, 8, 16], 30.0))),
+                ("Tensor.mean.0.forward", _call([_tensor([2, 8, 16], 30.0)], var)),
+                ("Tensor.__add__.0.forward", {"input_args": [var, {"type": "float", "value": 1e-5}],
+                                              "input_kwargs": {}, "output": [var]}),
+                ("Torch.rsqrt.0.forward", _call([var], var)),
+                ("Tensor.__mul__.0.forward", _call([x, var], out))]
+    records = [*norm, ("Module.norm.RMSNorm.forward.0", _call([x], out)),
+               ("Functional.linear.0.forward", _call([out], _tensor([2, 8, 4], 3.0)))]
+    return records, {key: scope for key, _ in norm} | {scope: None}
+
+
+def test_a_fused_rms_norm_with_another_epsilon_fails_on_it(tmp_path):
+    golden = _dump(tmp_path / "g", *_norm_then_linear(fused=False))
+    same = compare_dumps(str(_dump(tmp_path / "same", *_norm_then_linear(fused=True, epsilon=1e-5))), str(golden))
+    assert same.exit_code == 0 and same.first_divergence is None
+
+    default = compare_dumps(str(_dump(tmp_path / "default", *_norm_then_linear(fused=True))), str(golden))
+    first = default.first_divergence
+    assert default.exit_code == 1 and first.key == "NPU.npu_rms_norm.0.forward" and first.scope == "norm (RMSNorm)"
+    assert first.argument_diffs == ("epsilon: 1e-05 (the original adds it before rsqrt) → 1e-06 "
+                                    "(npu_rms_norm's default)",)
+    assert [r.key for r in default.records if r.status == "fail"] == ["NPU.npu_rms_norm.0.forward"]

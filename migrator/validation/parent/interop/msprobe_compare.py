@@ -24,7 +24,8 @@ Localisation: the first failing record in the target's execution order, with its
 user's line from `stack.json`, its module (construct.json: `layers.0.mixer.dt_proj (Linear)`), the
 parameters of that module its tensor arguments are (same shape and statistics: `input_args.1` =
 `layers.0.mixer.dt_proj.weight`) and the port-only records just before it (a fused op whose output
-the first failing record reads).
+the first failing record reads). A fused op only the target has is checked against the original's eager
+ops in its module (`msprobe_fused`: `npu_rms_norm`'s epsilon), since its effect can stay under the bounds.
 """
 
 from __future__ import annotations
@@ -154,9 +155,9 @@ def _record_verdict(label: str, t: Record, g: Record, th: Thresholds, cross_devi
 def _module_text(key: str) -> str:
     """`Module.layers.0.mixer.dt_proj.Linear.forward.0` -> `layers.0.mixer.dt_proj (Linear)`."""
     parts = key.removeprefix("Module.").split(".")
-    if not key.startswith("Module.") or len(parts) < 4:
+    if not key.startswith("Module.") or len(parts) < 3:
         return ""
-    return f"{'.'.join(parts[:-3])} ({parts[-3]})" if len(parts) > 4 else parts[-3]
+    return f"{'.'.join(parts[:-3])} ({parts[-3]})" if len(parts) > 3 else parts[-3]
 
 
 def _fingerprint(slot: Slot) -> tuple | None:
@@ -223,6 +224,20 @@ def align(target: tuple[Record, ...], golden: tuple[Record, ...]
     return [(t_seq[a], g_seq[b]) for a, b in pairs], only_t, only_g
 
 
+def _with_fused_arguments(label: str, verdicts: list[RecordVerdict], paired: list[Record], only_target: list[Record],
+                          only_golden: list[Record]) -> list[RecordVerdict]:
+    """`verdicts` with a failing verdict for each target-only fused op whose arguments are not the
+    original's (`msprobe_fused`), placed in the target's execution order."""
+    from .msprobe_fused import rms_norm_eps_diffs
+
+    placed = [(t.order, v) for t, v in zip(paired, verdicts)]
+    for record, diff in rms_norm_eps_diffs(only_target, only_golden):
+        slot = SlotVerdict("input_kwargs.epsilon", Verdict.FAIL, "argument", 1.0, 0.0, diff)
+        placed.append((record.order, RecordVerdict(label, record.key, record.api, record.direction, Verdict.FAIL,
+                                                   (slot,), (diff,), record.user_line, _module_text(record.scope))))
+    return [v for _, v in sorted(placed, key=lambda item: item[0])]
+
+
 def _one_sided_before(first: RecordVerdict, dump: RankDump, only_target: list[Record]) -> tuple[str, ...]:
     """Target-only records of the first divergence's direction between it and the paired record before it."""
     lonely = {r.key for r in only_target}
@@ -253,6 +268,7 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
         verdicts = [_record_verdict(t_dump.label, t, g, th, cross_device) for t, g in paired]
         verdicts = [_named_parameters(v, t, by_key) if v.status == Verdict.FAIL else v
                     for v, (t, _) in zip(verdicts, paired)]
+        verdicts = _with_fused_arguments(t_dump.label, verdicts, [t for t, _ in paired], only_target, only_golden)
         if not any(r.status == Verdict.FAIL for r in records):
             failing = next((v for v in verdicts if v.status == Verdict.FAIL), None)
             before = _one_sided_before(failing, t_dump, only_target) if failing else ()
