@@ -17,11 +17,15 @@ def comparison_text(result: MsprobeComparison, verbose: bool = False) -> str:
              + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))]
     first = result.first_divergence
     if first is not None:
-        lines.append(f"first divergence: {first.key} ({first.label})")
+        lines.append(f"first divergence: {first.key} ({first.label})" + (f" in {first.scope}" if first.scope else ""))
         if first.user_line:
             lines.append(f"  at {first.user_line}")
         for diff in first.argument_diffs:
             lines.append(f"  argument {diff}")
+        for slot, parameter in first.parameters:
+            lines.append(f"  {slot} is the parameter {parameter}")
+        if result.one_sided_before:
+            lines.append(f"  right after records only the target has: {', '.join(result.one_sided_before)}")
         if (worst := first.worst) is not None:
             lines.append(f"  {worst.slot}: {worst.metric} {worst.value:.3g} > {worst.threshold:g}"
                          + (f" ({worst.detail})" if worst.detail else ""))

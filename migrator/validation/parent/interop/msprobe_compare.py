@@ -1,11 +1,15 @@
 """`migrate validate --msprobe-target DIR --msprobe-golden DIR`: our verdicts over two msprobe dumps.
 
-Records are paired per step and rank by aligning the two runs' sequences of (API, direction) in execution
-order, not by msprobe's call counter (`Functional.gelu.0.forward`): a port or a refactor that removes or adds
-one op (a multiply folded into a scale) shifts every later counter of that API, and pairing by key then
-compared every later call with the wrong one (issue 37 item 5). A record with no counterpart is listed
-(added or removed by the port) and makes the result at most a warning; what it changed shows in the records
-after it. Each tensor slot gets one gate (numerics.md §3.3 thresholds, `thresholds.Thresholds`):
+Records are paired per step and rank by aligning the two runs' sequences of (API, direction, tensor shapes)
+in execution order, not by msprobe's call counter (`Functional.gelu.0.forward`): a port or a refactor that
+removes or adds one op (a multiply folded into a scale) shifts every later counter of that API, and pairing
+by key then compared every later call with the wrong one (issue 37 item 5). A call whose shapes changed (a
+causal conv written as a left pad and an unpadded conv) is no counterpart of the original's either: both
+are one-sided, and the records after them, where the two runs line up again, say whether it changed
+anything. Only past the last record that lines up are calls paired by (API, direction) alone, so a shape
+change that never realigns is compared and fails on its shape. A record with no counterpart is listed
+(added or removed by the port) and makes the result at most a warning. Each tensor slot gets one gate
+(numerics.md §3.3 thresholds, `thresholds.Thresholds`):
 
 * tensor task: `rel_l2(target, golden)` from the `.pt` files: fp32/fp64 ≤ 1e-5 pass, ≤ 1e-4 warn (×10 with
   `cross_device`); bf16/fp16 against the absolute bounds 0.02 (forward) / 0.1 (backward, gradients), as
@@ -16,14 +20,19 @@ after it. Each tensor slot gets one gate (numerics.md §3.3 thresholds, `thresho
 * a shape or dtype change fails; a non-tensor argument that differs (`approximate: 'none'` → `'tanh'`) is
   an argument diff and fails the record.
 
-Localisation: the first failing record in the target's execution order, with its argument diffs and
-the user's line from `stack.json`.
+Localisation: the first failing record in the target's execution order, with its argument diffs, the
+user's line from `stack.json`, its module (construct.json: `layers.0.mixer.dt_proj (Linear)`), the
+parameters of that module its tensor arguments are (same shape and statistics: `input_args.1` =
+`layers.0.mixer.dt_proj.weight`) and the port-only records just before it (a fused op whose output
+the first failing record reads). A fused op only the target has is checked against the original's eager
+ops in its module (`msprobe_fused`: `npu_rms_norm`'s epsilon), since its effect can stay under the bounds.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...verdict import Verdict, worst
@@ -54,6 +63,8 @@ class RecordVerdict:
     slots: tuple[SlotVerdict, ...]
     argument_diffs: tuple[str, ...] = ()
     user_line: str = ""
+    scope: str = ""                              # the enclosing module: layers.0.mixer.dt_proj (Linear)
+    parameters: tuple[tuple[str, str], ...] = ()  # (slot, parameter it is): (input_args.1, dt_proj.weight)
 
     @property
     def worst(self) -> SlotVerdict | None:
@@ -69,6 +80,7 @@ class MsprobeComparison:
     first_divergence: RecordVerdict | None
     unmatched: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    one_sided_before: tuple[str, ...] = ()  # target-only records right before the first divergence
 
     @property
     def exit_code(self) -> int:
@@ -136,7 +148,36 @@ def _record_verdict(label: str, t: Record, g: Record, th: Thresholds, cross_devi
     for path in missing:
         verdicts.append(SlotVerdict(path, Verdict.FAIL, "unmatched", 1.0, 0.0, "only in the golden record"))
     status = worst(v.status for v in verdicts)
-    return RecordVerdict(label, t.key, t.api, t.direction, status, tuple(verdicts), tuple(diffs), t.user_line)
+    return RecordVerdict(label, t.key, t.api, t.direction, status, tuple(verdicts), tuple(diffs), t.user_line,
+                         _module_text(t.scope))
+
+
+def _module_text(key: str) -> str:
+    """`Module.layers.0.mixer.dt_proj.Linear.forward.0` -> `layers.0.mixer.dt_proj (Linear)`."""
+    parts = key.removeprefix("Module.").split(".")
+    if not key.startswith("Module.") or len(parts) < 3:
+        return ""
+    return f"{'.'.join(parts[:-3])} ({parts[-3]})" if len(parts) > 3 else parts[-3]
+
+
+def _fingerprint(slot: Slot) -> tuple | None:
+    stats = tuple(value for _, value in slot.stats)
+    return (slot.shape, stats) if stats and None not in stats else None
+
+
+def _named_parameters(verdict: RecordVerdict, record: Record, by_key: dict[str, Record]) -> RecordVerdict:
+    """The verdict with the tensor arguments that are its module's parameters named (same shape and
+    statistics as a `parameters.<name>` slot of the enclosing module's record)."""
+    module = by_key.get(record.scope)
+    if module is None:
+        return verdict
+    prefix = verdict.scope.split(" (")[0]
+    params = {fp: slot.path.removeprefix("parameters.") for slot in module.slots
+              if slot.path.startswith("parameters.") and (fp := _fingerprint(slot)) is not None}
+    named = tuple((slot.path, f"{prefix}.{params[fp]}") for slot in record.slots
+                  if slot.kind == "tensor" and not slot.path.startswith("parameters.")
+                  and (fp := _fingerprint(slot)) in params)
+    return replace(verdict, parameters=named) if named else verdict
 
 
 def _pairs(target: tuple[RankDump, ...], golden: tuple[RankDump, ...]) -> tuple[list[tuple[RankDump, RankDump]], list[str]]:
@@ -155,27 +196,60 @@ def _pairs(target: tuple[RankDump, ...], golden: tuple[RankDump, ...]) -> tuple[
     return pairs, unmatched
 
 
-def align(target: tuple[Record, ...], golden: tuple[Record, ...]
-          ) -> tuple[list[tuple[Record, Record]], list[Record], list[Record]]:
-    """(paired records, target-only, golden-only): the longest matching blocks of (API, direction) in
-    execution order, so one added or removed call does not shift the pairing of the calls after it."""
+def _shapes(record: Record) -> tuple[tuple[int, ...], ...]:
+    return tuple(slot.shape for slot in record.slots if slot.kind == "tensor")
+
+
+def _matched(t_seq: list[Record], g_seq: list[Record], key: Callable[[Record], tuple]) -> list[tuple[int, int]]:
     import difflib
 
+    matcher = difflib.SequenceMatcher(None, [key(r) for r in t_seq], [key(r) for r in g_seq], autojunk=False)
+    return [(block.a + k, block.b + k) for block in matcher.get_matching_blocks() for k in range(block.size)]
+
+
+def align(target: tuple[Record, ...], golden: tuple[Record, ...]
+          ) -> tuple[list[tuple[Record, Record]], list[Record], list[Record]]:
+    """(paired records, target-only, golden-only): the longest matching blocks of (API, direction, tensor
+    shapes) in execution order, so an added, removed or reshaped call does not shift the pairing of the
+    calls after it; past the last matched pair, by (API, direction) alone (see the module docstring)."""
     t_seq = sorted(target, key=lambda r: r.order)
     g_seq = sorted(golden, key=lambda r: r.order)
-    matcher = difflib.SequenceMatcher(None, [(r.api, r.direction) for r in t_seq],
-                                      [(r.api, r.direction) for r in g_seq], autojunk=False)
-    paired: list[tuple[Record, Record]] = []
-    seen_t: set[int] = set()
-    seen_g: set[int] = set()
-    for block in matcher.get_matching_blocks():
-        for k in range(block.size):
-            paired.append((t_seq[block.a + k], g_seq[block.b + k]))
-            seen_t.add(block.a + k)
-            seen_g.add(block.b + k)
+    pairs = _matched(t_seq, g_seq, lambda r: (r.api, r.direction, _shapes(r)))
+    last_t, last_g = pairs[-1] if pairs else (-1, -1)
+    tail = _matched(t_seq[last_t + 1:], g_seq[last_g + 1:], lambda r: (r.api, r.direction))
+    pairs += [(last_t + 1 + a, last_g + 1 + b) for a, b in tail]
+    seen_t, seen_g = {a for a, _ in pairs}, {b for _, b in pairs}
     only_t = [r for i, r in enumerate(t_seq) if i not in seen_t]
     only_g = [r for i, r in enumerate(g_seq) if i not in seen_g]
-    return paired, only_t, only_g
+    return [(t_seq[a], g_seq[b]) for a, b in pairs], only_t, only_g
+
+
+def _with_fused_arguments(label: str, verdicts: list[RecordVerdict], paired: list[Record], only_target: list[Record],
+                          only_golden: list[Record]) -> list[RecordVerdict]:
+    """`verdicts` with a failing verdict for each target-only fused op whose arguments are not the
+    original's (`msprobe_fused`), placed in the target's execution order."""
+    from .msprobe_fused import rms_norm_eps_diffs
+
+    placed = [(t.order, v) for t, v in zip(paired, verdicts)]
+    for record, diff in rms_norm_eps_diffs(only_target, only_golden):
+        slot = SlotVerdict("input_kwargs.epsilon", Verdict.FAIL, "argument", 1.0, 0.0, diff)
+        placed.append((record.order, RecordVerdict(label, record.key, record.api, record.direction, Verdict.FAIL,
+                                                   (slot,), (diff,), record.user_line, _module_text(record.scope))))
+    return [v for _, v in sorted(placed, key=lambda item: item[0])]
+
+
+def _one_sided_before(first: RecordVerdict, dump: RankDump, only_target: list[Record]) -> tuple[str, ...]:
+    """Target-only records of the first divergence's direction between it and the paired record before it."""
+    lonely = {r.key for r in only_target}
+    order = sorted(dump.records, key=lambda r: r.order)
+    at = next(i for i, r in enumerate(order) if r.key == first.key)
+    before: list[str] = []
+    for record in reversed(order[:at]):
+        if record.key not in lonely:
+            break
+        if record.direction == first.direction:
+            before.insert(0, record.key)
+    return tuple(before)
 
 
 def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = False,
@@ -187,9 +261,18 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
     records: list[RecordVerdict] = []
     notes: list[str] = []
     tasks = {d.task for d in target + golden}
+    before: tuple[str, ...] = ()
     for t_dump, g_dump in pairs:
         paired, only_target, only_golden = align(t_dump.records, g_dump.records)
-        records += [_record_verdict(t_dump.label, t, g, th, cross_device) for t, g in paired]
+        by_key = {r.key: r for r in t_dump.records}
+        verdicts = [_record_verdict(t_dump.label, t, g, th, cross_device) for t, g in paired]
+        verdicts = [_named_parameters(v, t, by_key) if v.status == Verdict.FAIL else v
+                    for v, (t, _) in zip(verdicts, paired)]
+        verdicts = _with_fused_arguments(t_dump.label, verdicts, [t for t, _ in paired], only_target, only_golden)
+        if not any(r.status == Verdict.FAIL for r in records):
+            failing = next((v for v in verdicts if v.status == Verdict.FAIL), None)
+            before = _one_sided_before(failing, t_dump, only_target) if failing else ()
+        records += verdicts
         unmatched += [f"{t_dump.label}: {r.key} only in the target" for r in only_target]
         unmatched += [f"{t_dump.label}: {r.key} only in the golden" for r in only_golden]
     if "statistics" in tasks:
@@ -201,4 +284,5 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
     if unmatched and status == Verdict.PASS:
         status = Verdict.WARN
     first = next((r for r in records if r.status == Verdict.FAIL), None)
-    return MsprobeComparison(status, "/".join(sorted(tasks)), tuple(records), first, tuple(unmatched), tuple(notes))
+    return MsprobeComparison(status, "/".join(sorted(tasks)), tuple(records), first, tuple(unmatched), tuple(notes),
+                             before)

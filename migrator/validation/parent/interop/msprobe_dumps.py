@@ -50,6 +50,7 @@ class Record:
     order: int                # position in dump.json (execution order)
     slots: tuple[Slot, ...]
     user_line: str = ""       # first stack frame outside torch / msprobe / site-packages
+    scope: str = ""           # the enclosing module's record key (construct.json), "" when not known
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,15 @@ def _user_lines(stack_file: Path) -> dict[str, str]:
     return lines
 
 
+def _scopes(construct_file: Path) -> dict[str, str]:
+    """{record key: enclosing module's record key}; construct.json maps each record to its parent (mix, L0)."""
+    try:
+        doc = json.loads(construct_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in doc.items() if isinstance(k, str) and isinstance(v, str)} if isinstance(doc, dict) else {}
+
+
 def read_rank(folder: Path, step: int | None, rank: int) -> RankDump:
     dump_file = folder / "dump.json"
     try:
@@ -134,12 +144,14 @@ def read_rank(folder: Path, step: int | None, rank: int) -> RankDump:
     if not data_dir.is_dir() and doc.get("dump_data_dir"):
         data_dir = Path(doc["dump_data_dir"])
     users = _user_lines(folder / "stack.json")
+    scopes = _scopes(folder / "construct.json")
     records = []
     for order, (key, value) in enumerate(doc["data"].items()):
         slots: list[Slot] = []
         _slots(value, "", data_dir, slots)
         api, direction, counter = _split_key(key)
-        records.append(Record(key, api, direction, counter, order, tuple(slots), users.get(key, "")))
+        records.append(Record(key, api, direction, counter, order, tuple(slots), users.get(key, ""),
+                              scopes.get(key, "")))
     return RankDump(step, rank, str(folder), str(doc.get("task", "")), str(doc.get("level", "")), tuple(records))
 
 

@@ -1,0 +1,125 @@
+"""Pairing msprobe records by data flow (issue 37 item 5) and naming the first divergence's module and
+parameters, on tiny hand-written statistics dumps (msprobe 26's `dump.json` / `construct.json` layout)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from migrator.validation.parent.interop.msprobe_compare import compare_dumps
+
+
+def _tensor(shape: list[int], norm: float, top: float = 1.0) -> dict:
+    return {"type": "torch.Tensor", "dtype": "torch.float32", "shape": shape, "Max": top, "Min": -top,
+            "Mean": 0.0, "Norm": norm, "requires_grad": True}
+
+
+def _dump(root: Path, records: list[tuple[str, dict]], construct: dict[str, str | None] | None = None) -> Path:
+    folder = root / "step0" / "rank0"
+    folder.mkdir(parents=True)
+    doc = {"task": "statistics", "level": "mix", "framework": "pytorch", "dump_data_dir": None,
+           "data": dict(records)}
+    (folder / "dump.json").write_text(json.dumps(doc))
+    (folder / "construct.json").write_text(json.dumps(construct or {}))
+    return root
+
+
+def _call(inputs: list[dict], output: dict, **kwargs: object) -> dict:
+    return {"input_args": inputs, "input_kwargs": {k: {"type": type(v).__name__, "value": v} for k, v in kwargs.items()},
+            "output": [output]}
+
+
+def _causal_conv(left_pad: bool, slip: float = 0.0) -> list[tuple[str, dict]]:
+    """linear -> causal conv -> silu -> linear: the original pads both sides (conv output [2, 4, 11], sliced
+    to 8 by an op msprobe does not dump); the refactor pads left itself, its conv sees [2, 4, 11] with no
+    padding. Same values from the silu on; `slip` changes the silu's output."""
+    conv_in = _tensor([2, 4, 11], 3.0) if left_pad else _tensor([2, 4, 8], 3.0)
+    conv_out = _tensor([2, 4, 8], 5.0) if left_pad else _tensor([2, 4, 11], 6.0)
+    records = [("Functional.linear.0.forward", _call([_tensor([2, 8, 4], 2.0)], _tensor([2, 8, 4], 3.0)))]
+    if left_pad:
+        records.append(("Functional.pad.0.forward", _call([_tensor([2, 4, 8], 3.0)], conv_in)))
+    records += [("Functional.conv1d.0.forward", _call([conv_in], conv_out, groups=4)),
+                ("Functional.silu.0.forward", _call([_tensor([2, 4, 8], 5.0)], _tensor([2, 4, 8], 4.0 + slip))),
+                ("Functional.linear.1.forward", _call([_tensor([2, 8, 4], 4.0 + slip)], _tensor([2, 8, 4], 1.0 + slip)))]
+    return records
+
+
+def test_a_call_whose_shapes_changed_is_one_sided_when_the_records_after_it_line_up(tmp_path):
+    golden = _dump(tmp_path / "g", _causal_conv(left_pad=False))
+    refactor = compare_dumps(str(_dump(tmp_path / "t", _causal_conv(left_pad=True))), str(golden))
+    assert refactor.first_divergence is None and refactor.exit_code == 0
+    assert {"step0/rank0: Functional.conv1d.0.forward only in the target",
+            "step0/rank0: Functional.conv1d.0.forward only in the golden"} <= set(refactor.unmatched)
+    assert {r.key for r in refactor.records} == {"Functional.linear.0.forward", "Functional.silu.0.forward",
+                                                   "Functional.linear.1.forward"}
+
+    slipped = compare_dumps(str(_dump(tmp_path / "s", _causal_conv(left_pad=True, slip=1.0))), str(golden))
+    assert slipped.first_divergence.key == "Functional.silu.0.forward"
+    assert slipped.one_sided_before == ("Functional.pad.0.forward", "Functional.conv1d.0.forward")
+
+
+def test_a_shape_change_that_never_lines_up_again_fails_on_its_shape(tmp_path):
+    def run(width: int) -> list[tuple[str, dict]]:
+        return [("Functional.linear.0.forward", _call([_tensor([2, 4], 1.0)], _tensor([2, 4], 2.0))),
+                ("Functional.linear.1.forward", _call([_tensor([2, 4], 2.0)], _tensor([2, width], 3.0))),
+                ("Functional.gelu.0.forward", _call([_tensor([2, width], 3.0)], _tensor([2, width], 2.5)))]
+
+    result = compare_dumps(str(_dump(tmp_path / "t", run(6))), str(_dump(tmp_path / "g", run(8))))
+    assert result.exit_code == 1
+    assert result.first_divergence.key == "Functional.linear.1.forward"
+    assert result.first_divergence.worst.metric == "shape"
+
+
+def test_the_first_divergence_names_its_module_and_the_parameter_an_argument_is(tmp_path):
+    def run(weight_top: float) -> Path:
+        weight, bias = _tensor([32, 1], 2.0, weight_top), _tensor([32], 1.0)
+        x = _tensor([2, 8, 1], 0.5)
+        out = _tensor([2, 8, 32], 9.0 * weight_top)
+        module = {"input_args": [x], "input_kwargs": {}, "output": [out],
+                  "parameters": {"weight": weight, "bias": bias}}
+        records = [("Functional.linear.0.forward", _call([x, weight, bias], out)),
+                   ("Module.layers.0.dt_proj.Linear.forward.0", module)]
+        construct = {"Functional.linear.0.forward": "Module.layers.0.dt_proj.Linear.forward.0",
+                     "Module.layers.0.dt_proj.Linear.forward.0": "Module.layers.0.Block.forward.0"}
+        return _dump(tmp_path / str(weight_top), records, construct)
+
+    result = compare_dumps(str(run(1.0)), str(run(0.5)))
+    first = result.first_divergence
+    assert first.key == "Functional.linear.0.forward"
+    assert first.scope == "layers.0.dt_proj (Linear)"
+    assert ("input_args.1", "layers.0.dt_proj.weight") in first.parameters
+    assert all(slot != "input_args.0" for slot, _ in first.parameters)  # the activation is no parameter
+
+
+def _norm_then_linear(fused: bool, epsilon: float | None = None) -> tuple[list[tuple[str, dict]], dict[str, str | None]]:
+    """An RMSNorm module (eager: pow, mean, add eps, rsqrt, mul; fused: npu_rms_norm) and a linear after it;
+    the outputs agree to the statistics' last digit (eps 1e-6 for 1e-5 changes them by less than the bound)."""
+    x, out = _tensor([2, 8, 16], 16.0), _tensor([2, 8, 16], 16.0)
+    scope = "Module.norm.RMSNorm.forward.0"
+    if fused:
+        kwargs = {} if epsilon is None else {"epsilon": epsilon}
+        norm = [("NPU.npu_rms_norm.0.forward", _call([x, _tensor([16], 4.0)], out, **kwargs))]
+    else:
+        var = _tensor([2, 8, 1], 4.0)
+        norm = [("Tensor.pow.0.forward", _call([x], _tensor([2, 8, 16], 30.0))),
+                ("Tensor.mean.0.forward", _call([_tensor([2, 8, 16], 30.0)], var)),
+                ("Tensor.__add__.0.forward", {"input_args": [var, {"type": "float", "value": 1e-5}],
+                                              "input_kwargs": {}, "output": [var]}),
+                ("Torch.rsqrt.0.forward", _call([var], var)),
+                ("Tensor.__mul__.0.forward", _call([x, var], out))]
+    records = [*norm, ("Module.norm.RMSNorm.forward.0", _call([x], out)),
+               ("Functional.linear.0.forward", _call([out], _tensor([2, 8, 4], 3.0)))]
+    return records, {key: scope for key, _ in norm} | {scope: None}
+
+
+def test_a_fused_rms_norm_with_another_epsilon_fails_on_it(tmp_path):
+    golden = _dump(tmp_path / "g", *_norm_then_linear(fused=False))
+    same = compare_dumps(str(_dump(tmp_path / "same", *_norm_then_linear(fused=True, epsilon=1e-5))), str(golden))
+    assert same.exit_code == 0 and same.first_divergence is None
+
+    default = compare_dumps(str(_dump(tmp_path / "default", *_norm_then_linear(fused=True))), str(golden))
+    first = default.first_divergence
+    assert default.exit_code == 1 and first.key == "NPU.npu_rms_norm.0.forward" and first.scope == "norm (RMSNorm)"
+    assert first.argument_diffs == ("epsilon: 1e-05 (the original adds it before rsqrt) → 1e-06 "
+                                    "(npu_rms_norm's default)",)
+    assert [r.key for r in default.records if r.status == "fail"] == ["NPU.npu_rms_norm.0.forward"]
