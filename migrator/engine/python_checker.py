@@ -18,7 +18,9 @@ from typing import Any
 from migrator.catalogue import units
 from migrator.catalogue.loader import Catalogue, Rule, SymbolMatch
 from migrator.catalogue.patterns import CUDA_ACCELERATORS, accepted_names, lists_npu
+from migrator.engine import extension_builds
 from migrator.engine.bindings import Bindings
+from migrator.engine.extension_builds import CUDA_EXTENSION_MODULE
 from migrator.engine.sites import dotted
 from migrator.engine.source import SourceText
 from migrator.engine.statements import guarded_imports, import_library, iter_statements
@@ -38,13 +40,6 @@ COMMAND_RUNNERS = frozenset({
     "subprocess.getstatusoutput", "shutil.which", "asyncio.create_subprocess_exec", "asyncio.create_subprocess_shell",
 })
 
-DDP_CALLS = {
-    "torch.nn.parallel.DistributedDataParallel",
-    "torch.nn.parallel.distributed.DistributedDataParallel",
-    "torch.nn.DistributedDataParallel",
-}
-LOAD_INLINE = {"torch.utils.cpp_extension.load_inline"}
-LOAD_EXT = {"torch.utils.cpp_extension.load"}
 FLASH_ATTN_IMPLEMENTATIONS = {"flash_attention_2", "flash_attention_3"}
 # What shows a module computes in a dtype (for the op verdicts: a limit matters for dtypes in use)
 DTYPE_NAMES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.half": "fp16", "torch.float64": "fp64",
@@ -65,7 +60,6 @@ def _names_variable(text: str, m: re.Match) -> bool:
     return after.startswith("=") or before.endswith(("$", "${"))
 
 
-CUDA_EXTENSION_MODULE = re.compile(r"^\w*(_cuda|_cuda_lib|_cuda_ext|cuda_ext)$")
 
 
 
@@ -349,7 +343,9 @@ class PythonChecker(ast.NodeVisitor):
     visit_Tuple = visit_List = visit_Set = _collection
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str) and id(node) not in self.claimed and id(node) not in self.docstrings:
+        if isinstance(node.value, bytes) and id(node) not in self.claimed:  # `b"cuda" in buf`: a pickled device
+            self.check_string(node, node.value.decode("latin-1"))
+        elif isinstance(node.value, str) and id(node) not in self.claimed and id(node) not in self.docstrings:
             self.check_string(node, node.value)
             if node.value.lower() in DTYPE_STRINGS:  # `dtype="bfloat16"`, `--precision bf16`
                 self.dtypes_used.add(DTYPE_STRINGS[node.value.lower()])
@@ -366,6 +362,7 @@ class PythonChecker(ast.NodeVisitor):
     def check_string(self, node: ast.AST, text: str) -> None:
         for detect in self.detect_string:
             detect(self.facade, node, text)
+        extension_builds.check_string(self.facade, node, text)
         if len(text) < 4000:
             for m in ENV_TOKEN.finditer(text):
                 if _names_variable(text, m):
@@ -386,7 +383,7 @@ class PythonChecker(ast.NodeVisitor):
         self._check_framework_arguments(func_names, kwargs)
         for detect in self.detect_call:
             detect(self.facade, node, func_names, kwargs)
-        self._check_extensions(node, func_names, kwargs)
+        extension_builds.check_call(self.facade, node, func_names, kwargs)
 
     def _check_framework_arguments(self, func_names: set[str], kwargs: dict[str, ast.expr]) -> None:
         accelerator = kwargs.get("accelerator")  # Lightning accepts no "npu": no exact rename (route facts)
@@ -399,26 +396,6 @@ class PythonChecker(ast.NodeVisitor):
         attn = kwargs.get("attn_implementation")
         if isinstance(attn, ast.Constant) and attn.value in FLASH_ATTN_IMPLEMENTATIONS:
             self.emit_impl("config-flash-attention", attn, attn.value)
-
-    def _check_extensions(self, node: ast.Call, func_names: set[str], kwargs: dict[str, ast.expr]) -> None:
-        if func_names & DDP_CALLS:
-            for key in ("device_ids", "output_device"):
-                if key in kwargs:
-                    self.emit_impl("ddp-device-ids", kwargs[key], key)
-        if func_names & {"importlib.import_module", "torch.utils.cpp_extension.load"} and node.args:
-            first = node.args[0]
-            if isinstance(first, ast.Constant) and isinstance(first.value, str) and CUDA_EXTENSION_MODULE.match(first.value):
-                self.claim(first)
-                self.emit_impl("cuda-extension-import", first, first.value)
-        if func_names & LOAD_INLINE and "cuda_sources" in kwargs:
-            self.emit_impl("cuda-extension-build", node, "load_inline(cuda_sources=...)")
-        if func_names & LOAD_EXT:
-            sources = kwargs.get("sources") or (node.args[1] if len(node.args) > 1 else None)
-            if sources is not None and any(
-                isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value.endswith((".cu", ".cuh"))
-                for c in ast.walk(sources)
-            ):
-                self.emit_impl("cuda-extension-build", node, "load(sources=[*.cu])")
 
 
 def check_module(
