@@ -24,7 +24,6 @@ CUDA_EXTENSION_MODULE = re.compile(r"^\w*(_cuda|_cuda_lib|_cuda_ext|cuda_ext)$")
 # parrots (SenseTime's framework) builds CUDA with `Extension(..., cuda=True)`, bound directly or as a partial
 PARROTS_EXTENSION = "parrots.utils.build_extension.Extension"
 PARTIAL = {"functools.partial"}
-CUDA_EXTENSION_CLASSES = {"torch.utils.cpp_extension.CUDAExtension"}
 # a whole string naming a CUDA source or a glob of them: "kernel/x.cu", "*.cuh", ".cu", f"{name}.cu"
 CUDA_SOURCE_NAME = re.compile(r"[^\s'\"]*\.cuh?")
 
@@ -44,8 +43,8 @@ def check_call(checker: Checker, node: ast.Call, func_names: set[str], kwargs: d
 
 
 def _check_builds(checker: Checker, node: ast.Call, func_names: set[str], kwargs: dict[str, ast.expr]) -> None:
-    """Run-time builds (KERN002) and parrots' CUDA extension class (KERN001); the `.cu` strings inside a
-    build call go with that call's finding."""
+    """Run-time builds (KERN002) and parrots' CUDA extension class (KERN001); the `.cu` strings inside
+    such a call go with its finding, which spans the call."""
     if func_names & LOAD_INLINE and "cuda_sources" in kwargs:
         checker.emit("cuda-extension-build", node, "load_inline(cuda_sources=...)")
     sources: list[ast.AST] = []
@@ -54,12 +53,10 @@ def _check_builds(checker: Checker, node: ast.Call, func_names: set[str], kwargs
         sources = [c for c in ast.walk(listed) if _names_cuda_source(c)] if listed is not None else []
         if sources:
             checker.emit("cuda-extension-build", node, "load(sources=[*.cu])")
-    parrots = _parrots_cuda_extension(checker, node, func_names, kwargs)
-    if parrots:
+    if _parrots_cuda_extension(checker, node, func_names, kwargs):
         checker.emit("cuda-extension-class", node, f"{PARROTS_EXTENSION}(cuda=True)")
-    if parrots or func_names & CUDA_EXTENSION_CLASSES:  # `CUDAExtension(name, sources=[..."k.cu"])`
         sources = [c for arg in (*node.args, *kwargs.values()) for c in ast.walk(arg) if _names_cuda_source(c)]
-    for name in sources:
+    for name in sources:  # inside the call's finding (torch's `CUDAExtension` is reported at its name only)
         checker.claim(name)
 
 
