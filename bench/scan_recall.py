@@ -75,6 +75,14 @@ NOT_CUDA: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(pattern), 
     (r"endswith\(\(['\"]cuda", "names of RNG-state entries in a checkpoint"),
     (r"\btriton\.(cdiv|next_power_of_2|Config|testing|__version__|runtime)\b",
      "triton host utilities run under triton-ascend (the same `triton` module): KERN004 is the import and each kernel"),
+    # added with issue 39's fresh corpus (bench/README.md, Session 11), each read on the lines it excuses:
+    (r"^(?!.*(\.cuda\b|\bcuda\s*[.(]|[\"']cuda|import|nvml|cupy))(?:.*[^\w.'\"])?cuda(?![\w.(])",
+     "a local flag or parameter named cuda (`if cuda:`, `cuda: bool = False`): like is_cuda, the check that set it "
+     "is its own line"),
+    (r"\btorch\._inductor\.config\.triton\.", "inductor's options for its generated Triton code: a torch setting on "
+     "every backend (torch_npu's inductor reads the same config), no CUDA call"),
+    (r"^from\s+\.", "a relative import: the token is in the path of the tree's own module (ultralytics' `.triton` "
+     "is its Triton Inference Server client), reported in that module"),
 ))
 
 SKIPPED_PARTS = {"__pycache__", ".git", ".eggs", ".venv", "site-packages", "node_modules"}

@@ -21,9 +21,11 @@ from migrator.catalogue.patterns import CUDA_ACCELERATORS, accepted_names, lists
 from migrator.engine import extension_builds
 from migrator.engine.bindings import Bindings
 from migrator.engine.extension_builds import CUDA_EXTENSION_MODULE
+from migrator.engine.import_calls import bound_module
 from migrator.engine.sites import dotted
 from migrator.engine.source import SourceText
 from migrator.engine.statements import guarded_imports, import_library, iter_statements
+from migrator.ground.kinds import FixKind
 from migrator.ground.own_code import own_helpers
 
 ENV_TOKEN = re.compile(
@@ -91,6 +93,8 @@ def collect_aliases(tree: ast.AST) -> dict[str, set[str]]:
                 if alias.name == "*":
                     continue
                 aliases[alias.asname or alias.name].add(f"{node.module}.{alias.name}")
+        elif isinstance(node, ast.Assign) and (bound := bound_module(node)):  # `cp = optional_import("cupy")`
+            aliases[bound[0]].add(bound[1])
     return aliases
 
 
@@ -298,6 +302,10 @@ class PythonChecker(ast.NodeVisitor):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.assigned_values.add(id(node.value))
+        bound = bound_module(node)
+        hit = self.match({bound[1]}) if bound else None
+        if bound and hit and hit[0].rule.fix_kind == FixKind.MANUAL:  # the binding is a use of the library
+            self.emit(hit[0].rule, node.value, bound[1])
         # `x = torch.randn(...)`: x is a tensor for the coverage family's method lookups
         if isinstance(node.value, ast.Call) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             names = self.qualnames(node.value.func)

@@ -162,3 +162,15 @@ def test_device_names_in_bytes_literals_are_reported_and_left_to_a_person(tmp_pa
     listed = _scan(tmp_path, "from torch.utils.cpp_extension import CUDAExtension\n"
                               "ext = CUDAExtension(\n    \"ext\",\n    sources=[\"a.cpp\", \"a_kernel.cu\"],\n)\n", "setup.py")
     assert [(f.code, f.line) for f in listed.findings] == [("KERN001", 1), ("KERN001", 2), ("KERN023", 4)]
+
+
+def test_a_module_bound_by_a_call_naming_it_reports_its_uses(tmp_path):
+    """MONAI binds CuPy and NVML through its own `optional_import("cupy")`; `importlib.import_module` alike."""
+    result = _scan(tmp_path, (
+        "import importlib\nfrom monai.utils import optional_import\n\n"
+        "cupy, has_cupy = optional_import(\"cupy\")\nnvml = importlib.import_module(\"pynvml\")\n"
+        "np_, _ = optional_import(\"numpy\")\n\n\ndef labels(x):\n    nvml.nvmlInit()\n"
+        "    return cupy.asnumpy(cupy.asarray(x)), np_.zeros(1)\n"))
+    assert [(line, code) for line, code, _ in _sites(result)] == [
+        (4, "KERN007"), (5, "KERN008"), (10, "KERN008"), (11, "KERN007"), (11, "KERN007")]
+    assert [(a.code, a.unit) for a in actions(result.findings)] == [("KERN007", "import"), ("KERN008", "import")]
