@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 
 MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
@@ -27,3 +28,17 @@ def bound_module(node: ast.Assign) -> tuple[str, str] | None:
     if not isinstance(target, ast.Name):
         return None
     return target.id, module.split(".")[0] if callee == "__import__" else module
+
+
+def attribute_modules(tree: ast.AST, aliases: dict[str, set[str]], manual: Callable[[str], bool]) -> dict[str, set[str]]:
+    """`self.pynvml = pynvml` after `import pynvml` (ultralytics' GPU monitors): `self.pynvml` names the module,
+    for the modules whose rule leaves the port to a person (`manual`); a rewritten name is never reached this way."""
+    out: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)):
+            continue
+        modules = {m for m in aliases.get(node.value.id, ()) if "." not in m and manual(m)}
+        for target in node.targets if modules else ():
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                out.setdefault(f"self.{target.attr}", set()).update(modules)
+    return out

@@ -21,7 +21,7 @@ from migrator.catalogue.patterns import CUDA_ACCELERATORS, accepted_names, lists
 from migrator.engine import extension_builds
 from migrator.engine.bindings import Bindings
 from migrator.engine.extension_builds import CUDA_EXTENSION_MODULE
-from migrator.engine.import_calls import bound_module
+from migrator.engine.import_calls import attribute_modules, bound_module
 from migrator.engine.sites import dotted
 from migrator.engine.source import SourceText
 from migrator.engine.statements import guarded_imports, import_library, iter_statements
@@ -132,6 +132,7 @@ class PythonChecker(ast.NodeVisitor):
         self.package_init = package_init  # __init__.py: its module-level imports are re-exports
         self.enabled = enabled
         self.aliases = collect_aliases(tree)
+        self.aliases.update(attribute_modules(tree, self.aliases, self._manual_library))
         self.guarded = guarded_imports(tree)
         self.docstring_nodes = docstrings(tree)
         self.docstrings = {id(n) for n in self.docstring_nodes}
@@ -176,10 +177,16 @@ class PythonChecker(ast.NodeVisitor):
     # -- name resolution ------------------------------------------------------------------
     def qualnames(self, node: ast.AST) -> set[str]:
         parts = dotted(node)
+        if parts and len(parts) > 1 and f"{parts[0]}.{parts[1]}" in self.aliases:  # `self.nvml` bound to a module
+            parts = [f"{parts[0]}.{parts[1]}", *parts[2:]]
         if not parts or parts[0] not in self.aliases:
             return set()
         rest = ".".join(parts[1:])
         return {f"{base}.{rest}" if rest else base for base in self.aliases[parts[0]]}
+
+    def _manual_library(self, module: str) -> bool:
+        hit = self.catalogue.match_symbol(f"{module}.x")
+        return hit is not None and hit.rule.scope == "library" and hit.rule.fix_kind == FixKind.MANUAL
 
     def match(self, names: Iterable[str]) -> tuple[SymbolMatch, str, bool] | None:
         """Best match over candidate names; the flag says whether candidates disagree."""

@@ -174,3 +174,13 @@ def test_a_module_bound_by_a_call_naming_it_reports_its_uses(tmp_path):
     assert [(line, code) for line, code, _ in _sites(result)] == [
         (4, "KERN007"), (5, "KERN008"), (10, "KERN008"), (11, "KERN007"), (11, "KERN007")]
     assert [(a.code, a.unit) for a in actions(result.findings)] == [("KERN007", "import"), ("KERN008", "import")]
+
+
+def test_a_module_kept_on_self_reports_its_uses(tmp_path):
+    """ultralytics keeps NVML as `self.pynvml` after a function-local import; a rewritten library is not followed."""
+    result = _scan(tmp_path, (
+        "class GPUInfo:\n    def __init__(self):\n        import pynvml\n        import torch\n\n"
+        "        self.pynvml = pynvml\n        self.torch = torch\n\n    def count(self):\n"
+        "        self.torch.cuda.synchronize()\n        return self.pynvml.nvmlDeviceGetCount()\n"))
+    assert [(line, code, symbol) for line, code, symbol in _sites(result) if line > 4] == [
+        (6, "KERN008", "pynvml"), (6, "KERN008", "pynvml"), (11, "KERN008", "pynvml.nvmlDeviceGetCount")]
