@@ -76,7 +76,7 @@ NOT_CUDA: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(pattern), 
     (r"\btriton\.(cdiv|next_power_of_2|Config|testing|__version__|runtime)\b",
      "triton host utilities run under triton-ascend (the same `triton` module): KERN004 is the import and each kernel"),
     # added with issue 39's fresh corpus (bench/README.md, Session 11), each read on the lines it excuses:
-    (r"^(?!.*(\.cuda\b|\bcuda\s*[.(]|[\"']cuda|import|nvml|cupy))(?:.*[^\w.'\"])?cuda(?![\w.(])",
+    (r"^(?!.*(\.cuda\b|\bcuda\s*[.(]|[\"'/]cuda|import|nvml|cupy))(?:.*[\s(\[,])?cuda(?![\w.(/=\"'])",
      "a local flag or parameter named cuda (`if cuda:`, `cuda: bool = False`): like is_cuda, the check that set it "
      "is its own line"),
     (r"\btorch\._inductor\.config\.triton\.", "inductor's options for its generated Triton code: a torch setting on "
