@@ -316,7 +316,7 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
     new_module = module_fixes.apply_module_fixes(ctx, new_module, tree, whole, rules)
     candidates = {n for n in fixer.removable} | ctx.removable | {
         local for local, quals in aliases.items() if any(q.split(".")[0] in REMOVABLE_ROOTS for q in quals)
-    }
+    } | {local for local, quals in aliases.items() if quals == {"torch"}}  # portable: its only uses were torch.cuda.*
     scopes = ImportScopes(tree, name_uses, bool(findings) and is_package_init(findings[0].path))
     new_module, removed = remove_unused_imports(module, new_module, candidates, scopes.re_exported)
     # imports the scan already called manual never reach `fixer.import_findings`: judged here the same way
