@@ -182,7 +182,10 @@ class PythonChecker(ast.NodeVisitor):
         if not parts or parts[0] not in self.aliases:
             return set()
         rest = ".".join(parts[1:])
-        return {f"{base}.{rest}" if rest else base for base in self.aliases[parts[0]]}
+        names = {f"{base}.{rest}" if rest else base for base in self.aliases[parts[0]]}
+        if "torch" in parts[1:-1]:  # `torch_utils.torch.cuda`: torch re-exported by a module (ambiguous: manual)
+            names.add(".".join(parts[parts.index("torch", 1):]))
+        return names
 
     def _manual_library(self, module: str) -> bool:
         hit = self.catalogue.match_symbol(f"{module}.x")

@@ -184,3 +184,13 @@ def test_a_module_kept_on_self_reports_its_uses(tmp_path):
         "        self.torch.cuda.synchronize()\n        return self.pynvml.nvmlDeviceGetCount()\n"))
     assert [(line, code, symbol) for line, code, symbol in _sites(result) if line > 4] == [
         (6, "KERN008", "pynvml"), (6, "KERN008", "pynvml"), (11, "KERN008", "pynvml.nvmlDeviceGetCount")]
+
+
+def test_torch_reached_through_another_module_is_reported_and_left_to_a_person(tmp_path):
+    """ultralytics' tests patch `torch_utils.torch.cuda`: torch as another module's attribute."""
+    result = _scan(tmp_path, (
+        "from ultralytics.utils import torch_utils\n\n\ndef test_select(monkeypatch):\n"
+        "    monkeypatch.setattr(torch_utils.torch.cuda, \"is_available\", lambda: True)\n"
+        "    return torch_utils.torch.cuda.device_count()\n"))
+    assert [(line, symbol) for line, _, symbol in _sites(result)] == [(5, "torch.cuda"), (6, "torch.cuda.device_count")]
+    assert all(f.fix is None for f in result.findings)
