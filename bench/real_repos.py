@@ -4,13 +4,16 @@
     python3 bench/real_repos.py                       # every package, both targets, a table
     python3 bench/real_repos.py -p timm -p accelerate --target npu
     python3 bench/real_repos.py --json out.json       # also the full results (failure examples included)
+    python3 bench/real_repos.py --corpus fresh        # issue 39's acceptance corpus (nine other repositories)
 
 For each package and target, on its own fresh scratch copy of the unpacked sdist (the cache is
 never edited): scan -> fix (in process, `migrator.api.fix`) -> re-parse every written .py ->
 `python -m migrator fix --check` (a subprocess, as a user runs it) -> a second fix. It counts
 files scanned, findings, fixes (edits), declined sites, internal fixer errors, other per-file
 errors, written .py files that do not parse, CUDA-free files touched (files without any finding
-that changed), and non-idempotent files (what the second fix changed, the fix record included).
+that changed), non-idempotent files (what the second fix changed, the fix record included), and on each
+changed .py file what a careful engineer keeps (`bench/fix_care.py`): comments lost, new unused imports,
+rewritten availability checks that still guard a CUDA call (guard inversions).
 See bench/README.md for the pinned inputs and the last results.
 
 Exit status: 0 when every run was clean, 1 when a run found a problem, 2 when the inputs could not
@@ -35,6 +38,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fix_care  # noqa: E402
 from sdists import BenchError, Pin, fetch_tree  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -81,6 +85,33 @@ PACKAGES: dict[str, Package] = {
 }
 SMALLEST = "accelerate"  # the network test's package
 
+# Issue 39's acceptance corpus: nine repositories no earlier benchmark used (`--corpus fresh`; the recall of
+# the same trees: `bench/scan_recall.py --corpus fresh`). Digests from https://pypi.org/pypi/<name>/json, 2026-12-09.
+FRESH: dict[str, Package] = {
+    p.pin.name: p
+    for p in (
+        Package(Pin("sentence-transformers", "6.3.0", "sentence_transformers-6.3.0.tar.gz",
+                    "a19acbf76a958817136ee4e89f90b483255d77f3dc9a7309814f7600592c450e")),
+        Package(Pin("torchmetrics", "1.9.0", "torchmetrics-1.9.0.tar.gz",
+                    "a488609948600df52d3db4fcdab02e62aab2a85ef34da67037dc3e65b8512faa")),
+        Package(Pin("kornia", "0.9.0", "kornia-0.9.0.tar.gz",
+                    "65e82219b10e73289fb8cb3c739879d917e6908c0a977b1d65f388cba1741f71")),
+        Package(Pin("speechbrain", "1.1.2", "speechbrain-1.1.2.tar.gz",
+                    "a49328b61f6e6caa0e01ab4e32bc15b564114953e30718b1379d2e1d764e426a")),
+        Package(Pin("fairscale", "0.4.13", "fairscale-0.4.13.tar.gz",
+                    "1b797825c427f5dba92253fd0d8daa574e8bd651a2423497775fab1b30cfb768")),
+        Package(Pin("litgpt", "0.5.13", "litgpt-0.5.13.tar.gz",
+                    "77be78814d0334e8e32ee6dac417e9718ebad45529458995ca255af24cf15cf3")),
+        Package(Pin("ultralytics", "8.4.190", "ultralytics-8.4.190.tar.gz",
+                    "c7a0ebb21d10f1de98682b6a4dc22bc0d1d0634b9398c086bd03b1e5bf40cbc3")),
+        Package(Pin("mmdet", "3.3.0", "mmdet-3.3.0.tar.gz",
+                    "fe8cc2685d60a2a4f2530a4e92aa6269fe45af93265303a31bf4ea463eb3164f")),
+        Package(Pin("monai", "1.6.1", "monai-1.6.1.tar.gz",
+                    "e24ae4bb944f1779b7a6445acc4ff2efd9cc504d05dffe2498c49af117350136")),
+    )
+}
+CORPORA = {"earlier": PACKAGES, "fresh": FRESH}
+
 
 @dataclass
 class RunReport:
@@ -98,6 +129,9 @@ class RunReport:
     cuda_free_touched: list[str] = field(default_factory=list)  # changed files that had no finding
     runtime_modules: int = 0  # `_migrate_runtime.py` modules written (portable target)
     non_idempotent: list[str] = field(default_factory=list)  # changed again by the second fix
+    comments_lost: list[str] = field(default_factory=list)  # bench/fix_care.py, on each changed .py file
+    new_unused_imports: list[str] = field(default_factory=list)
+    guard_inversions: list[str] = field(default_factory=list)
     check_exit: int | None = None
     check_output: str = ""
     crash: str | None = None  # an exception out of migrator.api itself
@@ -106,7 +140,8 @@ class RunReport:
     @property
     def clean(self) -> bool:
         return (self.crash is None and self.check_exit == 0 and not self.internal_errors and not self.unparsable
-                and not self.cuda_free_touched and not self.non_idempotent)
+                and not self.cuda_free_touched and not self.non_idempotent and not self.comments_lost
+                and not self.new_unused_imports and not self.guard_inversions)
 
     def as_dict(self) -> dict:
         return {**asdict(self), "clean": self.clean}
@@ -191,6 +226,7 @@ def run_one(package: Package, target: str, tree: Path, work: Path, log=lambda me
         runtime_modules = {c.real_path for c in outcome.plan.changes if c.runtime_module and c.changed}
         report.runtime_modules = len(runtime_modules)
         report.cuda_free_touched = [p for p in written if p not in with_findings and p not in runtime_modules]
+        _check_care(report, [c for c in outcome.plan.changes if c.changed and c.path.endswith(".py")])
         log(f"  {pin.name} {target}: fixed {report.changed} files in {report.seconds} s; fix --check ...")
         report.check_exit, report.check_output = run_check(copy, target)
         api.fix([copy], target=target, use_cache=False)
@@ -200,16 +236,27 @@ def run_one(package: Package, target: str, tree: Path, work: Path, log=lambda me
     return report
 
 
+def _check_care(report: RunReport, changes: list) -> None:
+    """Comments kept, no new unused import, no availability check rewritten over a CUDA call it guards."""
+    for c in changes:
+        report.comments_lost += fix_care.comments_lost(c.path, c.before, c.after)
+        checks = [e.new_line for e in c.edits if e.symbol == fix_care.AVAILABILITY and e.new_line]
+        report.guard_inversions += fix_care.guard_inversions(c.path, c.after, checks)
+    report.new_unused_imports = fix_care.new_unused_imports([(c.path, c.before, c.after) for c in changes])
+
+
 # -- report -------------------------------------------------------------------------------------
 COLUMNS = ("package", "target", "files", "findings", "fixes", "declined", "internal", "unparsable",
-           "cuda-free touched", "non-idempotent", "check exit", "fix s")
+           "cuda-free touched", "non-idempotent", "comments lost", "new unused imports", "guard inversions",
+           "check exit", "fix s")
 
 
 def row_of(r: RunReport) -> list[str]:
     check = "crash" if r.crash else str(r.check_exit)
     return [f"{r.package} {r.version}", r.target, str(r.files), str(r.findings), str(r.fixes), str(r.declined),
             str(len(r.internal_errors)), str(len(r.unparsable)), str(len(r.cuda_free_touched)),
-            str(len(r.non_idempotent)), check, f"{r.seconds:.1f}"]
+            str(len(r.non_idempotent)), str(len(r.comments_lost)), str(len(r.new_unused_imports)),
+            str(len(r.guard_inversions)), check, f"{r.seconds:.1f}"]
 
 
 def markdown_table(reports: list[RunReport]) -> str:
@@ -226,7 +273,8 @@ def problems(reports: list[RunReport]) -> str:
             out.append(f"{label}: CRASH\n    " + r.crash.strip().replace("\n", "\n    "))
         for kind, items in (("internal error", r.internal_errors), ("other file error", r.file_errors),
                             ("unparsable", r.unparsable), ("CUDA-free file touched", r.cuda_free_touched),
-                            ("non-idempotent", r.non_idempotent)):
+                            ("non-idempotent", r.non_idempotent), ("comment lost", r.comments_lost),
+                            ("new unused import", r.new_unused_imports), ("guard inversion", r.guard_inversions)):
             for item in items:
                 out.append(f"{label}: {kind}: {item}")
         if r.check_exit not in (0, None):
@@ -236,8 +284,10 @@ def problems(reports: list[RunReport]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("-p", "--package", action="append", choices=sorted(PACKAGES),
-                        help="run only this package (repeatable; default: all)")
+    parser.add_argument("--corpus", choices=sorted(CORPORA), default="earlier",
+                        help="which pinned set (default: earlier; fresh: issue 39's acceptance corpus)")
+    parser.add_argument("-p", "--package", action="append", choices=sorted({*PACKAGES, *FRESH}),
+                        help="run only this package of the corpus (repeatable; default: all)")
     parser.add_argument("--target", choices=TARGETS, action="append", help="only this target (default: both)")
     parser.add_argument("--cache", type=Path, help="download/unpack folder (default $MIGRATE_BENCH_CACHE or "
                         "~/.cache/ascend-migrate-bench)")
@@ -251,10 +301,14 @@ def main(argv: list[str] | None = None) -> int:
         if not args.quiet:
             print(message, file=sys.stderr, flush=True)
 
-    names = args.package or list(PACKAGES)
+    packages = CORPORA[args.corpus]
+    names = args.package or list(packages)
+    unknown = [n for n in names if n not in packages]
+    if unknown:
+        parser.error(f"not in the {args.corpus} corpus: {', '.join(unknown)}")
     targets = args.target or list(TARGETS)
     try:
-        trees = {name: fetch_tree(PACKAGES[name].pin, args.cache, log) for name in names}
+        trees = {name: fetch_tree(packages[name].pin, args.cache, log) for name in names}
     except BenchError as exc:
         print(f"real_repos: error: {exc}", file=sys.stderr)
         return 2
@@ -264,8 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="real-repos-") as tmp:
         for name in names:
             for target in targets:
-                log(f"{name} {PACKAGES[name].pin.version}, target {target} ...")
-                report = run_one(PACKAGES[name], target, trees[name], Path(tmp), log)
+                log(f"{name} {packages[name].pin.version}, target {target} ...")
+                report = run_one(packages[name], target, trees[name], Path(tmp), log)
                 reports.append(report)
                 log("  " + " | ".join(row_of(report)) + ("\n  " + problems([report]).replace("\n", "\n  ")
                                                           if not report.clean else ""))

@@ -5,6 +5,7 @@
     python3 bench/scan_recall.py -p peft -p trl --misses 50
     PYTHONPATH=/other/checkout python3 bench/scan_recall.py --code /other/checkout   # another version's scanner
     python3 bench/scan_recall.py --json out.json        # every missed line, for classification
+    python3 bench/scan_recall.py --corpus fresh         # issue 39's acceptance corpus (bench/real_repos.py FRESH)
 
 The oracle (`bench/recall_oracle.py`) marks lines by their tokens and knows nothing of the scanner. A marked
 line counts as found when a finding's lines hold it, or, for a line of an import statement, when any finding
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from real_repos import FRESH  # noqa: E402
 from recall_oracle import NAMES, scan_text  # noqa: E402
 from sdists import BenchError, Pin, fetch_tree  # noqa: E402
 
@@ -55,6 +57,9 @@ PINS: dict[str, Pin] = {
     )
 }
 
+# `--corpus fresh`: issue 39's acceptance corpus, pinned with bench/real_repos.py (which runs `fix` on it)
+CORPORA: dict[str, dict[str, Pin]] = {"recall": PINS, "fresh": {name: p.pin for name, p in FRESH.items()}}
+
 # Marked lines a person read and judged no CUDA use: (regex over the line's text, why). Kept short and
 # general; every entry names what it excuses.
 NOT_CUDA: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(pattern), why) for pattern, why in (
@@ -70,6 +75,14 @@ NOT_CUDA: tuple[tuple[re.Pattern[str], str], ...] = tuple((re.compile(pattern), 
     (r"endswith\(\(['\"]cuda", "names of RNG-state entries in a checkpoint"),
     (r"\btriton\.(cdiv|next_power_of_2|Config|testing|__version__|runtime)\b",
      "triton host utilities run under triton-ascend (the same `triton` module): KERN004 is the import and each kernel"),
+    # added with issue 39's fresh corpus (bench/README.md, Session 11), each read on the lines it excuses:
+    (r"^(?!.*(\.cuda\b|\bcuda\s*[.(]|[\"'/]cuda|import|nvml|cupy))(?:.*[\s(\[,])?cuda(?![\w.(/=\"'])",
+     "a local flag or parameter named cuda (`if cuda:`, `cuda: bool = False`): like is_cuda, the check that set it "
+     "is its own line"),
+    (r"\btorch\._inductor\.config\.triton\.", "inductor's options for its generated Triton code: a torch setting on "
+     "every backend (torch_npu's inductor reads the same config), no CUDA call"),
+    (r"^from\s+\.", "a relative import: the token is in the path of the tree's own module (ultralytics' `.triton` "
+     "is its Triton Inference Server client), reported in that module"),
 ))
 
 SKIPPED_PARTS = {"__pycache__", ".git", ".eggs", ".venv", "site-packages", "node_modules"}
@@ -180,17 +193,23 @@ def table(results: list[PackageRecall]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("-p", "--package", action="append", choices=sorted(PINS), help="only these (repeatable)")
+    parser.add_argument("--corpus", choices=sorted(CORPORA), default="recall",
+                        help="which pinned set (default: recall, the nine above; fresh: issue 39's acceptance corpus)")
+    parser.add_argument("-p", "--package", action="append", choices=sorted({n for c in CORPORA.values() for n in c}),
+                        help="only these of the corpus (repeatable)")
     parser.add_argument("--code", type=Path, default=REPO, help="the checkout whose scanner runs (default: this one)")
     parser.add_argument("--misses", type=int, default=20, help="missed lines listed per package (default 20)")
     parser.add_argument("--json", type=Path, help="write every figure and every missed line here")
     parser.add_argument("--cache", type=Path, help="sdist cache (default $MIGRATE_BENCH_CACHE or ~/.cache/...)")
     args = parser.parse_args(argv)
+    pins = CORPORA[args.corpus]
     results = []
     try:
-        for name in args.package or sorted(PINS):
-            tree = fetch_tree(PINS[name], args.cache, log=lambda m: print(m, file=sys.stderr))
-            results.append(measure(f"{name} {PINS[name].version}", tree, run_scan(tree, args.code.resolve())))
+        for name in args.package or sorted(pins):
+            if name not in pins:
+                parser.error(f"{name} is not in the {args.corpus} corpus")
+            tree = fetch_tree(pins[name], args.cache, log=lambda m: print(m, file=sys.stderr))
+            results.append(measure(f"{name} {pins[name].version}", tree, run_scan(tree, args.code.resolve())))
     except BenchError as exc:
         print(f"scan_recall: {exc}", file=sys.stderr)
         return 2

@@ -41,7 +41,8 @@ def rule_where(rule: Rule) -> str:
     entry = f"`{shown}:{line}` (`code: {rule.code}`, `name: {rule.name}`)" if line else f"`{shown}`"
     module = rule.unit_module
     if module is None:
-        found = f"the engine's `impl: {rule.impl}` check" if rule.impl else "its YAML `symbols`"
+        found = " and ".join((["its YAML `symbols`"] if rule.symbols else [])
+                            + ([f"the engine's `impl: {rule.impl}` check"] if rule.impl else []))
         unit = f"none (`fix: none`; detected by {found})"
     else:
         shared = " (`fix: rename`, shared by every renaming rule)" if rule.fix == "rename" else ""

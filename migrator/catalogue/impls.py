@@ -28,7 +28,7 @@ KNOWN_IMPLS = frozenset({
     "scheduler-gpu-request", "torchrun-nproc-gpu", "container-gpu-flag",
     # kernels
     "cuda-extension-build", "cuda-source-file", "nvidia-smi", "deepspeed-fused-op-config",
-    "deepspeed-cuda-op-config", "cuda-extension-import", "cuda-extension-call",
+    "deepspeed-cuda-op-config", "cuda-extension-import", "cuda-extension-call", "cuda-extension-class", "cuda-source-name",
     "triton-gpu-only", "triton-unsupported-dtype", "triton-tuning-knob", "triton-grid-limit", "triton-ub-overflow",
     "triton-dot-allow-tf32",
     # fusion (advice: a hand-written pattern a fused torch_npu op replaces)

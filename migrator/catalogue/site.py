@@ -39,7 +39,7 @@ class CallSite:
     target: str = "npu"  # npu | portable
     file_kind: str = "python"  # python | shell | config | dockerfile | requirements | ...
     text: str = ""  # the source text of the finding's node
-    string: str = ""  # a string literal node: "plain", "fstring" or "concat" (implicit concatenation)
+    string: str = ""  # a string literal node: "plain", "fstring", "concat" (implicit concatenation) or "bytes"
     pieces: tuple[tuple[str, str], ...] = ()  # an f-string: ("text", source) / ("expr", "plain" | "formatted")
     called: bool = False  # the node is called (it is a call's callee, or the call itself)
     args: tuple[Arg, ...] = ()  # the call's arguments
@@ -147,7 +147,8 @@ def literal_of(text: str) -> Any:
 
 
 def string_shape(text: str) -> str:
-    """"plain", "fstring" or "concat" for a string literal's source text ("" if it is not one)."""
+    """"plain", "fstring", "concat" (implicit concatenation) or "bytes" for a string literal's source text
+    ("" if it is not one)."""
     try:
         tokens = [t for t in tokenize.generate_tokens(io.StringIO(text.strip()).readline)
                   if t.type not in (tokenize.NEWLINE, tokenize.NL, tokenize.ENDMARKER, tokenize.COMMENT)]
@@ -157,8 +158,8 @@ def string_shape(text: str) -> str:
         return ""
     if len(tokens) > 1:
         return "concat"
-    prefix = re.match(r"[A-Za-z]*", tokens[0].string)
-    return "fstring" if prefix and "f" in prefix.group(0).lower() else "plain"
+    prefix = (m.group(0).lower() if (m := re.match(r"[A-Za-z]*", tokens[0].string)) else "")
+    return "bytes" if "b" in prefix else "fstring" if "f" in prefix else "plain"
 
 
 def unparenthesised(text: str) -> str:

@@ -127,6 +127,10 @@ BUILD_FILE_REASON = ("a build file (setup.py) names CUDA libraries and flags: po
                      " CANN libraries, torch_npu.utils.cpp_extension.NpuExtension), not by renaming the string")
 
 
+BYTES_REASON = ("a bytes literal (a pickled or binary buffer): the code around it counts on its length and bytes"
+                " (`b\"npu:0\"` is one byte shorter than `b\"cuda:0\"`); port the buffer handling by hand")
+
+
 def precheck(rule: RuleRef, site: CallSite) -> Verdict:
     """Can the fixer rewrite this site? The one answer for `scan` and `fix`."""
     mod = unit(rule)
@@ -141,6 +145,8 @@ def precheck(rule: RuleRef, site: CallSite) -> Verdict:
         return Declined(PATTERN_REASON)
     if site.build_file and site.string:  # `libraries.append("nccl")`: a token swap would not port the build
         return Declined(BUILD_FILE_REASON)
+    if site.string == "bytes":  # `buf.find(b"cuda") + 5`: offsets into a pickled device name
+        return Declined(BYTES_REASON)
     if mod is None:
         return FIXABLE
     return mod.precheck(site)

@@ -17,10 +17,14 @@ from typing import Any
 from migrator.catalogue import units
 from migrator.catalogue.loader import Catalogue, Rule, SymbolMatch
 from migrator.catalogue.patterns import CUDA_ACCELERATORS, accepted_names, lists_npu
+from migrator.engine import extension_builds
 from migrator.engine.bindings import Bindings
+from migrator.engine.extension_builds import CUDA_EXTENSION_MODULE
 from migrator.engine.fast_visitor import FastVisitor
+from migrator.engine.import_calls import attribute_modules, bound_module
 from migrator.engine.sites import dotted
 from migrator.engine.statements import guarded_imports, import_library, iter_statements
+from migrator.ground.kinds import FixKind
 from migrator.ground.own_code import own_helpers
 
 ENV_TOKEN = re.compile(
@@ -37,13 +41,6 @@ COMMAND_RUNNERS = frozenset({
     "subprocess.getstatusoutput", "shutil.which", "asyncio.create_subprocess_exec", "asyncio.create_subprocess_shell",
 })
 
-DDP_CALLS = {
-    "torch.nn.parallel.DistributedDataParallel",
-    "torch.nn.parallel.distributed.DistributedDataParallel",
-    "torch.nn.DistributedDataParallel",
-}
-LOAD_INLINE = {"torch.utils.cpp_extension.load_inline"}
-LOAD_EXT = {"torch.utils.cpp_extension.load"}
 FLASH_ATTN_IMPLEMENTATIONS = {"flash_attention_2", "flash_attention_3"}
 # What shows a module computes in a dtype (for the op verdicts: a limit matters for dtypes in use)
 DTYPE_NAMES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.half": "fp16", "torch.float64": "fp64",
@@ -64,7 +61,6 @@ def _names_variable(text: str, m: re.Match) -> bool:
     return after.startswith("=") or before.endswith(("$", "${"))
 
 
-CUDA_EXTENSION_MODULE = re.compile(r"^\w*(_cuda|_cuda_lib|_cuda_ext|cuda_ext)$")
 
 
 
@@ -96,6 +92,8 @@ def collect_aliases(tree: ast.AST, statements: Iterable[ast.stmt] | None = None)
                 if alias.name == "*":
                     continue
                 aliases[alias.asname or alias.name].add(f"{node.module}.{alias.name}")
+        elif isinstance(node, ast.Assign) and (bound := bound_module(node)):  # `cp = optional_import("cupy")`
+            aliases[bound[0]].add(bound[1])
     return aliases
 
 
@@ -134,6 +132,9 @@ class PythonChecker(FastVisitor):
         self.enabled = enabled
         statements = list(iter_statements(tree))  # one walk for the three passes over every statement
         self.aliases = collect_aliases(tree, statements)
+        self.aliases.update(attribute_modules(tree, self.aliases, self._manual_library))
+        # `self.nvml = pynvml` binds the two-part name `self.nvml`: its first part must pass the early exit below
+        self.alias_roots = {name.split(".", 1)[0] for name in self.aliases}
         self.guarded = guarded_imports(tree, statements)
         self.docstring_nodes = docstrings(tree, statements)
         self.docstrings = {id(n) for n in self.docstring_nodes}
@@ -181,13 +182,22 @@ class PythonChecker(FastVisitor):
         root = node
         while type(root) is ast.Attribute:
             root = root.value
-        if type(root) is not ast.Name or root.id not in self.aliases:
+        if type(root) is not ast.Name or (root.id not in self.aliases and root.id not in self.alias_roots):
             return set()  # most chains (`self.x.y`) start at a name no import binds: no list built for them
         parts = dotted(node)
-        if not parts:
+        if parts and len(parts) > 1 and f"{parts[0]}.{parts[1]}" in self.aliases:  # `self.nvml` bound to a module
+            parts = [f"{parts[0]}.{parts[1]}", *parts[2:]]
+        if not parts or parts[0] not in self.aliases:
             return set()
         rest = ".".join(parts[1:])
-        return {f"{base}.{rest}" if rest else base for base in self.aliases[parts[0]]}
+        names = {f"{base}.{rest}" if rest else base for base in self.aliases[parts[0]]}
+        if "torch" in parts[1:-1]:  # `torch_utils.torch.cuda`: torch re-exported by a module (ambiguous: manual)
+            names.add(".".join(parts[parts.index("torch", 1):]))
+        return names
+
+    def _manual_library(self, module: str) -> bool:
+        hit = self.catalogue.match_symbol(f"{module}.x")
+        return hit is not None and hit.rule.scope == "library" and hit.rule.fix_kind == FixKind.MANUAL
 
     def match(self, names: Iterable[str]) -> tuple[SymbolMatch, str, bool] | None:
         """Best match over candidate names; the flag says whether candidates disagree."""
@@ -311,6 +321,10 @@ class PythonChecker(FastVisitor):
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self.assigned_values.add(id(node.value))
+        bound = bound_module(node)
+        hit = self.match({bound[1]}) if bound else None
+        if bound and hit and hit[0].rule.fix_kind == FixKind.MANUAL:  # the binding is a use of the library
+            self.emit(hit[0].rule, node.value, bound[1])
         # `x = torch.randn(...)`: x is a tensor for the coverage family's method lookups
         if isinstance(node.value, ast.Call) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
             names = self.qualnames(node.value.func)
@@ -358,7 +372,9 @@ class PythonChecker(FastVisitor):
     visit_Tuple = visit_List = visit_Set = _collection
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str) and id(node) not in self.claimed and id(node) not in self.docstrings:
+        if isinstance(node.value, bytes) and id(node) not in self.claimed:  # `b"cuda" in buf`: a pickled device
+            self.check_string(node, node.value.decode("latin-1"))
+        elif isinstance(node.value, str) and id(node) not in self.claimed and id(node) not in self.docstrings:
             self.check_string(node, node.value)
             if node.value.lower() in DTYPE_STRINGS:  # `dtype="bfloat16"`, `--precision bf16`
                 self.dtypes_used.add(DTYPE_STRINGS[node.value.lower()])
@@ -375,6 +391,7 @@ class PythonChecker(FastVisitor):
     def check_string(self, node: ast.AST, text: str) -> None:
         for detect in self.detect_string:
             detect(self.facade, node, text)
+        extension_builds.check_string(self.facade, node, text)
         if len(text) < 4000:
             for m in ENV_TOKEN.finditer(text):
                 if _names_variable(text, m):
@@ -395,7 +412,7 @@ class PythonChecker(FastVisitor):
         self._check_framework_arguments(func_names, kwargs)
         for detect in self.detect_call:
             detect(self.facade, node, func_names, kwargs)
-        self._check_extensions(node, func_names, kwargs)
+        extension_builds.check_call(self.facade, node, func_names, kwargs)
 
     def _check_framework_arguments(self, func_names: set[str], kwargs: dict[str, ast.expr]) -> None:
         accelerator = kwargs.get("accelerator")  # Lightning accepts no "npu": no exact rename (route facts)
@@ -408,23 +425,3 @@ class PythonChecker(FastVisitor):
         attn = kwargs.get("attn_implementation")
         if isinstance(attn, ast.Constant) and attn.value in FLASH_ATTN_IMPLEMENTATIONS:
             self.emit_impl("config-flash-attention", attn, attn.value)
-
-    def _check_extensions(self, node: ast.Call, func_names: set[str], kwargs: dict[str, ast.expr]) -> None:
-        if func_names & DDP_CALLS:
-            for key in ("device_ids", "output_device"):
-                if key in kwargs:
-                    self.emit_impl("ddp-device-ids", kwargs[key], key)
-        if func_names & {"importlib.import_module", "torch.utils.cpp_extension.load"} and node.args:
-            first = node.args[0]
-            if isinstance(first, ast.Constant) and isinstance(first.value, str) and CUDA_EXTENSION_MODULE.match(first.value):
-                self.claim(first)
-                self.emit_impl("cuda-extension-import", first, first.value)
-        if func_names & LOAD_INLINE and "cuda_sources" in kwargs:
-            self.emit_impl("cuda-extension-build", node, "load_inline(cuda_sources=...)")
-        if func_names & LOAD_EXT:
-            sources = kwargs.get("sources") or (node.args[1] if len(node.args) > 1 else None)
-            if sources is not None and any(
-                isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value.endswith((".cu", ".cuh"))
-                for c in ast.walk(sources)
-            ):
-                self.emit_impl("cuda-extension-build", node, "load(sources=[*.cu])")

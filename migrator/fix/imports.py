@@ -401,7 +401,26 @@ def torch_npu_used(module: cst.Module, ctx: FixContext, code: str | None = None)
         used = _TORCH_NPU_NAME.search(_IMPORT_LINE.sub("", code)) is not None
     else:
         used = name_counts(module).get("torch_npu", 0) > 0
+    used = used and _used_without_local_import(code if code is not None else module.code)
     return used or any(re.search(r"\btorch_npu\.", source) for source in ctx.helpers.values())
+
+
+def _used_without_local_import(code: str) -> bool:
+    """A use of `torch_npu` outside every function that imports it itself (ultralytics' `if npu: import
+    torch_npu` inside a method): only such a use reads the module-level import, else it needs the noqa."""
+    import ast
+
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return True
+    local: set[int] = set()
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                isinstance(n, ast.Import) and any(a.name == "torch_npu" and a.asname is None for a in n.names)
+                for n in ast.walk(fn)):
+            local.update(id(n) for n in ast.walk(fn))
+    return any(isinstance(n, ast.Name) and n.id == "torch_npu" and id(n) not in local for n in ast.walk(tree))
 
 
 Statement = TypeVar("Statement", bound=cst.BaseStatement)

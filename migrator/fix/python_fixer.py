@@ -364,7 +364,7 @@ def _removal_candidates(fixer: _Fixer, ctx: FixContext, tree: ast.Module, text: 
     of fixed CUDA-only libraries (`REMOVABLE_ROOTS`) spelled where something was rewritten."""
     candidates = fixer.removable | ctx.removable | {
         local for local, quals in ctx.aliases.items() if any(q.split(".")[0] in REMOVABLE_ROOTS for q in quals)
-    }
+    } | {local for local, quals in ctx.aliases.items() if quals == {"torch"}}  # portable: its only uses were torch.cuda.*
     applied = {id(f) for f in ctx.applied}
     if any(id(f) in applied for f in whole):  # a module-level fix may rewrite anywhere
         return candidates

@@ -105,3 +105,92 @@ def test_a_triton_kernel_made_by_a_call_is_reported_like_a_decorated_one(tmp_pat
         "import triton\n\n\ndef body(x):\n    return x\n\n\n"
         "kernel = triton.jit(body)\ntuned = triton.autotune(configs=[], key=[])(kernel)\n"))
     assert [(line, code) for line, code, _ in _sites(result)] == [(1, "KERN004"), (8, "KERN004"), (9, "KERN004")]
+
+
+EXTENSION_CLASS = (
+    "import glob\nfrom torch.utils.cpp_extension import CUDAExtension\n\n\n"
+    "class MoeCudaExtension:\n    def sources_files(self):\n"
+    "        return [self.csrc_abs_path(f) for f in [\"kernel/cuda/moe_kernel.cu\", \"kernel/cuda/moe_utils.cuh\"]]\n\n"
+    "    def build(self):\n        return CUDAExtension(\"moe\", self.sources_files())\n\n\n"
+    "cuda_sources = glob.glob(\"csrc/**/*.cu\", recursive=True)\nhip = [f.replace(\".cpp\", \".cu\") for f in cuda_sources]\n"
+    "generated = f\"{name}.cu\"\nnot_cuda = [\"README.cuda.md\", \"kernel.cuda.cpp\", \"cuda\"[:0]]\n")
+
+
+def test_strings_naming_cuda_sources_are_notes_that_add_no_effort(tmp_path):
+    """ColossalAI's extension classes return their `.cu` lists from a method, xformers' setup.py globs "*.cu":
+    each string is a KERN023 note; the extension's work stays its build's (KERN001) and its `.cu` files'."""
+    result = _scan(tmp_path, EXTENSION_CLASS)
+    notes = [(f.line, f.symbol) for f in result.findings if f.code == "KERN023"]
+    assert notes == [(7, "kernel/cuda/moe_kernel.cu"), (7, "kernel/cuda/moe_utils.cuh"), (13, "csrc/**/*.cu"),
+                     (14, ".cu"), (15, "{}.cu")]
+    assert {f.severity for f in result.findings if f.code == "KERN023"} == {"info"}
+    without = _scan(tmp_path, EXTENSION_CLASS.replace(".cu", ".cpp"), "without.py")
+    assert not any(f.code == "KERN023" for f in without.findings)
+    assert [(a.code, a.minutes) for a in actions(result.findings)] == [
+        (a.code, a.minutes) for a in actions(without.findings)] != []
+
+
+def test_cuda_sources_inside_a_run_time_build_are_that_builds_finding(tmp_path):
+    result = _scan(tmp_path, (
+        "from torch.utils.cpp_extension import load\n"
+        "ext = load(\"ext\", sources=[\n    \"ext.cpp\",\n    \"ext_kernel.cu\",\n])\n"))
+    assert [(f.code, f.line, f.end_line) for f in result.findings if f.family == "kernels"] == [("KERN002", 2, 5)]
+    assert not any(f.code == "KERN023" for f in result.findings)
+
+
+def test_parrots_cuda_builds_are_cuda_extension_classes(tmp_path):
+    """mmengine's parrots wrappers: parrots' CUDA_HOME and `Extension(cuda=True)`, bound as a partial or called."""
+    result = _scan(tmp_path, (
+        "from functools import partial\n\n\ndef get_extension():\n"
+        "    from parrots.utils.build_extension import CUDA_HOME, BuildExtension, Extension\n"
+        "    CppExtension = partial(Extension, cuda=False)\n    CUDAExtension = partial(Extension, cuda=True)\n"
+        "    return Extension(\"ops\", [\"ops.cpp\"], cuda=True), CUDA_HOME\n"))
+    assert [(line, code) for line, code, _ in _sites(result)] == [(5, "KERN001"), (7, "KERN001"), (8, "KERN001"),
+                                                                  (8, "KERN001")]
+
+
+def test_device_names_in_bytes_literals_are_reported_and_left_to_a_person(tmp_path):
+    """ColossalAI's p2p patches `b"cuda"` inside pickled buffers; `b"npu"` is a byte shorter than `b"cuda"`,
+    so the offsets around it (`find(b"cuda") + 5`) would break: manual, with that reason."""
+    result = _scan(tmp_path, (
+        "import re\n\n\ndef unpickle(buf, index):\n    if b\"cuda\" in buf:\n"
+        "        buf = bytearray(buf)\n        for m in re.finditer(b\"cuda\", buf):\n"
+        "            buf[m.start() + 5] = 48 + index\n        buf[buf.find(b\"cuda:0\") + 5] = 48\n    return buf\n"))
+    found = [f for f in result.findings if f.code == "DEV012"]
+    assert [f.line for f in found] == [5, 7, 9]
+    assert all(f.fix is None and "bytes literal" in (f.declined or "") for f in found)
+    listed = _scan(tmp_path, "from torch.utils.cpp_extension import CUDAExtension\n"
+                              "ext = CUDAExtension(\n    \"ext\",\n    sources=[\"a.cpp\", \"a_kernel.cu\"],\n)\n", "setup.py")
+    assert [(f.code, f.line) for f in listed.findings] == [("KERN001", 1), ("KERN001", 2), ("KERN023", 4)]
+
+
+def test_a_module_bound_by_a_call_naming_it_reports_its_uses(tmp_path):
+    """MONAI binds CuPy and NVML through its own `optional_import("cupy")`; `importlib.import_module` alike."""
+    result = _scan(tmp_path, (
+        "import importlib\nfrom monai.utils import optional_import\n\n"
+        "cupy, has_cupy = optional_import(\"cupy\")\nnvml = importlib.import_module(\"pynvml\")\n"
+        "np_, _ = optional_import(\"numpy\")\n\n\ndef labels(x):\n    nvml.nvmlInit()\n"
+        "    return cupy.asnumpy(cupy.asarray(x)), np_.zeros(1)\n"))
+    assert [(line, code) for line, code, _ in _sites(result)] == [
+        (4, "KERN007"), (5, "KERN008"), (10, "KERN008"), (11, "KERN007"), (11, "KERN007")]
+    assert [(a.code, a.unit) for a in actions(result.findings)] == [("KERN007", "import"), ("KERN008", "import")]
+
+
+def test_a_module_kept_on_self_reports_its_uses(tmp_path):
+    """ultralytics keeps NVML as `self.pynvml` after a function-local import; a rewritten library is not followed."""
+    result = _scan(tmp_path, (
+        "class GPUInfo:\n    def __init__(self):\n        import pynvml\n        import torch\n\n"
+        "        self.pynvml = pynvml\n        self.torch = torch\n\n    def count(self):\n"
+        "        self.torch.cuda.synchronize()\n        return self.pynvml.nvmlDeviceGetCount()\n"))
+    assert [(line, code, symbol) for line, code, symbol in _sites(result) if line > 4] == [
+        (6, "KERN008", "pynvml"), (6, "KERN008", "pynvml"), (11, "KERN008", "pynvml.nvmlDeviceGetCount")]
+
+
+def test_torch_reached_through_another_module_is_reported_and_left_to_a_person(tmp_path):
+    """ultralytics' tests patch `torch_utils.torch.cuda`: torch as another module's attribute."""
+    result = _scan(tmp_path, (
+        "from ultralytics.utils import torch_utils\n\n\ndef test_select(monkeypatch):\n"
+        "    monkeypatch.setattr(torch_utils.torch.cuda, \"is_available\", lambda: True)\n"
+        "    return torch_utils.torch.cuda.device_count()\n"))
+    assert [(line, symbol) for line, _, symbol in _sites(result)] == [(5, "torch.cuda"), (6, "torch.cuda.device_count")]
+    assert all(f.fix is None for f in result.findings)

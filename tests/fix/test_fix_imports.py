@@ -90,3 +90,14 @@ def test_a_package_module_imports_the_runtime_relatively(tmp_path):
     got = _fixed(tmp_path, "import torch\n\n\ndef f(x):\n    return x.cuda()\n", "portable", "pkg/layers/m.py", files)
     assert "from .._migrate_runtime import _migrate_device\n" in got
     assert (tmp_path / "pkg" / "_migrate_runtime.py").is_file()
+
+
+def test_a_torch_import_the_portable_fix_left_unused_is_removed(tmp_path):
+    """fairscale's cuda_metering.py used torch only as `torch.cuda.Event`; portable output reaches the device
+    module through the runtime helper, and the `import torch` left behind was a new F401."""
+    text = "import torch\n\n\ndef record():\n    event = torch.cuda.Event(enable_timing=True)\n    event.record()\n    return event\n"
+    out = _fixed(tmp_path, text, "portable")
+    assert "_migrate_device_module().Event(enable_timing=True)" in out
+    assert "import torch" not in _imports(out)
+    kept = _fixed(tmp_path, text + "\n\nzeros = torch.zeros(1)\n", "portable")
+    assert "import torch" in _imports(kept)

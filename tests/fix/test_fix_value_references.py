@@ -62,7 +62,7 @@ CASES = {
         "import torch\n\nstream_cls = torch.cuda.Stream\nside = stream_cls()\n",
         {
             "npu": f"import torch\n{NPU_IMPORT}\nstream_cls = torch.npu.Stream\nside = stream_cls()\n",
-            "portable": "import torch\n\nfrom _migrate_runtime import _migrate_device_module\n\n"
+            "portable": "from _migrate_runtime import _migrate_device_module\n\n"
                         "stream_cls = _migrate_device_module().Stream\nside = stream_cls()\n",
         },
     ),
@@ -71,7 +71,7 @@ CASES = {
         {
             "npu": f"import torch\n{NPU_IMPORT}\n\ndef make(cls):\n    return cls(enable_timing=True)\n\n\n"
                    "start = make(torch.npu.Event)\n",
-            "portable": "import torch\n\nfrom _migrate_runtime import _migrate_device_module\n\n\n"
+            "portable": "from _migrate_runtime import _migrate_device_module\n\n\n"
                         "def make(cls):\n    return cls(enable_timing=True)\n\n\nstart = make(_migrate_device_module().Event)\n",
         },
     ),
@@ -79,7 +79,7 @@ CASES = {
         'import torch\n\ngetattr(torch.cuda, "synchronize")()\n',
         {
             "npu": f'import torch\n{NPU_IMPORT}\ngetattr(torch.npu, "synchronize")()\n',
-            "portable": 'import torch\n\nfrom _migrate_runtime import _migrate_device_module\n\n'
+            "portable": 'from _migrate_runtime import _migrate_device_module\n\n'
                         'getattr(_migrate_device_module(), "synchronize")()\n',
         },
     ),

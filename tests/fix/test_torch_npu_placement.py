@@ -82,3 +82,16 @@ def test_portable_output_imports_on_a_cpu_only_host(tmp_path):
         done = subprocess.run([sys.executable, "-c", f"import {module}"], cwd=root, env=env, capture_output=True,
                               text=True, timeout=120)
         assert done.returncode == 0, done.stderr
+
+
+def test_a_module_level_import_beside_a_function_local_one_keeps_its_noqa(tmp_path):
+    """ultralytics imports torch_npu inside the method that uses it; the module-level import the fix adds
+    is then unused as a name (F401, which `ruff --fix` would delete): it carries the noqa comment."""
+    (tmp_path / "pyproject.toml").write_text("")
+    (tmp_path / "trainer.py").write_text(
+        "import torch\n\n\ndef scaler(device):\n    if device.type == 'npu':\n        import torch_npu\n\n"
+        "        return torch_npu.npu.amp.GradScaler()\n    torch.cuda.synchronize()\n")
+    api.fix([tmp_path], root=tmp_path, target="npu", use_cache=False)
+    text = (tmp_path / "trainer.py").read_text()
+    assert 'import torch_npu  # noqa: F401  registers the Ascend "npu" device\n' in text
+    assert "torch.npu.synchronize()" in text

@@ -29,6 +29,7 @@ def fix(ctx: FixContext, node: cst.CSTNode, finding: Finding, rule: Rule) -> cst
     name = finding.symbol.rsplit(".", 1)[-1]
     func = ctx.expr_for(f"torch.amp.{name}")
     device = kwarg("device_type", device_arg(ctx))
-    if isinstance(node, cst.Call):
-        return with_args(node, func, [device, *node.args])
+    if isinstance(node, cst.Call):  # `custom_fwd(fn)` (fairscale): the function stays first, the keyword after it
+        positional = [a for a in node.args if a.keyword is None and a.star != "**"]
+        return with_args(node, func, [*positional, device, *node.args[len(positional):]])
     return cst.Call(func=func, args=[device])

@@ -1,0 +1,44 @@
+"""Modules bound by a call that names them, as the scanner's name resolution sees imports:
+`cupy, has_cupy = optional_import("cupy")` (MONAI), `nvml = importlib.import_module("pynvml")`,
+`cp = lazy_import("cupy")[0]`. The callee is any function whose name ends in `import` (or `import_module`,
+`__import__`), its first argument the module's dotted name as a literal."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+
+MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+
+
+def bound_module(node: ast.Assign) -> tuple[str, str] | None:
+    """(local name, module) when the assignment binds a module by such a call, else None."""
+    value = node.value.value if isinstance(node.value, ast.Subscript) else node.value
+    if not (isinstance(value, ast.Call) and value.args and isinstance(value.args[0], ast.Constant)
+            and isinstance(value.args[0].value, str) and MODULE_NAME.fullmatch(value.args[0].value)):
+        return None
+    callee = value.func.attr if isinstance(value.func, ast.Attribute) else getattr(value.func, "id", "")
+    if not (callee.endswith("import") or callee in ("import_module", "__import__")):
+        return None
+    module = value.args[0].value
+    target = node.targets[0] if len(node.targets) == 1 else None
+    if isinstance(target, ast.Tuple) and target.elts:  # `mod, available = optional_import("mod")`
+        target = target.elts[0]
+    if not isinstance(target, ast.Name):
+        return None
+    return target.id, module.split(".")[0] if callee == "__import__" else module
+
+
+def attribute_modules(tree: ast.AST, aliases: dict[str, set[str]], manual: Callable[[str], bool]) -> dict[str, set[str]]:
+    """`self.pynvml = pynvml` after `import pynvml` (ultralytics' GPU monitors): `self.pynvml` names the module,
+    for the modules whose rule leaves the port to a person (`manual`); a rewritten name is never reached this way."""
+    out: dict[str, set[str]] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)):
+            continue
+        modules = {m for m in aliases.get(node.value.id, ()) if "." not in m and manual(m)}
+        for target in node.targets if modules else ():
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                out.setdefault(f"self.{target.attr}", set()).update(modules)
+    return out
