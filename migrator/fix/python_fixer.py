@@ -223,7 +223,8 @@ class _Fixer(cst.CSTTransformer):
         if len(updated.args) < len(original.args) and updated.args:  # the last argument dropped: its comma (or
             last, kept = original.args[-1].comma, updated.args[-1].comma  # none) and the layout before `)` stay
             if not (isinstance(last, cst.Comma) and isinstance(kept, cst.Comma) and kept.deep_equals(last)):
-                updated = updated.with_changes(args=[*updated.args[:-1], updated.args[-1].with_changes(comma=last)])
+                comma = _comma_keeping_comments(kept, last)
+                updated = updated.with_changes(args=[*updated.args[:-1], updated.args[-1].with_changes(comma=comma)])
         new = self._apply(updated, self._key(original), at_call=True, is_callee=id(original) in self.call_funcs,
                           original=original, call=original)
         func_key = self.call_funcs.get(id(original.func))
@@ -369,6 +370,22 @@ def _removal_candidates(fixer: _Fixer, ctx: FixContext, tree: ast.Module, text: 
     if any(id(f) in applied for f in whole):  # a module-level fix may rewrite anywhere
         return candidates
     return rewritten_names(tree, text.splitlines(), {(f.line, f.end_line) for f in ctx.applied}, candidates)
+
+
+def _comma_keeping_comments(kept: cst.Comma | cst.MaybeSentinel, last: cst.Comma | cst.MaybeSentinel) -> cst.Comma | cst.MaybeSentinel:
+    """The dropped last argument's comma (its layout before `)`), holding the comments that the new last
+    argument's own comma held (`B=B,  # constants` keeps its comment)."""
+    import libcst as cst
+
+    held = kept.whitespace_after if isinstance(kept, cst.Comma) else None
+    if not isinstance(held, cst.ParenthesizedWhitespace) or (
+            held.first_line.comment is None and not any(line.comment for line in held.empty_lines)):
+        return last
+    after = last.whitespace_after if isinstance(last, cst.Comma) else None
+    if not isinstance(last, cst.Comma) or not isinstance(after, cst.ParenthesizedWhitespace):
+        return kept  # no layout to take over: the comma stays with its comments
+    return last.with_changes(whitespace_after=after.with_changes(
+        first_line=held.first_line, empty_lines=[*held.empty_lines, *after.empty_lines]))
 
 
 NEEDS_REGISTERED_NPU = re.compile(r"\.npu\(|\.is_npu\b|\btorch_npu\b")

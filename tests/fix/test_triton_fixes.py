@@ -144,3 +144,16 @@ def test_dropping_the_last_keyword_keeps_the_closing_bracket_where_it_was(tmp_pa
     path = _tree(tmp_path, "t.py", code)
     api.fix([path], root=tmp_path, target="npu", use_cache=False)
     assert "    k[(4,)](\n        x,\n        B=4,\n    )\n" in path.read_text()
+
+
+def test_dropping_the_last_keyword_keeps_the_comments_of_the_argument_before_it(tmp_path):
+    """flash-attn's cross-entropy launch: `BLOCK_SIZE=BLOCK_SIZE,  # constants` then `num_warps=...` last."""
+    code = ("import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, n, B: tl.constexpr):\n"
+            "    tl.store(x + tl.arange(0, B), 0.0)\n\n"
+            "def run(x, warps):\n    k[(4,)](\n        x,\n        8,  # shapes\n        # the block\n"
+            "        B=4,  # constants\n        num_warps=warps,\n    )\n")
+    path = _tree(tmp_path, "t.py", code)
+    api.fix([path], root=tmp_path, target="npu", use_cache=False)
+    fixed = path.read_text()
+    assert "        8,  # shapes\n        # the block\n        B=4,  # constants\n    )\n" in fixed, fixed
+    assert "num_warps" not in fixed
