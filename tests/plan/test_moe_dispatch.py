@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import replace
 
 import pytest
@@ -60,15 +59,6 @@ def test_each_fitted_constant_comes_from_exactly_one_run_marked_fit():
     assert sorted(c for _, key, c in fits if key == "moe_dispatch_s") == ["a2-8x", "h100-dgx"]  # one per family
     assert [c for _, key, c in fits if key == "peak_tflops_bf16"] == ["a2-8x"]
     assert "fitted to one published run" in calibration.DERIVED_FIGURES["a2-8x"]["peak_tflops_bf16"][1]
-
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("plan_published", REPO / "bench" / "plan_published.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.parametrize("name", [n for n, r in RUNS.items() if "fit" in r])

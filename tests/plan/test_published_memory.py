@@ -3,8 +3,6 @@ list below with why; and the framework memory facts that made the MindSpore and 
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 import yaml
 
@@ -28,15 +26,6 @@ STILL_NOT_FITTING = {
     "bridge-gptoss-120b-bf16": "65 GB of activations at micro-batch 4 by Korthikanti's count; the recipe's "
                                "recomputation / offload settings are not in the table",
 }
-
-
-@pytest.fixture(scope="module")
-def bench():
-    spec = importlib.util.spec_from_file_location("plan_published", REPO / "bench" / "plan_published.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _problems(bench, name: str, run: dict, folder) -> list[str]:
