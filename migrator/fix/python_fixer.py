@@ -28,6 +28,7 @@ from migrator.engine.sites import IMPORT_STAYS, IMPORT_UNUSED, manual_rule, name
 from migrator.engine.statements import iter_statements
 from migrator.fix import module_fixes, syntax
 from migrator.fix.context import Checkpoint, FixContext
+from migrator.fix.dropped_args import rejoin_arguments
 from migrator.fix.import_order import ImportStyle
 from migrator.fix.import_removal import remove_unused_imports, rewritten_names
 from migrator.fix.imports import (
@@ -84,6 +85,7 @@ class _Fixer(cst.CSTTransformer):
         self.pattern_depth = 0  # inside a `case` pattern
         self.fstring_quotes: list[str] = []  # closing quotes of the f-strings around the node
         self.statements: list[Checkpoint | None] = []  # checkpoints of the statements being fixed
+        self.dropped_args: set[int] = set()  # ids of the original arguments a fix removed
 
     def _key(self, node: cst.CSTNode) -> Key | None:
         r = self.positions.get(node)
@@ -217,14 +219,12 @@ class _Fixer(cst.CSTTransformer):
 
     def leave_Arg(self, original: cst.Arg, updated: cst.Arg) -> cst.Arg | cst.RemovalSentinel:
         new = self._apply(updated, self._key(original.value), at_call=False, is_callee=False, original=original.value)
+        if isinstance(new, cst.RemovalSentinel):
+            self.dropped_args.add(id(original))
         return cast("cst.Arg | cst.RemovalSentinel", new)
 
     def leave_Call(self, original: cst.Call, updated: cst.Call) -> cst.BaseExpression:
-        if len(updated.args) < len(original.args) and updated.args:  # the last argument dropped: its comma (or
-            last, kept = original.args[-1].comma, updated.args[-1].comma  # none) and the layout before `)` stay
-            if not (isinstance(last, cst.Comma) and isinstance(kept, cst.Comma) and kept.deep_equals(last)):
-                comma = _comma_keeping_comments(kept, last)
-                updated = updated.with_changes(args=[*updated.args[:-1], updated.args[-1].with_changes(comma=comma)])
+        updated = rejoin_arguments(original, updated, self.dropped_args)  # no layout or comment lost with them
         new = self._apply(updated, self._key(original), at_call=True, is_callee=id(original) in self.call_funcs,
                           original=original, call=original)
         func_key = self.call_funcs.get(id(original.func))
@@ -375,22 +375,6 @@ def _removal_candidates(fixer: _Fixer, ctx: FixContext, tree: ast.Module, text: 
     if any(id(f) in applied for f in whole):  # a module-level fix may rewrite anywhere
         return candidates
     return rewritten_names(tree, text.splitlines(), {(f.line, f.end_line) for f in ctx.applied}, candidates)
-
-
-def _comma_keeping_comments(kept: cst.Comma | cst.MaybeSentinel, last: cst.Comma | cst.MaybeSentinel) -> cst.Comma | cst.MaybeSentinel:
-    """The dropped last argument's comma (its layout before `)`), holding the comments that the new last
-    argument's own comma held (`B=B,  # constants` keeps its comment)."""
-    import libcst as cst
-
-    held = kept.whitespace_after if isinstance(kept, cst.Comma) else None
-    if not isinstance(held, cst.ParenthesizedWhitespace) or (
-            held.first_line.comment is None and not any(line.comment for line in held.empty_lines)):
-        return last
-    after = last.whitespace_after if isinstance(last, cst.Comma) else None
-    if not isinstance(last, cst.Comma) or not isinstance(after, cst.ParenthesizedWhitespace):
-        return kept  # no layout to take over: the comma stays with its comments
-    return last.with_changes(whitespace_after=after.with_changes(
-        first_line=held.first_line, empty_lines=[*held.empty_lines, *after.empty_lines]))
 
 
 NEEDS_REGISTERED_NPU = re.compile(r"\.npu\(|\.is_npu\b|\btorch_npu\b")

@@ -157,3 +157,42 @@ def test_dropping_the_last_keyword_keeps_the_comments_of_the_argument_before_it(
     fixed = path.read_text()
     assert "        8,  # shapes\n        # the block\n        B=4,  # constants\n    )\n" in fixed, fixed
     assert "num_warps" not in fixed
+
+
+KERNEL = ("import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x, B: tl.constexpr):\n"
+          "    tl.store(x + tl.arange(0, B), 0.0)\n\n")
+
+
+@pytest.mark.parametrize(("launch", "fixed_launch"), [
+    pytest.param("    k[(4,)](\n        x,\n        B=4,\n        num_warps=w,  # tuned on A100\n    )\n",
+                 "    k[(4,)](\n        x,\n        B=4,\n        # tuned on A100\n    )\n", id="last-trailing"),
+    pytest.param("    k[(4,)](\n        x,\n        num_warps=w,  # tuned on A100\n        # the block\n        B=4,\n    )\n",
+                 "    k[(4,)](\n        x,\n        # tuned on A100\n        # the block\n        B=4,\n    )\n",
+                 id="middle-trailing-and-the-next-ones-leading"),
+    pytest.param("    k[(4,)](\n        x,\n        # tuned on A100\n        num_warps=w,\n        B=4,\n    )\n",
+                 "    k[(4,)](\n        x,\n        # tuned on A100\n        B=4,\n    )\n", id="on-the-line-before"),
+    pytest.param("    k[(4,)](\n        x,\n        B=4,\n        num_warps=w  # tuned on A100\n    )\n",
+                 "    k[(4,)](\n        x,\n        B=4\n        # tuned on A100\n    )\n", id="last-without-trailing-comma"),
+    pytest.param("    k[(4,)](x, num_warps=w,  # tuned on A100\n            B=4)\n",
+                 "    k[(4,)](x,  # tuned on A100\n            B=4)\n", id="sharing-the-line-before"),
+    pytest.param("    c = triton.Config(\n        {'B': 64},\n        num_stages=1,  # for the unit test\n        num_warps=w)\n",
+                 "    c = triton.Config(\n        {'B': 64}\n        # for the unit test\n        )\n", id="deepspeed-config"),
+    pytest.param("    k[(4,)](x, num_warps=w, B=4)  # tuned on A100\n",
+                 "    k[(4,)](x, B=4)  # tuned on A100\n", id="one-line-call"),
+])
+def test_a_comment_on_a_dropped_argument_stays_where_the_argument_was(tmp_path, launch, fixed_launch):
+    """deepspeed's `num_stages=1,  # this is mainly for unit test, ...` lost its comment with the argument."""
+    path = _tree(tmp_path, "t.py", KERNEL + "def run(x, w):\n" + launch)
+    api.fix([path], root=tmp_path, target="npu", use_cache=False)
+    fixed = path.read_text()
+    assert fixed.endswith("def run(x, w):\n" + fixed_launch), fixed
+    compile(fixed, "t.py", "exec")
+    api.fix([path], root=tmp_path, target="npu", use_cache=False)
+    assert path.read_text() == fixed  # a second run changes nothing
+
+
+def test_the_first_argument_dropped_on_the_portable_target_keeps_its_comment(tmp_path):
+    launch = "    k[(4,)](\n        num_warps=w,  # tuned on A100\n        x=x,\n        B=4,\n    )\n"
+    path = _tree(tmp_path, "t.py", KERNEL + "def run(x, w):\n" + launch)
+    api.fix([path], root=tmp_path, target="portable", use_cache=False)
+    assert path.read_text().endswith("    k[(4,)](\n        # tuned on A100\n        x=x,\n        B=4,\n    )\n")
