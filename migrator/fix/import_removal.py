@@ -130,13 +130,19 @@ class _ImportRemover(cst.CSTTransformer):
             return updated
         if not names:
             return cst.RemoveFromParent()
-        names[-1] = names[-1].with_changes(comma=cst.MaybeSentinel.DEFAULT)
+        names[-1] = names[-1].with_changes(comma=_last_comma(names[-1].comma, updated.names[-1].comma))
         return updated.with_changes(names=names)
 
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
     ) -> cst.SimpleStatementLine:
-        return self._emptied(updated.leading_lines) if not updated.body else updated
+        # a removed import's comments (`import pynvml  # stats`, or one inside its brackets) go above the line
+        kept = {id(c) for c in _comments(updated.with_changes(trailing_whitespace=cst.TrailingWhitespace())
+                                         if not updated.body else updated)}
+        lost = [cst.EmptyLine(comment=c) for c in _comments(original) if id(c) not in kept]
+        if not updated.body:
+            return self._emptied([*updated.leading_lines, *lost])
+        return updated.with_changes(leading_lines=[*updated.leading_lines, *lost]) if lost else updated
 
     def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
         body, comments = _without_empty(updated.body, self.emptied)
@@ -159,6 +165,28 @@ class _ImportRemover(cst.CSTTransformer):
             lines = [*updated.leading_lines, *(line for s in body for line in getattr(s, "leading_lines", ()))]
             return self._emptied(lines)
         return updated
+
+
+def _last_comma(kept: cst.Comma | cst.MaybeSentinel, last: cst.Comma | cst.MaybeSentinel) -> cst.Comma | cst.MaybeSentinel:
+    """The new last name's comma: none (as ever), but one holding a comment (`from x import (\n    a,  # why\n)`)
+    stays, with the layout before `)` that the old last name's comma held."""
+    pw = cst.ParenthesizedWhitespace
+    if not (isinstance(kept, cst.Comma) and isinstance(last, cst.Comma) and _comments(kept)
+            and isinstance(kept.whitespace_after, pw) and isinstance(last.whitespace_after, pw)):
+        return cst.MaybeSentinel.DEFAULT
+    return kept.with_changes(whitespace_after=kept.whitespace_after.with_changes(
+        indent=last.whitespace_after.indent, last_line=last.whitespace_after.last_line))
+
+
+def _comments(node: cst.CSTNode) -> list[cst.Comment]:
+    found: list[cst.Comment] = []
+
+    class Collect(cst.CSTVisitor):
+        def visit_Comment(self, comment: cst.Comment) -> None:
+            found.append(comment)
+
+    node.visit(Collect())
+    return found
 
 
 def _has_comment(lines: Sequence[cst.EmptyLine]) -> bool:

@@ -25,7 +25,7 @@ import fix_agreement  # noqa: E402
 TARGETS = ["npu", "portable"]
 LOCAL = ("import torch\n\n\ndef attn(q, k, v):\n    # the fast kernel\n    from flash_attn import flash_attn_func  # CUDA only\n\n"
          "    # causal\n    return flash_attn_func(q, k, v, causal=True)\n")
-LOCAL_AFTER = ("import torch\n{npu}\ndef attn(q, k, v):\n    # the fast kernel\n\n    # causal\n"
+LOCAL_AFTER = ("import torch\n{npu}\ndef attn(q, k, v):\n    # the fast kernel\n    # CUDA only\n\n    # causal\n"
                "    return _migrate_flash_attn(q, k, v, causal=True)\n")
 STILL_USED = ("import torch\n\n\ndef attn(q, k, v):\n    from flash_attn import flash_attn_func\n\n"
               "    kernel = flash_attn_func\n    return flash_attn_func(q, k, v, causal=True), kernel\n")
@@ -132,6 +132,19 @@ def test_the_comments_of_a_removed_import_go_to_the_next_statement_or_stay_at_th
     assert removed == {(None, "amp"), (0, "amp")}
     assert new.code == ("# about flash\n# leading\n# optional\nother.init()\n\n\ndef f():\n    # lonely\n"
                         "    y.x()\n    # the end\n")
+    ast.parse(new.code)
+
+
+def test_the_comments_on_a_removed_import_or_name_go_above_its_line():
+    before = ("from apex import amp  # mixed precision\nfrom apex.optimizers import (\n    FusedAdam,  # fast\n"
+              "    FusedLAMB,  # large batch\n)\n\n\ndef f():\n    import apex  # the module\n    apex.x()\n"
+              "    return amp.init(), FusedAdam(), FusedLAMB()\n")
+    after = cst.parse_module(before.replace("apex.x()", "y.x()").replace("amp.init()", "o.init()")
+                             .replace("FusedLAMB()", "AdamW()"))
+    new, removed = remove_unused_imports(cst.parse_module(before), after, {"amp", "FusedLAMB", "apex"})
+    assert removed == {(None, "amp"), (None, "FusedLAMB"), (0, "apex")}
+    assert new.code == ("# mixed precision\n# large batch\nfrom apex.optimizers import (\n    FusedAdam,  # fast\n)\n\n\n"
+                        "def f():\n    # the module\n    y.x()\n    return o.init(), FusedAdam(), AdamW()\n")
     ast.parse(new.code)
 
 
