@@ -163,6 +163,10 @@ class _ImportRemover(cst.CSTTransformer):
         )
         if only_pass and not original.body.body == updated.body.body and _guards_imports(updated):
             lines = [*updated.leading_lines, *(line for s in body for line in getattr(s, "leading_lines", ()))]
+            held = {id(line.comment) for line in lines}
+            if any(id(c) not in held for c in _comments(updated)):  # `try:  # ...`, the handlers': all, in order
+                own = {id(line.comment) for line in updated.leading_lines}
+                lines = [*updated.leading_lines, *(cst.EmptyLine(comment=c) for c in _comments(updated) if id(c) not in own)]
             return self._emptied(lines)
         return updated
 

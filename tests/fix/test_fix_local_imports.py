@@ -148,6 +148,14 @@ def test_the_comments_on_a_removed_import_or_name_go_above_its_line():
     ast.parse(new.code)
 
 
+def test_a_removed_import_guard_keeps_the_comments_of_its_header_and_handlers_in_order():
+    before = ("# leading\ntry:  # optional apex\n    # the amp\n    from apex import amp  # O2\n"
+              "except ImportError:  # no apex\n    # fall back\n    pass  # fine\namp.init()\n")
+    after = cst.parse_module(before.replace("amp.init()", "other.init()"))
+    new, _ = remove_unused_imports(cst.parse_module(before), after, {"amp"})
+    assert new.code == "# leading\n# optional apex\n# the amp\n# O2\n# no apex\n# fall back\n# fine\nother.init()\n"
+
+
 @pytest.mark.parametrize("target", TARGETS)
 def test_scan_claims_exactly_the_imports_fix_removes(tmp_path, target):
     program = tmp_path / "local_imports.py"
