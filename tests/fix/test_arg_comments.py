@@ -87,3 +87,11 @@ def test_positional_argument_made_keyword_keeps_its_comment(tmp_path: Path) -> N
     out = _fixed(tmp_path, text)
     assert set(_comments(text)) <= set(_comments(out))
     assert "window_size" not in out and "(-1, -1)" not in out
+
+
+def test_comments_of_dropped_arguments_keep_their_order(tmp_path: Path) -> None:
+    text = ("from flash_attn import flash_attn_func\n\n\ndef f(q, k, v):\n    return flash_attn_func(\n        q, k, v,\n"
+            "        causal=True,  # prefill\n        return_attn_probs=False,  # never\n"
+            "        deterministic=False,  # speed\n    )\n")
+    out = _fixed(tmp_path, text)
+    assert "        causal=True,  # prefill\n        # never\n        # speed\n    )\n" in out, out

@@ -63,8 +63,8 @@ def keep_comments(old: cst.Call, new: cst.Call) -> cst.Call:
     ws = last.comma.whitespace_after if isinstance(last.comma, cst.Comma) else last.whitespace_after_arg
     indent = _arg_indent(old, ws)
     lines = [cst.EmptyLine(indent=True, whitespace=indent, comment=cst.Comment(text)) for text in lost]
-    if isinstance(ws, cst.ParenthesizedWhitespace):
-        ws = ws.with_changes(empty_lines=[*ws.empty_lines, *lines])
+    if isinstance(ws, cst.ParenthesizedWhitespace):  # after the old last argument's, which `as_last` moved: in order
+        ws = ws.with_changes(empty_lines=_in_source_order([*ws.empty_lines, *lines], _comments(old.args)))
     else:
         ws = cst.ParenthesizedWhitespace(empty_lines=lines, indent=True, last_line=cst.SimpleWhitespace(""))
     if isinstance(last.comma, cst.Comma):
@@ -72,6 +72,16 @@ def keep_comments(old: cst.Call, new: cst.Call) -> cst.Call:
     else:
         last = last.with_changes(whitespace_after_arg=ws)
     return new.with_changes(args=[*new.args[:-1], last])
+
+
+def _in_source_order(lines: list[cst.EmptyLine], order: list[str]) -> list[cst.EmptyLine]:
+    """The comment lines of `lines` sorted as their texts come in `order`, the blank lines where they were."""
+    rank: dict[str, int] = {}
+    for at, text in enumerate(order):
+        rank.setdefault(text, at)
+    commented = iter(sorted((line for line in lines if line.comment is not None),
+                            key=lambda line: rank.get(line.comment.value if line.comment else "", len(order))))
+    return [next(commented) if line.comment is not None else line for line in lines]
 
 
 def _arg_indent(call: cst.Call, fallback: Whitespace) -> cst.SimpleWhitespace:
