@@ -4,6 +4,7 @@ names a module uses (for that and for the imports `fix/imports.py` adds)."""
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
@@ -145,7 +146,7 @@ class _ImportRemover(cst.CSTTransformer):
         return updated.with_changes(leading_lines=[*updated.leading_lines, *lost]) if lost else updated
 
     def leave_IndentedBlock(self, original: cst.IndentedBlock, updated: cst.IndentedBlock) -> cst.IndentedBlock:
-        body, comments = _without_empty(updated.body, self.emptied)
+        body, comments = _without_empty(updated.body, self.emptied, block=True)
         if not body:  # a try: body that held only the removed import
             return updated.with_changes(body=[cst.SimpleStatementLine([cst.Pass()], leading_lines=comments)])
         return updated.with_changes(body=body, footer=[*comments, *updated.footer])
@@ -197,18 +198,26 @@ def _has_comment(lines: Sequence[cst.EmptyLine]) -> bool:
     return any(line.comment is not None for line in lines)
 
 
-def _without_empty(body: Sequence[cst.BaseStatement], emptied: dict[int, cst.SimpleStatementLine]) -> tuple[list[cst.BaseStatement], list[cst.EmptyLine]]:
+def _without_empty(body: Sequence[cst.BaseStatement], emptied: dict[int, cst.SimpleStatementLine],
+                   block: bool = False) -> tuple[list[cst.BaseStatement], list[cst.EmptyLine]]:
     """The statements left once emptied ones are dropped; the comment lines above an emptied statement move
-    to the next one, and those with no next statement are returned for the block's footer."""
+    to the next one, and those with no next statement are returned for the block's footer. In a `block`
+    (not the module) whose first statements were dropped, the blank lines that followed them go too: a
+    body does not open with an empty line."""
     kept: list[cst.BaseStatement] = []
     carried: list[cst.EmptyLine] = []
+    dropped_first = False
     for statement in body:
         if emptied.get(id(statement)) is statement:
             if _has_comment(statement.leading_lines):
                 carried.extend(statement.leading_lines)
+            dropped_first = dropped_first or not kept
             continue
-        if carried:
-            statement = statement.with_changes(leading_lines=[*carried, *getattr(statement, "leading_lines", ())])
+        if carried or (block and dropped_first and not kept):
+            lines = [*carried, *getattr(statement, "leading_lines", ())]
+            if block and dropped_first and not kept:
+                lines = list(itertools.dropwhile(lambda line: line.comment is None, lines))
+            statement = statement.with_changes(leading_lines=lines)
             carried = []
         kept.append(statement)
     return kept, carried

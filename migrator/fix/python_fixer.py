@@ -319,10 +319,14 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
         [(f.line, f.symbol) for f in context or findings if f.line not in import_lines and cuda_only(f.symbol, manual_rule(rules[f.code]))])
     new_module = module.visit(fixer)
     new_module = module_fixes.apply_module_fixes(ctx, new_module, tree, whole, rules)
-    candidates = _removal_candidates(fixer, ctx, tree, text, whole, entry_point)
+    candidates = _removal_candidates(fixer, ctx, tree, text, whole)
     # built on first use: most modules remove no import and judge none
     scopes = cache(lambda: ImportScopes(tree, name_uses, bool(findings) and is_package_init(findings[0].path)))
-    new_module, removed = remove_unused_imports(module, new_module, candidates, lambda s, n: scopes().re_exported(s, n))
+    # an entry point's module-level `import torch` anchors the framework adaptor (`routes/fix.insert_adaptor`)
+    # and registers the device for the whole program; a function's own `import torch` anchors nothing
+    anchors = {local for local, quals in ctx.aliases.items() if quals == {"torch"}} if entry_point else set()
+    new_module, removed = remove_unused_imports(
+        module, new_module, candidates, lambda s, n: (s is None and n in anchors) or scopes().re_exported(s, n))
     # imports the scan already called manual never reach `fixer.import_findings`: judged here the same way
     seen = {id(f) for f in ctx.applied} | {id(f) for f, _ in ctx.declined} | {id(f) for f in fixer.import_findings}
     pending = [f for f in findings if id(f) not in seen and f.fix is None and f.line in import_lines]
@@ -360,17 +364,13 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
     return PythonFixResult(fixed, ctx.applied, ctx.declined, frozenset(ctx.runtime_names))
 
 
-def _removal_candidates(fixer: _Fixer, ctx: FixContext, tree: ast.Module, text: str, whole: list[Finding],
-                        entry_point: bool) -> set[str]:
+def _removal_candidates(fixer: _Fixer, ctx: FixContext, tree: ast.Module, text: str, whole: list[Finding]) -> set[str]:
     """Import-bound names whose import may have lost its last use: those whose uses a fix took, those of
     fixed CUDA-only libraries (`REMOVABLE_ROOTS`) spelled where something was rewritten, and `torch` where
-    its only uses were `torch.cuda.*` (portable) — except in an entry point, whose `import torch` anchors
-    the framework adaptor (`routes/fix.insert_adaptor`) and registers the device for the whole program."""
+    its only uses were `torch.cuda.*` (portable)."""
     candidates = fixer.removable | ctx.removable | {
         local for local, quals in ctx.aliases.items() if any(q.split(".")[0] in REMOVABLE_ROOTS for q in quals)
-    }
-    if not entry_point:
-        candidates |= {local for local, quals in ctx.aliases.items() if quals == {"torch"}}
+    } | {local for local, quals in ctx.aliases.items() if quals == {"torch"}}
     applied = {id(f) for f in ctx.applied}
     if any(id(f) in applied for f in whole):  # a module-level fix may rewrite anywhere
         return candidates
