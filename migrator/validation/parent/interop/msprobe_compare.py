@@ -17,6 +17,8 @@ change that never realigns is compared and fails on its shape. A record with no 
 * statistics task: the relative difference of the recorded L2 norms, with the same thresholds — a lower
   bound of rel_l2 (|‖t‖ − ‖g‖| ≤ ‖t − g‖), so a failure is certain and a pass is a weaker claim (said in
   the notes); Max / Min are report columns;
+* the optimizer's in-place update of an fp32 parameter (tensor task): the new value's error against the
+  size of the update, as the k-step training check judges updates (`msprobe_updates`);
 * a shape or dtype change fails; a non-tensor argument that differs (`approximate: 'none'` → `'tanh'`) is
   an argument diff and fails the record.
 
@@ -38,6 +40,7 @@ from typing import Any
 from ...verdict import Verdict, worst
 from ..comparison.thresholds import Thresholds
 from .msprobe_dumps import RankDump, Record, Slot, read_dump
+from .msprobe_updates import OPTIMIZER_SCOPE, UpdateJudge, decay_diffs, hyper_parameter, named_slots, parameter_names
 
 _FLOAT32 = ("torch.float32", "torch.float64")
 _LOW = ("torch.bfloat16", "torch.float16")
@@ -131,17 +134,23 @@ def _tensor_verdict(t: Slot, g: Slot, direction: str, th: Thresholds, cross_devi
     return SlotVerdict(t.path, _grade(value, pass_at, warn_at), "norm_rel_diff", value, pass_at, detail)
 
 
-def _record_verdict(label: str, t: Record, g: Record, th: Thresholds, cross_device: bool) -> RecordVerdict:
+def _record_verdict(label: str, t: Record, g: Record, th: Thresholds, cross_device: bool,
+                    updates: UpdateJudge | None = None) -> RecordVerdict:
     golden = {s.path: s for s in g.slots}
     verdicts, diffs = [], []
+    update = updates.verdict(t, g) if updates is not None else None
     for slot in t.slots:
         other = golden.get(slot.path)
         if other is None:
             verdicts.append(SlotVerdict(slot.path, Verdict.FAIL, "unmatched", 1.0, 0.0, "not in the golden record"))
         elif slot.kind == "value" or other.kind == "value":
             if slot.value != other.value or slot.kind != other.kind:
-                diffs.append(f"{slot.path.removeprefix('input_kwargs.')}: {other.value!r} → {slot.value!r}")
+                word = hyper_parameter(t, slot.path)
+                diffs.append(f"{slot.path.removeprefix('input_kwargs.')}: {other.value!r} → {slot.value!r}"
+                             + (f" (the optimizer's {word})" if word else ""))
                 verdicts.append(SlotVerdict(slot.path, Verdict.FAIL, "argument", 1.0, 0.0, diffs[-1]))
+        elif slot.path == "output.0" and update is not None:  # an optimizer's parameter update (msprobe_updates)
+            verdicts.append(SlotVerdict(slot.path, *update))
         else:
             verdicts.append(_tensor_verdict(slot, other, t.direction, th, cross_device))
     missing = [p for p in golden if p not in {s.path for s in t.slots}]
@@ -153,8 +162,11 @@ def _record_verdict(label: str, t: Record, g: Record, th: Thresholds, cross_devi
 
 
 def _module_text(key: str) -> str:
-    """`Module.layers.0.mixer.dt_proj.Linear.forward.0` -> `layers.0.mixer.dt_proj (Linear)`."""
+    """`Module.layers.0.mixer.dt_proj.Linear.forward.0` -> `layers.0.mixer.dt_proj (Linear)`; msprobe's scopes
+    of `optimizer.step()` and `clip_grad_norm_` as they are."""
     parts = key.removeprefix("Module.").split(".")
+    if key in (OPTIMIZER_SCOPE, "clip_grad"):
+        return key
     if not key.startswith("Module.") or len(parts) < 3:
         return ""
     return f"{'.'.join(parts[:-3])} ({parts[-3]})" if len(parts) > 3 else parts[-3]
@@ -165,9 +177,14 @@ def _fingerprint(slot: Slot) -> tuple | None:
     return (slot.shape, stats) if stats and None not in stats else None
 
 
-def _named_parameters(verdict: RecordVerdict, record: Record, by_key: dict[str, Record]) -> RecordVerdict:
+def _named_parameters(verdict: RecordVerdict, record: Record, by_key: dict[str, Record],
+                      names: dict[tuple, str]) -> RecordVerdict:
     """The verdict with the tensor arguments that are its module's parameters named (same shape and
-    statistics as a `parameters.<name>` slot of the enclosing module's record)."""
+    statistics as a `parameters.<name>` slot of the enclosing module's record; in the optimizer's scope, any
+    module's parameter, followed through the step's updates)."""
+    if record.scope == OPTIMIZER_SCOPE:
+        named_in_step = named_slots(record, names)
+        return replace(verdict, parameters=named_in_step) if named_in_step else verdict
     module = by_key.get(record.scope)
     if module is None:
         return verdict
@@ -224,17 +241,22 @@ def align(target: tuple[Record, ...], golden: tuple[Record, ...]
     return [(t_seq[a], g_seq[b]) for a, b in pairs], only_t, only_g
 
 
-def _with_fused_arguments(label: str, verdicts: list[RecordVerdict], paired: list[Record], only_target: list[Record],
-                          only_golden: list[Record]) -> list[RecordVerdict]:
+def _with_one_sided_checks(label: str, verdicts: list[RecordVerdict], pairs: list[tuple[Record, Record]],
+                           only_target: list[Record], only_golden: list[Record], names: dict[tuple, str]
+                           ) -> list[RecordVerdict]:
     """`verdicts` with a failing verdict for each target-only fused op whose arguments are not the
-    original's (`msprobe_fused`), placed in the target's execution order."""
+    original's (`msprobe_fused`) and each parameter only one side's optimizer decays (`msprobe_updates`),
+    placed in the target's execution order (before the record it is reported at)."""
     from .msprobe_fused import rms_norm_eps_diffs
 
-    placed = [(t.order, v) for t, v in zip(paired, verdicts)]
-    for record, diff in rms_norm_eps_diffs(only_target, only_golden):
-        slot = SlotVerdict("input_kwargs.epsilon", Verdict.FAIL, "argument", 1.0, 0.0, diff)
-        placed.append((record.order, RecordVerdict(label, record.key, record.api, record.direction, Verdict.FAIL,
-                                                   (slot,), (diff,), record.user_line, _module_text(record.scope))))
+    placed: list[tuple[float, RecordVerdict]] = [(t.order, v) for (t, _), v in zip(pairs, verdicts)]
+    checks = [("input_kwargs.epsilon", r, d) for r, d in rms_norm_eps_diffs(only_target, only_golden)]
+    checks += [("input_args.1", r, d) for r, d in decay_diffs(pairs, only_target, only_golden, names)]
+    for path, record, diff in checks:
+        slot = SlotVerdict(path, Verdict.FAIL, "argument", 1.0, 0.0, diff)
+        verdict = RecordVerdict(label, record.key, record.api, record.direction, Verdict.FAIL, (slot,), (diff,),
+                                record.user_line, _module_text(record.scope), named_slots(record, names))
+        placed.append((record.order - 0.5, verdict))
     return [v for _, v in sorted(placed, key=lambda item: item[0])]
 
 
@@ -265,10 +287,12 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
     for t_dump, g_dump in pairs:
         paired, only_target, only_golden = align(t_dump.records, g_dump.records)
         by_key = {r.key: r for r in t_dump.records}
-        verdicts = [_record_verdict(t_dump.label, t, g, th, cross_device) for t, g in paired]
-        verdicts = [_named_parameters(v, t, by_key) if v.status == Verdict.FAIL else v
+        names = parameter_names(g_dump.records) | parameter_names(t_dump.records)
+        updates = UpdateJudge(g_dump.records, th, cross_device, _load)
+        verdicts = [_record_verdict(t_dump.label, t, g, th, cross_device, updates) for t, g in paired]
+        verdicts = [_named_parameters(v, t, by_key, names) if v.status == Verdict.FAIL else v
                     for v, (t, _) in zip(verdicts, paired)]
-        verdicts = _with_fused_arguments(t_dump.label, verdicts, [t for t, _ in paired], only_target, only_golden)
+        verdicts = _with_one_sided_checks(t_dump.label, verdicts, paired, only_target, only_golden, names)
         if not any(r.status == Verdict.FAIL for r in records):
             failing = next((v for v in verdicts if v.status == Verdict.FAIL), None)
             before = _one_sided_before(failing, t_dump, only_target) if failing else ()

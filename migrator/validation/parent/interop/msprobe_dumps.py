@@ -36,6 +36,7 @@ class Slot:
     stats: tuple[tuple[str, float | None], ...] = ()  # (Max, Min, Mean, Norm) as recorded
     data_file: str = ""       # absolute path of the .pt (tensor task), "" in statistics mode
     value: Any = None         # non-tensor arguments: the recorded value
+    requires_grad: bool | None = None  # as recorded (a parameter is True even inside the optimizer's no_grad)
 
     def stat(self, name: str) -> float | None:
         return dict(self.stats).get(name)
@@ -77,7 +78,8 @@ def _slots(node: Any, path: str, data_dir: Path, out: list[Slot]) -> None:
             data = node.get("data_name")
             out.append(Slot(path, "tensor", str(node.get("dtype", "")), tuple(node.get("shape") or ()),
                             tuple((k, node.get(k)) for k in ("Max", "Min", "Mean", "Norm")),
-                            str(data_dir / data) if data and data != "-1" else ""))
+                            str(data_dir / data) if data and data != "-1" else "",
+                            requires_grad=node["requires_grad"] if isinstance(node.get("requires_grad"), bool) else None))
         elif "type" in node and "value" in node:
             out.append(Slot(path, "value", value=node["value"]))
         else:
