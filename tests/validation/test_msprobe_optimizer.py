@@ -91,15 +91,19 @@ def test_a_parameter_update_is_judged_against_the_size_of_the_update(tmp_path, n
     assert wrong.first_divergence.api == "Tensor.addcdiv_" and wrong.first_divergence.worst.metric == "update_rel_l2"
 
 
-@pytest.mark.parametrize("task", ["tensor", "statistics"])
-def test_a_decay_only_the_port_applies_fails_naming_weight_decay_and_the_parameter(tmp_path, task):
+@pytest.mark.parametrize(("task", "decays"), [("tensor", "port"), ("statistics", "port"), ("statistics", "original")])
+def test_a_decay_only_one_side_applies_fails_naming_weight_decay_and_the_parameter(tmp_path, task, decays):
     torch.manual_seed(1)
     param, update = 0.02 * torch.randn(N, 16), LR * torch.randn(N, 16).sign()
-    golden = _adamw_dump(tmp_path / "g", param, update, task=task)
-    result = compare_dumps(str(_adamw_dump(tmp_path / "t", param, update, task=task, decay=WD)), str(golden))
+    port_decay, original_decay = (WD, 0.0) if decays == "port" else (0.0, WD)
+    golden = _adamw_dump(tmp_path / "g", param, update, task=task, decay=original_decay)
+    result = compare_dumps(str(_adamw_dump(tmp_path / "t", param, update, task=task, decay=port_decay)), str(golden))
     first = result.first_divergence
-    assert result.exit_code == 1 and first.key == "Tensor.mul_.0.forward" and first.scope == "optimizer"
-    assert any("weight_decay" in d and "fc.weight" in d for d in first.argument_diffs), first.argument_diffs
+    assert result.exit_code == 1 and first.scope == "optimizer"
+    assert first.key == ("Tensor.mul_.0.forward" if decays == "port" else "Tensor.addcdiv_.0.forward")
+    other = "original" if decays == "port" else "port"
+    assert first.argument_diffs == (f"weight_decay: the {decays}'s optimizer decays fc.weight (mul_ by "
+                                    f"{1 - LR * WD!r} = 1 − lr × weight_decay), the {other}'s does not",)
 
 
 def test_another_eps_is_named_as_the_optimizer_s_eps(tmp_path, near_zero):

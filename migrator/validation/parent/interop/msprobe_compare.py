@@ -177,23 +177,36 @@ def _fingerprint(slot: Slot) -> tuple | None:
     return (slot.shape, stats) if stats and None not in stats else None
 
 
+_WEIGHT_BIAS = {1: "weight", 2: "bias"}
+# torch.nn.functional's parameter arguments by position: a record without its module's record (level L1)
+_PARAMETER_ARGS = {"Functional.linear": _WEIGHT_BIAS, "Functional.conv1d": _WEIGHT_BIAS,
+                   "Functional.conv2d": _WEIGHT_BIAS, "Functional.conv3d": _WEIGHT_BIAS,
+                   "Functional.embedding": {1: "weight"}, "Functional.layer_norm": {2: "weight", 3: "bias"},
+                   "Functional.group_norm": {2: "weight", 3: "bias"}, "Functional.rms_norm": {2: "weight"}}
+
+
 def _named_parameters(verdict: RecordVerdict, record: Record, by_key: dict[str, Record],
                       names: dict[tuple, str]) -> RecordVerdict:
     """The verdict with the tensor arguments that are its module's parameters named (same shape and
     statistics as a `parameters.<name>` slot of the enclosing module's record; in the optimizer's scope, any
-    module's parameter, followed through the step's updates)."""
+    module's parameter, followed through the step's updates; without a module record, a functional's
+    weight / bias argument that requires grad, by the function's signature)."""
     if record.scope == OPTIMIZER_SCOPE:
         named_in_step = named_slots(record, names)
         return replace(verdict, parameters=named_in_step) if named_in_step else verdict
     module = by_key.get(record.scope)
-    if module is None:
-        return verdict
     prefix = verdict.scope.split(" (")[0]
     params = {fp: slot.path.removeprefix("parameters.") for slot in module.slots
-              if slot.path.startswith("parameters.") and (fp := _fingerprint(slot)) is not None}
+              if slot.path.startswith("parameters.") and (fp := _fingerprint(slot)) is not None} if module else {}
     named = tuple((slot.path, f"{prefix}.{params[fp]}") for slot in record.slots
                   if slot.kind == "tensor" and not slot.path.startswith("parameters.")
                   and (fp := _fingerprint(slot)) in params)
+    if not named and module is None:
+        by_position = _PARAMETER_ARGS.get(record.api, {})
+        named = tuple((slot.path, f"{prefix}.{name}" if prefix else f"the {name} of {record.api}")
+                      for slot in record.slots if slot.kind == "tensor" and slot.requires_grad
+                      and slot.path.startswith("input_args.")
+                      and (name := by_position.get(int(slot.path.split(".")[1]), "")))
     return replace(verdict, parameters=named) if named else verdict
 
 
@@ -251,7 +264,8 @@ def _with_one_sided_checks(label: str, verdicts: list[RecordVerdict], pairs: lis
 
     placed: list[tuple[float, RecordVerdict]] = [(t.order, v) for (t, _), v in zip(pairs, verdicts)]
     checks = [("input_kwargs.epsilon", r, d) for r, d in rms_norm_eps_diffs(only_target, only_golden)]
-    checks += [("input_args.1", r, d) for r, d in decay_diffs(pairs, only_target, only_golden, names)]
+    checks += [("input_args.1", r, d) for r, d in decay_diffs([t for t, _ in pairs] + only_target,
+                                                              [g for _, g in pairs] + only_golden, names)]
     for path, record, diff in checks:
         slot = SlotVerdict(path, Verdict.FAIL, "argument", 1.0, 0.0, diff)
         verdict = RecordVerdict(label, record.key, record.api, record.direction, Verdict.FAIL, (slot,), (diff,),

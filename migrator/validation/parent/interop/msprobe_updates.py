@@ -97,6 +97,11 @@ def _fingerprint(slot: Slot | None) -> tuple | None:
     return (slot.shape, stats) if slot is not None and stats and None not in stats else None
 
 
+def _read_with_grad(record: Record) -> list[tuple]:
+    return [fp for s in record.slots if s.kind == "tensor" and s.requires_grad and s.path.startswith("input_args.")
+            and (fp := _fingerprint(s)) is not None]
+
+
 def parameter_names(records: Iterable[Record]) -> dict[tuple, str]:
     """{fingerprint (shape, statistics): parameter name} from the module records' `parameters.*` slots, followed
     through the optimizer's updates (the decayed parameter `addcdiv_` reads keeps its name)."""
@@ -108,6 +113,10 @@ def parameter_names(records: Iterable[Record]) -> dict[tuple, str]:
             for slot in record.slots:
                 if slot.path.startswith("parameters.") and (fp := _fingerprint(slot)) is not None:
                     names.setdefault(fp, f"{prefix}.{slot.path.removeprefix('parameters.')}".lstrip("."))
+    for record in ordered:  # no module records (level L1): the parameter as the first call that reads it
+        if record.direction == "forward" and record.scope != OPTIMIZER_SCOPE and record.user_line:
+            for fp in _read_with_grad(record):
+                names.setdefault(fp, f"the parameter {record.api} reads at {record.user_line}")
     for record in ordered:
         if is_parameter_update(record) and (name := names.get(_fingerprint(_slot(record, "input_args.0")) or ())):
             if (fp := _fingerprint(_slot(record, "output.0"))) is not None:
@@ -137,33 +146,37 @@ def hyper_parameter(record: Record, path: str) -> str:
     return _HYPER.get((record.api, path), "")
 
 
-def _decays(records: Iterable[Record]) -> dict[tuple, Record]:
-    """{fingerprint of the decayed parameter: the optimizer's `mul_` that decayed it}."""
-    return {fp: r for r in records if r.api == "Tensor.mul_" and is_parameter_update(r)
-            and (fp := _fingerprint(_slot(r, "output.0"))) is not None}
-
-
-def decay_diffs(pairs: list[tuple[Record, Record]], only_target: list[Record], only_golden: list[Record],
-                names: dict[tuple, str]) -> list[tuple[Record, str]]:
-    """(record to report at, diff) for each parameter one side's optimizer decays and the other's does not: a
-    decay `mul_` of one side only whose output its paired update reads, where the other side's update reads
-    the parameter undecayed."""
-    t_all, g_all = [t for t, _ in pairs] + only_target, [g for _, g in pairs] + only_golden
-    found = []
-    for side, lonely, mine, theirs in (("port", only_target, _decays(t_all), _decays(g_all)),
-                                       ("original", only_golden, _decays(g_all), _decays(t_all))):
-        lonely_keys = {r.key for r in lonely}
-        for t, g in pairs:
-            own, other = (t, g) if side == "port" else (g, t)
-            if not (is_parameter_update(own) and is_parameter_update(other)):
-                continue
-            decay = mine.get(_fingerprint(_slot(own, "input_args.0")) or ())
-            if decay is None or decay.key not in lonely_keys or _fingerprint(_slot(other, "input_args.0")) in theirs:
-                continue
-            factor = next((s.value for s in decay.slots if s.path == "input_args.1" and s.kind == "value"), None)
-            name = names.get(_fingerprint(_slot(decay, "input_args.0")) or (), "a parameter")
-            other_side = "original" if side == "port" else "port"
-            found.append((decay if side == "port" else t,
-                          f"weight_decay: the {side}'s optimizer decays {name} ({decay.key} by {factor!r} = "
-                          f"1 − lr × weight_decay), the {other_side}'s does not"))
+def _by_input(records: Iterable[Record], decay: bool) -> dict[tuple, Record]:
+    """{fingerprint of the parameter before the step: the first update that reads it}, of the decay `mul_`s
+    (`decay`) or of the other updates (`addcdiv_` reading a parameter no decay touched first)."""
+    found: dict[tuple, Record] = {}
+    for r in sorted(records, key=lambda r: r.order):
+        if is_parameter_update(r) and (r.api == "Tensor.mul_") == decay:
+            if (fp := _fingerprint(_slot(r, "input_args.0"))) is not None:
+                found.setdefault(fp, r)
     return found
+
+
+def decay_diffs(target: Iterable[Record], golden: Iterable[Record], names: dict[tuple, str]
+                ) -> list[tuple[Record, str]]:
+    """(target record to report at, diff) for each parameter one side's optimizer decays (`mul_` by
+    1 − lr × weight_decay) while the other's step reads it undecayed, matched by the parameter's values before
+    the step (same shape and statistics: both sides built it from the same seed), not by the records'
+    alignment: a parameter moved to another param group is updated at another place in the step."""
+    t_records, g_records = list(target), list(golden)
+    t_decay, g_decay = _by_input(t_records, True), _by_input(g_records, True)
+    t_plain, g_plain = _by_input(t_records, False), _by_input(g_records, False)
+    found = []
+    for fp, decay in t_decay.items():
+        if fp not in g_decay and fp in g_plain:
+            found.append((decay, _decay_text("port", "original", decay, names.get(fp, "a parameter"))))
+    for fp, decay in g_decay.items():
+        if fp not in t_decay and fp in t_plain:
+            found.append((t_plain[fp], _decay_text("original", "port", decay, names.get(fp, "a parameter"))))
+    return found
+
+
+def _decay_text(side: str, other: str, decay: Record, name: str) -> str:
+    factor = next((s.value for s in decay.slots if s.path == "input_args.1" and s.kind == "value"), None)
+    return (f"weight_decay: the {side}'s optimizer decays {name} (mul_ by {factor!r} = 1 − lr × weight_decay), "
+            f"the {other}'s does not")
