@@ -123,3 +123,17 @@ def test_a_fused_rms_norm_with_another_epsilon_fails_on_it(tmp_path):
     assert first.argument_diffs == ("epsilon: 1e-05 (the original adds it before rsqrt) → 1e-06 "
                                     "(npu_rms_norm's default)",)
     assert [r.key for r in default.records if r.status == "fail"] == ["NPU.npu_rms_norm.0.forward"]
+
+
+def test_a_module_record_names_its_differing_parameter_before_its_outputs(tmp_path):
+    """Level L0 has module records only: a weight drawn with another std makes both the weight and the output
+    differ, the output by more; the cause named is the weight."""
+    def run(std: float) -> Path:
+        x, weight = _tensor([2, 8, 16], 4.0), _tensor([48, 16], 27.7 * std, 2 * std)
+        module = {"input_args": [x], "input_kwargs": {}, "output": [_tensor([2, 8, 48], 400.0 * std ** 1.2)],
+                  "parameters": {"weight": weight, "bias": _tensor([48], 0.0, 0.0)}}
+        return _dump(tmp_path / str(std), [("Module.blocks.0.attn.qkv.Linear.forward.0", module)])
+
+    first = compare_dumps(str(run(0.02)), str(run(0.05))).first_divergence
+    assert first.worst.slot == "parameters.weight"
+    assert max(s.value for s in first.slots) > first.worst.value  # the output moved more, and is not named

@@ -71,7 +71,9 @@ class RecordVerdict:
 
     @property
     def worst(self) -> SlotVerdict | None:
+        """The failing slot to name: a module's parameter first (the outputs follow from it), else the largest."""
         failing = [s for s in self.slots if s.status == self.status and s.metric != "argument"]
+        failing = [s for s in failing if s.slot.startswith("parameters.")] or failing
         return max(failing, key=lambda s: s.value if not math.isnan(s.value) else math.inf) if failing else None
 
 
