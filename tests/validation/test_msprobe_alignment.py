@@ -137,3 +137,35 @@ def test_a_module_record_names_its_differing_parameter_before_its_outputs(tmp_pa
     first = compare_dumps(str(run(0.02)), str(run(0.05))).first_divergence
     assert first.worst.slot == "parameters.weight"
     assert max(s.value for s in first.slots) > first.worst.value  # the output moved more, and is not named
+
+
+def _rotary(fused: bool, cos_norm: float = 7.0) -> tuple[list[tuple[str, dict]], dict[str, str | None]]:
+    """q rotated inside an attention module (eager: q * cos + rotate_half(q) * sin; fused: npu_rotary_mul on
+    [1, 1, S, D] views of the tables), then the output projection. A rotation keeps every norm, so the
+    records after it agree to the statistics' last digit whatever the tables."""
+    def table(norm: float, shape: list[int]) -> dict:
+        return {**_tensor(shape, norm), "requires_grad": False}
+
+    q, out = _tensor([2, 2, 8, 8], 1.9), _tensor([2, 2, 8, 8], 1.9)
+    scope = "Module.attention.Attention.forward.0"
+    if fused:
+        rotary = [("NPU.npu_rotary_mul.0.forward", _call([q, table(cos_norm, [1, 1, 8, 8]), table(3.9, [1, 1, 8, 8])], out))]
+    else:
+        rotary = [("Tensor.__mul__.0.forward", _call([q, table(7.0, [8, 8])], _tensor([2, 2, 8, 8], 1.7))),
+                  ("Tensor.__mul__.1.forward", _call([q, table(3.9, [8, 8])], _tensor([2, 2, 8, 8], 0.8))),
+                  ("Tensor.__add__.0.forward", _call([_tensor([2, 2, 8, 8], 1.7), _tensor([2, 2, 8, 8], 0.8)], out))]
+    records = [*rotary, (scope, _call([_tensor([2, 8, 16], 4.0)], out)),
+               ("Functional.linear.0.forward", _call([out], _tensor([2, 8, 16], 1.0)))]
+    return records, {key: scope for key, _ in rotary} | {scope: None}
+
+
+def test_a_fused_rotary_reading_other_tables_fails_naming_cos(tmp_path):
+    golden = _dump(tmp_path / "g", *_rotary(fused=False))
+    same = compare_dumps(str(_dump(tmp_path / "same", *_rotary(fused=True))), str(golden))
+    assert same.exit_code == 0 and same.first_divergence is None
+
+    theta = compare_dumps(str(_dump(tmp_path / "theta", *_rotary(fused=True, cos_norm=7.37))), str(golden))
+    first = theta.first_divergence
+    assert theta.exit_code == 1 and first.key == "NPU.npu_rotary_mul.0.forward" and first.scope == "attention (Attention)"
+    assert first.argument_diffs[0].startswith("rotary tables: the port's npu_rotary_mul reads cos (Norm 7.37; "
+                                              "the original's: 3.9, 7)")

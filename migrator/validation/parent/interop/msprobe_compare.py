@@ -260,12 +260,13 @@ def _with_one_sided_checks(label: str, verdicts: list[RecordVerdict], pairs: lis
                            only_target: list[Record], only_golden: list[Record], names: dict[tuple, str]
                            ) -> list[RecordVerdict]:
     """`verdicts` with a failing verdict for each target-only fused op whose arguments are not the
-    original's (`msprobe_fused`) and each parameter only one side's optimizer decays (`msprobe_updates`),
+    original's (`msprobe_fused`: epsilon, rotary tables) and each parameter only one side's optimizer decays (`msprobe_updates`),
     placed in the target's execution order (before the record it is reported at)."""
-    from .msprobe_fused import rms_norm_eps_diffs
+    from .msprobe_fused import rms_norm_eps_diffs, rotary_table_diffs
 
     placed: list[tuple[float, RecordVerdict]] = [(t.order, v) for (t, _), v in zip(pairs, verdicts)]
     checks = [("input_kwargs.epsilon", r, d) for r, d in rms_norm_eps_diffs(only_target, only_golden)]
+    checks += [("input_args.1", r, d) for r, d in rotary_table_diffs(only_target, only_golden)]
     checks += [("input_args.1", r, d) for r, d in decay_diffs([t for t, _ in pairs] + only_target,
                                                               [g for _, g in pairs] + only_golden, names)]
     for path, record, diff in checks:
