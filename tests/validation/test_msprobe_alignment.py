@@ -169,3 +169,16 @@ def test_a_fused_rotary_reading_other_tables_fails_naming_cos(tmp_path):
     assert theta.exit_code == 1 and first.key == "NPU.npu_rotary_mul.0.forward" and first.scope == "attention (Attention)"
     assert first.argument_diffs[0].startswith("rotary tables: the port's npu_rotary_mul reads cos (Norm 7.37; "
                                               "the original's: 3.9, 7)")
+
+
+def test_a_collective_the_port_no_longer_calls_is_named_before_the_first_divergence(tmp_path):
+    def run(reduced: bool) -> Path:
+        grad = _tensor([2, 8, 16], 2.0 if reduced else 1.0)
+        records = [("Functional.linear.0.backward", {"input": [_tensor([2, 8, 16], 3.0)], "output": [grad]})]
+        if reduced:  # msprobe writes a collective called inside a backward as `.forward`
+            records.insert(0, ("Distributed.all_reduce.0.forward", _call([_tensor([2, 8, 16], 1.0)], grad)))
+        return _dump(tmp_path / str(reduced), records)
+
+    result = compare_dumps(str(run(False)), str(run(True)))
+    assert result.first_divergence.key == "Functional.linear.0.backward"
+    assert result.golden_only_before == ("Distributed.all_reduce.0.forward",)

@@ -86,6 +86,7 @@ class MsprobeComparison:
     unmatched: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
     one_sided_before: tuple[str, ...] = ()  # target-only records right before the first divergence
+    golden_only_before: tuple[str, ...] = ()  # golden-only records right before its counterpart (a lost all_reduce)
 
     @property
     def exit_code(self) -> int:
@@ -291,6 +292,24 @@ def _one_sided_before(first: RecordVerdict, dump: RankDump, only_target: list[Re
     return tuple(before)
 
 
+def _golden_only_before(first: RecordVerdict, paired: list[tuple[Record, Record]], dump: RankDump,
+                        only_golden: list[Record], most: int = 3) -> tuple[str, ...]:
+    """The golden-only records (any direction: msprobe records a backward's collective as `.forward`) right
+    before the golden counterpart of the first divergence, nearest last: what the port no longer calls."""
+    partner = next((g for t, g in paired if t.key == first.key), None)
+    if partner is None:
+        return ()
+    lonely = {r.key for r in only_golden}
+    order = sorted(dump.records, key=lambda r: r.order)
+    at = next(i for i, r in enumerate(order) if r.key == partner.key)
+    before: list[str] = []
+    for record in reversed(order[:at]):
+        if record.key not in lonely or len(before) == most:
+            break
+        before.insert(0, record.key)
+    return tuple(before)
+
+
 def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = False,
                   th: Thresholds | None = None) -> MsprobeComparison:
     """Compare two msprobe dump folders (see the module docstring); raises MsprobeDumpError on bad input."""
@@ -301,6 +320,7 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
     notes: list[str] = []
     tasks = {d.task for d in target + golden}
     before: tuple[str, ...] = ()
+    lost: tuple[str, ...] = ()
     for t_dump, g_dump in pairs:
         paired, only_target, only_golden = align(t_dump.records, g_dump.records)
         by_key = {r.key: r for r in t_dump.records}
@@ -313,6 +333,7 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
         if not any(r.status == Verdict.FAIL for r in records):
             failing = next((v for v in verdicts if v.status == Verdict.FAIL), None)
             before = _one_sided_before(failing, t_dump, only_target) if failing else ()
+            lost = _golden_only_before(failing, paired, g_dump, only_golden) if failing else ()
         records += verdicts
         unmatched += [f"{t_dump.label}: {r.key} only in the target" for r in only_target]
         unmatched += [f"{t_dump.label}: {r.key} only in the golden" for r in only_golden]
@@ -326,4 +347,4 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
         status = Verdict.WARN
     first = next((r for r in records if r.status == Verdict.FAIL), None)
     return MsprobeComparison(status, "/".join(sorted(tasks)), tuple(records), first, tuple(unmatched), tuple(notes),
-                             before)
+                             before, lost)
