@@ -82,9 +82,9 @@ def rotary_table_diffs(only_target: Iterable[Record], only_golden: Iterable[Reco
         slots = {s.path: s for s in record.slots if s.kind == "tensor"}
         differing = []
         for arg, kwarg, name in _ROTARY_TABLES:
-            slot = slots.get(arg) or slots.get(kwarg)
-            stats = _table_stats(slot) if slot is not None else None
-            candidates = [s for n, s in tables.get(record.scope, ()) if slot is not None and n == math.prod(slot.shape)]
+            table = slots.get(arg) or slots.get(kwarg)
+            stats = _table_stats(table) if table is not None else None
+            candidates = [s for n, s in tables.get(record.scope, ()) if table is not None and n == math.prod(table.shape)]
             if stats is not None and candidates and not any(_same_table(stats, c) for c in candidates):
                 differing.append(f"{name} (Norm {stats[3]:.6g}; the original's: "
                                  + ", ".join(sorted({f'{c[3]:.6g}' for c in candidates})) + ")")
