@@ -28,10 +28,11 @@ def _slot(value: torch.Tensor | float, name: str, folder: Path | None, requires_
 
 
 def _adamw_dump(root: Path, param: torch.Tensor, update: torch.Tensor, *, task: str = "tensor",
-                decay: float = 0.0, eps: float = 1e-8, noise: torch.Tensor | None = None) -> Path:
+                decay: float = 0.0, eps: float = 1e-8, noise: torch.Tensor | None = None, level: str = "mix") -> Path:
     """A linear's forward (module record holding `param` as its weight) and one AdamW step on it as torch's
     single-tensor AdamW records it: [mul_ (decay),] lerp_, mul_, addcmul_, sqrt, truediv, add_ (eps), addcdiv_.
-    `update` is the step the addcdiv_ adds; `noise` is added to the new value (the port's rounding)."""
+    `update` is the step the addcdiv_ adds; `noise` is added to the new value (the port's rounding). Level L1: no
+    module record and an empty construct.json; the optimizer's records are known by their stack only."""
     folder = root / "step0" / "rank0"
     (folder / "dump_tensor_data").mkdir(parents=True)
     data_dir = folder if task == "tensor" else None
@@ -44,7 +45,7 @@ def _adamw_dump(root: Path, param: torch.Tensor, update: torch.Tensor, *, task: 
                         "output": [_slot(output, f"{key}.output.0", data_dir, self_is_param)]}
 
     x = torch.linspace(-1, 1, 16).reshape(1, 16)
-    records["Module.fc.Linear.forward.0"] = {"input_args": [_slot(x, "m.in", data_dir)], "input_kwargs": {},
+    records["Module.fc.Linear.forward.0" if level == "mix" else "Functional.linear.0.forward"] = {"input_args": [_slot(x, "m.in", data_dir)], "input_kwargs": {},
                                              "output": [_slot(x @ param.T, "m.out", data_dir)],
                                              "parameters": {"weight": _slot(param, "m.w", data_dir, True)}}
     grad = update.sign() * 0.1
@@ -62,10 +63,16 @@ def _adamw_dump(root: Path, param: torch.Tensor, update: torch.Tensor, *, task: 
     new = p + update + (noise if noise is not None else 0.0)
     record("Tensor.addcdiv_.0.forward", [p, 0.1 * grad, root_v / 0.0316 + eps], new, self_is_param=True, value=-LR)
     optimizer_keys = [k for k in records if not k.startswith("Module.")]
-    doc = {"task": task, "level": "mix", "framework": "pytorch", "dump_data_dir": None, "data": records}
+    doc = {"task": task, "level": level, "framework": "pytorch", "dump_data_dir": None, "data": records}
     (folder / "dump.json").write_text(json.dumps(doc))
-    (folder / "construct.json").write_text(json.dumps({"Module.fc.Linear.forward.0": None}
-                                                      | dict.fromkeys(optimizer_keys, "optimizer")))
+    if level == "mix":
+        (folder / "construct.json").write_text(json.dumps({"Module.fc.Linear.forward.0": None}
+                                                          | dict.fromkeys(optimizer_keys, "optimizer")))
+    else:
+        (folder / "construct.json").write_text("{}")
+        frames = ["File /venv/site-packages/torch/optim/adamw.py, line 210, in step, ...",
+                  "File /work/train.py, line 12, in train_step, optimizer.step()"]
+        (folder / "stack.json").write_text(json.dumps({"0": [optimizer_keys, frames]}))
     return root
 
 
@@ -113,3 +120,15 @@ def test_another_eps_is_named_as_the_optimizer_s_eps(tmp_path, near_zero):
     first = result.first_divergence
     assert result.exit_code == 1 and first.api == "Tensor.add_" and first.scope == "optimizer"
     assert first.argument_diffs == ("input_args.1: 1e-05 → 1e-08 (the optimizer's eps)",)
+
+
+def test_without_construct_json_the_optimizer_is_known_by_its_stack(tmp_path):
+    """Level L1 writes an empty construct.json: the decay check and the optimizer's words still apply."""
+    torch.manual_seed(1)
+    param, update = 0.02 * torch.randn(N, 16), LR * torch.randn(N, 16).sign()
+    golden = _adamw_dump(tmp_path / "g", param, update, task="statistics", level="L1")
+    result = compare_dumps(str(_adamw_dump(tmp_path / "t", param, update, task="statistics", level="L1", decay=WD)),
+                           str(golden))
+    first = result.first_divergence
+    assert result.exit_code == 1 and first.scope == "optimizer" and first.user_line.startswith("/work/train.py, line 12")
+    assert first.argument_diffs[0].startswith("weight_decay: the port's optimizer decays ")
