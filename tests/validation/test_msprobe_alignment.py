@@ -176,9 +176,10 @@ def test_a_collective_the_port_no_longer_calls_is_named_before_the_first_diverge
         grad = _tensor([2, 8, 16], 2.0 if reduced else 1.0)
         records = [("Functional.linear.0.backward", {"input": [_tensor([2, 8, 16], 3.0)], "output": [grad]})]
         if reduced:  # msprobe writes a collective called inside a backward as `.forward`
-            records.insert(0, ("Distributed.all_reduce.0.forward", _call([_tensor([2, 8, 16], 1.0)], grad)))
+            records[:0] = [("Tensor.contiguous.0.forward", _call([_tensor([2, 8, 16], 1.0)], _tensor([2, 8, 16], 1.0))),
+                           ("Distributed.all_reduce.0.forward", _call([_tensor([2, 8, 16], 1.0)], grad))]
         return _dump(tmp_path / str(reduced), records)
 
     result = compare_dumps(str(run(False)), str(run(True)))
     assert result.first_divergence.key == "Functional.linear.0.backward"
-    assert result.golden_only_before == ("Distributed.all_reduce.0.forward",)
+    assert result.lost_collectives == ("Distributed.all_reduce.0.forward",)

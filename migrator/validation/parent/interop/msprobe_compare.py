@@ -86,7 +86,7 @@ class MsprobeComparison:
     unmatched: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
     one_sided_before: tuple[str, ...] = ()  # target-only records right before the first divergence
-    golden_only_before: tuple[str, ...] = ()  # golden-only records right before its counterpart (a lost all_reduce)
+    lost_collectives: tuple[str, ...] = ()  # the original's collectives right before its counterpart, not in the port
 
     @property
     def exit_code(self) -> int:
@@ -292,10 +292,11 @@ def _one_sided_before(first: RecordVerdict, dump: RankDump, only_target: list[Re
     return tuple(before)
 
 
-def _golden_only_before(first: RecordVerdict, paired: list[tuple[Record, Record]], dump: RankDump,
-                        only_golden: list[Record], most: int = 3) -> tuple[str, ...]:
-    """The golden-only records (any direction: msprobe records a backward's collective as `.forward`) right
-    before the golden counterpart of the first divergence, nearest last: what the port no longer calls."""
+def _lost_collectives(first: RecordVerdict, paired: list[tuple[Record, Record]], dump: RankDump,
+                      only_golden: list[Record], most: int = 3) -> tuple[str, ...]:
+    """The golden-only `Distributed.*` records among the golden-only records right before the golden counterpart
+    of the first divergence (any direction: msprobe records a backward's all_reduce as `.forward`), nearest
+    last: a collective the port no longer calls."""
     partner = next((g for t, g in paired if t.key == first.key), None)
     if partner is None:
         return ()
@@ -306,7 +307,8 @@ def _golden_only_before(first: RecordVerdict, paired: list[tuple[Record, Record]
     for record in reversed(order[:at]):
         if record.key not in lonely or len(before) == most:
             break
-        before.insert(0, record.key)
+        if record.api.startswith("Distributed."):
+            before.insert(0, record.key)
     return tuple(before)
 
 
@@ -333,7 +335,7 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
         if not any(r.status == Verdict.FAIL for r in records):
             failing = next((v for v in verdicts if v.status == Verdict.FAIL), None)
             before = _one_sided_before(failing, t_dump, only_target) if failing else ()
-            lost = _golden_only_before(failing, paired, g_dump, only_golden) if failing else ()
+            lost = _lost_collectives(failing, paired, g_dump, only_golden) if failing else ()
         records += verdicts
         unmatched += [f"{t_dump.label}: {r.key} only in the target" for r in only_target]
         unmatched += [f"{t_dump.label}: {r.key} only in the golden" for r in only_golden]
