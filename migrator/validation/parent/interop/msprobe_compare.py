@@ -273,7 +273,8 @@ def _with_one_sided_checks(label: str, verdicts: list[RecordVerdict], pairs: lis
     for path, record, diff in checks:
         slot = SlotVerdict(path, Verdict.FAIL, "argument", 1.0, 0.0, diff)
         verdict = RecordVerdict(label, record.key, record.api, record.direction, Verdict.FAIL, (slot,), (diff,),
-                                record.user_line, _module_text(record.scope), named_slots(record, names))
+                                record.user_line, _module_text(record.scope),
+                                named_slots(record, names) if record.scope == OPTIMIZER_SCOPE else ())
         placed.append((record.order - 0.5, verdict))
     return [v for _, v in sorted(placed, key=lambda item: item[0])]
 
