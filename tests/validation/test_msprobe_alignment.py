@@ -164,8 +164,12 @@ def test_a_fused_rotary_reading_other_tables_fails_naming_cos(tmp_path):
     same = compare_dumps(str(_dump(tmp_path / "same", *_rotary(fused=True))), str(golden))
     assert same.exit_code == 0 and same.first_divergence is None
 
-    theta = compare_dumps(str(_dump(tmp_path / "theta", *_rotary(fused=True, cos_norm=7.37))), str(golden))
+    theta_dump = _dump(tmp_path / "theta", *_rotary(fused=True, cos_norm=7.37))
+    (theta_dump / "step0" / "rank0" / "stack.json").write_text(json.dumps(
+        {"0": [["NPU.npu_rotary_mul.0.forward"], ["File /work/model.py, line 9, in forward, q = npu_rotary_mul(q, c, s)"]]}))
+    theta = compare_dumps(str(theta_dump), str(golden))
     first = theta.first_divergence
+    assert first.parameters == ()  # q requires grad, and is no parameter
     assert theta.exit_code == 1 and first.key == "NPU.npu_rotary_mul.0.forward" and first.scope == "attention (Attention)"
     assert first.argument_diffs[0].startswith("rotary tables: the port's npu_rotary_mul reads cos (Norm 7.37; "
                                               "the original's: 3.9, 7)")
