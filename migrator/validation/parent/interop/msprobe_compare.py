@@ -27,7 +27,10 @@ user's line from `stack.json`, its module (construct.json: `layers.0.mixer.dt_pr
 parameters of that module its tensor arguments are (same shape and statistics: `input_args.1` =
 `layers.0.mixer.dt_proj.weight`) and the port-only records just before it (a fused op whose output
 the first failing record reads). A fused op only the target has is checked against the original's eager
-ops in its module (`msprobe_fused`: `npu_rms_norm`'s epsilon), since its effect can stay under the bounds.
+ops in its module (`msprobe_fused`: `npu_rms_norm`'s epsilon, `npu_rotary_mul`'s cos / sin tables), since
+its effect can stay under the bounds, and a weight decay only one side's optimizer applies fails by name
+(`msprobe_updates`); the original's collectives right before the first divergence that the port no longer
+calls are listed (`lost_collectives`).
 """
 
 from __future__ import annotations
