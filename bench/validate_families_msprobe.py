@@ -106,6 +106,8 @@ def named_cause(comparison) -> str:
     parts += [f"{slot} is {parameter}" for slot, parameter in first.parameters]
     if comparison.one_sided_before:
         parts.append("after target-only " + ", ".join(comparison.one_sided_before))
+    if comparison.lost_collectives:
+        parts.append("where the original called " + ", ".join(comparison.lost_collectives))
     if first.user_line:
         parts.append(f"at {first.user_line}")
     return "; ".join(parts)

@@ -123,3 +123,67 @@ def test_a_fused_rms_norm_with_another_epsilon_fails_on_it(tmp_path):
     assert first.argument_diffs == ("epsilon: 1e-05 (the original adds it before rsqrt) → 1e-06 "
                                     "(npu_rms_norm's default)",)
     assert [r.key for r in default.records if r.status == "fail"] == ["NPU.npu_rms_norm.0.forward"]
+
+
+def test_a_module_record_names_its_differing_parameter_before_its_outputs(tmp_path):
+    """Level L0 has module records only: a weight drawn with another std makes both the weight and the output
+    differ, the output by more; the cause named is the weight."""
+    def run(std: float) -> Path:
+        x, weight = _tensor([2, 8, 16], 4.0), _tensor([48, 16], 27.7 * std, 2 * std)
+        module = {"input_args": [x], "input_kwargs": {}, "output": [_tensor([2, 8, 48], 400.0 * std ** 1.2)],
+                  "parameters": {"weight": weight, "bias": _tensor([48], 0.0, 0.0)}}
+        return _dump(tmp_path / str(std), [("Module.blocks.0.attn.qkv.Linear.forward.0", module)])
+
+    first = compare_dumps(str(run(0.02)), str(run(0.05))).first_divergence
+    assert first.worst.slot == "parameters.weight"
+    assert max(s.value for s in first.slots) > first.worst.value  # the output moved more, and is not named
+
+
+def _rotary(fused: bool, cos_norm: float = 7.0) -> tuple[list[tuple[str, dict]], dict[str, str | None]]:
+    """q rotated inside an attention module (eager: q * cos + rotate_half(q) * sin; fused: npu_rotary_mul on
+    [1, 1, S, D] views of the tables), then the output projection. A rotation keeps every norm, so the
+    records after it agree to the statistics' last digit whatever the tables."""
+    def table(norm: float, shape: list[int]) -> dict:
+        return {**_tensor(shape, norm), "requires_grad": False}
+
+    q, out = _tensor([2, 2, 8, 8], 1.9), _tensor([2, 2, 8, 8], 1.9)
+    scope = "Module.attention.Attention.forward.0"
+    if fused:
+        rotary = [("NPU.npu_rotary_mul.0.forward", _call([q, table(cos_norm, [1, 1, 8, 8]), table(3.9, [1, 1, 8, 8])], out))]
+    else:
+        rotary = [("Tensor.__mul__.0.forward", _call([q, table(7.0, [8, 8])], _tensor([2, 2, 8, 8], 1.7))),
+                  ("Tensor.__mul__.1.forward", _call([q, table(3.9, [8, 8])], _tensor([2, 2, 8, 8], 0.8))),
+                  ("Tensor.__add__.0.forward", _call([_tensor([2, 2, 8, 8], 1.7), _tensor([2, 2, 8, 8], 0.8)], out))]
+    records = [*rotary, (scope, _call([_tensor([2, 8, 16], 4.0)], out)),
+               ("Functional.linear.0.forward", _call([out], _tensor([2, 8, 16], 1.0)))]
+    return records, {key: scope for key, _ in rotary} | {scope: None}
+
+
+def test_a_fused_rotary_reading_other_tables_fails_naming_cos(tmp_path):
+    golden = _dump(tmp_path / "g", *_rotary(fused=False))
+    same = compare_dumps(str(_dump(tmp_path / "same", *_rotary(fused=True))), str(golden))
+    assert same.exit_code == 0 and same.first_divergence is None
+
+    theta_dump = _dump(tmp_path / "theta", *_rotary(fused=True, cos_norm=7.37))
+    (theta_dump / "step0" / "rank0" / "stack.json").write_text(json.dumps(
+        {"0": [["NPU.npu_rotary_mul.0.forward"], ["File /work/model.py, line 9, in forward, q = npu_rotary_mul(q, c, s)"]]}))
+    theta = compare_dumps(str(theta_dump), str(golden))
+    first = theta.first_divergence
+    assert first.parameters == ()  # q requires grad, and is no parameter
+    assert theta.exit_code == 1 and first.key == "NPU.npu_rotary_mul.0.forward" and first.scope == "attention (Attention)"
+    assert first.argument_diffs[0].startswith("rotary tables: the port's npu_rotary_mul reads cos (Norm 7.37; "
+                                              "the original's: 3.9, 7)")
+
+
+def test_a_collective_the_port_no_longer_calls_is_named_before_the_first_divergence(tmp_path):
+    def run(reduced: bool) -> Path:
+        grad = _tensor([2, 8, 16], 2.0 if reduced else 1.0)
+        records = [("Functional.linear.0.backward", {"input": [_tensor([2, 8, 16], 3.0)], "output": [grad]})]
+        if reduced:  # msprobe writes a collective called inside a backward as `.forward`
+            records[:0] = [("Tensor.contiguous.0.forward", _call([_tensor([2, 8, 16], 1.0)], _tensor([2, 8, 16], 1.0))),
+                           ("Distributed.all_reduce.0.forward", _call([_tensor([2, 8, 16], 1.0)], grad))]
+        return _dump(tmp_path / str(reduced), records)
+
+    result = compare_dumps(str(run(False)), str(run(True)))
+    assert result.first_divergence.key == "Functional.linear.0.backward"
+    assert result.lost_collectives == ("Distributed.all_reduce.0.forward",)

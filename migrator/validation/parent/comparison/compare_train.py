@@ -22,7 +22,7 @@ updates while leaving step-0 grads untouched.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ... import metrics as M
@@ -49,7 +49,7 @@ def compare_training(golden: Run | None, reference: Run | None, target_fp32: Run
     if under_test is None or golden is None:
         return out
     typical = _typical_error(golden, reference)
-    scale = _typical_scale(golden)
+    scale = typical_scale(t for e in golden.events if (t := golden.tensor(e.match)) is not None)
     for order, event in enumerate(under_test.events):
         match = event.match
         g = golden.tensor(match)
@@ -58,7 +58,7 @@ def compare_training(golden: Run | None, reference: Run | None, target_fp32: Run
             out.unmatched.append(f"train/{event.name} (not in the original's training run)")
             checks.append(Check("unmatched", 1.0, 0.0, Verdict.FAIL))
         else:
-            error = _error_against(g, scale)
+            error = error_against(g, scale)
             t32 = target_fp32.tensor(match) if target_fp32 is not None else None
             if t32 is not None and tuple(t32.shape) == tuple(g.shape):
                 e = error(t32)
@@ -97,10 +97,11 @@ def _with_floor(bounds: Bounds, noise: float) -> Bounds:
     return Bounds(max(bounds.pass_at, FLOOR_PASS * noise), max(bounds.warn_at, FLOOR_WARN * noise))
 
 
-def _error_against(g: Any, scale: float) -> Callable[[Any], float]:
+def error_against(g: Any, scale: float) -> Callable[[Any], float]:
     """``rel_l2(·, ΔG)``; where the golden update is degenerate (all zero: a bias before a norm layer that
     cancels it, or non-finite), the distance to it in units of a typical update of this size instead, so two
-    bf16 sides that both moved by rounding noise are compared with each other, not with infinity."""
+    bf16 sides that both moved by rounding noise are compared with each other, not with infinity. Also the
+    msprobe comparison's measure of one optimizer update (`interop/msprobe_updates.py`)."""
     import torch
 
     g64 = g.double()
@@ -115,13 +116,12 @@ def _error_against(g: Any, scale: float) -> Callable[[Any], float]:
     return error
 
 
-def _typical_scale(golden: Run) -> float:
+def typical_scale(updates: Iterable[Any]) -> float:
     """The median over parameters of the golden update's RMS per value (0 when every update is zero)."""
     import torch
 
-    rms = sorted(float(t.double().norm()) / math.sqrt(t.numel()) for e in golden.events
-                 if (t := golden.tensor(e.match)) is not None and t.numel() and bool(torch.isfinite(t).all())
-                 and float(t.double().norm()) > 0.0)
+    rms = sorted(float(t.double().norm()) / math.sqrt(t.numel()) for t in updates
+                 if t.numel() and bool(torch.isfinite(t).all()) and float(t.double().norm()) > 0.0)
     return rms[len(rms) // 2] if rms else 0.0
 
 

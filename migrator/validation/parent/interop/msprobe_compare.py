@@ -17,6 +17,8 @@ change that never realigns is compared and fails on its shape. A record with no 
 * statistics task: the relative difference of the recorded L2 norms, with the same thresholds — a lower
   bound of rel_l2 (|‖t‖ − ‖g‖| ≤ ‖t − g‖), so a failure is certain and a pass is a weaker claim (said in
   the notes); Max / Min are report columns;
+* the optimizer's in-place update of an fp32 parameter (tensor task): the new value's error against the
+  size of the update, as the k-step training check judges updates (`msprobe_updates`);
 * a shape or dtype change fails; a non-tensor argument that differs (`approximate: 'none'` → `'tanh'`) is
   an argument diff and fails the record.
 
@@ -25,7 +27,10 @@ user's line from `stack.json`, its module (construct.json: `layers.0.mixer.dt_pr
 parameters of that module its tensor arguments are (same shape and statistics: `input_args.1` =
 `layers.0.mixer.dt_proj.weight`) and the port-only records just before it (a fused op whose output
 the first failing record reads). A fused op only the target has is checked against the original's eager
-ops in its module (`msprobe_fused`: `npu_rms_norm`'s epsilon), since its effect can stay under the bounds.
+ops in its module (`msprobe_fused`: `npu_rms_norm`'s epsilon, `npu_rotary_mul`'s cos / sin tables), since
+its effect can stay under the bounds, and a weight decay only one side's optimizer applies fails by name
+(`msprobe_updates`); the original's collectives right before the first divergence that the port no longer
+calls are listed (`lost_collectives`).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from typing import Any
 from ...verdict import Verdict, worst
 from ..comparison.thresholds import Thresholds
 from .msprobe_dumps import RankDump, Record, Slot, read_dump
+from .msprobe_updates import OPTIMIZER_SCOPE, UpdateJudge, decay_diffs, hyper_parameter, named_slots, parameter_names
 
 _FLOAT32 = ("torch.float32", "torch.float64")
 _LOW = ("torch.bfloat16", "torch.float16")
@@ -68,7 +74,9 @@ class RecordVerdict:
 
     @property
     def worst(self) -> SlotVerdict | None:
+        """The failing slot to name: a module's parameter first (the outputs follow from it), else the largest."""
         failing = [s for s in self.slots if s.status == self.status and s.metric != "argument"]
+        failing = [s for s in failing if s.slot.startswith("parameters.")] or failing
         return max(failing, key=lambda s: s.value if not math.isnan(s.value) else math.inf) if failing else None
 
 
@@ -81,6 +89,7 @@ class MsprobeComparison:
     unmatched: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
     one_sided_before: tuple[str, ...] = ()  # target-only records right before the first divergence
+    lost_collectives: tuple[str, ...] = ()  # the original's collectives right before its counterpart, not in the port
 
     @property
     def exit_code(self) -> int:
@@ -131,17 +140,23 @@ def _tensor_verdict(t: Slot, g: Slot, direction: str, th: Thresholds, cross_devi
     return SlotVerdict(t.path, _grade(value, pass_at, warn_at), "norm_rel_diff", value, pass_at, detail)
 
 
-def _record_verdict(label: str, t: Record, g: Record, th: Thresholds, cross_device: bool) -> RecordVerdict:
+def _record_verdict(label: str, t: Record, g: Record, th: Thresholds, cross_device: bool,
+                    updates: UpdateJudge | None = None) -> RecordVerdict:
     golden = {s.path: s for s in g.slots}
     verdicts, diffs = [], []
+    update = updates.verdict(t, g) if updates is not None else None
     for slot in t.slots:
         other = golden.get(slot.path)
         if other is None:
             verdicts.append(SlotVerdict(slot.path, Verdict.FAIL, "unmatched", 1.0, 0.0, "not in the golden record"))
         elif slot.kind == "value" or other.kind == "value":
             if slot.value != other.value or slot.kind != other.kind:
-                diffs.append(f"{slot.path.removeprefix('input_kwargs.')}: {other.value!r} → {slot.value!r}")
+                word = hyper_parameter(t, slot.path)
+                diffs.append(f"{slot.path.removeprefix('input_kwargs.')}: {other.value!r} → {slot.value!r}"
+                             + (f" (the optimizer's {word})" if word else ""))
                 verdicts.append(SlotVerdict(slot.path, Verdict.FAIL, "argument", 1.0, 0.0, diffs[-1]))
+        elif slot.path == "output.0" and update is not None:  # an optimizer's parameter update (msprobe_updates)
+            verdicts.append(SlotVerdict(slot.path, *update))
         else:
             verdicts.append(_tensor_verdict(slot, other, t.direction, th, cross_device))
     missing = [p for p in golden if p not in {s.path for s in t.slots}]
@@ -153,8 +168,11 @@ def _record_verdict(label: str, t: Record, g: Record, th: Thresholds, cross_devi
 
 
 def _module_text(key: str) -> str:
-    """`Module.layers.0.mixer.dt_proj.Linear.forward.0` -> `layers.0.mixer.dt_proj (Linear)`."""
+    """`Module.layers.0.mixer.dt_proj.Linear.forward.0` -> `layers.0.mixer.dt_proj (Linear)`; msprobe's scopes
+    of `optimizer.step()` and `clip_grad_norm_` as they are."""
     parts = key.removeprefix("Module.").split(".")
+    if key in (OPTIMIZER_SCOPE, "clip_grad"):
+        return key
     if not key.startswith("Module.") or len(parts) < 3:
         return ""
     return f"{'.'.join(parts[:-3])} ({parts[-3]})" if len(parts) > 3 else parts[-3]
@@ -165,18 +183,36 @@ def _fingerprint(slot: Slot) -> tuple | None:
     return (slot.shape, stats) if stats and None not in stats else None
 
 
-def _named_parameters(verdict: RecordVerdict, record: Record, by_key: dict[str, Record]) -> RecordVerdict:
+_WEIGHT_BIAS = {1: "weight", 2: "bias"}
+# torch.nn.functional's parameter arguments by position: a record without its module's record (level L1)
+_PARAMETER_ARGS = {"Functional.linear": _WEIGHT_BIAS, "Functional.conv1d": _WEIGHT_BIAS,
+                   "Functional.conv2d": _WEIGHT_BIAS, "Functional.conv3d": _WEIGHT_BIAS,
+                   "Functional.embedding": {1: "weight"}, "Functional.layer_norm": {2: "weight", 3: "bias"},
+                   "Functional.group_norm": {2: "weight", 3: "bias"}, "Functional.rms_norm": {2: "weight"}}
+
+
+def _named_parameters(verdict: RecordVerdict, record: Record, by_key: dict[str, Record],
+                      names: dict[tuple, str]) -> RecordVerdict:
     """The verdict with the tensor arguments that are its module's parameters named (same shape and
-    statistics as a `parameters.<name>` slot of the enclosing module's record)."""
+    statistics as a `parameters.<name>` slot of the enclosing module's record; in the optimizer's scope, any
+    module's parameter, followed through the step's updates; without a module record, a functional's
+    weight / bias argument that requires grad, by the function's signature)."""
+    if record.scope == OPTIMIZER_SCOPE:
+        named_in_step = named_slots(record, names)
+        return replace(verdict, parameters=named_in_step) if named_in_step else verdict
     module = by_key.get(record.scope)
-    if module is None:
-        return verdict
     prefix = verdict.scope.split(" (")[0]
     params = {fp: slot.path.removeprefix("parameters.") for slot in module.slots
-              if slot.path.startswith("parameters.") and (fp := _fingerprint(slot)) is not None}
+              if slot.path.startswith("parameters.") and (fp := _fingerprint(slot)) is not None} if module else {}
     named = tuple((slot.path, f"{prefix}.{params[fp]}") for slot in record.slots
                   if slot.kind == "tensor" and not slot.path.startswith("parameters.")
                   and (fp := _fingerprint(slot)) in params)
+    if not named and module is None:
+        by_position = _PARAMETER_ARGS.get(record.api, {})
+        named = tuple((slot.path, f"{prefix}.{name}" if prefix else f"the {name} of {record.api}")
+                      for slot in record.slots if slot.kind == "tensor" and slot.requires_grad
+                      and slot.path.startswith("input_args.")
+                      and (name := by_position.get(int(slot.path.split(".")[1]), "")))
     return replace(verdict, parameters=named) if named else verdict
 
 
@@ -224,17 +260,25 @@ def align(target: tuple[Record, ...], golden: tuple[Record, ...]
     return [(t_seq[a], g_seq[b]) for a, b in pairs], only_t, only_g
 
 
-def _with_fused_arguments(label: str, verdicts: list[RecordVerdict], paired: list[Record], only_target: list[Record],
-                          only_golden: list[Record]) -> list[RecordVerdict]:
+def _with_one_sided_checks(label: str, verdicts: list[RecordVerdict], pairs: list[tuple[Record, Record]],
+                           only_target: list[Record], only_golden: list[Record], names: dict[tuple, str]
+                           ) -> list[RecordVerdict]:
     """`verdicts` with a failing verdict for each target-only fused op whose arguments are not the
-    original's (`msprobe_fused`), placed in the target's execution order."""
-    from .msprobe_fused import rms_norm_eps_diffs
+    original's (`msprobe_fused`: epsilon, rotary tables) and each parameter only one side's optimizer decays (`msprobe_updates`),
+    placed in the target's execution order (before the record it is reported at)."""
+    from .msprobe_fused import rms_norm_eps_diffs, rotary_table_diffs
 
-    placed = [(t.order, v) for t, v in zip(paired, verdicts)]
-    for record, diff in rms_norm_eps_diffs(only_target, only_golden):
-        slot = SlotVerdict("input_kwargs.epsilon", Verdict.FAIL, "argument", 1.0, 0.0, diff)
-        placed.append((record.order, RecordVerdict(label, record.key, record.api, record.direction, Verdict.FAIL,
-                                                   (slot,), (diff,), record.user_line, _module_text(record.scope))))
+    placed: list[tuple[float, RecordVerdict]] = [(t.order, v) for (t, _), v in zip(pairs, verdicts)]
+    checks = [("input_kwargs.epsilon", r, d) for r, d in rms_norm_eps_diffs(only_target, only_golden)]
+    checks += [("input_args.1", r, d) for r, d in rotary_table_diffs(only_target, only_golden)]
+    checks += [("input_args.1", r, d) for r, d in decay_diffs([t for t, _ in pairs] + only_target,
+                                                              [g for _, g in pairs] + only_golden, names)]
+    for path, record, diff in checks:
+        slot = SlotVerdict(path, Verdict.FAIL, "argument", 1.0, 0.0, diff)
+        verdict = RecordVerdict(label, record.key, record.api, record.direction, Verdict.FAIL, (slot,), (diff,),
+                                record.user_line, _module_text(record.scope),
+                                named_slots(record, names) if record.scope == OPTIMIZER_SCOPE else ())
+        placed.append((record.order - 0.5, verdict))
     return [v for _, v in sorted(placed, key=lambda item: item[0])]
 
 
@@ -252,6 +296,26 @@ def _one_sided_before(first: RecordVerdict, dump: RankDump, only_target: list[Re
     return tuple(before)
 
 
+def _lost_collectives(first: RecordVerdict, paired: list[tuple[Record, Record]], dump: RankDump,
+                      only_golden: list[Record], most: int = 3) -> tuple[str, ...]:
+    """The golden-only `Distributed.*` records among the golden-only records right before the golden counterpart
+    of the first divergence (any direction: msprobe records a backward's all_reduce as `.forward`), nearest
+    last: a collective the port no longer calls."""
+    partner = next((g for t, g in paired if t.key == first.key), None)
+    if partner is None:
+        return ()
+    lonely = {r.key for r in only_golden}
+    order = sorted(dump.records, key=lambda r: r.order)
+    at = next(i for i, r in enumerate(order) if r.key == partner.key)
+    before: list[str] = []
+    for record in reversed(order[:at]):
+        if record.key not in lonely or len(before) == most:
+            break
+        if record.api.startswith("Distributed."):
+            before.insert(0, record.key)
+    return tuple(before)
+
+
 def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = False,
                   th: Thresholds | None = None) -> MsprobeComparison:
     """Compare two msprobe dump folders (see the module docstring); raises MsprobeDumpError on bad input."""
@@ -262,16 +326,20 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
     notes: list[str] = []
     tasks = {d.task for d in target + golden}
     before: tuple[str, ...] = ()
+    lost: tuple[str, ...] = ()
     for t_dump, g_dump in pairs:
         paired, only_target, only_golden = align(t_dump.records, g_dump.records)
         by_key = {r.key: r for r in t_dump.records}
-        verdicts = [_record_verdict(t_dump.label, t, g, th, cross_device) for t, g in paired]
-        verdicts = [_named_parameters(v, t, by_key) if v.status == Verdict.FAIL else v
+        names = parameter_names(g_dump.records) | parameter_names(t_dump.records)
+        updates = UpdateJudge(g_dump.records, th, cross_device, _load)
+        verdicts = [_record_verdict(t_dump.label, t, g, th, cross_device, updates) for t, g in paired]
+        verdicts = [_named_parameters(v, t, by_key, names) if v.status == Verdict.FAIL else v
                     for v, (t, _) in zip(verdicts, paired)]
-        verdicts = _with_fused_arguments(t_dump.label, verdicts, [t for t, _ in paired], only_target, only_golden)
+        verdicts = _with_one_sided_checks(t_dump.label, verdicts, paired, only_target, only_golden, names)
         if not any(r.status == Verdict.FAIL for r in records):
             failing = next((v for v in verdicts if v.status == Verdict.FAIL), None)
             before = _one_sided_before(failing, t_dump, only_target) if failing else ()
+            lost = _lost_collectives(failing, paired, g_dump, only_golden) if failing else ()
         records += verdicts
         unmatched += [f"{t_dump.label}: {r.key} only in the target" for r in only_target]
         unmatched += [f"{t_dump.label}: {r.key} only in the golden" for r in only_golden]
@@ -285,4 +353,4 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
         status = Verdict.WARN
     first = next((r for r in records if r.status == Verdict.FAIL), None)
     return MsprobeComparison(status, "/".join(sorted(tasks)), tuple(records), first, tuple(unmatched), tuple(notes),
-                             before)
+                             before, lost)

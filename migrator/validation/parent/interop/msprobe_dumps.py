@@ -36,6 +36,7 @@ class Slot:
     stats: tuple[tuple[str, float | None], ...] = ()  # (Max, Min, Mean, Norm) as recorded
     data_file: str = ""       # absolute path of the .pt (tensor task), "" in statistics mode
     value: Any = None         # non-tensor arguments: the recorded value
+    requires_grad: bool | None = None  # as recorded (a parameter is True even inside the optimizer's no_grad)
 
     def stat(self, name: str) -> float | None:
         return dict(self.stats).get(name)
@@ -50,7 +51,7 @@ class Record:
     order: int                # position in dump.json (execution order)
     slots: tuple[Slot, ...]
     user_line: str = ""       # first stack frame outside torch / msprobe / site-packages
-    scope: str = ""           # the enclosing module's record key (construct.json), "" when not known
+    scope: str = ""           # the enclosing module's record key (construct.json) or `optimizer`, "" when not known
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,8 @@ def _slots(node: Any, path: str, data_dir: Path, out: list[Slot]) -> None:
             data = node.get("data_name")
             out.append(Slot(path, "tensor", str(node.get("dtype", "")), tuple(node.get("shape") or ()),
                             tuple((k, node.get(k)) for k in ("Max", "Min", "Mean", "Norm")),
-                            str(data_dir / data) if data and data != "-1" else ""))
+                            str(data_dir / data) if data and data != "-1" else "",
+                            requires_grad=node["requires_grad"] if isinstance(node.get("requires_grad"), bool) else None))
         elif "type" in node and "value" in node:
             out.append(Slot(path, "value", value=node["value"]))
         else:
@@ -99,26 +101,32 @@ def _split_key(key: str) -> tuple[str, str, int]:
     return match.group("api"), direction, int(counter)
 
 
-def _user_lines(stack_file: Path) -> dict[str, str]:
-    """{record key: first user frame}; stack.json is `{idx: [[keys], [frames]]}` (26.x) or `{key: [frames]}`."""
+_OPTIMIZER_FRAME = ("/torch/optim/", "\\torch\\optim\\")
+
+
+def _user_lines(stack_file: Path) -> tuple[dict[str, str], set[str]]:
+    """({record key: first user frame}, keys called from inside `torch.optim`); stack.json is
+    `{idx: [[keys], [frames]]}` (26.x) or `{key: [frames]}`."""
     try:
         doc = json.loads(stack_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return {}
+        return {}, set()
     pairs: list[tuple[list[str], list[str]]] = []
     for key, value in doc.items() if isinstance(doc, dict) else ():
         if isinstance(value, list) and len(value) == 2 and all(isinstance(v, list) for v in value):
             pairs.append((value[0], value[1]))
         elif isinstance(value, list):
             pairs.append(([key], value))
-    lines = {}
+    lines, in_optimizer = {}, set()
     for keys, frames in pairs:
+        if any(isinstance(f, str) and any(m in f for m in _OPTIMIZER_FRAME) for f in frames):
+            in_optimizer.update(keys)
         user = next((f for f in frames if isinstance(f, str) and not any(m in f for m in _LIBRARY_FRAME)), "")
         if user:
             user = " ".join(part.strip() for part in user.replace("File ", "", 1).split("\n"))
             for key in keys:
                 lines[key] = user
-    return lines
+    return lines, in_optimizer
 
 
 def _scopes(construct_file: Path) -> dict[str, str]:
@@ -143,15 +151,16 @@ def read_rank(folder: Path, step: int | None, rank: int) -> RankDump:
     data_dir = folder / "dump_tensor_data"  # beside dump.json first: a copied dump keeps its old dump_data_dir
     if not data_dir.is_dir() and doc.get("dump_data_dir"):
         data_dir = Path(doc["dump_data_dir"])
-    users = _user_lines(folder / "stack.json")
+    users, in_optimizer = _user_lines(folder / "stack.json")
     scopes = _scopes(folder / "construct.json")
     records = []
     for order, (key, value) in enumerate(doc["data"].items()):
         slots: list[Slot] = []
         _slots(value, "", data_dir, slots)
         api, direction, counter = _split_key(key)
-        records.append(Record(key, api, direction, counter, order, tuple(slots), users.get(key, ""),
-                              scopes.get(key, "")))
+        # level L1 writes no construct.json: a call from inside torch.optim is the optimizer's all the same
+        scope = scopes.get(key) or ("optimizer" if key in in_optimizer else "")
+        records.append(Record(key, api, direction, counter, order, tuple(slots), users.get(key, ""), scope))
     return RankDump(step, rank, str(folder), str(doc.get("task", "")), str(doc.get("level", "")), tuple(records))
 
 

@@ -2,14 +2,17 @@
 the same module: msprobe pairs nothing with `NPU.npu_rms_norm` (the original ran pow, mean, add, rsqrt),
 and an epsilon of 1e-6 for the original's 1e-5 moves the output by less than the fp32 bound, so no record
 after it fails. The module scope comes from construct.json (level mix); the epsilon default is
-torch_npu's (ascend-facts §c.3, `npu_emulation.ops.npu_rms_norm`)."""
+torch_npu's (ascend-facts §c.3, `npu_emulation.ops.npu_rms_norm`). Likewise `npu_rotary_mul`'s cos / sin
+tables against the constant tables the original's eager rotary multiplies by: a rotation keeps every norm,
+so a table built with another rope theta shows in a statistics dump only as small changes far downstream."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from ..comparison.fused_args import EPS_RTOL
-from .msprobe_dumps import Record
+from .msprobe_dumps import Record, Slot
 
 RMS_NORM_DEFAULT_EPS = 1e-6
 _ADDS = ("Tensor.__add__", "Tensor.__radd__", "Tensor.add", "Torch.add")
@@ -45,4 +48,49 @@ def rms_norm_eps_diffs(only_target: Iterable[Record], only_golden: Iterable[Reco
         if original is not None and abs(port - original) > EPS_RTOL * abs(original):
             diffs.append((record, f"epsilon: {original:g} (the original adds it before rsqrt) → {port:g}"
                           + ("" if given else " (npu_rms_norm's default)")))
+    return diffs
+
+
+_TABLE_RTOL = 1e-5
+_ROTARY_TABLES = (("input_args.1", "input_kwargs.r1", "cos"), ("input_args.2", "input_kwargs.r2", "sin"))
+
+
+def _table_stats(slot: Slot) -> tuple[float, ...] | None:
+    stats = tuple(value for _, value in slot.stats)
+    return tuple(float(v) for v in stats) if stats and None not in stats else None  # type: ignore[arg-type]
+
+
+def _same_table(a: tuple[float, ...], b: tuple[float, ...]) -> bool:
+    return all(abs(x - y) <= _TABLE_RTOL * max(abs(x), abs(y), 1e-12) for x, y in zip(a, b))
+
+
+def rotary_table_diffs(only_target: Iterable[Record], only_golden: Iterable[Record]) -> list[tuple[Record, str]]:
+    """(first target-only `npu_rotary_mul` record of a module, diff) where its cos / sin table is none of the
+    constant tables (no grad, same size) the original's eager rotary in the same module multiplies by: the
+    tables were built differently (rope theta, base, positions). Compared by their statistics (Max, Min, Mean,
+    Norm), so a `[1, 1, S, D]` view of the original's `[S, D]` table is the same table."""
+    tables: dict[str, list[tuple[int, tuple[float, ...]]]] = {}
+    for record in only_golden:
+        if record.direction == "forward" and record.scope:
+            for slot in record.slots:
+                if slot.kind == "tensor" and slot.requires_grad is False and (stats := _table_stats(slot)):
+                    tables.setdefault(record.scope, []).append((math.prod(slot.shape), stats))
+    diffs, seen = [], set()
+    for record in sorted(only_target, key=lambda r: r.order):
+        if record.api != "NPU.npu_rotary_mul" or record.direction != "forward" or record.scope in seen:
+            continue
+        slots = {s.path: s for s in record.slots if s.kind == "tensor"}
+        differing = []
+        for arg, kwarg, name in _ROTARY_TABLES:
+            table = slots.get(arg) or slots.get(kwarg)
+            stats = _table_stats(table) if table is not None else None
+            candidates = [s for n, s in tables.get(record.scope, ()) if table is not None and n == math.prod(table.shape)]
+            if stats is not None and candidates and not any(_same_table(stats, c) for c in candidates):
+                differing.append(f"{name} (Norm {stats[3]:.6g}; the original's: "
+                                 + ", ".join(sorted({f'{c[3]:.6g}' for c in candidates})) + ")")
+        if differing:
+            seen.add(record.scope)
+            diffs.append((record, "rotary tables: the port's npu_rotary_mul reads " + " and ".join(differing)
+                          + ", none of the tables the original's rotary multiplies by in this module: its cos / sin "
+                          "buffers were built differently (rope theta, base or positions)"))
     return diffs
