@@ -27,6 +27,7 @@ def check_module(
     advise(tree, source.text, checker)
     triton(tree, checker)
     precheck_hits(checker, source, tree, target)
+    checker.finish()
     return checker
 
 
