@@ -45,7 +45,13 @@ def _lines_to_search(source: SourceText) -> Iterable[int]:
     found = _LOWERED_MARKER.finditer(lowered)
     first = next(found, None)
     numbers: set[int] = set()
-    if first is not None:
+    if first is not None and "\r" not in lowered:  # a line's number: 1 + the newlines before it
+        line, previous = 1, 0
+        for m in (first, *found):
+            line += lowered.count("\n", previous, m.start())
+            previous = m.start()
+            numbers.add(line)
+    elif first is not None:
         starts = [m.end() for m in LINE_BREAK.finditer(lowered)]  # where lines 2, 3, ... begin
         numbers = {bisect_right(starts, first.start()) + 1} | {bisect_right(starts, m.start()) + 1 for m in found}
     if not source.text.isascii():
