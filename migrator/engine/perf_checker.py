@@ -196,7 +196,7 @@ class HotPath:
                 continue  # a nested definition runs when called, not per step here; a leaf has no children
             if cls in _CHECKED:
                 self.check(child, logging)
-            if cls is ast.If and not logging and _is_logging_condition(child.test):  # type: ignore[attr-defined]
+            if isinstance(child, ast.If) and not logging and _is_logging_condition(child.test):
                 self.walk(child.test, logging)
                 for stmt in child.body:
                     self.check(stmt, True)
