@@ -62,7 +62,8 @@ def child(argv: list[str], stdout: Path | None = None, code: Path = REPO) -> tup
     output kept in `stdout`."""
     env = {**os.environ, "NO_COLOR": "1", "CI": "1", "PYTHONPATH": str(code)}
     sink = open(stdout, "wb") if stdout else subprocess.DEVNULL  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.PIPE)
+    # run outside any checkout: `python -m` puts the working folder first on sys.path, before PYTHONPATH
+    proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.PIPE, cwd=tempfile.gettempdir())
     _, status, usage = os.wait4(proc.pid, 0)
     if stdout:
         sink.close()  # type: ignore[union-attr]
