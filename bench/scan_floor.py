@@ -4,6 +4,7 @@
     python3 bench/scan_floor.py                  # all trees, median of 3 per measurement
     python3 bench/scan_floor.py -n 1 --trees megatron-core,timm
     python3 bench/scan_floor.py -n 1 --fix-only --against ../old-checkout   # fix only, old vs new interleaved
+    python3 bench/scan_floor.py -n 1 --scan-only --against ../old-checkout  # scan only, old vs new interleaved
 
 The trees are pinned sdists (`bench/real_repos.py` PACKAGES, fetched and checked by `bench/sdists.py`);
 their `.py` files are spread over ¼, ½ and the whole (every file in a fixed, path-hashed order, so each
@@ -61,7 +62,8 @@ def child(argv: list[str], stdout: Path | None = None, code: Path = REPO) -> tup
     output kept in `stdout`."""
     env = {**os.environ, "NO_COLOR": "1", "CI": "1", "PYTHONPATH": str(code)}
     sink = open(stdout, "wb") if stdout else subprocess.DEVNULL  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.PIPE)
+    # run outside any checkout: `python -m` puts the working folder first on sys.path, before PYTHONPATH
+    proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.PIPE, cwd=tempfile.gettempdir())
     _, status, usage = os.wait4(proc.pid, 0)
     if stdout:
         sink.close()  # type: ignore[union-attr]
@@ -94,20 +96,29 @@ def project(folder: Path, files: list[tuple[str, Path, Path]]) -> list[Path]:
 
 
 def measure(folder: Path, copied: list[Path], runs: int, fix_only: bool = False,
-            against: Path | None = None) -> dict[str, float]:
+            against: Path | None = None, scan_only: bool = False) -> dict[str, float]:
     listing = folder.parent / f"{folder.name}.files"
     listing.write_text("\n".join(map(str, copied)))
     diff, changed = folder.parent / f"{folder.name}.diff", folder.parent / f"{folder.name}.changed"
-    floor, scan, fix, cst, old, peak, fix_peak = [], [], [], [], [], 0.0, 0.0
+    floor, scan, fix, cst, old, old_scan, peak, fix_peak = [], [], [], [], [], [], 0.0, 0.0
+    scan_argv = [sys.executable, "-m", "migrator", "scan", str(folder), "--root", str(folder), "--no-cache", "-j", "1",
+                 "-q", "--format", "json", "--exit-zero", "--route", "none"]
+    report = folder.parent / f"{folder.name}.json"
     fix_argv = [sys.executable, "-m", "migrator", "fix", str(folder), "--root", str(folder), "--no-cache", "--diff",
                 "--route", "none"]
     for _ in range(runs):  # floor and scan back to back, so both see the same machine load
         if not fix_only:
             floor.append(child([sys.executable, "-c", FLOOR, str(listing)])[0])
-            cpu, rss = child([sys.executable, "-m", "migrator", "scan", str(folder), "--root", str(folder),
-                              "--no-cache", "-j", "1", "-q", "--format", "json", "--exit-zero", "--route", "none"])
+            if against is not None and scan_only:  # the other checkout's scan, right before this one's
+                old_scan.append(child(scan_argv, stdout=report, code=against)[0])
+                before = report.read_bytes()
+            cpu, rss = child(scan_argv, stdout=report)
             scan.append(cpu)
             peak = max(peak, rss)
+            if against is not None and scan_only and report.read_bytes() != before:
+                raise BenchError(f"scan --format json differs from {against}'s on {folder}")
+        if scan_only:
+            continue
         if against is not None:  # the other checkout's fix, right before this one's (same load)
             old.append(child(fix_argv, stdout=diff, code=against)[0])
             before = diff.read_bytes()
@@ -120,10 +131,11 @@ def measure(folder: Path, copied: list[Path], runs: int, fix_only: bool = False,
                                       if line.startswith("+++ b/") and line.endswith(".py")))
         cst.append(child([sys.executable, "-c", LIBCST_FLOOR, str(changed)])[0])
     f, s, x, c = (statistics.median(v) if v else float("nan") for v in (floor, scan, fix, cst))
-    o = statistics.median(old) if old else float("nan")
+    o, os_ = (statistics.median(v) if v else float("nan") for v in (old, old_scan))
     return {"files": len(copied), "floor": f, "scan": s, "ratio": s / f, "files_per_s": len(copied) / s, "peak": peak,
-            "changed": len(changed.read_text().splitlines()), "cst": c, "fix": x, "fix_ratio": x / c,
-            "fix_peak": fix_peak, "old": o, "old_ratio": o / c}
+            "changed": len(changed.read_text().splitlines()) if changed.exists() else float("nan"), "cst": c,
+            "fix": x, "fix_ratio": x / c, "fix_peak": fix_peak, "old": o, "old_ratio": o / c,
+            "old_scan": os_, "old_scan_ratio": os_ / f}
 
 
 def main() -> int:
@@ -131,8 +143,10 @@ def main() -> int:
     ap.add_argument("-n", "--runs", type=int, default=3, help="runs per measurement (median)")
     ap.add_argument("--trees", default=",".join(TREES), help="comma-separated PACKAGES names")
     ap.add_argument("--fix-only", action="store_true", help="measure fix and its libcst floor only (no scan)")
+    ap.add_argument("--scan-only", action="store_true", help="measure the floor and scan only (no fix)")
     ap.add_argument("--against", type=Path, metavar="CHECKOUT",
-                    help="also run another checkout's fix before each fix (same load; its --diff must be the same)")
+                    help="also run another checkout's fix (with --scan-only: scan) before each one (same load; its "
+                         "output must be the same)")
     args = ap.parse_args()
     try:
         files = all_files(args.trees.split(","))
@@ -140,23 +154,35 @@ def main() -> int:
         print(f"scan_floor: {exc}", file=sys.stderr)
         return 2
     print(f"trees: {args.trees} ({len(files)} .py files); median of {args.runs}; CPU seconds of the child")
+    fix_head = f" | {'changed':>7} {'cst s':>6} {'fix s':>7} {'fix/cst':>7} {'fix MiB':>7}"
     print(f"{'part':>6} {'files':>6} {'floor s':>8} {'scan s':>8} {'scan/floor':>10} {'files/s':>8} {'peak MiB':>9}"
-          f" | {'changed':>7} {'cst s':>6} {'fix s':>7} {'fix/cst':>7} {'fix MiB':>7}"
-          + (f" | {'old fix s':>9} {'old/cst':>7}" if args.against else ""))
+          + ("" if args.scan_only else fix_head)
+          + (f" | {'old scan s':>10} {'old/floor':>9}" if args.against and args.scan_only else "")
+          + (f" | {'old fix s':>9} {'old/cst':>7}" if args.against and not args.scan_only else ""))
     rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="scan-floor-") as tmp:
         for label, share in FRACTIONS:
             part = files[: round(len(files) * share)]
             folder = Path(tmp) / label.replace("/", "of")
-            row = rows[label] = measure(folder, project(folder, part), args.runs, args.fix_only, args.against)
+            row = rows[label] = measure(folder, project(folder, part), args.runs, args.fix_only, args.against,
+                                        args.scan_only)
+            fix_row = (f" | {row['changed']:>7.0f} {row['cst']:>6.2f} {row['fix']:>7.2f} {row['fix_ratio']:>7.2f} "
+                       f"{row['fix_peak']:>7.0f}")
             print(f"{label:>6} {row['files']:>6.0f} {row['floor']:>8.2f} {row['scan']:>8.2f} {row['ratio']:>10.2f} "
-                  f"{row['files_per_s']:>8.0f} {row['peak']:>9.0f} | {row['changed']:>7.0f} {row['cst']:>6.2f} "
-                  f"{row['fix']:>7.2f} {row['fix_ratio']:>7.2f} {row['fix_peak']:>7.0f}"
-                  + (f" | {row['old']:>9.2f} {row['old_ratio']:>7.2f}" if args.against else ""), flush=True)
+                  f"{row['files_per_s']:>8.0f} {row['peak']:>9.0f}" + ("" if args.scan_only else fix_row)
+                  + (f" | {row['old_scan']:>10.2f} {row['old_scan_ratio']:>9.2f}" if args.against and args.scan_only
+                     else "")
+                  + (f" | {row['old']:>9.2f} {row['old_ratio']:>7.2f}" if args.against and not args.scan_only
+                     else ""), flush=True)
+    fix_line = (f", fix {rows['whole']['fix'] / rows['1/2']['fix']:.2f}, "
+                f"libcst floor {rows['whole']['cst'] / rows['1/2']['cst']:.2f}")
     print(f"linearity whole/half: floor {rows['whole']['floor'] / rows['1/2']['floor']:.2f}, "
-          f"scan {rows['whole']['scan'] / rows['1/2']['scan']:.2f}, fix {rows['whole']['fix'] / rows['1/2']['fix']:.2f}, "
-          f"libcst floor {rows['whole']['cst'] / rows['1/2']['cst']:.2f} (2.00 = linear)"
-          + (f", old fix {rows['whole']['old'] / rows['1/2']['old']:.2f}" if args.against else ""))
+          f"scan {rows['whole']['scan'] / rows['1/2']['scan']:.2f}" + ("" if args.scan_only else fix_line)
+          + " (2.00 = linear)"
+          + (f", old scan {rows['whole']['old_scan'] / rows['1/2']['old_scan']:.2f}" if args.against and args.scan_only
+             else "")
+          + (f", old fix {rows['whole']['old'] / rows['1/2']['old']:.2f}" if args.against and not args.scan_only
+             else ""))
     return 0
 
 

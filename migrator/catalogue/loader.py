@@ -136,6 +136,7 @@ class Catalogue:
             self._wild_by_root.setdefault(item[0].split(".", 1)[0], []).append(item)
         self._wild_everywhere = any("." not in item[0] for item in self._wild)
         self._memo: dict[str, SymbolMatch | None] = {}
+        self._families: dict[str, tuple[Rule, ...]] = {}  # `by_family`, asked twice for every scanned module
         # first dotted segment of every symbol: lets the engine skip names cheaply
         self.roots = frozenset(p.split(".", 1)[0] for r in rules.values() for p, _ in r.symbols)
         # the one map of pattern-rule names (the scanner, its checkers and the units' detectors use it)
@@ -153,7 +154,10 @@ class Catalogue:
         return self.rules.get(code.upper())
 
     def by_family(self, family: str) -> list[Rule]:
-        return [r for r in self.rules.values() if r.family == family]
+        rules = self._families.get(family)
+        if rules is None:
+            rules = self._families[family] = tuple(r for r in self.rules.values() if r.family == family)
+        return list(rules)
 
     def match_symbol(self, qualname: str) -> SymbolMatch | None:
         """Exact names beat wildcards; a longer wildcard (`a.b.*`) beats a shorter one (`a.*`).

@@ -34,10 +34,14 @@ def attribute_modules(tree: ast.AST, aliases: dict[str, set[str]], manual: Calla
     """`self.pynvml = pynvml` after `import pynvml` (ultralytics' GPU monitors): `self.pynvml` names the module,
     for the modules whose rule leaves the port to a person (`manual`); a rewritten name is never reached this way."""
     out: dict[str, set[str]] = {}
+    bound = {name: manual_modules for name, modules in aliases.items()
+             if (manual_modules := {m for m in modules if "." not in m and manual(m)})}
+    if not bound:  # most modules import no such library: no walk of the whole tree for them
+        return out
     for node in ast.walk(tree):
         if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)):
             continue
-        modules = {m for m in aliases.get(node.value.id, ()) if "." not in m and manual(m)}
+        modules = bound.get(node.value.id, set())
         for target in node.targets if modules else ():
             if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
                 out.setdefault(f"self.{target.attr}", set()).update(modules)

@@ -32,21 +32,28 @@ def unattributed(
         code = text.split("#", 1)[0] if kind in ("python", "shell", "dockerfile") else text
         if own:
             code = own.sub(" ", code)  # a call of the fix's own `_migrate_flash_attn` is no CUDA token
-        m = MARKER.search(code)
+        m = _LOWERED_MARKER.search(code.lower()) if code.isascii() else MARKER.search(code)
         if m:
             out.append(Marker(rel, number, m.group(0).lower()))
     return tuple(out)
 
 
 def _lines_to_search(source: SourceText) -> Iterable[int]:
-    """The line numbers that may hold a marker: on ASCII text those where the whole text's one search found
-    one (most files have none), else every line."""
-    if not source.text.isascii():
-        return range(1, len(source.lines) + 1)
-    found = _LOWERED_MARKER.finditer(source.text.lower())
+    """The line numbers that may hold a marker: those where the lowered text's one search found one (most
+    files have none), and every line that is not ASCII (case folding differs there)."""
+    lowered = source.text.lower()  # its line breaks are the text's, whatever lowering does to other characters
+    found = _LOWERED_MARKER.finditer(lowered)
     first = next(found, None)
-    if first is None:
-        return ()
-    starts = [m.end() for m in LINE_BREAK.finditer(source.text)]  # where lines 2, 3, ... begin
-    numbers = {bisect_right(starts, first.start()) + 1} | {bisect_right(starts, m.start()) + 1 for m in found}
+    numbers: set[int] = set()
+    if first is not None and "\r" not in lowered:  # a line's number: 1 + the newlines before it
+        line, previous = 1, 0
+        for m in (first, *found):
+            line += lowered.count("\n", previous, m.start())
+            previous = m.start()
+            numbers.add(line)
+    elif first is not None:
+        starts = [m.end() for m in LINE_BREAK.finditer(lowered)]  # where lines 2, 3, ... begin
+        numbers = {bisect_right(starts, first.start()) + 1} | {bisect_right(starts, m.start()) + 1 for m in found}
+    if not source.text.isascii():
+        numbers.update(n for n, line in enumerate(source.lines, 1) if not line.isascii())
     return sorted(n for n in numbers if n <= len(source.lines))

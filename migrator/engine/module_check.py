@@ -27,6 +27,7 @@ def check_module(
     advise(tree, source.text, checker)
     triton(tree, checker)
     precheck_hits(checker, source, tree, target)
+    checker.finish()
     return checker
 
 
@@ -72,8 +73,13 @@ def _lines_naming(text: str, words: tuple[str, ...], aliases: Mapping[str, Itera
     (`from torch import rsqrt as r`)."""
     names = set(words) | {local for local, bound in aliases.items() if any(w in b for b in bound for w in words)}
     pattern = re.compile("|".join(sorted(map(re.escape, names), key=len, reverse=True)))
-    starts = [m.start() for m in re.finditer("\n", text)]
-    return _LineSet(sorted({bisect.bisect_right(starts, m.start()) + 1 for m in pattern.finditer(text)}))
+    lines: set[int] = set()
+    line, previous = 1, 0
+    for m in pattern.finditer(text):  # a line's number: 1 + the newlines before it
+        line += text.count("\n", previous, m.start())
+        previous = m.start()
+        lines.add(line)
+    return _LineSet(sorted(lines))
 
 
 def triton(tree: ast.AST, checker: PythonChecker) -> None:

@@ -168,6 +168,11 @@ def printed_tensor(call: ast.Call, tensors: set[str]) -> ast.expr | None:
     return None
 
 
+_DEFINITIONS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
+_CHECKED = frozenset({ast.Call, ast.Subscript, ast.Attribute})  # the only nodes `HotPath.check` reports
+_LEAVES = frozenset({ast.Name, ast.Constant})  # no child `check` could report
+
+
 class HotPath:
     """Walks one hot region, knowing whether each node sits under a logging condition."""
 
@@ -186,9 +191,11 @@ class HotPath:
 
     def walk(self, node: ast.AST, logging: bool = False) -> None:
         for child in child_nodes(node):  # contexts and operators left out: `check` has nothing for them
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                continue  # a nested definition runs when called, not per step here
-            self.check(child, logging)
+            cls = type(child)
+            if cls in _DEFINITIONS or cls in _LEAVES:
+                continue  # a nested definition runs when called, not per step here; a leaf has no children
+            if cls in _CHECKED:
+                self.check(child, logging)
             if isinstance(child, ast.If) and not logging and _is_logging_condition(child.test):
                 self.walk(child.test, logging)
                 for stmt in child.body:

@@ -165,6 +165,13 @@ class PythonChecker(FastVisitor):
         self.detect_compare = units.detectors(catalogue, "compare")
         self.detect_attribute = units.detectors(catalogue, "attribute")
 
+    def finish(self) -> None:
+        """After the passes: the detectors' facade and the bindings index refer back to the checker, a cycle
+        that kept the module's syntax tree alive until the cycle collector walked every node of it (a tenth
+        of the scan); without it the tree is freed when the file is done."""
+        self.facade = None  # type: ignore[assignment]
+        self.bindings = None  # type: ignore[assignment]
+
     # -- emitting -------------------------------------------------------------------------
     def emit(self, rule: Rule | None, node: ast.AST, symbol: str, replacement: str | None = None, **extra: Any) -> None:
         if rule is not None and self.enabled(rule):
@@ -299,13 +306,13 @@ class PythonChecker(FastVisitor):
             self.backward_lines.append(node.lineno)
         if node.args and not isinstance(node.args[0], ast.Starred):
             self.first_arg_of[id(node.args[0])] = node
-        if any(k.arg == "choices" for k in node.keywords):
+        if node.keywords and any(k.arg == "choices" for k in node.keywords):
             self.defaults_with_choices.update(id(k.value) for k in node.keywords if k.arg == "default")
         func_names = self.qualnames(node.func)
         if func_names & KERNEL_WRAPPERS and id(node) not in self.decorator_calls:  # `triton.jit(fn)`: a kernel made by a call, reported like `@triton.jit`
             self.report_symbol(node.func, decorator=True)
         self.check_call(node, func_names)
-        torch_names = sorted(n for n in func_names if n.startswith("torch."))
+        torch_names = sorted(n for n in func_names if n.startswith("torch.")) if func_names else []
         if torch_names and not self.match(torch_names):  # a name another family owns is not an "op"
             self.calls.append((torch_names[0], node))
         elif not func_names and isinstance(node.func, ast.Attribute):

@@ -14,7 +14,7 @@ LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
 def split_lines(text: str) -> tuple[str, ...]:
     """Lines as Python numbers them: only \\r\\n, \\r and \\n end a line (not form feeds or U+2028)."""
-    lines = LINE_BREAK.split(text)
+    lines = LINE_BREAK.split(text) if "\r" in text else text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     return tuple(lines)

@@ -140,6 +140,8 @@ def footprint(kernel: ast.FunctionDef, blocks: dict[str, int], names: Names) -> 
 
 
 def check_launches(tree: ast.AST, kernels: dict[str, ast.FunctionDef], names: Names, emit: DeclinableEmit) -> None:
+    if not kernels:  # a launch is a call of one of the module's own kernels
+        return
     core_max, core_src = triton_ascend.limit("core_dim_max")
     ub, ub_src = triton_ascend.limit("ub_bytes")
     module_env = constants(tree)

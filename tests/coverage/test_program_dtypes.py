@@ -3,7 +3,10 @@ metadata ops get no verdict; a module is judged by its values' dtype, never its 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import pytest
 
 from migrator import api
 from migrator.catalogue.coverage import iter_entries, lookup
@@ -112,3 +115,18 @@ def test_the_same_tree_in_fp32_only_has_no_dtype_note_and_a_local_cast_counts(tm
 def test_training_dtypes_reads_code_configs_and_launch_lines_not_english():
     assert training_dtypes([b'"bf16": {"enabled": true}', b"--dtype float16", b"x.double()"]) == ("bf16", "fp16")
     assert training_dtypes([b"# half the batch", b"x = torch.float64"]) == ()
+
+
+# the word-boundary regex `training_dtypes` used before it searched each spelling without the leading `\b`
+_BOUNDARY_EVIDENCE = re.compile(rb"\b(?P<bf16>bfloat16|bf16)\b|\b(?P<fp16>float16|fp16)\b|(?P<half>\btorch\.half\b|\.half\(\))")
+
+
+@pytest.mark.parametrize("text", [
+    b"bf16", b"xbf16 fp16x", b"_bf16", b"bfloat16_t", b"torch.bfloat16", b"mytorch.half()", b"mytorch.half",
+    b"torch.half", b"torch.halfway", b"x.half( )", b"behalf", b"float16", b"bfloat16", b"1fp16", b"fp16,bf16",
+    b"\xc3bf16", b"-fp16", b"torch.half_precision and y.half()", b"a_float16 b.float16",
+])
+def test_training_dtypes_matches_the_word_boundary_search(text):
+    expected = tuple(d for d in ("bf16", "fp16")
+                     if d in {"fp16" if m.lastgroup == "half" else m.lastgroup for m in _BOUNDARY_EVIDENCE.finditer(text)})
+    assert training_dtypes([text]) == expected

@@ -58,9 +58,12 @@ TRAINING_DTYPES = ("bf16", "fp16")
 
 # Spellings in code, configs and launch scripts (`torch.bfloat16`, `--dtype bfloat16`,
 # `"bf16": {"enabled": true}`, `.half()`); "half" counts only in its torch spelling.
-_EVIDENCE = re.compile(rb"\b(?P<bf16>bfloat16|bf16)\b|\b(?P<fp16>float16|fp16)\b|(?P<half>\btorch\.half\b|\.half\(\))")
+# Each spelling is a whole word (`\bbf16\b`, `\btorch\.half\b`) or `.half()`. A leading `\b` makes the regex
+# engine try every position, so the words are searched without it and their start checked here.
+_WORDS = ((re.compile(rb"(?:bfloat16|bf16)(?![A-Za-z0-9_])"), "bf16"), (re.compile(rb"(?:float16|fp16)(?![A-Za-z0-9_])"), "fp16"),
+          (re.compile(rb"torch\.half(?![A-Za-z0-9_])"), "fp16"))
+_HALF_CALL = re.compile(rb"\.half\(\)")
 _CANDIDATE = re.compile(rb"bf16|fp16|float16|half")
-_GROUP_DTYPE = {"bf16": "bf16", "fp16": "fp16", "half": "fp16"}
 
 
 def training_dtypes(texts: Iterable[bytes]) -> tuple[str, ...]:
@@ -68,9 +71,18 @@ def training_dtypes(texts: Iterable[bytes]) -> tuple[str, ...]:
     found: set[str] = set()
     for text in texts:
         if not _CANDIDATE.search(text):
-            continue  # every spelling holds one of these; the search with word boundaries costs 10x this one
-        for match in _EVIDENCE.finditer(text):
-            found.add(_GROUP_DTYPE[match.lastgroup or ""])
+            continue  # every spelling holds one of these
+        for pattern, dtype in _WORDS:
+            if dtype not in found and any(_word_start(text, m.start()) for m in pattern.finditer(text)):
+                found.add(dtype)
+        if "fp16" not in found and _HALF_CALL.search(text):
+            found.add("fp16")
         if len(found) == len(TRAINING_DTYPES):
             break
     return tuple(d for d in TRAINING_DTYPES if d in found)
+
+
+def _word_start(text: bytes, at: int) -> bool:
+    """No ASCII word character (`\w` of a bytes pattern) before `at`."""
+    before = text[at - 1:at]
+    return not before or not (before.isalnum() or before == b"_")
