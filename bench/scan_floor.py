@@ -13,9 +13,12 @@ back: the parse floor (`ast.parse` of every file in a child process, its CPU sec
 linearity whole/½ (2.0 = linear). Absolute seconds depend on a shared, busy machine; the ratios,
 measured in the same run, are what to compare.
 
-`fix --diff --no-cache` (writes nothing) is held against its own floor: `libcst.parse_module` of the
-Python files it changes (a libcst rewriter must parse those; files with nothing to fix should cost
-no libcst parse at all).
+`fix --diff --no-cache` (writes nothing) is held against two floors, both printed: `fix/cst`, the
+target's, is `libcst.parse_module` of the Python files it changes (a libcst rewriter must parse those;
+files with nothing to fix should cost no libcst parse at all); `fix/all` adds the parse floor of every
+file, since fix must find its sites (and count what remains) by scanning the whole tree: a fix can be no
+cheaper than that sum. `--against CHECKOUT` also checks that the other checkout's diff and summary (its
+stderr) are byte-identical.
 """
 
 from __future__ import annotations
@@ -56,12 +59,14 @@ for path in open(sys.argv[1]).read().splitlines():
 """
 
 
-def child(argv: list[str], stdout: Path | None = None, code: Path = REPO) -> tuple[float, float]:
-    """(CPU seconds, peak RSS MiB) of one child process run to its end, importing the `migrator` of `code`; its
-    output kept in `stdout`."""
+def child(argv: list[str], stdout: Path | None = None, code: Path = REPO) -> tuple[float, float, str]:
+    """(CPU seconds, peak RSS MiB, stderr) of one child process run to its end, importing the `migrator` of
+    `code`; its output kept in `stdout`."""
     env = {**os.environ, "NO_COLOR": "1", "CI": "1", "PYTHONPATH": str(code)}
     sink = open(stdout, "wb") if stdout else subprocess.DEVNULL  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(argv, env=env, stdout=sink, stderr=subprocess.PIPE)
+    # run in `code`: `python -m` puts the working folder before PYTHONPATH, so started from this checkout,
+    # --against's "old" fix was this checkout's own (session 11's old/new columns were the same code)
+    proc = subprocess.Popen(argv, env=env, cwd=code, stdout=sink, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
     if stdout:
         sink.close()  # type: ignore[union-attr]
@@ -69,7 +74,7 @@ def child(argv: list[str], stdout: Path | None = None, code: Path = REPO) -> tup
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode not in (0, 1):  # 1: findings
         raise BenchError(f"{argv[:4]} exited {proc.returncode}: {err[-2000:]}")
-    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, err
 
 
 def all_files(trees: list[str]) -> list[tuple[str, Path, Path]]:
@@ -102,19 +107,20 @@ def measure(folder: Path, copied: list[Path], runs: int, fix_only: bool = False,
     fix_argv = [sys.executable, "-m", "migrator", "fix", str(folder), "--root", str(folder), "--no-cache", "--diff",
                 "--route", "none"]
     for _ in range(runs):  # floor and scan back to back, so both see the same machine load
+        floor.append(child([sys.executable, "-c", FLOOR, str(listing)])[0])  # also part of fix's whole floor
         if not fix_only:
-            floor.append(child([sys.executable, "-c", FLOOR, str(listing)])[0])
-            cpu, rss = child([sys.executable, "-m", "migrator", "scan", str(folder), "--root", str(folder),
+            cpu, rss, _ = child([sys.executable, "-m", "migrator", "scan", str(folder), "--root", str(folder),
                               "--no-cache", "-j", "1", "-q", "--format", "json", "--exit-zero", "--route", "none"])
             scan.append(cpu)
             peak = max(peak, rss)
         if against is not None:  # the other checkout's fix, right before this one's (same load)
-            old.append(child(fix_argv, stdout=diff, code=against)[0])
+            old_cpu, _, old_err = child(fix_argv, stdout=diff, code=against)
+            old.append(old_cpu)
             before = diff.read_bytes()
-        cpu, rss = child(fix_argv, stdout=diff)
+        cpu, rss, err = child(fix_argv, stdout=diff)
         fix.append(cpu)
         fix_peak = max(fix_peak, rss)
-        if against is not None and diff.read_bytes() != before:
+        if against is not None and (diff.read_bytes() != before or err != old_err):  # the diff, and the summary
             raise BenchError(f"fix --diff differs from {against}'s on {folder}")
         changed.write_text("\n".join(str(folder / line[6:]) for line in diff.read_text(errors="replace").splitlines()
                                       if line.startswith("+++ b/") and line.endswith(".py")))
@@ -123,7 +129,7 @@ def measure(folder: Path, copied: list[Path], runs: int, fix_only: bool = False,
     o = statistics.median(old) if old else float("nan")
     return {"files": len(copied), "floor": f, "scan": s, "ratio": s / f, "files_per_s": len(copied) / s, "peak": peak,
             "changed": len(changed.read_text().splitlines()), "cst": c, "fix": x, "fix_ratio": x / c,
-            "fix_peak": fix_peak, "old": o, "old_ratio": o / c}
+            "fix_all": x / (f + c), "fix_peak": fix_peak, "old": o, "old_ratio": o / c, "old_all": o / (f + c)}
 
 
 def main() -> int:
@@ -141,8 +147,8 @@ def main() -> int:
         return 2
     print(f"trees: {args.trees} ({len(files)} .py files); median of {args.runs}; CPU seconds of the child")
     print(f"{'part':>6} {'files':>6} {'floor s':>8} {'scan s':>8} {'scan/floor':>10} {'files/s':>8} {'peak MiB':>9}"
-          f" | {'changed':>7} {'cst s':>6} {'fix s':>7} {'fix/cst':>7} {'fix MiB':>7}"
-          + (f" | {'old fix s':>9} {'old/cst':>7}" if args.against else ""))
+          f" | {'changed':>7} {'cst s':>6} {'fix s':>7} {'fix/cst':>7} {'fix/all':>7} {'fix MiB':>7}"
+          + (f" | {'old fix s':>9} {'old/cst':>7} {'old/all':>7}" if args.against else ""))
     rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="scan-floor-") as tmp:
         for label, share in FRACTIONS:
@@ -151,11 +157,13 @@ def main() -> int:
             row = rows[label] = measure(folder, project(folder, part), args.runs, args.fix_only, args.against)
             print(f"{label:>6} {row['files']:>6.0f} {row['floor']:>8.2f} {row['scan']:>8.2f} {row['ratio']:>10.2f} "
                   f"{row['files_per_s']:>8.0f} {row['peak']:>9.0f} | {row['changed']:>7.0f} {row['cst']:>6.2f} "
-                  f"{row['fix']:>7.2f} {row['fix_ratio']:>7.2f} {row['fix_peak']:>7.0f}"
-                  + (f" | {row['old']:>9.2f} {row['old_ratio']:>7.2f}" if args.against else ""), flush=True)
+                  f"{row['fix']:>7.2f} {row['fix_ratio']:>7.2f} {row['fix_all']:>7.2f} {row['fix_peak']:>7.0f}"
+                  + (f" | {row['old']:>9.2f} {row['old_ratio']:>7.2f} {row['old_all']:>7.2f}" if args.against else ""),
+                  flush=True)
     print(f"linearity whole/half: floor {rows['whole']['floor'] / rows['1/2']['floor']:.2f}, "
           f"scan {rows['whole']['scan'] / rows['1/2']['scan']:.2f}, fix {rows['whole']['fix'] / rows['1/2']['fix']:.2f}, "
-          f"libcst floor {rows['whole']['cst'] / rows['1/2']['cst']:.2f} (2.00 = linear)"
+          f"libcst floor {rows['whole']['cst'] / rows['1/2']['cst']:.2f}, ast + libcst floor "
+          f"{(rows['whole']['floor'] + rows['whole']['cst']) / (rows['1/2']['floor'] + rows['1/2']['cst']):.2f} (2.00 = linear)"
           + (f", old fix {rows['whole']['old'] / rows['1/2']['old']:.2f}" if args.against else ""))
     return 0
 
