@@ -284,13 +284,15 @@ def _binding_scopes(body: list[ast.stmt], names: set[str], scope: Scope,
 
 
 def _used_outside(scope: ast.AST, name: str, touched: set[int]) -> bool:
-    """Whether `scope` reads or binds `name` as a plain name on a line no rewrite touched."""
+    """Whether `scope` reads or binds `name` as a plain name on a line no rewrite touched. Not counted inside
+    f-strings, whose inner line numbers Python 3.11 can misplace in a multi-line string."""
     stack = [scope]
     while stack:
         node = stack.pop()
         if isinstance(node, ast.Name) and node.id == name and node.lineno not in touched:
             return True
-        stack.extend(ast.iter_child_nodes(node))
+        if not isinstance(node, ast.JoinedStr):
+            stack.extend(ast.iter_child_nodes(node))
     return False
 
 
