@@ -14,9 +14,12 @@ back: the parse floor (`ast.parse` of every file in a child process, its CPU sec
 linearity whole/½ (2.0 = linear). Absolute seconds depend on a shared, busy machine; the ratios,
 measured in the same run, are what to compare.
 
-`fix --diff --no-cache` (writes nothing) is held against its own floor: `libcst.parse_module` of the
-Python files it changes (a libcst rewriter must parse those; files with nothing to fix should cost
-no libcst parse at all).
+`fix --diff --no-cache` (writes nothing) is held against two floors, both printed: `fix/cst`, the
+target's, is `libcst.parse_module` of the Python files it changes (a libcst rewriter must parse those;
+files with nothing to fix should cost no libcst parse at all); `fix/all` adds the parse floor of every
+file, since fix must find its sites (and count what remains) by scanning the whole tree: a fix can be no
+cheaper than that sum. `--against CHECKOUT` also checks that the other checkout's diff and summary (its
+stderr) are byte-identical.
 """
 
 from __future__ import annotations
@@ -57,9 +60,9 @@ for path in open(sys.argv[1]).read().splitlines():
 """
 
 
-def child(argv: list[str], stdout: Path | None = None, code: Path = REPO) -> tuple[float, float]:
-    """(CPU seconds, peak RSS MiB) of one child process run to its end, importing the `migrator` of `code`; its
-    output kept in `stdout`."""
+def child(argv: list[str], stdout: Path | None = None, code: Path = REPO) -> tuple[float, float, str]:
+    """(CPU seconds, peak RSS MiB, stderr) of one child process run to its end, importing the `migrator` of
+    `code`; its output kept in `stdout`."""
     env = {**os.environ, "NO_COLOR": "1", "CI": "1", "PYTHONPATH": str(code)}
     sink = open(stdout, "wb") if stdout else subprocess.DEVNULL  # noqa: SIM115 - closed below
     # run outside any checkout: `python -m` puts the working folder first on sys.path, before PYTHONPATH
@@ -71,7 +74,7 @@ def child(argv: list[str], stdout: Path | None = None, code: Path = REPO) -> tup
     err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
     if proc.returncode not in (0, 1):  # 1: findings
         raise BenchError(f"{argv[:4]} exited {proc.returncode}: {err[-2000:]}")
-    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, err
 
 
 def all_files(trees: list[str]) -> list[tuple[str, Path, Path]]:
@@ -107,12 +110,12 @@ def measure(folder: Path, copied: list[Path], runs: int, fix_only: bool = False,
     fix_argv = [sys.executable, "-m", "migrator", "fix", str(folder), "--root", str(folder), "--no-cache", "--diff",
                 "--route", "none"]
     for _ in range(runs):  # floor and scan back to back, so both see the same machine load
+        floor.append(child([sys.executable, "-c", FLOOR, str(listing)])[0])  # also part of fix's whole floor
         if not fix_only:
-            floor.append(child([sys.executable, "-c", FLOOR, str(listing)])[0])
             if against is not None and scan_only:  # the other checkout's scan, right before this one's
                 old_scan.append(child(scan_argv, stdout=report, code=against)[0])
                 before = report.read_bytes()
-            cpu, rss = child(scan_argv, stdout=report)
+            cpu, rss, _ = child(scan_argv, stdout=report)
             scan.append(cpu)
             peak = max(peak, rss)
             if against is not None and scan_only and report.read_bytes() != before:
@@ -120,12 +123,13 @@ def measure(folder: Path, copied: list[Path], runs: int, fix_only: bool = False,
         if scan_only:
             continue
         if against is not None:  # the other checkout's fix, right before this one's (same load)
-            old.append(child(fix_argv, stdout=diff, code=against)[0])
+            old_cpu, _, old_err = child(fix_argv, stdout=diff, code=against)
+            old.append(old_cpu)
             before = diff.read_bytes()
-        cpu, rss = child(fix_argv, stdout=diff)
+        cpu, rss, err = child(fix_argv, stdout=diff)
         fix.append(cpu)
         fix_peak = max(fix_peak, rss)
-        if against is not None and diff.read_bytes() != before:
+        if against is not None and (diff.read_bytes() != before or err != old_err):  # the diff, and the summary
             raise BenchError(f"fix --diff differs from {against}'s on {folder}")
         changed.write_text("\n".join(str(folder / line[6:]) for line in diff.read_text(errors="replace").splitlines()
                                       if line.startswith("+++ b/") and line.endswith(".py")))
@@ -134,7 +138,8 @@ def measure(folder: Path, copied: list[Path], runs: int, fix_only: bool = False,
     o, os_ = (statistics.median(v) if v else float("nan") for v in (old, old_scan))
     return {"files": len(copied), "floor": f, "scan": s, "ratio": s / f, "files_per_s": len(copied) / s, "peak": peak,
             "changed": len(changed.read_text().splitlines()) if changed.exists() else float("nan"), "cst": c,
-            "fix": x, "fix_ratio": x / c, "fix_peak": fix_peak, "old": o, "old_ratio": o / c,
+            "fix": x, "fix_ratio": x / c, "fix_all": x / (f + c), "fix_peak": fix_peak, "old": o, "old_ratio": o / c,
+            "old_all": o / (f + c),
             "old_scan": os_, "old_scan_ratio": os_ / f}
 
 
@@ -154,11 +159,11 @@ def main() -> int:
         print(f"scan_floor: {exc}", file=sys.stderr)
         return 2
     print(f"trees: {args.trees} ({len(files)} .py files); median of {args.runs}; CPU seconds of the child")
-    fix_head = f" | {'changed':>7} {'cst s':>6} {'fix s':>7} {'fix/cst':>7} {'fix MiB':>7}"
+    fix_head = f" | {'changed':>7} {'cst s':>6} {'fix s':>7} {'fix/cst':>7} {'fix/all':>7} {'fix MiB':>7}"
     print(f"{'part':>6} {'files':>6} {'floor s':>8} {'scan s':>8} {'scan/floor':>10} {'files/s':>8} {'peak MiB':>9}"
           + ("" if args.scan_only else fix_head)
           + (f" | {'old scan s':>10} {'old/floor':>9}" if args.against and args.scan_only else "")
-          + (f" | {'old fix s':>9} {'old/cst':>7}" if args.against and not args.scan_only else ""))
+          + (f" | {'old fix s':>9} {'old/cst':>7} {'old/all':>7}" if args.against and not args.scan_only else ""))
     rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="scan-floor-") as tmp:
         for label, share in FRACTIONS:
@@ -167,15 +172,16 @@ def main() -> int:
             row = rows[label] = measure(folder, project(folder, part), args.runs, args.fix_only, args.against,
                                         args.scan_only)
             fix_row = (f" | {row['changed']:>7.0f} {row['cst']:>6.2f} {row['fix']:>7.2f} {row['fix_ratio']:>7.2f} "
-                       f"{row['fix_peak']:>7.0f}")
+                       f"{row['fix_all']:>7.2f} {row['fix_peak']:>7.0f}")
             print(f"{label:>6} {row['files']:>6.0f} {row['floor']:>8.2f} {row['scan']:>8.2f} {row['ratio']:>10.2f} "
                   f"{row['files_per_s']:>8.0f} {row['peak']:>9.0f}" + ("" if args.scan_only else fix_row)
                   + (f" | {row['old_scan']:>10.2f} {row['old_scan_ratio']:>9.2f}" if args.against and args.scan_only
                      else "")
-                  + (f" | {row['old']:>9.2f} {row['old_ratio']:>7.2f}" if args.against and not args.scan_only
+                  + (f" | {row['old']:>9.2f} {row['old_ratio']:>7.2f} {row['old_all']:>7.2f}" if args.against and not args.scan_only
                      else ""), flush=True)
     fix_line = (f", fix {rows['whole']['fix'] / rows['1/2']['fix']:.2f}, "
-                f"libcst floor {rows['whole']['cst'] / rows['1/2']['cst']:.2f}")
+                f"libcst floor {rows['whole']['cst'] / rows['1/2']['cst']:.2f}, ast + libcst floor "
+                f"{(rows['whole']['floor'] + rows['whole']['cst']) / (rows['1/2']['floor'] + rows['1/2']['cst']):.2f}")
     print(f"linearity whole/half: floor {rows['whole']['floor'] / rows['1/2']['floor']:.2f}, "
           f"scan {rows['whole']['scan'] / rows['1/2']['scan']:.2f}" + ("" if args.scan_only else fix_line)
           + " (2.00 = linear)"

@@ -284,6 +284,16 @@ def _statement_span(body: list[ast.stmt], line: int) -> tuple[int, int] | None:
     return None
 
 
+def _held_spans(tree: ast.Module, spans: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
+    """(first, last) line of each statement holding a rewrite (`spans`: first and last line of each)."""
+    held: set[tuple[int, int]] = set()
+    for first, last in spans:
+        start, _ = _statement_span(tree.body, first) or (first, first)
+        _, end = _statement_span(tree.body, last) or (last, last)
+        held.add((min(start, first), max(end, last)))
+    return held
+
+
 def rewritten_names(tree: ast.Module, lines: Sequence[str], spans: Iterable[tuple[int, int]],
                     candidates: set[str]) -> set[str]:
     """The candidates spelled in a statement holding a rewrite (`spans`: first and last line of each). A
@@ -291,10 +301,51 @@ def rewritten_names(tree: ast.Module, lines: Sequence[str], spans: Iterable[tupl
     after the fix as before, in every function: its import cannot have become unused."""
     if not candidates:
         return set()
-    held: set[tuple[int, int]] = set()
-    for first, last in spans:
-        start, _ = _statement_span(tree.body, first) or (first, first)
-        _, end = _statement_span(tree.body, last) or (last, last)
-        held.add((min(start, first), max(end, last)))
+    held = _held_spans(tree, spans)
     text = "\n".join("\n".join(lines[start - 1:end]) for start, end in sorted(held))
     return {name for name in candidates if re.search(rf"(?<![\w.]){re.escape(name)}\b", text)}
+
+
+Scope = ast.FunctionDef | ast.AsyncFunctionDef | None  # the innermost function, or the module
+
+
+def _binding_scopes(body: list[ast.stmt], names: set[str], scope: Scope,
+                    found: dict[str, list[Scope]]) -> None:
+    """Each name of `names` an import binds, with the innermost function of each such import (as the
+    removal judges an import: `_ImportRemover`)."""
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias in node.names:
+                bound = alias.asname or alias.name.split(".")[0]
+                if bound in names:
+                    found.setdefault(bound, []).append(scope)
+        inner = node if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) else scope
+        for block in _blocks(node):
+            _binding_scopes(block, names, inner, found)
+
+
+def _used_outside(scope: ast.AST, name: str, touched: set[int]) -> bool:
+    """Whether `scope` reads or binds `name` as a plain name on a line no rewrite touched. Not counted inside
+    f-strings, whose inner line numbers Python 3.11 can misplace in a multi-line string."""
+    stack = [scope]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name) and node.id == name and node.lineno not in touched:
+            return True
+        if not isinstance(node, ast.JoinedStr):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def kept_by_untouched_uses(tree: ast.Module, spans: Iterable[tuple[int, int]], names: set[str]) -> set[str]:
+    """The names whose every import keeps a use in its scope on a line outside the statements holding a
+    rewrite (`spans`): such a use is there after the fix as before (a fix replaces its node only), so the
+    removal would keep the import, and its three libcst walks are not needed for that name. A name bound
+    by no import found here is not claimed."""
+    if not names:
+        return set()
+    touched = {line for start, end in _held_spans(tree, spans) for line in range(start, end + 1)}
+    scopes: dict[str, list[Scope]] = {}
+    _binding_scopes(tree.body, names, None, scopes)
+    return {name for name, where in scopes.items()
+            if all(_used_outside(tree if scope is None else scope, name, touched) for scope in where)}

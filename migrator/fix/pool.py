@@ -98,6 +98,7 @@ def fix_modules(jobs: Sequence[PythonJob], workers: int = 0,
         return outcomes
     # largest modules first, so that one big module does not start last and run alone
     order = sorted(range(len(jobs)), key=lambda i: -len(jobs[i].text))
+    import migrator.fix.python_fixer  # noqa: F401 - imported once here, not once per forked worker
     results: dict[int, _Indexed] = {}
     with worker_pool(workers) as pool:
         for i, got in zip(order, pool.map(_fix_one, [jobs[i] for i in order])):

@@ -30,7 +30,7 @@ from migrator.fix import module_fixes, syntax
 from migrator.fix.context import Checkpoint, FixContext
 from migrator.fix.dropped_args import rejoin_arguments
 from migrator.fix.import_order import ImportStyle
-from migrator.fix.import_removal import remove_unused_imports, rewritten_names
+from migrator.fix.import_removal import kept_by_untouched_uses, remove_unused_imports, rewritten_names
 from migrator.fix.imports import (
     REMOVABLE_ROOTS,
     USES_TORCH_NPU,
@@ -374,7 +374,9 @@ def _removal_candidates(fixer: _Fixer, ctx: FixContext, tree: ast.Module, text: 
     applied = {id(f) for f in ctx.applied}
     if any(id(f) in applied for f in whole):  # a module-level fix may rewrite anywhere
         return candidates
-    return rewritten_names(tree, text.splitlines(), {(f.line, f.end_line) for f in ctx.applied}, candidates)
+    spans = {(f.line, f.end_line) for f in ctx.applied}
+    spelled = rewritten_names(tree, text.splitlines(), spans, candidates)
+    return spelled - kept_by_untouched_uses(tree, spans, spelled)  # `torch` nearly always keeps a use
 
 
 NEEDS_REGISTERED_NPU = re.compile(r"\.npu\(|\.is_npu\b|\btorch_npu\b")

@@ -16,7 +16,7 @@ from migrator import api
 from migrator.cli import main
 from migrator.engine.import_scopes import IMPORT_EXPORTED
 from migrator.engine.sites import IMPORT_STAYS
-from migrator.fix.import_removal import remove_unused_imports, rewritten_names
+from migrator.fix.import_removal import kept_by_untouched_uses, remove_unused_imports, rewritten_names
 from tests.rules.examples import without_helpers
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
@@ -199,3 +199,18 @@ def test_an_entry_point_keeps_its_module_import_torch_but_not_a_functions_own(tm
     assert not [n for n in ast.walk(report) if isinstance(n, ast.Import)]
     assert "    except Exception:\n        if " in text
     assert _check(root, "portable") == 0
+
+
+KEPT_BY_UNTOUCHED = ("import torch\nimport apex\n\n\ndef f():\n    from flash_attn import attn\n    torch.cuda.sync()\n"
+                     "    return attn(apex.x)\n\n\ndef g(attn):\n    return torch.zeros(1), attn\n")
+
+
+def test_a_name_used_on_an_untouched_line_of_its_imports_scope_is_not_judged_for_removal():
+    """`torch` keeps its use in g whatever line 7 becomes; apex's only use and f's only `attn` are on the
+    rewritten lines, and g's `attn` is another scope's: those stay candidates, and the removal agrees."""
+    tree = ast.parse(KEPT_BY_UNTOUCHED)
+    assert kept_by_untouched_uses(tree, {(7, 8)}, {"torch", "apex", "attn", "unbound"}) == {"torch"}
+    assert kept_by_untouched_uses(tree, {(7, 7)}, {"torch", "apex", "attn"}) == {"torch", "apex", "attn"}
+    after = cst.parse_module(KEPT_BY_UNTOUCHED.replace("torch.cuda.sync()", "pass").replace("attn(apex.x)", "0"))
+    _, removed = remove_unused_imports(cst.parse_module(KEPT_BY_UNTOUCHED), after, {"torch", "apex", "attn"})
+    assert removed == {(None, "apex"), (0, "attn")}  # torch, claimed above, stays
