@@ -187,4 +187,6 @@ def _runner() -> Callable[[CensusJob], Mapping[str, object]]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from migrator.validation.child.worker import finish
+
+    finish(main())

@@ -321,4 +321,6 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from migrator.validation.child.worker import finish
+
+    finish(main(sys.argv[1:]))

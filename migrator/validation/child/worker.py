@@ -29,7 +29,7 @@ import sys
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 from .. import records
 from ..records import (
@@ -179,5 +179,32 @@ def main(argv: list[str] | None = None) -> int:
     return serve(argv[0]) if code is None else code
 
 
+def finish(code: int) -> NoReturn:
+    """Exit with ``code`` as multiprocessing's forked processes do: the program's non-daemon threads joined,
+    its ``atexit`` handlers run, every stream flushed, then ``os._exit``. The interpreter's teardown is
+    skipped: with torch loaded it frees (and in a zygote's fork first copies) most of the heap, 0.5-3 s
+    per child for nothing, since the status record is already written."""
+    import atexit
+    import threading
+
+    current = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not current and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):  # closed or replaced by the program
+            pass
+    try:  # C stdio buffers (a library's printf into the log)
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):
+        pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    finish(main())

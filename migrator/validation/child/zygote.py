@@ -210,7 +210,7 @@ class Zygote:
         print(STARTED_NOTE.format(zygote=self.pid), file=sys.stderr, flush=True)
         from . import worker
 
-        raise SystemExit(worker.serve(sys.argv[1]))
+        worker.finish(worker.serve(sys.argv[1]))
 
 
 def main(argv: list[str] | None = None) -> int:
