@@ -54,6 +54,8 @@ def test_a_warm_run_gives_the_cold_runs_result_and_every_child_starts_warm(tmp_p
         docs[mode] = json.loads(json.dumps(result.to_json(), default=str))
         notes[mode] = _logs_with_note(work)
     assert notes["1"] and all(notes["1"].values()), notes["1"]  # both S1 sides and the S2 ranks
+    s2_log = (tmp_path / "work1" / "s2" / "log.txt").read_text(errors="replace")
+    assert s2_log.count(NOTE) == 3, s2_log[-3000:]  # torchrun's agent and both its ranks forked
     assert not any(notes["0"].values()), notes["0"]
     assert _stable(docs["1"]) == _stable(docs["0"])
 

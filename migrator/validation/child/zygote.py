@@ -191,26 +191,29 @@ class Zygote:
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
-        env = request["env"]
-        assert isinstance(env, dict)
+        env, argv = request["env"], request["argv"]
+        assert isinstance(env, dict) and isinstance(argv, list)
+        from . import worker
+
+        agent = argv[1:2] == [worker.TORCHRUN]
         os.environ.clear()
-        os.environ.update({k: v for k, v in env.items() if k != SOCKET_ENV})
-        for key, value in self.added.items():  # as a cold child's imports would have set them
+        # torchrun's agent keeps the socket (its ranks are clients too) and adds nothing (a cold agent imports
+        # no more than torch.distributed.run, and a key added here would keep its ranks from forking off us)
+        os.environ.update({k: v for k, v in env.items() if k != SOCKET_ENV or agent})
+        for key, value in ({} if agent else self.added).items():  # as a cold child's imports would have set them
             os.environ.setdefault(key, value)
         limit = env.get(MEMORY_ENV)
         if limit:
             import resource
 
             resource.setrlimit(resource.RLIMIT_DATA, (int(limit), int(limit)))
-        cwd, path, argv = request["cwd"], request["path"], request["argv"]
-        assert isinstance(cwd, str) and isinstance(path, list) and isinstance(argv, list)
+        cwd, path = request["cwd"], request["path"]
+        assert isinstance(cwd, str) and isinstance(path, list)
         os.chdir(cwd)
         sys.path[:] = [str(p) for p in path]
         sys.argv[:] = [str(a) for a in argv]
         print(STARTED_NOTE.format(zygote=self.pid), file=sys.stderr, flush=True)
-        from . import worker
-
-        worker.finish(worker.serve(sys.argv[1]))
+        worker.finish(worker.run_torchrun(sys.argv[2:]) if agent else worker.serve(sys.argv[1]))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,10 +4,10 @@ Every child is ``python -m migrator.validation.child.worker JOB.json`` in a
 :class:`migrator.ground.process_scope.Scope` (its own session, a memory limit, every process it or torchrun's
 ranks start ended with it on exit, timeout, Ctrl-C or SIGTERM), with the determinism environment of
 :mod:`.determinism`, the checkout's ``migrator`` on ``PYTHONPATH`` and no inherited
-``RANK``/``WORLD_SIZE``. N ranks always go through torchrun (``python -m torch.distributed.run``);
-on one node ``--standalone``, on a cluster the same command with ``--nnodes`` and a rendezvous
-endpoint. Inside :func:`warm_starts` (a validate run) worker children fork from a zygote that imported
-torch once (:mod:`migrator.validation.child.zygote`).
+``RANK``/``WORLD_SIZE``. N ranks always go through torchrun's agent (``torch.distributed.run``, started as
+``worker --torchrun ARGS``); on one node ``--standalone``, on a cluster the same command with ``--nnodes`` and
+a rendezvous endpoint. Inside :func:`warm_starts` (a validate run) worker children and torchrun's agents fork
+from a zygote that imported torch once (:mod:`migrator.validation.child.zygote`).
 """
 
 from __future__ import annotations
@@ -324,7 +324,8 @@ def start_torchrun(job: Job, name: str, env: dict[str, str], nproc_per_node: int
     job_path = os.path.join(out, "job.json")
     records.write(job, job_path)
     log = os.path.join(out, "log.txt")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc_per_node),
+    # torchrun's agent through the worker (`--torchrun`): forked from the zygote like the ranks, when it runs
+    cmd = [sys.executable, "-m", WORKER, "--torchrun", "--nproc-per-node", str(nproc_per_node),
            "--nnodes", str(nnodes), "--max-restarts", "0", "--monitor-interval", "0.1"]
     launch = None
     if nnodes == 1 and not rdzv_endpoint:
