@@ -70,10 +70,27 @@ def test_only_the_keys_torchrun_and_the_scope_set_per_child_may_differ():
     assert env_difference(base, {"PATH": "/bin", "PYTHONHASHSEED": "0"}) == ["OMP_NUM_THREADS"]
 
 
-def _client(job: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    """The worker as the launcher starts it, on a job file that does not exist (it fails fast, with a status)."""
-    return subprocess.run([sys.executable, "-m", launcher.WORKER, str(job)], env=env, cwd=job.parent,
+def _client(job: Path, env: dict[str, str], module: str = launcher.WORKER) -> subprocess.CompletedProcess[str]:
+    """The worker (or another warm child program) as the launcher starts it, on a job file that does not exist
+    (it fails fast, with a status)."""
+    return subprocess.run([sys.executable, "-m", module, str(job)], env=env, cwd=job.parent,
                           capture_output=True, text=True, timeout=120)
+
+
+def test_the_census_child_is_served_warm_and_runs_its_own_main(tmp_path):
+    """`migrate ops --trace` inside a warm block: the census child forks too, and the fork runs the census
+    program (its job table), not the validation worker's."""
+    pytest.importorskip("torch")
+    assert set(launcher.WARM_MODULES) == {launcher.WORKER, "migrator.census.child"}
+    env = launcher.child_env(0, 1)
+    job = tmp_path / "job.json"
+    job.write_text('{"kind": "census"}')  # the census's kind, without its fields: the worker would not know it
+    with launcher.warm_starts(env):
+        done = _client(job, launcher.worker_env(env), "migrator.census.child")
+    assert done.returncode == 1, done.stderr
+    assert NOTE in done.stderr, done.stderr
+    summary = json.loads((tmp_path / "status.json").read_text())["error"]["summary"]
+    assert "job.json" in summary and "unknown job kind" not in summary, summary
 
 
 def test_a_client_is_served_warm_and_one_the_zygote_cannot_serve_runs_cold(tmp_path):

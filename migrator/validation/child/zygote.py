@@ -213,7 +213,16 @@ class Zygote:
         sys.path[:] = [str(p) for p in path]
         sys.argv[:] = [str(a) for a in argv]
         print(STARTED_NOTE.format(zygote=self.pid), file=sys.stderr, flush=True)
-        worker.finish(worker.run_torchrun(sys.argv[2:]) if agent else worker.serve(sys.argv[1]))
+        module = request.get("module")
+        if agent:
+            code = worker.run_torchrun(sys.argv[2:])
+        elif isinstance(module, str):  # another child program of ours (the census child): its main, as run cold
+            import importlib
+
+            code = importlib.import_module(module).main(sys.argv[1:])
+        else:
+            code = worker.serve(sys.argv[1])
+        worker.finish(code)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,6 +31,7 @@ from .capped_log import CappedLog
 
 WORKER = "migrator.validation.child.worker"  # the child side's entry point, run as a module
 ZYGOTE = "migrator.validation.child.zygote"  # the warm-start fork server
+WARM_MODULES = (WORKER, "migrator.census.child")  # child programs a zygote forks (they delegate to it)
 ZYGOTE_READY_TIMEOUT = 60.0  # importing torch on a loaded machine; past it the children start cold
 _NOT_INHERITED = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR",
                   "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
@@ -304,7 +305,7 @@ def start(job: Job, name: str, env: dict[str, str], timeout: float = 600.0,
     records.write(job, job_path)
     log = os.path.join(out, "log.txt")
     started = time.monotonic()  # a wait for the zygote counts as this child's start
-    if module == WORKER:
+    if module in WARM_MODULES:
         env = worker_env(env)
     sink = CappedLog(log)
     try:
