@@ -31,7 +31,8 @@ from .capped_log import CappedLog
 
 WORKER = "migrator.validation.child.worker"  # the child side's entry point, run as a module
 ZYGOTE = "migrator.validation.child.zygote"  # the warm-start fork server
-WARM_MODULES = (WORKER, "migrator.census.child")  # child programs a zygote forks (they delegate to it)
+# child programs a zygote forks (each delegates to it): the worker, the census, the kernel check
+WARM_MODULES = (WORKER, "migrator.census.child", "migrator.validation.child.kernel_run")
 ZYGOTE_READY_TIMEOUT = 60.0  # importing torch on a loaded machine; past it the children start cold
 _NOT_INHERITED = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR",
                   "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
@@ -285,9 +286,10 @@ def warm_starts(env: dict[str, str] | None = None, *, keep: int | None = None) -
         starts.end()
 
 
-def worker_env(env: dict[str, str]) -> dict[str, str]:
-    """``env`` for a worker child: inside :func:`warm_starts`, pointing at its zygote when one runs."""
-    return _warm.attach(env) if _warm is not None else env
+def worker_env(env: dict[str, str], module: str = WORKER) -> dict[str, str]:
+    """``env`` for a worker child (or another of :data:`WARM_MODULES`): inside :func:`warm_starts`, pointing at
+    its zygote when one runs."""
+    return _warm.attach(env) if _warm is not None and module in WARM_MODULES else env
 
 
 def zygote_pids() -> list[int]:
@@ -305,8 +307,7 @@ def start(job: Job, name: str, env: dict[str, str], timeout: float = 600.0,
     records.write(job, job_path)
     log = os.path.join(out, "log.txt")
     started = time.monotonic()  # a wait for the zygote counts as this child's start
-    if module in WARM_MODULES:
-        env = worker_env(env)
+    env = worker_env(env, module)
     sink = CappedLog(log)
     try:
         scope = process_scope.Scope([sys.executable, "-m", module, job_path], env=env, cwd=out, stdout=sink.fd,
