@@ -68,29 +68,35 @@ def test_only_the_keys_torchrun_and_the_scope_set_per_child_may_differ():
     assert env_difference(base, {**base, "PYTHONHASHSEED": "1"}) == ["PYTHONHASHSEED"]
     assert env_difference(base, {**base, "LD_PRELOAD": "x.so"}) == ["LD_PRELOAD"]
     assert env_difference(base, {"PATH": "/bin", "PYTHONHASHSEED": "0"}) == ["OMP_NUM_THREADS"]
+    # the parent keys its zygotes the same way: a census's single-rank env (its own MASTER_PORT) shares one
+    assert warm.zygote_key(per_rank) == warm.zygote_key(base) != warm.zygote_key({**base, "PYTHONHASHSEED": "1"})
 
 
-def _client(job: Path, env: dict[str, str], module: str = launcher.WORKER) -> subprocess.CompletedProcess[str]:
-    """The worker (or another warm child program) as the launcher starts it, on a job file that does not exist
-    (it fails fast, with a status)."""
-    return subprocess.run([sys.executable, "-m", module, str(job)], env=env, cwd=job.parent,
+def _client(job: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The worker as the launcher starts it, on a job file that does not exist (it fails fast, with a status)."""
+    return subprocess.run([sys.executable, "-m", launcher.WORKER, str(job)], env=env, cwd=job.parent,
                           capture_output=True, text=True, timeout=120)
 
 
-def test_the_census_child_is_served_warm_and_runs_its_own_main(tmp_path):
-    """`migrate ops --trace` inside a warm block: the census child forks too, and the fork runs the census
-    program (its job table), not the validation worker's."""
+@pytest.mark.parametrize("module", [m for m in launcher.WARM_MODULES if m != launcher.WORKER])
+def test_the_other_child_programs_are_served_warm_and_run_their_own_main(module, tmp_path):
+    """The census child (`migrate ops --trace`) and the kernel check's child inside a warm block: they fork
+    too, and the fork runs that program's main, not the validation worker's."""
     pytest.importorskip("torch")
-    assert set(launcher.WARM_MODULES) == {launcher.WORKER, "migrator.census.child"}
     env = launcher.child_env(0, 1)
     job = tmp_path / "job.json"
-    job.write_text('{"kind": "census"}')  # the census's kind, without its fields: the worker would not know it
+    job.write_text('{"kind": "census"}')  # the census's kind without its fields; no kernel job either
     with launcher.warm_starts(env):
-        done = _client(job, launcher.worker_env(env), "migrator.census.child")
+        done = subprocess.run([sys.executable, "-m", module, str(job), str(tmp_path / "result.json")],
+                              env=launcher.worker_env(env, module), cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120)
     assert done.returncode == 1, done.stderr
     assert NOTE in done.stderr, done.stderr
-    summary = json.loads((tmp_path / "status.json").read_text())["error"]["summary"]
-    assert "job.json" in summary and "unknown job kind" not in summary, summary
+    if module == "migrator.census.child":
+        summary = json.loads((tmp_path / "status.json").read_text())["error"]["summary"]
+        assert "job.json" in summary and "unknown job kind" not in summary, summary
+    else:  # the kernel runner reads its job itself: the missing field is its KeyError
+        assert "KeyError: 'workdir'" in done.stderr and not (tmp_path / "status.json").exists(), done.stderr
 
 
 def test_a_client_is_served_warm_and_one_the_zygote_cannot_serve_runs_cold(tmp_path):

@@ -30,23 +30,14 @@ from collections.abc import Mapping
 
 from migrator.ground.process_scope import SCOPE_ENV, become_subreaper, kill_session_and_descendants
 
-from ..warm_contract import MEMORY_ENV, READY, SOCKET_ENV, STARTED_NOTE
+from ..warm_contract import MEMORY_ENV, READY, SOCKET_ENV, STARTED_NOTE, per_child
 from .warm import receive, send
-
-# what torchrun sets per rank (or the scope per child) after the zygote started: read at run time, not
-# at import, so a client whose environment differs from the zygote's only in these is served
-PER_CHILD_KEYS = frozenset({
-    SOCKET_ENV, MEMORY_ENV, SCOPE_ENV, "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
-    "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-    "CUDA_MODULE_LOADING"})
-PER_CHILD_PREFIXES = ("TORCHELASTIC_", "TORCH_NCCL_", "NCCL_")
 
 
 def env_difference(zygote: Mapping[str, str], client: Mapping[str, str]) -> list[str]:
     """The keys that keep ``client`` from forking off ``zygote`` (empty: it may)."""
     keys = set(zygote) | set(client)
-    return sorted(k for k in keys if zygote.get(k) != client.get(k)
-                  and k not in PER_CHILD_KEYS and not k.startswith(PER_CHILD_PREFIXES))
+    return sorted(k for k in keys if zygote.get(k) != client.get(k) and not per_child(k))
 
 
 def _preload() -> str | None:

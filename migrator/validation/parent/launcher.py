@@ -209,7 +209,7 @@ class _WarmStarts:
         """Start the zygote for ``env`` now, without waiting for it (it imports torch meanwhile)."""
         from .. import warm_contract as warm
 
-        key = frozenset(env.items())
+        key = warm.zygote_key(env)
         if self.runs:
             self.in_use.add(key)
         if not warm.enabled(env):
@@ -222,7 +222,8 @@ class _WarmStarts:
             known.end()
         path = os.path.join(self.folder, f"zygote{self.started}.sock")
         with open(os.path.join(self.folder, f"zygote{self.started}.log"), "wb") as log:
-            scope = process_scope.Scope([sys.executable, "-m", ZYGOTE, path], env=env, cwd=self.folder,
+            shared = {k: v for k, v in env.items() if not warm.per_child(k)}  # a rank's keys are its clients'
+            scope = process_scope.Scope([sys.executable, "-m", ZYGOTE, path], env=shared, cwd=self.folder,
                                         stdout=subprocess.PIPE, stderr=log, memory=process_scope.memory_limit())
         self.started += 1
         self.zygotes[key] = _Zygote(path, scope)
@@ -241,7 +242,7 @@ class _WarmStarts:
         if not warm.enabled(env):
             return env
         self.prepare(env)
-        path = self.zygotes[frozenset(env.items())].socket()
+        path = self.zygotes[warm.zygote_key(env)].socket()
         if path is None:
             return env
         limit = process_scope.memory_limit()
