@@ -187,4 +187,8 @@ def _runner() -> Callable[[CensusJob], Mapping[str, object]]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from migrator.validation.child.warm import delegate
+    from migrator.validation.child.worker import finish
+
+    code = delegate(sys.argv[1:], module="migrator.census.child")  # forked from a zygote when one serves
+    finish(main() if code is None else code)

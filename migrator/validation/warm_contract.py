@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from migrator.ground.process_scope import SCOPE_ENV
+
 SOCKET_ENV = "MIGRATE_WARM_SOCKET"
 MEMORY_ENV = "MIGRATE_WARM_MEMORY"  # the run's per-child memory limit in bytes, applied in the fork
 SWITCH_ENV = "MIGRATE_VALIDATE_WARM"  # "0": every child starts cold
@@ -15,3 +17,22 @@ STARTED_NOTE = "migrate validate: warm start (forked from pid {zygote} after tor
 def enabled(env: Mapping[str, str]) -> bool:
     """Warm starts are on unless ``MIGRATE_VALIDATE_WARM`` says 0/off/no/false."""
     return env.get(SWITCH_ENV, "1").strip().lower() not in ("0", "off", "no", "false")
+
+
+# what torchrun sets per rank (or the scope per child) after the zygote started: read at run time, not at
+# import, so a client whose environment differs from the zygote's only in these is served (and the parent
+# keeps one zygote for environments that differ only in these: a census's single-rank MASTER_PORT)
+PER_CHILD_KEYS = frozenset({
+    SOCKET_ENV, MEMORY_ENV, SCOPE_ENV, "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+    "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+    "CUDA_MODULE_LOADING"})
+PER_CHILD_PREFIXES = ("TORCHELASTIC_", "TORCH_NCCL_", "NCCL_")
+
+
+def per_child(key: str) -> bool:
+    return key in PER_CHILD_KEYS or key.startswith(PER_CHILD_PREFIXES)
+
+
+def zygote_key(env: Mapping[str, str]) -> frozenset[tuple[str, str]]:
+    """What decides which zygote serves ``env``: everything but the per-child keys."""
+    return frozenset((k, v) for k, v in env.items() if not per_child(k))

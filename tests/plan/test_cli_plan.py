@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -72,9 +73,24 @@ def test_missing_figures_exit_2_and_the_other_clusters_still_plan(config):
     assert "[tool.migrate.clusters.atlas-950-superpod]" in result.output and "1. TP" in result.output
 
 
+@pytest.fixture(scope="module")
+def gpt_shape():
+    """samples/gpt's shape, probed once for the module (a child importing torch; the probe itself is
+    test_model.py's test_probe_reads_the_samples_on_the_meta_device)."""
+    from migrator.plan.probe import probe_tree
+
+    return probe_tree(str(REPO / "samples" / "gpt"))
+
+
 @pytest.mark.parametrize("name", ["a2-8x", "supernode-384", "atlas-950-superpod", "atlas-960-superpod"])
-def test_every_ascend_profile_plans_the_sample_with_its_figures_flagged(name):
-    result = CliRunner().invoke(main, ["plan", str(REPO / "samples" / "gpt"), "--cluster", name])
+def test_every_ascend_profile_plans_the_sample_with_its_figures_flagged(name, gpt_shape, monkeypatch):
+    from migrator.plan import probe
+
+    gpt = REPO / "samples" / "gpt"
+    probe_tree = probe.probe_tree
+    monkeypatch.setattr(probe, "probe_tree", lambda tree, entry=None, **kw: gpt_shape
+                        if Path(tree).resolve() == gpt and entry is None else probe_tree(tree, entry, **kw))
+    result = CliRunner().invoke(main, ["plan", str(gpt), "--cluster", name])
     assert result.exit_code == 0, result.output
     assert "1. TP" in result.output and "not planned" not in result.output
     assert "figures derived (not first-party):" in result.output

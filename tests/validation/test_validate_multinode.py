@@ -64,8 +64,9 @@ def _agent(tree: Path, node: int, port: int, mark: str, out: Path) -> subprocess
                             start_new_session=True)
 
 
-def _marked(mark: str, what: str = "") -> list[int]:
-    """Live processes carrying ``MARK=mark`` in their environment (and ``what`` in their command line)."""
+def _marked(mark: str, what: str = "", unless: str = "") -> list[int]:
+    """Live processes carrying ``MARK=mark`` in their environment (and ``what`` but not ``unless`` in their
+    command line)."""
     found = []
     token = f"{MARK}={mark}".encode()
     for entry in os.listdir("/proc"):
@@ -79,7 +80,8 @@ def _marked(mark: str, what: str = "") -> list[int]:
                 if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
                     continue
             with open(f"/proc/{entry}/cmdline", "rb") as fh:
-                if what.encode() not in fh.read():
+                cmdline = fh.read()
+                if what.encode() not in cmdline or (unless and unless.encode() in cmdline):
                     continue
         except OSError:
             continue
@@ -134,8 +136,9 @@ def test_a_node_killed_mid_stage_ends_the_other_with_a_verdict_and_no_process(ki
     port, marks = _free_port(), [uuid.uuid4().hex, uuid.uuid4().hex]
     agents = {n: _agent(program, n, port, marks[n], tmp_path / f"node{n}.json") for n in (1, 0)}
     deadline = time.monotonic() + AGENT_SECONDS
-    while not _marked(marks[killed], "migrator.validation.child.worker") and time.monotonic() < deadline:
-        time.sleep(0.2)  # the killed node's ranks are running: mid-stage
+    while not _marked(marks[killed], "migrator.validation.child.worker", unless="--torchrun") \
+            and time.monotonic() < deadline:
+        time.sleep(0.2)  # the killed node's ranks (not only its torchrun agent) are running: mid-stage
     assert agents[killed].poll() is None, "the stage ended before the node could be killed"
     agents[killed].kill()
     agents[killed].wait()

@@ -54,6 +54,8 @@ def test_a_warm_run_gives_the_cold_runs_result_and_every_child_starts_warm(tmp_p
         docs[mode] = json.loads(json.dumps(result.to_json(), default=str))
         notes[mode] = _logs_with_note(work)
     assert notes["1"] and all(notes["1"].values()), notes["1"]  # both S1 sides and the S2 ranks
+    s2_log = (tmp_path / "work1" / "s2" / "log.txt").read_text(errors="replace")
+    assert s2_log.count(NOTE) == 3, s2_log[-3000:]  # torchrun's agent and both its ranks forked
     assert not any(notes["0"].values()), notes["0"]
     assert _stable(docs["1"]) == _stable(docs["0"])
 
@@ -66,12 +68,35 @@ def test_only_the_keys_torchrun_and_the_scope_set_per_child_may_differ():
     assert env_difference(base, {**base, "PYTHONHASHSEED": "1"}) == ["PYTHONHASHSEED"]
     assert env_difference(base, {**base, "LD_PRELOAD": "x.so"}) == ["LD_PRELOAD"]
     assert env_difference(base, {"PATH": "/bin", "PYTHONHASHSEED": "0"}) == ["OMP_NUM_THREADS"]
+    # the parent keys its zygotes the same way: a census's single-rank env (its own MASTER_PORT) shares one
+    assert warm.zygote_key(per_rank) == warm.zygote_key(base) != warm.zygote_key({**base, "PYTHONHASHSEED": "1"})
 
 
 def _client(job: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """The worker as the launcher starts it, on a job file that does not exist (it fails fast, with a status)."""
     return subprocess.run([sys.executable, "-m", launcher.WORKER, str(job)], env=env, cwd=job.parent,
                           capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("module", [m for m in launcher.WARM_MODULES if m != launcher.WORKER])
+def test_the_other_child_programs_are_served_warm_and_run_their_own_main(module, tmp_path):
+    """The census child (`migrate ops --trace`) and the kernel check's child inside a warm block: they fork
+    too, and the fork runs that program's main, not the validation worker's."""
+    pytest.importorskip("torch")
+    env = launcher.child_env(0, 1)
+    job = tmp_path / "job.json"
+    job.write_text('{"kind": "census"}')  # the census's kind without its fields; no kernel job either
+    with launcher.warm_starts(env):
+        done = subprocess.run([sys.executable, "-m", module, str(job), str(tmp_path / "result.json")],
+                              env=launcher.worker_env(env, module), cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert NOTE in done.stderr, done.stderr
+    if module == "migrator.census.child":
+        summary = json.loads((tmp_path / "status.json").read_text())["error"]["summary"]
+        assert "job.json" in summary and "unknown job kind" not in summary, summary
+    else:  # the kernel runner reads its job itself: the missing field is its KeyError
+        assert "KeyError: 'workdir'" in done.stderr and not (tmp_path / "status.json").exists(), done.stderr
 
 
 def test_a_client_is_served_warm_and_one_the_zygote_cannot_serve_runs_cold(tmp_path):

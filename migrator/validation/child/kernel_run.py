@@ -321,4 +321,8 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from migrator.validation.child.warm import delegate
+    from migrator.validation.child.worker import finish
+
+    code = delegate(sys.argv[1:], module="migrator.validation.child.kernel_run")  # forked when a zygote serves
+    finish(main(sys.argv[1:]) if code is None else code)

@@ -33,7 +33,7 @@ from torch.overrides import TorchFunctionMode
 
 from .. import op_semantics as S
 from ..records import TraceJob
-from .bindings import bindings
+from .bindings import bindings_of
 
 KNOWN = (("flash_attn", "flash_attn_func"), ("flash_attn", "flash_attn_varlen_func"),
          ("xformers.ops", "memory_efficient_attention"), ("torch_npu", "npu_fusion_attention"),
@@ -198,11 +198,13 @@ class OpTracer:
 
     # ------------------------------------------------------------------ install / remove
     def __enter__(self) -> OpTracer:
-        for owner_name, attr in KNOWN:
-            owner = sys.modules.get(owner_name)
-            fn = getattr(owner, attr, None) if owner is not None else None
-            if fn is not None:
-                self._swap_everywhere(fn, self._wrap(fn, attr))
+        loaded = [(fn, attr) for owner_name, attr in KNOWN
+                  if (fn := getattr(sys.modules.get(owner_name), attr, None)) is not None]
+        for (fn, attr), places in zip(loaded, bindings_of([fn for fn, _ in loaded])):
+            wrapper = self._wrap(fn, attr)
+            for module, name in places:
+                self._restore.append((module, name, fn))
+                setattr(module, name, wrapper)
         norms = sys.modules.get(NORM_MODULES[0])
         for cls_name in NORM_MODULES[1]:
             cls = getattr(norms, cls_name, None) if norms is not None else None
@@ -289,11 +291,6 @@ class OpTracer:
             else:
                 setattr(owner, name, value)
         self._pinned.clear()
-
-    def _swap_everywhere(self, fn: Callable[..., Any], wrapper: Callable[..., Any]) -> None:
-        for module, name in bindings(fn):
-            self._restore.append((module, name, fn))
-            setattr(module, name, wrapper)
 
 
 def run_optrace(job: TraceJob) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from .bindings import bindings
+from .bindings import bindings_of
 
 CLIP = ("clip_grad_norm_", "clip_grad_value_")
 # notes a phase from the call's (args, kwargs)
@@ -68,14 +68,16 @@ class PhaseProbe:
     def attach(self) -> PhaseProbe:
         self._patch(torch.Tensor, "backward", self._outer(torch.Tensor.backward,
                                                           lambda a, k: self._note("backward", self._grad_norms())))
-        for name in CLIP:
-            fn = getattr(torch.nn.utils, name)
+        clips = [getattr(torch.nn.utils, name) for name in CLIP]
+        for name, fn, places in zip(CLIP, clips, bindings_of(clips)):
 
             def after(args: tuple[Any, ...], kwargs: dict[str, Any], name: str = name) -> None:
                 extra = {k: v for k, v in zip(("max_norm" if name == CLIP[0] else "clip_value", "norm_type"), args[1:])}
                 self._note("clip", self._grad_norms(), fn=name, **extra, **kwargs)
 
-            self._swap_everywhere(fn, self._outer(fn, after))
+            wrapper = self._outer(fn, after)
+            for module, attr in places:
+                self._patch(module, attr, wrapper)
         if self.scaler is not None and hasattr(self.scaler, "unscale_"):
             self._patch(self.scaler, "unscale_", self._outer(self.scaler.unscale_,
                                                              lambda a, k: self._note("unscale", self._grad_norms())))
@@ -100,10 +102,6 @@ class PhaseProbe:
             return out
 
         return wrapper
-
-    def _swap_everywhere(self, fn: Callable[..., Any], wrapper: Callable[..., Any]) -> None:
-        for module, name in bindings(fn):
-            self._patch(module, name, wrapper)
 
     def next_step(self) -> None:
         self.step += 1

@@ -61,16 +61,17 @@ def receive(conn: socket.socket, with_fds: int = 0) -> tuple[dict[str, object] |
 
 
 # ------------------------------------------------------------------------------ client (the started process)
-def delegate(argv: list[str]) -> int | None:
-    """Run ``argv`` in a worker forked by the zygote and return its exit code; None: run cold here."""
+def delegate(argv: list[str], module: str | None = None) -> int | None:
+    """Run ``argv`` in a worker forked by the zygote and return its exit code; None: run cold here. ``module``:
+    a child program other than the worker (the census), whose ``main(argv)`` the fork runs."""
     path = os.environ.get(SOCKET_ENV)
     if not path or not enabled(os.environ):
         return None
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(path)
-        send(conn, {"argv": [sys.argv[0], *argv], "cwd": os.getcwd(), "path": sys.path, "env": dict(os.environ)},
-              [0, 1, 2])
+        send(conn, {"argv": [sys.argv[0], *argv], "cwd": os.getcwd(), "path": sys.path, "env": dict(os.environ),
+                    **({"module": module} if module else {})}, [0, 1, 2])
         answer, _ = receive(conn)
     except OSError:
         conn.close()

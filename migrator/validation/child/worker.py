@@ -29,7 +29,7 @@ import sys
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NoReturn, TypeVar
 
 from .. import records
 from ..records import (
@@ -171,13 +171,61 @@ def _write_failure(path: str, summary: str, trace: str | None = None, frame: str
     records.write(Status(phase="harness", error=Failure(summary=summary, traceback=trace, harness_frame=frame)), path)
 
 
+TORCHRUN = "--torchrun"  # ``worker --torchrun ARGS``: torchrun's agent (``python -m torch.distributed.run ARGS``)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     from .warm import delegate
 
     code = delegate(argv)  # forked from the run's zygote, when there is one (None: run here, cold)
-    return serve(argv[0]) if code is None else code
+    if code is not None:
+        return code
+    return run_torchrun(argv[1:]) if argv[0] == TORCHRUN else serve(argv[0])
+
+
+def run_torchrun(args: list[str]) -> int:
+    """torchrun's agent in this process, as ``python -m torch.distributed.run ARGS`` runs it (forked from the
+    zygote it needs no torch import of its own: ~1.7 s of CPU per S2/S3 launch). Its ranks are workers."""
+    from torch.distributed import run
+
+    sys.argv[:] = [run.__file__, *args]
+    try:
+        run.main(args)
+    except SystemExit as exc:  # argparse's usage error, or an agent that exits itself
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except Exception:  # noqa: BLE001 - a rank failed (ChildFailedError): reported as the module would
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def finish(code: int) -> NoReturn:
+    """Exit with ``code`` as multiprocessing's forked processes do: the program's non-daemon threads joined,
+    its ``atexit`` handlers run, every stream flushed, then ``os._exit``. The interpreter's teardown is
+    skipped: with torch loaded it frees (and in a zygote's fork first copies) most of the heap, 0.5-3 s
+    per child for nothing, since the status record is already written."""
+    import atexit
+    import threading
+
+    current = threading.current_thread()
+    for thread in threading.enumerate():
+        if thread is not current and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):  # closed or replaced by the program
+            pass
+    try:  # C stdio buffers (a library's printf into the log)
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):
+        pass
+    os._exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    finish(main())

@@ -30,23 +30,14 @@ from collections.abc import Mapping
 
 from migrator.ground.process_scope import SCOPE_ENV, become_subreaper, kill_session_and_descendants
 
-from ..warm_contract import MEMORY_ENV, READY, SOCKET_ENV, STARTED_NOTE
+from ..warm_contract import MEMORY_ENV, READY, SOCKET_ENV, STARTED_NOTE, per_child
 from .warm import receive, send
-
-# what torchrun sets per rank (or the scope per child) after the zygote started: read at run time, not
-# at import, so a client whose environment differs from the zygote's only in these is served
-PER_CHILD_KEYS = frozenset({
-    SOCKET_ENV, MEMORY_ENV, SCOPE_ENV, "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
-    "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-    "CUDA_MODULE_LOADING"})
-PER_CHILD_PREFIXES = ("TORCHELASTIC_", "TORCH_NCCL_", "NCCL_")
 
 
 def env_difference(zygote: Mapping[str, str], client: Mapping[str, str]) -> list[str]:
     """The keys that keep ``client`` from forking off ``zygote`` (empty: it may)."""
     keys = set(zygote) | set(client)
-    return sorted(k for k in keys if zygote.get(k) != client.get(k)
-                  and k not in PER_CHILD_KEYS and not k.startswith(PER_CHILD_PREFIXES))
+    return sorted(k for k in keys if zygote.get(k) != client.get(k) and not per_child(k))
 
 
 def _preload() -> str | None:
@@ -191,26 +182,38 @@ class Zygote:
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
-        env = request["env"]
-        assert isinstance(env, dict)
+        env, argv = request["env"], request["argv"]
+        assert isinstance(env, dict) and isinstance(argv, list)
+        from . import worker
+
+        agent = argv[1:2] == [worker.TORCHRUN]
         os.environ.clear()
-        os.environ.update({k: v for k, v in env.items() if k != SOCKET_ENV})
-        for key, value in self.added.items():  # as a cold child's imports would have set them
+        # torchrun's agent keeps the socket (its ranks are clients too) and adds nothing (a cold agent imports
+        # no more than torch.distributed.run, and a key added here would keep its ranks from forking off us)
+        os.environ.update({k: v for k, v in env.items() if k != SOCKET_ENV or agent})
+        for key, value in ({} if agent else self.added).items():  # as a cold child's imports would have set them
             os.environ.setdefault(key, value)
         limit = env.get(MEMORY_ENV)
         if limit:
             import resource
 
             resource.setrlimit(resource.RLIMIT_DATA, (int(limit), int(limit)))
-        cwd, path, argv = request["cwd"], request["path"], request["argv"]
-        assert isinstance(cwd, str) and isinstance(path, list) and isinstance(argv, list)
+        cwd, path = request["cwd"], request["path"]
+        assert isinstance(cwd, str) and isinstance(path, list)
         os.chdir(cwd)
         sys.path[:] = [str(p) for p in path]
         sys.argv[:] = [str(a) for a in argv]
         print(STARTED_NOTE.format(zygote=self.pid), file=sys.stderr, flush=True)
-        from . import worker
+        module = request.get("module")
+        if agent:
+            code = worker.run_torchrun(sys.argv[2:])
+        elif isinstance(module, str):  # another child program of ours (the census child): its main, as run cold
+            import importlib
 
-        raise SystemExit(worker.serve(sys.argv[1]))
+            code = importlib.import_module(module).main(sys.argv[1:])
+        else:
+            code = worker.serve(sys.argv[1])
+        worker.finish(code)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,6 @@ that wrote it.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from migrator.validation.kernel_spec import KernelArg
 from migrator.validation.parent.comparison.thresholds import ActivationThresholds, Bounds, Fp32Logic
 from migrator.validation.verdict import Verdict, worst
 
+KERNEL_RUN = "migrator.validation.child.kernel_run"  # the child: both kernels under the interpreter
 HALF = ("float16", "bfloat16")
 FLOAT = ("float32", "float64")
 
@@ -86,11 +86,15 @@ def check_kernel(original: str, ported: str, kernel: str, args: tuple[KernelArg,
                "tolerances": {d: (b.pass_at if (b := bounds_for(d)) else 0.0) for d in (*FLOAT, *HALF)}}
         job_path, result_path = Path(work, "job.json"), Path(work, "result.json")
         job_path.write_text(json.dumps(job), encoding="utf-8")
-        env = {**os.environ, "TRITON_INTERPRET": "1"}
+        from . import launcher
+
+        # a validation child's environment (one thread, fixed hash seed): inside a warm block the child forks
+        # from that environment's zygote, which imported torch (and triton with it) once
+        env = launcher.worker_env(launcher.child_env(seed, 1, {"TRITON_INTERPRET": "1"}), KERNEL_RUN)
         base = KernelValidation(kernel, original, ported, grid, cores, Verdict.ERROR, (), None, None)
         try:
-            done = subprocess.run([sys.executable, "-m", "migrator.validation.child.kernel_run", str(job_path),
-                                   str(result_path)], env=env, capture_output=True, text=True, timeout=timeout)
+            done = subprocess.run([sys.executable, "-m", KERNEL_RUN, str(job_path), str(result_path)], env=env,
+                                  capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired:
             return _with_error(base, f"the kernels did not finish in {timeout:g} s under the interpreter")
         if done.returncode != 0 or not result_path.exists():

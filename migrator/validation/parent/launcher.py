@@ -4,10 +4,10 @@ Every child is ``python -m migrator.validation.child.worker JOB.json`` in a
 :class:`migrator.ground.process_scope.Scope` (its own session, a memory limit, every process it or torchrun's
 ranks start ended with it on exit, timeout, Ctrl-C or SIGTERM), with the determinism environment of
 :mod:`.determinism`, the checkout's ``migrator`` on ``PYTHONPATH`` and no inherited
-``RANK``/``WORLD_SIZE``. N ranks always go through torchrun (``python -m torch.distributed.run``);
-on one node ``--standalone``, on a cluster the same command with ``--nnodes`` and a rendezvous
-endpoint. Inside :func:`warm_starts` (a validate run) worker children fork from a zygote that imported
-torch once (:mod:`migrator.validation.child.zygote`).
+``RANK``/``WORLD_SIZE``. N ranks always go through torchrun's agent (``torch.distributed.run``, started as
+``worker --torchrun ARGS``); on one node ``--standalone``, on a cluster the same command with ``--nnodes`` and
+a rendezvous endpoint. Inside :func:`warm_starts` (a validate run) worker children and torchrun's agents fork
+from a zygote that imported torch once (:mod:`migrator.validation.child.zygote`).
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from .capped_log import CappedLog
 
 WORKER = "migrator.validation.child.worker"  # the child side's entry point, run as a module
 ZYGOTE = "migrator.validation.child.zygote"  # the warm-start fork server
+# child programs a zygote forks (each delegates to it): the worker, the census, the kernel check
+WARM_MODULES = (WORKER, "migrator.census.child", "migrator.validation.child.kernel_run")
 ZYGOTE_READY_TIMEOUT = 60.0  # importing torch on a loaded machine; past it the children start cold
 _NOT_INHERITED = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK", "MASTER_ADDR",
                   "MASTER_PORT", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
@@ -207,7 +209,7 @@ class _WarmStarts:
         """Start the zygote for ``env`` now, without waiting for it (it imports torch meanwhile)."""
         from .. import warm_contract as warm
 
-        key = frozenset(env.items())
+        key = warm.zygote_key(env)
         if self.runs:
             self.in_use.add(key)
         if not warm.enabled(env):
@@ -220,7 +222,8 @@ class _WarmStarts:
             known.end()
         path = os.path.join(self.folder, f"zygote{self.started}.sock")
         with open(os.path.join(self.folder, f"zygote{self.started}.log"), "wb") as log:
-            scope = process_scope.Scope([sys.executable, "-m", ZYGOTE, path], env=env, cwd=self.folder,
+            shared = {k: v for k, v in env.items() if not warm.per_child(k)}  # a rank's keys are its clients'
+            scope = process_scope.Scope([sys.executable, "-m", ZYGOTE, path], env=shared, cwd=self.folder,
                                         stdout=subprocess.PIPE, stderr=log, memory=process_scope.memory_limit())
         self.started += 1
         self.zygotes[key] = _Zygote(path, scope)
@@ -239,7 +242,7 @@ class _WarmStarts:
         if not warm.enabled(env):
             return env
         self.prepare(env)
-        path = self.zygotes[frozenset(env.items())].socket()
+        path = self.zygotes[warm.zygote_key(env)].socket()
         if path is None:
             return env
         limit = process_scope.memory_limit()
@@ -284,9 +287,10 @@ def warm_starts(env: dict[str, str] | None = None, *, keep: int | None = None) -
         starts.end()
 
 
-def worker_env(env: dict[str, str]) -> dict[str, str]:
-    """``env`` for a worker child: inside :func:`warm_starts`, pointing at its zygote when one runs."""
-    return _warm.attach(env) if _warm is not None else env
+def worker_env(env: dict[str, str], module: str = WORKER) -> dict[str, str]:
+    """``env`` for a worker child (or another of :data:`WARM_MODULES`): inside :func:`warm_starts`, pointing at
+    its zygote when one runs."""
+    return _warm.attach(env) if _warm is not None and module in WARM_MODULES else env
 
 
 def zygote_pids() -> list[int]:
@@ -304,8 +308,7 @@ def start(job: Job, name: str, env: dict[str, str], timeout: float = 600.0,
     records.write(job, job_path)
     log = os.path.join(out, "log.txt")
     started = time.monotonic()  # a wait for the zygote counts as this child's start
-    if module == WORKER:
-        env = worker_env(env)
+    env = worker_env(env, module)
     sink = CappedLog(log)
     try:
         scope = process_scope.Scope([sys.executable, "-m", module, job_path], env=env, cwd=out, stdout=sink.fd,
@@ -324,7 +327,8 @@ def start_torchrun(job: Job, name: str, env: dict[str, str], nproc_per_node: int
     job_path = os.path.join(out, "job.json")
     records.write(job, job_path)
     log = os.path.join(out, "log.txt")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(nproc_per_node),
+    # torchrun's agent through the worker (`--torchrun`): forked from the zygote like the ranks, when it runs
+    cmd = [sys.executable, "-m", WORKER, "--torchrun", "--nproc-per-node", str(nproc_per_node),
            "--nnodes", str(nnodes), "--max-restarts", "0", "--monitor-interval", "0.1"]
     launch = None
     if nnodes == 1 and not rdzv_endpoint:
