@@ -29,6 +29,7 @@ from migrator.engine.statements import iter_statements
 from migrator.fix import module_fixes, syntax
 from migrator.fix.context import Checkpoint, FixContext
 from migrator.fix.dropped_args import rejoin_arguments
+from migrator.fix.entry_points import takes_adaptor
 from migrator.fix.import_order import ImportStyle
 from migrator.fix.import_removal import kept_by_untouched_uses, remove_unused_imports, rewritten_names
 from migrator.fix.imports import (
@@ -322,9 +323,9 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
     candidates = _removal_candidates(fixer, ctx, tree, text, whole)
     # built on first use: most modules remove no import and judge none
     scopes = cache(lambda: ImportScopes(tree, name_uses, bool(findings) and is_package_init(findings[0].path)))
-    # an entry point's module-level `import torch` anchors the framework adaptor (`routes/fix.insert_adaptor`)
-    # and registers the device for the whole program; a function's own `import torch` anchors nothing
-    anchors = {local for local, quals in ctx.aliases.items() if quals == {"torch"}} if entry_point else set()
+    # a Megatron script's module-level `import torch` anchors the MindSpeed adaptor (`routes/fix.insert_adaptor`);
+    # elsewhere an `import torch` the fix left unused goes (torch_npu, or the runtime helper, registers the device)
+    anchors = {local for local, quals in ctx.aliases.items() if quals == {"torch"}} if takes_adaptor(text) else set()
     new_module, removed = remove_unused_imports(
         module, new_module, candidates, lambda s, n: (s is None and n in anchors) or scopes().re_exported(s, n))
     # imports the scan already called manual never reach `fixer.import_findings`: judged here the same way

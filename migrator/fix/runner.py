@@ -14,6 +14,7 @@ from migrator.engine.scan_file import ScanOptions, scan_text_content
 from migrator.engine.source import UnreadableSource, decode_python, decode_text
 from migrator.fix import ledger, text_fixer
 from migrator.fix.choices import FixChoices
+from migrator.fix.entry_points import MAIN_GUARD
 from migrator.fix.import_order import read_style
 from migrator.fix.line_map import line_map as _line_map
 from migrator.fix.pool import PythonJob, PythonOutcome, fix_modules
@@ -25,7 +26,6 @@ from migrator.ground.fix_record import Span
 from migrator.ground.kinds import Target
 from migrator.ground.model import Finding, RunResult
 
-MAIN_GUARD = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.MULTILINE)
 LAUNCHED_SCRIPT = re.compile(r"(?:python3?|torchrun|deepspeed|accelerate\s+launch)\b[^\n#]*?\s([\w./-]+\.py)\b")
 RECORD_PATH = ledger.RECORD_PATH
 

@@ -12,11 +12,11 @@ Routes without edits (DeepSpeed, transformers) leave the plan as it is.
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from migrator.fix.entry_points import takes_adaptor
 from migrator.ground.kinds import Target
 from migrator.ground.model import RunResult
 
@@ -30,8 +30,6 @@ PORTABLE_ADAPTOR = (
     'if importlib.util.find_spec("torch_npu") is not None:  # Ascend: MindSpeed patches Megatron; CUDA runs as before\n'
     "    import mindspeed.megatron_adaptor  # noqa: F401"
 )
-MAIN_GUARD = re.compile(r"^if\s+__name__\s*==\s*['\"]__main__['\"]\s*:", re.MULTILINE)
-IMPORTS_MEGATRON = re.compile(r"^[ \t]*(?:from|import)[ \t]+megatron\b", re.MULTILINE)
 ROUTE_CODE = "ROUTE"
 
 
@@ -105,7 +103,7 @@ def add_route_edits(plan: FixPlan, before: RunResult, choice: str, paths: list[P
             current = _text_on_disk(root, rel)
             if current is None:  # unreadable: the scan already reported it
                 continue
-        if not (MAIN_GUARD.search(current) and IMPORTS_MEGATRON.search(current)):
+        if not takes_adaptor(current):
             continue
         new = insert_adaptor(current, adaptor)
         if new is None:
