@@ -83,6 +83,6 @@ def training_dtypes(texts: Iterable[bytes]) -> tuple[str, ...]:
 
 
 def _word_start(text: bytes, at: int) -> bool:
-    """No ASCII word character (`\w` of a bytes pattern) before `at`."""
+    """No ASCII word character (a bytes pattern's `\\w`) before `at`."""
     before = text[at - 1:at]
     return not before or not (before.isalnum() or before == b"_")
