@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from migrator.fix.import_removal import comments_in
+
 if TYPE_CHECKING:
     import libcst as cst
 
@@ -21,7 +23,7 @@ def rejoin_arguments(original: cst.Call, updated: cst.Call, dropped: set[int]) -
     """`updated` (the call less the arguments whose original ids are in `dropped`), its layout closed up."""
     if len(updated.args) == len(original.args):
         return updated
-    if not any(_comments(a) for a in original.args if id(a) in dropped):
+    if not any(comments_in(a) for a in original.args if id(a) in dropped):
         return _last_comma_kept(original, updated) if updated.args else updated
     return _comments_kept(original, updated, dropped)
 
@@ -64,7 +66,7 @@ def _comments_kept(original: cst.Call, updated: cst.Call, dropped: set[int]) -> 
         if id(arg) not in dropped:
             kept += 1
             continue
-        comments = _comments(arg)
+        comments = comments_in(arg)
         if not comments and not all(id(a) in dropped for a in original.args[at:]):
             continue  # a comment-free argument in the middle: the gap before it stays, as before
         after = arg.comma.whitespace_after if isinstance(arg.comma, cst.Comma) else arg.whitespace_after_arg
@@ -78,24 +80,10 @@ def _comments_kept(original: cst.Call, updated: cst.Call, dropped: set[int]) -> 
                 whitespace_after=_merged(comma.whitespace_after, own, after)))
     last = args[-1] if args else None
     if (last is not None and isinstance(last.comma, cst.Comma) and not isinstance(original.args[-1].comma, cst.Comma)
-            and not _comments(last.whitespace_after_arg) and not _comments(last.comma.whitespace_before)):
+            and not comments_in(last.whitespace_after_arg) and not comments_in(last.comma.whitespace_before)):
         # the call had no trailing comma: none is added, the layout moves before `)`
         args[-1] = last.with_changes(comma=cst.MaybeSentinel.DEFAULT, whitespace_after_arg=last.comma.whitespace_after)
     return updated.with_changes(args=args, whitespace_before_args=before_args)
-
-
-def _comments(node: cst.CSTNode) -> list[cst.Comment]:
-    """Every comment inside `node`, in source order."""
-    import libcst as cst
-
-    found: list[cst.Comment] = []
-
-    class Collect(cst.CSTVisitor):
-        def visit_Comment(self, comment: cst.Comment) -> None:
-            found.append(comment)
-
-    node.visit(Collect())
-    return found
 
 
 def _trails(after: Whitespace, comment: cst.Comment) -> bool:

@@ -138,9 +138,9 @@ class _ImportRemover(cst.CSTTransformer):
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
     ) -> cst.SimpleStatementLine:
         # a removed import's comments (`import pynvml  # stats`, or one inside its brackets) go above the line
-        kept = {id(c) for c in _comments(updated.with_changes(trailing_whitespace=cst.TrailingWhitespace())
+        kept = {id(c) for c in comments_in(updated.with_changes(trailing_whitespace=cst.TrailingWhitespace())
                                          if not updated.body else updated)}
-        lost = [cst.EmptyLine(comment=c) for c in _comments(original) if id(c) not in kept]
+        lost = [cst.EmptyLine(comment=c) for c in comments_in(original) if id(c) not in kept]
         if not updated.body:
             return self._emptied([*updated.leading_lines, *lost])
         return updated.with_changes(leading_lines=[*updated.leading_lines, *lost]) if lost else updated
@@ -165,9 +165,9 @@ class _ImportRemover(cst.CSTTransformer):
         if only_pass and not original.body.body == updated.body.body and _guards_imports(updated):
             lines = [*updated.leading_lines, *(line for s in body for line in getattr(s, "leading_lines", ()))]
             held = {id(line.comment) for line in lines}
-            if any(id(c) not in held for c in _comments(updated)):  # `try:  # ...`, the handlers': all, in order
+            if any(id(c) not in held for c in comments_in(updated)):  # `try:  # ...`, the handlers': all, in order
                 own = {id(line.comment) for line in updated.leading_lines}
-                lines = [*updated.leading_lines, *(cst.EmptyLine(comment=c) for c in _comments(updated) if id(c) not in own)]
+                lines = [*updated.leading_lines, *(cst.EmptyLine(comment=c) for c in comments_in(updated) if id(c) not in own)]
             return self._emptied(lines)
         return updated
 
@@ -176,14 +176,15 @@ def _last_comma(kept: cst.Comma | cst.MaybeSentinel, last: cst.Comma | cst.Maybe
     """The new last name's comma: none (as ever), but one holding a comment (`from x import (\n    a,  # why\n)`)
     stays, with the layout before `)` that the old last name's comma held."""
     pw = cst.ParenthesizedWhitespace
-    if not (isinstance(kept, cst.Comma) and isinstance(last, cst.Comma) and _comments(kept)
+    if not (isinstance(kept, cst.Comma) and isinstance(last, cst.Comma) and comments_in(kept)
             and isinstance(kept.whitespace_after, pw) and isinstance(last.whitespace_after, pw)):
         return cst.MaybeSentinel.DEFAULT
     return kept.with_changes(whitespace_after=kept.whitespace_after.with_changes(
         indent=last.whitespace_after.indent, last_line=last.whitespace_after.last_line))
 
 
-def _comments(node: cst.CSTNode) -> list[cst.Comment]:
+def comments_in(node: cst.CSTNode) -> list[cst.Comment]:
+    """Every comment inside `node`, in source order."""
     found: list[cst.Comment] = []
 
     class Collect(cst.CSTVisitor):
