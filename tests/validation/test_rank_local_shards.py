@@ -67,3 +67,11 @@ def test_a_rank_local_tensor_of_no_layout_is_named_without_a_producer():
 def test_replicated_tensors_are_not_rank_local():
     full = torch.randn(2, 3, 16, generator=torch.Generator().manual_seed(7))
     assert shards.rank_local(_run({GATE_UP: full}), _run({GATE_UP: full + 1}), TP, 0) == []
+
+
+def test_a_rank_local_tensor_after_the_first_failing_tensor_is_not_blamed():
+    """Downstream of a failure upstream every rank-local tensor differs: only those before it localise."""
+    golden, run = _rank_run(1, 0)
+    assert shards.cause(golden, run, TP, 0, before=DOWN_IN) is None
+    assert shards.cause(golden, run, TP, 0, before=GATE_UP) is None
+    assert shards.cause(golden, run, TP, 0, before="loss") is not None

@@ -71,10 +71,13 @@ def _cut(local_shape: Sequence[int], full_shape: Sequence[int], tp: int) -> int 
     return dims[0] if len(dims) == 1 and local_shape[dims[0]] * tp == full_shape[dims[0]] else None
 
 
-def rank_local(golden: Run, run: Run, tp: int, rank: int) -> list[RankLocal]:
-    """The run's forward tensors of 1/tp of the original's size along one dim, in recording order."""
+def rank_local(golden: Run, run: Run, tp: int, rank: int, before: str | None = None) -> list[RankLocal]:
+    """The run's forward tensors of 1/tp of the original's size along one dim, in recording order (those
+    recorded before the tensor ``before`` matches, when given)."""
     out = []
     for event in run.events:
+        if event.match == before:
+            break
         g_event = golden.by_match.get(event.match)
         if event.kind not in FORWARD or g_event is None or event.shape is None or g_event.shape is None:
             continue
@@ -91,9 +94,11 @@ def _parent(module: str) -> str:
     return module.rpartition(".")[0]
 
 
-def cause(golden: Run, run: Run, tp: int, rank: int) -> str | None:
-    """The first rank-local tensor that is no shard of the original's, and the split that made it."""
-    found = rank_local(golden, run, tp, rank)
+def cause(golden: Run, run: Run, tp: int, rank: int, before: str | None = None) -> str | None:
+    """The first rank-local tensor that is no shard of the original's, and the split that made it; with
+    ``before`` (the first failing tensor's match key) only one recorded before it: a rank-local tensor
+    after a failure upstream differs because its inputs do."""
+    found = rank_local(golden, run, tp, rank, before)
     bad = next((i for i, t in enumerate(found) if t.parts is None), None)
     if bad is None:
         return None
