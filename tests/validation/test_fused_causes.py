@@ -151,3 +151,66 @@ def test_the_parents_rope_is_the_emulated_kernels(mode):
     g = torch.Generator().manual_seed(0)
     x, cos, sin = (torch.randn(2, 2, 5, 8, generator=g) for _ in range(3))
     assert torch.allclose(rope(x, cos, sin, mode), npu_rotary_mul(x, cos, sin, rotary_mode=mode), atol=1e-6)
+
+
+GATED = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch_npu
+
+
+class Gated(nn.Module):
+    """Mamba's gate: the halves of one projection, channels first, ``y * silu(res)``."""
+
+    def __init__(self):
+        super().__init__()
+        self.in_proj = nn.Linear(4, 12, bias=False)
+
+    def forward(self, x):
+        (y, res) = self.in_proj(x).transpose(1, 2).split(split_size=[6, 6], dim=1)
+        y = y * 0.5 + 1.0
+        return y * F.silu(res)
+'''
+GATED_PORT = ("        return y * F.silu(res)\n", "        return torch_npu.npu_swiglu(torch.cat([res, y], dim=1), dim=1)\n")
+
+
+def _trace_gated(tmp_path, name: str, text: str):
+    from safetensors.torch import save_file
+
+    from migrator.validation.child import npu_emulation
+    from migrator.validation.child.optrace import OpTracer
+
+    with npu_emulation.emulated():
+        program = _program(text, f"gated_{name}")
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(program.Gated())
+        with OpTracer(model, "0") as tracer, torch.no_grad():
+            model(torch.randn(2, 8, 4, generator=torch.Generator().manual_seed(1)))
+    out = tmp_path / name
+    out.mkdir()
+    save_file(dict(tracer.tensors), str(out / "ops.safetensors"))
+    (out / "ops.json").write_text(json.dumps({"events": tracer.events, "modules": tracer.modules}))
+    return str(out)
+
+
+@pytest.mark.parametrize(("cat", "phrase"), [
+    ("torch.cat([y, res], dim=1), dim=1", "SwiGLU halves swapped: the port activates the up half"),
+    ("torch.cat([res, y], dim=1), dim=2", "SwiGLU split dim: npu_swiglu splits dim 2, the original's gate/up halves "
+                                          "lie along dim 1"),
+    ("torch.cat([res, y], dim=1).transpose(1, 2).contiguous(), dim=-1).transpose(1, 2", "ok"),
+], ids=["halves_swapped", "split_over_time", "same_maths"])
+def test_swiglu_alternatives_re_run_on_the_ports_input_name_what_the_original_did(tmp_path, cat, phrase):
+    """The original's silu reads one output of a ``split`` (not traced on its own): the port's input is
+    re-run with its halves swapped / split over another dim, and the alternative the original has is named."""
+    from migrator.validation.parent.localisation.ops import describe, first_divergent_op
+
+    original = _trace_gated(tmp_path, "original", GATED)
+    port = GATED.replace(*GATED_PORT).replace("torch.cat([res, y], dim=1), dim=1", cat)
+    found = first_divergent_op(original, _trace_gated(tmp_path, "migrated", port), "fp32")
+    if phrase == "ok":
+        assert "cause" not in found, found  # nothing said against a right port
+        return
+    text = describe(found, "0")
+    assert found["migrated_op"] == "npu_swiglu", text
+    assert phrase in text, text

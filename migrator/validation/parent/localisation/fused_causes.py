@@ -7,7 +7,8 @@ original trace, and the difference is said as what it means:
 
 * ``npu_fusion_attention``: its ``scale`` against the factor the original multiplied the scores by,
   its mask against the pattern the original's softmax ended up with (:mod:`.fused_attention`);
-* ``npu_swiglu``: which half of its input it activates against what the original's ``silu`` read;
+* ``npu_swiglu``: the port's input re-run with its halves swapped (and split over another dim): the
+  alternative the original computed names the gate/up order (or split dim) the port got wrong;
 * ``npu_rotary_mul``: the port's inputs re-run with the other ``rotary_mode`` (and cos/sin layout):
   the one that gives an output the original has is the layout the original used;
 * ``npu_rms_norm``: ``epsilon`` against the original module's ``eps`` or the constant it added.
@@ -79,12 +80,52 @@ def _close(a: Tensor, b: Tensor, limit: float) -> bool:
 
 
 def _swiglu(ctx: Context, f: int) -> FusedCause | None:
-    """``npu_swiglu(x) = silu(first half) * second half``: the half the original's silu read."""
+    """``npu_swiglu(x) = silu(first half) * second half``: the port's own input re-run with the halves
+    swapped, and split over each other even dim; the alternative whose output the original has is
+    what the original computed. Else the half the original's silu read, where that is traced."""
+    import torch
+
     event = ctx.mig.events[f]
     x = G.read_tensor(ctx.mig, event["inputs"][0]) if event.get("inputs") else None
     dim = int(S.from_json(event["semantic"]).get("split dim", (-1, ""))[0]) if event.get("semantic") else -1
     if x is None or x.dim() == 0 or x.shape[dim] % 2:
         return None
+    dim %= x.dim()
+    for d in [dim] + [d for d in range(x.dim()) if d != dim and x.shape[d] % 2 == 0]:
+        first, second = x.chunk(2, dim=d)
+        for swapped in (True, False) if d != dim else (True,):
+            gate, up = (second, first) if swapped else (first, second)
+            o = ctx.match(torch.nn.functional.silu(gate) * up)
+            if o is not None:
+                return _swiglu_cause(ctx, f, o, swapped, None if d == dim else (dim, d))
+    return _swiglu_by_gate(ctx, f, x, dim)
+
+
+def _swiglu_cause(ctx: Context, f: int, product: int, swapped: bool, dims: tuple[int, int] | None) -> FusedCause:
+    """The alternative that gave the original's ``product``, its gate and up named by the projections
+    the original's ``silu`` and its other factor read."""
+    sources = ctx.orig.events[product].get("inputs", [])
+    silu = next((s for s in sources if s[0] == "op" and ctx.orig.events[s[1]]["op"] in ("silu", "silu_")), None)
+    other = next((s for s in sources if s is not silu), None)
+    silu_input = ctx.orig.events[silu[1]].get("inputs", [None])[0] if silu is not None else None
+    gate_name = (G.projection(ctx.orig, silu_input) if silu_input else None) or "gate"
+    up_projection = G.projection(ctx.orig, other) if other is not None else None
+    up_name = up_projection or "up"
+    said = f"silu({gate_name}) * {up_name}"
+    if dims is None:
+        text = (f"SwiGLU halves swapped: the port activates the {up_name} {'projection' if up_projection else 'half'} "
+                "(npu_swiglu applies silu to the "
+                f"first half of its input, so the gate/up order is gate first; the original computes {said}); "
+                f"put {gate_name} first")
+    else:
+        text = (f"SwiGLU split dim: npu_swiglu splits dim {dims[0]}, the original's gate/up halves lie along dim "
+                f"{dims[1]}" + (" and in the other order" if swapped else "") +
+                f" (the original computes {said}); pass dim={dims[1]}")
+    return FusedCause(f, text, said, product, True, frozenset({"split dim"}))
+
+
+def _swiglu_by_gate(ctx: Context, f: int, x: Tensor, dim: int) -> FusedCause | None:
+    """The half the original's silu read, where its input is traced."""
     first, second = x.chunk(2, dim=dim)
     kids = G.readers(ctx.orig)
     for i, o in enumerate(ctx.orig.events):

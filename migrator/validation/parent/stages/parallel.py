@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ...facts import CheckRow
@@ -56,9 +57,32 @@ def run(ctx: StageContext) -> StageResult:
             if note not in notes:
                 notes.append(note)
     bench.update({f"{v}_seconds": info.seconds for v, info in ran.items()})
-    return numeric_stage(sid, comparison, bench=bench, notes=notes,
-                         extra_summary=", ".join(f"{v} x{nprocs}" for v in ran),
-                         extra_checks=tuple(extra_checks))
+    result = numeric_stage(sid, comparison, bench=bench, notes=notes,
+                           extra_summary=", ".join(f"{v} x{nprocs}" for v in ran),
+                           extra_checks=tuple(extra_checks))
+    shard_cause = _shard_cause(ran, nprocs, comparison) if sid == "S3" and result.status == Verdict.FAIL else None
+    if shard_cause is None:
+        return result
+    return replace(result, first_divergence="; ".join(filter(None, (result.first_divergence, shard_cause))))
+
+
+def _shard_cause(ran: Mapping[str, VariantRuns], nprocs: int, comparison: Comparison) -> str | None:
+    """Where a failing S3 run's rank-local activations stop being shards of the original's, upstream of its
+    first failing tensor (localisation only: the verdict is the graded tensors')."""
+    from ..localisation import shards
+    from ..localisation.first_failure import localise
+
+    loc = localise(comparison.verdicts)
+    first = next((v for v in comparison.verdicts if loc is not None and f"{v.label}{v.name}" == loc.tensor), None)
+    before = first.match if first is not None and first.label.startswith("tp/") else None
+    for info in (info for variant, info in ran.items() if variant == "tp"):  # EP's rank-local tensors are experts'
+        for per_rank in info.runs.values():
+            for rank, dirs in sorted(per_rank.items(), key=lambda kv: int(kv[0])):
+                run, golden = Run.load(dirs.get("fp32")), Run.load(dirs.get("ref_fp32"))
+                found = shards.cause(golden, run, nprocs, int(rank), before) if run and golden else None
+                if found:
+                    return found
+    return None
 
 
 def _variants(ctx: StageContext) -> list[str] | StageResult:
