@@ -16,11 +16,15 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ...verdict import Verdict
 from .msprobe_dumps import RankDump, Record, Slot
+
+if TYPE_CHECKING:
+    from .msprobe_compare import RecordVerdict, SlotVerdict
 
 _MOST = 6
 _USER_LINE = re.compile(r"^(?P<file>.+?), line (?P<line>\d+), in (?P<func>[\w<>]+)")
@@ -41,7 +45,7 @@ def _first_forwards(dump: RankDump) -> dict[str, Record]:
     return found
 
 
-def _differs(t: Slot, g: Slot, tolerance: float, load) -> tuple[bool, str]:
+def _differs(t: Slot, g: Slot, tolerance: float, load: Callable[[str], Any]) -> tuple[bool, str]:
     if t.shape != g.shape:
         return True, f"shape {list(g.shape)} → {list(t.shape)}"
     if t.data_file and g.data_file:
@@ -59,7 +63,8 @@ def _differs(t: Slot, g: Slot, tolerance: float, load) -> tuple[bool, str]:
     return abs(tn - gn) > tolerance * max(abs(gn), 1e-30), f"Norm {gn:.4g} → {tn:.4g}{ratio}"
 
 
-def built_differently(pairs: Iterable[tuple[RankDump, RankDump]], tolerance: float, load) -> tuple[str, ...]:
+def built_differently(pairs: Iterable[tuple[RankDump, RankDump]], tolerance: float,
+                      load: Callable[[str], Any]) -> tuple[str, ...]:
     """`module (Class).parameter: how` for each parameter of a module record of the first step whose value
     differs from the original's (every rank; a name once), at most six and a count of the rest."""
     pairs = list(pairs)
@@ -86,7 +91,7 @@ def built_differently(pairs: Iterable[tuple[RankDump, RankDump]], tolerance: flo
     return tuple(texts[:_MOST]) + ((f"(and {len(texts) - _MOST} more)",) if len(texts) > _MOST else ())
 
 
-def _passes_inputs_and_parameters(slots) -> bool:
+def _passes_inputs_and_parameters(slots: Iterable[SlotVerdict]) -> bool:
     own = [s for s in slots if s.slot.startswith(("input_args", "input_kwargs", "parameters."))]
     return bool(own) and all(s.status == Verdict.PASS for s in own)
 
@@ -117,7 +122,7 @@ def _buffers_read(user_lines: Iterable[str], class_name: str) -> tuple[list[str]
     return [], ""
 
 
-def unrecorded_state(first, verdicts: Iterable, dump: RankDump) -> str:
+def unrecorded_state(first: RecordVerdict, verdicts: Iterable[RecordVerdict], dump: RankDump) -> str:
     """The enclosing module whose inputs and parameters (its own and its submodules') match the original's
     while its output does not, with the buffers its forward reads (see the module docstring); "" when there
     is none or the first divergence (a RecordVerdict) is at a parameter."""
