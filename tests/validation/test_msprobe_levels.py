@@ -10,6 +10,7 @@ from pathlib import Path
 
 import torch
 
+from migrator.reporters.msprobe_text import comparison_text
 from migrator.validation.parent.interop.msprobe_compare import compare_dumps
 
 _SOURCE = '''import torch
@@ -84,6 +85,7 @@ def test_a_buffer_read_inside_a_module_whose_inputs_and_parameters_match_is_name
     assert result.unrecorded.startswith("attn (Attention): inputs and parameters as the original's")
     assert "buffer(s) its forward reads: index (register_buffer in model.py)" in result.unrecorded
     assert result.built_differently == ()
+    assert "  attn (Attention): inputs and parameters as the original's" in comparison_text(result)
 
     source.unlink()  # the dump read elsewhere: the module still, its buffers not
     moved = compare_dumps(str(_attention(tmp_path / "t", source, 1.5)), str(golden))
@@ -100,6 +102,7 @@ def test_parameters_that_differ_as_built_are_all_listed_and_no_buffer_is_blamed(
     assert result.built_differently[0].startswith("attn.proj (Linear).weight: Norm ")
     assert result.built_differently[0].endswith("(2x)")
     assert result.unrecorded == ""  # a parameter differs: the module's inputs-and-parameters test does not hold
+    assert "  parameters that differ as built: attn.proj (Linear).weight: Norm " in comparison_text(result)
 
 
 def test_level_l0_never_passes_plainly_and_says_what_it_cannot_see(tmp_path):
