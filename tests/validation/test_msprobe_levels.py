@@ -14,6 +14,7 @@ from migrator.reporters.msprobe_text import comparison_text
 from migrator.validation.parent.interop.msprobe_compare import compare_dumps
 
 _SOURCE = '''import torch
+import torch_npu
 from torch import nn
 
 
@@ -25,7 +26,7 @@ class Attention(nn.Module):
         self.proj = nn.Linear(4, 4)
 
     def forward(self, x):
-        bias = self.table[self.index]
+        bias = torch_npu.npu_fast_gelu(self.table[self.index])
         return self.proj(x + bias.sum())
 '''
 
@@ -67,7 +68,7 @@ def _attention(root: Path, source: Path, out_norm: float, proj_top: float = 1.0,
                  "Module.attn.proj.Linear.forward.0": "Module.attn.Attention.forward.0",
                  "Module.attn.Attention.forward.0": None}
     stack = {"0": [["Module.attn.proj.Linear.forward.0"],
-                   [f"File {source}, line 14, in forward, \n return self.proj(x + bias.sum())"]]}
+                   [f"File {source}, line 15, in forward, \n return self.proj(x + bias.sum())"]]}
     if level == "L0":
         records.pop("Functional.linear.0.forward")
     _write(root / "step0" / "rank0", records, construct, stack, level=level)
@@ -86,6 +87,12 @@ def test_a_buffer_read_inside_a_module_whose_inputs_and_parameters_match_is_name
     assert "buffer(s) its forward reads: index (register_buffer in model.py)" in result.unrecorded
     assert result.built_differently == ()
     assert "  attn (Attention): inputs and parameters as the original's" in comparison_text(result)
+    assert "torch_npu" not in result.unrecorded  # at mix, a fused op is a record of its own
+
+    level_l0 = compare_dumps(str(_attention(tmp_path / "t0", source, 1.5, level="L0")),
+                             str(_attention(tmp_path / "g0", source, 1.0, level="L0")))
+    assert "index" in level_l0.unrecorded
+    assert "fused op(s) it calls, which level L0 does not record: torch_npu.npu_fast_gelu" in level_l0.unrecorded
 
     source.unlink()  # the dump read elsewhere: the module still, its buffers not
     moved = compare_dumps(str(_attention(tmp_path / "t", source, 1.5)), str(golden))

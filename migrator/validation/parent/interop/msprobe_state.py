@@ -10,7 +10,8 @@ the buffers a module reads.
   it, in ops of its own forward; if none of the records inside it before the first divergence differs,
   what is left is what msprobe does not record. The buffers its forward reads (`register_buffer` names of
   its class, read as `self.<name>` in the function of the user's line, from the source file the stack
-  names) are then named as the suspects (`unrecorded_state`); without the source, the module alone."""
+  names) are then named as the suspects (`unrecorded_state`), and at level L0, which records no op, the
+  `torch_npu.*` ops that function calls; without the source, the module alone."""
 
 from __future__ import annotations
 
@@ -96,8 +97,17 @@ def _passes_inputs_and_parameters(slots: Iterable[SlotVerdict]) -> bool:
     return bool(own) and all(s.status == Verdict.PASS for s in own)
 
 
-def _buffers_read(user_lines: Iterable[str], class_name: str) -> tuple[list[str], str]:
-    """(buffers of `class_name` read as `self.<name>` in the functions of `user_lines`, the source file)."""
+def _dotted(node: ast.expr) -> str:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.insert(0, node.attr)
+        node = node.value
+    return ".".join([node.id, *parts]) if isinstance(node, ast.Name) else ""
+
+
+def _read_in_source(user_lines: Iterable[str], class_name: str) -> tuple[list[str], list[str], str]:
+    """(buffers of `class_name` read as `self.<name>` in the function of `user_lines`, the `torch_npu.*` ops
+    that function calls, the source file's name)."""
     for line in user_lines:
         match = _USER_LINE.match(line)
         if not match:
@@ -118,8 +128,10 @@ def _buffers_read(user_lines: Iterable[str], class_name: str) -> tuple[list[str]
                        and c.args and isinstance(c.args[0], ast.Constant) and isinstance(c.args[0].value, str)}
             read = [a.attr for a in ast.walk(function) if isinstance(a, ast.Attribute) and a.attr in buffers
                     and isinstance(a.value, ast.Name) and a.value.id == "self"]
-            return sorted(set(read)), path.name
-    return [], ""
+            fused = {name for c in ast.walk(function) if isinstance(c, ast.Call)
+                     and (name := _dotted(c.func)).startswith("torch_npu.")}
+            return sorted(set(read)), sorted(fused), path.name
+    return [], [], ""
 
 
 def unrecorded_state(first: RecordVerdict, verdicts: Iterable[RecordVerdict], dump: RankDump) -> str:
@@ -143,9 +155,11 @@ def unrecorded_state(first: RecordVerdict, verdicts: Iterable[RecordVerdict], du
         if verdict.status == Verdict.FAIL and _passes_inputs_and_parameters(verdict.slots) and all(
                 s.status == Verdict.PASS for v in inner for s in v.slots if s.slot.startswith("parameters.")):
             inside = sorted((r for r in dump.records if r.scope == scope), key=lambda r: r.order)
-            buffers, source = _buffers_read((r.user_line for r in inside if r.user_line), class_name)
+            buffers, fused, source = _read_in_source((r.user_line for r in inside if r.user_line), class_name)
             where = (f"buffer(s) its forward reads: {', '.join(buffers)} (register_buffer in {source})"
                      if buffers else "buffers or attributes its forward reads, indexing and views")
+            if fused and dump.level == "L0":  # at mix and L1 they are records of their own
+                where += f"; fused op(s) it calls, which level L0 does not record: {', '.join(fused)} (in {source})"
             return (f"{name} ({class_name}): inputs and parameters as the original's, output not: the difference "
                     f"arises inside it, in a record only one side has or in what msprobe does not record — {where}")
         scope = module.scope
