@@ -7,6 +7,7 @@ and each variant's dump is judged against the original's by `migrate validate --
     PYTHONPATH=. python3 bench/validate_families_msprobe.py                     # all families
     PYTHONPATH=. python3 bench/validate_families_msprobe.py --family swin --level L1 --json out.json
     PYTHONPATH=. python3 bench/validate_families_msprobe.py --reuse DIR          # re-grade kept dumps
+    PYTHONPATH=. python3 bench/validate_families_msprobe.py --steps 2 --real-levels --level L0   # L0 over 2 steps
 
 Real dumps: tasks `statistics` and `tensor` at level `mix` (L0 module records plus L1 API records). The
 L0 and L1 rows grade the mix dump's `Module.*` records and its API records apart (`--levels-from-mix`,
@@ -15,8 +16,9 @@ tensor_parallel runs on 2 gloo ranks through its `parallelize` (its S3), the oth
 
 Graded as `validate_families.py` grades: a slip is caught when the comparison fails (exit 1), its cause
 is right when every expected phrase of the variant is in the named cause (the first divergence's key, user
-line, worst slot and argument diffs), and a correct port or refactor is a false alarm when it fails (a
-warning for records only one side has, such as a fused op, is no alarm)."""
+line, worst slot and argument diffs; `MSPROBE_CAUSE` where msprobe's words differ from our traces'), and a
+correct port or refactor is a false alarm when it fails (a warning for records only one side has, such as a
+fused op, or for what level L0 cannot see, is no alarm)."""
 
 from __future__ import annotations
 
