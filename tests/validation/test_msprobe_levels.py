@@ -159,3 +159,52 @@ def test_a_two_step_l0_dump_judges_step_1_parameters_against_the_update_and_name
     assert first.worst.metric == "update_rel_l2"
     assert "a weight_decay (lr × weight_decay = 5e-05) the port's optimizer applies" in first.worst.detail
     assert "the optimizer's update of it differs" in first.worst.detail
+
+
+def _window_attention(root: Path, keep_mask: bool, task: str) -> Path:
+    """The original adds a -100 mask in the attention module; the port passes npu_fusion_attention a bool
+    atten_mask built from it by `!= 0` (True = masked out), or by `== 0` (a keep-mask: inverted)."""
+    folder = root / "step0" / "rank0"
+    (folder / "dump_tensor_data").mkdir(parents=True)
+    data = folder if task == "tensor" else None
+    additive = torch.zeros(4, 4, 4)
+    additive[:, :, :1] = -100.0
+    scope = "Module.attn.WindowAttention.forward.0"
+    records: dict = {}
+    if root.name == "g":
+        scores = torch.ones(2, 4, 4, 4)
+        records["Tensor.__add__.0.forward"] = {"input_args": [_stats(scores, "s", data), _stats(additive, "m", data, False)],
+                                               "input_kwargs": {}, "output": [_stats(scores + additive, "o", data)]}
+    else:
+        bool_mask = (additive == 0) if keep_mask else (additive != 0)
+        compare = "Tensor.__eq__.0.forward" if keep_mask else "Tensor.__ne__.0.forward"
+        records[compare] = {"input_args": [_stats(additive, "m", data, False), {"type": "int", "value": 0}],
+                            "input_kwargs": {}, "output": [{"type": "torch.Tensor", "dtype": "torch.bool",
+                                                            "shape": [4, 4, 4], "Max": True, "Min": False,
+                                                            "Mean": None, "Norm": None, "requires_grad": False}]}
+        mask_node = {"type": "torch.Tensor", "dtype": "torch.bool", "shape": [4, 1, 4, 4], "Max": True, "Min": False,
+                     "Mean": None, "Norm": None, "requires_grad": False}
+        if data is not None:
+            torch.save(bool_mask.unsqueeze(1), folder / "dump_tensor_data" / "am.pt")
+            mask_node["data_name"] = "am.pt"
+        q = torch.ones(4, 2, 4, 8)
+        records["NPU.npu_fusion_attention.0.forward"] = {
+            "input_args": [_stats(q, "q", data), _stats(q, "k", data), _stats(q, "v", data), {"type": "int", "value": 2}],
+            "input_kwargs": {"atten_mask": mask_node}, "output": [_stats(q, "out", data)]}
+    _write(folder, records, {key: scope for key in records} | {scope: None}, task=task)
+    return root
+
+
+def test_an_atten_mask_that_keeps_what_the_original_masks_fails_as_inverted(tmp_path):
+    for task in ("tensor", "statistics"):
+        golden = _window_attention(tmp_path / task / "g", False, task)
+        correct = compare_dumps(str(_window_attention(tmp_path / task / "ok", False, task)), str(golden))
+        assert correct.exit_code == 0, (task, correct.first_divergence)
+        inverted = compare_dumps(str(_window_attention(tmp_path / task / "inv", True, task)), str(golden))
+        first = inverted.first_divergence
+        assert inverted.exit_code == 1 and first.key == "NPU.npu_fusion_attention.0.forward", task
+        assert first.scope == "attn (WindowAttention)"
+        assert "inverted, a keep-mask (npu_fusion_attention masks where True)" in first.argument_diffs[0], task
+        if task == "tensor":
+            assert first.argument_diffs[0].startswith("atten_mask: the port masks out 75.0% of positions, "
+                                                      "the original's additive mask 25.0%")

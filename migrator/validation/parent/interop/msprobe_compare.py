@@ -27,7 +27,7 @@ user's line from `stack.json`, its module (construct.json: `layers.0.mixer.dt_pr
 parameters of that module its tensor arguments are (same shape and statistics: `input_args.1` =
 `layers.0.mixer.dt_proj.weight`) and the port-only records just before it (a fused op whose output
 the first failing record reads). A fused op only the target has is checked against the original's eager
-ops in its module (`msprobe_fused`: `npu_rms_norm`'s epsilon, `npu_rotary_mul`'s cos / sin tables), since
+ops in its module (`msprobe_fused`: `npu_rms_norm`'s epsilon, `npu_rotary_mul`'s cos / sin tables, `npu_fusion_attention`'s atten_mask), since
 its effect can stay under the bounds, and a weight decay only one side's optimizer applies fails by name
 (`msprobe_updates`); the original's collectives right before the first divergence that the port no longer
 calls are listed (`lost_collectives`).
@@ -275,11 +275,12 @@ def _with_one_sided_checks(label: str, verdicts: list[RecordVerdict], pairs: lis
     """`verdicts` with a failing verdict for each target-only fused op whose arguments are not the
     original's (`msprobe_fused`: epsilon, rotary tables) and each parameter only one side's optimizer decays (`msprobe_updates`),
     placed in the target's execution order (before the record it is reported at)."""
-    from .msprobe_fused import rms_norm_eps_diffs, rotary_table_diffs
+    from .msprobe_fused import attention_mask_diffs, rms_norm_eps_diffs, rotary_table_diffs
 
     placed: list[tuple[float, RecordVerdict]] = [(t.order, v) for (t, _), v in zip(pairs, verdicts)]
     checks = [("input_kwargs.epsilon", r, d) for r, d in rms_norm_eps_diffs(only_target, only_golden)]
     checks += [("input_args.1", r, d) for r, d in rotary_table_diffs(only_target, only_golden)]
+    checks += [("input_kwargs.atten_mask", r, d) for r, d in attention_mask_diffs(only_target, only_golden, _load)]
     checks += [("input_args.1", r, d) for r, d in decay_diffs([t for t, _ in pairs] + only_target,
                                                               [g for _, g in pairs] + only_golden, names)]
     for path, record, diff in checks:

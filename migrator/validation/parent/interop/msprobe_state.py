@@ -137,10 +137,11 @@ def _read_in_source(user_lines: Iterable[str], class_name: str) -> tuple[list[st
 def unrecorded_state(first: RecordVerdict, verdicts: Iterable[RecordVerdict], dump: RankDump) -> str:
     """The enclosing module whose inputs and parameters (its own and its submodules') match the original's
     while its output does not, with the buffers its forward reads (see the module docstring); "" when there
-    is none or the first divergence (a RecordVerdict) is at a parameter."""
+    is none or the first divergence (a RecordVerdict) is at an argument or a parameter."""
     worst = first.worst
-    if worst is not None and (worst.slot.startswith("parameters.") or worst.slot in dict(first.parameters)):
-        return ""
+    if first.argument_diffs or (worst is not None and (worst.slot.startswith("parameters.")
+                                                       or worst.slot in dict(first.parameters))):
+        return ""  # an argument or a parameter is the cause already
     first_key = first.key
     by_key = {r.key: r for r in dump.records}
     by_verdict = {v.key: v for v in verdicts}
