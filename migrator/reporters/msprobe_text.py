@@ -9,26 +9,38 @@ from migrator.validation.parent.interop.msprobe_compare import MsprobeComparison
 from migrator.validation.verdict import Verdict
 
 
+def _first_divergence(result: MsprobeComparison) -> list[str]:
+    first = result.first_divergence
+    if first is None:
+        return []
+    lines = [f"first divergence: {first.key} ({first.label})" + (f" in {first.scope}" if first.scope else "")]
+    if first.user_line:
+        lines.append(f"  at {first.user_line}")
+    for diff in first.argument_diffs:
+        lines.append(f"  argument {diff}")
+    for slot, parameter in first.parameters:
+        lines.append(f"  {slot} is the parameter {parameter}")
+    if result.one_sided_before:
+        lines.append(f"  right after records only the target has: {', '.join(result.one_sided_before)}")
+    if result.lost_collectives:
+        lines.append(f"  where the original called: {', '.join(result.lost_collectives)}")
+    if result.unrecorded:
+        lines.append(f"  {result.unrecorded}")
+    if result.built_differently:
+        lines.append(f"  parameters that differ as built: {'; '.join(result.built_differently)}")
+    if (worst := first.worst) is not None:
+        lines.append(f"  {worst.slot}: {worst.metric} {worst.value:.3g} > {worst.threshold:g}"
+                     + (f" ({worst.detail})" if worst.detail else ""))
+    return lines
+
+
 def comparison_text(result: MsprobeComparison, verbose: bool = False) -> str:
     counts: dict[str, int] = {}
     for record in result.records:
         counts[record.status] = counts.get(record.status, 0) + 1
     lines = [f"msprobe dumps ({result.task}): {result.status} — "
              + ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))]
-    first = result.first_divergence
-    if first is not None:
-        lines.append(f"first divergence: {first.key} ({first.label})" + (f" in {first.scope}" if first.scope else ""))
-        if first.user_line:
-            lines.append(f"  at {first.user_line}")
-        for diff in first.argument_diffs:
-            lines.append(f"  argument {diff}")
-        for slot, parameter in first.parameters:
-            lines.append(f"  {slot} is the parameter {parameter}")
-        if result.one_sided_before:
-            lines.append(f"  right after records only the target has: {', '.join(result.one_sided_before)}")
-        if (worst := first.worst) is not None:
-            lines.append(f"  {worst.slot}: {worst.metric} {worst.value:.3g} > {worst.threshold:g}"
-                         + (f" ({worst.detail})" if worst.detail else ""))
+    lines += _first_divergence(result)
     shown = [r for r in result.records if verbose or r.status != Verdict.PASS]
     for record in shown[: None if verbose else 12]:
         bad = [s for s in record.slots if verbose or s.status != Verdict.PASS]

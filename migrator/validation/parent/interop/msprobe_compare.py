@@ -27,7 +27,7 @@ user's line from `stack.json`, its module (construct.json: `layers.0.mixer.dt_pr
 parameters of that module its tensor arguments are (same shape and statistics: `input_args.1` =
 `layers.0.mixer.dt_proj.weight`) and the port-only records just before it (a fused op whose output
 the first failing record reads). A fused op only the target has is checked against the original's eager
-ops in its module (`msprobe_fused`: `npu_rms_norm`'s epsilon, `npu_rotary_mul`'s cos / sin tables), since
+ops in its module (`msprobe_fused`: `npu_rms_norm`'s epsilon, `npu_rotary_mul`'s cos / sin tables, `npu_fusion_attention`'s atten_mask), since
 its effect can stay under the bounds, and a weight decay only one side's optimizer applies fails by name
 (`msprobe_updates`); the original's collectives right before the first divergence that the port no longer
 calls are listed (`lost_collectives`).
@@ -43,6 +43,7 @@ from typing import Any
 from ...verdict import Verdict, worst
 from ..comparison.thresholds import Thresholds
 from .msprobe_dumps import RankDump, Record, Slot, read_dump
+from .msprobe_state import built_differently, unrecorded_state
 from .msprobe_updates import OPTIMIZER_SCOPE, UpdateJudge, decay_diffs, hyper_parameter, named_slots, parameter_names
 
 _FLOAT32 = ("torch.float32", "torch.float64")
@@ -90,6 +91,8 @@ class MsprobeComparison:
     notes: tuple[str, ...] = field(default_factory=tuple)
     one_sided_before: tuple[str, ...] = ()  # target-only records right before the first divergence
     lost_collectives: tuple[str, ...] = ()  # the original's collectives right before its counterpart, not in the port
+    built_differently: tuple[str, ...] = ()  # parameters that differ as built (module records of the first step)
+    unrecorded: str = ""  # the module where the difference arises in what msprobe does not record (buffers)
 
     @property
     def exit_code(self) -> int:
@@ -157,6 +160,12 @@ def _record_verdict(label: str, t: Record, g: Record, th: Thresholds, cross_devi
                 verdicts.append(SlotVerdict(slot.path, Verdict.FAIL, "argument", 1.0, 0.0, diffs[-1]))
         elif slot.path == "output.0" and update is not None:  # an optimizer's parameter update (msprobe_updates)
             verdicts.append(SlotVerdict(slot.path, *update))
+        elif updates is not None and updates.after_update(t.key, slot.path):  # one update after the step before
+            step = updates.parameter_verdict(t.key, slot)
+            verdict = SlotVerdict(slot.path, *step) if step else _tensor_verdict(slot, other, t.direction, th, cross_device)
+            verdicts.append(verdict if verdict.status == Verdict.PASS else replace(
+                verdict, detail=f"{verdict.detail}; the value the step before's optimizer update left, that step's "
+                                "records matched: the optimizer's update of it differs"))
         else:
             verdicts.append(_tensor_verdict(slot, other, t.direction, th, cross_device))
     missing = [p for p in golden if p not in {s.path for s in t.slots}]
@@ -266,11 +275,12 @@ def _with_one_sided_checks(label: str, verdicts: list[RecordVerdict], pairs: lis
     """`verdicts` with a failing verdict for each target-only fused op whose arguments are not the
     original's (`msprobe_fused`: epsilon, rotary tables) and each parameter only one side's optimizer decays (`msprobe_updates`),
     placed in the target's execution order (before the record it is reported at)."""
-    from .msprobe_fused import rms_norm_eps_diffs, rotary_table_diffs
+    from .msprobe_fused import attention_mask_diffs, rms_norm_eps_diffs, rotary_table_diffs
 
     placed: list[tuple[float, RecordVerdict]] = [(t.order, v) for (t, _), v in zip(pairs, verdicts)]
     checks = [("input_kwargs.epsilon", r, d) for r, d in rms_norm_eps_diffs(only_target, only_golden)]
     checks += [("input_args.1", r, d) for r, d in rotary_table_diffs(only_target, only_golden)]
+    checks += [("input_kwargs.atten_mask", r, d) for r, d in attention_mask_diffs(only_target, only_golden, _load)]
     checks += [("input_args.1", r, d) for r, d in decay_diffs([t for t, _ in pairs] + only_target,
                                                               [g for _, g in pairs] + only_golden, names)]
     for path, record, diff in checks:
@@ -316,6 +326,19 @@ def _lost_collectives(first: RecordVerdict, paired: list[tuple[Record, Record]],
     return tuple(before)
 
 
+def _not_covered(dumps: tuple[RankDump, ...]) -> str | None:
+    """What a level-L0 dump cannot show (it records modules only), said as a note that keeps the verdict from
+    a plain pass; None at the other levels."""
+    if not dumps or any(d.level != "L0" for d in dumps):
+        return None
+    seen = ("the optimizer through the parameters of steps after the first (each one update later)"
+            if len({d.step for d in dumps}) > 1 else
+            "not the optimizer either: with one step its update never reaches a module record; dump steps [0, 1] "
+            "so step 1's module records hold the parameters step 0 updated")
+    return ("level L0 records modules only: ops between modules and buffers the step updates outside them (an "
+            f"EMA of the weights) are not compared; {seen}; dump level mix for the rest")
+
+
 def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = False,
                   th: Thresholds | None = None) -> MsprobeComparison:
     """Compare two msprobe dump folders (see the module docstring); raises MsprobeDumpError on bad input."""
@@ -327,11 +350,14 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
     tasks = {d.task for d in target + golden}
     before: tuple[str, ...] = ()
     lost: tuple[str, ...] = ()
+    unrecorded = ""
+    by_step = {(d.step, d.rank): d for d in golden}
     for t_dump, g_dump in pairs:
         paired, only_target, only_golden = align(t_dump.records, g_dump.records)
+        before_step = by_step.get((g_dump.step - 1, g_dump.rank)) if g_dump.step else None
         by_key = {r.key: r for r in t_dump.records}
         names = parameter_names(g_dump.records) | parameter_names(t_dump.records)
-        updates = UpdateJudge(g_dump.records, th, cross_device, _load)
+        updates = UpdateJudge(g_dump.records, th, cross_device, _load, before_step.records if before_step else ())
         verdicts = [_record_verdict(t_dump.label, t, g, th, cross_device, updates) for t, g in paired]
         verdicts = [_named_parameters(v, t, by_key, names) if v.status == Verdict.FAIL else v
                     for v, (t, _) in zip(verdicts, paired)]
@@ -340,6 +366,7 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
             failing = next((v for v in verdicts if v.status == Verdict.FAIL), None)
             before = _one_sided_before(failing, t_dump, only_target) if failing else ()
             lost = _lost_collectives(failing, paired, g_dump, only_golden) if failing else ()
+            unrecorded = unrecorded_state(failing, verdicts, t_dump) if failing else ""
         records += verdicts
         unmatched += [f"{t_dump.label}: {r.key} only in the target" for r in only_target]
         unmatched += [f"{t_dump.label}: {r.key} only in the golden" for r in only_golden]
@@ -351,6 +378,10 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
     status = worst(r.status for r in records) if pairs else Verdict.FAIL
     if unmatched and status == Verdict.PASS:
         status = Verdict.WARN
+    if (blind := _not_covered(target + golden)) is not None:
+        notes.append(blind)
+        status = Verdict.WARN if status == Verdict.PASS else status
     first = next((r for r in records if r.status == Verdict.FAIL), None)
+    built = built_differently(pairs, th.fp32.for_devices(cross_device).warn_at, _load) if first is not None else ()
     return MsprobeComparison(status, "/".join(sorted(tasks)), tuple(records), first, tuple(unmatched), tuple(notes),
-                             before, lost)
+                             before, lost, built, unrecorded)

@@ -4,12 +4,14 @@ and an epsilon of 1e-6 for the original's 1e-5 moves the output by less than the
 after it fails. The module scope comes from construct.json (level mix); the epsilon default is
 torch_npu's (ascend-facts §c.3, `npu_emulation.ops.npu_rms_norm`). Likewise `npu_rotary_mul`'s cos / sin
 tables against the constant tables the original's eager rotary multiplies by: a rotation keeps every norm,
-so a table built with another rope theta shows in a statistics dump only as small changes far downstream."""
+so a table built with another rope theta shows in a statistics dump only as small changes far downstream.
+And `npu_fusion_attention`'s bool `atten_mask` (True = masked out) against the original's additive mask."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ..comparison.fused_args import EPS_RTOL
 from .msprobe_dumps import Record, Slot
@@ -93,4 +95,64 @@ def rotary_table_diffs(only_target: Iterable[Record], only_golden: Iterable[Reco
             diffs.append((record, "rotary tables: the port's npu_rotary_mul reads " + " and ".join(differing)
                           + ", none of the tables the original's rotary multiplies by in this module: its cos / sin "
                           "buffers were built differently (rope theta, base or positions)"))
+    return diffs
+
+
+def _additive_mask(records: Iterable[Record]) -> Slot | None:
+    """The original's additive attention mask: a no-grad tensor argument of an add, 0 where attended and one
+    large negative value where masked (Max 0, Min < 0)."""
+    for record in records:
+        if record.api in _ADDS and record.direction == "forward":
+            for slot in record.slots:
+                top, low = slot.stat("Max"), slot.stat("Min")
+                if slot.kind == "tensor" and slot.requires_grad is False and top == 0 and low is not None and low < 0:
+                    return slot
+    return None
+
+
+def _keep_mask_built(records: Iterable[Record]) -> bool:
+    """Whether the port's module builds a mask by `== 0` on an additive mask: True where the original attends."""
+    for record in records:
+        if record.api in ("Tensor.__eq__", "Torch.eq", "Tensor.eq") and record.direction == "forward":
+            mask = next((s for s in record.slots if s.path == "input_args.0" and s.kind == "tensor"), None)
+            other = next((s.value for s in record.slots if s.path == "input_args.1" and s.kind == "value"), None)
+            if mask is not None and mask.stat("Max") == 0 and (mask.stat("Min") or 0) < 0 and other == 0:
+                return True
+    return False
+
+
+def attention_mask_diffs(only_target: Iterable[Record], only_golden: Iterable[Record],
+                         load: Callable[[str], Any]) -> list[tuple[Record, str]]:
+    """(target-only `npu_fusion_attention` record, diff) where its bool `atten_mask` (True = masked out) does not
+    mask what the original's additive mask in the same module masks: the share of masked positions (tensor
+    task), or, in a statistics dump, a mask built by `== 0` on the additive mask (a keep-mask)."""
+    golden: dict[str, list[Record]] = {}
+    for record in only_golden:
+        golden.setdefault(record.scope, []).append(record)
+    target: dict[str, list[Record]] = {}
+    for record in only_target:
+        target.setdefault(record.scope, []).append(record)
+    diffs, seen = [], set()
+    for record in sorted(only_target, key=lambda r: r.order):
+        if record.api != "NPU.npu_fusion_attention" or record.direction != "forward" or record.scope in seen:
+            continue
+        mask = next((s for s in record.slots if s.path == "input_kwargs.atten_mask" and s.kind == "tensor"), None)
+        additive = _additive_mask(golden.get(record.scope, ()))
+        if mask is None or additive is None or mask.dtype != "torch.bool":
+            continue
+        original = (additive.stat("Mean") or 0.0) / (additive.stat("Min") or -1.0)  # share of masked positions
+        text = ""
+        if mask.data_file:
+            port = float(load(mask.data_file).float().mean())
+            if abs(port - original) > 1e-6:
+                inverted = abs(port - (1 - original)) <= 1e-6
+                text = (f"atten_mask: the port masks out {port:.1%} of positions, the original's additive mask "
+                        f"{original:.1%}" + (": inverted, a keep-mask (npu_fusion_attention masks where True)"
+                                             if inverted else ""))
+        elif _keep_mask_built(target.get(record.scope, ())):
+            text = ("atten_mask: built by `== 0` on the original's additive mask, True where the original attends: "
+                    "inverted, a keep-mask (npu_fusion_attention masks where True)")
+        if text:
+            seen.add(record.scope)
+            diffs.append((record, text))
     return diffs

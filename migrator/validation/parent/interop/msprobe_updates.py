@@ -49,10 +49,14 @@ class UpdateJudge:
     """Grades the `output.0` of parameter updates of one golden dump (the typical update computed once)."""
 
     def __init__(self, golden: Iterable[Record], th: Thresholds, cross_device: bool,
-                 load: Callable[[str], Any]) -> None:
+                 load: Callable[[str], Any], previous: Iterable[Record] = ()) -> None:
         from ..comparison.compare_train import TRAIN_FP32
 
+        golden = list(golden)
         self._golden = [r for r in golden if is_parameter_update(r)]
+        # a later step's module records: each parameter slot beside its value one step before (the golden's)
+        before = _module_parameters(previous)
+        self._steps = {key: (before[key], slot) for key, slot in _module_parameters(golden).items() if key in before}
         self._bounds: Bounds = TRAIN_FP32.scaled(th.fp32.cross_device_factor) if cross_device else TRAIN_FP32
         self._load = load
         self._scale: float | None = None
@@ -61,14 +65,54 @@ class UpdateJudge:
         if self._scale is None:
             from ..comparison.compare_train import typical_scale
 
-            self._scale = typical_scale(d for r in self._golden if (d := self._delta(r)) is not None)
+            deltas = [d for r in self._golden if (d := self._delta(r)) is not None]
+            deltas += [d for old, new in self._steps.values() if (d := self._difference(new, old)) is not None]
+            self._scale = typical_scale(deltas)
         return self._scale
+
+    def _difference(self, new: Slot, old: Slot) -> Any:
+        if not (new.data_file and old.data_file) or new.shape != old.shape:
+            return None
+        return self._load(new.data_file).double() - self._load(old.data_file).double()
+
+    def parameter_verdict(self, key: str, target: Slot) -> tuple[Verdict, str, float, float, str] | None:
+        """A module record's `parameters.*` slot at a step after the first: its value is the golden's of one step
+        before plus one optimizer update, so it is judged against that update's size, like `verdict`."""
+        found = self._steps.get((key, target.path))
+        if found is None:
+            return None
+        old, new = found
+        judged = self._judge(target, new, old, "since the step before")
+        if judged is None or judged[0] == Verdict.PASS:
+            return judged
+        # a difference proportional to the parameter is no rounding noise: it fails however small (a decay)
+        fit = self._decay_fit(target, new, old)
+        return (Verdict.FAIL if fit else judged[0], *judged[1:4], judged[4] + fit)
+
+    def after_update(self, key: str, path: str) -> bool:
+        """Whether this module record's parameter slot is at a step after the first (one update later)."""
+        return (key, path) in self._steps
+
+    def _decay_fit(self, target: Slot, new: Slot, old: Slot) -> str:
+        """"; ... a weight_decay ..." when the two updates differ by a multiple of the parameter before the
+        step (AdamW's decoupled decay `p *= 1 − lr × weight_decay` one side applies), else ""."""
+        before = self._load(old.data_file).double()
+        difference = self._load(target.data_file).double() - self._load(new.data_file).double()
+        square = float((before * before).sum())
+        if square == 0.0 or float(difference.norm()) == 0.0:
+            return ""
+        factor = float((difference * before).sum()) / square
+        left = float((difference - factor * before).norm()) / float(difference.norm())
+        if left > 0.1:
+            return ""
+        side, other = ("port", "original") if factor < 0 else ("original", "port")
+        return (f"; the two updates differ by {factor:.3g} × the parameter before the step ({left:.0%} left over): "
+                f"a weight_decay (lr × weight_decay = {abs(factor):.3g}) the {side}'s optimizer applies to it and "
+                f"the {other}'s does not")
 
     def _delta(self, record: Record) -> Any:
         new, old = _slot(record, "output.0"), _slot(record, "input_args.0")
-        if new is None or old is None or not new.data_file or not old.data_file or new.shape != old.shape:
-            return None
-        return self._load(new.data_file).double() - self._load(old.data_file).double()
+        return self._difference(new, old) if new is not None and old is not None else None
 
     def verdict(self, target: Record, golden: Record) -> tuple[Verdict, str, float, float, str] | None:
         """(status, metric, value, threshold, detail) for the target's `output.0`, or None where the default
@@ -76,7 +120,12 @@ class UpdateJudge:
         if not (is_parameter_update(target) and is_parameter_update(golden)):
             return None
         t_new, g_new, g_old = _slot(target, "output.0"), _slot(golden, "output.0"), _slot(golden, "input_args.0")
-        if t_new is None or g_new is None or g_old is None or not (t_new.data_file and g_new.data_file and g_old.data_file):
+        if t_new is None or g_new is None or g_old is None:
+            return None
+        return self._judge(t_new, g_new, g_old, "")
+
+    def _judge(self, t_new: Slot, g_new: Slot, g_old: Slot, since: str) -> tuple[Verdict, str, float, float, str] | None:
+        if not (t_new.data_file and g_new.data_file and g_old.data_file):
             return None
         if t_new.dtype not in _FP32 or (t_new.dtype, t_new.shape) != (g_new.dtype, g_new.shape) or g_new.shape != g_old.shape:
             return None
@@ -88,8 +137,14 @@ class UpdateJudge:
         zero = not (float(delta.norm()) > 0.0 and math.isfinite(float(delta.norm())))
         value = error_against(delta, self._typical() if zero else 0.0)(moved)
         size = f"{float(delta.norm()):.3g}" if not zero else "0 (in units of a typical update)"
-        detail = f"error of the new value against the update's size ‖new − old‖ = {size}"
+        detail = f"error of the new value against the update's size ‖new − old‖{' ' + since if since else ''} = {size}"
         return self._bounds.grade(value), "update_rel_l2", value, self._bounds.pass_at, detail
+
+
+def _module_parameters(records: Iterable[Record]) -> dict[tuple[str, str], Slot]:
+    """{(module record key, `parameters.<name>`): slot} of the forward module records."""
+    return {(r.key, s.path): s for r in records if r.key.startswith("Module.") and r.direction == "forward"
+            for s in r.slots if s.path.startswith("parameters.") and s.kind == "tensor"}
 
 
 def _fingerprint(slot: Slot | None) -> tuple | None:
