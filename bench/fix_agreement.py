@@ -71,11 +71,16 @@ def measure(tree: Path, target: str, work: Path, name: str | None = None) -> Agr
         copy.mkdir(parents=True)
         shutil.copy2(tree, copy / tree.name)
     (copy / "pyproject.toml").exists() or (copy / "pyproject.toml").write_text(f'[tool.migrate]\ntarget = "{target}"\n')
-    report = Agreement(name or tree.name, target)
     scanned = api.scan([copy], use_cache=False, target=target)  # as `migrate scan` with `target` configured
-    report.claimed = _fixable(scanned)
-    outcome = api.fix([copy], target=target, use_cache=False)
+    return agreement_of(name or tree.name, target, scanned, api.fix([copy], target=target, use_cache=False))
+
+
+def agreement_of(name: str, target: str, scanned, outcome) -> Agreement:
+    """The agreement of one scan (made with `target`) and the fix that followed it on the same tree."""
     from migrator.catalogue.loader import load_catalogue
+
+    report = Agreement(name, target)
+    report.claimed = _fixable(scanned)
 
     rules = load_catalogue().rules
     for change in outcome.plan.changes:

@@ -36,6 +36,7 @@ import time
 import traceback
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fix_care  # noqa: E402
@@ -136,6 +137,7 @@ class RunReport:
     check_output: str = ""
     crash: str | None = None  # an exception out of migrator.api itself
     seconds: float = 0.0  # the first fix, in process
+    agreement: Any = None  # run_one(agreement=True): bench/fix_agreement.py's Agreement of the same scan and fix
 
     @property
     def clean(self) -> bool:
@@ -144,7 +146,9 @@ class RunReport:
                 and not self.new_unused_imports and not self.guard_inversions)
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "clean": self.clean}
+        fields = asdict(self)
+        del fields["agreement"]  # the tests' check, not a column of the benchmark
+        return {**fields, "clean": self.clean}
 
 
 def _snapshot(root: Path) -> dict[str, str]:
@@ -195,15 +199,18 @@ def run_check(copy: Path, target: str) -> tuple[int, str]:
     return proc.returncode, (proc.stdout + proc.stderr).strip()[-2000:]
 
 
-def run_one(package: Package, target: str, tree: Path, work: Path, log=lambda message: None) -> RunReport:
-    """scan -> fix -> re-parse -> fix --check -> second fix on a fresh copy of `tree`."""
+def run_one(package: Package, target: str, tree: Path, work: Path, log=lambda message: None,
+            agreement: bool = False) -> RunReport:
+    """scan -> fix -> re-parse -> fix --check -> second fix on a fresh copy of `tree`. With `agreement` the
+    scan is made for `target` and its fixable sites are checked against the fix's edits (bench/fix_agreement.py)
+    on the same run: one scan and fix of the tree serve both checks."""
     from migrator import api
 
     pin = package.pin
     report = RunReport(pin.name, pin.version, target)
     copy = scratch_copy(tree, package.subset, work / f"{pin.tree_name}-{target}")
     try:
-        scanned = api.scan([copy], use_cache=False)
+        scanned = api.scan([copy], use_cache=False, **({"target": target} if agreement else {}))
         report.files = scanned.summary.files_scanned
         report.findings = len(scanned.findings)
         with_findings = {f.path for f in scanned.findings}
@@ -211,6 +218,10 @@ def run_one(package: Package, target: str, tree: Path, work: Path, log=lambda me
         start = time.perf_counter()
         outcome = api.fix([copy], target=target, use_cache=False)
         report.seconds = round(time.perf_counter() - start, 2)
+        if agreement:
+            from fix_agreement import agreement_of
+
+            report.agreement = agreement_of(f"{pin.name}-{pin.version}", target, scanned, outcome)
         after = _snapshot(copy)
         for change in outcome.plan.changes:
             if change.changed:

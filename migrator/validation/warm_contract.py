@@ -19,13 +19,15 @@ def enabled(env: Mapping[str, str]) -> bool:
     return env.get(SWITCH_ENV, "1").strip().lower() not in ("0", "off", "no", "false")
 
 
-# what torchrun sets per rank (or the scope per child) after the zygote started: read at run time, not at
-# import, so a client whose environment differs from the zygote's only in these is served (and the parent
-# keeps one zygote for environments that differ only in these: a census's single-rank MASTER_PORT)
+# what torchrun sets per rank (or the scope per child, a multi-node launch) after the zygote started: read at
+# run time, not at import, so a client whose environment differs from the zygote's only in these is served
+# (and the parent keeps one zygote for environments that differ only in these: a census's single-rank MASTER_PORT)
 PER_CHILD_KEYS = frozenset({
     SOCKET_ENV, MEMORY_ENV, SCOPE_ENV, "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
     "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_RANK", "ROLE_NAME", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-    "CUDA_MODULE_LOADING"})
+    "CUDA_MODULE_LOADING",
+    # a multi-node launch's own (`multinode.lead.guarded`): torchrun's agent reads it when it rendezvouses
+    "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"})
 PER_CHILD_PREFIXES = ("TORCHELASTIC_", "TORCH_NCCL_", "NCCL_")
 
 

@@ -1,6 +1,7 @@
 """What `scan` calls fixable is exactly what `fix` does (bench/fix_agreement.py): over every fixture and
-sample, and (network) a pinned real package, the sites scan marks fixable equal the edits fix applies,
-and a re-scan after the fix shows no site that still claims a fix."""
+sample, the sites scan marks fixable equal the edits fix applies, and a re-scan after the fix shows no
+site that still claims a fix. The pinned real package's agreement is checked on the same scan and fix as
+its clean fix (tests/fix/test_real_repo_network.py)."""
 
 from __future__ import annotations
 
@@ -42,18 +43,3 @@ def test_the_agreement_check_can_fail(tmp_path):
 def test_the_fixtures_and_samples_have_fixable_sites(tmp_path):
     report = fix_agreement.measure(fix_agreement.REPO / "samples" / "gpt", "npu", tmp_path)
     assert report.claimed and report.applied == report.claimed
-
-
-@pytest.mark.network
-@pytest.mark.slow
-@pytest.mark.parametrize("target", ["npu", "portable"])
-def test_a_real_package_agrees(tmp_path, target):
-    import real_repos
-    from sdists import IndexUnreachable
-
-    try:
-        [(_, tree)] = fix_agreement.corpus_trees([real_repos.SMALLEST], tmp_path)
-    except IndexUnreachable as exc:
-        pytest.skip(f"PyPI unreachable: {exc}")
-    report = fix_agreement.measure(tree, target, tmp_path / "run")
-    assert report.claimed and report.agrees, "\n".join(report.examples())

@@ -14,6 +14,7 @@ import shutil
 import struct
 import subprocess
 import zlib
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -95,9 +96,10 @@ def screenshot(report: Path, png: Path, work: Path) -> bytes:
     return png.read_bytes()
 
 
-def png_pixels(data: bytes) -> tuple[int, int, dict[bytes, int]]:
-    """(width, height, pixel count per colour) of an 8-bit RGB or RGBA PNG, decoded with the standard
-    library (the five scanline filters of the PNG specification)."""
+def png_pixels(data: bytes) -> tuple[int, int, dict[tuple[int, ...], int]]:
+    """(width, height, pixel count per (r, g, b) colour) of an 8-bit RGB or RGBA PNG, decoded with the
+    standard library (the five scanline filters of the PNG specification). Sub and Up rows are undone a
+    whole row at a time with byte-lane arithmetic on Python integers; Average and Paeth byte by byte."""
     assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
     pos, chunks, header = 8, [], b""
     while pos < len(data):
@@ -113,25 +115,62 @@ def png_pixels(data: bytes) -> tuple[int, int, dict[bytes, int]]:
     step = 3 if colour_type == 2 else 4
     raw = zlib.decompress(b"".join(chunks))
     stride = width * step
-    previous = bytearray(stride)
-    colours: dict[bytes, int] = {}
+    lanes = _Lanes(stride)
+    previous = bytes(stride)
+    rows = []
     for y in range(height):
-        kind, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            left = line[i - step] if i >= step else 0
-            up, corner = previous[i], (previous[i - step] if i >= step else 0)
-            if kind == 1:
-                line[i] = (line[i] + left) & 255
-            elif kind == 2:
-                line[i] = (line[i] + up) & 255
-            elif kind == 3:
-                line[i] = (line[i] + (left + up) // 2) & 255
-            elif kind == 4:
-                guess = left + up - corner
-                near = min((abs(guess - left), 0, left), (abs(guess - up), 1, up), (abs(guess - corner), 2, corner))
-                line[i] = (line[i] + near[2]) & 255
-        for x in range(0, stride, step):
-            pixel = bytes(line[x:x + 3])
-            colours[pixel] = colours.get(pixel, 0) + 1
+        kind, line = raw[y * (stride + 1)], raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)]
+        if kind == 1:
+            line = lanes.prefix_sum(line, step)
+        elif kind == 2:
+            line = lanes.add(line, previous)
+        elif kind in (3, 4):
+            line = _average_or_paeth(kind, bytearray(line), previous, step)
+        rows.append(line)
         previous = line
-    return width, height, colours
+    pixels = b"".join(rows)
+    colours = Counter(zip(pixels[0::step], pixels[1::step], pixels[2::step]))
+    return width, height, dict(colours)
+
+
+class _Lanes:
+    """Byte-wise addition modulo 256 of whole rows, as one addition of two Python integers whose carries are
+    kept from crossing into the next byte."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.low7 = int.from_bytes(b"\x7f" * size, "little")
+        self.high = int.from_bytes(b"\x80" * size, "little")
+        self.all = (1 << (8 * size)) - 1
+
+    def _add(self, a: int, b: int) -> int:
+        return ((a & self.low7) + (b & self.low7)) ^ ((a ^ b) & self.high)
+
+    def add(self, line: bytes, other: bytes) -> bytes:
+        total = self._add(int.from_bytes(line, "little"), int.from_bytes(other, "little"))
+        return total.to_bytes(self.size, "little")
+
+    def prefix_sum(self, line: bytes, step: int) -> bytes:
+        """Each byte plus the decoded byte ``step`` before it (the Sub filter): a running sum per channel."""
+        value, shift = int.from_bytes(line, "little"), step
+        while shift < self.size:
+            value = self._add(value, (value << (8 * shift)) & self.all)
+            shift *= 2
+        return value.to_bytes(self.size, "little")
+
+
+def _average_or_paeth(kind: int, line: bytearray, previous: bytes, step: int) -> bytes:
+    for i in range(step):  # the first pixel: no left neighbour (left and corner are 0; Paeth predicts up)
+        line[i] = (line[i] + (previous[i] // 2 if kind == 3 else previous[i])) & 255
+    if kind == 3:
+        for i in range(step, len(line)):
+            line[i] = (line[i] + (line[i - step] + previous[i]) // 2) & 255
+        return bytes(line)
+    for i in range(step, len(line)):
+        left, up, corner = line[i - step], previous[i], previous[i - step]
+        if left == up == corner:  # flat colour, most of a screenshot: every predictor gives the same byte
+            line[i] = (line[i] + left) & 255
+            continue
+        pa, pb, pc = abs(up - corner), abs(left - corner), abs(left + up - 2 * corner)
+        line[i] = (line[i] + (left if pa <= pb and pa <= pc else up if pb <= pc else corner)) & 255
+    return bytes(line)

@@ -25,6 +25,7 @@ from tests.conftest import run_cli  # noqa: E402
 REPO = Path(__file__).resolve().parents[2]
 ORIGINAL = REPO / "samples" / "gpt"
 MARK = "MIGRATE_TEST_NODE_MARK"  # every process an agent starts inherits it: how the test finds them
+WARM_NOTE = "migrate validate: warm start"  # a child forked off its node's zygote (warm_contract.STARTED_NOTE)
 AGENT_SECONDS = 240  # an agent of a 2x2 S2 takes ~60 s on 2 shared cores; a hang fails long before this
 
 
@@ -54,12 +55,15 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _agent(tree: Path, node: int, port: int, mark: str, out: Path) -> subprocess.Popen[str]:
+def _agent(tree: Path, node: int, port: int, mark: str, out: Path, work: Path | None = None,
+           lost_seconds: str | None = None) -> subprocess.Popen[str]:
     cmd = [sys.executable, "-m", "migrator", "validate", str(ORIGINAL), "--migrated", str(tree), "--stages", "S2",
            "--nproc-per-node", "2", "--nnodes", "2", "--node-rank", str(node), "--rdzv-endpoint",
-           f"127.0.0.1:{port}", "--timeout", "200", "-o", str(out), "-q"]
+           f"127.0.0.1:{port}", "--timeout", "200", "-o", str(out), "-q", *(["--work-dir", str(work)] if work else [])]
     # TMPDIR: a node killed with SIGKILL cannot remove its work and zygote folders; they stay in the test's
     env = dict(os.environ, **{MARK: mark}, PYTHONPATH=str(REPO), TMPDIR=str(out.parent))
+    if lost_seconds:  # how long a node's silence takes to count as lost (10 s by default)
+        env["MIGRATE_NODE_LOST_SECONDS"] = lost_seconds
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
 
@@ -102,12 +106,15 @@ def _none_left(*marks: str, within: float = 15.0) -> list[int]:
 
 def _two_nodes(tree: Path, tmp_path: Path) -> list[tuple[int, dict, str]]:
     port, marks = _free_port(), [uuid.uuid4().hex, uuid.uuid4().hex]
-    agents = [_agent(tree, n, port, marks[n], tmp_path / f"node{n}.json") for n in (1, 0)]
+    agents = [_agent(tree, n, port, marks[n], tmp_path / f"node{n}.json", tmp_path / f"work{n}") for n in (1, 0)]
     done = []
     for agent, n in zip(agents, (1, 0)):
         text, _ = agent.communicate(timeout=AGENT_SECONDS)
         done.append((n, agent.returncode, text))
     assert _none_left(*marks) == []
+    for n in (0, 1):  # each node's torchrun agent and both its ranks forked off that node's zygote
+        logs = [p.read_text(errors="replace") for p in (tmp_path / f"work{n}").rglob("log.txt")]
+        assert [log.count(WARM_NOTE) for log in logs] == [3], (n, [log[-2000:] for log in logs])
     return [(rc, json.loads((tmp_path / f"node{n}.json").read_text()), text) for n, rc, text in sorted(done)]
 
 
@@ -134,7 +141,9 @@ def test_two_nodes_give_the_verdict_of_one_node_with_four_ranks(program, tmp_pat
 @pytest.mark.parametrize("killed", [1, 0])
 def test_a_node_killed_mid_stage_ends_the_other_with_a_verdict_and_no_process(killed, program, tmp_path):
     port, marks = _free_port(), [uuid.uuid4().hex, uuid.uuid4().hex]
-    agents = {n: _agent(program, n, port, marks[n], tmp_path / f"node{n}.json") for n in (1, 0)}
+    # 5 s (ten missed heartbeats) is still far above a heartbeat's delay on a loaded box; the default 10 s
+    # would only make the survivor wait longer
+    agents = {n: _agent(program, n, port, marks[n], tmp_path / f"node{n}.json", lost_seconds="5") for n in (1, 0)}
     deadline = time.monotonic() + AGENT_SECONDS
     while not _marked(marks[killed], "migrator.validation.child.worker", unless="--torchrun") \
             and time.monotonic() < deadline:

@@ -72,6 +72,18 @@ def test_only_the_keys_torchrun_and_the_scope_set_per_child_may_differ():
     assert warm.zygote_key(per_rank) == warm.zygote_key(base) != warm.zygote_key({**base, "PYTHONHASHSEED": "1"})
 
 
+def test_a_multi_node_launch_forks_off_the_runs_zygote():
+    """What a multi-node launch adds for its torchrun (through the node guard, which drops its own key) is
+    read when torchrun rendezvouses: its agent and ranks fork off the zygote of the run's environment."""
+    from migrator.validation.parent.multinode.lead import guarded
+
+    base = launcher.child_env(0, 1)
+    _, env = guarded(["worker"], base)
+    agent = {k: v for k, v in env.items() if k != "MIGRATE_GUARD_PARENT"}
+    assert agent != base and env_difference(base, agent) == []
+    assert warm.zygote_key(agent) == warm.zygote_key(base)
+
+
 def _client(job: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """The worker as the launcher starts it, on a job file that does not exist (it fails fast, with a status)."""
     return subprocess.run([sys.executable, "-m", launcher.WORKER, str(job)], env=env, cwd=job.parent,

@@ -95,8 +95,9 @@ def _follow(spec: NodeSpec, opts: Options, original: str, progress: Progress,
             link = Link(spec, opts.timeout)
         except NodeLost as exc:
             return _lost_result(opts, original, str(exc))
-        try:
-            return _follow_launches(link, opts, _Roots(original, migrated, work), progress)
+        try:  # node 0's launches fork from this node's zygote, as node 0's own do (it imports torch meanwhile)
+            with launcher.warm_starts(launcher.child_env(opts.seed, opts.threads)):
+                return _follow_launches(link, opts, _Roots(original, migrated, work), progress)
         finally:
             link.close()
     finally:
