@@ -43,7 +43,7 @@ from typing import Any
 from ...verdict import Verdict, worst
 from ..comparison.thresholds import Thresholds
 from .msprobe_dumps import RankDump, Record, Slot, read_dump
-from .msprobe_state import built_differently, unrecorded_state
+from .msprobe_state import PARAMETER_ARGS, built_differently, built_differently_in_calls, unrecorded_state
 from .msprobe_updates import OPTIMIZER_SCOPE, UpdateJudge, decay_diffs, hyper_parameter, named_slots, parameter_names
 
 _FLOAT32 = ("torch.float32", "torch.float64")
@@ -192,14 +192,6 @@ def _fingerprint(slot: Slot) -> tuple | None:
     return (slot.shape, stats) if stats and None not in stats else None
 
 
-_WEIGHT_BIAS = {1: "weight", 2: "bias"}
-# torch.nn.functional's parameter arguments by position: a record without its module's record (level L1)
-_PARAMETER_ARGS = {"Functional.linear": _WEIGHT_BIAS, "Functional.conv1d": _WEIGHT_BIAS,
-                   "Functional.conv2d": _WEIGHT_BIAS, "Functional.conv3d": _WEIGHT_BIAS,
-                   "Functional.embedding": {1: "weight"}, "Functional.layer_norm": {2: "weight", 3: "bias"},
-                   "Functional.group_norm": {2: "weight", 3: "bias"}, "Functional.rms_norm": {2: "weight"}}
-
-
 def _named_parameters(verdict: RecordVerdict, record: Record, by_key: dict[str, Record],
                       names: dict[tuple, str]) -> RecordVerdict:
     """The verdict with the tensor arguments that are its module's parameters named (same shape and
@@ -217,7 +209,7 @@ def _named_parameters(verdict: RecordVerdict, record: Record, by_key: dict[str, 
                   if slot.kind == "tensor" and not slot.path.startswith("parameters.")
                   and (fp := _fingerprint(slot)) in params)
     if not named and module is None:
-        by_position = _PARAMETER_ARGS.get(record.api, {})
+        by_position = PARAMETER_ARGS.get(record.api, {})
         named = tuple((slot.path, f"{prefix}.{name}" if prefix else f"the {name} of {record.api}")
                       for slot in record.slots if slot.kind == "tensor" and slot.requires_grad
                       and slot.path.startswith("input_args.")
@@ -310,7 +302,7 @@ def _lost_collectives(first: RecordVerdict, paired: list[tuple[Record, Record]],
                       only_golden: list[Record], most: int = 3) -> tuple[str, ...]:
     """The golden-only `Distributed.*` records among the golden-only records right before the golden counterpart
     of the first divergence (any direction: msprobe records a backward's all_reduce as `.forward`), nearest
-    last: a collective the port no longer calls."""
+    last, with the module it was called in: a collective the port no longer calls."""
     partner = next((g for t, g in paired if t.key == first.key), None)
     if partner is None:
         return ()
@@ -322,8 +314,15 @@ def _lost_collectives(first: RecordVerdict, paired: list[tuple[Record, Record]],
         if record.key not in lonely or len(before) == most:
             break
         if record.api.startswith("Distributed."):
-            before.insert(0, record.key)
+            before.insert(0, record.key + _called_in(record.scope))
     return tuple(before)
+
+
+def _called_in(scope: str) -> str:
+    """` (in the backward of layers.0.up (ColumnParallelLinear))` for a record inside a module's forward or
+    backward: at level L1 the record the port differs at is downstream, in another module."""
+    direction = scope.split(".")[-2] if scope.startswith("Module.") and scope.count(".") >= 3 else ""
+    return f" (in the {direction} of {_module_text(scope)})" if direction in ("forward", "backward") else ""
 
 
 def _not_covered(dumps: tuple[RankDump, ...]) -> str | None:
@@ -352,8 +351,11 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
     lost: tuple[str, ...] = ()
     unrecorded = ""
     by_step = {(d.step, d.rank): d for d in golden}
+    first_step = min((d.step for d, _ in pairs if d.step is not None), default=None)
+    first_step_calls: list[tuple[Record, Record]] = []
     for t_dump, g_dump in pairs:
         paired, only_target, only_golden = align(t_dump.records, g_dump.records)
+        first_step_calls += paired if t_dump.step == first_step else []
         before_step = by_step.get((g_dump.step - 1, g_dump.rank)) if g_dump.step else None
         by_key = {r.key: r for r in t_dump.records}
         names = parameter_names(g_dump.records) | parameter_names(t_dump.records)
@@ -382,6 +384,11 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
         notes.append(blind)
         status = Verdict.WARN if status == Verdict.PASS else status
     first = next((r for r in records if r.status == Verdict.FAIL), None)
-    built = built_differently(pairs, th.fp32.for_devices(cross_device).warn_at, _load) if first is not None else ()
+    built: tuple[str, ...] = ()
+    if first is not None:
+        tolerance = th.fp32.for_devices(cross_device).warn_at
+        modules = any(r.key.startswith("Module.") for d in target for r in d.records)
+        built = built_differently(pairs, tolerance, _load) if modules else \
+            built_differently_in_calls(first_step_calls, tolerance, _load)
     return MsprobeComparison(status, "/".join(sorted(tasks)), tuple(records), first, tuple(unmatched), tuple(notes),
                              before, lost, built, unrecorded)

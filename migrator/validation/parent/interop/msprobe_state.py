@@ -28,6 +28,13 @@ if TYPE_CHECKING:
     from .msprobe_compare import RecordVerdict, SlotVerdict
 
 _MOST = 6
+_WEIGHT_BIAS = {1: "weight", 2: "bias"}
+# torch.nn.functional's parameter arguments by position: a record without its module's record (level L1)
+PARAMETER_ARGS = {"Functional.linear": _WEIGHT_BIAS, "Functional.conv1d": _WEIGHT_BIAS,
+                  "Functional.conv2d": _WEIGHT_BIAS, "Functional.conv3d": _WEIGHT_BIAS,
+                  "Functional.embedding": {1: "weight"}, "Functional.layer_norm": {2: "weight", 3: "bias"},
+                  "Functional.group_norm": {2: "weight", 3: "bias"}, "Functional.rms_norm": {2: "weight"}}
+_CALLED_ATTRIBUTE = re.compile(r"self\.([\w.]+)\(")
 _USER_LINE = re.compile(r"^(?P<file>.+?), line (?P<line>\d+), in (?P<func>[\w<>]+)")
 
 
@@ -88,6 +95,40 @@ def built_differently(pairs: Iterable[tuple[RankDump, RankDump]], tolerance: flo
                 label = f"{name} ({_module_name(record.key)[1]}).{slot.path.removeprefix('parameters.')}"
                 if differs and label not in found:
                     found[label] = f"{label}: {how}"
+    texts = list(found.values())
+    return tuple(texts[:_MOST]) + ((f"(and {len(texts) - _MOST} more)",) if len(texts) > _MOST else ())
+
+
+def _argument_label(record: Record, parameter: str) -> str:
+    """`out_proj (RowParallelLinear).weight` by the record's module (construct.json); without one, by the
+    attribute the user's line calls (`self.out_proj(x)` -> `out_proj.weight`); else the call and its line."""
+    if record.scope.startswith("Module."):
+        name, class_name = _module_name(record.scope)
+        return f"{name} ({class_name}).{parameter}"
+    code = record.user_line.rsplit(", in ", 1)[-1]
+    if (called := _CALLED_ATTRIBUTE.search(code)) is not None:
+        return f"{called.group(1)}.{parameter}"
+    return f"the {parameter} {record.api} reads" + (f" at {record.user_line}" if record.user_line else "")
+
+
+def built_differently_in_calls(pairs: Iterable[tuple[Record, Record]], tolerance: float,
+                               load: Callable[[str], Any]) -> tuple[str, ...]:
+    """Without module records (level L1): each weight / bias argument of a first-step forward `Functional.*`
+    call (linear, conv, embedding, norms: `PARAMETER_ARGS`) that requires grad and differs from the original's,
+    at its first read — before any update, so as built — named by `_argument_label`; as `built_differently`."""
+    found: dict[str, str] = {}
+    for t, g in sorted(pairs, key=lambda pair: pair[0].order):
+        by_position = PARAMETER_ARGS.get(t.api, {}) if t.direction == "forward" else {}
+        golden = {s.path: s for s in g.slots}
+        for slot in t.slots:
+            parameter = by_position.get(int(slot.path.split(".")[1])) if slot.path.startswith("input_args.") else None
+            other = golden.get(slot.path)
+            if not parameter or other is None or slot.kind != "tensor" or not slot.requires_grad:
+                continue
+            label = _argument_label(t, parameter)
+            differs, how = _differs(slot, other, tolerance, load)
+            if differs and label not in found:
+                found[label] = f"{label}: {how}"
     texts = list(found.values())
     return tuple(texts[:_MOST]) + ((f"(and {len(texts) - _MOST} more)",) if len(texts) > _MOST else ())
 
