@@ -43,7 +43,13 @@ from typing import Any
 from ...verdict import Verdict, worst
 from ..comparison.thresholds import Thresholds
 from .msprobe_dumps import RankDump, Record, Slot, read_dump
-from .msprobe_state import PARAMETER_ARGS, built_differently, built_differently_in_calls, unrecorded_state
+from .msprobe_state import (
+    PARAMETER_ARGS,
+    built_differently,
+    built_differently_in_calls,
+    unrecorded_inputs,
+    unrecorded_state,
+)
 from .msprobe_updates import OPTIMIZER_SCOPE, UpdateJudge, decay_diffs, hyper_parameter, named_slots, parameter_names
 
 _FLOAT32 = ("torch.float32", "torch.float64")
@@ -369,6 +375,9 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
             before = _one_sided_before(failing, t_dump, only_target) if failing else ()
             lost = _lost_collectives(failing, paired, g_dump, only_golden) if failing else ()
             unrecorded = unrecorded_state(failing, verdicts, t_dump) if failing else ""
+            if failing and not unrecorded and not any(r.key.startswith("Module.") for r in t_dump.records):
+                suspects = [r for r in t_dump.records if r.key == failing.key or r.key in before]
+                unrecorded = unrecorded_inputs(suspects, t_dump, g_dump, th.fp32.for_devices(cross_device).warn_at)
         records += verdicts
         unmatched += [f"{t_dump.label}: {r.key} only in the target" for r in only_target]
         unmatched += [f"{t_dump.label}: {r.key} only in the golden" for r in only_golden]

@@ -16,6 +16,7 @@ the buffers a module reads.
 from __future__ import annotations
 
 import ast
+import math
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -205,4 +206,79 @@ def unrecorded_state(first: RecordVerdict, verdicts: Iterable[RecordVerdict], du
             return (f"{name} ({class_name}): inputs and parameters as the original's, output not: the difference "
                     f"arises inside it, in a record only one side has or in what msprobe does not record — {where}")
         scope = module.scope
+    return ""
+
+
+def _size(slot: Slot) -> int:
+    return math.prod(slot.shape)
+
+
+def _same_tensor(t: Slot, g: Slot, tolerance: float) -> bool:
+    """Same element count and statistics (a view or a permute keeps them), Norm within `tolerance`."""
+    tn, gn = t.stat("Norm"), g.stat("Norm")
+    return (_size(t) == _size(g) and tn is not None and gn is not None
+            and abs(tn - gn) <= tolerance * max(abs(gn), 1e-30))
+
+
+def _made_it(output: Slot, slot: Slot) -> bool:
+    """`slot` is `output` seen through a view or a permute: its extremes exactly, its Norm up to the
+    summation order."""
+    return (output.stat("Max"), output.stat("Min")) == (slot.stat("Max"), slot.stat("Min")) and \
+        _same_tensor(output, slot, 1e-6)
+
+
+def _state_read_at(user_line: str) -> tuple[list[str], list[str], str]:
+    """(buffers, parameters) of the class whose method holds the user's line that this method reads as
+    `self.<name>` (`register_buffer` names; attributes assigned an `nn.Parameter`), and `Class.method in file`."""
+    match = _USER_LINE.match(user_line)
+    if not match:
+        return [], [], ""
+    path, number = Path(match.group("file")), int(match.group("line"))
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return [], [], ""
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        function = next((f for f in cls.body if isinstance(f, ast.FunctionDef)
+                         and f.lineno <= number <= (f.end_lineno or f.lineno)), None)
+        if function is None:
+            continue
+        buffers = {c.args[0].value for c in ast.walk(cls) if isinstance(c, ast.Call)
+                   and isinstance(c.func, ast.Attribute) and c.func.attr == "register_buffer"
+                   and c.args and isinstance(c.args[0], ast.Constant) and isinstance(c.args[0].value, str)}
+        parameters = {target.attr for a in ast.walk(cls) if isinstance(a, ast.Assign) and isinstance(a.value, ast.Call)
+                      and _dotted(a.value.func).endswith("Parameter") for target in a.targets
+                      if isinstance(target, ast.Attribute) and _dotted(target.value) == "self"}
+        read = {a.attr for a in ast.walk(function) if isinstance(a, ast.Attribute)
+                and isinstance(a.value, ast.Name) and a.value.id == "self"}
+        return sorted(read & buffers), sorted(read & parameters), f"{cls.name}.{function.name} in {path.name}"
+    return [], [], ""
+
+
+def unrecorded_inputs(records: Iterable[Record], target: RankDump, golden: RankDump, tolerance: float) -> str:
+    """Without module records (level L1): a tensor input of `records` (the first divergence and the port-only
+    records right before it) that no earlier record of the target output and that is none of the original's
+    tensors (element count and statistics) was made by what msprobe does not record (indexing, `view`, a
+    buffer): named with the buffers and parameters the method of its user line reads; "" when none (or the
+    method reads none)."""
+    ordered = sorted(target.records, key=lambda r: r.order)
+    golden_tensors = [s for r in golden.records if r.direction == "forward" for s in r.slots if s.kind == "tensor"]
+    for record in sorted(records, key=lambda r: r.order):
+        if record.direction != "forward" or not record.user_line:
+            continue
+        made = [s for r in ordered if r.order < record.order and r.direction == "forward"
+                for s in r.slots if s.kind == "tensor" and s.path.startswith("output")]
+        for slot in record.slots:
+            if slot.kind != "tensor" or not slot.path.startswith("input") or slot.stat("Norm") is None:
+                continue
+            if any(_made_it(m, slot) for m in made) or any(
+                    _same_tensor(slot, g, tolerance) for g in golden_tensors):
+                continue
+            buffers, parameters, where = _state_read_at(record.user_line)
+            read = [f"buffer(s) {', '.join(buffers)}"] if buffers else []
+            read += [f"parameter(s) {', '.join(parameters)}"] if parameters else []
+            if read:  # a slice of a recorded output (`conv(x)[..., :L]`) names nothing: no suspect to give
+                return (f"{slot.path} of {record.key} (Norm {slot.stat('Norm'):.4g}) is none of the original's "
+                        "tensors and no recorded op made it: made by what msprobe does not record (indexing, views) "
+                        f"from what {where} reads: {'; '.join(read)}, at {record.user_line}")
     return ""
