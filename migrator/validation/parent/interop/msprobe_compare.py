@@ -47,10 +47,19 @@ from .msprobe_state import (
     PARAMETER_ARGS,
     built_differently,
     built_differently_in_calls,
+    unread_parameters,
     unrecorded_inputs,
     unrecorded_state,
 )
-from .msprobe_updates import OPTIMIZER_SCOPE, UpdateJudge, decay_diffs, hyper_parameter, named_slots, parameter_names
+from .msprobe_updates import (
+    OPTIMIZER_SCOPE,
+    UpdateJudge,
+    decay_diffs,
+    hyper_parameter,
+    named_slots,
+    parameter_names,
+    unnamed_updated,
+)
 
 _FLOAT32 = ("torch.float32", "torch.float64")
 _LOW = ("torch.bfloat16", "torch.float16")
@@ -344,6 +353,31 @@ def _not_covered(dumps: tuple[RankDump, ...]) -> str | None:
             f"EMA of the weights) are not compared; {seen}; dump level mix for the rest")
 
 
+def _has_modules(dump: RankDump) -> bool:
+    return any(r.key.startswith("Module.") for r in dump.records)
+
+
+def _names(t_dump: RankDump, g_dump: RankDump) -> dict[tuple, str]:
+    """`parameter_names` of both sides; at level L1, a parameter the optimizer updates that no recorded op
+    reads is named by the source's parameters that no recorded line reads (`unread_parameters`)."""
+    names = parameter_names(g_dump.records) | parameter_names(t_dump.records)
+    if not _has_modules(t_dump) and (unnamed := unnamed_updated(t_dump.records, names)):
+        candidates = unread_parameters(t_dump.records)
+        names |= {fp: " or ".join(candidates) for fp in unnamed} if candidates else {}
+    return names
+
+
+def _unrecorded(failing: RecordVerdict, verdicts: list[RecordVerdict], t_dump: RankDump, g_dump: RankDump,
+                before: tuple[str, ...], tolerance: float) -> str:
+    """`unrecorded_state` (module records); without them (level L1), `unrecorded_inputs` of the first
+    divergence and the port-only records right before it."""
+    found = unrecorded_state(failing, verdicts, t_dump)
+    if found or _has_modules(t_dump):
+        return found
+    suspects = [r for r in t_dump.records if r.key == failing.key or r.key in before]
+    return unrecorded_inputs(suspects, t_dump, g_dump, tolerance)
+
+
 def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = False,
                   th: Thresholds | None = None) -> MsprobeComparison:
     """Compare two msprobe dump folders (see the module docstring); raises MsprobeDumpError on bad input."""
@@ -364,7 +398,7 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
         first_step_calls += paired if t_dump.step == first_step else []
         before_step = by_step.get((g_dump.step - 1, g_dump.rank)) if g_dump.step else None
         by_key = {r.key: r for r in t_dump.records}
-        names = parameter_names(g_dump.records) | parameter_names(t_dump.records)
+        names = _names(t_dump, g_dump)
         updates = UpdateJudge(g_dump.records, th, cross_device, _load, before_step.records if before_step else ())
         verdicts = [_record_verdict(t_dump.label, t, g, th, cross_device, updates) for t, g in paired]
         verdicts = [_named_parameters(v, t, by_key, names) if v.status == Verdict.FAIL else v
@@ -374,10 +408,8 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
             failing = next((v for v in verdicts if v.status == Verdict.FAIL), None)
             before = _one_sided_before(failing, t_dump, only_target) if failing else ()
             lost = _lost_collectives(failing, paired, g_dump, only_golden) if failing else ()
-            unrecorded = unrecorded_state(failing, verdicts, t_dump) if failing else ""
-            if failing and not unrecorded and not any(r.key.startswith("Module.") for r in t_dump.records):
-                suspects = [r for r in t_dump.records if r.key == failing.key or r.key in before]
-                unrecorded = unrecorded_inputs(suspects, t_dump, g_dump, th.fp32.for_devices(cross_device).warn_at)
+            unrecorded = _unrecorded(failing, verdicts, t_dump, g_dump, before,
+                                     th.fp32.for_devices(cross_device).warn_at) if failing else ""
         records += verdicts
         unmatched += [f"{t_dump.label}: {r.key} only in the target" for r in only_target]
         unmatched += [f"{t_dump.label}: {r.key} only in the golden" for r in only_golden]
@@ -393,11 +425,8 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
         notes.append(blind)
         status = Verdict.WARN if status == Verdict.PASS else status
     first = next((r for r in records if r.status == Verdict.FAIL), None)
-    built: tuple[str, ...] = ()
-    if first is not None:
-        tolerance = th.fp32.for_devices(cross_device).warn_at
-        modules = any(r.key.startswith("Module.") for d in target for r in d.records)
-        built = built_differently(pairs, tolerance, _load) if modules else \
-            built_differently_in_calls(first_step_calls, tolerance, _load)
+    tolerance = th.fp32.for_devices(cross_device).warn_at
+    built = () if first is None else built_differently(pairs, tolerance, _load) if any(map(_has_modules, target)) \
+        else built_differently_in_calls(first_step_calls, tolerance, _load)
     return MsprobeComparison(status, "/".join(sorted(tasks)), tuple(records), first, tuple(unmatched), tuple(notes),
                              before, lost, built, unrecorded)

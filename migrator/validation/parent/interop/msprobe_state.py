@@ -227,6 +227,33 @@ def _made_it(output: Slot, slot: Slot) -> bool:
         _same_tensor(output, slot, 1e-6)
 
 
+def _parameters_of(cls: ast.ClassDef) -> set[str]:
+    """Attributes the class assigns an `nn.Parameter` (`self.table = nn.Parameter(...)`)."""
+    return {target.attr for a in ast.walk(cls) if isinstance(a, ast.Assign) and isinstance(a.value, ast.Call)
+            and _dotted(a.value.func).endswith("Parameter") for target in a.targets
+            if isinstance(target, ast.Attribute) and _dotted(target.value) == "self"}
+
+
+def unread_parameters(records: Iterable[Record]) -> list[str]:
+    """The `nn.Parameter` attributes of the classes in the source files of the records' user lines that no
+    recorded forward call's line names (`self.<name>`): read only by what msprobe does not record (indexing,
+    `view`), so an optimizer record on such a parameter has no other name at level L1."""
+    records = list(records)
+    lines = [r.user_line for r in records if r.user_line and r.direction == "forward" and r.scope != "optimizer"]
+    files = dict.fromkeys(m.group("file") for line in lines if (m := _USER_LINE.match(line)))
+    found: list[str] = []
+    for file in files:
+        try:
+            tree = ast.parse(Path(file).read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+            found += [f"{name} (an nn.Parameter of {cls.name} in {Path(file).name} that no recorded op's line reads)"
+                      for name in sorted(_parameters_of(cls))
+                      if not any(re.search(rf"\bself\.{name}\b", line) for line in lines)]
+    return found
+
+
 def _state_read_at(user_line: str) -> tuple[list[str], list[str], str]:
     """(buffers, parameters) of the class whose method holds the user's line that this method reads as
     `self.<name>` (`register_buffer` names; attributes assigned an `nn.Parameter`), and `Class.method in file`."""
@@ -246,9 +273,7 @@ def _state_read_at(user_line: str) -> tuple[list[str], list[str], str]:
         buffers = {c.args[0].value for c in ast.walk(cls) if isinstance(c, ast.Call)
                    and isinstance(c.func, ast.Attribute) and c.func.attr == "register_buffer"
                    and c.args and isinstance(c.args[0], ast.Constant) and isinstance(c.args[0].value, str)}
-        parameters = {target.attr for a in ast.walk(cls) if isinstance(a, ast.Assign) and isinstance(a.value, ast.Call)
-                      and _dotted(a.value.func).endswith("Parameter") for target in a.targets
-                      if isinstance(target, ast.Attribute) and _dotted(target.value) == "self"}
+        parameters = _parameters_of(cls)
         read = {a.attr for a in ast.walk(function) if isinstance(a, ast.Attribute)
                 and isinstance(a.value, ast.Name) and a.value.id == "self"}
         return sorted(read & buffers), sorted(read & parameters), f"{cls.name}.{function.name} in {path.name}"
