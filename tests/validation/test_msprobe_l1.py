@@ -74,6 +74,7 @@ def test_a_weight_argument_that_differs_before_any_update_is_a_parameter_as_buil
     assert len(result.built_differently) == 1
     assert result.built_differently[0].startswith("out_proj.weight: Norm ")  # by the attribute the line calls
     assert result.built_differently[0].endswith("(2x)")
+    assert result.unrecorded == ""  # the differing input is a weight: no unrecorded op made it
 
     scoped = {"Functional.linear.0.forward": "Module.attn.out_proj.RowParallelLinear.forward.0"}
     named = compare_dumps(str(_model_dump(tmp_path / "ts", source, weight_top=2.0, construct=scoped)),

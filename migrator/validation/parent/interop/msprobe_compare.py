@@ -372,8 +372,9 @@ def _unrecorded(failing: RecordVerdict, verdicts: list[RecordVerdict], t_dump: R
     """`unrecorded_state` (module records); without them (level L1), `unrecorded_inputs` of the first
     divergence and the port-only records right before it."""
     found = unrecorded_state(failing, verdicts, t_dump)
-    if found or _has_modules(t_dump):
-        return found
+    worst_slot = failing.worst.slot if failing.worst is not None else ""
+    if found or _has_modules(t_dump) or failing.argument_diffs or worst_slot in dict(failing.parameters):
+        return found  # at L1 too, an argument or a parameter that differs is the cause already
     suspects = [r for r in t_dump.records if r.key == failing.key or r.key in before]
     return unrecorded_inputs(suspects, t_dump, g_dump, tolerance)
 
