@@ -11,7 +11,11 @@ the buffers a module reads.
   what is left is what msprobe does not record. The buffers its forward reads (`register_buffer` names of
   its class, read as `self.<name>` in the function of the user's line, from the source file the stack
   names) are then named as the suspects (`unrecorded_state`), and at level L0, which records no op, the
-  `torch_npu.*` ops that function calls; without the source, the module alone."""
+  `torch_npu.*` ops that function calls; without the source, the module alone.
+* **Level L1** (no module record): a first-step functional's weight argument that differs is a parameter as
+  built (`built_differently_in_calls`); an input that no recorded op made and that is none of the original's
+  tensors names what its method reads (`unrecorded_inputs`); a parameter no recorded line names, read only by
+  indexing, names an optimizer update on an otherwise unnamed parameter (`unread_parameters`)."""
 
 from __future__ import annotations
 
