@@ -43,8 +43,23 @@ from typing import Any
 from ...verdict import Verdict, worst
 from ..comparison.thresholds import Thresholds
 from .msprobe_dumps import RankDump, Record, Slot, read_dump
-from .msprobe_state import built_differently, unrecorded_state
-from .msprobe_updates import OPTIMIZER_SCOPE, UpdateJudge, decay_diffs, hyper_parameter, named_slots, parameter_names
+from .msprobe_state import (
+    PARAMETER_ARGS,
+    built_differently,
+    built_differently_in_calls,
+    unread_parameters,
+    unrecorded_inputs,
+    unrecorded_state,
+)
+from .msprobe_updates import (
+    OPTIMIZER_SCOPE,
+    UpdateJudge,
+    decay_diffs,
+    hyper_parameter,
+    named_slots,
+    parameter_names,
+    unnamed_updated,
+)
 
 _FLOAT32 = ("torch.float32", "torch.float64")
 _LOW = ("torch.bfloat16", "torch.float16")
@@ -192,14 +207,6 @@ def _fingerprint(slot: Slot) -> tuple | None:
     return (slot.shape, stats) if stats and None not in stats else None
 
 
-_WEIGHT_BIAS = {1: "weight", 2: "bias"}
-# torch.nn.functional's parameter arguments by position: a record without its module's record (level L1)
-_PARAMETER_ARGS = {"Functional.linear": _WEIGHT_BIAS, "Functional.conv1d": _WEIGHT_BIAS,
-                   "Functional.conv2d": _WEIGHT_BIAS, "Functional.conv3d": _WEIGHT_BIAS,
-                   "Functional.embedding": {1: "weight"}, "Functional.layer_norm": {2: "weight", 3: "bias"},
-                   "Functional.group_norm": {2: "weight", 3: "bias"}, "Functional.rms_norm": {2: "weight"}}
-
-
 def _named_parameters(verdict: RecordVerdict, record: Record, by_key: dict[str, Record],
                       names: dict[tuple, str]) -> RecordVerdict:
     """The verdict with the tensor arguments that are its module's parameters named (same shape and
@@ -217,7 +224,7 @@ def _named_parameters(verdict: RecordVerdict, record: Record, by_key: dict[str, 
                   if slot.kind == "tensor" and not slot.path.startswith("parameters.")
                   and (fp := _fingerprint(slot)) in params)
     if not named and module is None:
-        by_position = _PARAMETER_ARGS.get(record.api, {})
+        by_position = PARAMETER_ARGS.get(record.api, {})
         named = tuple((slot.path, f"{prefix}.{name}" if prefix else f"the {name} of {record.api}")
                       for slot in record.slots if slot.kind == "tensor" and slot.requires_grad
                       and slot.path.startswith("input_args.")
@@ -310,7 +317,7 @@ def _lost_collectives(first: RecordVerdict, paired: list[tuple[Record, Record]],
                       only_golden: list[Record], most: int = 3) -> tuple[str, ...]:
     """The golden-only `Distributed.*` records among the golden-only records right before the golden counterpart
     of the first divergence (any direction: msprobe records a backward's all_reduce as `.forward`), nearest
-    last: a collective the port no longer calls."""
+    last, with the module it was called in: a collective the port no longer calls."""
     partner = next((g for t, g in paired if t.key == first.key), None)
     if partner is None:
         return ()
@@ -322,8 +329,15 @@ def _lost_collectives(first: RecordVerdict, paired: list[tuple[Record, Record]],
         if record.key not in lonely or len(before) == most:
             break
         if record.api.startswith("Distributed."):
-            before.insert(0, record.key)
+            before.insert(0, record.key + _called_in(record.scope))
     return tuple(before)
+
+
+def _called_in(scope: str) -> str:
+    """` (in the backward of layers.0.up (ColumnParallelLinear))` for a record inside a module's forward or
+    backward: at level L1 the record the port differs at is downstream, in another module."""
+    direction = scope.split(".")[-2] if scope.startswith("Module.") and scope.count(".") >= 3 else ""
+    return f" (in the {direction} of {_module_text(scope)})" if direction in ("forward", "backward") else ""
 
 
 def _not_covered(dumps: tuple[RankDump, ...]) -> str | None:
@@ -339,6 +353,32 @@ def _not_covered(dumps: tuple[RankDump, ...]) -> str | None:
             f"EMA of the weights) are not compared; {seen}; dump level mix for the rest")
 
 
+def _has_modules(dump: RankDump) -> bool:
+    return any(r.key.startswith("Module.") for r in dump.records)
+
+
+def _names(t_dump: RankDump, g_dump: RankDump) -> dict[tuple, str]:
+    """`parameter_names` of both sides; at level L1, a parameter the optimizer updates that no recorded op
+    reads is named by the source's parameters that no recorded line reads (`unread_parameters`)."""
+    names = parameter_names(g_dump.records) | parameter_names(t_dump.records)
+    if not _has_modules(t_dump) and (unnamed := unnamed_updated(t_dump.records, names)):
+        candidates = unread_parameters(t_dump.records)
+        names |= {fp: " or ".join(candidates) for fp in unnamed} if candidates else {}
+    return names
+
+
+def _unrecorded(failing: RecordVerdict, verdicts: list[RecordVerdict], t_dump: RankDump, g_dump: RankDump,
+                before: tuple[str, ...], tolerance: float) -> str:
+    """`unrecorded_state` (module records); without them (level L1), `unrecorded_inputs` of the first
+    divergence and the port-only records right before it."""
+    found = unrecorded_state(failing, verdicts, t_dump)
+    worst_slot = failing.worst.slot if failing.worst is not None else ""
+    if found or _has_modules(t_dump) or failing.argument_diffs or worst_slot in dict(failing.parameters):
+        return found  # at L1 too, an argument or a parameter that differs is the cause already
+    suspects = [r for r in t_dump.records if r.key == failing.key or r.key in before]
+    return unrecorded_inputs(suspects, t_dump, g_dump, tolerance)
+
+
 def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = False,
                   th: Thresholds | None = None) -> MsprobeComparison:
     """Compare two msprobe dump folders (see the module docstring); raises MsprobeDumpError on bad input."""
@@ -352,11 +392,14 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
     lost: tuple[str, ...] = ()
     unrecorded = ""
     by_step = {(d.step, d.rank): d for d in golden}
+    first_step = min((d.step for d, _ in pairs if d.step is not None), default=None)
+    first_step_calls: list[tuple[Record, Record]] = []
     for t_dump, g_dump in pairs:
         paired, only_target, only_golden = align(t_dump.records, g_dump.records)
+        first_step_calls += paired if t_dump.step == first_step else []
         before_step = by_step.get((g_dump.step - 1, g_dump.rank)) if g_dump.step else None
         by_key = {r.key: r for r in t_dump.records}
-        names = parameter_names(g_dump.records) | parameter_names(t_dump.records)
+        names = _names(t_dump, g_dump)
         updates = UpdateJudge(g_dump.records, th, cross_device, _load, before_step.records if before_step else ())
         verdicts = [_record_verdict(t_dump.label, t, g, th, cross_device, updates) for t, g in paired]
         verdicts = [_named_parameters(v, t, by_key, names) if v.status == Verdict.FAIL else v
@@ -366,7 +409,8 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
             failing = next((v for v in verdicts if v.status == Verdict.FAIL), None)
             before = _one_sided_before(failing, t_dump, only_target) if failing else ()
             lost = _lost_collectives(failing, paired, g_dump, only_golden) if failing else ()
-            unrecorded = unrecorded_state(failing, verdicts, t_dump) if failing else ""
+            unrecorded = _unrecorded(failing, verdicts, t_dump, g_dump, before,
+                                     th.fp32.for_devices(cross_device).warn_at) if failing else ""
         records += verdicts
         unmatched += [f"{t_dump.label}: {r.key} only in the target" for r in only_target]
         unmatched += [f"{t_dump.label}: {r.key} only in the golden" for r in only_golden]
@@ -382,6 +426,8 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
         notes.append(blind)
         status = Verdict.WARN if status == Verdict.PASS else status
     first = next((r for r in records if r.status == Verdict.FAIL), None)
-    built = built_differently(pairs, th.fp32.for_devices(cross_device).warn_at, _load) if first is not None else ()
+    tolerance = th.fp32.for_devices(cross_device).warn_at
+    built = () if first is None else built_differently(pairs, tolerance, _load) if any(map(_has_modules, target)) \
+        else built_differently_in_calls(first_step_calls, tolerance, _load)
     return MsprobeComparison(status, "/".join(sorted(tasks)), tuple(records), first, tuple(unmatched), tuple(notes),
                              before, lost, built, unrecorded)

@@ -179,6 +179,14 @@ def parameter_names(records: Iterable[Record]) -> dict[tuple, str]:
     return names
 
 
+def unnamed_updated(records: Iterable[Record], names: dict[tuple, str]) -> list[tuple]:
+    """Fingerprints of the parameters the optimizer updates that `names` has no name for (read by no
+    recorded op, at level L1)."""
+    found = [fp for r in records if is_parameter_update(r)
+             and (fp := _fingerprint(_slot(r, "input_args.0"))) is not None and fp not in names]
+    return list(dict.fromkeys(found))
+
+
 def named_slots(record: Record, names: dict[tuple, str]) -> tuple[tuple[str, str], ...]:
     """(slot, parameter) for the tensor arguments of an optimizer record that are parameters."""
     return tuple((s.path, names[fp]) for s in record.slots
