@@ -43,6 +43,7 @@ COMMAND_RUNNERS = frozenset({
 
 # the statements each set-up pass looks at: imports and `x = import_module(...)`; `try:`; what has a docstring
 BINDING_STATEMENTS = frozenset({ast.Import, ast.ImportFrom, ast.Assign})
+CALLS_OR_SUBSCRIPTS = frozenset({ast.Call, ast.Subscript})  # what `bound_module` looks at
 TRY_STATEMENTS = frozenset({getattr(ast, name) for name in ("Try", "TryStar") if hasattr(ast, name)})
 SCOPE_STATEMENTS = frozenset({ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef})
 
@@ -101,7 +102,8 @@ def collect_aliases(tree: ast.AST, statements: Iterable[ast.stmt] | None = None)
                 if alias.name == "*":
                     continue
                 aliases[alias.asname or alias.name].add(f"{node.module}.{alias.name}")
-        elif isinstance(node, ast.Assign) and (bound := bound_module(node)):  # `cp = optional_import("cupy")`
+        elif (isinstance(node, ast.Assign) and type(node.value) in CALLS_OR_SUBSCRIPTS  # else no module is bound
+              and (bound := bound_module(node))):  # `cp = optional_import("cupy")`
             aliases[bound[0]].add(bound[1])
     return aliases
 
