@@ -75,7 +75,8 @@ def _regions(nodes: list[ast.AST], flags: set[str], line: int) -> list[tuple[int
         if not isinstance(node, _TESTS):
             continue
         test = _test_of(node)
-        reads = any(isinstance(n, (ast.Name, ast.Attribute)) and ast.unparse(n) in flags for n in ast.walk(test))
+        reads = bool(flags) and any(isinstance(n, (ast.Name, ast.Attribute)) and ast.unparse(n) in flags
+                                    for n in ast.walk(test))
         if reads or (_spans(test, line) and _checks_at(test, line)):
             out.append((node.lineno, node.end_lineno or node.lineno))
     return out

@@ -43,7 +43,6 @@ COMMAND_RUNNERS = frozenset({
 
 # the statements each set-up pass looks at: imports and `x = import_module(...)`; `try:`; what has a docstring
 BINDING_STATEMENTS = frozenset({ast.Import, ast.ImportFrom, ast.Assign})
-CALLS_OR_SUBSCRIPTS = frozenset({ast.Call, ast.Subscript})  # what `bound_module` looks at
 TRY_STATEMENTS = frozenset({getattr(ast, name) for name in ("Try", "TryStar") if hasattr(ast, name)})
 SCOPE_STATEMENTS = frozenset({ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef})
 
@@ -86,6 +85,13 @@ def docstrings(tree: ast.AST, statements: Iterable[ast.stmt] | None = None) -> l
     return out
 
 
+def _may_bind_module(value: ast.expr) -> bool:
+    """What `bound_module` can accept: `f("mod")` or `f("mod")[0]` (most assignments are neither)."""
+    if type(value) is ast.Subscript:
+        return True
+    return type(value) is ast.Call and bool(value.args) and type(value.args[0]) is ast.Constant
+
+
 def collect_aliases(tree: ast.AST, statements: Iterable[ast.stmt] | None = None) -> dict[str, set[str]]:
     """Local name -> qualified names, from every import statement anywhere in the module."""
     aliases: dict[str, set[str]] = defaultdict(set)
@@ -102,7 +108,7 @@ def collect_aliases(tree: ast.AST, statements: Iterable[ast.stmt] | None = None)
                 if alias.name == "*":
                     continue
                 aliases[alias.asname or alias.name].add(f"{node.module}.{alias.name}")
-        elif (isinstance(node, ast.Assign) and type(node.value) in CALLS_OR_SUBSCRIPTS  # else no module is bound
+        elif (isinstance(node, ast.Assign) and _may_bind_module(node.value)
               and (bound := bound_module(node))):  # `cp = optional_import("cupy")`
             aliases[bound[0]].add(bound[1])
     return aliases
@@ -318,7 +324,11 @@ class PythonChecker(FastVisitor):
                           library=import_library(node.module), optional=id(node) in self.guarded)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if self.report_symbol(node):  # loads, and stores such as `cudnn.benchmark = True`
+        root = node.value
+        while type(root) is ast.Attribute:
+            root = root.value
+        if (type(root) is ast.Name and (root.id in self.aliases or root.id in self.alias_roots)  # else nothing resolves
+                and self.report_symbol(node)):  # loads, and stores such as `cudnn.benchmark = True`
             return
         for detect in self.detect_attribute:
             detect(self.facade, node)
@@ -373,15 +383,16 @@ class PythonChecker(FastVisitor):
         self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        self.assigned_values.add(id(node.value))
-        bound = bound_module(node)
+        value = node.value
+        self.assigned_values.add(id(value))
+        bound = bound_module(node) if _may_bind_module(value) else None
         hit = self.match({bound[1]}) if bound else None
         if bound and hit and hit[0].rule.fix_kind == FixKind.MANUAL:  # the binding is a use of the library
-            self.emit(hit[0].rule, node.value, bound[1])
+            self.emit(hit[0].rule, value, bound[1])
         # `x = torch.randn(...)`: x is a tensor for the coverage family's method lookups
-        if isinstance(node.value, ast.Call) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            names = self.qualnames(node.value.func)
-            if any(n.startswith("torch.") and n.rsplit(".", 1)[-1][:1].islower() for n in names):
+        if type(value) is ast.Call and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
+            names = self.qualnames(value.func)
+            if names and any(n.startswith("torch.") and n.rsplit(".", 1)[-1][:1].islower() for n in names):
                 self.tensor_names.add(node.targets[0].id)
         self.generic_visit(node)
 
@@ -398,6 +409,8 @@ class PythonChecker(FastVisitor):
 
     def claim_strings(self, node: ast.AST | None) -> None:
         """Strings of a type expression (`Literal["cpu", "cuda"]`, an annotation): names, not device selections."""
+        while type(node) is ast.Attribute:  # `torch.Tensor`: a dotted name holds no string
+            node = node.value
         if node is None or type(node) is ast.Name:  # most annotations: a plain name holds no string
             return
         for n in ast.walk(node):
