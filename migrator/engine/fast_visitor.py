@@ -55,28 +55,35 @@ def _children_source(cls: type) -> str:
     return "def children(visitor, node):\n" + ("\n".join(lines) or "    pass")
 
 
+class _ChildrenTable(dict):
+    """Node class -> the function that visits its children through `handlers`; made on first use."""
+
+    def __init__(self, handlers: _HandlerTable) -> None:
+        super().__init__()
+        self.handlers = handlers
+
+    def __missing__(self, cls: type) -> Handler:
+        namespace: dict[str, Any] = {"H": self.handlers}
+        exec(_children_source(cls), namespace)  # noqa: S102 - source built from the ast classes' own fields
+        self[cls] = namespace["children"]
+        return self[cls]
+
+
 class _HandlerTable(dict):
     """Node class -> the visitor class's `visit_<Class>` handler, or its children's visit; filled on first use."""
 
     def __init__(self, visitor_class: type) -> None:
         super().__init__()
         self.visitor_class = visitor_class
-        self.children: dict[type, Handler] = {}
+        self.children = _ChildrenTable(self)
 
     def __missing__(self, cls: type) -> Handler:
         if not (isinstance(cls, type) and issubclass(cls, ast.AST)):
             self[cls] = _ignore
             return _ignore
-        handler = getattr(self.visitor_class, "visit_" + cls.__name__, None) or self.children_of(cls)
+        handler = getattr(self.visitor_class, "visit_" + cls.__name__, None) or self.children[cls]
         self[cls] = handler
         return handler
-
-    def children_of(self, cls: type) -> Handler:
-        if cls not in self.children:
-            namespace: dict[str, Any] = {"H": self}
-            exec(_children_source(cls), namespace)  # noqa: S102 - source built from the ast classes' own fields
-            self.children[cls] = namespace["children"]
-        return self.children[cls]
 
 
 class FastVisitor(ast.NodeVisitor):
@@ -84,17 +91,18 @@ class FastVisitor(ast.NodeVisitor):
     order; subclasses must not define handlers for contexts or operators, nor override `generic_visit`."""
 
     _handlers: ClassVar[_HandlerTable]
+    _children: ClassVar[_ChildrenTable]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         cls._handlers = _HandlerTable(cls)
+        cls._children = cls._handlers.children
 
     def visit(self, node: ast.AST) -> Any:
         self._handlers[node.__class__](self, node)
 
     def generic_visit(self, node: ast.AST) -> Any:
-        table = self._handlers
-        (table.children.get(node.__class__) or table.children_of(node.__class__))(self, node)
+        self._children[node.__class__](self, node)
 
 
 def child_nodes(node: ast.AST) -> Iterator[ast.AST]:
