@@ -21,6 +21,7 @@ from migrator.engine import extension_builds
 from migrator.engine.bindings import Bindings
 from migrator.engine.extension_builds import CUDA_EXTENSION_MODULE
 from migrator.engine.fast_visitor import FastVisitor
+from migrator.engine.guards import GUARD_STATEMENTS
 from migrator.engine.import_calls import attribute_modules, bound_module
 from migrator.engine.sites import dotted
 from migrator.engine.statements import guarded_imports, import_library, iter_statements, statement_list
@@ -68,10 +69,6 @@ def _names_variable(text: str, m: re.Match) -> bool:
     if not before.strip() and not after.strip():
         return True
     return after.startswith("=") or before.endswith(("$", "${"))
-
-
-
-
 
 
 def docstrings(tree: ast.AST, statements: Iterable[ast.stmt] | None = None) -> list[ast.Constant]:
@@ -149,8 +146,11 @@ class PythonChecker(FastVisitor):
         self.enabled = enabled
         # one walk over every statement, sorted for the three passes that each look at a few kinds of them
         bindings, tries, scopes = [], [], []
+        self.guard_nodes: list[ast.AST] = []  # assignments and tests, for `guards.guarded_calls` (no walk of its own)
         for statement in statement_list(tree):
             kind = statement.__class__
+            if kind in GUARD_STATEMENTS:
+                self.guard_nodes.append(statement)
             if kind in BINDING_STATEMENTS:
                 bindings.append(statement)
             elif kind in TRY_STATEMENTS:
@@ -401,6 +401,12 @@ class PythonChecker(FastVisitor):
             self.tensor_names.add(node.arg)
         self.claim_strings(node.annotation)
         self.generic_visit(node)
+
+    def visit_BoolOp(self, node: ast.BoolOp | ast.IfExp) -> None:
+        self.guard_nodes.append(node)
+        self.generic_visit(node)
+
+    visit_IfExp = visit_BoolOp  # the tests `guards` reads besides statements
 
     def visit_Compare(self, node: ast.Compare) -> None:
         for detect in self.detect_compare:
