@@ -12,6 +12,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable, Iterator
 
+from migrator.engine.fast_visitor import child_nodes
+
 Emit = Callable[[str, ast.AST, str, str], None]  # (impl, node, symbol, replacement)
 Names = Callable[[ast.AST], set[str]]
 
@@ -28,14 +30,18 @@ def functions(tree: ast.AST) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]
             yield node
 
 
+_NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
 def own_nodes(func: ast.AST) -> Iterator[ast.AST]:
-    """The function's nodes, without those of nested functions (they are checked on their own)."""
-    stack = list(ast.iter_child_nodes(func))
+    """The function's nodes, without those of nested functions (they are checked on their own), nor
+    contexts and operators (a pattern is matched at its `BinOp`, never at an operator alone)."""
+    stack = list(child_nodes(func))
     while stack:
         node = stack.pop()
         yield node
-        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-            stack.extend(ast.iter_child_nodes(node))
+        if not isinstance(node, _NESTED):
+            stack.extend(child_nodes(node))
 
 
 class Body:

@@ -23,15 +23,21 @@ def cuda_only(symbol: str, manual: bool) -> bool:
     return manual and symbol.startswith("torch.cuda.") and symbol != AVAILABILITY
 
 
-def guarded_calls(tree: ast.AST, availability: Iterable[int], calls: Iterable[tuple[int, str]]) -> dict[int, str]:
+# the statements `guarded_calls` looks at: assignments (a flag) and tests; its other nodes: `IfExp`, `BoolOp`
+GUARD_STATEMENTS = frozenset({ast.Assign, ast.AnnAssign, ast.If, ast.While, ast.Assert})
+
+
+def guarded_calls(tree: ast.AST, availability: Iterable[int], calls: Iterable[tuple[int, str]],
+                  nodes: Iterable[ast.AST] | None = None) -> dict[int, str]:
     """Line of each availability check -> "`symbol`" of the first CUDA-only call it guards (no line number:
     the reason goes into the fix record, and the fix's own edits move lines, so a rerun would change it).
-    `availability`: lines of the checks; `calls`: (line, symbol) of the CUDA-only calls that stay."""
+    `availability`: lines of the checks; `calls`: (line, symbol) of the CUDA-only calls that stay; `nodes`:
+    the tree's nodes of those kinds (any order) where the caller collected them, else the tree is walked."""
     lines = set(availability)
     calls = sorted(calls)
     if not lines or not calls:
         return {}
-    nodes = list(ast.walk(tree))
+    nodes = list(ast.walk(tree) if nodes is None else nodes)
     guarded: dict[int, str] = {}
     for line in sorted(lines):
         regions = _regions(nodes, _flags_of(nodes, line), line)
@@ -75,7 +81,8 @@ def _regions(nodes: list[ast.AST], flags: set[str], line: int) -> list[tuple[int
         if not isinstance(node, _TESTS):
             continue
         test = _test_of(node)
-        reads = any(isinstance(n, (ast.Name, ast.Attribute)) and ast.unparse(n) in flags for n in ast.walk(test))
+        reads = bool(flags) and any(isinstance(n, (ast.Name, ast.Attribute)) and ast.unparse(n) in flags
+                                    for n in ast.walk(test))
         if reads or (_spans(test, line) and _checks_at(test, line)):
             out.append((node.lineno, node.end_lineno or node.lineno))
     return out

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
@@ -30,15 +30,17 @@ def bound_module(node: ast.Assign) -> tuple[str, str] | None:
     return target.id, module.split(".")[0] if callee == "__import__" else module
 
 
-def attribute_modules(tree: ast.AST, aliases: dict[str, set[str]], manual: Callable[[str], bool]) -> dict[str, set[str]]:
+def attribute_modules(statements: Iterable[ast.stmt], aliases: dict[str, set[str]],
+                      manual: Callable[[str], bool]) -> dict[str, set[str]]:
     """`self.pynvml = pynvml` after `import pynvml` (ultralytics' GPU monitors): `self.pynvml` names the module,
-    for the modules whose rule leaves the port to a person (`manual`); a rewritten name is never reached this way."""
+    for the modules whose rule leaves the port to a person (`manual`); a rewritten name is never reached this way.
+    `statements`: the module's statements (an assignment is one), or any part of them holding every assignment."""
     out: dict[str, set[str]] = {}
     bound = {name: manual_modules for name, modules in aliases.items()
              if (manual_modules := {m for m in modules if "." not in m and manual(m)})}
-    if not bound:  # most modules import no such library: no walk of the whole tree for them
+    if not bound:  # most modules import no such library
         return out
-    for node in ast.walk(tree):
+    for node in statements:
         if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)):
             continue
         modules = bound.get(node.value.id, set())

@@ -92,6 +92,7 @@ def triton(tree: ast.AST, checker: PythonChecker) -> None:
     def emit(impl: str, node: ast.AST, symbol: str, replacement: str, /, **extra: Any) -> None:
         checker.emit_impl(impl, node, symbol, replacement, **{k: v for k, v in extra.items() if v is not None})
 
-    kernels = triton_kernels.check_module(tree, checker.qualnames, emit)
-    triton_launch.check_configs(tree, checker.qualnames, emit)
-    triton_launch.check_launches(tree, kernels, checker.qualnames, emit)
+    nodes = list(ast.walk(tree))  # one walk for the passes over every node
+    kernels = triton_kernels.check_module(tree, checker.qualnames, emit, nodes)
+    triton_launch.check_configs(tree, checker.qualnames, emit, nodes)
+    triton_launch.check_launches(tree, kernels, checker.qualnames, emit, nodes)

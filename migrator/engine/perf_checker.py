@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from migrator.engine import perf_env
-from migrator.engine.fast_visitor import child_nodes
+from migrator.engine.fast_visitor import FastVisitor
 from migrator.engine.fusion_checker import Emit, Names, src
 
 SYNC_METHODS = ("item", "cpu", "tolist")
@@ -168,13 +168,9 @@ def printed_tensor(call: ast.Call, tensors: set[str]) -> ast.expr | None:
     return None
 
 
-_DEFINITIONS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef})
-_CHECKED = frozenset({ast.Call, ast.Subscript, ast.Attribute})  # the only nodes `HotPath.check` reports
-_LEAVES = frozenset({ast.Name, ast.Constant})  # no child `check` could report
-
-
-class HotPath:
-    """Walks one hot region, knowing whether each node sits under a logging condition."""
+class HotPath(FastVisitor):
+    """Walks one hot region, knowing whether each node sits under a logging condition (`self.logging`);
+    nested definitions are not walked (they run when called, not per step here)."""
 
     def __init__(self, names: Names, emit: Emit, text: str) -> None:
         self.names = names
@@ -184,28 +180,36 @@ class HotPath:
         self.float64_named = "float64" in text or "double" in text
         self.prints = "print" in text
         self.tensors: set[str] = set()
+        self.logging = False
 
     def walk_region(self, region: ast.AST) -> None:
         self.tensors = tensor_names(region) if self.prints else set()
-        self.walk(region)
+        self.logging = False
+        self.generic_visit(region)
 
-    def walk(self, node: ast.AST, logging: bool = False) -> None:
-        for child in child_nodes(node):  # contexts and operators left out: `check` has nothing for them
-            cls = type(child)
-            if cls in _DEFINITIONS or cls in _LEAVES:
-                continue  # a nested definition runs when called, not per step here; a leaf has no children
-            if cls in _CHECKED:
-                self.check(child, logging)
-            if isinstance(child, ast.If) and not logging and _is_logging_condition(child.test):
-                self.walk(child.test, logging)
-                for stmt in child.body:
-                    self.check(stmt, True)
-                    self.walk(stmt, True)
-                for stmt in child.orelse:
-                    self.check(stmt, logging)
-                    self.walk(stmt, logging)
-            else:
-                self.walk(child, logging)
+    def skip(self, node: ast.AST) -> None:
+        """A nested definition, or a leaf (`Name`, `Constant`: no child `check` could report)."""
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = visit_ClassDef = visit_Name = visit_Constant = skip
+
+    def visit_Call(self, node: ast.AST) -> None:  # the only nodes `check` reports: calls, subscripts, attributes
+        self.check(node, self.logging)
+        self.generic_visit(node)
+
+    visit_Subscript = visit_Attribute = visit_Call
+
+    def visit_If(self, node: ast.If) -> None:
+        """Under `if step % N == 0:` the body runs once per N steps: what it holds is logging."""
+        if self.logging or not _is_logging_condition(node.test):
+            self.generic_visit(node)
+            return
+        self.generic_visit(node.test)  # the condition's parts (not the condition itself), as its branches'
+        self.logging = True
+        for stmt in node.body:
+            self.generic_visit(stmt)
+        self.logging = False
+        for stmt in node.orelse:
+            self.generic_visit(stmt)
 
     def check(self, node: ast.AST, logging: bool) -> None:
         impl = "host-sync-logging" if logging else "host-sync-hot-path"

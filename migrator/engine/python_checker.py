@@ -21,9 +21,10 @@ from migrator.engine import extension_builds
 from migrator.engine.bindings import Bindings
 from migrator.engine.extension_builds import CUDA_EXTENSION_MODULE
 from migrator.engine.fast_visitor import FastVisitor
+from migrator.engine.guards import GUARD_STATEMENTS
 from migrator.engine.import_calls import attribute_modules, bound_module
 from migrator.engine.sites import dotted
-from migrator.engine.statements import guarded_imports, import_library, iter_statements
+from migrator.engine.statements import guarded_imports, import_library, iter_statements, statement_list
 from migrator.ground.kinds import FixKind
 from migrator.ground.own_code import own_helpers
 
@@ -41,14 +42,23 @@ COMMAND_RUNNERS = frozenset({
     "subprocess.getstatusoutput", "shutil.which", "asyncio.create_subprocess_exec", "asyncio.create_subprocess_shell",
 })
 
+# the statements each set-up pass looks at: imports and `x = import_module(...)`; `try:`; what has a docstring
+BINDING_STATEMENTS = frozenset({ast.Import, ast.ImportFrom, ast.Assign})
+TRY_STATEMENTS = frozenset({getattr(ast, name) for name in ("Try", "TryStar") if hasattr(ast, name)})
+SCOPE_STATEMENTS = frozenset({ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef})
+
 FLASH_ATTN_IMPLEMENTATIONS = {"flash_attention_2", "flash_attention_3"}
 # What shows a module computes in a dtype (for the op verdicts: a limit matters for dtypes in use)
 DTYPE_NAMES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.half": "fp16", "torch.float64": "fp64",
                "torch.double": "fp64", "torch.complex64": "complex64", "torch.cfloat": "complex64",
                "torch.complex128": "complex128", "torch.cdouble": "complex128"}
+FLOAT64_NAMES = frozenset({"torch.float64", "torch.double"})
 DTYPE_METHODS = {"bfloat16": "bf16", "half": "fp16", "double": "fp64", "cfloat": "complex64", "cdouble": "complex128"}
 DTYPE_STRINGS = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16",
                  "fp64": "fp64", "float64": "fp64"}
+# what a set of qualified names says: the float64 name it spells, the dtypes it names, its match
+Resolved = tuple[str | None, set[str], tuple[SymbolMatch, str, bool] | None]
+NOTHING: Resolved = (None, set(), None)
 KERNEL_WRAPPERS = {"triton.jit", "triton.autotune", "triton.heuristics", "triton.JITFunction"}
 AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast"}  # fp16 unless dtype= says
 
@@ -61,10 +71,6 @@ def _names_variable(text: str, m: re.Match) -> bool:
     return after.startswith("=") or before.endswith(("$", "${"))
 
 
-
-
-
-
 def docstrings(tree: ast.AST, statements: Iterable[ast.stmt] | None = None) -> list[ast.Constant]:
     out = []
     for node in (tree, *(iter_statements(tree) if statements is None else statements)):
@@ -74,6 +80,13 @@ def docstrings(tree: ast.AST, statements: Iterable[ast.stmt] | None = None) -> l
                 if isinstance(body[0].value.value, str):
                     out.append(body[0].value)
     return out
+
+
+def _may_bind_module(value: ast.expr) -> bool:
+    """What `bound_module` can accept: `f("mod")` or `f("mod")[0]` (most assignments are neither)."""
+    if type(value) is ast.Subscript:
+        return True
+    return type(value) is ast.Call and bool(value.args) and type(value.args[0]) is ast.Constant
 
 
 def collect_aliases(tree: ast.AST, statements: Iterable[ast.stmt] | None = None) -> dict[str, set[str]]:
@@ -92,7 +105,8 @@ def collect_aliases(tree: ast.AST, statements: Iterable[ast.stmt] | None = None)
                 if alias.name == "*":
                     continue
                 aliases[alias.asname or alias.name].add(f"{node.module}.{alias.name}")
-        elif isinstance(node, ast.Assign) and (bound := bound_module(node)):  # `cp = optional_import("cupy")`
+        elif (isinstance(node, ast.Assign) and _may_bind_module(node.value)
+              and (bound := bound_module(node))):  # `cp = optional_import("cupy")`
             aliases[bound[0]].add(bound[1])
     return aliases
 
@@ -130,13 +144,25 @@ class PythonChecker(FastVisitor):
         self.build_file = build_file  # setup.py: string fixes are declined (`catalogue.site.is_build_file`)
         self.package_init = package_init  # __init__.py: its module-level imports are re-exports
         self.enabled = enabled
-        statements = list(iter_statements(tree))  # one walk for the three passes over every statement
-        self.aliases = collect_aliases(tree, statements)
-        self.aliases.update(attribute_modules(tree, self.aliases, self._manual_library))
+        # one walk over every statement, sorted for the three passes that each look at a few kinds of them
+        bindings, tries, scopes = [], [], []
+        self.guard_nodes: list[ast.AST] = []  # assignments and tests, for `guards.guarded_calls` (no walk of its own)
+        for statement in statement_list(tree):
+            kind = statement.__class__
+            if kind in GUARD_STATEMENTS:
+                self.guard_nodes.append(statement)
+            if kind in BINDING_STATEMENTS:
+                bindings.append(statement)
+            elif kind in TRY_STATEMENTS:
+                tries.append(statement)
+            elif kind in SCOPE_STATEMENTS:
+                scopes.append(statement)
+        self.aliases = collect_aliases(tree, bindings)
+        self.aliases.update(attribute_modules(bindings, self.aliases, self._manual_library))
         # `self.nvml = pynvml` binds the two-part name `self.nvml`: its first part must pass the early exit below
         self.alias_roots = {name.split(".", 1)[0] for name in self.aliases}
-        self.guarded = guarded_imports(tree, statements)
-        self.docstring_nodes = docstrings(tree, statements)
+        self.guarded = guarded_imports(tree, tries)
+        self.docstring_nodes = docstrings(tree, scopes)
         self.docstrings = {id(n) for n in self.docstring_nodes}
         self.own_helpers = own_helpers(tree)  # inserted by `migrate fix` (marked): no findings, no markers
         self.own_helper_ids = {id(n) for n in self.own_helpers}
@@ -152,6 +178,8 @@ class PythonChecker(FastVisitor):
         self.defaults_with_choices: set[int] = set()  # id of each `default=` value beside a `choices=`
         self.pattern_nodes: set[int] = set()  # ids of the nodes inside `case` patterns
         self.hits: list[tuple[Rule, ast.AST, str, str | None, dict]] = []
+        self.resolved: dict[frozenset[str], Resolved] = {}  # `_resolve`'s memo
+        self.resolved_names: dict[str, Resolved] = {}  # a plain name's, by the name
         self.calls: list[tuple[str, ast.Call]] = []  # resolved torch calls, for the coverage family
         self.method_calls: list[tuple[str | None, str, ast.Call]] = []  # (receiver name, method, call)
         self.tensor_names: set[str] = set()  # names the code shows are tensors
@@ -217,12 +245,24 @@ class PythonChecker(FastVisitor):
 
     def report_symbol(self, node: ast.AST, decorator: bool = False) -> bool:
         names = self.qualnames(node)
-        if not names:
-            return False
-        if names & {"torch.float64", "torch.double"}:
-            self.float64.append((node, sorted(names)[0]))
-        self.dtypes_used.update(DTYPE_NAMES[n] for n in names if n in DTYPE_NAMES)
-        hit = self.match(names)
+        return bool(names) and self._report(node, self._resolve(names), decorator)
+
+    def _resolve(self, names: set[str]) -> Resolved:
+        """What qualified names say (the float64 name they spell, the dtypes they name, their match): it does
+        not depend on the node, so it is found once per module."""
+        key = frozenset(names)
+        known = self.resolved.get(key)
+        if known is None:
+            known = self.resolved[key] = (sorted(names)[0] if names & FLOAT64_NAMES else None,
+                                          {DTYPE_NAMES[n] for n in names if n in DTYPE_NAMES}, self.match(names))
+        return known
+
+    def _report(self, node: ast.AST, known: Resolved, decorator: bool) -> bool:
+        float64, dtypes, hit = known
+        if float64 is not None:
+            self.float64.append((node, float64))
+        if dtypes:
+            self.dtypes_used.update(dtypes)
         if hit is None:
             return False
         m, name, ambiguous = hit
@@ -284,7 +324,11 @@ class PythonChecker(FastVisitor):
                           library=import_library(node.module), optional=id(node) in self.guarded)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
-        if self.report_symbol(node):  # loads, and stores such as `cudnn.benchmark = True`
+        root = node.value
+        while type(root) is ast.Attribute:
+            root = root.value
+        if (type(root) is ast.Name and (root.id in self.aliases or root.id in self.alias_roots)  # else nothing resolves
+                and self.report_symbol(node)):  # loads, and stores such as `cudnn.benchmark = True`
             return
         for detect in self.detect_attribute:
             detect(self.facade, node)
@@ -292,7 +336,11 @@ class PythonChecker(FastVisitor):
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in self.aliases and isinstance(node.ctx, ast.Load):  # no import binds it: nothing to resolve
-            self.report_symbol(node)
+            known = self.resolved_names.get(node.id)
+            if known is None:  # a plain name's qualified names are its aliases': the same at every use
+                names = self.qualnames(node)
+                known = self.resolved_names[node.id] = self._resolve(names) if names else NOTHING
+            self._report(node, known, False)
 
     def visit_For(self, node: ast.For | ast.AsyncFor | ast.While) -> None:
         self.loops.append(node)
@@ -301,41 +349,50 @@ class PythonChecker(FastVisitor):
     visit_AsyncFor = visit_While = visit_For  # recorded alike
 
     def visit_Call(self, node: ast.Call) -> None:
-        self.call_of[id(node.func)] = node
-        if isinstance(node.func, ast.Attribute) and node.func.attr == "backward":
+        func, args, keywords = node.func, node.args, node.keywords
+        self.call_of[id(func)] = node
+        method = func.attr if type(func) is ast.Attribute else None
+        if method == "backward":
             self.backward_lines.append(node.lineno)
-        if node.args and not isinstance(node.args[0], ast.Starred):
-            self.first_arg_of[id(node.args[0])] = node
-        if node.keywords and any(k.arg == "choices" for k in node.keywords):
-            self.defaults_with_choices.update(id(k.value) for k in node.keywords if k.arg == "default")
-        func_names = self.qualnames(node.func)
-        if func_names & KERNEL_WRAPPERS and id(node) not in self.decorator_calls:  # `triton.jit(fn)`: a kernel made by a call, reported like `@triton.jit`
-            self.report_symbol(node.func, decorator=True)
-        self.check_call(node, func_names)
-        torch_names = sorted(n for n in func_names if n.startswith("torch.")) if func_names else []
-        if torch_names and not self.match(torch_names):  # a name another family owns is not an "op"
-            self.calls.append((torch_names[0], node))
-        elif not func_names and isinstance(node.func, ast.Attribute):
-            receiver = node.func.value.id if isinstance(node.func.value, ast.Name) else None
-            self.method_calls.append((receiver, node.func.attr, node))
-            if node.func.attr == "double" and not node.args:
-                self.float64.append((node, ".double()"))
-            if node.func.attr in DTYPE_METHODS and not node.args:
-                self.dtypes_used.add(DTYPE_METHODS[node.func.attr])
-        if func_names & AUTOCAST and not any(k.arg == "dtype" for k in node.keywords):
-            self.dtypes_used.add("fp16")
+        if args and type(args[0]) is not ast.Starred:
+            self.first_arg_of[id(args[0])] = node
+        kwargs = {k.arg: k.value for k in keywords if k.arg} if keywords else {}
+        if "choices" in kwargs:
+            self.defaults_with_choices.update(id(k.value) for k in keywords if k.arg == "default")
+        func_names = self.qualnames(func)
+        if func_names:
+            if func_names & KERNEL_WRAPPERS and id(node) not in self.decorator_calls:  # `triton.jit(fn)`: a kernel made by a call, reported like `@triton.jit`
+                self.report_symbol(func, decorator=True)
+            self.check_call(node, func_names, kwargs)
+            torch_names = sorted(n for n in func_names if n.startswith("torch."))
+            if torch_names and not self.match(torch_names):  # a name another family owns is not an "op"
+                self.calls.append((torch_names[0], node))
+            if func_names & AUTOCAST and "dtype" not in kwargs:
+                self.dtypes_used.add("fp16")
+        else:  # a callee no import names: only the detectors and the attention argument can hold a finding
+            self._check_framework_arguments(func_names, kwargs)
+            for detect in self.detect_call:
+                detect(self.facade, node, func_names, kwargs)
+            if method is not None:
+                value = func.value  # type: ignore[attr-defined]
+                self.method_calls.append((value.id if type(value) is ast.Name else None, method, node))
+                if not args and method in DTYPE_METHODS:
+                    if method == "double":
+                        self.float64.append((node, ".double()"))
+                    self.dtypes_used.add(DTYPE_METHODS[method])
         self.generic_visit(node)
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        self.assigned_values.add(id(node.value))
-        bound = bound_module(node)
+        value = node.value
+        self.assigned_values.add(id(value))
+        bound = bound_module(node) if _may_bind_module(value) else None
         hit = self.match({bound[1]}) if bound else None
         if bound and hit and hit[0].rule.fix_kind == FixKind.MANUAL:  # the binding is a use of the library
-            self.emit(hit[0].rule, node.value, bound[1])
+            self.emit(hit[0].rule, value, bound[1])
         # `x = torch.randn(...)`: x is a tensor for the coverage family's method lookups
-        if isinstance(node.value, ast.Call) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            names = self.qualnames(node.value.func)
-            if any(n.startswith("torch.") and n.rsplit(".", 1)[-1][:1].islower() for n in names):
+        if type(value) is ast.Call and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
+            names = self.qualnames(value.func)
+            if names and any(n.startswith("torch.") and n.rsplit(".", 1)[-1][:1].islower() for n in names):
                 self.tensor_names.add(node.targets[0].id)
         self.generic_visit(node)
 
@@ -345,6 +402,12 @@ class PythonChecker(FastVisitor):
         self.claim_strings(node.annotation)
         self.generic_visit(node)
 
+    def visit_BoolOp(self, node: ast.BoolOp | ast.IfExp) -> None:
+        self.guard_nodes.append(node)
+        self.generic_visit(node)
+
+    visit_IfExp = visit_BoolOp  # the tests `guards` reads besides statements
+
     def visit_Compare(self, node: ast.Compare) -> None:
         for detect in self.detect_compare:
             detect(self.facade, node)
@@ -352,6 +415,8 @@ class PythonChecker(FastVisitor):
 
     def claim_strings(self, node: ast.AST | None) -> None:
         """Strings of a type expression (`Literal["cpu", "cuda"]`, an annotation): names, not device selections."""
+        while type(node) is ast.Attribute:  # `torch.Tensor`: a dotted name holds no string
+            node = node.value
         if node is None or type(node) is ast.Name:  # most annotations: a plain name holds no string
             return
         for n in ast.walk(node):
@@ -400,10 +465,11 @@ class PythonChecker(FastVisitor):
             detect(self.facade, node, text)
         extension_builds.check_string(self.facade, node, text)
         if len(text) < 4000:
-            for m in ENV_TOKEN.finditer(text):
-                if _names_variable(text, m):
-                    self.emit_env(node, m.group(1))
-            if NVIDIA_SMI.search(text) and (id(node) in self.command_strings or NVIDIA_SMI_COMMAND.match(text)):
+            if "CUDA_" in text or "NCCL_" in text or "NVIDIA_" in text or "NVTE_" in text:  # each ENV_TOKEN holds one
+                for m in ENV_TOKEN.finditer(text):
+                    if _names_variable(text, m):
+                        self.emit_env(node, m.group(1))
+            if "nvidia-smi" in text and NVIDIA_SMI.search(text) and (id(node) in self.command_strings or NVIDIA_SMI_COMMAND.match(text)):
                 self.emit_impl("nvidia-smi", node, "nvidia-smi")
 
     def emit_env(self, node: ast.AST, name: str) -> None:
@@ -411,15 +477,15 @@ class PythonChecker(FastVisitor):
         if hit:
             self.emit(hit.rule, node, name, hit.replacement)
 
-    def check_call(self, node: ast.Call, func_names: set[str]) -> None:
-        kwargs = {k.arg: k.value for k in node.keywords if k.arg}
+    def check_call(self, node: ast.Call, func_names: set[str], kwargs: dict[str, ast.expr]) -> None:
+        """The checks of a call whose callee resolves through an import (`func_names`)."""
         if func_names & COMMAND_RUNNERS:
             for arg in (*node.args, *(k.value for k in node.keywords)):
                 self.command_strings.update(id(n) for n in ast.walk(arg) if isinstance(n, (ast.Constant, ast.JoinedStr)))
         self._check_framework_arguments(func_names, kwargs)
         for detect in self.detect_call:
             detect(self.facade, node, func_names, kwargs)
-        extension_builds.check_call(self.facade, node, func_names, kwargs)
+        extension_builds.check_call(self.facade, node, func_names, kwargs)  # each of its sites needs a callee name
 
     def _check_framework_arguments(self, func_names: set[str], kwargs: dict[str, ast.expr]) -> None:
         accelerator = kwargs.get("accelerator")  # Lightning accepts no "npu": no exact rename (route facts)

@@ -162,7 +162,7 @@ def precheck_hits(checker: Any, source: SourceText, tree: ast.AST, target: str) 
     guards = guarded_calls(
         tree, [node.lineno for _r, node, symbol, _x, _e in checker.hits if symbol == AVAILABILITY],
         [(node.lineno, symbol) for rule, node, symbol, _x, extra in checker.hits
-         if not extra.get("is_import") and cuda_only(symbol, manual_rule(rule))])
+         if not extra.get("is_import") and cuda_only(symbol, manual_rule(rule))], checker.guard_nodes)
     for rule, node, symbol, replacement, extra in hits:
         if extra.get("is_import") and removes_import(rule):
             imports.append((node, symbol, extra))

@@ -8,17 +8,32 @@ from collections.abc import Iterable, Iterator
 
 from migrator.engine.sites import dotted
 
+BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")  # where statements hold statements
+_BLOCKS: dict[type, tuple[str, ...]] = {}
+
 
 def iter_statements(tree: ast.AST) -> Iterator[ast.stmt]:
     """Every statement, at any depth, without descending into expressions (cheap)."""
+    return iter(statement_list(tree))
+
+
+def statement_list(tree: ast.AST) -> list[ast.stmt]:
+    """`iter_statements` as a list (the checker's set-up passes share it); each statement class's block fields
+    are looked up once, not asked of every statement."""
+    out: list[ast.stmt] = []
     stack = list(getattr(tree, "body", ()))
+    blocks = _BLOCKS
     while stack:
         node = stack.pop()
-        yield node
-        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+        out.append(node)
+        fields = blocks.get(node.__class__)
+        if fields is None:
+            fields = blocks[node.__class__] = tuple(f for f in BLOCK_FIELDS if f in node._fields)
+        for name in fields:
             children = getattr(node, name, None)
             if children:
                 stack.extend(children)
+    return out
 
 
 IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}

@@ -9,7 +9,7 @@ file's imports, so `tl.dot`, `triton.language.dot` and `from triton.language imp
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from migrator.catalogue.coverage import triton_ascend
 from migrator.engine.fusion_checker import Emit, Names, src
@@ -33,10 +33,10 @@ TMA = ("_experimental_descriptor_load", "_experimental_descriptor_store", "_expe
 ACTIVE_DEVICE = "triton.runtime.driver.active.get_active_torch_device"
 
 
-def kernels(tree: ast.AST, names: Names) -> dict[str, ast.FunctionDef]:
-    """Every `@triton.jit` function of the module by name."""
+def kernels(tree: ast.AST, names: Names, nodes: Sequence[ast.AST] | None = None) -> dict[str, ast.FunctionDef]:
+    """Every `@triton.jit` function of the module by name (`nodes`: `ast.walk(tree)`'s, when already listed)."""
     found: dict[str, ast.FunctionDef] = {}
-    for node in ast.walk(tree):
+    for node in ast.walk(tree) if nodes is None else nodes:
         if isinstance(node, ast.FunctionDef):
             for dec in node.decorator_list:
                 if names(dec.func if isinstance(dec, ast.Call) else dec) & DECORATORS:
@@ -163,15 +163,17 @@ def _walk_ordered(func: ast.FunctionDef) -> Iterator[ast.AST]:
         todo.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
-def check_module(tree: ast.AST, names: Names, emit: Emit) -> dict[str, ast.FunctionDef]:
-    """Report each kernel's constructs and every CUDA-only Triton name outside kernels; the kernels."""
-    found = kernels(tree, names)
+def check_module(tree: ast.AST, names: Names, emit: Emit, nodes: Sequence[ast.AST] | None = None) -> dict[str, ast.FunctionDef]:
+    """Report each kernel's constructs and every CUDA-only Triton name outside kernels; the kernels.
+    `nodes`: `ast.walk(tree)`'s, when the caller has listed them for several passes."""
+    nodes = list(ast.walk(tree)) if nodes is None else nodes
+    found = kernels(tree, names, nodes)
     inside: set[int] = set()
     for func in found.values():
         Kernel(func, names, emit).check()
         inside.update(id(n) for n in ast.walk(func))
     reported: set[str] = set()
-    for node in ast.walk(tree):  # launch code: `get_active_torch_device()`, host TMA descriptors
+    for node in nodes:  # launch code: `get_active_torch_device()`, host TMA descriptors
         if id(node) not in inside and isinstance(node, ast.Attribute):
             inside.update(id(n) for n in ast.walk(node.value))
             for qualname in names(node):

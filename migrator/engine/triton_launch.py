@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import math
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from migrator.catalogue.coverage import triton_ascend
@@ -31,11 +32,12 @@ CDIV = {"triton.cdiv", "triton.language.cdiv"}
 TUNING = ("num_warps", "num_stages")
 
 
-def constants(scope: ast.AST) -> dict[str, int]:
-    """Names assigned exactly once in the scope's own statements to an int expression of earlier ones."""
+def constants(scope: ast.AST, nodes: Sequence[ast.AST] | None = None) -> dict[str, int]:
+    """Names assigned exactly once in the scope's own statements to an int expression of earlier ones
+    (`nodes`: `ast.walk(scope)`'s, when already listed)."""
     values: dict[str, int] = {}
     counts: dict[str, int] = {}
-    for stmt in ast.walk(scope):
+    for stmt in ast.walk(scope) if nodes is None else nodes:
         if isinstance(stmt, ast.Assign):
             for t in stmt.targets:
                 if isinstance(t, ast.Name):
@@ -139,14 +141,17 @@ def footprint(kernel: ast.FunctionDef, blocks: dict[str, int], names: Names) -> 
     return tile, live, tile * live * 4
 
 
-def check_launches(tree: ast.AST, kernels: dict[str, ast.FunctionDef], names: Names, emit: DeclinableEmit) -> None:
+def check_launches(tree: ast.AST, kernels: dict[str, ast.FunctionDef], names: Names, emit: DeclinableEmit,
+                   nodes: Sequence[ast.AST] | None = None) -> None:
+    """Grids over the core limit and blocks over the unified buffer (`nodes`: `ast.walk(tree)`'s, if listed)."""
     if not kernels:  # a launch is a call of one of the module's own kernels
         return
     core_max, core_src = triton_ascend.limit("core_dim_max")
     ub, ub_src = triton_ascend.limit("ub_bytes")
-    module_env = constants(tree)
+    nodes = list(ast.walk(tree)) if nodes is None else nodes
+    module_env = constants(tree, nodes)
     # innermost scope first, so a launch is judged with the constants of the function it sits in
-    scopes = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)][::-1] + [tree]
+    scopes = [n for n in nodes if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)][::-1] + [tree]
     done: set[int] = set()
     for scope in scopes:
         env = {**module_env, **constants(scope)} if scope is not tree else module_env
@@ -179,9 +184,9 @@ def check_launches(tree: ast.AST, kernels: dict[str, ast.FunctionDef], names: Na
                          f"{ub // 1024} KB ({ub_src}); split the block with an inner loop over a sub-block")
 
 
-def check_configs(tree: ast.AST, names: Names, emit: Emit) -> None:
-    """`num_warps=` / `num_stages=` in `triton.Config(...)` and in launches of any kernel."""
-    for node in ast.walk(tree):
+def check_configs(tree: ast.AST, names: Names, emit: Emit, nodes: Sequence[ast.AST] | None = None) -> None:
+    """`num_warps=` / `num_stages=` in `triton.Config(...)` and in launches of any kernel (`nodes`: as above)."""
+    for node in ast.walk(tree) if nodes is None else nodes:
         if not isinstance(node, ast.Call):
             continue
         is_config = bool(names(node.func) & CONFIG)
