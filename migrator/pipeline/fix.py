@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -61,6 +62,16 @@ class FixOutcome:
     def errors(self) -> list[tuple[str, str]]:
         errors = [(c.path, c.error) for c in self.plan.changes if c.error]
         return errors + ([(".migrate/fix-record.json", self.record_error)] if self.record_error else [])
+
+
+def _return_freed_memory() -> None:
+    """Give the C heap's free pages back to the system (glibc's `malloc_trim`): the scan's file bytes
+    are freed by now but, freed amid the heap, they stay resident (60 of 94 MiB after the scan of
+    3,795 files), and a worker forked later would hold them too."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to give back this way
+        pass
 
 
 class _PlannedBytes(Mapping[str, bytes]):
@@ -114,7 +125,9 @@ class FixTransaction:
             # started before the scan: forked later, each worker would hold a copy of what the scan left here
             with early_workers(self.settings.jobs, self.settings.root, self.paths) as pool:
                 before = self.scan()
+                _return_freed_memory()
                 plan = self.plan(before, pool)
+            _return_freed_memory()  # before the preview's or the rescan's workers are forked
             if not self.request.write:
                 return self.preview(plan)
             plan = self.write(plan)
