@@ -4,31 +4,27 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from migrator.engine.scan_file import ScanOptions, scan_text_content
 from migrator.fix import text_fixer
 from migrator.ground.model import Finding
 
-if TYPE_CHECKING:
-    from migrator.fix.runner import FixOptions
-
 
 def annotated(rel: str, new: str, findings: list[Finding], applied: list[Finding], declined: list[tuple[Finding, str]],
-              options: FixOptions, encoding: str) -> str:
+              scan: ScanOptions, strip: bool, encoding: str) -> str:
     """`new` with its sites left for a person marked (`--annotate`); a Python file the marks would break
-    gets none."""
-    annotated = _annotate(rel, new, findings, applied, declined, options, encoding)
+    gets none (its marks stripped, unless `strip`: --strip-annotations). `scan`: what judges the sites."""
+    annotated = _annotate(rel, new, findings, applied, declined, scan, encoding)
     if rel.endswith(".py"):
         try:
             ast.parse(annotated)
         except SyntaxError:
-            return text_fixer.strip_annotations(annotated) if not options.strip_annotations else annotated
+            return text_fixer.strip_annotations(annotated) if not strip else annotated
     return annotated
 
 
 def _annotate(rel: str, text: str, findings: list[Finding], applied: list[Finding], declined: list[tuple[Finding, str]],
-              options: FixOptions, encoding: str = "utf-8") -> str:
+              scan: ScanOptions, encoding: str = "utf-8") -> str:
     """Mark every site the fix could not handle with `# MIGRATE(CODE): reason` (Python and shell).
 
     Notebooks, container files and configs are not annotated: a comment line inside a JSON string,
@@ -40,7 +36,7 @@ def _annotate(rel: str, text: str, findings: list[Finding], applied: list[Findin
         return text
 
     reasons = {(f.code, f.symbol): why for f, why in declined}
-    remaining = scan_text_content(text, rel, kind, options.scan or ScanOptions(target=options.target))
+    remaining = scan_text_content(text, rel, kind, scan)
     starts: dict[int, int] = {}  # shell: a note goes above the first line of a `\`-continued command
     if kind == "shell":
         from migrator.engine.text_checkers import logical_lines

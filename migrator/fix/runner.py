@@ -293,7 +293,8 @@ def _plan_file(rel: str, text: str, read: _Read, findings: list[Finding], option
     fixed = _fixed_text(rel, kind, _source(text, options), findings, options, module)
     new = fixed.text
     if options.annotate and fixed.error is None:
-        new = annotated(rel, new, findings, fixed.applied, fixed.declined, options, enc)
+        new = annotated(rel, new, findings, fixed.applied, fixed.declined, options.scan or ScanOptions(target=options.target),
+                        options.strip_annotations, enc)
     encoded, error = None, fixed.error
     if error is None and new != text:
         encoded, error = _encode(data, enc, new)
