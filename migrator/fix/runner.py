@@ -144,19 +144,31 @@ class FixPlan:
 IMPORTS_TORCH = re.compile(r"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b[\w.]*[ \t]+import\b)", re.MULTILINE)
 
 
-def _entry_points(root: Path, scan: RunResult, texts: dict[str, str]) -> set[str]:
+SHELL_SCRIPTS = (".sh", ".bash", ".zsh", ".slurm", ".sbatch")
+
+
+def _entry_facts(rel: str, text: str, read: _Read) -> None:
+    """What `_entry_points` judges a file by, taken while its text is at hand."""
+    if rel.endswith(".py") and MAIN_GUARD.search(text):
+        read.mains[rel] = bool(IMPORTS_TORCH.search(text))
+    if rel.endswith(SHELL_SCRIPTS):
+        base = Path(rel).parent
+        for m in LAUNCHED_SCRIPT.finditer(text):
+            for candidate in ((base / m.group(1)).as_posix(), m.group(1)):
+                read.launched.add(candidate.lstrip("./") if candidate.startswith("./") else candidate)
+
+
+def _entry_points(read: _Read) -> set[str]:
     """Scripts that get `import torch_npu` even where no fix needs its names: `__main__` modules that import
     torch (a build file or a script without torch has no NPU to register) and the scripts launchers run."""
     from migrator.catalogue.site import is_build_file
 
-    entries = {path for path, text in texts.items() if path.endswith(".py") and MAIN_GUARD.search(text)}
-    for path, text in texts.items():
-        if path.endswith((".sh", ".bash", ".zsh", ".slurm", ".sbatch")):
-            base = Path(path).parent
-            for m in LAUNCHED_SCRIPT.finditer(text):
-                for candidate in ((base / m.group(1)).as_posix(), m.group(1)):
-                    entries.add(candidate.lstrip("./") if candidate.startswith("./") else candidate)
-    return {e for e in entries if IMPORTS_TORCH.search(texts.get(e, "")) and not is_build_file(e)}
+    def imports_torch(rel: str) -> bool:
+        if rel in read.mains:
+            return read.mains[rel]
+        return rel in read.texts and bool(IMPORTS_TORCH.search(text_of(read.texts[rel])))
+
+    return {e for e in set(read.mains) | read.launched if imports_torch(e) and not is_build_file(e)}
 
 
 def _read(root: Path, rel: str) -> tuple[str, bytes, str] | str:
@@ -226,16 +238,19 @@ class _Fixed:
 
 @dataclass(frozen=True)
 class _Read:
-    """The files to plan, read once per real file (links fixed through their real path)."""
+    """The files to plan, read once per real file (links fixed through their real path), each text in the
+    plan's spool as it is read: the bytes are kept as their first three (the BOM) and their hash."""
 
     groups: dict[str, list[str]]
     errors: dict[str, str]
-    texts: dict[str, str]
-    raw: dict[str, tuple[bytes, str]]
+    texts: dict[str, Spooled]
+    raw: dict[str, tuple[bytes, str, str]]  # (first bytes, encoding, sha256)
     real_of: dict[str, str]
+    mains: dict[str, bool] = field(default_factory=dict)  # `__main__` modules -> whether they import torch
+    launched: set[str] = field(default_factory=set)  # the scripts that shell scripts run
 
 
-def _read_all(root: Path, rels: list[str]) -> _Read:
+def _read_all(root: Path, rels: list[str], spool: Spool) -> _Read:
     groups, errors = _grouped(root, rels)
     read = _Read(groups, errors, {}, {}, {})
     for real, members in groups.items():
@@ -243,8 +258,10 @@ def _read_all(root: Path, rels: list[str]) -> _Read:
         if isinstance(got, str):
             errors.update(dict.fromkeys(members, got))
             continue
-        read.texts[members[0]], data, enc = got
-        read.raw[members[0]] = (data, enc)
+        text, data, enc = got
+        _entry_facts(members[0], text, read)
+        read.texts[members[0]] = spool.keep(text)
+        read.raw[members[0]] = (data[:3], enc, ledger.sha256(data))
         read.real_of[members[0]] = real
     return read
 
@@ -259,21 +276,19 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
     by_file: dict[str, list[Finding]] = {}
     for f in scan.findings:
         by_file.setdefault(f.path, []).append(f)
-    read = _read_all(root, sorted(set(by_file) | set(extra_files)))
-    entries = _entry_points(root, scan, read.texts)
+    spool = Spool()  # each text read or planned goes there: this process holds one file's at a time
+    read = _read_all(root, sorted(set(by_file) | set(extra_files)), spool)
+    entries = _entry_points(read)
     runtime = Planner(root, ledger.recorded_runtime_modules(root)) if options.target == Target.PORTABLE else None
     every: dict[str, list[Finding]] = {}
     for f in context or scan.findings:
         every.setdefault(f.path, []).append(f)
-    spool = Spool()  # each text planned goes there: this process holds one file's at a time
     modules = _fix_modules(root, read.texts, by_file, entries, options, runtime, read.real_of, progress, every, pool,
                            spool)
     changes: list[FileChange] = [FileChange(rel, "", "", error=why) for rel, why in read.errors.items()]
-    for rel in list(read.texts):
-        text = read.texts.pop(rel)
-        changes.extend(_plan_file(rel, text, read, by_file.get(rel, []), options, modules.pop(rel, None), runtime,
+    for rel, held in read.texts.items():
+        changes.extend(_plan_file(rel, held, read, by_file.get(rel, []), options, modules.pop(rel, None), runtime,
                                   spool))
-        del read.raw[rel]
     for module in runtime.writes() if runtime else ():
         changes.append(FileChange(module.path, module.before, module.after, held_encoded=module.after.encode("utf-8"),
                                   before_sha256=ledger.sha256(module.before_bytes), runtime_module=True))
@@ -282,14 +297,20 @@ def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Co
     return FixPlan(root, tuple(changes), options, notes=notes)
 
 
-def _plan_file(rel: str, text: str, read: _Read, findings: list[Finding], options: FixOptions,
+def _plan_file(rel: str, held: Spooled, read: _Read, findings: list[Finding], options: FixOptions,
                module: tuple[PythonOutcome, RuntimeImport | None] | None, runtime: Planner | None,
                spool: Spool) -> list[FileChange]:
     """The planned change of one file (and of its other names, through links), its texts in `spool`."""
     from migrator.engine.discover import file_kind
 
     kind = file_kind(Path(rel))
-    data, enc = read.raw[rel]
+    head, enc, digest = read.raw[rel]
+    real = read.real_of[rel]
+    if (module is None and not (options.fuse or options.annotate or options.strip_annotations)
+            and not _fixable(findings, options, load_catalogue().rules)):  # nothing can change: not read back
+        return [FileChange(name, held, held, (), (), None, real if real != name else None, None, digest)
+                for name in (rel, *read.groups[real][1:])]
+    text = text_of(held)
     fixed = _fixed_text(rel, kind, _source(text, options), findings, options, module)
     new = fixed.text
     if options.annotate and fixed.error is None:
@@ -297,17 +318,15 @@ def _plan_file(rel: str, text: str, read: _Read, findings: list[Finding], option
                         options.strip_annotations, enc)
     encoded, error = None, fixed.error
     if error is None and new != text:
-        encoded, error = _encode(data, enc, new)
+        encoded, error = _encode(head, enc, new)
     applied = fixed.applied
     if error is not None:
         new, applied = text, []
     elif fixed.runtime_at is not None and runtime is not None:
         runtime.used.add(fixed.runtime_at.path)
     edits = _edits(kind, text, new, applied, fixed.cell_texts)
-    real = read.real_of[rel]
-    digest = ledger.sha256(data)
     needs = fixed.runtime_at.path if fixed.runtime_at is not None and error is None else None
-    before = spool.keep(text)
+    before = held
     after = before if new == text else spool.keep(new)
     changes = [FileChange(rel, before, after, edits, tuple(fixed.declined), error, real if real != rel else None,
                           spool.keep(encoded) if encoded is not None else None, digest, imports_module=needs)]
@@ -400,7 +419,7 @@ def _source(text: str, options: FixOptions) -> str:
     return text_fixer.strip_annotations(text) if options.strip_annotations else text
 
 
-def _fix_modules(root: Path, texts: dict[str, str], by_file: dict[str, list[Finding]], entries: Collection[str],
+def _fix_modules(root: Path, texts: dict[str, Spooled], by_file: dict[str, list[Finding]], entries: Collection[str],
                  options: FixOptions, runtime: Planner | None, real_of: dict[str, str],
                  progress: Callable[[int, int], None] | None, every: dict[str, list[Finding]],
                  pool: WorkerPool | None = None,
@@ -413,11 +432,14 @@ def _fix_modules(root: Path, texts: dict[str, str], by_file: dict[str, list[Find
     style = read_style(root)
     autoload = options.target == Target.NPU and read_torch_pin(root).autoload
     jobs: dict[str, PythonJob] = {}
-    for rel, text in texts.items():
+    for rel, held in texts.items():
         if not rel.endswith(".py") or file_kind(Path(rel)) in ("notebook", "config"):
             continue
         findings = by_file.get(rel, [])
         fixable = _fixable(findings, options, rules)
+        if not fixable and not (rel in entries and findings):
+            continue  # nothing to do here: its text stays in the spool
+        text = text_of(held)
         is_entry = rel in entries and "import torch" in text
         if fixable or (is_entry and options.target == Target.NPU and "torch_npu" not in text and findings):
             where = runtime.locate(real_of[rel]) if runtime else None
