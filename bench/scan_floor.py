@@ -103,7 +103,7 @@ def measure(folder: Path, copied: list[Path], runs: int, fix_only: bool = False,
     listing = folder.parent / f"{folder.name}.files"
     listing.write_text("\n".join(map(str, copied)))
     diff, changed = folder.parent / f"{folder.name}.diff", folder.parent / f"{folder.name}.changed"
-    floor, scan, fix, cst, old, old_scan, peak, fix_peak = [], [], [], [], [], [], 0.0, 0.0
+    floor, scan, fix, cst, old, old_scan, peak, fix_peak, old_peak = [], [], [], [], [], [], 0.0, 0.0, 0.0
     scan_argv = [sys.executable, "-m", "migrator", "scan", str(folder), "--root", str(folder), "--no-cache", "-j", "1",
                  "-q", "--format", "json", "--exit-zero", "--route", "none"]
     report = folder.parent / f"{folder.name}.json"
@@ -123,8 +123,9 @@ def measure(folder: Path, copied: list[Path], runs: int, fix_only: bool = False,
         if scan_only:
             continue
         if against is not None:  # the other checkout's fix, right before this one's (same load)
-            old_cpu, _, old_err = child(fix_argv, stdout=diff, code=against)
+            old_cpu, old_rss, old_err = child(fix_argv, stdout=diff, code=against)
             old.append(old_cpu)
+            old_peak = max(old_peak, old_rss)
             before = diff.read_bytes()
         cpu, rss, err = child(fix_argv, stdout=diff)
         fix.append(cpu)
@@ -139,7 +140,7 @@ def measure(folder: Path, copied: list[Path], runs: int, fix_only: bool = False,
     return {"files": len(copied), "floor": f, "scan": s, "ratio": s / f, "files_per_s": len(copied) / s, "peak": peak,
             "changed": len(changed.read_text().splitlines()) if changed.exists() else float("nan"), "cst": c,
             "fix": x, "fix_ratio": x / c, "fix_all": x / (f + c), "fix_peak": fix_peak, "old": o, "old_ratio": o / c,
-            "old_all": o / (f + c),
+            "old_all": o / (f + c), "old_peak": old_peak,
             "old_scan": os_, "old_scan_ratio": os_ / f}
 
 
@@ -163,7 +164,7 @@ def main() -> int:
     print(f"{'part':>6} {'files':>6} {'floor s':>8} {'scan s':>8} {'scan/floor':>10} {'files/s':>8} {'peak MiB':>9}"
           + ("" if args.scan_only else fix_head)
           + (f" | {'old scan s':>10} {'old/floor':>9}" if args.against and args.scan_only else "")
-          + (f" | {'old fix s':>9} {'old/cst':>7} {'old/all':>7}" if args.against and not args.scan_only else ""))
+          + (f" | {'old fix s':>9} {'old/cst':>7} {'old/all':>7} {'old MiB':>7}" if args.against and not args.scan_only else ""))
     rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="scan-floor-") as tmp:
         for label, share in FRACTIONS:
@@ -177,7 +178,7 @@ def main() -> int:
                   f"{row['files_per_s']:>8.0f} {row['peak']:>9.0f}" + ("" if args.scan_only else fix_row)
                   + (f" | {row['old_scan']:>10.2f} {row['old_scan_ratio']:>9.2f}" if args.against and args.scan_only
                      else "")
-                  + (f" | {row['old']:>9.2f} {row['old_ratio']:>7.2f} {row['old_all']:>7.2f}" if args.against and not args.scan_only
+                  + (f" | {row['old']:>9.2f} {row['old_ratio']:>7.2f} {row['old_all']:>7.2f} {row['old_peak']:>7.0f}" if args.against and not args.scan_only
                      else ""), flush=True)
     fix_line = (f", fix {rows['whole']['fix'] / rows['1/2']['fix']:.2f}, "
                 f"libcst floor {rows['whole']['cst'] / rows['1/2']['cst']:.2f}, ast + libcst floor "

@@ -194,9 +194,10 @@ def fix(paths: tuple[str, ...], target: str | None, show_diff: bool, check: bool
         for path, error in outcome.errors:
             click.echo(one_line(f"{path}: error: {error}"), err=True)
         changed = outcome.changed_files
-        if show_diff:
-            click.echo("".join(_validate_marks(c) + _safe_diff(c.path, c.diff()) for c in outcome.plan.changes if c.changed),
-                       nl=False)
+        if show_diff:  # one file's diff at a time: the plan keeps the texts out of memory (fix/spool.py)
+            for c in outcome.plan.changes:
+                if c.changed:
+                    click.echo(_validate_marks(c) + _safe_diff(c.path, c.diff()), nl=False)
         edits = [e for c in outcome.plan.changes if c.changed for e in c.edits]
         click.echo(_fix_summary(outcome, edits, dry, listed=not dry and not quiet), err=show_diff)  # stdout: a clean diff
         if outcome.record is not None:

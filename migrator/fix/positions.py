@@ -33,6 +33,9 @@ class NodePositions:
     ranges: Mapping[cst.CSTNode, CodeRange]
     skipped: set[int] = field(default_factory=set)  # ids of statements with no work inside
     complete: bool = False  # libcst's full map (every node)
+    # id -> (nested statement without work, its source text, the indentation it was cut at): what
+    # `python_fixer.render` emits instead of rendering it again inside a rewritten statement
+    cuts: dict[int, tuple[cst.CSTNode, str, str]] = field(default_factory=dict)
 
 
 def full_positions(module: cst.Module) -> NodePositions:
@@ -92,6 +95,7 @@ class _Placer:
         self.line_starts = [0] + [m.end() for m in _NEWLINE.finditer(text)]
         self.ranges: dict[cst.CSTNode, CodeRange] = {}
         self.skipped: set[int] = set()
+        self.cuts: dict[int, tuple[cst.CSTNode, str, str]] = {}
         self.provider = SimpleNamespace(_computed=self.ranges)  # what the codegen state records into
 
     def _has_work(self, first: int, last: int) -> bool:
@@ -122,13 +126,29 @@ class _Placer:
             raise _Misplaced
 
     def block(self, stmts: Sequence[cst.BaseStatement], nodes: Sequence[ast.stmt], indent: list[str]) -> None:
-        for stmt, node, first, last in _pair(stmts, nodes):
+        paired = _pair(stmts, nodes)
+        starts = [first - _lines_before_first_token(stmt) for stmt, _, first, _ in paired]
+        for at, (stmt, node, first, last) in enumerate(paired):
             if not self._has_work(first, last):
                 self.skipped.add(id(stmt))
+                # nested, more than a line (a one-line statement renders as fast as it is stood in for), and
+                # where it ends is known: the next one's start
+                if indent and at + 1 < len(paired) and (last > first or not isinstance(stmt, cst.SimpleStatementLine)):
+                    self._cut(stmt, (starts[at], first, last, starts[at + 1]), indent)
             elif isinstance(stmt, cst.SimpleStatementLine) or last - first < SMALL_STATEMENT_LINES:
                 self._render(stmt, first - _lines_before_first_token(stmt), indent)
             else:
                 self.compound(stmt, node, first, indent)
+
+    def _cut(self, stmt: cst.BaseStatement, lines: tuple[int, int, int, int], indent: list[str]) -> None:
+        """Keep the source text of a statement without work, from its `start` line to `end` (the next
+        statement's start, excluded), when the lines before its `first` token are blank or comments."""
+        start, first, last, end = lines
+        starts = self.line_starts
+        if not start <= first <= last < end <= len(starts) - 1 or any(
+                self.text[starts[n]:starts[n + 1]].strip()[:1] not in ("", "#") for n in range(start - 1, first - 1)):
+            return
+        self.cuts[id(stmt)] = (stmt, self.text[starts[start - 1]:starts[end - 1]], "".join(indent))
 
     def _inner(self, block: cst.BaseSuite, indent: list[str]) -> list[str]:
         assert isinstance(block, cst.IndentedBlock)
@@ -213,7 +233,7 @@ def node_positions(module: cst.Module, tree: ast.Module, text: str, work_lines: 
         placer.block(module.body, tree.body, [])
     except _Misplaced:
         return full_positions(module)
-    return NodePositions(placer.ranges, placer.skipped)
+    return NodePositions(placer.ranges, placer.skipped, cuts=placer.cuts)
 
 
 def source_texts(module: cst.Module, tree: ast.Module, text: str) -> dict[int, tuple[cst.CSTNode, str]]:

@@ -11,7 +11,7 @@ import ast
 import bisect
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import TypeVar, cast
@@ -44,6 +44,7 @@ from migrator.fix.imports import (
 from migrator.fix.positions import NodePositions, node_positions, source_texts
 from migrator.fix.runtime_module import RuntimeImport
 from migrator.fix.sites import build_site
+from migrator.fix.verbatim import with_source_text
 from migrator.ground.kinds import Target
 from migrator.ground.model import Finding
 
@@ -352,8 +353,9 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
             ctx.decline(f, import_kept(f))
     # the statements the fix left alone keep their source text; only rewritten ones are rendered
     rendered = source_texts(module, tree, text) if not positions.complete else {}
-    code = render(new_module, rendered) if target == Target.NPU and ctx.applied else None  # for both questions
-    ctx.needs_torch_npu = _needs_torch_npu(ctx, tree, new_module, rendered, code, entry_point, torch_autoload)
+    code = render(new_module, rendered, positions.cuts) if target == Target.NPU and ctx.applied else None  # for both questions
+    ctx.needs_torch_npu = _needs_torch_npu(ctx, tree, new_module, lambda: render(new_module, rendered, positions.cuts), code,
+                                           entry_point, torch_autoload)
     new_module = ensure_module_imports(new_module, ctx, code)
     seen = {id(f) for f in ctx.applied} | {id(f) for f, _ in ctx.declined}
     for f in findings:
@@ -361,7 +363,7 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
             ctx.decline(f, "the fix did not apply at this site")
     if not ctx.applied:
         return PythonFixResult(original_text, ctx.applied, ctx.declined)  # no form feed moved for nothing
-    fixed = syntax.keep_final_cr(original_text, render(new_module, rendered))
+    fixed = syntax.keep_final_cr(original_text, render(new_module, rendered, positions.cuts))
     return PythonFixResult(fixed, ctx.applied, ctx.declined, frozenset(ctx.runtime_names))
 
 
@@ -383,14 +385,14 @@ def _removal_candidates(fixer: _Fixer, ctx: FixContext, tree: ast.Module, text: 
 NEEDS_REGISTERED_NPU = re.compile(r"\.npu\(|\.is_npu\b|\btorch_npu\b")
 
 
-def _needs_torch_npu(ctx: FixContext, tree: ast.Module, new_module: cst.Module, rendered: dict[int, tuple[cst.CSTNode, str]],
+def _needs_torch_npu(ctx: FixContext, tree: ast.Module, new_module: cst.Module, rendered: Callable[[], str],
                      code: str | None, entry_point: bool, torch_autoload: bool) -> bool:
     """Whether the fixed module gets `import torch_npu` (npu target; `code`: its text, None when not rendered)."""
     needs = ctx.needs_torch_npu
     if code is not None and not needs and (entry_point or USES_TORCH_NPU.search(code)):
         needs = True  # `.npu()`, torch.npu and the "npu" device exist once torch_npu is imported
     if (needs and not ctx.needs_torch and not ctx.helpers and not _imports_torch(tree)
-            and not NEEDS_REGISTERED_NPU.search(render(new_module, rendered))):
+            and not NEEDS_REGISTERED_NPU.search(rendered())):
         # no torch here and nothing that exists only once torch_npu is imported ("npu" strings do not):
         # torch_npu is registered where torch is imported (a build file or a config module gets none)
         return False
@@ -408,17 +410,19 @@ def _imports_torch(tree: ast.AST) -> bool:
     return False
 
 
-def render(module: cst.Module, memo: dict[int, tuple[cst.CSTNode, str]]) -> str:
+def render(module: cst.Module, memo: dict[int, tuple[cst.CSTNode, str]],
+           cuts: dict[int, tuple[cst.CSTNode, str, str]] | None = None) -> str:
     """`module.code`, rendering each top-level statement once across calls: the imports added last
     leave the other statements as they were, and rendering megatron-core's modules twice cost a fifth
-    of its fix time."""
+    of its fix time. Inside a rewritten statement, the nested statements in `cuts` (unchanged, their
+    source text known) are emitted as that text (`verbatim.with_source_text`)."""
     if not module.has_trailing_newline or not module.body:
         return module.code  # libcst trims or adds the final newline token: leave that to it
     parts = [module.code_for_node(line) for line in module.header]
     for stmt in module.body:
         known = memo.get(id(stmt))
         if known is None or known[0] is not stmt:
-            known = memo[id(stmt)] = (stmt, module.code_for_node(stmt))
+            known = memo[id(stmt)] = (stmt, module.code_for_node(with_source_text(stmt, cuts) if cuts else stmt))
         parts.append(known[1])
     parts.extend(module.code_for_node(line) for line in module.footer)
     return "".join(parts)

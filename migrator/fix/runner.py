@@ -8,23 +8,29 @@ import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from migrator.catalogue.loader import Rule, load_catalogue
-from migrator.engine.scan_file import ScanOptions, scan_text_content
+from migrator.engine.scan_file import ScanOptions
 from migrator.engine.source import UnreadableSource, decode_python, decode_text
 from migrator.fix import ledger, text_fixer
+from migrator.fix.annotate import annotated
 from migrator.fix.choices import FixChoices
 from migrator.fix.entry_points import MAIN_GUARD
 from migrator.fix.import_order import read_style
 from migrator.fix.line_map import line_map as _line_map
 from migrator.fix.pool import PythonJob, PythonOutcome, fix_modules
 from migrator.fix.runtime_module import Planner, RuntimeImport
+from migrator.fix.spool import Spool, Spooled, bytes_of, same_text, text_of
 from migrator.fix.torch_pin import read_torch_pin
 from migrator.fix.writer import inside, sniff
 from migrator.ground.fix_record import Edit as RecordedEdit
 from migrator.ground.fix_record import Span
 from migrator.ground.kinds import Target
 from migrator.ground.model import Finding, RunResult
+
+if TYPE_CHECKING:
+    from migrator.engine.workers import WorkerPool
 
 LAUNCHED_SCRIPT = re.compile(r"(?:python3?|torchrun|deepspeed|accelerate\s+launch)\b[^\n#]*?\s([\w./-]+\.py)\b")
 RECORD_PATH = ledger.RECORD_PATH
@@ -72,16 +78,29 @@ def _edit_line_map(kind: str | None, before: str, after: str,
 @dataclass(frozen=True)
 class FileChange:
     path: str  # relative to the root, POSIX
-    before: str
-    after: str
+    held_before: str | Spooled  # the texts, in memory or in the plan's spool (`before`, `after`)
+    held_after: str | Spooled
     edits: tuple[Edit, ...] = ()
     declined: tuple[tuple[Finding, str], ...] = ()
     error: str | None = None
     write_to: str | None = None  # a symlink's target (relative to the root): the file written instead
-    encoded: bytes | None = field(default=None, repr=False, compare=False)  # `after` in the file's encoding
+    held_encoded: bytes | Spooled | None = field(default=None, repr=False, compare=False)  # `encoded`
     before_sha256: str = ""
     runtime_module: bool = False  # the tree's `_migrate_runtime.py`, written by the fix (no edits)
     imports_module: str | None = None  # the runtime module this file now imports (written before it)
+
+    @property
+    def before(self) -> str:
+        return text_of(self.held_before)
+
+    @property
+    def after(self) -> str:
+        return text_of(self.held_after)
+
+    @property
+    def encoded(self) -> bytes | None:
+        """`after` in the file's encoding."""
+        return bytes_of(self.held_encoded)
 
     @property
     def real_path(self) -> str:
@@ -89,7 +108,7 @@ class FileChange:
 
     @property
     def changed(self) -> bool:
-        return self.error is None and self.before != self.after
+        return self.error is None and not same_text(self.held_before, self.held_after)
 
     def diff(self) -> str:
         return "".join(
@@ -125,19 +144,31 @@ class FixPlan:
 IMPORTS_TORCH = re.compile(r"^[ \t]*(?:import[ \t]+torch\b|from[ \t]+torch\b[\w.]*[ \t]+import\b)", re.MULTILINE)
 
 
-def _entry_points(root: Path, scan: RunResult, texts: dict[str, str]) -> set[str]:
+SHELL_SCRIPTS = (".sh", ".bash", ".zsh", ".slurm", ".sbatch")
+
+
+def _entry_facts(rel: str, text: str, read: _Read) -> None:
+    """What `_entry_points` judges a file by, taken while its text is at hand."""
+    if rel.endswith(".py") and MAIN_GUARD.search(text):
+        read.mains[rel] = bool(IMPORTS_TORCH.search(text))
+    if rel.endswith(SHELL_SCRIPTS):
+        base = Path(rel).parent
+        for m in LAUNCHED_SCRIPT.finditer(text):
+            for candidate in ((base / m.group(1)).as_posix(), m.group(1)):
+                read.launched.add(candidate.lstrip("./") if candidate.startswith("./") else candidate)
+
+
+def _entry_points(read: _Read) -> set[str]:
     """Scripts that get `import torch_npu` even where no fix needs its names: `__main__` modules that import
     torch (a build file or a script without torch has no NPU to register) and the scripts launchers run."""
     from migrator.catalogue.site import is_build_file
 
-    entries = {path for path, text in texts.items() if path.endswith(".py") and MAIN_GUARD.search(text)}
-    for path, text in texts.items():
-        if path.endswith((".sh", ".bash", ".zsh", ".slurm", ".sbatch")):
-            base = Path(path).parent
-            for m in LAUNCHED_SCRIPT.finditer(text):
-                for candidate in ((base / m.group(1)).as_posix(), m.group(1)):
-                    entries.add(candidate.lstrip("./") if candidate.startswith("./") else candidate)
-    return {e for e in entries if IMPORTS_TORCH.search(texts.get(e, "")) and not is_build_file(e)}
+    def imports_torch(rel: str) -> bool:
+        if rel in read.mains:
+            return read.mains[rel]
+        return rel in read.texts and bool(IMPORTS_TORCH.search(text_of(read.texts[rel])))
+
+    return {e for e in set(read.mains) | read.launched if imports_torch(e) and not is_build_file(e)}
 
 
 def _read(root: Path, rel: str) -> tuple[str, bytes, str] | str:
@@ -207,16 +238,19 @@ class _Fixed:
 
 @dataclass(frozen=True)
 class _Read:
-    """The files to plan, read once per real file (links fixed through their real path)."""
+    """The files to plan, read once per real file (links fixed through their real path), each text in the
+    plan's spool as it is read: the bytes are kept as their first three (the BOM) and their hash."""
 
     groups: dict[str, list[str]]
     errors: dict[str, str]
-    texts: dict[str, str]
-    raw: dict[str, tuple[bytes, str]]
+    texts: dict[str, Spooled]
+    raw: dict[str, tuple[bytes, str, str]]  # (first bytes, encoding, sha256)
     real_of: dict[str, str]
+    mains: dict[str, bool] = field(default_factory=dict)  # `__main__` modules -> whether they import torch
+    launched: set[str] = field(default_factory=set)  # the scripts that shell scripts run
 
 
-def _read_all(root: Path, rels: list[str]) -> _Read:
+def _read_all(root: Path, rels: list[str], spool: Spool) -> _Read:
     groups, errors = _grouped(root, rels)
     read = _Read(groups, errors, {}, {}, {})
     for real, members in groups.items():
@@ -224,70 +258,85 @@ def _read_all(root: Path, rels: list[str]) -> _Read:
         if isinstance(got, str):
             errors.update(dict.fromkeys(members, got))
             continue
-        read.texts[members[0]], data, enc = got
-        read.raw[members[0]] = (data, enc)
+        text, data, enc = got
+        _entry_facts(members[0], text, read)
+        read.texts[members[0]] = spool.keep(text)
+        read.raw[members[0]] = (data[:3], enc, ledger.sha256(data))
         read.real_of[members[0]] = real
     return read
 
 
 def plan_fixes(scan: RunResult, root: Path, options: FixOptions, extra_files: Collection[str] = frozenset(),
-               progress: Callable[[int, int], None] | None = None, context: Collection[Finding] = ()) -> FixPlan:
+               progress: Callable[[int, int], None] | None = None, context: Collection[Finding] = (),
+               pool: WorkerPool | None = None) -> FixPlan:
     """Every file planned in full (read, fixed, re-parsed, encoded) before anything is written; a file
     that cannot be planned gets its error and is left unchanged, the others go on. `context`: the scan's
-    findings before a route took some out (what an availability check guards is judged on all of them)."""
+    findings before a route took some out (what an availability check guards is judged on all of them);
+    `pool`: workers started ahead for the Python modules (`pool.early_workers`)."""
     by_file: dict[str, list[Finding]] = {}
     for f in scan.findings:
         by_file.setdefault(f.path, []).append(f)
-    read = _read_all(root, sorted(set(by_file) | set(extra_files)))
-    entries = _entry_points(root, scan, read.texts)
+    spool = Spool()  # each text read or planned goes there: this process holds one file's at a time
+    read = _read_all(root, sorted(set(by_file) | set(extra_files)), spool)
+    entries = _entry_points(read)
     runtime = Planner(root, ledger.recorded_runtime_modules(root)) if options.target == Target.PORTABLE else None
     every: dict[str, list[Finding]] = {}
     for f in context or scan.findings:
         every.setdefault(f.path, []).append(f)
-    modules = _fix_modules(root, read.texts, by_file, entries, options, runtime, read.real_of, progress, every)
+    modules = _fix_modules(root, read.texts, by_file, entries, options, runtime, read.real_of, progress, every, pool,
+                           spool)
     changes: list[FileChange] = [FileChange(rel, "", "", error=why) for rel, why in read.errors.items()]
-    for rel, text in read.texts.items():
-        changes.extend(_plan_file(rel, text, read, by_file.get(rel, []), options, modules, runtime))
+    for rel, held in read.texts.items():
+        changes.extend(_plan_file(rel, held, read, by_file.get(rel, []), options, modules.pop(rel, None), runtime,
+                                  spool))
     for module in runtime.writes() if runtime else ():
-        changes.append(FileChange(module.path, module.before, module.after, encoded=module.after.encode("utf-8"),
+        changes.append(FileChange(module.path, module.before, module.after, held_encoded=module.after.encode("utf-8"),
                                   before_sha256=ledger.sha256(module.before_bytes), runtime_module=True))
     changes.sort(key=lambda c: c.path)
     notes = (read_torch_pin(root).note(),) if options.target == Target.NPU else ()
     return FixPlan(root, tuple(changes), options, notes=notes)
 
 
-def _plan_file(rel: str, text: str, read: _Read, findings: list[Finding], options: FixOptions,
-               modules: dict[str, tuple[PythonOutcome, RuntimeImport | None]], runtime: Planner | None) -> list[FileChange]:
-    """The planned change of one file (and of its other names, through links)."""
+def _plan_file(rel: str, held: Spooled, read: _Read, findings: list[Finding], options: FixOptions,
+               module: tuple[PythonOutcome, RuntimeImport | None] | None, runtime: Planner | None,
+               spool: Spool) -> list[FileChange]:
+    """The planned change of one file (and of its other names, through links), its texts in `spool`."""
     from migrator.engine.discover import file_kind
 
     kind = file_kind(Path(rel))
-    data, enc = read.raw[rel]
-    fixed = _fixed_text(rel, kind, _source(text, options), findings, options, modules)
+    head, enc, digest = read.raw[rel]
+    real = read.real_of[rel]
+    if (module is None and not (options.fuse or options.annotate or options.strip_annotations)
+            and not _fixable(findings, options, load_catalogue().rules)):  # nothing can change: not read back
+        return [FileChange(name, held, held, (), (), None, real if real != name else None, None, digest)
+                for name in (rel, *read.groups[real][1:])]
+    text = text_of(held)
+    fixed = _fixed_text(rel, kind, _source(text, options), findings, options, module)
     new = fixed.text
     if options.annotate and fixed.error is None:
-        new = _annotated(rel, new, findings, fixed, options, enc)
+        new = annotated(rel, new, findings, fixed.applied, fixed.declined, options.scan or ScanOptions(target=options.target),
+                        options.strip_annotations, enc)
     encoded, error = None, fixed.error
     if error is None and new != text:
-        encoded, error = _encode(data, enc, new)
+        encoded, error = _encode(head, enc, new)
     applied = fixed.applied
     if error is not None:
         new, applied = text, []
     elif fixed.runtime_at is not None and runtime is not None:
         runtime.used.add(fixed.runtime_at.path)
     edits = _edits(kind, text, new, applied, fixed.cell_texts)
-    real = read.real_of[rel]
-    digest = ledger.sha256(data)
     needs = fixed.runtime_at.path if fixed.runtime_at is not None and error is None else None
-    changes = [FileChange(rel, text, new, edits, tuple(fixed.declined), error, real if real != rel else None, encoded,
-                          digest, imports_module=needs)]
+    before = held
+    after = before if new == text else spool.keep(new)
+    changes = [FileChange(rel, before, after, edits, tuple(fixed.declined), error, real if real != rel else None,
+                          spool.keep(encoded) if encoded is not None else None, digest, imports_module=needs)]
     for link in read.groups[real][1:]:  # other names of the same file: fixed once, through its real path
-        changes.append(FileChange(link, text, text, (), tuple(fixed.declined), None, real, None, digest))
+        changes.append(FileChange(link, before, before, (), tuple(fixed.declined), None, real, None, digest))
     return changes
 
 
 def _fixed_text(rel: str, kind: str | None, source: str, findings: list[Finding], options: FixOptions,
-                modules: dict[str, tuple[PythonOutcome, RuntimeImport | None]]) -> _Fixed:
+                module: tuple[PythonOutcome, RuntimeImport | None] | None) -> _Fixed:
     """What the file's fixer makes of it: notebooks, configs, Python modules (fixed by `_fix_modules`,
     re-parsed here) and text files each by their own fixer."""
     rules = load_catalogue().rules
@@ -305,7 +354,7 @@ def _fixed_text(rel: str, kind: str | None, source: str, findings: list[Finding]
         new, applied, declined = fix_config(rel, source, fixable, options.target)
         return _Fixed(new, applied, declined)
     if rel.endswith(".py"):
-        fixed = _fixed_module(source, modules.get(rel))
+        fixed = _fixed_module(source, module)
         if options.fuse and fixed.error is None:  # opt-in: FUS sites branch to the fused op
             from migrator.fix.fusion_rewrite import fuse_findings
 
@@ -324,23 +373,13 @@ def _fixed_module(source: str, module: tuple[PythonOutcome, RuntimeImport | None
     if module is not None:
         outcome, where = module
         runtime_at = where if where is not None and outcome.runtime_names else None
-        fixed = _Fixed(outcome.text, outcome.applied, outcome.declined, outcome.error, runtime_at=runtime_at)
+        fixed = _Fixed(text_of(outcome.text), outcome.applied, outcome.declined, outcome.error, runtime_at=runtime_at)
     if fixed.error is None and fixed.text != source:
         try:
             ast.parse(fixed.text)
         except SyntaxError as exc:
             fixed.error = f"the fixed text would not parse ({exc.msg}, line {exc.lineno}); file left unchanged"
     return fixed
-
-
-def _annotated(rel: str, new: str, findings: list[Finding], fixed: _Fixed, options: FixOptions, encoding: str) -> str:
-    annotated = _annotate(rel, new, findings, fixed.applied, fixed.declined, options, encoding)
-    if rel.endswith(".py"):
-        try:
-            ast.parse(annotated)
-        except SyntaxError:
-            return text_fixer.strip_annotations(annotated) if not options.strip_annotations else annotated
-    return annotated
 
 
 def _edits(kind: str | None, text: str, new: str, applied: list[Finding],
@@ -380,10 +419,11 @@ def _source(text: str, options: FixOptions) -> str:
     return text_fixer.strip_annotations(text) if options.strip_annotations else text
 
 
-def _fix_modules(root: Path, texts: dict[str, str], by_file: dict[str, list[Finding]], entries: Collection[str],
+def _fix_modules(root: Path, texts: dict[str, Spooled], by_file: dict[str, list[Finding]], entries: Collection[str],
                  options: FixOptions, runtime: Planner | None, real_of: dict[str, str],
-                 progress: Callable[[int, int], None] | None,
-                 every: dict[str, list[Finding]]) -> dict[str, tuple[PythonOutcome, RuntimeImport | None]]:
+                 progress: Callable[[int, int], None] | None, every: dict[str, list[Finding]],
+                 pool: WorkerPool | None = None,
+                 spool: Spool | None = None) -> dict[str, tuple[PythonOutcome, RuntimeImport | None]]:
     """The Python modules to fix, fixed (in parallel where the tree is big enough), each with where
     it imports the tree's runtime module from (portable target)."""
     from migrator.engine.discover import file_kind
@@ -392,17 +432,20 @@ def _fix_modules(root: Path, texts: dict[str, str], by_file: dict[str, list[Find
     style = read_style(root)
     autoload = options.target == Target.NPU and read_torch_pin(root).autoload
     jobs: dict[str, PythonJob] = {}
-    for rel, text in texts.items():
+    for rel, held in texts.items():
         if not rel.endswith(".py") or file_kind(Path(rel)) in ("notebook", "config"):
             continue
         findings = by_file.get(rel, [])
         fixable = _fixable(findings, options, rules)
+        if not fixable and not (rel in entries and findings):
+            continue  # nothing to do here: its text stays in the spool
+        text = text_of(held)
         is_entry = rel in entries and "import torch" in text
         if fixable or (is_entry and options.target == Target.NPU and "torch_npu" not in text and findings):
             where = runtime.locate(real_of[rel]) if runtime else None
             jobs[rel] = PythonJob(_source(text, options), tuple(fixable), options.target, is_entry, where, style,
                                   tuple(every.get(rel, findings)), autoload)
-    outcomes = fix_modules(list(jobs.values()), options.jobs, progress)
+    outcomes = fix_modules(list(jobs.values()), options.jobs, progress, pool, spool)
     return {rel: (outcome, job.runtime) for (rel, job), outcome in zip(jobs.items(), outcomes)}
 
 
@@ -421,53 +464,6 @@ def _fix_notebook(text: str, findings: list[Finding], rules: dict[str, Rule], ta
     return result.text, result.applied, result.declined, result.cells, None
 
 
-def _annotate(rel: str, text: str, findings: list[Finding], applied: list[Finding], declined: list[tuple[Finding, str]],
-              options: FixOptions, encoding: str = "utf-8") -> str:
-    """Mark every site the fix could not handle with `# MIGRATE(CODE): reason` (Python and shell).
-
-    Notebooks, container files and configs are not annotated: a comment line inside a JSON string,
-    a Dockerfile heredoc or a YAML block scalar would change what the file means."""
-    from migrator.engine.discover import file_kind
-
-    kind = file_kind(Path(rel))
-    if kind not in ("python", "shell"):
-        return text
-
-    reasons = {(f.code, f.symbol): why for f, why in declined}
-    remaining = scan_text_content(text, rel, kind, options.scan or ScanOptions(target=options.target))
-    starts: dict[int, int] = {}  # shell: a note goes above the first line of a `\`-continued command
-    if kind == "shell":
-        from migrator.engine.text_checkers import logical_lines
-
-        for _, parts in logical_lines(tuple(text.splitlines())):
-            for number, _ in parts:
-                starts[number] = parts[0][0]
-    notes: dict[int, list[tuple[str, str]]] = {}
-    for f in remaining.findings:
-        if f.family == "meta" or (f.severity == "info" and f.fix is None and (f.code, f.symbol) not in reasons):
-            continue
-        why = reasons.get((f.code, f.symbol)) or f.message
-        line = starts.get(f.line, f.line) if kind == "shell" else f.line
-        notes.setdefault(line, []).append((f.code, _encodable(why.replace("\n", " ")[:160], encoding)))
-    return text_fixer.annotate(text, notes)
-
-
-ASCII_PUNCTUATION = str.maketrans({"\u2014": "-", "\u2013": "-", "\u2018": "'", "\u2019": "'", "\u201c": '"',
-                                   "\u201d": '"', "\u2026": "...", "\u00d7": "x", "\u2192": "->", "\u2265": ">=",
-                                   "\u2264": "<=", "\u221a": "sqrt", "\u00b2": "^2"})
-
-
-def _encodable(note: str, encoding: str) -> str:
-    """A note the file's encoding can hold (a latin-1 file gets `-` for an em dash, `?` for the rest)."""
-    try:
-        note.encode(encoding)
-        return note
-    except UnicodeEncodeError:
-        return note.translate(ASCII_PUNCTUATION).encode(encoding, "replace").decode(encoding)
-    except LookupError:
-        return note
-
-
 def with_text(root: Path, rel: str, after: str, edits: tuple[Edit, ...], change: FileChange | None = None) -> FileChange:
     """`change` (or a new change of `rel`) ending at `after` with `edits`, re-encoded as the file on disk
     is (a route's one-time edits after planning); a file that cannot be read or encoded gets its error."""
@@ -478,5 +474,5 @@ def with_text(root: Path, rel: str, after: str, edits: tuple[Edit, ...], change:
     text, data, enc = got
     encoded, error = _encode(data, enc, after)
     before = base.before if change is not None else text
-    return replace(base, before=before, after=after, edits=edits, encoded=encoded, error=error,
+    return replace(base, held_before=before, held_after=after, edits=edits, held_encoded=encoded, error=error,
                    before_sha256=base.before_sha256 or ledger.sha256(data))

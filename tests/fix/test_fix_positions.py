@@ -158,3 +158,51 @@ def test_statement_texts_cut_from_the_source_are_their_renderings(text: str) -> 
     module = cst.parse_module(syntax.normalise_form_feeds(text)[0])  # libcst reads a last lone CR as no newline
     assert _cut_matches_render(text) == (len(module.body) if module.has_trailing_newline else 0)
 
+
+
+class _RenameCuda(cst.CSTTransformer):
+    """A stand-in fix: `cuda` -> `npu` in every statement with work; statements without any are not walked."""
+
+    def __init__(self, skipped: set[int]):
+        super().__init__()
+        self.skipped = skipped
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        return id(node) not in self.skipped
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+        return updated.with_changes(value="npu") if updated.value == "cuda" else updated
+
+
+@pytest.mark.parametrize("text", [TRICKY + "\n", TRICKY.replace("class Big:", "class Big:\n    # a comment\n") + "\n"])
+def test_rewritten_statements_render_as_libcst_does_with_nested_text_cut(text: str) -> None:
+    """A rewritten statement's unchanged nested statements are emitted as their source text: the module
+    reads exactly as libcst renders it, whichever line holds the work."""
+    from migrator.fix.python_fixer import render
+
+    module, tree = cst.parse_module(text), ast.parse(text)
+    cut_any = False
+    for line in range(1, text.count("\n") + 1):
+        positions = node_positions(module, tree, text, [line])
+        fixed = module.visit(_RenameCuda(positions.skipped))
+        assert render(fixed, source_texts(module, tree, text), positions.cuts) == fixed.code, line
+        cut_any |= bool(positions.cuts)
+    assert cut_any, "no nested statement was cut: the test proves nothing"
+
+
+def test_a_cut_statement_moved_to_another_block_is_rendered() -> None:
+    """A statement the fix moves into a deeper block is not emitted at its old indentation."""
+    from migrator.fix.python_fixer import render
+
+    text = TRICKY + "\n"
+    module, tree = cst.parse_module(text), ast.parse(text)
+    line = text.splitlines().index("            batch = batch.cuda()") + 1
+    positions = node_positions(module, tree, text, [line])
+    big = module.body[-2]
+    assert isinstance(big, cst.ClassDef) and positions.cuts
+    block = big.body
+    assert isinstance(block, cst.IndentedBlock)
+    inner = cst.If(test=cst.Name("True"), body=cst.IndentedBlock(body=list(block.body)))
+    moved = module.with_changes(body=[*module.body[:-2], big.with_changes(body=block.with_changes(body=[inner])),
+                                      module.body[-1]])
+    assert render(moved, {}, positions.cuts) == moved.code
