@@ -41,7 +41,7 @@ def unattributed(
 def _lines_to_search(source: SourceText) -> Iterable[int]:
     """The line numbers that may hold a marker: those where the lowered text's one search found one (most
     files have none), and every line that is not ASCII (case folding differs there)."""
-    lowered = source.text.lower()  # its line breaks are the text's, whatever lowering does to other characters
+    lowered = source.lowered  # its line breaks are the text's, whatever lowering does to other characters
     found = _word_starts(lowered)
     numbers: set[int] = set()
     if found and "\r" not in lowered:  # a line's number: 1 + the newlines before it

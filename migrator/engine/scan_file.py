@@ -130,7 +130,7 @@ def _scan_bytes(scan: FileScan, data: bytes, memo: CheckMemo | None = None) -> F
     except UnreadableSource as exc:
         scan.meta("unreadable-file", f"cannot read {rel}: {exc}")
         return FileResult(rel, tuple(scan.findings))
-    directives = parse_directives(source.lines)
+    directives = parse_directives(source.lines, lowered=source.lowered)
     if directives.skip_file:
         return FileResult(rel, skipped="`# migrate: skip-file` directive")
     checked = _check_by_kind(scan, source, data, memo)

@@ -70,3 +70,17 @@ def test_census_facts_read_without_the_census_package_match_the_store(tmp_path):
 
     assert options.CENSUS_FILE == store.CENSUS_FILE
     assert options._census_facts(tmp_path) == ((), ())
+
+
+def test_a_pool_gets_the_largest_files_first(tmp_path):
+    from migrator.engine.discover import Candidate
+    from migrator.engine.runner import _largest_first
+
+    sizes = [3, 10, 0, 7]
+    todo = []
+    for i, size in enumerate(sizes):
+        (tmp_path / f"m{i}.py").write_bytes(b"x" * size)
+        todo.append((Candidate(tmp_path / f"m{i}.py", f"m{i}.py", "python", False), None, None))
+    todo.append((Candidate(tmp_path / "gone.py", "gone.py", "python", False), None, None))  # vanished: size 0
+    todo.append((Candidate(tmp_path / "fix.py", "fix.py", "python", False), None, b"y" * 8))  # bytes in hand
+    assert _largest_first(todo) == [1, 5, 3, 0, 2, 4]
