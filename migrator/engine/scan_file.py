@@ -109,12 +109,14 @@ def judged_scan(data: bytes, rel: str, kind: str, options: ScanOptions,
 
 
 class CheckMemo:
-    """One Python module's parse and check, kept for the scans of the same bytes that differ only in
-    training dtypes (only the op verdicts, `coverage_hits`, depend on them)."""
+    """One Python module's decoding, directives, parse and check, kept for the scans of the same bytes that
+    differ only in training dtypes (only the op verdicts, `coverage_hits`, depend on them)."""
 
-    __slots__ = ("tree", "checker", "training_free")
+    __slots__ = ("source", "directives", "tree", "checker", "training_free")
 
     def __init__(self) -> None:
+        self.source: SourceText | None = None
+        self.directives: Directives | None = None
         self.tree: ast.Module | ParseFailure | None = None
         self.checker: PythonChecker | None = None
         self.training_free: tuple[CoverageHit, ...] | None = None  # the op hits no training dtype changes
@@ -125,12 +127,17 @@ def _scan_bytes(scan: FileScan, data: bytes, memo: CheckMemo | None = None) -> F
     early = _without_decoding(scan, data)
     if early is not None:
         return early
-    try:
-        source = decode_python(data) if kind == "python" else decode_text(data)
-    except UnreadableSource as exc:
-        scan.meta("unreadable-file", f"cannot read {rel}: {exc}")
-        return FileResult(rel, tuple(scan.findings))
-    directives = parse_directives(source.lines, lowered=source.lowered)
+    if memo is not None and memo.source is not None and memo.directives is not None:
+        source, directives = memo.source, memo.directives
+    else:
+        try:
+            source = decode_python(data) if kind == "python" else decode_text(data)
+        except UnreadableSource as exc:
+            scan.meta("unreadable-file", f"cannot read {rel}: {exc}")
+            return FileResult(rel, tuple(scan.findings))
+        directives = parse_directives(source.lines, lowered=source.lowered)
+        if memo is not None:
+            memo.source, memo.directives = source, directives
     if directives.skip_file:
         return FileResult(rel, skipped="`# migrate: skip-file` directive")
     checked = _check_by_kind(scan, source, data, memo)
