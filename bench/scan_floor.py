@@ -12,7 +12,8 @@ fraction is a sample of every tree) and copied to a temporary project. For each 
 back: the parse floor (`ast.parse` of every file in a child process, its CPU seconds), `migrate scan
 --no-cache -j 1` (the child's CPU seconds and peak RSS, `os.wait4`), scan/floor, files/s and the
 linearity whole/½ (2.0 = linear). Absolute seconds depend on a shared, busy machine; the ratios,
-measured in the same run, are what to compare.
+measured in the same run, are what to compare. The children run with their bytecode compiled beforehand
+(`PYTHONPYCACHEPREFIX` in the temporary folder), as an installed tool would.
 
 `-j N` (default 2; 0: off): after each `-j 1` scan, the same scan with N workers (same JSON, checked): the wall
 seconds of both, the speed-up (N = N-fold) and its CPU over `-j 1`'s (what the pool itself costs). Wall time is only
@@ -65,10 +66,30 @@ for path in open(sys.argv[1]).read().splitlines():
 """
 
 
+BYTECODE: dict[str, str] = {}  # "prefix": where the children's .pyc files go (set by `compile_bytecode`)
+
+
+def compile_bytecode(prefix: Path, checkouts: list[Path]) -> None:
+    """Untimed: every checkout's `migrator` and the libraries a scan imports compiled under `prefix`, as an
+    installed tool has its bytecode (under `PYTHONDONTWRITEBYTECODE` each child would otherwise compile every
+    module it imports, a start-up cost that differs between checkouts)."""
+    BYTECODE["prefix"] = str(prefix)
+    empty = prefix / "empty"
+    empty.mkdir(parents=True)
+    (empty / "m.py").write_text("import torch\nx = torch.zeros(2).cuda()\n")
+    for code in checkouts:
+        child([sys.executable, "-m", "compileall", "-q", str(code / "migrator")], code=code)
+        child([sys.executable, "-m", "migrator", "scan", str(empty), "--root", str(empty), "--no-cache", "-q"],
+              code=code)
+
+
 def child(argv: list[str], stdout: Path | None = None, code: Path = REPO) -> tuple[float, float, str, float]:
     """(CPU seconds, peak RSS MiB, stderr, wall seconds) of one child process run to its end (its pool's workers
     included), importing the `migrator` of `code`; its output kept in `stdout`."""
     env = {**os.environ, "NO_COLOR": "1", "CI": "1", "PYTHONPATH": str(code)}
+    if BYTECODE:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = BYTECODE["prefix"]
     sink = open(stdout, "wb") if stdout else subprocess.DEVNULL  # noqa: SIM115 - closed below
     # run outside any checkout: `python -m` puts the working folder first on sys.path, before PYTHONPATH
     start = time.perf_counter()
@@ -193,6 +214,7 @@ def main() -> int:
           + (f" | {'j1 wall':>7} {f'j{jobs} wall':>7} {'speed-up':>8} {f'j{jobs} CPU/j1':>9}" if jobs else ""))
     rows: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory(prefix="scan-floor-") as tmp:
+        compile_bytecode(Path(tmp) / "pycache", [REPO, *([args.against] if args.against else [])])
         for label, share in FRACTIONS:
             part = files[: round(len(files) * share)]
             folder = Path(tmp) / label.replace("/", "of")
