@@ -125,10 +125,12 @@ def _verdict(
 
 
 def coverage_hits(checker: PythonChecker, soc: str, version: str | None, traced: Traced | None = None,
-                  training: tuple[str, ...] = ()) -> Iterator[CoverageHit]:
+                  training: tuple[str, ...] = (), training_free: tuple[CoverageHit, ...] | None = None,
+                  ) -> Iterator[CoverageHit]:
     """Yield (impl, node, symbol, message, CoverageInfo, op name, status) for one checked module.
     `traced`: API name -> dtypes from the op census (`migrator.census.store.traced_apis`); `training`:
-    the 16-bit dtypes the scanned tree trains in (`migrator.catalogue.coverage._dtypes.training_dtypes`).
+    the 16-bit dtypes the scanned tree trains in (`migrator.catalogue.coverage._dtypes.training_dtypes`);
+    `training_free`: `training_free_hits` of the same checker, soc and version, when already known.
     Metadata APIs (`Tensor.size`, `.item()`) get no verdict; the status is the program's: a partial op
     used only in documented dtypes is supported (`migrator/catalogue/coverage/_dtypes.py`)."""
     from migrator.catalogue.coverage._dtypes import DEFAULT_DTYPES
@@ -138,10 +140,15 @@ def coverage_hits(checker: PythonChecker, soc: str, version: str | None, traced:
     used = local | set(training)
     yield from _call_hits(checker, ops, local, used)
     yield from _method_hits(checker, ops, used)
-    yield from _float64_hits(checker, soc, version)
+    yield from training_free_hits(checker, soc, version) if training_free is None else training_free
+
+
+def training_free_hits(checker: PythonChecker, soc: str, version: str | None) -> tuple[CoverageHit, ...]:
+    """The hits no training dtype changes (float64 use, the ops' work-arounds): one module's scans for
+    several training sets share them."""
     from migrator.engine.op_workarounds import workaround_hits
 
-    yield from workaround_hits(checker, soc, version)
+    return (*_float64_hits(checker, soc, version), *workaround_hits(checker, soc, version))
 
 
 class _OpJudge:

@@ -49,6 +49,36 @@ def scope_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
         stack.extend(reversed(list(ast.iter_child_nodes(node))))
 
 
+# fields that never hold a node a binding or a call can be: names, flags, contexts and operators
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "name", "module", "level", "kind", "is_async",
+                          "type_comment", "conversion", "value_str"})
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _own_nodes(body: list[ast.stmt]) -> list[ast.AST]:
+    """`scope_nodes` in the same order, without contexts and operators (`ScopeDtypes` reads neither), and
+    with each class's child fields looked up once (the scope walk is an op-coverage cost of every call site)."""
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if isinstance(node, _NESTED):
+            continue
+        fields = _CHILD_FIELDS.get(type(node))
+        if fields is None:
+            fields = _CHILD_FIELDS[type(node)] = tuple(f for f in node._fields if f not in _LEAF_FIELDS)
+        children: list[ast.AST] = []
+        for field in fields:
+            value = getattr(node, field, None)
+            if isinstance(value, ast.AST):
+                children.append(value)
+            elif isinstance(value, list):
+                children.extend(item for item in value if isinstance(item, ast.AST))
+        stack.extend(reversed(children))
+    return out
+
+
 def _dtype_name(node: ast.AST | None, qualnames: Qualnames) -> str | None:
     if node is None:
         return None
@@ -105,6 +135,13 @@ def expr_dtype(node: ast.AST, qualnames: Qualnames, known: Callable[[str], str |
     return None
 
 
+def parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The names of a function's parameters: never of a proven dtype in it."""
+    args = function.args
+    return [arg.arg for arg in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg)
+            if arg is not None]
+
+
 class ScopeDtypes:
     """Proven dtypes of one scope's local names; `dtype(name)` is None when unknown."""
 
@@ -112,12 +149,12 @@ class ScopeDtypes:
         self._qualnames = qualnames
         self._values: dict[str, list[ast.AST | None]] = {}  # name -> the values bound to it (None: unreadable)
         self._memo: dict[str, str | None] = {}
+        self.node_ids: set[int] = set()  # every node of the scope's own (`scope_nodes`), by id
         if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for arg in (*scope.args.posonlyargs, *scope.args.args, *scope.args.kwonlyargs,
-                        scope.args.vararg, scope.args.kwarg):
-                if arg is not None:
-                    self._values.setdefault(arg.arg, []).append(None)
-        for node in scope_nodes(body):
+            for name in parameters(scope):
+                self._values.setdefault(name, []).append(None)
+        for node in _own_nodes(body):
+            self.node_ids.add(id(node))
             self._bind(node)
 
     def _bind(self, node: ast.AST) -> None:

@@ -41,19 +41,30 @@ def unattributed(
 def _lines_to_search(source: SourceText) -> Iterable[int]:
     """The line numbers that may hold a marker: those where the lowered text's one search found one (most
     files have none), and every line that is not ASCII (case folding differs there)."""
-    lowered = source.text.lower()  # its line breaks are the text's, whatever lowering does to other characters
-    found = _LOWERED_MARKER.finditer(lowered)
-    first = next(found, None)
+    lowered = source.lowered  # its line breaks are the text's, whatever lowering does to other characters
+    found = _word_starts(lowered)
     numbers: set[int] = set()
-    if first is not None and "\r" not in lowered:  # a line's number: 1 + the newlines before it
+    if found and "\r" not in lowered:  # a line's number: 1 + the newlines before it
         line, previous = 1, 0
-        for m in (first, *found):
-            line += lowered.count("\n", previous, m.start())
-            previous = m.start()
+        for at in found:
+            line += lowered.count("\n", previous, at)
+            previous = at
             numbers.add(line)
-    elif first is not None:
+    elif found:
         starts = [m.end() for m in LINE_BREAK.finditer(lowered)]  # where lines 2, 3, ... begin
-        numbers = {bisect_right(starts, first.start()) + 1} | {bisect_right(starts, m.start()) + 1 for m in found}
+        numbers = {bisect_right(starts, at) + 1 for at in found}
     if not source.text.isascii():
         numbers.update(n for n, line in enumerate(source.lines, 1) if not line.isascii())
     return sorted(n for n in numbers if n <= len(source.lines))
+
+
+def _word_starts(lowered: str) -> list[int]:
+    """Where a marker word starts in the lowered text, in order (the lines `_LOWERED_MARKER` finds a match on; a
+    C substring search per word is cheaper than the pattern's scan, and most files hold no word at all)."""
+    starts: list[int] = []
+    for word in MARKER_WORDS:
+        at = lowered.find(word)
+        while at >= 0:
+            starts.append(at)
+            at = lowered.find(word, at + 1)
+    return sorted(starts)

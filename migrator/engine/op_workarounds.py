@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from migrator.engine.dtype_evidence import ScopeDtypes, scope_nodes
+from migrator.engine.dtype_evidence import ScopeDtypes, parameters
 
 if TYPE_CHECKING:
     from migrator.catalogue.coverage import CoverageEntry
@@ -163,9 +163,7 @@ def workaround_hits(checker: PythonChecker, soc: str, version: str | None) -> It
     if candidates:
         scopes = _Scopes(checker)
         for api, call, name in candidates:
-            dtypes = scopes.of(call)
-            if dtypes is not None:
-                yield from _dtype_hits(call, api, dtypes.dtype(name), soc, version)
+            yield from _dtype_hits(call, api, scopes.dtype(call, name), soc, version)
 
 
 class _Scopes:
@@ -173,21 +171,23 @@ class _Scopes:
 
     def __init__(self, checker: PythonChecker) -> None:
         self._checker = checker
-        self._built: dict[int, tuple[ScopeDtypes, set[int]]] = {}
+        self._built: dict[int, ScopeDtypes] = {}
 
-    def of(self, call: ast.Call) -> ScopeDtypes | None:
-        """None when the call sits where the scope's names may not be its own (a lambda, a comprehension)."""
+    def dtype(self, call: ast.Call, name: str) -> str | None:
+        """The proven dtype of `name` where `call` uses it; None when unknown, or when the call sits where the
+        scope's names may not be its own (a lambda, a comprehension)."""
         line = call.lineno
         holding = [f for f in self._checker.functions if f.lineno <= line <= (f.end_lineno or f.lineno)]
         scope: ast.AST = max(holding, key=lambda f: f.lineno) if holding else self._checker.tree
+        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and name in parameters(scope):
+            return None  # a parameter's dtype is never proven: the scope is not walked
         if id(scope) not in self._built:
             body = getattr(scope, "body", [])
             if scope is self._checker.tree:
                 body = [s for s in body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
-            self._built[id(scope)] = (ScopeDtypes(scope, body, self._checker.qualnames),
-                                      {id(n) for n in scope_nodes(body)})
-        dtypes, nodes = self._built[id(scope)]
-        return dtypes if id(call) in nodes else None
+            self._built[id(scope)] = ScopeDtypes(scope, body, self._checker.qualnames)
+        dtypes = self._built[id(scope)]
+        return dtypes.dtype(name) if id(call) in dtypes.node_ids else None
 
 
 def _argument_hits(call: ast.Call, api: str, soc: str, version: str | None) -> Iterator[WorkaroundHit]:

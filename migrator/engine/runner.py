@@ -147,6 +147,21 @@ def _with_extensions(settings: Settings, options: ScanOptions, candidates: list[
     return replace(options, extensions=inventory.facts())
 
 
+def _largest_first(todo: list[tuple[Candidate, str | None, bytes | None]]) -> list[int]:
+    """The files' indices, largest first: a pool's last chunks are then its smallest files, so no worker is
+    left scanning a large one while the others wait."""
+    def size(i: int) -> int:
+        cand, _, data = todo[i]
+        if data is not None:
+            return len(data)
+        try:
+            return os.stat(cand.path).st_size
+        except OSError:
+            return 0
+
+    return sorted(range(len(todo)), key=size, reverse=True)
+
+
 def run(settings: Settings, paths: list[Path], options: ScanOptions, progress: Progress | None = None,
         extra_key: str = "", memo: ScanMemo | None = None, overlay: Mapping[str, bytes] | None = None) -> EngineOutput:
     """Scan with `options` (built from the settings by `migrator.pipeline.options.scan_options`).
@@ -168,18 +183,23 @@ def run(settings: Settings, paths: list[Path], options: ScanOptions, progress: P
     if progress:
         progress(done, total)
     jobs = settings.jobs or (os.cpu_count() or 1)
-    work = [(c.path, c.rel, c.kind, options, data) for c, _, data in todo]
+    pooled = jobs > 1 and len(todo) >= POOL_THRESHOLD
+    order = _largest_first(todo) if pooled else list(range(len(todo)))
+    work = [(todo[i][0].path, todo[i][0].rel, todo[i][0].kind, options, todo[i][2]) for i in order]
+    scanned: dict[int, ScannedFile] = {}
     with ExitStack() as stack:
-        if jobs > 1 and len(work) >= POOL_THRESHOLD:
+        if pooled:
             pool = stack.enter_context(worker_pool(jobs))
             outputs = pool.map(_scan_one, work, chunksize=max(1, min(16, len(work) // (jobs * 4))))
         else:
             outputs = map(_scan_one, work)
-        for (cand, digest, _), scanned in zip(todo, outputs):
-            results.keep(cand, digest, scanned)
+        for i, result in zip(order, outputs):
+            scanned[i] = result
             done += 1
             if progress:
                 progress(done, total)
+    for i, (cand, digest, _) in enumerate(todo):  # kept in the files' order, whatever order they were scanned in
+        results.keep(cand, digest, scanned.pop(i))
     results.save()
     files = [results.scanned[c.rel] for c in candidates]
     dtypes = tree_training_dtypes(files)

@@ -8,6 +8,7 @@ import re
 import tokenize
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 
 LINE_BREAK = re.compile(r"\r\n|\r|\n")
 
@@ -29,6 +30,11 @@ class SourceText:
     text: str
     lines: tuple[str, ...]
     encoding: str
+
+    @cached_property
+    def lowered(self) -> str:
+        """The text lowered, once for every search that ignores case (directives, markers)."""
+        return self.text.lower()
 
     def char_column(self, line: int, byte_offset: int) -> int:
         """1-based character column from ast's 0-based UTF-8 byte offset."""

@@ -7,9 +7,12 @@ Matched by a line map after checking, never inside rules (as ruff does).
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
+
+from migrator.engine.source import split_lines
 
 if TYPE_CHECKING:
     from migrator.ground.model import Finding
@@ -43,8 +46,9 @@ class Directives:
         return None
 
 
-def parse_directives(lines: tuple[str, ...], comment_only: bool = False) -> Directives:
-    lowered = "\n".join(lines).lower()
+def parse_directives(lines: tuple[str, ...], comment_only: bool = False, lowered: str | None = None) -> Directives:
+    """`lowered`: the lines' text lowered, where the caller has it (`SourceText.lowered`)."""
+    lowered = "\n".join(lines).lower() if lowered is None else lowered
     if "noqa" not in lowered and "migrate" not in lowered:
         return Directives(False, ())  # most files: no line to look at
     skip = False
@@ -86,6 +90,9 @@ def with_continued_lines(directives: Directives, text: str, findings: Iterable[F
     tokenized only when a finding is left that no directive covers on its own line."""
     if not directives.suppressions or all(directives.covers(f.code, f.line) for f in findings):
         return directives
+    lines, split = split_lines(text), text.splitlines()  # the tokenizer's numbering; `continued_lines`' backslashes'
+    if not any(_may_take_continued(s.line, lines, split) for s in directives.suppressions):
+        return directives  # no directive's line ends a multi-line string or follows a backslash: nothing to tokenize
     from migrator.engine.comment_lines import continued_lines
 
     mapped = continued_lines(text)
@@ -96,3 +103,16 @@ def with_continued_lines(directives: Directives, text: str, findings: Iterable[F
         by_line.setdefault(s.line, []).append(s)
     extra = [replace(s, line=line) for line, target in mapped.items() for s in by_line.get(target, ())]
     return Directives(directives.skip_file, directives.suppressions + tuple(extra)) if extra else directives
+
+
+def _may_take_continued(number: int, lines: tuple[str, ...], split: list[str]) -> bool:
+    """Whether line `number` can be where an earlier line's comment goes (`comment_lines.continued_lines`): the
+    line a multi-line string ends on holds its closing triple quote (or, on 3.12+, a single-quoted f-string's
+    quote), or the line before it ends with a backslash (a continuation, or a string continued by one)."""
+    if number < 2:
+        return False  # a continued line comes before the line its comment goes on
+    if number > len(lines) or number > len(split):
+        return True  # past the end as numbered one way or the other: let the tokenizer decide
+    line = lines[number - 1]
+    return ('"""' in line or "'''" in line or lines[number - 2].endswith("\\") or split[number - 2].endswith("\\")
+            or (sys.version_info >= (3, 12) and ('"' in line or "'" in line)))

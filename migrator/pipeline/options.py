@@ -11,31 +11,48 @@ import errno
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from migrator.engine.scan_file import ScanOptions
 from migrator.ground.config import RuleSelector, Settings, find_root, load_settings
 from migrator.ground.usage_error import UsageError
+
+if TYPE_CHECKING:
+    from migrator.engine.census_perf import TracedPerf
+
+CENSUS_FILE = ".migrate/op-trace.json"  # `census.store.CENSUS_FILE`: named here so that scan need not import it
 
 
 def scan_options(settings: Settings, training_dtypes: tuple[str, ...] = ()) -> ScanOptions:
     """What the per-file scan judges with: rule selection, SoC, coverage table, the root's op census
     (`.migrate/op-trace.json`), the fix target. The tree's training dtypes are combined by the engine
     from every file's evidence (`engine/scanned.py`); `training_dtypes` is for a scan of one text."""
-    from migrator.census.store import traced_apis, traced_perf
-    from migrator.engine.census_perf import TracedPerf
-
+    traced, census_perf = _census_facts(settings.root)
     return ScanOptions(
         select=settings.select,
         ignore=settings.ignore,
         per_file_ignores=settings.per_file_ignores,
         soc=settings.soc,
         torch_npu_version=settings.torch_npu_version,
-        traced=traced_apis(settings.root),
-        census_perf=tuple(TracedPerf(s.impl, s.path, s.line, s.symbol, s.message) for s in traced_perf(settings.root)),
+        traced=traced,
+        census_perf=census_perf,
         target=settings.target,
         training_dtypes=training_dtypes,
     )
+
+
+def _census_facts(root: Path) -> tuple[tuple[tuple[str, tuple[str, ...]], ...], tuple[TracedPerf, ...]]:
+    """The op census's traced APIs and perf sites; without a census file the census package (whose records
+    import validation's) is not imported, a start-up cost every scan would pay."""
+    try:
+        os.stat(Path(root) / CENSUS_FILE)
+    except OSError:
+        return (), ()
+    from migrator.census.store import traced_apis, traced_perf
+    from migrator.engine.census_perf import TracedPerf
+
+    return (traced_apis(root),
+            tuple(TracedPerf(s.impl, s.path, s.line, s.symbol, s.message) for s in traced_perf(root)))
 
 
 def selector(settings: Settings) -> RuleSelector:

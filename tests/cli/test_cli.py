@@ -129,8 +129,9 @@ def test_cache_gives_same_result_and_no_cache_bypasses(project, tmp_path):
 
 
 def test_process_pool_matches_serial(tmp_path):
-    for i in range(60):
-        (tmp_path / f"m{i}.py").write_text(f"import torch\ntorch.cuda.set_device({i})\nx{i}.cuda()\n")
+    for i in range(60):  # sizes out of name order: the pool scans the largest first, the report keeps file order
+        padding = "\n" * ((i * 37) % 11)
+        (tmp_path / f"m{i}.py").write_text(f"import torch\n{padding}torch.cuda.set_device({i})\nx{i}.cuda()\n")
     serial = json.loads(run_cli("scan", str(tmp_path), "--format", "json", "-j", "1", "--no-cache").stdout)
     pooled = json.loads(run_cli("scan", str(tmp_path), "--format", "json", "-j", "2", "--no-cache").stdout)
     assert serial["findings"] == pooled["findings"] and len(serial["findings"]) == 120

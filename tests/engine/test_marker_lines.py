@@ -26,6 +26,8 @@ def _every_line(source: SourceText) -> list[tuple[int, str]]:
     "from xformerſ import ops\n",
     "name = 'ﬂash'\nfrom flash_attn import f  # cuda\n",
     "a = 'é'\nb = 2\n",
+    "x = 'nvte_cuda'; y.cudnn  # apex\nz = 1\nTriton.CUDA.cuda\n",  # several words, one line
+    "a\r\nb.cuda()\r\n\r\nNCCL = apex\r\n",
     "",
 ])
 def test_marker_lines_are_those_of_a_search_of_every_line(text):

@@ -1,0 +1,86 @@
+"""The scan's cheap tests that decide whether costlier work runs must agree with what they stand for: the
+prefilter's substring searches with its pattern, the suppression's tokenizing skip with tokenizing, the
+op work-arounds' scope walk with `scope_nodes`, and a scan without an op census with the census reader."""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from migrator.engine import comment_lines
+from migrator.engine.dtype_evidence import _own_nodes, scope_nodes
+from migrator.engine.scan_file import PREFILTER, PREFILTER_WORDS, prefiltered
+from migrator.engine.source import split_lines
+from migrator.engine.suppress import Directives, Suppression, with_continued_lines
+from migrator.ground.model import Finding
+
+
+@pytest.mark.parametrize("data", [b"", b"import os\n", b"x.to(y)", b"x.to (y)", b"Torch", b"import torch",
+                                  b"# migrate: ignore", b"HCCL_ALGO=1", b"amp_c", b"NVTE_FLAG", b"nvte_"])
+def test_prefiltered_is_the_pattern_search(data):
+    assert prefiltered(data) == bool(PREFILTER.search(data))
+    assert all(prefiltered(b"..." + word + b"...") for word in PREFILTER_WORDS)
+
+
+def _finding(line: int) -> Finding:
+    return Finding("DEV010", "tensor-cuda-call", "device", "error", "m.py", line, 1, line, 2, "x.cuda()", "msg")
+
+
+TEXTS = [
+    'a = """\n{}""".format(x.cuda())  # noqa: DEV010\n',  # the string ends on the directive's line
+    "s = x.cuda() + \\\n    1  # noqa: DEV010\n",  # a backslash continuation
+    "s = 'ab\\\ncd' + x.cuda()  # noqa: DEV010\n",  # a single-quoted string continued by a backslash
+    "y = x.cuda()  # noqa: DEV010\nz = x.cuda()\n",  # nothing continued: no tokenizing needed
+    "# migrate: ignore[DEV010]\nz = x.cuda()\nw = '''\nq'''\n",
+    "a = '\u2028'\nb = 1 \\\n  + x.cuda()  # noqa: DEV010\n",  # a line break str.splitlines counts, the tokenizer not
+    "a = 1\r\nb = (1 +\r\n  x.cuda())  # noqa: DEV010\r\n",
+]
+
+
+@pytest.mark.parametrize("text", TEXTS)
+def test_the_tokenizing_skip_changes_no_directive(text):
+    from migrator.engine.suppress import parse_directives
+
+    directives = parse_directives(split_lines(text))
+    findings = [_finding(n) for n in range(1, len(split_lines(text)) + 1)]
+    mapped = comment_lines.continued_lines(text)  # what tokenizing every time gives
+    by_line: dict[int, list[Suppression]] = {}
+    for s in directives.suppressions:
+        by_line.setdefault(s.line, []).append(s)
+    extra = tuple(replace(s, line=line) for line, target in mapped.items() for s in by_line.get(target, ()))
+    assert with_continued_lines(directives, text, findings) == Directives(directives.skip_file,
+                                                                          directives.suppressions + extra)
+
+
+def test_own_nodes_are_scope_nodes_without_contexts_and_operators():
+    skipped = (ast.expr_context, ast.operator, ast.cmpop, ast.unaryop, ast.boolop)
+    for path in sorted((Path(__file__).resolve().parents[2] / "migrator" / "engine").glob("*.py")):
+        tree = ast.parse(path.read_bytes())
+        for body in [tree.body] + [f.body for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]:
+            expected = [node for node in scope_nodes(body) if not isinstance(node, skipped)]
+            assert [id(n) for n in _own_nodes(body)] == [id(n) for n in expected], path.name
+
+
+def test_census_facts_read_without_the_census_package_match_the_store(tmp_path):
+    from migrator.census import store
+    from migrator.pipeline import options
+
+    assert options.CENSUS_FILE == store.CENSUS_FILE
+    assert options._census_facts(tmp_path) == ((), ())
+
+
+def test_a_pool_gets_the_largest_files_first(tmp_path):
+    from migrator.engine.discover import Candidate
+    from migrator.engine.runner import _largest_first
+
+    sizes = [3, 10, 0, 7]
+    todo = []
+    for i, size in enumerate(sizes):
+        (tmp_path / f"m{i}.py").write_bytes(b"x" * size)
+        todo.append((Candidate(tmp_path / f"m{i}.py", f"m{i}.py", "python", False), None, None))
+    todo.append((Candidate(tmp_path / "gone.py", "gone.py", "python", False), None, None))  # vanished: size 0
+    todo.append((Candidate(tmp_path / "fix.py", "fix.py", "python", False), None, b"y" * 8))  # bytes in hand
+    assert _largest_first(todo) == [1, 5, 3, 0, 2, 4]
