@@ -15,18 +15,36 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import cast
 
+from ..ground.usage_error import UsageError
+
+
+class SpoolError(UsageError):
+    """The temporary file could not take a text (a full or read-only temporary folder): the plan stops
+    before anything is written, with the folder and the reason."""
+
+    def __init__(self, exc: OSError):
+        super().__init__(f"fix keeps the texts it plans in a temporary file in {tempfile.gettempdir()} "
+                         f"(TMPDIR) and could not write there: {exc.strerror or exc}; nothing was changed "
+                         "(free space there or set TMPDIR to another folder)")
+
 
 class Spool:
     def __init__(self) -> None:
-        self._file = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 - lives as long as the plan
+        try:
+            self._file = tempfile.TemporaryFile(buffering=0)  # noqa: SIM115 - lives as long as the plan
+        except OSError as exc:
+            raise SpoolError(exc) from exc
         self._end = 0
 
     def keep(self, value: str | bytes) -> Spooled:
         data = value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
         at = self._end
         written = 0
-        while written < len(data):
-            written += os.pwrite(self._file.fileno(), data[written:], at + written)
+        try:
+            while written < len(data):
+                written += os.pwrite(self._file.fileno(), data[written:], at + written)
+        except OSError as exc:
+            raise SpoolError(exc) from exc
         self._end += len(data)
         return Spooled(self, at, len(data), isinstance(value, str), hashlib.blake2b(data, digest_size=16).digest())
 

@@ -26,3 +26,28 @@ def test_a_spooled_change_is_changed_only_when_its_texts_differ() -> None:
     assert change.changed and change.encoded == b"import torch\nx.npu()\n"
     assert change.diff() == FileChange("a.py", change.before, change.after).diff() != ""
     assert not FileChange("a.py", before, after, error="cannot write").changed
+
+
+def test_a_full_temporary_folder_stops_fix_before_any_write(tmp_path, monkeypatch) -> None:
+    """The spool's write failing (ENOSPC in TMPDIR) ends fix with one line naming the folder and the
+    reason, exit 2, and the tree as it was."""
+    import errno
+    import os
+
+    from click.testing import CliRunner
+
+    from migrator.cli import main
+
+    source = "import torch\nx = torch.zeros(2).cuda()\n"
+    (tmp_path / "train.py").write_text(source)
+
+    def no_space(fd: int, data: bytes, offset: int) -> int:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr("migrator.fix.spool.os.pwrite", no_space)
+    result = CliRunner().invoke(main, ["fix", str(tmp_path), "--no-cache"])
+    assert result.exit_code == 2, result.output
+    assert "temporary file" in result.output and os.strerror(errno.ENOSPC) in result.output
+    assert "nothing was changed" in result.output
+    assert (tmp_path / "train.py").read_text() == source
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != ".migrate") == ["train.py"]  # its lock only

@@ -43,6 +43,7 @@ from typing import Any
 from ...verdict import Verdict, worst
 from ..comparison.thresholds import Thresholds
 from .msprobe_dumps import RankDump, Record, Slot, read_dump
+from .msprobe_record_verdicts import RecordVerdict, SlotVerdict
 from .msprobe_state import (
     PARAMETER_ARGS,
     built_differently,
@@ -63,37 +64,6 @@ from .msprobe_updates import (
 
 _FLOAT32 = ("torch.float32", "torch.float64")
 _LOW = ("torch.bfloat16", "torch.float16")
-
-
-@dataclass(frozen=True)
-class SlotVerdict:
-    slot: str
-    status: Verdict
-    metric: str
-    value: float
-    threshold: float
-    detail: str = ""
-
-
-@dataclass(frozen=True)
-class RecordVerdict:
-    label: str                # step/rank
-    key: str
-    api: str
-    direction: str
-    status: Verdict
-    slots: tuple[SlotVerdict, ...]
-    argument_diffs: tuple[str, ...] = ()
-    user_line: str = ""
-    scope: str = ""                              # the enclosing module: layers.0.mixer.dt_proj (Linear)
-    parameters: tuple[tuple[str, str], ...] = ()  # (slot, parameter it is): (input_args.1, dt_proj.weight)
-
-    @property
-    def worst(self) -> SlotVerdict | None:
-        """The failing slot to name: a module's parameter first (the outputs follow from it), else the largest."""
-        failing = [s for s in self.slots if s.status == self.status and s.metric != "argument"]
-        failing = [s for s in failing if s.slot.startswith("parameters.")] or failing
-        return max(failing, key=lambda s: s.value if not math.isnan(s.value) else math.inf) if failing else None
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from ...verdict import Verdict
 from .msprobe_dumps import RankDump, Record, Slot
 
 if TYPE_CHECKING:
-    from .msprobe_compare import RecordVerdict, SlotVerdict
+    from .msprobe_record_verdicts import RecordVerdict, SlotVerdict
 
 _MOST = 6
 _WEIGHT_BIAS = {1: "weight", 2: "bias"}
