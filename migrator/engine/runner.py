@@ -1,7 +1,8 @@
 """Run the scan over many files: discovery, cache, optional process pool, progress callback.
 
 Each file is read once: with the cache (or a memo) on, by the parent for its digest, and a miss's
-bytes go to the worker; otherwise by the worker that scans it (`engine/scanned.py`). The tree's training
+bytes go to the worker, a window of at most `WINDOW_BYTES` at a time (memory bounded per window, not
+per tree); otherwise by the worker that scans it (`engine/scanned.py`). The tree's training
 dtypes are combined here from the workers' per-file evidence. The pool's workers never outlive the
 scan (`engine/workers.py`).
 """
@@ -9,7 +10,7 @@ scan (`engine/workers.py`).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from migrator.ground.model import FileResult, SkippedFile
 
 Progress = Callable[[int, int], None]
 POOL_THRESHOLD = 48  # below this many files to parse, a pool costs more than it saves
+WINDOW_BYTES = 16 << 20  # read-ahead bytes held for the scan at most (with the cache or a memo on)
 
 
 @dataclass(frozen=True)
@@ -162,6 +164,28 @@ def _largest_first(todo: list[tuple[Candidate, str | None, bytes | None]]) -> li
     return sorted(range(len(todo)), key=size, reverse=True)
 
 
+def _windows(candidates: list[Candidate], results: _Results, overlay: Mapping[str, bytes], counts: list[int],
+             ) -> Iterator[tuple[list[tuple[Candidate, str | None, bytes | None]], bool]]:
+    """The files to scan (candidate, digest, the bytes read for the digest), in windows holding at most
+    WINDOW_BYTES of those bytes, each with whether it is the last: a tree's bytes are never all held at once
+    (the parent, and workers forked after it, stay bounded), and each file is still read once. A file the
+    cache or the memo knows counts as done (`counts[1]`)."""
+    window: list[tuple[Candidate, str | None, bytes | None]] = []
+    held = 0
+    for cand in candidates:
+        digest, data = results.digest(cand)
+        if results.lookup(cand, digest):
+            counts[1] += 1
+            continue
+        data = overlay.get(cand.rel, data)
+        window.append((cand, digest, data))
+        held += len(data) if data is not None else 0
+        if held >= WINDOW_BYTES:
+            yield window, False
+            window, held = [], 0
+    yield window, True
+
+
 def run(settings: Settings, paths: list[Path], options: ScanOptions, progress: Progress | None = None,
         extra_key: str = "", memo: ScanMemo | None = None, overlay: Mapping[str, bytes] | None = None) -> EngineOutput:
     """Scan with `options` (built from the settings by `migrator.pipeline.options.scan_options`).
@@ -174,32 +198,27 @@ def run(settings: Settings, paths: list[Path], options: ScanOptions, progress: P
     if options.extensions.targets or options.extensions.routes:  # file results depend on the inventory
         extra_key += "|ext:" + content_digest(repr(options.extensions).encode())
     results = _Results(settings, _cache_key(settings, options, extra_key), memo, overlay)
-    todo = []  # (candidate, digest, bytes already read: the file is read once, here or by the worker)
-    for cand in candidates:
-        digest, data = results.digest(cand)
-        if not results.lookup(cand, digest):
-            todo.append((cand, digest, overlay.get(cand.rel, data)))
-    total, done = len(candidates), len(candidates) - len(todo)
-    if progress:
-        progress(done, total)
+    counts = [len(candidates), 0]  # total, done
     jobs = settings.jobs or (os.cpu_count() or 1)
-    pooled = jobs > 1 and len(todo) >= POOL_THRESHOLD
-    order = _largest_first(todo) if pooled else list(range(len(todo)))
-    work = [(todo[i][0].path, todo[i][0].rel, todo[i][0].kind, options, todo[i][2]) for i in order]
-    scanned: dict[int, ScannedFile] = {}
     with ExitStack() as stack:
-        if pooled:
-            pool = stack.enter_context(worker_pool(jobs))
-            outputs = pool.map(_scan_one, work, chunksize=max(1, min(16, len(work) // (jobs * 4))))
-        else:
-            outputs = map(_scan_one, work)
-        for i, result in zip(order, outputs):
-            scanned[i] = result
-            done += 1
+        pool = None
+        for window, last in _windows(candidates, results, overlay, counts):
             if progress:
-                progress(done, total)
-    for i, (cand, digest, _) in enumerate(todo):  # kept in the files' order, whatever order they were scanned in
-        results.keep(cand, digest, scanned.pop(i))
+                progress(counts[1], counts[0])
+            if pool is None and jobs > 1 and (not last or len(window) >= POOL_THRESHOLD):
+                pool = stack.enter_context(worker_pool(jobs))
+            order = _largest_first(window) if pool is not None else list(range(len(window)))
+            work = [(window[i][0].path, window[i][0].rel, window[i][0].kind, options, window[i][2]) for i in order]
+            outputs = (pool.map(_scan_one, work, chunksize=max(1, min(16, len(work) // (jobs * 4))))
+                       if pool is not None else map(_scan_one, work))
+            scanned: dict[int, ScannedFile] = {}
+            for i, result in zip(order, outputs):
+                scanned[i] = result
+                counts[1] += 1
+                if progress:
+                    progress(counts[1], counts[0])
+            for i, (cand, digest, _) in enumerate(window):  # kept in the files' order, whatever order they ran in
+                results.keep(cand, digest, scanned.pop(i))
     results.save()
     files = [results.scanned[c.rel] for c in candidates]
     dtypes = tree_training_dtypes(files)
