@@ -25,7 +25,8 @@ SLIPS = {
                   ("scale: the port uses 1.0", "pass scale=1/math.sqrt(head_dim)")),
     "swiglu": ("npu_swiglu(self.gate_up(x), dim=-1)",
                "npu_swiglu(torch.cat(self.gate_up(x).chunk(2, dim=-1)[::-1], dim=-1), dim=-1)",
-               ("SwiGLU halves swapped: the port activates the up projection",)),
+               # gate and up are halves of one projection here (`gate_up`): "half", not "projection"
+               ("SwiGLU halves swapped: the port activates the up half", "put gate first")),
 }
 
 
