@@ -159,9 +159,8 @@ def _read_in_source(user_lines: Iterable[str], class_name: str) -> tuple[list[st
         if not match:
             continue
         path = Path(match.group("file"))
-        try:
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, ValueError):
+        tree = _parsed(path)
+        if tree is None:
             continue
         number = int(match.group("line"))
         for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == class_name):
@@ -169,9 +168,7 @@ def _read_in_source(user_lines: Iterable[str], class_name: str) -> tuple[list[st
                              and f.lineno <= number <= (f.end_lineno or f.lineno)), None)
             if function is None:
                 continue
-            buffers = {c.args[0].value for c in ast.walk(cls) if isinstance(c, ast.Call)
-                       and isinstance(c.func, ast.Attribute) and c.func.attr == "register_buffer"
-                       and c.args and isinstance(c.args[0], ast.Constant) and isinstance(c.args[0].value, str)}
+            buffers = _buffers_of(cls)
             read = [a.attr for a in ast.walk(function) if isinstance(a, ast.Attribute) and a.attr in buffers
                     and isinstance(a.value, ast.Name) and a.value.id == "self"]
             fused = {name for c in ast.walk(function) if isinstance(c, ast.Call)
@@ -265,18 +262,15 @@ def _state_read_at(user_line: str) -> tuple[list[str], list[str], str]:
     if not match:
         return [], [], ""
     path, number = Path(match.group("file")), int(match.group("line"))
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
+    tree = _parsed(path)
+    if tree is None:
         return [], [], ""
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
         function = next((f for f in cls.body if isinstance(f, ast.FunctionDef)
                          and f.lineno <= number <= (f.end_lineno or f.lineno)), None)
         if function is None:
             continue
-        buffers = {c.args[0].value for c in ast.walk(cls) if isinstance(c, ast.Call)
-                   and isinstance(c.func, ast.Attribute) and c.func.attr == "register_buffer"
-                   and c.args and isinstance(c.args[0], ast.Constant) and isinstance(c.args[0].value, str)}
+        buffers = _buffers_of(cls)
         parameters = _parameters_of(cls)
         read = {a.attr for a in ast.walk(function) if isinstance(a, ast.Attribute)
                 and isinstance(a.value, ast.Name) and a.value.id == "self"}
@@ -315,3 +309,18 @@ def unrecorded_inputs(records: Iterable[Record], target: RankDump, golden: RankD
                         "tensors and no recorded op made it: made by what msprobe does not record (indexing, views) "
                         f"from what {where} reads: {'; '.join(read)}, at {record.user_line}")
     return ""
+
+
+def _parsed(path: Path) -> ast.Module | None:
+    """The user's source file as a tree; None where it cannot be read or parsed (the cause then omits it)."""
+    try:
+        return ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return None
+
+
+def _buffers_of(cls: ast.ClassDef) -> set[str]:
+    """The buffer names a class registers with a literal name (`self.register_buffer("index", ...)`)."""
+    return {c.args[0].value for c in ast.walk(cls) if isinstance(c, ast.Call)
+            and isinstance(c.func, ast.Attribute) and c.func.attr == "register_buffer"
+            and c.args and isinstance(c.args[0], ast.Constant) and isinstance(c.args[0].value, str)}
