@@ -12,10 +12,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from migrator.ground.safe_write import write_text
+from migrator.ground.workdir import CENSUS_FILE
 
 from .model import Census, PerfSite, first_dtype
 
-CENSUS_FILE = ".migrate/op-trace.json"
 SCHEMA = "op-trace.schema.json"
 
 

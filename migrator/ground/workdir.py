@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 GITIGNORE_TEXT = "# Automatically created by ascend-migrate.\n*\n"
+CENSUS_FILE = ".migrate/op-trace.json"  # the op census (`migrate ops --trace`), read by scan when present
 
 
 def ensure_folder(folder: Path) -> Path:

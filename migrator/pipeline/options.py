@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any
 from migrator.engine.scan_file import ScanOptions
 from migrator.ground.config import RuleSelector, Settings, find_root, load_settings
 from migrator.ground.usage_error import UsageError
+from migrator.ground.workdir import CENSUS_FILE
 
 if TYPE_CHECKING:
     from migrator.engine.census_perf import TracedPerf
 
-CENSUS_FILE = ".migrate/op-trace.json"  # `census.store.CENSUS_FILE`: named here so that scan need not import it
 
 
 def scan_options(settings: Settings, training_dtypes: tuple[str, ...] = ()) -> ScanOptions:

@@ -64,12 +64,23 @@ def test_own_nodes_are_scope_nodes_without_contexts_and_operators():
             assert [id(n) for n in _own_nodes(body)] == [id(n) for n in expected], path.name
 
 
-def test_census_facts_read_without_the_census_package_match_the_store(tmp_path):
+def test_census_facts_are_read_where_the_store_writes_them(tmp_path):
+    import json
+
+    from migrator.catalogue.coverage import lookup
     from migrator.census import store
+    from migrator.census.model import Census
     from migrator.pipeline import options
 
-    assert options.CENSUS_FILE == store.CENSUS_FILE
-    assert options._census_facts(tmp_path) == ((), ())
+    assert options._census_facts(tmp_path) == ((), ())  # no census file: the census package is not needed
+    documented = lookup("torch.nn.functional.silu", soc="A2")
+    raw = Census({"target": ".", "mode": "script", "steps": 1}, "A2", documented.version, "", 0.0, ()).to_json()
+    raw["ops"] = [{"level": "api", "op": "torch.nn.functional.silu", "dtypes": ["fp64"], "count": 1,
+                   "status": "partial", "verdict": "unsupported", "sites": [{"phase": "forward", "count": 1}]}]
+    store.census_path(tmp_path).parent.mkdir()
+    store.census_path(tmp_path).write_text(json.dumps(raw))
+    apis, _ = options._census_facts(tmp_path)
+    assert apis and apis == store.traced_apis(tmp_path)
 
 
 def test_a_pool_gets_the_largest_files_first(tmp_path):
