@@ -5,12 +5,12 @@ collective the port no longer calls named with the module it was called in. Tiny
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
 from migrator.validation.parent.interop.msprobe_compare import compare_dumps
+from tests.validation.msprobe_kit import tensor_record, write_rank
 
 _SOURCE = '''import torch
 from torch import nn
@@ -34,17 +34,11 @@ class Attention(nn.Module):
 
 
 def _t(t: torch.Tensor, grad: bool = False) -> dict:
-    return {"type": "torch.Tensor", "dtype": "torch.float32", "shape": list(t.shape), "Max": float(t.max()),
-            "Min": float(t.min()), "Mean": float(t.mean()), "Norm": float(t.norm()), "requires_grad": grad}
+    return tensor_record(t, requires_grad=grad)
 
 
 def _write(root: Path, records: dict, stack: dict, construct: dict | None = None) -> Path:
-    folder = root / "step0" / "rank0"
-    folder.mkdir(parents=True)
-    (folder / "dump.json").write_text(json.dumps({"task": "statistics", "level": "L1", "framework": "pytorch",
-                                                  "dump_data_dir": None, "data": records}))
-    (folder / "construct.json").write_text(json.dumps(construct or {}))
-    (folder / "stack.json").write_text(json.dumps(stack))
+    write_rank(root / "step0" / "rank0", records, construct, stack, level="L1")
     return root
 
 

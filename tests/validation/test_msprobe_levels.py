@@ -5,13 +5,13 @@ dumps in msprobe 26's layout."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 
 from migrator.reporters.msprobe_text import comparison_text
 from migrator.validation.parent.interop.msprobe_compare import compare_dumps
+from tests.validation.msprobe_kit import tensor_record, write_rank
 
 _SOURCE = '''import torch
 import torch_npu
@@ -32,21 +32,12 @@ class Attention(nn.Module):
 
 
 def _stats(t: torch.Tensor, name: str, folder: Path | None, grad: bool = True) -> dict:
-    node = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": list(t.shape), "Max": float(t.max()),
-            "Min": float(t.min()), "Mean": float(t.mean()), "Norm": float(t.norm()), "requires_grad": grad}
-    if folder is not None:
-        torch.save(t.clone(), folder / "dump_tensor_data" / f"{name}.pt")
-        node["data_name"] = f"{name}.pt"
-    return node
+    return tensor_record(t, name, folder, grad)
 
 
 def _write(folder: Path, records: dict, construct: dict, stack: dict | None = None, *, level: str = "mix",
            task: str = "statistics") -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "dump.json").write_text(json.dumps({"task": task, "level": level, "framework": "pytorch",
-                                                  "dump_data_dir": None, "data": records}))
-    (folder / "construct.json").write_text(json.dumps(construct))
-    (folder / "stack.json").write_text(json.dumps(stack or {}))
+    write_rank(folder, records, construct, stack, level=level, task=task)
 
 
 def _attention(root: Path, source: Path, out_norm: float, proj_top: float = 1.0, level: str = "mix") -> Path:

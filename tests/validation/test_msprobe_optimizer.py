@@ -4,13 +4,13 @@ hand-written dumps in msprobe 26's layout (`dump.json`, `construct.json`'s `opti
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 import torch
 
 from migrator.validation.parent.interop.msprobe_compare import compare_dumps
+from tests.validation.msprobe_kit import tensor_record, write_rank
 
 LR, WD, N = 1e-3, 0.05, 256
 
@@ -18,13 +18,7 @@ LR, WD, N = 1e-3, 0.05, 256
 def _slot(value: torch.Tensor | float, name: str, folder: Path | None, requires_grad: bool = False) -> dict:
     if not isinstance(value, torch.Tensor):
         return {"type": "float", "value": value}
-    t = value.float()
-    node = {"type": "torch.Tensor", "dtype": "torch.float32", "shape": list(t.shape), "Max": float(t.max()),
-            "Min": float(t.min()), "Mean": float(t.mean()), "Norm": float(t.norm()), "requires_grad": requires_grad}
-    if folder is not None:
-        torch.save(t.clone(), folder / "dump_tensor_data" / f"{name}.pt")
-        node["data_name"] = f"{name}.pt"
-    return node
+    return tensor_record(value, name, folder, requires_grad)
 
 
 def _adamw_dump(root: Path, param: torch.Tensor, update: torch.Tensor, *, task: str = "tensor",
@@ -63,16 +57,13 @@ def _adamw_dump(root: Path, param: torch.Tensor, update: torch.Tensor, *, task: 
     new = p + update + (noise if noise is not None else 0.0)
     record("Tensor.addcdiv_.0.forward", [p, 0.1 * grad, root_v / 0.0316 + eps], new, self_is_param=True, value=-LR)
     optimizer_keys = [k for k in records if not k.startswith("Module.")]
-    doc = {"task": task, "level": level, "framework": "pytorch", "dump_data_dir": None, "data": records}
-    (folder / "dump.json").write_text(json.dumps(doc))
     if level == "mix":
-        (folder / "construct.json").write_text(json.dumps({"Module.fc.Linear.forward.0": None}
-                                                          | dict.fromkeys(optimizer_keys, "optimizer")))
+        write_rank(folder, records, {"Module.fc.Linear.forward.0": None} | dict.fromkeys(optimizer_keys, "optimizer"),
+                   level=level, task=task)
     else:
-        (folder / "construct.json").write_text("{}")
         frames = ["File /venv/site-packages/torch/optim/adamw.py, line 210, in step, ...",
                   "File /work/train.py, line 12, in train_step, optimizer.step()"]
-        (folder / "stack.json").write_text(json.dumps({"0": [optimizer_keys, frames]}))
+        write_rank(folder, records, {}, {"0": [optimizer_keys, frames]}, level=level, task=task)
     return root
 
 
