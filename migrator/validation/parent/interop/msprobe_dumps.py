@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .msprobe_stack_scopes import Frame, parse_frames, scopes_from_stacks
+
 _STEP = re.compile(r"^step(\d+)$")
 _RANK = re.compile(r"^(rank|proc)(\d+)$")
 _KEY = re.compile(r"^(?P<api>.+?)\.(?:(?P<n1>\d+)\.(?P<d1>forward|backward)|(?P<d2>forward|backward)\.(?P<n2>\d+)|"
@@ -104,21 +106,22 @@ def _split_key(key: str) -> tuple[str, str, int]:
 _OPTIMIZER_FRAME = ("/torch/optim/", "\\torch\\optim\\")
 
 
-def _user_lines(stack_file: Path) -> tuple[dict[str, str], set[str]]:
-    """({record key: first user frame}, keys called from inside `torch.optim`); stack.json is
-    `{idx: [[keys], [frames]]}` (26.x) or `{key: [frames]}`."""
+def _user_lines(stack_file: Path) -> tuple[dict[str, str], set[str], dict[str, tuple[Frame, ...]]]:
+    """({record key: first user frame}, keys called from inside `torch.optim`, {record key: its frames,
+    outermost first}); stack.json is `{idx: [[keys], [frames]]}` (26.x) or `{key: [frames]}`."""
     try:
         doc = json.loads(stack_file.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        return {}, set()
+        return {}, set(), {}
     pairs: list[tuple[list[str], list[str]]] = []
     for key, value in doc.items() if isinstance(doc, dict) else ():
         if isinstance(value, list) and len(value) == 2 and all(isinstance(v, list) for v in value):
             pairs.append((value[0], value[1]))
         elif isinstance(value, list):
             pairs.append(([key], value))
-    lines, in_optimizer = {}, set()
+    lines, in_optimizer, parsed = {}, set(), {}
     for keys, frames in pairs:
+        parsed.update(dict.fromkeys(keys, parse_frames(frames)))
         if any(isinstance(f, str) and any(m in f for m in _OPTIMIZER_FRAME) for f in frames):
             in_optimizer.update(keys)
         user = next((f for f in frames if isinstance(f, str) and not any(m in f for m in _LIBRARY_FRAME)), "")
@@ -126,7 +129,7 @@ def _user_lines(stack_file: Path) -> tuple[dict[str, str], set[str]]:
             user = " ".join(part.strip() for part in user.replace("File ", "", 1).split("\n"))
             for key in keys:
                 lines[key] = user
-    return lines, in_optimizer
+    return lines, in_optimizer, parsed
 
 
 def _scopes(construct_file: Path) -> dict[str, str]:
@@ -151,8 +154,10 @@ def read_rank(folder: Path, step: int | None, rank: int) -> RankDump:
     data_dir = folder / "dump_tensor_data"  # beside dump.json first: a copied dump keeps its old dump_data_dir
     if not data_dir.is_dir() and doc.get("dump_data_dir"):
         data_dir = Path(doc["dump_data_dir"])
-    users, in_optimizer = _user_lines(folder / "stack.json")
-    scopes = _scopes(folder / "construct.json")
+    users, in_optimizer, frames = _user_lines(folder / "stack.json")
+    # level L1 writes an empty construct.json: the modules are read from the stacks and the source instead
+    scopes = _scopes(folder / "construct.json") or scopes_from_stacks(
+        (key, _split_key(key)[0], frames.get(key, ())) for key in doc["data"])
     records = []
     for order, (key, value) in enumerate(doc["data"].items()):
         slots: list[Slot] = []
