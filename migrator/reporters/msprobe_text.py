@@ -26,6 +26,8 @@ def _first_divergence(result: MsprobeComparison) -> list[str]:
         lines.append(f"  where the original called: {', '.join(result.lost_collectives)}")
     if result.unrecorded:
         lines.append(f"  {result.unrecorded}")
+    if result.optimizer_built:
+        lines.append(f"  {result.optimizer_built}")
     if result.built_differently:
         lines.append(f"  parameters that differ as built: {'; '.join(result.built_differently)}")
     if (worst := first.worst) is not None:

@@ -43,6 +43,7 @@ from typing import Any
 from ...verdict import Verdict, worst
 from ..comparison.thresholds import Thresholds
 from .msprobe_dumps import RankDump, Record, Slot, read_dump
+from .msprobe_optimizer_source import optimizer_settings_diff
 from .msprobe_record_verdicts import RecordVerdict, SlotVerdict
 from .msprobe_state import (
     PARAMETER_ARGS,
@@ -78,6 +79,7 @@ class MsprobeComparison:
     lost_collectives: tuple[str, ...] = ()  # the original's collectives right before its counterpart, not in the port
     built_differently: tuple[str, ...] = ()  # parameters that differ as built (module records of the first step)
     unrecorded: str = ""  # the module where the difference arises in what msprobe does not record (buffers)
+    optimizer_built: str = ""  # the optimizer settings the two sources build differently (an update differs)
 
     @property
     def exit_code(self) -> int:
@@ -399,5 +401,13 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
     tolerance = th.fp32.for_devices(cross_device).warn_at
     built = () if first is None else built_differently(pairs, tolerance, _load) if any(map(_has_modules, target)) \
         else built_differently_in_calls(first_step_calls, tolerance, _load)
+    optimizer = optimizer_settings_diff([r for d in target for r in d.records], [r for d in golden for r in d.records]) \
+        if first is not None and _about_an_update(first) else ""
     return MsprobeComparison(status, "/".join(sorted(tasks)), tuple(records), first, tuple(unmatched), tuple(notes),
-                             before, lost, built, unrecorded)
+                             before, lost, built, unrecorded, optimizer)
+
+
+def _about_an_update(first: RecordVerdict) -> bool:
+    """Whether the first divergence is the optimizer's: a record of its step, or a parameter whose update by
+    the step before differs (a later step's module record)."""
+    return first.scope == OPTIMIZER_SCOPE or any("optimizer's update" in s.detail for s in first.slots)

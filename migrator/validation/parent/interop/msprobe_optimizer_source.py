@@ -1,0 +1,93 @@
+"""The optimizer each side's source builds, compared statically when a dump shows the optimizer's update of a
+parameter differs but not why: a level-L0 dump records no optimizer op, so the step-1 parameters say that the
+update differs and nothing of its hyper-parameters. The `torch.optim` constructor call in the source files of
+each side's records (their stack's user lines) is read, and each keyword argument (a module-level constant
+resolved: `eps=ADAM_EPS` -> 1e-05) and each key of a literal param-group dict that differs is named. Cause
+text only: it never changes a verdict."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from .msprobe_dumps import Record
+
+_OPTIMIZERS = frozenset({"SGD", "Adam", "AdamW", "Adamax", "Adagrad", "Adadelta", "RMSprop", "NAdam", "RAdam",
+                         "ASGD", "Rprop", "LBFGS", "SparseAdam", "Adafactor"})
+_FILE = re.compile(r"^(?P<file>.+?), line \d+, in ")
+
+
+def _constants(tree: ast.Module) -> dict[str, object]:
+    """Module-level names bound to a literal (`ADAM_EPS = 1e-5`, `THETA, EPS = 500.0, 1e-5`)."""
+    found: dict[str, object] = {}
+    for node in tree.body:
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target, value = node.targets[0], node.value
+        pairs = zip(target.elts, value.elts) if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) \
+            else [(target, value)]
+        for name, literal in pairs:
+            try:
+                if isinstance(name, ast.Name):
+                    found[name.id] = ast.literal_eval(literal)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue
+    return found
+
+
+def _value(node: ast.expr, constants: dict[str, object]) -> tuple[str, str]:
+    """(the value as compared: a literal's repr, else the source text; as shown: `ADAM_EPS = 1e-05`)."""
+    if isinstance(node, ast.Name) and node.id in constants:
+        return repr(constants[node.id]), f"{node.id} = {constants[node.id]!r}"
+    try:
+        text = repr(ast.literal_eval(node))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        text = ast.unparse(node)
+    return text, text
+
+
+def _settings(files: Iterable[str]) -> tuple[str, dict[str, tuple[str, str]]] | None:
+    """(optimizer class, {setting: value}) of the first `torch.optim` constructor call in `files`; param-group
+    dicts' keys as `param group <i> <key>`."""
+    for file in files:
+        try:
+            tree = ast.parse(Path(file).read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        constants = _constants(tree)
+        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+            func = call.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name not in _OPTIMIZERS:
+                continue
+            found = {k.arg: _value(k.value, constants) for k in call.keywords if k.arg}
+            groups = call.args[0] if call.args and isinstance(call.args[0], ast.List) else None
+            for i, group in enumerate(groups.elts if groups is not None else ()):
+                if isinstance(group, ast.Dict):
+                    found |= {f"param group {i} {key.value!s}": _value(value, constants)
+                              for key, value in zip(group.keys, group.values)
+                              if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value != "params"}
+            return name, found
+    return None
+
+
+def _files(records: Iterable[Record]) -> list[str]:
+    return list(dict.fromkeys(m.group("file") for r in records if r.user_line and (m := _FILE.match(r.user_line))))
+
+
+def optimizer_settings_diff(target: Iterable[Record], golden: Iterable[Record]) -> str:
+    """`the optimizers the sources build differ: AdamW eps 1e-05 → not given (AdamW's default)`; "" when
+    either side's optimizer cannot be read or both are built alike."""
+    ours, theirs = _settings(_files(target)), _settings(_files(golden))
+    if ours is None or theirs is None:
+        return ""
+    (t_name, t_set), (g_name, g_set) = ours, theirs
+    diffs = [f"{g_name} → {t_name}"] if t_name != g_name else []
+    for key in dict.fromkeys([*g_set, *t_set]):
+        old, new = g_set.get(key), t_set.get(key)
+        if (old or ("",))[0] != (new or ("",))[0]:
+            diffs.append(f"{key} {old[1] if old is not None else 'not given'} → "
+                         + (new[1] if new is not None else f"not given ({t_name}'s default)"))
+    return ("the optimizers the sources build differ: " + ", ".join(diffs)) if diffs else ""
