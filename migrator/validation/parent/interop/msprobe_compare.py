@@ -23,7 +23,8 @@ change that never realigns is compared and fails on its shape. A record with no 
   an argument diff and fails the record.
 
 Localisation: the first failing record in the target's execution order, with its argument diffs, the
-user's line from `stack.json`, its module (construct.json: `layers.0.mixer.dt_proj (Linear)`), the
+user's line from `stack.json`, its module (construct.json: `layers.0.mixer.dt_proj (Linear)`; at level L1,
+whose construct.json is empty, rebuilt from the stacks and the source: `msprobe_stack_scopes`), the
 parameters of that module its tensor arguments are (same shape and statistics: `input_args.1` =
 `layers.0.mixer.dt_proj.weight`) and the port-only records just before it (a fused op whose output
 the first failing record reads). A fused op only the target has is checked against the original's eager
