@@ -132,8 +132,7 @@ def named_cause(comparison) -> str:
         parts.append(comparison.unrecorded)
     if comparison.built_differently:
         parts.append("parameters that differ as built: " + ", ".join(comparison.built_differently))
-    if comparison.optimizer_built:
-        parts.append(comparison.optimizer_built)
+    parts += list(comparison.in_source)
     if first.user_line:
         parts.append(f"at {first.user_line}")
     return "; ".join(parts)

@@ -26,8 +26,7 @@ def _first_divergence(result: MsprobeComparison) -> list[str]:
         lines.append(f"  where the original called: {', '.join(result.lost_collectives)}")
     if result.unrecorded:
         lines.append(f"  {result.unrecorded}")
-    if result.optimizer_built:
-        lines.append(f"  {result.optimizer_built}")
+    lines += [f"  {text}" for text in result.in_source]
     if result.built_differently:
         lines.append(f"  parameters that differ as built: {'; '.join(result.built_differently)}")
     if (worst := first.worst) is not None:

@@ -44,8 +44,8 @@ from typing import Any
 from ...verdict import Verdict, worst
 from ..comparison.thresholds import Thresholds
 from .msprobe_dumps import RankDump, Record, Slot, read_dump
-from .msprobe_optimizer_source import optimizer_settings_diff
 from .msprobe_record_verdicts import RecordVerdict, SlotVerdict
+from .msprobe_source_diffs import collective_diffs, optimizer_settings_diff
 from .msprobe_state import (
     PARAMETER_ARGS,
     built_differently,
@@ -80,7 +80,7 @@ class MsprobeComparison:
     lost_collectives: tuple[str, ...] = ()  # the original's collectives right before its counterpart, not in the port
     built_differently: tuple[str, ...] = ()  # parameters that differ as built (module records of the first step)
     unrecorded: str = ""  # the module where the difference arises in what msprobe does not record (buffers)
-    optimizer_built: str = ""  # the optimizer settings the two sources build differently (an update differs)
+    in_source: tuple[str, ...] = ()  # what the two sources build or call differently (msprobe_source_diffs)
 
     @property
     def exit_code(self) -> int:
@@ -402,10 +402,20 @@ def compare_dumps(target_dir: str, golden_dir: str, *, cross_device: bool = Fals
     tolerance = th.fp32.for_devices(cross_device).warn_at
     built = () if first is None else built_differently(pairs, tolerance, _load) if any(map(_has_modules, target)) \
         else built_differently_in_calls(first_step_calls, tolerance, _load)
-    optimizer = optimizer_settings_diff([r for d in target for r in d.records], [r for d in golden for r in d.records]) \
-        if first is not None and _about_an_update(first) else ""
     return MsprobeComparison(status, "/".join(sorted(tasks)), tuple(records), first, tuple(unmatched), tuple(notes),
-                             before, lost, built, unrecorded, optimizer)
+                             before, lost, built, unrecorded, _in_source(first, target, golden))
+
+
+def _in_source(first: RecordVerdict | None, target: tuple[RankDump, ...], golden: tuple[RankDump, ...]
+               ) -> tuple[str, ...]:
+    """`msprobe_source_diffs` for the first divergence: the optimizer's settings where its update differs, the
+    collectives of a module whose record differs."""
+    if first is None:
+        return ()
+    ours, theirs = [r for d in target for r in d.records], [r for d in golden for r in d.records]
+    found = [optimizer_settings_diff(ours, theirs) if _about_an_update(first) else "",
+             collective_diffs(ours, theirs, first.key)]
+    return tuple(text for text in found if text)
 
 
 def _about_an_update(first: RecordVerdict) -> bool:

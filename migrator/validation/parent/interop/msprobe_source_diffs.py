@@ -1,9 +1,14 @@
-"""The optimizer each side's source builds, compared statically when a dump shows the optimizer's update of a
-parameter differs but not why: a level-L0 dump records no optimizer op, so the step-1 parameters say that the
-update differs and nothing of its hyper-parameters. The `torch.optim` constructor call in the source files of
-each side's records (their stack's user lines) is read, and each keyword argument (a module-level constant
-resolved: `eps=ADAM_EPS` -> 1e-05) and each key of a literal param-group dict that differs is named. Cause
-text only: it never changes a verdict."""
+"""What the two sides' sources do differently, read statically where a dump shows that a boundary differs but
+not why (level L0 records modules only). The sources are the files of each side's records (their stack's user
+lines). Cause text only: it never changes a verdict.
+
+* **The optimizer** (`optimizer_settings_diff`): when the optimizer's update of a parameter differs, the
+  `torch.optim` constructor call of each side is read, and each keyword argument (a module-level constant
+  resolved: `eps=ADAM_EPS` -> 1e-05) and each key of a literal param-group dict that differs is named.
+* **Collectives** (`collective_diffs`): when a module's record differs, the `torch.distributed` collectives its
+  class's forward calls, and those of the autograd.Functions it applies (in their forward or backward, as the
+  record's direction), where the two sources differ: `CopyToModelParallelRegion.backward calls all_reduce in
+  the original, none in the port` — L0 records no collective."""
 
 from __future__ import annotations
 
@@ -91,3 +96,55 @@ def optimizer_settings_diff(target: Iterable[Record], golden: Iterable[Record]) 
             diffs.append(f"{key} {old[1] if old is not None else 'not given'} → "
                          + (new[1] if new is not None else f"not given ({t_name}'s default)"))
     return ("the optimizers the sources build differ: " + ", ".join(diffs)) if diffs else ""
+
+
+_COLLECTIVES = frozenset({"all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter",
+                          "reduce_scatter_tensor", "broadcast", "all_to_all", "all_to_all_single", "reduce"})
+
+
+def _called(function: ast.AST) -> list[str]:
+    """The collectives a function calls (`dist.all_reduce(...)`, `torch.distributed.all_gather(...)`)."""
+    return sorted({c.func.attr for c in ast.walk(function) if isinstance(c, ast.Call)
+                   and isinstance(c.func, ast.Attribute) and c.func.attr in _COLLECTIVES})
+
+
+def _method(cls: ast.ClassDef, name: str) -> ast.AST | None:
+    return next((f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == name), None)
+
+
+def _collectives(files: Iterable[str], class_name: str, direction: str) -> dict[str, list[str]] | None:
+    """{`Class.method`: collectives} of `class_name`'s forward and of the autograd.Functions it applies (their
+    `direction` method); None when the class is in none of `files`."""
+    for file in files:
+        try:
+            tree = ast.parse(Path(file).read_text(encoding="utf-8"))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        classes = {c.name: c for c in ast.walk(tree) if isinstance(c, ast.ClassDef)}
+        cls = classes.get(class_name)
+        if cls is None:
+            continue
+        found = {f"{class_name}.forward": _called(forward)} if (forward := _method(cls, "forward")) else {}
+        applied = {c.func.value.id for c in ast.walk(cls) if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
+                   and c.func.attr == "apply" and isinstance(c.func.value, ast.Name)}
+        for name in sorted(applied & set(classes)):
+            if (method := _method(classes[name], direction)) is not None:
+                found[f"{name}.{direction}"] = _called(method)
+        return found
+    return None
+
+
+def collective_diffs(target: Iterable[Record], golden: Iterable[Record], module_key: str) -> str:
+    """For a module record's key (`Module.<path>.<Class>.<direction>.<n>`): the collectives its class calls
+    differently in the two sources (see the module docstring); "" when alike or unread."""
+    parts = module_key.split(".")
+    if not module_key.startswith("Module.") or len(parts) < 4 or parts[-2] not in ("forward", "backward"):
+        return ""
+    class_name, direction = parts[-3], parts[-2]
+    ours, theirs = _collectives(_files(target), class_name, direction), _collectives(_files(golden), class_name, direction)
+    if ours is None or theirs is None:
+        return ""
+    diffs = [f"{where} calls {', '.join(theirs.get(where, [])) or 'none'} in the original, "
+             f"{', '.join(ours.get(where, [])) or 'none'} in the port"
+             for where in dict.fromkeys([*theirs, *ours]) if theirs.get(where, []) != ours.get(where, [])]
+    return (f"collectives in the source of {class_name}'s {direction}: " + "; ".join(diffs)) if diffs else ""

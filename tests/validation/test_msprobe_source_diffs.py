@@ -10,7 +10,7 @@ import torch
 
 from migrator.validation.parent.interop.msprobe_compare import compare_dumps
 from migrator.validation.parent.interop.msprobe_dumps import Record
-from migrator.validation.parent.interop.msprobe_optimizer_source import optimizer_settings_diff
+from migrator.validation.parent.interop.msprobe_source_diffs import collective_diffs, optimizer_settings_diff
 from tests.validation.msprobe_kit import tensor_record, write_rank
 
 _TRAIN = '''import torch
@@ -60,7 +60,43 @@ def test_an_optimizer_divergence_names_the_settings_only_then(tmp_path):
     port.write_text(_TRAIN.replace(", eps=ADAM_EPS", ""))
     result = compare_dumps(str(_step_dump(tmp_path / "t", port, 1e-8)), str(_step_dump(tmp_path / "g", original, 1e-5)))
     assert result.exit_code == 1 and result.first_divergence.scope == "optimizer"
-    assert result.optimizer_built == ("the optimizers the sources build differ: eps ADAM_EPS = 1e-05 → not given "
-                                      "(AdamW's default)")
+    assert result.in_source == ("the optimizers the sources build differ: eps ADAM_EPS = 1e-05 → not given "
+                                "(AdamW's default)",)
     alike = compare_dumps(str(_step_dump(tmp_path / "a", port, 1e-5)), str(_step_dump(tmp_path / "g", original, 1e-5)))
-    assert alike.exit_code == 0 and alike.optimizer_built == ""  # no divergence: the sources are not read
+    assert alike.exit_code == 0 and alike.in_source == ()  # no divergence: the sources are not read
+
+
+_PARALLEL = '''import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+
+class CopyToRegion(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        dist.all_reduce(grad)
+        return grad
+
+
+class ColumnLinear(nn.Module):
+    def forward(self, x):
+        return F.linear(CopyToRegion.apply(x), self.weight)
+'''
+
+
+def test_the_collectives_a_module_calls_through_its_functions_are_compared_by_direction(tmp_path):
+    original, port = tmp_path / "original.py", tmp_path / "port.py"
+    original.write_text(_PARALLEL)
+    port.write_text(_PARALLEL.replace("        dist.all_reduce(grad)\n", ""))
+    backward = "Module.layers.0.up.ColumnLinear.backward.0"
+    assert collective_diffs(_records(port), _records(original), backward) == (
+        "collectives in the source of ColumnLinear's backward: CopyToRegion.backward calls all_reduce in the "
+        "original, none in the port")
+    assert collective_diffs(_records(port), _records(original), backward.replace("backward", "forward")) == ""
+    assert collective_diffs(_records(original), _records(original), backward) == ""
+    assert collective_diffs(_records(port), _records(original), "Functional.linear.0.backward") == ""
