@@ -218,3 +218,43 @@ def test_a_fused_norm_is_checked_against_the_eager_norm_of_its_module(tmp_path):
     assert first.argument_diffs == ("epsilon: 1e-05 (the original adds it before rsqrt) → 1e-06",)
     same = compare_dumps(str(_tower_dump(tmp_path / "s", source, fused_eps=1e-5)), str(_tower_dump(tmp_path / "g", source)))
     assert same.exit_code == 0  # the same epsilon: a warning for the one-sided records, no failure
+
+
+_TORCH_FILES = {"container.py": "class Sequential:\n    def forward(self, input):\n        for module in self:\n"
+                                "            input = module(input)\n        return input\n",
+                "linear.py": "class Linear:\n    def forward(self, input):\n        return F.linear(input, self.weight)\n",
+                "activation.py": "class GELU:\n    def forward(self, input):\n        return F.gelu(input)\n"}
+
+
+def _sequential_dump(root: Path, source: Path, modules: Path, last_scale: float = 1.0) -> Path:
+    """`self.head(x)`, an nn.Sequential(Linear, GELU, Linear), its frames in (stand-in) torch files."""
+    x, weight = torch.linspace(-1, 1, 8).reshape(2, 4), torch.linspace(-0.5, 0.5, 16).reshape(4, 4)
+    h = x @ weight.T
+    records = {"Functional.linear.0.forward": _record(x, weight, out=h),
+               "Functional.gelu.0.forward": _record(h, out=torch.nn.functional.gelu(h)),
+               "Functional.linear.1.forward": _record(torch.nn.functional.gelu(h), weight * last_scale,
+                                                      out=torch.nn.functional.gelu(h) @ (weight * last_scale).T)}
+    outer = [*_CALL, f"File {modules}/container.py, line 4, in forward, \n input = module(input)", *_CALL,
+             _frame(source, "return self.head(x)"), *_CALL, *_STEP]
+    stack = {"0": [["Functional.linear.0.forward", "Functional.linear.1.forward"],
+                   [f"File {modules}/linear.py, line 3, in forward, \n return F.linear(input, self.weight)", *outer]],
+             "1": [["Functional.gelu.0.forward"], [f"File {modules}/activation.py, line 3, in forward, \n F.gelu", *outer]]}
+    write_rank(root / "step0" / "rank0", records, {}, stack, level="L1")
+    return root
+
+
+def test_an_nn_sequential_names_its_elements_by_their_order(tmp_path):
+    source = tmp_path / "model.py"
+    source.write_text(_SOURCE + "\n\nclass Head(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                      "        self.head = nn.Sequential(nn.Linear(4, 4), nn.GELU(), nn.Linear(4, 4))\n\n"
+                      "    def forward(self, x):\n        return self.head(x)\n")
+    modules = tmp_path / "site-packages" / "torch" / "nn" / "modules"
+    modules.mkdir(parents=True)
+    for name, text in _TORCH_FILES.items():
+        (modules / name).write_text(text)
+    result = compare_dumps(str(_sequential_dump(tmp_path / "t", source, modules, last_scale=2.0)),
+                           str(_sequential_dump(tmp_path / "g", source, modules)))
+    assert result.exit_code == 1 and result.first_divergence.scope == "head.2 (Linear)"
+    assert [b.split(":")[0] for b in result.built_differently] == ["head.2 (Linear).weight"]
+    container = next(r for r in result.records if r.key == "Functional.gelu.0.forward")
+    assert container.scope == "head.1 (GELU)"

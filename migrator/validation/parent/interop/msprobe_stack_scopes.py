@@ -78,7 +78,7 @@ def _self_attr(node: ast.expr) -> str:
 @functools.lru_cache(maxsize=256)
 def _constructed(path: str, class_name: str) -> dict[str, str]:
     """{attribute: class of the object `class_name` assigns it} (`self.qkv = nn.Linear(...)` -> Linear; tuple
-    assignments too; `nn.ModuleList([Block(...) ...])` -> Block)."""
+    assignments too; `nn.ModuleList([Block(...) ...])` -> Block, an nn.Sequential stays one)."""
     tree = _tree(path)
     found: dict[str, str] = {}
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == class_name) if tree else ():
@@ -89,23 +89,27 @@ def _constructed(path: str, class_name: str) -> dict[str, str]:
                 for name_node, value in pairs:
                     if (name := _self_attr(name_node)) and isinstance(value, ast.Call):
                         made = _last_name(value.func)
-                        if made in ("ModuleList", "Sequential") and value.args:
+                        if made == "ModuleList" and value.args:  # never called itself: its elements are
                             inner = next((c for c in ast.walk(value.args[0]) if isinstance(c, ast.Call)), None)
                             made = _last_name(inner.func) if inner is not None else made
                         found.setdefault(name, made)
     return found
 
 
-def _looped(function: ast.AST, name: str) -> str:
-    """The attribute a `for name in self.x` (or `enumerate(self.x)`) of `function` iterates; "" if none."""
+def _looped(function: ast.AST, name: str) -> str | None:
+    """The attribute a `for name in self.x` (or `enumerate(self.x)`) of `function` iterates, "" for the module
+    itself (`for module in self`, nn.Sequential's forward); None if none."""
     for loop in (n for n in ast.walk(function) if isinstance(n, (ast.For, ast.AsyncFor))):
         target, source = loop.target, loop.iter
         if isinstance(source, ast.Call) and _last_name(source.func) == "enumerate" and source.args:
             source = source.args[0]
             target = target.elts[-1] if isinstance(target, ast.Tuple) and target.elts else target
-        if isinstance(target, ast.Name) and target.id == name and (attr := _self_attr(source)):
-            return attr
-    return ""
+        if isinstance(target, ast.Name) and target.id == name:
+            if isinstance(source, ast.Name) and source.id == "self":
+                return ""
+            if attr := _self_attr(source):
+                return attr
+    return None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -128,8 +132,8 @@ def _callees(path: str, line: int) -> tuple[tuple[str, bool], ...]:
             item = (attr, False)
         elif isinstance(func, ast.Subscript) and (attr := _self_attr(func.value)):
             item = (attr, True)
-        elif isinstance(func, ast.Name) and (attr := _looped(function, func.id)):
-            item = (attr, True)
+        elif isinstance(func, ast.Name) and (looped := _looped(function, func.id)) is not None:
+            item = (looped, True)
         else:
             continue
         found.append((_spans(call)[1], call.end_col_offset or 0, item))
@@ -235,8 +239,10 @@ class _Tracker:
                 return None, ""
             fits = [options[index]]
         attr, element = fits[0]
-        name = f"{attr}.{index}" if element else attr
-        return (f"{parent.path}.{name}" if parent.path else name), own_class or built.get(attr, "")
+        name = ".".join(filter(None, (attr, str(index)))) if element else attr
+        # the class: the callee's frame's, else what the parent assigns the attribute, else the torch module's
+        class_name = own_class or built.get(attr, "") or _class_at(entry.file, entry.line)[0]
+        return (f"{parent.path}.{name}" if parent.path else name), class_name
 
     def _continues(self, depth: int, frames: tuple[Frame, ...], entries: list[tuple[int, int]], api: str) -> bool:
         """Whether the record at `frames` is in the open call of depth `depth` (see the module docstring)."""
