@@ -41,6 +41,15 @@ def _warm_zygotes():
 SHARED_ZYGOTES = 3  # an idle zygote holds torch's memory (~0.3 GB); two xdist workers keep six at most
 
 
+def warm_zygote(seed: int = 0, threads: int = 1) -> None:
+    """Wait until this test process's zygote for a validate run's children (``seed``, ``threads`` and the
+    environment as it is now) has imported torch. A child's timeout counts from its start, the wait for the
+    zygote included: after this, a test's short timeout is all the child's own run, not torch's import."""
+    from migrator.validation.parent import launcher
+
+    launcher.worker_env(launcher.child_env(seed, threads))
+
+
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, input: str | None = None):
     """Run `python -m migrator ...` in a subprocess, as a user would."""
     import subprocess
