@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 from pathlib import Path
@@ -48,6 +49,34 @@ def warm_zygote(seed: int = 0, threads: int = 1) -> None:
     from migrator.validation.parent import launcher
 
     launcher.worker_env(launcher.child_env(seed, threads))
+
+
+def shared_folder(tmp_path_factory, name: str) -> Path:
+    """``name`` in the run's folder that every pytest-xdist worker sees (each worker's basetemp is a
+    sub-folder of one common folder; without xdist the session's basetemp)."""
+    base = tmp_path_factory.getbasetemp()
+    folder = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def precommit_hooks(tmp_path_factory) -> tuple[Path, Path]:
+    """(hook repository, pre-commit home): this checkout's hooks committed to a git repository, and one
+    pre-commit store for every test that runs them, built once per run and shared by the xdist workers (a
+    file lock): pre-commit installs the package into its store once, not once per test."""
+    from filelock import FileLock
+
+    from tests.report.test_precommit import _hook_repo
+
+    root = shared_folder(tmp_path_factory, "precommit-shared")
+    hooks, done = root / "hooks", root / "hooks.done"
+    with FileLock(str(root / "hooks.lock")):
+        if not done.exists():
+            shutil.rmtree(hooks, ignore_errors=True)
+            _hook_repo(hooks)
+            done.touch()
+    return hooks, root / "pre-commit-home"  # pre-commit locks its own store while it installs
 
 
 def run_cli(*args: str, cwd: Path | None = None, env: dict | None = None, input: str | None = None):
