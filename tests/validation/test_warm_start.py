@@ -49,7 +49,10 @@ def test_a_warm_run_gives_the_cold_runs_result_and_every_child_starts_warm(tmp_p
 
     docs, notes = {}, {}
     for mode in ("1", "0"):
-        monkeypatch.setenv(warm.SWITCH_ENV, mode)
+        if mode == "1":  # warm by default: the children fork off the zygote this process's validate runs share
+            monkeypatch.delenv(warm.SWITCH_ENV, raising=False)
+        else:
+            monkeypatch.setenv(warm.SWITCH_ENV, mode)
         work = tmp_path / f"work{mode}"
         result = api.validate(REPO / "samples" / "gpt", migrated=str(migrated_gpt), stages=("S1", "S2"),
                               work_dir=str(work))
