@@ -17,11 +17,13 @@ from tests.conftest import REPO
 @pytest.mark.network
 def test_wheel_install_runs_scan(tmp_path: Path):
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    # without a pip of its own (seeding one costs seconds): this pip installs into it (`pip --python`)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     py = venv / "bin" / "python"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     install = subprocess.run(
-        [str(py), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(REPO)],
+        [sys.executable, "-m", "pip", "--python", str(py), "install", "--quiet", "--disable-pip-version-check",
+         str(REPO)],
         capture_output=True, text=True, env=env, timeout=600,
     )
     if install.returncode != 0 and "Could not find a version" in install.stderr + install.stdout:

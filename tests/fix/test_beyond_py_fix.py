@@ -294,14 +294,14 @@ def test_notebooks_and_configs_are_not_annotated(demo):
 
 @pytest.mark.slow
 @pytest.mark.network
-def test_pre_commit_hooks_read_notebooks_container_files_and_configs(tmp_path):
+def test_pre_commit_hooks_read_notebooks_container_files_and_configs(tmp_path, precommit_hooks):
     """The shipped hooks pass notebooks, Dockerfiles, Slurm scripts and configs to migrate."""
-    from tests.report.test_precommit import _git, _hook_config, _hook_repo, _pre_commit, _run_hooks
+    from tests.report.test_precommit import _git, _hook_config, _pre_commit, _run_hooks
 
     cmd = _pre_commit()
     if cmd is None:
         pytest.skip("pre-commit is not installed (pip install pre-commit)")
-    hook_repo = _hook_repo(tmp_path / "hooks")
+    hook_repo, home = precommit_hooks
     project = tmp_path / "project"
     shutil.copytree(DEMO, project)
     (project / "README.md").write_text("set device: cuda in conf/\n")  # not a file the hooks read
@@ -309,7 +309,7 @@ def test_pre_commit_hooks_read_notebooks_container_files_and_configs(tmp_path):
     _git(project, "add", "-A")
     _git(project, "commit", "-q", "-m", "cuda project")
     config = _hook_config(hook_repo, tmp_path / "pre-commit-config.yaml")
-    rc, out = _run_hooks(cmd, config, project, tmp_path, "migrate-scan")
+    rc, out = _run_hooks(cmd, config, project, home, "migrate-scan")
     assert rc == 1, out
     for where in ("notebook.ipynb:cell 3:7:1:", "Dockerfile:3:6:", "train.slurm:4:9:", "ds_config.json:4:5:", "conf/config.yaml:8:11:"):
         assert where in out, out

@@ -1,7 +1,8 @@
 """The real pre-commit, end to end: `pre-commit run` installs this repository's hooks from a git copy
 of the working tree (pre-commit clones a commit, and would only carry tracked files of an uncommitted
-tree) and runs them in a fresh repository with a committed CUDA file. One pre-commit home serves both
-runs, so the package is installed once (`try-repo` makes a fresh store per call: two installs)."""
+tree) and runs them in a fresh repository with a committed CUDA file. One hook repository and one pre-commit
+home (tests/conftest.py `precommit_hooks`) serve every run of the test session, so the package is installed
+once (`try-repo` makes a fresh store per call: one install each)."""
 
 from __future__ import annotations
 
@@ -68,9 +69,9 @@ def _hook_config(hook_repo: Path, dest: Path) -> Path:
     return dest
 
 
-def _run_hooks(cmd: list[str], config: Path, project: Path, tmp_path: Path, *hook: str) -> tuple[int, str]:
+def _run_hooks(cmd: list[str], config: Path, project: Path, home: Path, *hook: str) -> tuple[int, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
-    env.update(GIT_ENV, PRE_COMMIT_HOME=str(tmp_path / "pre-commit-home"), PRE_COMMIT_COLOR="never")
+    env.update(GIT_ENV, PRE_COMMIT_HOME=str(home), PRE_COMMIT_COLOR="never")
     proc = subprocess.run([*cmd, "run", "--config", str(config), *hook, "--all-files", "--verbose"],
                           cwd=project, capture_output=True, text=True, env=env, timeout=600)
     out = proc.stdout + proc.stderr
@@ -80,11 +81,12 @@ def _run_hooks(cmd: list[str], config: Path, project: Path, tmp_path: Path, *hoo
     return proc.returncode, out
 
 
-def test_migrate_scan_hook_fails_then_fix_hook_fixes(tmp_path: Path) -> None:
+def test_migrate_scan_hook_fails_then_fix_hook_fixes(tmp_path: Path, precommit_hooks: tuple[Path, Path]) -> None:
     cmd = _pre_commit()
     if cmd is None:
         pytest.skip("pre-commit is not installed (pip install pre-commit)")
-    config = _hook_config(_hook_repo(tmp_path / "hooks"), tmp_path / "hooks-config.yaml")
+    hook_repo, home = precommit_hooks
+    config = _hook_config(hook_repo, tmp_path / "hooks-config.yaml")
     project = tmp_path / "project"
     project.mkdir()
     (project / "train.py").write_text("import torch\nx = torch.zeros(2).cuda()\n")
@@ -96,7 +98,7 @@ def test_migrate_scan_hook_fails_then_fix_hook_fixes(tmp_path: Path) -> None:
     _git(project, "add", "-A")
     _git(project, "commit", "-q", "-m", "cuda code")
 
-    rc, out = _run_hooks(cmd, config, project, tmp_path, "migrate-scan")
+    rc, out = _run_hooks(cmd, config, project, home, "migrate-scan")
     assert rc == 1, out
     assert "train.py:2:" in out and "DEV010" in out and "Failed" in out
     assert "NOTES.md" not in out and "MIG00" not in out  # the files regex kept the Markdown file out
@@ -104,7 +106,7 @@ def test_migrate_scan_hook_fails_then_fix_hook_fixes(tmp_path: Path) -> None:
 
     # both hooks, in id order: migrate-fix rewrites train.py (pre-commit fails it: files were
     # modified), then migrate-scan sees the fixed file and passes
-    rc, out = _run_hooks(cmd, config, project, tmp_path)
+    rc, out = _run_hooks(cmd, config, project, home)
     assert rc == 1, out
     assert "files were modified by this hook" in out, out
     scan_line = next(line for line in out.splitlines() if line.startswith("migrate scan"))

@@ -1,6 +1,9 @@
 """`migrate validate --bench` measurement machinery on CPU/gloo: FLOP counts against a formula,
 communication share 0 for one rank and > 0 for two, a hanging rank reported as a hang within the
-timeout, a NaN at step k reported as an unstable run."""
+timeout, a NaN at step k reported as an unstable run.
+
+The hang's timeout is short: its zygote has imported torch before the run starts, and the hanging rank
+leaves a mark, so the test knows the timeout struck a rank in its forward, not a slow start."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tests.conftest import survivors  # noqa: E402
+from tests.conftest import survivors, warm_zygote  # noqa: E402
 
 PROTOCOL = '''
 import os, time, torch
@@ -30,6 +33,7 @@ class Net(torch.nn.Module):
         if MODE == "nan" and self.calls == 4:   # steps: warm-up 0, FLOP count 1, timed 2, 3
             x = x * float("nan")
         if MODE == "hang" and int(os.environ.get("RANK", "0")) == 1:
+            open(HANG_MARK, "w").close()
             time.sleep(3600)
         return self.b(self.a(x))
 
@@ -132,18 +136,25 @@ def test_two_ranks_communication_share_positive(tree, tmp_path):
 
 
 @pytest.mark.slow
-def test_hanging_rank_is_a_hang_within_timeout(tree, tmp_path, monkeypatch):
+def test_hanging_rank_is_a_hang_within_timeout(tmp_path):
+    """The mode is written into the program (an environment variable would give the children a zygote of
+    their own): they fork off the test process's zygote for every validate run, once it has imported torch."""
     from migrator.validation.parent.stages.bench import measure_side
 
-    monkeypatch.setenv("BENCH_TEST_MODE", "hang")
+    tree, work, mark = tmp_path / "tree", tmp_path / "work", tmp_path / "rank1-hangs"
+    tree.mkdir()
+    hang = PROTOCOL.replace('os.environ.get("BENCH_TEST_MODE", "ok")', '"hang"')
+    (tree / "validate.py").write_text(hang.replace("HANG_MARK", repr(str(mark))))
+    warm_zygote()
     t0 = time.monotonic()
-    side = measure_side("S2", "migrated", str(tree), "ddp", _opts(tree, bench_timeout=12.0), str(tmp_path), None)
+    side = measure_side("S2", "migrated", str(tree), "ddp", _opts(tree, bench_timeout=6.0), str(work), None)
     assert time.monotonic() - t0 < 40
+    assert mark.exists(), "rank 1 never reached its forward before the timeout"
     assert side.crash_rate == 1.0
     assert side.failures[0].kind == "hang"
-    assert "12 s" in side.failures[0].reason
+    assert "6 s" in side.failures[0].reason
     # a rank forked from a zygote names neither folder on its command line, but works in one of them
-    left = survivors(str(tmp_path)) + survivors(str(tree))
+    left = survivors(str(work)) + survivors(str(tree))
     assert left == [], "a rank outlived the timeout (torchrun starts ranks in their own session)"
 
 

@@ -1,5 +1,8 @@
 """An S2 rank that hangs: the stage stops at --timeout and no rank process outlives it (torchrun
-starts every rank in a session of its own, so killing torchrun's group alone would orphan them)."""
+starts every rank in a session of its own, so killing torchrun's group alone would orphan them).
+
+The timeout is short: the zygote the ranks fork from has imported torch before the run starts, and the
+hanging rank leaves a mark, so the test knows the timeout struck a rank in its forward, not a slow start."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
-from tests.conftest import survivors  # noqa: E402
+from tests.conftest import survivors, warm_zygote  # noqa: E402
 
 PROTOCOL = '''
 import os, time, torch
@@ -22,6 +25,7 @@ class Net(torch.nn.Module):
 
     def forward(self, x):
         if int(os.environ.get("RANK", "0")) == 1:
+            open(HANG_MARK, "w").close()
             time.sleep(3600)  # rank 1 hangs in its forward
         return self.a(x)
 
@@ -37,17 +41,24 @@ def loss_fn(out, batch):
 '''
 
 
+# seconds: ranks forked off a warm zygote reached their forward in ~2 s on 2 cores at load 12
+TIMEOUT = 8.0
+
+
 @pytest.mark.slow
 def test_s2_hang_times_out_and_leaves_no_rank_running(tmp_path):
     from migrator import api
 
     tree = tmp_path / "tree"
     tree.mkdir()
-    (tree / "validate.py").write_text(PROTOCOL)
+    mark = tmp_path / "rank1-hangs"
+    (tree / "validate.py").write_text(PROTOCOL.replace("HANG_MARK", repr(str(mark))))
     work = tmp_path / "work"
+    warm_zygote()
     t0 = time.monotonic()
-    result = api.validate(tree, migrated=str(tree), stages=("S2",), timeout=20.0, work_dir=str(work))
+    result = api.validate(tree, migrated=str(tree), stages=("S2",), timeout=TIMEOUT, work_dir=str(work))
     assert time.monotonic() - t0 < 90
+    assert mark.exists(), f"rank 1 never reached its forward within {TIMEOUT:g} s: {result.text()}"
     s2 = result.stage("S2")
     assert s2.status in ("fail", "error"), result.text()
     assert "timed out" in (s2.reason or "") or "timeout" in (s2.reason or "").lower(), s2.reason

@@ -23,16 +23,25 @@ STAGES = ("S0", "S1", "S2", "S3")
 
 @pytest.fixture(scope="module")
 def matrix(tmp_path_factory) -> dict[str, dict]:
-    """Both sides of every variant, one child process per side (the original first: it writes the weights)."""
+    """Both sides of every variant, one child process per side, side by side as validate runs them (each
+    variant's migrated S1 waits for the weights its original writes)."""
     root = tmp_path_factory.mktemp("hook-matrix")
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
                OMP_NUM_THREADS="1", HOOK_MATRIX_PORT=str(29500 + os.getpid() % 400))
+    sides = {side: subprocess.Popen([sys.executable, "-m", "tests.validation.hook_matrix", side, str(root)],
+                                    cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for side in ("original", "migrated")}
     out = {}
-    for side in ("original", "migrated"):
-        proc = subprocess.run([sys.executable, "-m", "tests.validation.hook_matrix", side, str(root)], cwd=REPO,
-                              env=env, capture_output=True, text=True, timeout=300)
-        assert proc.returncode == 0, proc.stderr[-3000:]
-        out[side] = json.loads(proc.stdout.strip().splitlines()[-1])
+    try:
+        for side, proc in sides.items():
+            stdout, stderr = proc.communicate(timeout=300)
+            assert proc.returncode == 0, (side, stderr[-3000:])
+            out[side] = json.loads(stdout.strip().splitlines()[-1])
+    finally:
+        for proc in sides.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
     return out
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli  # noqa: E402
+from tests.conftest import SLOW_E2E, run_cli  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 ORIGINAL = REPO / "samples" / "gpt"
@@ -118,8 +118,11 @@ def _two_nodes(tree: Path, tmp_path: Path) -> list[tuple[int, dict, str]]:
     return [(rc, json.loads((tmp_path / f"node{n}.json").read_text()), text) for n, rc, text in sorted(done)]
 
 
+# the slip across two nodes is nightly (slow-e2e): what it shows beyond the correct port's run, a failing verdict
+# and its first divergence reaching node 1 as node 0 found them, the fast test below shows on node 1's own code,
+# and the slip's localisation on one node is tests/validation/test_validate_mutations.py's ddp_no_average
 @pytest.mark.slow
-@pytest.mark.parametrize("program", ["correct", "slip"], indirect=True)
+@pytest.mark.parametrize("program", ["correct", pytest.param("slip", marks=SLOW_E2E)], indirect=True)
 def test_two_nodes_give_the_verdict_of_one_node_with_four_ranks(program, tmp_path):
     from migrator import api
 
@@ -137,13 +140,50 @@ def test_two_nodes_give_the_verdict_of_one_node_with_four_ranks(program, tmp_pat
         assert "gradient reduction" in (s2.first_divergence or "")
 
 
+class _Store:
+    """The rendezvous store's ``migrate/`` keys as a dict (what :class:`lead.Link` reads and writes)."""
+
+    def __init__(self, values: dict[str, bytes]) -> None:
+        self.values = dict(values)
+
+    def has(self, key: str) -> bool:
+        return key in self.values
+
+    def get(self, key: str) -> bytes:
+        return self.values[key]
+
+    def set(self, key: str, value: bytes) -> None:
+        self.values[key] = value
+
+
+def test_a_node_ends_with_node_0s_failing_verdict_and_its_first_divergence(tmp_path):
+    """What node 0 publishes when its comparison of every node's records fails is node 1's verdict: each
+    stage's status, reason and first divergence, and the exit code they make; node 1 says it read it."""
+    from migrator.validation.parent.multinode import follow
+    from migrator.validation.parent.options import Options
+    from migrator.validation.parent.results import StageResult, ValidationResult
+
+    found = ValidationResult(original=str(tmp_path), migrated=str(tmp_path), stages=(
+        StageResult("S0", "not_run", reason="not selected (--stages)"),
+        StageResult("S2", "fail", summary="207 tensors; ddp x4", reason="grads differ past the bound",
+                    first_divergence="blocks.0.attn.qkv (aten::mm, rank 3): the gradient reduction")))
+    store = _Store({"done": json.dumps({"stages": [follow._stage_doc(s) for s in found.stages],
+                                        "exit_code": found.exit_code}).encode()})
+    opts = Options(original=str(tmp_path), stages=("S2",), nnodes=2, node_rank=1, rdzv_endpoint="127.0.0.1:1")
+    roots = follow._Roots(str(tmp_path), str(tmp_path), str(tmp_path))
+    result = follow._follow_launches(store, opts, roots, None)
+    assert [follow._stage_doc(s) for s in result.stages] == [follow._stage_doc(s) for s in found.stages]
+    assert result.exit_code == found.exit_code == 1
+    assert store.has("bye/1")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("killed", [1, 0])
 def test_a_node_killed_mid_stage_ends_the_other_with_a_verdict_and_no_process(killed, program, tmp_path):
     port, marks = _free_port(), [uuid.uuid4().hex, uuid.uuid4().hex]
-    # 5 s (ten missed heartbeats) is still far above a heartbeat's delay on a loaded box; the default 10 s
+    # 2.5 s (five missed heartbeats) is still far above a heartbeat's delay on a loaded box; the default 10 s
     # would only make the survivor wait longer
-    agents = {n: _agent(program, n, port, marks[n], tmp_path / f"node{n}.json", lost_seconds="5") for n in (1, 0)}
+    agents = {n: _agent(program, n, port, marks[n], tmp_path / f"node{n}.json", lost_seconds="2.5") for n in (1, 0)}
     deadline = time.monotonic() + AGENT_SECONDS
     while not _marked(marks[killed], "migrator.validation.child.worker", unless="--torchrun") \
             and time.monotonic() < deadline:
