@@ -437,14 +437,13 @@ def _fix_modules(root: Path, texts: dict[str, Spooled], by_file: dict[str, list[
             continue
         findings = by_file.get(rel, [])
         fixable = _fixable(findings, options, rules)
-        if not fixable and not (rel in entries and findings):
-            continue  # nothing to do here: its text stays in the spool
+        if not fixable:
+            continue  # nothing to do here (an entry point gets `import torch_npu` only beside a fix): its text stays in the spool
         text = text_of(held)
         is_entry = rel in entries and "import torch" in text
-        if fixable or (is_entry and options.target == Target.NPU and "torch_npu" not in text and findings):
-            where = runtime.locate(real_of[rel]) if runtime else None
-            jobs[rel] = PythonJob(_source(text, options), tuple(fixable), options.target, is_entry, where, style,
-                                  tuple(every.get(rel, findings)), autoload)
+        where = runtime.locate(real_of[rel]) if runtime else None
+        jobs[rel] = PythonJob(_source(text, options), tuple(fixable), options.target, is_entry, where, style,
+                              tuple(every.get(rel, findings)), autoload)
     outcomes = fix_modules(list(jobs.values()), options.jobs, progress, pool, spool)
     return {rel: (outcome, job.runtime) for (rel, job), outcome in zip(jobs.items(), outcomes)}
 
