@@ -12,6 +12,7 @@ from typing import TypeVar
 import libcst as cst
 
 AnyImport = TypeVar("AnyImport", cst.Import, cst.ImportFrom)
+Node = TypeVar("Node", bound=cst.CSTNode)
 
 
 def bound_name(alias: cst.ImportAlias) -> str:
@@ -93,10 +94,17 @@ class _ImportRemover(cst.CSTTransformer):
     """Drops the unused aliases; a statement left empty is dropped by its block, which hands the comments
     above it to the next statement (or keeps them at the block's end), so no comment is lost."""
 
-    def __init__(self, unused: Callable[[int | None, str], bool]) -> None:
+    def __init__(self, unused: Callable[[int | None, str], bool], module: cst.Module | None = None) -> None:
         self.unused = unused  # (innermost function or None, bound name) -> remove this alias
         self.functions = 0
         self.stack: list[int] = []
+        # id of each statement of `module` that holds no import -> the functions it defines: not walked
+        # (kept as the very node, so that its text is not rendered again), its functions only counted
+        self.importless: dict[int, int] = {}
+        if module is not None:
+            _count_functions(module.body, self.importless)
+        self.edits = 0  # import statements changed so far
+        self.edits_at: list[int] = []  # `edits` when each enclosing statement line was entered
         # the stand-ins of emptied statements by id (libcst would drop an empty one silently); held here so
         # that no later node can get the id of one that was dropped
         self.emptied: dict[int, cst.SimpleStatementLine] = {}
@@ -106,9 +114,24 @@ class _ImportRemover(cst.CSTTransformer):
         self.emptied[id(stand_in)] = stand_in
         return stand_in
 
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        functions = self.importless.get(id(node)) if isinstance(node, cst.BaseStatement) else None
+        if functions is not None:
+            self.functions += functions  # numbered as if walked: the scopes after it keep their numbers
+            return False
+        return super().on_visit(node)
+
+    def on_leave(self, original: Node, updated: Node) -> Node | cst.RemovalSentinel | cst.FlattenSentinel[Node]:
+        if isinstance(original, cst.BaseStatement) and id(original) in self.importless:
+            return updated
+        return super().on_leave(original, updated)
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.stack.append(self.functions)
         self.functions += 1
+
+    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+        self.edits_at.append(self.edits)
 
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef) -> cst.FunctionDef:
         self.stack.pop()
@@ -129,6 +152,7 @@ class _ImportRemover(cst.CSTTransformer):
         names = [a for a in updated.names if self._keep(a)]
         if len(names) == len(updated.names):
             return updated
+        self.edits += 1
         if not names:
             return cst.RemoveFromParent()
         names[-1] = names[-1].with_changes(comma=_last_comma(names[-1].comma, updated.names[-1].comma))
@@ -137,6 +161,8 @@ class _ImportRemover(cst.CSTTransformer):
     def leave_SimpleStatementLine(
         self, original: cst.SimpleStatementLine, updated: cst.SimpleStatementLine
     ) -> cst.SimpleStatementLine:
+        if self.edits_at.pop() == self.edits:
+            return updated  # no import changed in it: no comment to move
         # a removed import's comments (`import pynvml  # stats`, or one inside its brackets) go above the line
         kept = {id(c) for c in comments_in(updated.with_changes(trailing_whitespace=cst.TrailingWhitespace())
                                          if not updated.body else updated)}
@@ -170,6 +196,43 @@ class _ImportRemover(cst.CSTTransformer):
                 lines = [*updated.leading_lines, *(cst.EmptyLine(comment=c) for c in comments_in(updated) if id(c) not in own)]
             return self._emptied(lines)
         return updated
+
+
+def _count_functions(body: Sequence[cst.CSTNode], importless: dict[int, int]) -> tuple[bool, int]:
+    """(whether the statements of `body` hold an import, how many functions they define), each statement
+    without an import entered in `importless` with its count; statements only, never expressions (no import
+    and no `def` is found inside one)."""
+    holds, functions = False, 0
+    for stmt in body:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            own = any(isinstance(small, (cst.Import, cst.ImportFrom)) for small in stmt.body), 0
+        elif isinstance(stmt, cst.BaseSmallStatement):  # in a one-line block (`try: import x`)
+            own = isinstance(stmt, (cst.Import, cst.ImportFrom)), 0
+        else:
+            own = _count_functions(_blocks_of(stmt), importless)
+            own = own[0], own[1] + isinstance(stmt, cst.FunctionDef)
+        if not own[0]:
+            importless[id(stmt)] = own[1]
+        holds, functions = holds or own[0], functions + own[1]
+    return holds, functions
+
+
+def _blocks_of(stmt: cst.CSTNode) -> list[cst.CSTNode]:
+    """The statements of a compound statement's blocks (a one-line block's small statements included)."""
+    parts: list[cst.CSTNode] = []
+    suites = [getattr(stmt, "body", None), getattr(stmt, "finalbody", None), *getattr(stmt, "handlers", ()),
+              *getattr(stmt, "cases", ())]
+    orelse = getattr(stmt, "orelse", None)
+    if isinstance(orelse, cst.If):
+        parts.append(orelse)  # an elif: a statement of its own
+    else:
+        suites.append(orelse)
+    for suite in suites:
+        while suite is not None and not isinstance(suite, cst.BaseSuite):  # else / except / finally / case parts
+            suite = getattr(suite, "body", None)
+        if isinstance(suite, cst.BaseSuite):
+            parts.extend(suite.body)
+    return parts
 
 
 def _last_comma(kept: cst.Comma | cst.MaybeSentinel, last: cst.Comma | cst.MaybeSentinel) -> cst.Comma | cst.MaybeSentinel:
@@ -257,7 +320,7 @@ def remove_unused_imports(before: cst.Module, after: cst.Module, candidates: set
         return True
 
     removed: set[tuple[int | None, str]] = set()
-    new = after.visit(_ImportRemover(unused))
+    new = after.visit(_ImportRemover(unused, after))
     return (new if removed else after), removed
 
 

@@ -43,6 +43,7 @@ from migrator.fix.imports import (
 )
 from migrator.fix.positions import NodePositions, node_positions, source_texts
 from migrator.fix.runtime_module import RuntimeImport
+from migrator.fix.scanned_declines import declined_as_scanned
 from migrator.fix.sites import build_site
 from migrator.fix.verbatim import with_source_text
 from migrator.ground.kinds import Target
@@ -308,11 +309,9 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
     ctx = FixContext(target=target, aliases=aliases, module_text=text, runtime=runtime,
                      import_style=style or ImportStyle())
     ctx.import_renames = import_renames(findings, rules, aliases, target)
-    try:
-        module = cst.parse_module(text)
-    except cst.ParserSyntaxError as exc:  # syntax newer than the pinned libcst knows
-        reason = f"libcst cannot parse this file (line {exc.raw_line}: {exc.message}); fix it by hand"
-        return PythonFixResult(original_text, [], [(f, reason) for f in findings])
+    module = _parsed(text, original_text, tree, findings, rules)
+    if isinstance(module, PythonFixResult):
+        return module
     work_lines = sorted({k[0] for k in by_key})  # an import without a finding is left as it is here
     positions = node_positions(module, tree, text, work_lines)
     fixer = _Fixer(ctx, by_key, rules, module, work_lines, positions)
@@ -365,6 +364,20 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
         return PythonFixResult(original_text, ctx.applied, ctx.declined)  # no form feed moved for nothing
     fixed = syntax.keep_final_cr(original_text, render(new_module, rendered, positions.cuts))
     return PythonFixResult(fixed, ctx.applied, ctx.declined, frozenset(ctx.runtime_names))
+
+
+def _parsed(text: str, original_text: str, tree: ast.Module, findings: list[Finding],
+            rules: dict[str, Rule]) -> cst.Module | PythonFixResult:
+    """The module's libcst tree, or its result where it needs none (the scan declined every site: nothing
+    to rewrite) or libcst cannot parse it."""
+    declined = declined_as_scanned(tree, findings, rules)
+    if declined is not None:
+        return PythonFixResult(original_text, [], declined)
+    try:
+        return cst.parse_module(text)
+    except cst.ParserSyntaxError as exc:  # syntax newer than the pinned libcst knows
+        reason = f"libcst cannot parse this file (line {exc.raw_line}: {exc.message}); fix it by hand"
+        return PythonFixResult(original_text, [], [(f, reason) for f in findings])
 
 
 def _removal_candidates(fixer: _Fixer, ctx: FixContext, tree: ast.Module, text: str, whole: list[Finding]) -> set[str]:

@@ -19,7 +19,7 @@ from migrator.fix.choices import FixChoices
 from migrator.fix.entry_points import MAIN_GUARD
 from migrator.fix.import_order import read_style
 from migrator.fix.line_map import line_map as _line_map
-from migrator.fix.pool import PythonJob, PythonOutcome, fix_modules
+from migrator.fix.pool import PythonJob, PythonOutcome, fix_modules, without_cycle_collection
 from migrator.fix.runtime_module import Planner, RuntimeImport
 from migrator.fix.spool import Spool, Spooled, bytes_of, same_text, text_of
 from migrator.fix.torch_pin import read_torch_pin
@@ -376,7 +376,8 @@ def _fixed_module(source: str, module: tuple[PythonOutcome, RuntimeImport | None
         fixed = _Fixed(text_of(outcome.text), outcome.applied, outcome.declined, outcome.error, runtime_at=runtime_at)
     if fixed.error is None and fixed.text != source:
         try:
-            ast.parse(fixed.text)
+            with without_cycle_collection():  # the tree is dropped at once; here the collector would walk the plan too
+                ast.parse(fixed.text)
         except SyntaxError as exc:
             fixed.error = f"the fixed text would not parse ({exc.msg}, line {exc.lineno}); file left unchanged"
     return fixed
@@ -437,14 +438,13 @@ def _fix_modules(root: Path, texts: dict[str, Spooled], by_file: dict[str, list[
             continue
         findings = by_file.get(rel, [])
         fixable = _fixable(findings, options, rules)
-        if not fixable and not (rel in entries and findings):
-            continue  # nothing to do here: its text stays in the spool
+        if not fixable:
+            continue  # nothing to do here (an entry point gets `import torch_npu` only beside a fix): its text stays in the spool
         text = text_of(held)
         is_entry = rel in entries and "import torch" in text
-        if fixable or (is_entry and options.target == Target.NPU and "torch_npu" not in text and findings):
-            where = runtime.locate(real_of[rel]) if runtime else None
-            jobs[rel] = PythonJob(_source(text, options), tuple(fixable), options.target, is_entry, where, style,
-                                  tuple(every.get(rel, findings)), autoload)
+        where = runtime.locate(real_of[rel]) if runtime else None
+        jobs[rel] = PythonJob(_source(text, options), tuple(fixable), options.target, is_entry, where, style,
+                              tuple(every.get(rel, findings)), autoload)
     outcomes = fix_modules(list(jobs.values()), options.jobs, progress, pool, spool)
     return {rel: (outcome, job.runtime) for (rel, job), outcome in zip(jobs.items(), outcomes)}
 

@@ -81,3 +81,26 @@ def test_a_module_the_fixer_raises_on_is_that_module_s_error(monkeypatch: pytest
     [outcome] = pool.fix_modules([job], workers=1)
     assert outcome.error is not None and "RuntimeError: boom" in outcome.error
     assert outcome.text == job.text and outcome.applied == []
+
+
+@pytest.mark.parametrize("raises", [False, True])
+def test_a_module_is_fixed_without_the_cycle_collector_which_is_back_after_it(monkeypatch: pytest.MonkeyPatch,
+                                                                             raises: bool) -> None:
+    import gc
+
+    seen: list[bool] = []
+
+    def recording(*args, **kwargs):
+        seen.append(gc.isenabled())
+        if raises:
+            raise RuntimeError("boom")
+        return real(*args, **kwargs)
+
+    from migrator.fix import python_fixer
+
+    real = python_fixer.fix_python
+    monkeypatch.setattr(python_fixer, "fix_python", recording)
+    assert gc.isenabled()
+    [outcome] = pool.fix_modules([pool.PythonJob("import torch\nx = torch.zeros(1).cuda()\n", (), "npu", False)], workers=1)
+    assert seen == [False] and gc.isenabled()
+    assert (outcome.error is not None) == raises
