@@ -327,12 +327,24 @@ class PythonChecker(FastVisitor):
         root = node.value
         while type(root) is ast.Attribute:
             root = root.value
-        if (type(root) is ast.Name and (root.id in self.aliases or root.id in self.alias_roots)  # else nothing resolves
-                and self.report_symbol(node)):  # loads, and stores such as `cudnn.benchmark = True`
+        if type(root) is ast.Name and (root.id in self.aliases or root.id in self.alias_roots):
+            if self.report_symbol(node):  # loads, and stores such as `cudnn.benchmark = True`
+                return
+        elif type(root) is ast.Name:  # `self.a.b`: no link resolves and the root name is no import's
+            self._unresolved_chain(node)
             return
         for detect in self.detect_attribute:
             detect(self.facade, node)
         self.generic_visit(node)
+
+    def _unresolved_chain(self, node: ast.expr) -> None:
+        """What visiting each link of a chain whose root name no import binds does (the attribute detectors,
+        outermost link first), in one loop: the root `Name`'s visit would do nothing."""
+        detectors, facade = self.detect_attribute, self.facade
+        while type(node) is ast.Attribute:
+            for detect in detectors:
+                detect(facade, node)
+            node = node.value
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in self.aliases and isinstance(node.ctx, ast.Load):  # no import binds it: nothing to resolve
