@@ -24,7 +24,7 @@ from migrator.engine.fast_visitor import FastVisitor
 from migrator.engine.guards import GUARD_STATEMENTS
 from migrator.engine.import_calls import attribute_modules, bound_module
 from migrator.engine.sites import dotted
-from migrator.engine.statements import guarded_imports, import_library, iter_statements, statement_list
+from migrator.engine.statements import docstrings, guarded_imports, import_library, iter_statements, statement_list
 from migrator.ground.kinds import FixKind
 from migrator.ground.own_code import own_helpers
 
@@ -69,17 +69,6 @@ def _names_variable(text: str, m: re.Match) -> bool:
     if not before.strip() and not after.strip():
         return True
     return after.startswith("=") or before.endswith(("$", "${"))
-
-
-def docstrings(tree: ast.AST, statements: Iterable[ast.stmt] | None = None) -> list[ast.Constant]:
-    out = []
-    for node in (tree, *(iter_statements(tree) if statements is None else statements)):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                if isinstance(body[0].value.value, str):
-                    out.append(body[0].value)
-    return out
 
 
 def _may_bind_module(value: ast.expr) -> bool:
@@ -330,21 +319,16 @@ class PythonChecker(FastVisitor):
         if type(root) is ast.Name and (root.id in self.aliases or root.id in self.alias_roots):
             if self.report_symbol(node):  # loads, and stores such as `cudnn.benchmark = True`
                 return
-        elif type(root) is ast.Name:  # `self.a.b`: no link resolves and the root name is no import's
-            self._unresolved_chain(node)
+        elif type(root) is ast.Name:  # `self.a.b`: no link resolves, the root's visit does nothing: one loop over
+            link: ast.expr = node  # the links, each shown to the detectors as its own visit would, outermost first
+            while type(link) is ast.Attribute:
+                for detect in self.detect_attribute:
+                    detect(self.facade, link)
+                link = link.value
             return
         for detect in self.detect_attribute:
             detect(self.facade, node)
         self.generic_visit(node)
-
-    def _unresolved_chain(self, node: ast.expr) -> None:
-        """What visiting each link of a chain whose root name no import binds does (the attribute detectors,
-        outermost link first), in one loop: the root `Name`'s visit would do nothing."""
-        detectors, facade = self.detect_attribute, self.facade
-        while type(node) is ast.Attribute:
-            for detect in detectors:
-                detect(facade, node)
-            node = node.value
 
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in self.aliases and isinstance(node.ctx, ast.Load):  # no import binds it: nothing to resolve
