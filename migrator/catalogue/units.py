@@ -117,6 +117,29 @@ def detectors(catalogue: RulesRef, kind: str) -> tuple[Detector, ...]:
     return _DETECTORS[key]
 
 
+_UNNAMED: dict[str, tuple[frozenset[str], frozenset[str]] | None] = {}
+
+
+def unnamed_callee_triggers(catalogue: RulesRef) -> tuple[frozenset[str], frozenset[str]] | None:
+    """(method names, keywords): where a call's callee no import names, the call detectors act only on a method
+    call of one of these names or on a call passing one of these keywords (each unit's `UNNAMED_CALLEE`), so the
+    scanner need not call them on other such calls; None when a unit with `detect_call` does not say."""
+    if catalogue.digest not in _UNNAMED:
+        methods: set[str] = set()
+        keywords: set[str] = set()
+        found: tuple[frozenset[str], frozenset[str]] | None = None
+        for hook in detectors(catalogue, "call"):
+            declared = getattr(importlib.import_module(hook.__module__), "UNNAMED_CALLEE", None)
+            if declared is None:
+                break
+            methods.update(declared[0])
+            keywords.update(declared[1])
+        else:
+            found = (frozenset(methods), frozenset(keywords))
+        _UNNAMED[catalogue.digest] = found
+    return _UNNAMED[catalogue.digest]
+
+
 def text_reason(rule: RuleRef, symbol: str, target: str, file_kind: str) -> str | None:
     """Why a site with no syntax tree (a launch script line, a config scalar) is not fixed, or None."""
     verdict = precheck(rule, CallSite(rule.code, symbol, target, file_kind))

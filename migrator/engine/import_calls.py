@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import defaultdict
 from collections.abc import Callable, Iterable
+
+from migrator.engine.statements import iter_statements
 
 MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
@@ -48,3 +51,32 @@ def attribute_modules(statements: Iterable[ast.stmt], aliases: dict[str, set[str
             if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
                 out.setdefault(f"self.{target.attr}", set()).update(modules)
     return out
+
+
+def may_bind_module(value: ast.expr) -> bool:
+    """What `bound_module` can accept: `f("mod")` or `f("mod")[0]` (most assignments are neither)."""
+    if type(value) is ast.Subscript:
+        return True
+    return type(value) is ast.Call and bool(value.args) and type(value.args[0]) is ast.Constant
+
+
+def collect_aliases(tree: ast.AST, statements: Iterable[ast.stmt] | None = None) -> dict[str, set[str]]:
+    """Local name -> qualified names, from every import statement anywhere in the module."""
+    aliases: dict[str, set[str]] = defaultdict(set)
+    for node in iter_statements(tree) if statements is None else statements:
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.asname:
+                    aliases[alias.asname].add(alias.name)
+                else:
+                    root = alias.name.split(".", 1)[0]
+                    aliases[root].add(root)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                if alias.name == "*":
+                    continue
+                aliases[alias.asname or alias.name].add(f"{node.module}.{alias.name}")
+        elif (isinstance(node, ast.Assign) and may_bind_module(node.value)
+              and (bound := bound_module(node))):  # `cp = optional_import("cupy")`
+            aliases[bound[0]].add(bound[1])
+    return aliases

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import re
-from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -22,9 +21,9 @@ from migrator.engine.bindings import Bindings
 from migrator.engine.extension_builds import CUDA_EXTENSION_MODULE
 from migrator.engine.fast_visitor import FastVisitor
 from migrator.engine.guards import GUARD_STATEMENTS
-from migrator.engine.import_calls import attribute_modules, bound_module
+from migrator.engine.import_calls import attribute_modules, bound_module, collect_aliases, may_bind_module
 from migrator.engine.sites import dotted
-from migrator.engine.statements import guarded_imports, import_library, iter_statements, statement_list
+from migrator.engine.statements import docstrings, guarded_imports, import_library, statement_list
 from migrator.ground.kinds import FixKind
 from migrator.ground.own_code import own_helpers
 
@@ -69,46 +68,6 @@ def _names_variable(text: str, m: re.Match) -> bool:
     if not before.strip() and not after.strip():
         return True
     return after.startswith("=") or before.endswith(("$", "${"))
-
-
-def docstrings(tree: ast.AST, statements: Iterable[ast.stmt] | None = None) -> list[ast.Constant]:
-    out = []
-    for node in (tree, *(iter_statements(tree) if statements is None else statements)):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                if isinstance(body[0].value.value, str):
-                    out.append(body[0].value)
-    return out
-
-
-def _may_bind_module(value: ast.expr) -> bool:
-    """What `bound_module` can accept: `f("mod")` or `f("mod")[0]` (most assignments are neither)."""
-    if type(value) is ast.Subscript:
-        return True
-    return type(value) is ast.Call and bool(value.args) and type(value.args[0]) is ast.Constant
-
-
-def collect_aliases(tree: ast.AST, statements: Iterable[ast.stmt] | None = None) -> dict[str, set[str]]:
-    """Local name -> qualified names, from every import statement anywhere in the module."""
-    aliases: dict[str, set[str]] = defaultdict(set)
-    for node in iter_statements(tree) if statements is None else statements:
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.asname:
-                    aliases[alias.asname].add(alias.name)
-                else:
-                    root = alias.name.split(".", 1)[0]
-                    aliases[root].add(root)
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            for alias in node.names:
-                if alias.name == "*":
-                    continue
-                aliases[alias.asname or alias.name].add(f"{node.module}.{alias.name}")
-        elif (isinstance(node, ast.Assign) and _may_bind_module(node.value)
-              and (bound := bound_module(node))):  # `cp = optional_import("cupy")`
-            aliases[bound[0]].add(bound[1])
-    return aliases
 
 
 class CheckerFacade:
@@ -189,6 +148,7 @@ class PythonChecker(FastVisitor):
         self.facade = CheckerFacade(self)
         self.bindings = Bindings(tree, self.qualnames)  # what a receiver was built by, indexed when first asked
         self.detect_call = units.detectors(catalogue, "call")
+        self.unnamed_triggers = units.unnamed_callee_triggers(catalogue)  # when a callee no import names needs them
         self.detect_string = units.detectors(catalogue, "string")
         self.detect_compare = units.detectors(catalogue, "compare")
         self.detect_attribute = units.detectors(catalogue, "attribute")
@@ -327,8 +287,15 @@ class PythonChecker(FastVisitor):
         root = node.value
         while type(root) is ast.Attribute:
             root = root.value
-        if (type(root) is ast.Name and (root.id in self.aliases or root.id in self.alias_roots)  # else nothing resolves
-                and self.report_symbol(node)):  # loads, and stores such as `cudnn.benchmark = True`
+        if type(root) is ast.Name and (root.id in self.aliases or root.id in self.alias_roots):
+            if self.report_symbol(node):  # loads, and stores such as `cudnn.benchmark = True`
+                return
+        elif type(root) is ast.Name:  # `self.a.b`: no link resolves, the root's visit does nothing: one loop over
+            link: ast.expr = node  # the links, each shown to the detectors as its own visit would, outermost first
+            while type(link) is ast.Attribute:
+                for detect in self.detect_attribute:
+                    detect(self.facade, link)
+                link = link.value
             return
         for detect in self.detect_attribute:
             detect(self.facade, node)
@@ -369,23 +336,31 @@ class PythonChecker(FastVisitor):
                 self.calls.append((torch_names[0], node))
             if func_names & AUTOCAST and "dtype" not in kwargs:
                 self.dtypes_used.add("fp16")
-        else:  # a callee no import names: only the detectors and the attention argument can hold a finding
+        else:
+            self._unnamed_call(node, method, func_names, kwargs)
+        self.generic_visit(node)
+
+    def _unnamed_call(self, node: ast.Call, method: str | None, func_names: set[str], kwargs: dict[str, ast.expr]) -> None:
+        """A callee no import names: only the detectors (on the methods and keywords they act on) and the
+        attention argument can hold a finding; a method call is an op for the coverage family."""
+        if kwargs:
             self._check_framework_arguments(func_names, kwargs)
+        triggers = self.unnamed_triggers
+        if triggers is None or method in triggers[0] or (kwargs and not triggers[1].isdisjoint(kwargs)):
             for detect in self.detect_call:
                 detect(self.facade, node, func_names, kwargs)
-            if method is not None:
-                value = func.value  # type: ignore[attr-defined]
-                self.method_calls.append((value.id if type(value) is ast.Name else None, method, node))
-                if not args and method in DTYPE_METHODS:
-                    if method == "double":
-                        self.float64.append((node, ".double()"))
-                    self.dtypes_used.add(DTYPE_METHODS[method])
-        self.generic_visit(node)
+        if method is not None:
+            value = node.func.value  # type: ignore[attr-defined]
+            self.method_calls.append((value.id if type(value) is ast.Name else None, method, node))
+            if not node.args and method in DTYPE_METHODS:
+                if method == "double":
+                    self.float64.append((node, ".double()"))
+                self.dtypes_used.add(DTYPE_METHODS[method])
 
     def visit_Assign(self, node: ast.Assign) -> None:
         value = node.value
         self.assigned_values.add(id(value))
-        bound = bound_module(node) if _may_bind_module(value) else None
+        bound = bound_module(node) if may_bind_module(value) else None
         hit = self.match({bound[1]}) if bound else None
         if bound and hit and hit[0].rule.fix_kind == FixKind.MANUAL:  # the binding is a use of the library
             self.emit(hit[0].rule, value, bound[1])

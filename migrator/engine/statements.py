@@ -36,6 +36,18 @@ def statement_list(tree: ast.AST) -> list[ast.stmt]:
     return out
 
 
+def docstrings(tree: ast.AST, statements: Iterable[ast.stmt] | None = None) -> list[ast.Constant]:
+    """The docstrings of the module and of its classes and functions (`statements`: all of them, if known)."""
+    out = []
+    for node in (tree, *(iter_statements(tree) if statements is None else statements)):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                if isinstance(body[0].value.value, str):
+                    out.append(body[0].value)
+    return out
+
+
 IMPORT_ERRORS = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
 
 

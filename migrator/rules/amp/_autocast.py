@@ -44,6 +44,10 @@ def _device_literal(node: ast.AST | None) -> ast.Constant | None:
     return None
 
 
+# `detect_call` needs a callee an import names (torch.autocast, GradScaler): nothing on any other call
+UNNAMED_CALLEE = (frozenset[str](), frozenset[str]())
+
+
 def detect_call(checker: Checker, node: ast.Call, func_names: set[str], kwargs: dict) -> None:
     """A "cuda" device argument to torch.autocast and friends (AMP004) or torch.amp.GradScaler (AMP005)."""
     if not func_names & (AUTOCAST_CALLS | SCALER_CALLS):

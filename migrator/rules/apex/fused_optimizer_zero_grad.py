@@ -35,6 +35,10 @@ def _fused(names: set[str]) -> bool:
     return any(n.startswith(FUSED) for n in names)
 
 
+# what `detect_call` acts on where no import names the callee: `opt.zero_grad(...)`
+UNNAMED_CALLEE = (frozenset({"zero_grad"}), frozenset[str]())
+
+
 def detect_call(checker: Checker, node: ast.Call, func_names: set[str], kwargs: dict) -> None:
     func = node.func
     if not isinstance(func, ast.Attribute) or func.attr != "zero_grad" or func_names:

@@ -29,6 +29,10 @@ def _looks_like_index(node: ast.AST) -> bool:
     return bool(name and INDEX_NAME.search(name))
 
 
+# what `detect_call` acts on where no import names the callee: `.to(0)`, `device=0`
+UNNAMED_CALLEE = (frozenset({"to", "to_empty"}), frozenset(DEVICE_KWARGS))
+
+
 def detect_call(checker: Checker, node: ast.Call, func_names: set[str], kwargs: dict) -> None:
     """Bare integer devices: torch.device(0), torch.device(local_rank), .to(0), device=0."""
     if "torch.device" in func_names and node.args and not isinstance(node.args[0], (ast.Constant, ast.JoinedStr)):

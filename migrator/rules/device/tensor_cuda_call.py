@@ -20,6 +20,10 @@ LEVEL = "call"
 PARAMS = ["device", "non_blocking", "memory_format"]
 
 
+# what `detect_call` acts on where no import names the callee: (method names, keywords)
+UNNAMED_CALLEE = (frozenset({"cuda"}), frozenset[str]())
+
+
 def detect_call(checker: Checker, node: ast.Call, func_names: set[str], kwargs: dict) -> None:
     """`.cuda()` on a tensor or module (the receiver is a value, not an imported module)."""
     if isinstance(node.func, ast.Attribute) and node.func.attr == "cuda" and not func_names:

@@ -1,0 +1,84 @@
+"""Where no import names a call's callee, the scanner calls the call detectors only on the method names and keywords
+their units declare (`UNNAMED_CALLEE`): on every other such call a detector must do nothing."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+from migrator.catalogue import units
+from migrator.catalogue.loader import load_catalogue
+
+ROOT = Path(__file__).resolve().parents[2]
+EXTRA = """
+x.cuda(); x.cuda(0); x.to(0); x.to_empty(device=1); x.to("cuda"); y.zero_grad(set_to_none=True); z.zero_grad(True)
+f(device=0); g(map_location=0); h(0); k(device_type="cuda"); m.autocast("cuda"); n.GradScaler("cuda")
+x.to(); x.cpu(0); opt.step(set_to_none=True); torch_device(0); x.to (0); x.npu(0); x.cuda_(); run(cuda=True)
+"""
+
+
+class _Recorder:
+    """The detectors' view of the scanner, recording what they report or claim."""
+
+    def __init__(self) -> None:
+        self.acts: list[str] = []
+
+    def emit(self, impl, node, symbol, replacement=None) -> None:
+        self.acts.append(f"emit {impl}")
+
+    def claim(self, node) -> None:
+        self.acts.append("claim")
+
+    def qualnames(self, node) -> set[str]:
+        return set()
+
+    def built_by(self, node) -> set[str]:
+        return {"torch_npu.optim.NpuFusedAdam"}  # what `zero_grad` looks for
+
+    def module_calls(self) -> set[str]:
+        return {"torch_npu.optim.NpuFusedAdam"}
+
+
+def _calls() -> list[ast.Call]:
+    sources = [EXTRA] + [p.read_text(encoding="utf-8") for folder in ("samples", "tests/fixtures")
+                         for p in sorted((ROOT / folder).rglob("*.py"))]
+    calls = []
+    for text in sources:
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        calls += [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
+    return calls
+
+
+@pytest.fixture(scope="module")
+def calls() -> list[ast.Call]:
+    return _calls()
+
+
+@pytest.mark.parametrize("detector", units.detectors(load_catalogue(), "call"), ids=lambda d: d.__module__)
+def test_a_detector_acts_only_on_what_its_unit_declares(detector, calls):
+    methods, keywords = importlib.import_module(detector.__module__).UNNAMED_CALLEE
+    declared = acted = 0
+    for call in calls:
+        kwargs = {k.arg: k.value for k in call.keywords if k.arg}
+        method = call.func.attr if isinstance(call.func, ast.Attribute) else None
+        recorder = _Recorder()
+        detector(recorder, call, set(), kwargs)
+        if method in methods or keywords & kwargs.keys():
+            declared += 1
+            acted += bool(recorder.acts)
+        else:
+            assert recorder.acts == [], ast.unparse(call)
+    assert (declared > 0) == bool(methods or keywords)
+    assert (acted > 0) == bool(methods or keywords)  # the declaration is no empty promise
+
+
+def test_the_scanner_reads_every_declaration():
+    triggers = units.unnamed_callee_triggers(load_catalogue())
+    assert triggers is not None
+    assert {"cuda", "to", "to_empty", "zero_grad"} <= triggers[0] and "device" in triggers[1]
