@@ -10,15 +10,13 @@ evidence of every file and takes each file's result for that set (`for_training`
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from itertools import combinations
 from pathlib import Path
 
 from migrator.catalogue.coverage._dtypes import TRAINING_DTYPES, training_dtypes
 from migrator.engine.scan_file import CheckMemo, ScanOptions, judged_scan, read_for_scan
+from migrator.ground.cycles import cycle_collection_paused
 from migrator.ground.model import FileResult
 
 #: every non-empty set of training dtypes, in `TRAINING_DTYPES` order
@@ -44,23 +42,8 @@ def tree_training_dtypes(files: list[ScannedFile]) -> tuple[str, ...]:
 
 def scan_one(path: Path, rel: str, kind: str, options: ScanOptions, data: bytes | None = None) -> ScannedFile:
     """Read `path` once (or take `data`: a fix result not written yet) and scan it for every training set."""
-    with _cycle_collector_paused():
+    with cycle_collection_paused():
         return _scan_one(path, rel, kind, options, data)
-
-
-@contextmanager
-def _cycle_collector_paused() -> Iterator[None]:
-    """No cycle collection while one file is scanned: it would run every few hundred allocations over the
-    file's syntax tree, which stays alive until the file is done (about a tenth of the scan's CPU); the
-    garbage the file leaves is collected by the first collection after it."""
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 def _scan_one(path: Path, rel: str, kind: str, options: ScanOptions, data: bytes | None) -> ScannedFile:

@@ -12,7 +12,6 @@ error of that module only, as in the serial path.
 from __future__ import annotations
 
 import contextlib
-import gc
 import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING
 from migrator.fix.import_order import ImportStyle
 from migrator.fix.runtime_module import RuntimeImport
 from migrator.fix.spool import Spool, Spooled
+from migrator.ground.cycles import cycle_collection_paused
 from migrator.ground.model import Finding
 
 if TYPE_CHECKING:
@@ -65,27 +65,13 @@ class _Indexed:
     runtime_names: frozenset[str] = frozenset()
 
 
-@contextmanager
-def without_cycle_collection() -> Iterator[None]:
-    """libcst builds a module's tree of a few hundred thousand objects without cycles: the cycle collector,
-    run every few hundred allocations, finds nothing there and costs a tenth of the parse. Off while one
-    module is fixed; then as it was (what the module left is collected by its next run)."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _fix_one(job: PythonJob) -> _Indexed:
     from migrator.catalogue.loader import load_catalogue
     from migrator.fix.python_fixer import fix_python
 
     try:
-        with without_cycle_collection():
-                result = fix_python(job.text, list(job.findings), load_catalogue().rules, job.target, job.entry_point,
+        with cycle_collection_paused():
+            result = fix_python(job.text, list(job.findings), load_catalogue().rules, job.target, job.entry_point,
                                 job.runtime, job.style, job.context, job.torch_autoload)
         index = {id(f): i for i, f in enumerate(job.findings)}
         return _Indexed(

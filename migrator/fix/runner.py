@@ -19,11 +19,12 @@ from migrator.fix.choices import FixChoices
 from migrator.fix.entry_points import MAIN_GUARD
 from migrator.fix.import_order import read_style
 from migrator.fix.line_map import line_map as _line_map
-from migrator.fix.pool import PythonJob, PythonOutcome, fix_modules, without_cycle_collection
+from migrator.fix.pool import PythonJob, PythonOutcome, fix_modules
 from migrator.fix.runtime_module import Planner, RuntimeImport
 from migrator.fix.spool import Spool, Spooled, bytes_of, same_text, text_of
 from migrator.fix.torch_pin import read_torch_pin
 from migrator.fix.writer import inside, sniff
+from migrator.ground.cycles import cycle_collection_paused
 from migrator.ground.fix_record import Edit as RecordedEdit
 from migrator.ground.fix_record import Span
 from migrator.ground.kinds import Target
@@ -376,7 +377,7 @@ def _fixed_module(source: str, module: tuple[PythonOutcome, RuntimeImport | None
         fixed = _Fixed(text_of(outcome.text), outcome.applied, outcome.declined, outcome.error, runtime_at=runtime_at)
     if fixed.error is None and fixed.text != source:
         try:
-            with without_cycle_collection():  # the tree is dropped at once; here the collector would walk the plan too
+            with cycle_collection_paused():  # the tree is dropped at once; here the collector would walk the plan too
                 ast.parse(fixed.text)
         except SyntaxError as exc:
             fixed.error = f"the fixed text would not parse ({exc.msg}, line {exc.lineno}); file left unchanged"
