@@ -15,9 +15,9 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterable
-from pathlib import Path
 
 from .msprobe_dumps import Record
+from .user_source import source_tree
 
 _OPTIMIZERS = frozenset({"SGD", "Adam", "AdamW", "Adamax", "Adagrad", "Adadelta", "RMSprop", "NAdam", "RAdam",
                          "ASGD", "Rprop", "LBFGS", "SparseAdam", "Adafactor"})
@@ -57,9 +57,8 @@ def _settings(files: Iterable[str]) -> tuple[str, dict[str, tuple[str, str]]] | 
     """(optimizer class, {setting: value}) of the first `torch.optim` constructor call in `files`; param-group
     dicts' keys as `param group <i> <key>`."""
     for file in files:
-        try:
-            tree = ast.parse(Path(file).read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, ValueError):
+        tree = source_tree(file)
+        if tree is None:
             continue
         constants = _constants(tree)
         for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
@@ -116,9 +115,8 @@ def _collectives(files: Iterable[str], class_name: str, direction: str) -> dict[
     """{`Class.method`: collectives} of `class_name`'s forward and of the autograd.Functions it applies (their
     `direction` method); None when the class is in none of `files`."""
     for file in files:
-        try:
-            tree = ast.parse(Path(file).read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, ValueError):
+        tree = source_tree(file)
+        if tree is None:
             continue
         classes = {c.name: c for c in ast.walk(tree) if isinstance(c, ast.ClassDef)}
         cls = classes.get(class_name)

@@ -21,6 +21,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from .user_source import source_tree
+
 _FRAME = re.compile(r"^File (?P<file>.+?), line (?P<line>\d+), in (?P<func>[^,]+),?\s*(?P<code>.*)$", re.S)
 _MODULE_CALL = ("torch/nn/modules/module.py", "torch\\nn\\modules\\module.py")
 _LIBRARY = ("site-packages", "dist-packages")
@@ -40,15 +42,6 @@ def parse_frames(frames: Iterable[str]) -> tuple[Frame, ...]:
     return tuple(reversed(parsed))
 
 
-@functools.lru_cache(maxsize=64)
-def _tree(path: str) -> ast.Module | None:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return ast.parse(handle.read())
-    except (OSError, SyntaxError, ValueError):
-        return None
-
-
 def _spans(node: ast.AST) -> tuple[int, int]:
     return node.lineno, getattr(node, "end_lineno", None) or node.lineno  # type: ignore[attr-defined]
 
@@ -56,7 +49,7 @@ def _spans(node: ast.AST) -> tuple[int, int]:
 @functools.lru_cache(maxsize=1024)
 def _class_at(path: str, line: int) -> tuple[str, str]:
     """(class, method) of the innermost class whose method holds `line`; ("", "") outside one."""
-    tree = _tree(path)
+    tree = source_tree(path)
     found = ("", "")
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)) if tree else ():
         for func in cls.body:
@@ -79,7 +72,7 @@ def _self_attr(node: ast.expr) -> str:
 def _constructed(path: str, class_name: str) -> dict[str, str]:
     """{attribute: class of the object `class_name` assigns it} (`self.qkv = nn.Linear(...)` -> Linear; tuple
     assignments too; `nn.ModuleList([Block(...) ...])` -> Block, an nn.Sequential stays one)."""
-    tree = _tree(path)
+    tree = source_tree(path)
     found: dict[str, str] = {}
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == class_name) if tree else ():
         for assign in (a for a in ast.walk(cls) if isinstance(a, ast.Assign)):
@@ -116,7 +109,7 @@ def _looped(function: ast.AST, name: str) -> str | None:
 def _callees(path: str, line: int) -> tuple[tuple[str, bool], ...]:
     """The submodule calls at `line` of the method that holds it, in evaluation order (inner calls first):
     (attribute, whether it is an element of it: `self.x[i](...)`, a loop name over `self.x`)."""
-    tree = _tree(path)
+    tree = source_tree(path)
     function = None
     for node in ast.walk(tree) if tree else ():
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _spans(node)[0] <= line <= _spans(node)[1]:
@@ -154,7 +147,7 @@ _STATEMENTS = (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr, ast.Return)
 def _goes_back_within(path: str, a: int, b: int) -> bool:
     """Whether lines `a` and `b` lie in one loop or one statement (a call over several lines is reported at
     its first line, after its arguments' lines ran): going back between them starts no new call."""
-    tree = _tree(path)
+    tree = source_tree(path)
     return any(isinstance(n, _LOOPS + _STATEMENTS) and _spans(n)[0] <= min(a, b) and max(a, b) <= _spans(n)[1]
                for n in ast.walk(tree)) if tree else False
 
@@ -209,7 +202,7 @@ def _bounded_calls(site: Frame) -> int | None:
 
 @functools.lru_cache(maxsize=1024)
 def _in_loop(path: str, line: int) -> bool:
-    tree = _tree(path)
+    tree = source_tree(path)
     return any(isinstance(n, _LOOPS) and _spans(n)[0] <= line <= _spans(n)[1] for n in ast.walk(tree)) if tree else False
 
 
@@ -300,7 +293,7 @@ def _position(frames: tuple[Frame, ...], entries: list[tuple[int, int]], depth: 
 @functools.lru_cache(maxsize=256)
 def _appliers(path: str, function_class: str) -> frozenset[str]:
     """The classes of `path` whose methods call `function_class.apply(...)` (an autograd.Function)."""
-    tree = _tree(path)
+    tree = source_tree(path)
     if tree is None:
         return frozenset()
     return frozenset(cls.name for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef))

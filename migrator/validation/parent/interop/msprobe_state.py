@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...verdict import Verdict
 from .msprobe_dumps import RankDump, Record, Slot
+from .user_source import source_tree
 
 if TYPE_CHECKING:
     from .msprobe_record_verdicts import RecordVerdict, SlotVerdict
@@ -159,7 +160,7 @@ def _read_in_source(user_lines: Iterable[str], class_name: str) -> tuple[list[st
         if not match:
             continue
         path = Path(match.group("file"))
-        tree = _parsed(path)
+        tree = source_tree(path)
         if tree is None:
             continue
         number = int(match.group("line"))
@@ -244,9 +245,8 @@ def unread_parameters(records: Iterable[Record]) -> list[str]:
     files = dict.fromkeys(m.group("file") for line in lines if (m := _USER_LINE.match(line)))
     found: list[str] = []
     for file in files:
-        try:
-            tree = ast.parse(Path(file).read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, ValueError):
+        tree = source_tree(file)
+        if tree is None:
             continue
         for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
             found += [f"{name} (an nn.Parameter of {cls.name} in {Path(file).name} that no recorded op's line reads)"
@@ -262,7 +262,7 @@ def _state_read_at(user_line: str) -> tuple[list[str], list[str], str]:
     if not match:
         return [], [], ""
     path, number = Path(match.group("file")), int(match.group("line"))
-    tree = _parsed(path)
+    tree = source_tree(path)
     if tree is None:
         return [], [], ""
     for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
@@ -309,14 +309,6 @@ def unrecorded_inputs(records: Iterable[Record], target: RankDump, golden: RankD
                         "tensors and no recorded op made it: made by what msprobe does not record (indexing, views) "
                         f"from what {where} reads: {'; '.join(read)}, at {record.user_line}")
     return ""
-
-
-def _parsed(path: Path) -> ast.Module | None:
-    """The user's source file as a tree; None where it cannot be read or parsed (the cause then omits it)."""
-    try:
-        return ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, ValueError):
-        return None
 
 
 def _buffers_of(cls: ast.ClassDef) -> set[str]:
