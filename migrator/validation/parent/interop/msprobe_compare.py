@@ -66,6 +66,9 @@ from .msprobe_updates import (
 
 _FLOAT32 = ("torch.float32", "torch.float64")
 _LOW = ("torch.bfloat16", "torch.float16")
+# said of a later step's parameter whose update by the step before differs; `_about_an_update` reads it back
+_AFTER_AN_UPDATE = ("the value the step before's optimizer update left, that step's records matched: the optimizer's "
+                    "update of it differs")
 
 
 @dataclass(frozen=True)
@@ -152,8 +155,7 @@ def _record_verdict(label: str, t: Record, g: Record, th: Thresholds, cross_devi
             step = updates.parameter_verdict(t.key, slot)
             verdict = SlotVerdict(slot.path, *step) if step else _tensor_verdict(slot, other, t.direction, th, cross_device)
             verdicts.append(verdict if verdict.status == Verdict.PASS else replace(
-                verdict, detail=f"{verdict.detail}; the value the step before's optimizer update left, that step's "
-                                "records matched: the optimizer's update of it differs"))
+                verdict, detail=f"{verdict.detail}; {_AFTER_AN_UPDATE}"))
         else:
             verdicts.append(_tensor_verdict(slot, other, t.direction, th, cross_device))
     missing = [p for p in golden if p not in {s.path for s in t.slots}]
@@ -421,4 +423,4 @@ def _in_source(first: RecordVerdict | None, target: tuple[RankDump, ...], golden
 def _about_an_update(first: RecordVerdict) -> bool:
     """Whether the first divergence is the optimizer's: a record of its step, or a parameter whose update by
     the step before differs (a later step's module record)."""
-    return first.scope == OPTIMIZER_SCOPE or any("optimizer's update" in s.detail for s in first.slots)
+    return first.scope == OPTIMIZER_SCOPE or any(_AFTER_AN_UPDATE in s.detail for s in first.slots)
