@@ -62,7 +62,7 @@ def _check_builds(checker: Checker, node: ast.Call, func_names: set[str], kwargs
 
 def check_string(checker: Checker, node: ast.AST, text: str) -> None:
     """A string naming a CUDA source outside a build call: a source list returned by a method, a glob."""
-    if CUDA_SOURCE_NAME.fullmatch(text):
+    if text.endswith((".cu", ".cuh")) and CUDA_SOURCE_NAME.fullmatch(text):  # the test first: cheaper than the match
         checker.emit("cuda-source-name", node, text)
 
 

@@ -34,6 +34,13 @@ def _ignore(_visitor: Any, _value: Any) -> None:
     """What a visit of a value that is no node (None in a list, a string) does."""
 
 
+def _dispatch(indent: str, value: str) -> list[str]:
+    """Lines that call the handler of `value` (a local): a plain dict's lookup (a dict subclass with
+    `__missing__` pays a Python-level `__getitem__` on every lookup), `M` filling a class not yet seen."""
+    return [f"{indent}try:", f"{indent}    handler = H[type({value})]", f"{indent}except KeyError:",
+            f"{indent}    handler = M(type({value}))", f"{indent}handler(visitor, {value})"]
+
+
 def _children_source(cls: type) -> str:
     """The source of a function that visits a node's children in field order (`H`: the handler table)."""
     kinds = {name: (kind, mark) for kind, mark, name in _SIGNATURE_FIELD.findall(cls.__doc__ or "")}
@@ -43,66 +50,70 @@ def _children_source(cls: type) -> str:
         if kind in _PRIMITIVE:
             continue
         if mark == "*":  # a list; `Dict.keys` and `kw_defaults` may hold None (`_ignore`d)
-            lines.append(f"    for child in node.{name}:\n        H[child.__class__](visitor, child)")
+            lines += [f"    for child in node.{name}:", *_dispatch("        ", "child")]
         elif mark == "?":
-            lines += [f"    child = node.{name}", "    if child is not None:", "        H[child.__class__](visitor, child)"]
+            lines += [f"    child = node.{name}", "    if child is not None:", *_dispatch("        ", "child")]
         elif mark == "":
-            lines += [f"    child = node.{name}", "    H[child.__class__](visitor, child)"]
+            lines += [f"    child = node.{name}", *_dispatch("    ", "child")]
         else:  # a signature not understood: whatever the field holds at run time
-            lines += [f"    child = getattr(node, {name!r}, None)", "    if child.__class__ is list:",
-                      "        for item in child:\n            H[item.__class__](visitor, item)",
-                      "    else:\n        H[child.__class__](visitor, child)"]
+            lines += [f"    child = getattr(node, {name!r}, None)", "    if type(child) is list:",
+                      "        for item in child:", *_dispatch("            ", "item"),
+                      "    else:", *_dispatch("        ", "child")]
     return "def children(visitor, node):\n" + ("\n".join(lines) or "    pass")
 
 
-class _ChildrenTable(dict):
-    """Node class -> the function that visits its children through `handlers`; made on first use."""
-
-    def __init__(self, handlers: _HandlerTable) -> None:
-        super().__init__()
-        self.handlers = handlers
-
-    def __missing__(self, cls: type) -> Handler:
-        namespace: dict[str, Any] = {"H": self.handlers}
-        exec(_children_source(cls), namespace)  # noqa: S102 - source built from the ast classes' own fields
-        self[cls] = namespace["children"]
-        return self[cls]
-
-
-class _HandlerTable(dict):
-    """Node class -> the visitor class's `visit_<Class>` handler, or its children's visit; filled on first use."""
+class _Tables:
+    """A visitor class's two tables, plain dicts filled on first use of a node class: `handlers` (node
+    class -> its `visit_<Class>` handler, or its children's visit) and `children` (node class -> the
+    generated function that visits its children through `handlers`)."""
 
     def __init__(self, visitor_class: type) -> None:
-        super().__init__()
         self.visitor_class = visitor_class
-        self.children = _ChildrenTable(self)
+        self.handlers: dict[type, Handler] = {}
+        self.children: dict[type, Handler] = {}
 
-    def __missing__(self, cls: type) -> Handler:
+    def handler(self, cls: type) -> Handler:
         if not (isinstance(cls, type) and issubclass(cls, ast.AST)):
-            self[cls] = _ignore
-            return _ignore
-        handler = getattr(self.visitor_class, "visit_" + cls.__name__, None) or self.children[cls]
-        self[cls] = handler
+            handler: Handler = _ignore
+        else:
+            handler = getattr(self.visitor_class, "visit_" + cls.__name__, None) or self.children_of(cls)
+        self.handlers[cls] = handler
         return handler
+
+    def children_of(self, cls: type) -> Handler:
+        namespace: dict[str, Any] = {"H": self.handlers, "M": self.handler}
+        exec(_children_source(cls), namespace)  # noqa: S102 - source built from the ast classes' own fields
+        self.children[cls] = namespace["children"]
+        return self.children[cls]
 
 
 class FastVisitor(ast.NodeVisitor):
     """A `NodeVisitor` (`visit_<Class>` handlers that call `generic_visit` to go on) with the same visiting
     order; subclasses must not define handlers for contexts or operators, nor override `generic_visit`."""
 
-    _handlers: ClassVar[_HandlerTable]
-    _children: ClassVar[_ChildrenTable]
+    _handlers: ClassVar[dict[type, Handler]]
+    _children: ClassVar[dict[type, Handler]]
+    _tables: ClassVar[_Tables]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        cls._handlers = _HandlerTable(cls)
-        cls._children = cls._handlers.children
+        cls._tables = _Tables(cls)
+        cls._handlers = cls._tables.handlers
+        cls._children = cls._tables.children
 
     def visit(self, node: ast.AST) -> Any:
-        self._handlers[node.__class__](self, node)
+        try:
+            handler = self._handlers[type(node)]
+        except KeyError:
+            handler = self._tables.handler(type(node))
+        handler(self, node)
 
     def generic_visit(self, node: ast.AST) -> Any:
-        self._children[node.__class__](self, node)
+        try:
+            children = self._children[type(node)]
+        except KeyError:
+            children = self._tables.children_of(type(node))
+        children(self, node)
 
 
 def child_nodes(node: ast.AST) -> Iterator[ast.AST]:

@@ -59,6 +59,7 @@ DTYPE_STRINGS = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": 
 Resolved = tuple[str | None, set[str], tuple[SymbolMatch, str, bool] | None]
 NOTHING: Resolved = (None, set(), None)
 KERNEL_WRAPPERS = {"triton.jit", "triton.autotune", "triton.heuristics", "triton.JITFunction"}
+LITERALS = frozenset({"typing.Literal", "typing_extensions.Literal"})  # their strings are names, not devices
 AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast"}  # fp16 unless dtype= says
 
 
@@ -68,6 +69,24 @@ def _names_variable(text: str, m: re.Match) -> bool:
     if not before.strip() and not after.strip():
         return True
     return after.startswith("=") or before.endswith(("$", "${"))
+
+
+def _sorted_statements(tree: ast.AST) -> tuple[list[ast.stmt], list[ast.stmt], list[ast.stmt], list[ast.AST]]:
+    """One walk over every statement, sorted for the set-up passes that each look at a few kinds of them:
+    (bindings, tries, scopes, the assignments and tests `guards.guarded_calls` reads)."""
+    bindings, tries, scopes = [], [], []
+    guard_nodes: list[ast.AST] = []
+    for statement in statement_list(tree):
+        kind = statement.__class__
+        if kind in GUARD_STATEMENTS:
+            guard_nodes.append(statement)
+        if kind in BINDING_STATEMENTS:
+            bindings.append(statement)
+        elif kind in TRY_STATEMENTS:
+            tries.append(statement)
+        elif kind in SCOPE_STATEMENTS:
+            scopes.append(statement)
+    return bindings, tries, scopes, guard_nodes
 
 
 class CheckerFacade:
@@ -103,19 +122,8 @@ class PythonChecker(FastVisitor):
         self.build_file = build_file  # setup.py: string fixes are declined (`catalogue.site.is_build_file`)
         self.package_init = package_init  # __init__.py: its module-level imports are re-exports
         self.enabled = enabled
-        # one walk over every statement, sorted for the three passes that each look at a few kinds of them
-        bindings, tries, scopes = [], [], []
-        self.guard_nodes: list[ast.AST] = []  # assignments and tests, for `guards.guarded_calls` (no walk of its own)
-        for statement in statement_list(tree):
-            kind = statement.__class__
-            if kind in GUARD_STATEMENTS:
-                self.guard_nodes.append(statement)
-            if kind in BINDING_STATEMENTS:
-                bindings.append(statement)
-            elif kind in TRY_STATEMENTS:
-                tries.append(statement)
-            elif kind in SCOPE_STATEMENTS:
-                scopes.append(statement)
+        bindings, tries, scopes, guard_nodes = _sorted_statements(tree)
+        self.guard_nodes: list[ast.AST] = guard_nodes  # assignments and tests, for `guards.guarded_calls`
         self.aliases = collect_aliases(tree, bindings)
         self.aliases.update(attribute_modules(bindings, self.aliases, self._manual_library))
         # `self.nvml = pynvml` binds the two-part name `self.nvml`: its first part must pass the early exit below
@@ -126,6 +134,7 @@ class PythonChecker(FastVisitor):
         self.own_helpers = own_helpers(tree)  # inserted by `migrate fix` (marked): no findings, no markers
         self.own_helper_ids = {id(n) for n in self.own_helpers}
         self.claimed: set[int] = set()
+        self.in_type = 0  # > 0 while a type expression is visited: its strings are claimed (`_visit_type`)
         self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []  # in source order, ours left out
         self.loops: list[ast.For | ast.AsyncFor | ast.While] = []  # in source order (the perf lint's training loops)
         self.backward_lines: list[int] = []  # lines of `x.backward(...)` calls
@@ -241,7 +250,8 @@ class PythonChecker(FastVisitor):
         self.claim_strings(node.returns)
         for dec in node.decorator_list:  # `@triton.jit`: one finding per kernel
             target = dec.func if isinstance(dec, ast.Call) else dec
-            hit = self.match(self.qualnames(target)) if self.qualnames(target) else None
+            names = self.qualnames(target)
+            hit = self._resolve(names)[2] if names else None  # `match`, found once per module
             if hit and hit[0].rule.scope == "imports":  # other scopes report it as a use below
                 self.report_symbol(target, decorator=True)
                 self.decorator_calls.add(id(dec))
@@ -306,8 +316,12 @@ class PythonChecker(FastVisitor):
             known = self.resolved_names.get(node.id)
             if known is None:  # a plain name's qualified names are its aliases': the same at every use
                 names = self.qualnames(node)
-                known = self.resolved_names[node.id] = self._resolve(names) if names else NOTHING
-            self._report(node, known, False)
+                known = self._resolve(names) if names else NOTHING
+                if known[0] is None and not known[1] and known[2] is None:  # nothing to report (`torch`)
+                    known = NOTHING
+                self.resolved_names[node.id] = known
+            if known is not NOTHING:
+                self._report(node, known, False)
 
     def visit_For(self, node: ast.For | ast.AsyncFor | ast.While) -> None:
         self.loops.append(node)
@@ -372,10 +386,17 @@ class PythonChecker(FastVisitor):
         self.generic_visit(node)
 
     def visit_arg(self, node: ast.arg) -> None:
-        if node.annotation is not None and self.qualnames(node.annotation) & {"torch.Tensor"}:
-            self.tensor_names.add(node.arg)
-        self.claim_strings(node.annotation)
-        self.generic_visit(node)
+        annotation = node.annotation  # the only child of an `arg`
+        if annotation is not None:
+            if "torch.Tensor" in self.qualnames(annotation):
+                self.tensor_names.add(node.arg)
+            self._visit_type(annotation)
+
+    def _visit_type(self, node: ast.expr) -> None:
+        """Visit a type expression: its strings are claimed as `claim_strings` would, without a walk of their own."""
+        self.in_type += 1
+        self.visit(node)
+        self.in_type -= 1
 
     def visit_BoolOp(self, node: ast.BoolOp | ast.IfExp) -> None:
         self.guard_nodes.append(node)
@@ -399,32 +420,46 @@ class PythonChecker(FastVisitor):
                 self.claim(n)
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        if node.value is not None:
-            self.assigned_values.add(id(node.value))
-        self.claim_strings(node.annotation)
-        self.generic_visit(node)
+        value = node.value
+        if value is not None:
+            self.assigned_values.add(id(value))
+        self.visit(node.target)  # the children in field order, the annotation's strings claimed
+        self._visit_type(node.annotation)
+        if value is not None:
+            self.visit(value)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
-        if self.qualnames(node.value) & {"typing.Literal", "typing_extensions.Literal"}:
-            self.claim_strings(node.slice)
-        self.generic_visit(node)
+        if self.qualnames(node.value).isdisjoint(LITERALS):
+            self.generic_visit(node)
+        else:
+            self.visit(node.value)
+            self._visit_type(node.slice)
 
     def _collection(self, node: ast.Tuple | ast.List | ast.Set) -> None:
-        if lists_npu(node) or accepted_names(node):  # handles Ascend already, or names a user may type
-            for e in node.elts:
-                if isinstance(e, ast.Constant) and e.value == "cuda":
-                    self.claim(e)
-        self.generic_visit(node)
+        elts = node.elts
+        for e in elts:  # most collections hold no "cuda": nothing to claim, nothing more to ask
+            if isinstance(e, ast.Constant) and e.value == "cuda":
+                if lists_npu(node) or accepted_names(node):  # handles Ascend already, or names a user may type
+                    for element in elts:
+                        if isinstance(element, ast.Constant) and element.value == "cuda":
+                            self.claim(element)
+                break
+        for e in elts:  # the children (`elts`; contexts are not visited)
+            self.visit(e)
 
     visit_Tuple = visit_List = visit_Set = _collection
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, bytes) and id(node) not in self.claimed:  # `b"cuda" in buf`: a pickled device
-            self.check_string(node, node.value.decode("latin-1"))
-        elif isinstance(node.value, str) and id(node) not in self.claimed and id(node) not in self.docstrings:
-            self.check_string(node, node.value)
-            if node.value.lower() in DTYPE_STRINGS:  # `dtype="bfloat16"`, `--precision bf16`
-                self.dtypes_used.add(DTYPE_STRINGS[node.value.lower()])
+        value = node.value
+        if isinstance(value, str):
+            if self.in_type or id(node) in self.claimed or id(node) in self.docstrings:
+                return  # a name in a type expression, a finding's, a docstring
+            self.check_string(node, value)
+            lowered = value.lower()
+            if lowered in DTYPE_STRINGS:  # `dtype="bfloat16"`, `--precision bf16`
+                self.dtypes_used.add(DTYPE_STRINGS[lowered])
+        elif isinstance(value, bytes) and id(node) not in self.claimed:  # `b"cuda" in buf`: a pickled device
+            self.check_string(node, value.decode("latin-1"))
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
         text = "".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values)
