@@ -20,6 +20,7 @@ DDP_CALLS = {
 }
 LOAD_INLINE = {"torch.utils.cpp_extension.load_inline"}
 LOAD_EXT = {"torch.utils.cpp_extension.load"}
+MODULE_LOADERS = frozenset({"importlib.import_module", "torch.utils.cpp_extension.load"})  # a module by its name
 CUDA_EXTENSION_MODULE = re.compile(r"^\w*(_cuda|_cuda_lib|_cuda_ext|cuda_ext)$")
 # parrots (SenseTime's framework) builds CUDA with `Extension(..., cuda=True)`, bound directly or as a partial
 PARROTS_EXTENSION = "parrots.utils.build_extension.Extension"
@@ -30,11 +31,11 @@ CUDA_SOURCE_NAME = re.compile(r"[^\s'\"]*\.cuh?")
 
 def check_call(checker: Checker, node: ast.Call, func_names: set[str], kwargs: dict[str, ast.expr]) -> None:
     """The build sites of one call (before its arguments are visited, so a claim keeps them quiet)."""
-    if func_names & DDP_CALLS:
+    if not func_names.isdisjoint(DDP_CALLS):
         for key in ("device_ids", "output_device"):
             if key in kwargs:
                 checker.emit("ddp-device-ids", kwargs[key], key)
-    if func_names & {"importlib.import_module", "torch.utils.cpp_extension.load"} and node.args:
+    if node.args and not func_names.isdisjoint(MODULE_LOADERS):
         first = node.args[0]
         if isinstance(first, ast.Constant) and isinstance(first.value, str) and CUDA_EXTENSION_MODULE.match(first.value):
             checker.claim(first)
@@ -45,10 +46,10 @@ def check_call(checker: Checker, node: ast.Call, func_names: set[str], kwargs: d
 def _check_builds(checker: Checker, node: ast.Call, func_names: set[str], kwargs: dict[str, ast.expr]) -> None:
     """Run-time builds (KERN002) and parrots' CUDA extension class (KERN001); the `.cu` strings inside
     such a call go with its finding, which spans the call."""
-    if func_names & LOAD_INLINE and "cuda_sources" in kwargs:
+    if "cuda_sources" in kwargs and not func_names.isdisjoint(LOAD_INLINE):
         checker.emit("cuda-extension-build", node, "load_inline(cuda_sources=...)")
     sources: list[ast.AST] = []
-    if func_names & LOAD_EXT:
+    if not func_names.isdisjoint(LOAD_EXT):
         listed = kwargs.get("sources") or (node.args[1] if len(node.args) > 1 else None)
         sources = [c for c in ast.walk(listed) if _names_cuda_source(c)] if listed is not None else []
         if sources:
@@ -62,7 +63,7 @@ def _check_builds(checker: Checker, node: ast.Call, func_names: set[str], kwargs
 
 def check_string(checker: Checker, node: ast.AST, text: str) -> None:
     """A string naming a CUDA source outside a build call: a source list returned by a method, a glob."""
-    if text.endswith((".cu", ".cuh")) and CUDA_SOURCE_NAME.fullmatch(text):  # the test first: cheaper than the match
+    if ".cu" in text and CUDA_SOURCE_NAME.fullmatch(text):  # the substring first: cheaper than the match
         checker.emit("cuda-source-name", node, text)
 
 

@@ -58,6 +58,10 @@ DTYPE_STRINGS = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": 
 # what a set of qualified names says: the float64 name it spells, the dtypes it names, its match
 Resolved = tuple[str | None, set[str], tuple[SymbolMatch, str, bool] | None]
 NOTHING: Resolved = (None, set(), None)
+NO_NAMES: frozenset[str] = frozenset()
+# what a callee's names say about its calls: a Triton kernel wrapper, a command runner, the torch op it calls
+# (for the coverage family), torch's autocast, a torch factory (`x = torch.randn(...)` makes x a tensor)
+Callee = tuple[bool, bool, str | None, bool, bool]
 KERNEL_WRAPPERS = {"triton.jit", "triton.autotune", "triton.heuristics", "triton.JITFunction"}
 LITERALS = frozenset({"typing.Literal", "typing_extensions.Literal"})  # their strings are names, not devices
 AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast"}  # fp16 unless dtype= says
@@ -147,6 +151,8 @@ class PythonChecker(FastVisitor):
         self.pattern_nodes: set[int] = set()  # ids of the nodes inside `case` patterns
         self.hits: list[tuple[Rule, ast.AST, str, str | None, dict]] = []
         self.resolved: dict[frozenset[str], Resolved] = {}  # `_resolve`'s memo
+        self.chain_names: dict[tuple[str, ...], frozenset[str]] = {}  # `_names`' memo, by the dotted name's parts
+        self.callees: dict[frozenset[str], Callee] = {}  # `_callee`'s memo
         self.resolved_names: dict[str, Resolved] = {}  # a plain name's, by the name
         self.calls: list[tuple[str, ast.Call]] = []  # resolved torch calls, for the coverage family
         self.method_calls: list[tuple[str | None, str, ast.Call]] = []  # (receiver name, method, call)
@@ -183,11 +189,27 @@ class PythonChecker(FastVisitor):
 
     # -- name resolution ------------------------------------------------------------------
     def qualnames(self, node: ast.AST) -> set[str]:
+        return set(self._names(node))  # a set of the caller's own: a detector may keep or change it
+
+    def _names(self, node: ast.AST) -> frozenset[str]:
+        """`qualnames`, found once per module for each dotted name (the aliases do not change after the set-up)."""
         root = node
         while type(root) is ast.Attribute:
             root = root.value
         if type(root) is not ast.Name or (root.id not in self.aliases and root.id not in self.alias_roots):
-            return set()  # most chains (`self.x.y`) start at a name no import binds: no list built for them
+            return NO_NAMES  # most chains (`self.x.y`) start at a name no import binds: no list built for them
+        parts = [root.id]  # the dotted name's parts, root first, then outermost first: all `_qualnames` reads
+        link = node
+        while type(link) is ast.Attribute:
+            parts.append(link.attr)  # type: ignore[attr-defined]
+            link = link.value  # type: ignore[attr-defined]
+        key = tuple(parts)
+        known = self.chain_names.get(key)
+        if known is None:
+            known = self.chain_names[key] = frozenset(self._qualnames(node))
+        return known
+
+    def _qualnames(self, node: ast.AST) -> set[str]:
         parts = dotted(node)
         if parts and len(parts) > 1 and f"{parts[0]}.{parts[1]}" in self.aliases:  # `self.nvml` bound to a module
             parts = [f"{parts[0]}.{parts[1]}", *parts[2:]]
@@ -213,17 +235,28 @@ class PythonChecker(FastVisitor):
         return best, name, ambiguous or len(found) < len(set(names))
 
     def report_symbol(self, node: ast.AST, decorator: bool = False) -> bool:
-        names = self.qualnames(node)
+        names = self._names(node)
         return bool(names) and self._report(node, self._resolve(names), decorator)
 
-    def _resolve(self, names: set[str]) -> Resolved:
+    def _resolve(self, names: frozenset[str]) -> Resolved:
         """What qualified names say (the float64 name they spell, the dtypes they name, their match): it does
         not depend on the node, so it is found once per module."""
-        key = frozenset(names)
-        known = self.resolved.get(key)
+        known = self.resolved.get(names)
         if known is None:
-            known = self.resolved[key] = (sorted(names)[0] if names & FLOAT64_NAMES else None,
-                                          {DTYPE_NAMES[n] for n in names if n in DTYPE_NAMES}, self.match(names))
+            known = self.resolved[names] = (sorted(names)[0] if names & FLOAT64_NAMES else None,
+                                            {DTYPE_NAMES[n] for n in names if n in DTYPE_NAMES}, self.match(names))
+        return known
+
+    def _callee(self, names: frozenset[str]) -> Callee:
+        """What a callee's qualified names say about its calls (`Callee`), found once per module."""
+        known = self.callees.get(names)
+        if known is None:
+            torch_names = sorted(n for n in names if n.startswith("torch."))
+            known = self.callees[names] = (
+                not names.isdisjoint(KERNEL_WRAPPERS), not names.isdisjoint(COMMAND_RUNNERS),
+                torch_names[0] if torch_names and not self.match(torch_names) else None,  # another family's: no op
+                not names.isdisjoint(AUTOCAST),
+                any(n.startswith("torch.") and n.rsplit(".", 1)[-1][:1].islower() for n in names))
         return known
 
     def _report(self, node: ast.AST, known: Resolved, decorator: bool) -> bool:
@@ -250,7 +283,7 @@ class PythonChecker(FastVisitor):
         self.claim_strings(node.returns)
         for dec in node.decorator_list:  # `@triton.jit`: one finding per kernel
             target = dec.func if isinstance(dec, ast.Call) else dec
-            names = self.qualnames(target)
+            names = self._names(target)
             hit = self._resolve(names)[2] if names else None  # `match`, found once per module
             if hit and hit[0].rule.scope == "imports":  # other scopes report it as a use below
                 self.report_symbol(target, decorator=True)
@@ -315,7 +348,7 @@ class PythonChecker(FastVisitor):
         if node.id in self.aliases and isinstance(node.ctx, ast.Load):  # no import binds it: nothing to resolve
             known = self.resolved_names.get(node.id)
             if known is None:  # a plain name's qualified names are its aliases': the same at every use
-                names = self.qualnames(node)
+                names = self._names(node)
                 known = self._resolve(names) if names else NOTHING
                 if known[0] is None and not known[1] and known[2] is None:  # nothing to report (`torch`)
                     known = NOTHING
@@ -337,21 +370,24 @@ class PythonChecker(FastVisitor):
             self.backward_lines.append(node.lineno)
         if args and type(args[0]) is not ast.Starred:
             self.first_arg_of[id(args[0])] = node
-        kwargs = {k.arg: k.value for k in keywords if k.arg} if keywords else {}
+        kwargs: dict[str, ast.expr] = {}
+        for k in keywords:  # a loop, not a comprehension: no function made per call
+            if k.arg:
+                kwargs[k.arg] = k.value
         if "choices" in kwargs:
             self.defaults_with_choices.update(id(k.value) for k in keywords if k.arg == "default")
-        func_names = self.qualnames(func)
-        if func_names:
-            if func_names & KERNEL_WRAPPERS and id(node) not in self.decorator_calls:  # `triton.jit(fn)`: a kernel made by a call, reported like `@triton.jit`
+        names = self._names(func)
+        if names:
+            kernel, command, op, autocast, _ = self._callee(names)
+            if kernel and id(node) not in self.decorator_calls:  # `triton.jit(fn)`: a kernel made by a call, reported like `@triton.jit`
                 self.report_symbol(func, decorator=True)
-            self.check_call(node, func_names, kwargs)
-            torch_names = sorted(n for n in func_names if n.startswith("torch."))
-            if torch_names and not self.match(torch_names):  # a name another family owns is not an "op"
-                self.calls.append((torch_names[0], node))
-            if func_names & AUTOCAST and "dtype" not in kwargs:
+            self.check_call(node, set(names), kwargs, command)
+            if op is not None:  # a torch name another family owns is not an "op"
+                self.calls.append((op, node))
+            if autocast and "dtype" not in kwargs:
                 self.dtypes_used.add("fp16")
         else:
-            self._unnamed_call(node, method, func_names, kwargs)
+            self._unnamed_call(node, method, set(), kwargs)
         self.generic_visit(node)
 
     def _unnamed_call(self, node: ast.Call, method: str | None, func_names: set[str], kwargs: dict[str, ast.expr]) -> None:
@@ -380,15 +416,15 @@ class PythonChecker(FastVisitor):
             self.emit(hit[0].rule, value, bound[1])
         # `x = torch.randn(...)`: x is a tensor for the coverage family's method lookups
         if type(value) is ast.Call and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
-            names = self.qualnames(value.func)
-            if names and any(n.startswith("torch.") and n.rsplit(".", 1)[-1][:1].islower() for n in names):
+            names = self._names(value.func)
+            if names and self._callee(names)[4]:
                 self.tensor_names.add(node.targets[0].id)
         self.generic_visit(node)
 
     def visit_arg(self, node: ast.arg) -> None:
         annotation = node.annotation  # the only child of an `arg`
         if annotation is not None:
-            if "torch.Tensor" in self.qualnames(annotation):
+            if "torch.Tensor" in self._names(annotation):
                 self.tensor_names.add(node.arg)
             self._visit_type(annotation)
 
@@ -429,7 +465,7 @@ class PythonChecker(FastVisitor):
             self.visit(value)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
-        if self.qualnames(node.value).isdisjoint(LITERALS):
+        if self._names(node.value).isdisjoint(LITERALS):
             self.generic_visit(node)
         else:
             self.visit(node.value)
@@ -487,9 +523,9 @@ class PythonChecker(FastVisitor):
         if hit:
             self.emit(hit.rule, node, name, hit.replacement)
 
-    def check_call(self, node: ast.Call, func_names: set[str], kwargs: dict[str, ast.expr]) -> None:
-        """The checks of a call whose callee resolves through an import (`func_names`)."""
-        if func_names & COMMAND_RUNNERS:
+    def check_call(self, node: ast.Call, func_names: set[str], kwargs: dict[str, ast.expr], command: bool) -> None:
+        """The checks of a call whose callee resolves through an import (`func_names`; `command`: a command runner)."""
+        if command:
             for arg in (*node.args, *(k.value for k in node.keywords)):
                 self.command_strings.update(id(n) for n in ast.walk(arg) if isinstance(n, (ast.Constant, ast.JoinedStr)))
         self._check_framework_arguments(func_names, kwargs)

@@ -29,6 +29,7 @@ AUTOCAST_CALLS = {
     "torch.amp.is_autocast_available", "torch.amp.custom_fwd", "torch.amp.custom_bwd",
 }
 SCALER_CALLS = {"torch.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"}
+AUTOCAST_OR_SCALER = frozenset(AUTOCAST_CALLS | SCALER_CALLS)  # the calls `detect_call` acts on
 NPU_AUTOCAST = "torch.npu.amp.autocast"  # torch_npu's twin of torch.cuda.amp.autocast: same parameters and defaults
 PARTIAL = "functools.partial"
 VALUE_PORTABLE = ("used as a value other than an assignment or the first argument of functools.partial (a base class, "
@@ -50,7 +51,7 @@ UNNAMED_CALLEE = (frozenset[str](), frozenset[str]())
 
 def detect_call(checker: Checker, node: ast.Call, func_names: set[str], kwargs: dict) -> None:
     """A "cuda" device argument to torch.autocast and friends (AMP004) or torch.amp.GradScaler (AMP005)."""
-    if not func_names & (AUTOCAST_CALLS | SCALER_CALLS):
+    if func_names.isdisjoint(AUTOCAST_OR_SCALER):
         return
     arg = _device_literal(node.args[0] if node.args else None) or _device_literal(
         kwargs.get("device_type") or kwargs.get("device")

@@ -46,7 +46,7 @@ def detect_call(checker: Checker, node: ast.Call, func_names: set[str], kwargs: 
         target = node.args[0]
         if isinstance(target, ast.Constant) and type(target.value) is int:
             checker.emit("bare-int-device", target, f".to({target.value})")
-    for key in DEVICE_KWARGS & kwargs.keys():
+    for key in DEVICE_KWARGS & kwargs.keys() if kwargs else ():
         value = kwargs[key]
         if isinstance(value, ast.Constant) and type(value.value) is int:
             checker.emit("bare-int-device", value, f"{key}={value.value}")

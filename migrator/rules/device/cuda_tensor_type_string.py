@@ -22,7 +22,7 @@ CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.\w+(Tensor|Storage)$")
 
 
 def detect_string(checker: Checker, node: ast.AST, text: str) -> None:
-    if text.startswith("torch.cuda.") and CUDA_TENSOR_TYPE.match(text):  # the test first: cheaper than the match
+    if "torch.cuda." in text and CUDA_TENSOR_TYPE.match(text):  # the substring first: cheaper than the match
         checker.emit("cuda-tensor-type-string", node, text, "torch.npu." + text[len("torch.cuda."):])
 
 

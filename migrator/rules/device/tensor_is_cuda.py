@@ -22,8 +22,10 @@ LEVEL = "node"
 
 def detect_attribute(checker: Checker, node: ast.Attribute) -> None:
     """`x.is_cuda` on a value (not `self.is_cuda`, not an imported name)."""
+    if node.attr != "is_cuda":  # first: most attributes are another
+        return
     own = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
-    if node.attr == "is_cuda" and isinstance(node.ctx, ast.Load) and not own and not checker.qualnames(node):
+    if isinstance(node.ctx, ast.Load) and not own and not checker.qualnames(node):
         checker.emit("tensor-is-cuda", node, "is_cuda", "is_npu")
 
 
