@@ -23,9 +23,9 @@ from migrator.engine.fast_visitor import FastVisitor
 from migrator.engine.guards import GUARD_STATEMENTS
 from migrator.engine.import_calls import attribute_modules, bound_module, collect_aliases, may_bind_module
 from migrator.engine.sites import dotted
-from migrator.engine.statements import docstrings, guarded_imports, import_library, statement_list
+from migrator.engine.statements import BLOCKS, block_fields, docstrings, guarded_imports, import_library
 from migrator.ground.kinds import FixKind
-from migrator.ground.own_code import own_helpers
+from migrator.ground.own_code import OWN_MARKER, own_helpers
 
 ENV_TOKEN = re.compile(
     r"\b(CUDA_[A-Z0-9_]+|NCCL_[A-Z0-9_]+|TORCH_NCCL_[A-Z0-9_]+|TORCH_CUDA_ARCH_LIST|PYTORCH_CUDA_ALLOC_CONF|"
@@ -80,16 +80,30 @@ def _sorted_statements(tree: ast.AST) -> tuple[list[ast.stmt], list[ast.stmt], l
     (bindings, tries, scopes, the assignments and tests `guards.guarded_calls` reads)."""
     bindings, tries, scopes = [], [], []
     guard_nodes: list[ast.AST] = []
-    for statement in statement_list(tree):
-        kind = statement.__class__
+    stack = list(getattr(tree, "body", ()))  # `statement_list`'s walk, in its order, sorting as it goes
+    blocks = BLOCKS
+    while stack:
+        statement = stack.pop()
+        kind = type(statement)
         if kind in GUARD_STATEMENTS:
             guard_nodes.append(statement)
-        if kind in BINDING_STATEMENTS:
+        if kind is ast.Assign:  # only those the binding passes read: `x = f("mod")`, `f("mod")[0]`, `self.x = mod`
+            value = statement.value  # type: ignore[attr-defined]
+            if type(value) is ast.Name or may_bind_module(value):
+                bindings.append(statement)
+        elif kind in BINDING_STATEMENTS:
             bindings.append(statement)
         elif kind in TRY_STATEMENTS:
             tries.append(statement)
         elif kind in SCOPE_STATEMENTS:
             scopes.append(statement)
+        fields = blocks.get(kind)
+        if fields is None:
+            fields = block_fields(kind)
+        for name in fields:
+            children = getattr(statement, name, None)
+            if children:
+                stack.extend(children)
     return bindings, tries, scopes, guard_nodes
 
 
@@ -135,7 +149,8 @@ class PythonChecker(FastVisitor):
         self.guarded = guarded_imports(tree, tries)
         self.docstring_nodes = docstrings(tree, scopes)
         self.docstrings = {id(n) for n in self.docstring_nodes}
-        self.own_helpers = own_helpers(tree)  # inserted by `migrate fix` (marked): no findings, no markers
+        # inserted by `migrate fix` (its marker in their docstrings, so none without a docstring holding it)
+        self.own_helpers = own_helpers(tree) if any(OWN_MARKER in n.value for n in self.docstring_nodes) else []
         self.own_helper_ids = {id(n) for n in self.own_helpers}
         self.claimed: set[int] = set()
         self.in_type = 0  # > 0 while a type expression is visited: its strings are claimed (`_visit_type`)

@@ -9,7 +9,13 @@ from collections.abc import Iterable, Iterator
 from migrator.engine.sites import dotted
 
 BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")  # where statements hold statements
-_BLOCKS: dict[type, tuple[str, ...]] = {}
+BLOCKS: dict[type, tuple[str, ...]] = {}  # statement class -> its `BLOCK_FIELDS` (`block_fields`)
+
+
+def block_fields(cls: type) -> tuple[str, ...]:
+    """The fields of a statement class that hold statements, looked up once per class."""
+    fields = BLOCKS[cls] = tuple(f for f in BLOCK_FIELDS if f in getattr(cls, "_fields", ()))
+    return fields
 
 
 def iter_statements(tree: ast.AST) -> Iterator[ast.stmt]:
@@ -22,13 +28,13 @@ def statement_list(tree: ast.AST) -> list[ast.stmt]:
     are looked up once, not asked of every statement."""
     out: list[ast.stmt] = []
     stack = list(getattr(tree, "body", ()))
-    blocks = _BLOCKS
+    blocks = BLOCKS
     while stack:
         node = stack.pop()
         out.append(node)
-        fields = blocks.get(node.__class__)
+        fields = blocks.get(type(node))
         if fields is None:
-            fields = blocks[node.__class__] = tuple(f for f in BLOCK_FIELDS if f in node._fields)
+            fields = block_fields(type(node))
         for name in fields:
             children = getattr(node, name, None)
             if children:
