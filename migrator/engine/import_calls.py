@@ -10,7 +10,9 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
-from migrator.engine.statements import iter_statements
+from migrator.engine.statements import iter_statements, may_bind_module
+
+__all__ = ["attribute_modules", "bound_module", "collect_aliases", "may_bind_module"]
 
 MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
@@ -51,13 +53,6 @@ def attribute_modules(statements: Iterable[ast.stmt], aliases: dict[str, set[str
             if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
                 out.setdefault(f"self.{target.attr}", set()).update(modules)
     return out
-
-
-def may_bind_module(value: ast.expr) -> bool:
-    """What `bound_module` can accept: `f("mod")` or `f("mod")[0]` (most assignments are neither)."""
-    if type(value) is ast.Subscript:
-        return True
-    return type(value) is ast.Call and bool(value.args) and type(value.args[0]) is ast.Constant
 
 
 def collect_aliases(tree: ast.AST, statements: Iterable[ast.stmt] | None = None) -> dict[str, set[str]]:

@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
 from migrator.catalogue import units
-from migrator.catalogue.loader import Catalogue, Rule, SymbolMatch
+from migrator.catalogue.loader import Catalogue, Rule
 from migrator.catalogue.patterns import CUDA_ACCELERATORS, accepted_names, lists_npu
 from migrator.engine import extension_builds
 from migrator.engine.bindings import Bindings
 from migrator.engine.extension_builds import CUDA_EXTENSION_MODULE
 from migrator.engine.fast_visitor import FastVisitor
-from migrator.engine.guards import GUARD_STATEMENTS
 from migrator.engine.import_calls import attribute_modules, bound_module, collect_aliases, may_bind_module
-from migrator.engine.sites import dotted
-from migrator.engine.statements import BLOCKS, block_fields, docstrings, guarded_imports, import_library
+from migrator.engine.name_resolution import NOTHING, NameResolution, Resolved
+from migrator.engine.statements import docstrings, guarded_imports, import_library, sorted_statements
 from migrator.ground.kinds import FixKind
 from migrator.ground.own_code import OWN_MARKER, own_helpers
 
@@ -35,36 +34,12 @@ NVIDIA_SMI = re.compile(r"\bnvidia-smi\b")
 # a string that is a command line by itself: `"nvidia-smi"`, `"nvidia-smi -L"`, `"nvidia-smi | grep ..."`;
 # prose that mentions it (`"run nvidia-smi to check"`, a log format) is no invocation
 NVIDIA_SMI_COMMAND = re.compile(r"^\s*(?:\S*/)?nvidia-smi(?:\s*$|\s+-|\s*[|;&>])")
-COMMAND_RUNNERS = frozenset({
-    "os.system", "os.popen", "os.execvp", "os.execlp", "os.spawnlp", "subprocess.run", "subprocess.call",
-    "subprocess.check_call", "subprocess.check_output", "subprocess.Popen", "subprocess.getoutput",
-    "subprocess.getstatusoutput", "shutil.which", "asyncio.create_subprocess_exec", "asyncio.create_subprocess_shell",
-})
-
-# the statements each set-up pass looks at: imports and `x = import_module(...)`; `try:`; what has a docstring
-BINDING_STATEMENTS = frozenset({ast.Import, ast.ImportFrom, ast.Assign})
-TRY_STATEMENTS = frozenset({getattr(ast, name) for name in ("Try", "TryStar") if hasattr(ast, name)})
-SCOPE_STATEMENTS = frozenset({ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef})
 
 FLASH_ATTN_IMPLEMENTATIONS = {"flash_attention_2", "flash_attention_3"}
-# What shows a module computes in a dtype (for the op verdicts: a limit matters for dtypes in use)
-DTYPE_NAMES = {"torch.bfloat16": "bf16", "torch.float16": "fp16", "torch.half": "fp16", "torch.float64": "fp64",
-               "torch.double": "fp64", "torch.complex64": "complex64", "torch.cfloat": "complex64",
-               "torch.complex128": "complex128", "torch.cdouble": "complex128"}
-FLOAT64_NAMES = frozenset({"torch.float64", "torch.double"})
 DTYPE_METHODS = {"bfloat16": "bf16", "half": "fp16", "double": "fp64", "cfloat": "complex64", "cdouble": "complex128"}
 DTYPE_STRINGS = {"bf16": "bf16", "bfloat16": "bf16", "fp16": "fp16", "float16": "fp16", "half": "fp16",
                  "fp64": "fp64", "float64": "fp64"}
-# what a set of qualified names says: the float64 name it spells, the dtypes it names, its match
-Resolved = tuple[str | None, set[str], tuple[SymbolMatch, str, bool] | None]
-NOTHING: Resolved = (None, set(), None)
-NO_NAMES: frozenset[str] = frozenset()
-# what a callee's names say about its calls: a Triton kernel wrapper, a command runner, the torch op it calls
-# (for the coverage family), torch's autocast, a torch factory (`x = torch.randn(...)` makes x a tensor)
-Callee = tuple[bool, bool, str | None, bool, bool]
-KERNEL_WRAPPERS = {"triton.jit", "triton.autotune", "triton.heuristics", "triton.JITFunction"}
 LITERALS = frozenset({"typing.Literal", "typing_extensions.Literal"})  # their strings are names, not devices
-AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast"}  # fp16 unless dtype= says
 
 
 def _names_variable(text: str, m: re.Match) -> bool:
@@ -73,38 +48,6 @@ def _names_variable(text: str, m: re.Match) -> bool:
     if not before.strip() and not after.strip():
         return True
     return after.startswith("=") or before.endswith(("$", "${"))
-
-
-def _sorted_statements(tree: ast.AST) -> tuple[list[ast.stmt], list[ast.stmt], list[ast.stmt], list[ast.AST]]:
-    """One walk over every statement, sorted for the set-up passes that each look at a few kinds of them:
-    (bindings, tries, scopes, the assignments and tests `guards.guarded_calls` reads)."""
-    bindings, tries, scopes = [], [], []
-    guard_nodes: list[ast.AST] = []
-    stack = list(getattr(tree, "body", ()))  # `statement_list`'s walk, in its order, sorting as it goes
-    blocks = BLOCKS
-    while stack:
-        statement = stack.pop()
-        kind = type(statement)
-        if kind in GUARD_STATEMENTS:
-            guard_nodes.append(statement)
-        if kind is ast.Assign:  # only those the binding passes read: `x = f("mod")`, `f("mod")[0]`, `self.x = mod`
-            value = statement.value  # type: ignore[attr-defined]
-            if type(value) is ast.Name or may_bind_module(value):
-                bindings.append(statement)
-        elif kind in BINDING_STATEMENTS:
-            bindings.append(statement)
-        elif kind in TRY_STATEMENTS:
-            tries.append(statement)
-        elif kind in SCOPE_STATEMENTS:
-            scopes.append(statement)
-        fields = blocks.get(kind)
-        if fields is None:
-            fields = block_fields(kind)
-        for name in fields:
-            children = getattr(statement, name, None)
-            if children:
-                stack.extend(children)
-    return bindings, tries, scopes, guard_nodes
 
 
 class CheckerFacade:
@@ -132,7 +75,7 @@ class CheckerFacade:
         return self._checker.bindings.module_calls()
 
 
-class PythonChecker(FastVisitor):
+class PythonChecker(NameResolution, FastVisitor):
     def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST, build_file: bool = False,
                  package_init: bool = False):
         self.catalogue = catalogue
@@ -140,7 +83,7 @@ class PythonChecker(FastVisitor):
         self.build_file = build_file  # setup.py: string fixes are declined (`catalogue.site.is_build_file`)
         self.package_init = package_init  # __init__.py: its module-level imports are re-exports
         self.enabled = enabled
-        bindings, tries, scopes, guard_nodes = _sorted_statements(tree)
+        bindings, tries, scopes, guard_nodes = sorted_statements(tree)
         self.guard_nodes: list[ast.AST] = guard_nodes  # assignments and tests, for `guards.guarded_calls`
         self.aliases = collect_aliases(tree, bindings)
         self.aliases.update(attribute_modules(bindings, self.aliases, self._manual_library))
@@ -165,9 +108,7 @@ class PythonChecker(FastVisitor):
         self.defaults_with_choices: set[int] = set()  # id of each `default=` value beside a `choices=`
         self.pattern_nodes: set[int] = set()  # ids of the nodes inside `case` patterns
         self.hits: list[tuple[Rule, ast.AST, str, str | None, dict]] = []
-        self.resolved: dict[frozenset[str], Resolved] = {}  # `_resolve`'s memo
-        self.chain_names: dict[tuple[str, ...], frozenset[str]] = {}  # `_names`' memo, by the dotted name's parts
-        self.callees: dict[frozenset[str], Callee] = {}  # `_callee`'s memo
+        self.resolved, self.chain_names, self.callees = {}, {}, {}  # `NameResolution`'s memos
         self.resolved_names: dict[str, Resolved] = {}  # a plain name's, by the name
         self.calls: list[tuple[str, ast.Call]] = []  # resolved torch calls, for the coverage family
         self.method_calls: list[tuple[str | None, str, ast.Call]] = []  # (receiver name, method, call)
@@ -202,77 +143,10 @@ class PythonChecker(FastVisitor):
         """The node is a finding's (or no device selection): no later string check reports it."""
         self.claimed.add(id(node))
 
-    # -- name resolution ------------------------------------------------------------------
-    def qualnames(self, node: ast.AST) -> set[str]:
-        return set(self._names(node))  # a set of the caller's own: a detector may keep or change it
-
-    def _names(self, node: ast.AST) -> frozenset[str]:
-        """`qualnames`, found once per module for each dotted name (the aliases do not change after the set-up)."""
-        root = node
-        while type(root) is ast.Attribute:
-            root = root.value
-        if type(root) is not ast.Name or (root.id not in self.aliases and root.id not in self.alias_roots):
-            return NO_NAMES  # most chains (`self.x.y`) start at a name no import binds: no list built for them
-        parts = [root.id]  # the dotted name's parts, root first, then outermost first: all `_qualnames` reads
-        link = node
-        while type(link) is ast.Attribute:
-            parts.append(link.attr)  # type: ignore[attr-defined]
-            link = link.value  # type: ignore[attr-defined]
-        key = tuple(parts)
-        known = self.chain_names.get(key)
-        if known is None:
-            known = self.chain_names[key] = frozenset(self._qualnames(node))
-        return known
-
-    def _qualnames(self, node: ast.AST) -> set[str]:
-        parts = dotted(node)
-        if parts and len(parts) > 1 and f"{parts[0]}.{parts[1]}" in self.aliases:  # `self.nvml` bound to a module
-            parts = [f"{parts[0]}.{parts[1]}", *parts[2:]]
-        if not parts or parts[0] not in self.aliases:
-            return set()
-        rest = ".".join(parts[1:])
-        names = {f"{base}.{rest}" if rest else base for base in self.aliases[parts[0]]}
-        if "torch" in parts[1:-1]:  # `torch_utils.torch.cuda`: torch re-exported by a module (ambiguous: manual)
-            names.add(".".join(parts[parts.index("torch", 1):]))
-        return names
-
-    def _manual_library(self, module: str) -> bool:
-        hit = self.catalogue.match_symbol(f"{module}.x")
-        return hit is not None and hit.rule.scope == "library" and hit.rule.fix_kind == FixKind.MANUAL
-
-    def match(self, names: Iterable[str]) -> tuple[SymbolMatch, str, bool] | None:
-        """Best match over candidate names; the flag says whether candidates disagree."""
-        found = [(m, n) for n in sorted(names) if (m := self.catalogue.match_symbol(n))]
-        if not found:
-            return None
-        best, name = found[0]
-        ambiguous = any((m.rule.code, m.replacement) != (best.rule.code, best.replacement) for m, _ in found)
-        return best, name, ambiguous or len(found) < len(set(names))
-
+    # -- reporting a resolved name ---------------------------------------------------------
     def report_symbol(self, node: ast.AST, decorator: bool = False) -> bool:
         names = self._names(node)
         return bool(names) and self._report(node, self._resolve(names), decorator)
-
-    def _resolve(self, names: frozenset[str]) -> Resolved:
-        """What qualified names say (the float64 name they spell, the dtypes they name, their match): it does
-        not depend on the node, so it is found once per module."""
-        known = self.resolved.get(names)
-        if known is None:
-            known = self.resolved[names] = (sorted(names)[0] if names & FLOAT64_NAMES else None,
-                                            {DTYPE_NAMES[n] for n in names if n in DTYPE_NAMES}, self.match(names))
-        return known
-
-    def _callee(self, names: frozenset[str]) -> Callee:
-        """What a callee's qualified names say about its calls (`Callee`), found once per module."""
-        known = self.callees.get(names)
-        if known is None:
-            torch_names = sorted(n for n in names if n.startswith("torch."))
-            known = self.callees[names] = (
-                not names.isdisjoint(KERNEL_WRAPPERS), not names.isdisjoint(COMMAND_RUNNERS),
-                torch_names[0] if torch_names and not self.match(torch_names) else None,  # another family's: no op
-                not names.isdisjoint(AUTOCAST),
-                any(n.startswith("torch.") and n.rsplit(".", 1)[-1][:1].islower() for n in names))
-        return known
 
     def _report(self, node: ast.AST, known: Resolved, decorator: bool) -> bool:
         float64, dtypes, hit = known

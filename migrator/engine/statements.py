@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterable, Iterator
 
+from migrator.engine.guards import GUARD_STATEMENTS
 from migrator.engine.sites import dotted
 
 BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")  # where statements hold statements
@@ -40,6 +41,51 @@ def statement_list(tree: ast.AST) -> list[ast.stmt]:
             if children:
                 stack.extend(children)
     return out
+
+
+# the statements each set-up pass looks at: imports and `x = import_module(...)`; `try:`; what has a docstring
+BINDING_STATEMENTS = frozenset({ast.Import, ast.ImportFrom, ast.Assign})
+TRY_STATEMENTS = frozenset({getattr(ast, name) for name in ("Try", "TryStar") if hasattr(ast, name)})
+SCOPE_STATEMENTS = frozenset({ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef})
+
+
+def may_bind_module(value: ast.expr) -> bool:
+    """What `bound_module` can accept: `f("mod")` or `f("mod")[0]` (most assignments are neither)."""
+    if type(value) is ast.Subscript:
+        return True
+    return type(value) is ast.Call and bool(value.args) and type(value.args[0]) is ast.Constant
+
+
+def sorted_statements(tree: ast.AST) -> tuple[list[ast.stmt], list[ast.stmt], list[ast.stmt], list[ast.AST]]:
+    """One walk over every statement, sorted for the set-up passes that each look at a few kinds of them:
+    (bindings, tries, scopes, the assignments and tests `guards.guarded_calls` reads)."""
+    bindings, tries, scopes = [], [], []
+    guard_nodes: list[ast.AST] = []
+    stack = list(getattr(tree, "body", ()))  # `statement_list`'s walk, in its order, sorting as it goes
+    blocks = BLOCKS
+    while stack:
+        statement = stack.pop()
+        kind = type(statement)
+        if kind in GUARD_STATEMENTS:
+            guard_nodes.append(statement)
+        if kind is ast.Assign:  # only those the binding passes read: `x = f("mod")`, `f("mod")[0]`, `self.x = mod`
+            value = statement.value  # type: ignore[attr-defined]
+            if type(value) is ast.Name or may_bind_module(value):
+                bindings.append(statement)
+        elif kind in BINDING_STATEMENTS:
+            bindings.append(statement)
+        elif kind in TRY_STATEMENTS:
+            tries.append(statement)
+        elif kind in SCOPE_STATEMENTS:
+            scopes.append(statement)
+        fields = blocks.get(kind)
+        if fields is None:
+            fields = block_fields(kind)
+        for name in fields:
+            children = getattr(statement, name, None)
+            if children:
+                stack.extend(children)
+    return bindings, tries, scopes, guard_nodes
 
 
 def docstrings(tree: ast.AST, statements: Iterable[ast.stmt] | None = None) -> list[ast.Constant]:

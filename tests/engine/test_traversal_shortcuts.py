@@ -15,8 +15,8 @@ from migrator.catalogue.loader import load_catalogue
 from migrator.catalogue.patterns import DEVICE_STRING, NCCL_STRING
 from migrator.engine.extension_builds import CUDA_SOURCE_NAME
 from migrator.engine.import_calls import attribute_modules, collect_aliases
-from migrator.engine.python_checker import PythonChecker, _sorted_statements
-from migrator.engine.statements import statement_list
+from migrator.engine.python_checker import PythonChecker
+from migrator.engine.statements import sorted_statements, statement_list
 from migrator.rules.device.cuda_tensor_type_string import CUDA_TENSOR_TYPE
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,7 +106,7 @@ def test_qualified_names_are_found_once_and_given_fresh(trees):
 def test_one_statement_walk_keeps_what_the_binding_passes_read(trees):
     for tree in trees:
         every = statement_list(tree)
-        bindings, tries, scopes, guards = _sorted_statements(tree)
+        bindings, tries, scopes, guards = sorted_statements(tree)
         kinds = {id(s) for s in bindings}
         assert [s for s in every if id(s) in kinds] == bindings  # `statement_list`'s order
         assert collect_aliases(tree, bindings) == collect_aliases(tree, every)
