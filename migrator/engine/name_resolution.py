@@ -56,8 +56,8 @@ class NameResolution:
         parts = [root.id]  # the dotted name's parts, root first, then outermost first: all `_qualnames` reads
         link = node
         while type(link) is ast.Attribute:
-            parts.append(link.attr)  # type: ignore[attr-defined]
-            link = link.value  # type: ignore[attr-defined]
+            parts.append(link.attr)
+            link = link.value
         key = tuple(parts)
         known = self.chain_names.get(key)
         if known is None:

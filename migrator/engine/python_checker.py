@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from migrator.catalogue import units
@@ -21,7 +22,7 @@ from migrator.engine.bindings import Bindings
 from migrator.engine.extension_builds import CUDA_EXTENSION_MODULE
 from migrator.engine.fast_visitor import FastVisitor
 from migrator.engine.import_calls import attribute_modules, bound_module, collect_aliases, may_bind_module
-from migrator.engine.name_resolution import NOTHING, NameResolution, Resolved
+from migrator.engine.name_resolution import NO_NAMES, NOTHING, NameResolution, Resolved
 from migrator.engine.statements import docstrings, guarded_imports, import_library, sorted_statements
 from migrator.ground.kinds import FixKind
 from migrator.ground.own_code import OWN_MARKER, own_helpers
@@ -93,7 +94,7 @@ class PythonChecker(NameResolution, FastVisitor):
         self.docstring_nodes = docstrings(tree, scopes)
         self.docstrings = {id(n) for n in self.docstring_nodes}
         # inserted by `migrate fix` (its marker in their docstrings, so none without a docstring holding it)
-        self.own_helpers = own_helpers(tree) if any(OWN_MARKER in n.value for n in self.docstring_nodes) else []
+        self.own_helpers = own_helpers(tree) if any(OWN_MARKER in str(n.value) for n in self.docstring_nodes) else []
         self.own_helper_ids = {id(n) for n in self.own_helpers}
         self.claimed: set[int] = set()
         self.in_type = 0  # > 0 while a type expression is visited: its strings are claimed (`_visit_type`)
@@ -276,22 +277,23 @@ class PythonChecker(NameResolution, FastVisitor):
             if autocast and "dtype" not in kwargs:
                 self.dtypes_used.add("fp16")
         else:
-            self._unnamed_call(node, method, set(), kwargs)
+            self._unnamed_call(node, func, method, kwargs)
         self.generic_visit(node)
 
-    def _unnamed_call(self, node: ast.Call, method: str | None, func_names: set[str], kwargs: dict[str, ast.expr]) -> None:
+    def _unnamed_call(self, node: ast.Call, func: ast.expr, method: str | None, kwargs: dict[str, ast.expr]) -> None:
         """A callee no import names: only the detectors (on the methods and keywords they act on) and the
         attention argument can hold a finding; a method call is an op for the coverage family."""
         if kwargs:
-            self._check_framework_arguments(func_names, kwargs)
+            self._check_framework_arguments(NO_NAMES, kwargs)
         triggers = self.unnamed_triggers
         if triggers is None or method in triggers[0] or (kwargs and not triggers[1].isdisjoint(kwargs)):
+            func_names: set[str] = set()  # the detectors' own (no import names the callee)
             for detect in self.detect_call:
                 detect(self.facade, node, func_names, kwargs)
         if method is not None:
-            value = node.func.value  # type: ignore[attr-defined]
+            value = func.value  # type: ignore[attr-defined]
             self.method_calls.append((value.id if type(value) is ast.Name else None, method, node))
-            if not node.args and method in DTYPE_METHODS:
+            if method in DTYPE_METHODS and not node.args:
                 if method == "double":
                     self.float64.append((node, ".double()"))
                 self.dtypes_used.add(DTYPE_METHODS[method])
@@ -422,7 +424,7 @@ class PythonChecker(NameResolution, FastVisitor):
             detect(self.facade, node, func_names, kwargs)
         extension_builds.check_call(self.facade, node, func_names, kwargs)  # each of its sites needs a callee name
 
-    def _check_framework_arguments(self, func_names: set[str], kwargs: dict[str, ast.expr]) -> None:
+    def _check_framework_arguments(self, func_names: AbstractSet[str], kwargs: dict[str, ast.expr]) -> None:
         accelerator = kwargs.get("accelerator")  # Lightning accepts no "npu": no exact rename (route facts)
         if (isinstance(accelerator, ast.Constant) and accelerator.value in CUDA_ACCELERATORS
                 and any(n.startswith(("lightning.", "pytorch_lightning.")) and n.endswith((".Trainer", ".Fabric"))

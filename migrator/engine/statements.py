@@ -69,7 +69,7 @@ def sorted_statements(tree: ast.AST) -> tuple[list[ast.stmt], list[ast.stmt], li
         if kind in GUARD_STATEMENTS:
             guard_nodes.append(statement)
         if kind is ast.Assign:  # only those the binding passes read: `x = f("mod")`, `f("mod")[0]`, `self.x = mod`
-            value = statement.value  # type: ignore[attr-defined]
+            value = statement.value
             if type(value) is ast.Name or may_bind_module(value):
                 bindings.append(statement)
         elif kind in BINDING_STATEMENTS:
