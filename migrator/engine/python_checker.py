@@ -365,7 +365,7 @@ class PythonChecker(NameResolution, FastVisitor):
     def _collection(self, node: ast.Tuple | ast.List | ast.Set) -> None:
         elts = node.elts
         for e in elts:  # most collections hold no "cuda": nothing to claim, nothing more to ask
-            if isinstance(e, ast.Constant) and e.value == "cuda":
+            if type(e) is ast.Constant and e.value == "cuda":  # (any `ast.Constant(...)` is of this class)
                 if lists_npu(node) or accepted_names(node):  # handles Ascend already, or names a user may type
                     for element in elts:
                         if isinstance(element, ast.Constant) and element.value == "cuda":
@@ -378,6 +378,9 @@ class PythonChecker(NameResolution, FastVisitor):
 
     def visit_Constant(self, node: ast.Constant) -> None:
         value = node.value
+        kind = type(value)
+        if kind is int or kind is float:  # most constants: no string (and a failed `isinstance` costs more)
+            return
         if isinstance(value, str):
             if self.in_type or id(node) in self.claimed or id(node) in self.docstrings:
                 return  # a name in a type expression, a finding's, a docstring

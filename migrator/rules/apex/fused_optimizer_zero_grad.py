@@ -41,7 +41,7 @@ UNNAMED_CALLEE = (frozenset({"zero_grad"}), frozenset[str]())
 
 def detect_call(checker: Checker, node: ast.Call, func_names: set[str], kwargs: dict) -> None:
     func = node.func
-    if not isinstance(func, ast.Attribute) or func.attr != "zero_grad" or func_names:
+    if func_names or not isinstance(func, ast.Attribute) or func.attr != "zero_grad":  # names first: cheapest
         return
     value = kwargs.get("set_to_none", node.args[0] if len(node.args) == 1 else None)
     if value is None or (isinstance(value, ast.Constant) and value.value is not True):

@@ -26,7 +26,7 @@ UNNAMED_CALLEE = (frozenset({"cuda"}), frozenset[str]())
 
 def detect_call(checker: Checker, node: ast.Call, func_names: set[str], kwargs: dict) -> None:
     """`.cuda()` on a tensor or module (the receiver is a value, not an imported module)."""
-    if isinstance(node.func, ast.Attribute) and node.func.attr == "cuda" and not func_names:
+    if not func_names and isinstance(node.func, ast.Attribute) and node.func.attr == "cuda":  # names first: cheapest
         checker.emit("tensor-cuda-call", node.func, ".cuda()", ".npu()")
 
 
