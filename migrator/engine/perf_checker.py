@@ -179,13 +179,21 @@ class HotPath(FastVisitor):
         self.nonzero_named = "nonzero" in text or "argwhere" in text
         self.float64_named = "float64" in text or "double" in text
         self.prints = "print" in text
-        self.tensors: set[str] = set()
+        self.region: ast.AST | None = None
+        self._tensors: set[str] | None = None
         self.logging = False
 
     def walk_region(self, region: ast.AST) -> None:
-        self.tensors = tensor_names(region) if self.prints else set()
+        self.region, self._tensors = region, None  # its tensor names: at its first `print(...)`, if any
         self.logging = False
         self.generic_visit(region)
+
+    @property
+    def tensors(self) -> set[str]:
+        """The region's `tensor_names`, found once, where a `print` call asks (a walk of its own per region)."""
+        if self._tensors is None:
+            self._tensors = tensor_names(self.region) if self.prints and self.region is not None else set()
+        return self._tensors
 
     def skip(self, node: ast.AST) -> None:
         """A nested definition, or a leaf (`Name`, `Constant`: no child `check` could report)."""
