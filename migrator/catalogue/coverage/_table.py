@@ -384,6 +384,17 @@ def lookup(qualified_name: str, soc: str = "A2", dtype: object = None, version: 
     return _entry(table, name, _unlisted(table, name), soc_key, False, dtype_key)
 
 
+def listed(qualified_name: str, soc: str = "A2", version: str | None = None) -> bool:
+    """``lookup(qualified_name, soc, version=version).known``, without building the entry: most names a
+    scan asks about (a method of a receiver of unknown type) are not in the table."""
+    table = _load(_resolve_version(version))
+    _resolve_soc(table, soc)
+    name = normalize_name(qualified_name)
+    if not name:
+        raise CoverageError("empty API name")
+    return any(candidate in table.entries for candidate in _alternatives(name))
+
+
 def iter_entries(soc: str = "A2", version: str | None = None, status: str | Iterable[str] | None = None) -> Iterator[CoverageEntry]:
     """All table entries for ``soc`` in name order, optionally only those with ``status``."""
     table = _load(_resolve_version(version))
