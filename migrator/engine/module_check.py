@@ -115,6 +115,7 @@ def _lines_holding(text: str, name: str) -> list[int]:
 def triton(tree: ast.AST, checker: PythonChecker) -> None:
     """Triton kernels and their launches, construct by construct (KERN016-KERN020)."""
     from migrator.engine import triton_kernels, triton_launch
+    from migrator.engine.node_walk import walk_nodes
 
     if not checker.aliases.keys() or not any("triton" in b for bs in checker.aliases.values() for b in bs):
         return
@@ -122,7 +123,7 @@ def triton(tree: ast.AST, checker: PythonChecker) -> None:
     def emit(impl: str, node: ast.AST, symbol: str, replacement: str, /, **extra: Any) -> None:
         checker.emit_impl(impl, node, symbol, replacement, **{k: v for k, v in extra.items() if v is not None})
 
-    nodes = list(ast.walk(tree))  # one walk for the passes over every node
+    nodes = walk_nodes(tree)  # one walk for the passes over every node (`ast.walk`'s, less contexts and operators)
     kernels = triton_kernels.check_module(tree, checker.qualnames, emit, nodes)
     triton_launch.check_configs(tree, checker.qualnames, emit, nodes)
     triton_launch.check_launches(tree, kernels, checker.qualnames, emit, nodes)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from migrator.engine import perf_env
 from migrator.engine.fast_visitor import FastVisitor
 from migrator.engine.fusion_checker import Emit, Names, src
+from migrator.engine.node_walk import walk_nodes
 
 SYNC_METHODS = ("item", "cpu", "tolist")
 NONZERO = {"torch.nonzero", "torch.argwhere"}
@@ -33,7 +34,7 @@ LOGGING_WORDS = re.compile(r"log|print|verbose|report|display|eval", re.IGNORECA
 
 def _is_logging_condition(test: ast.expr) -> bool:
     """`step % N == 0` or a condition naming logging (`rank == 0 and args.log`)."""
-    for node in ast.walk(test):
+    for node in walk_nodes(test):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
             return True
         name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
@@ -245,7 +246,7 @@ def check_whole_module(tree: ast.AST, names: Names, emit: Emit) -> None:
     loaders: list[ast.Call] = []
     assigned: dict[str, ast.expr] = {}  # `self.dataset = ...`: what a DataLoader's dataset name was made from
     defined: set[str] = set()
-    for node in ast.walk(tree):
+    for node in walk_nodes(tree):  # `ast.walk`'s order: the sites are reported in it
         if isinstance(node, ast.Call):
             qualnames = names(node.func)
             if qualnames & SYNC_BATCHNORM or (isinstance(node.func, ast.Attribute)
