@@ -173,12 +173,12 @@ class HotPath(FastVisitor):
     """Walks one hot region, knowing whether each node sits under a logging condition (`self.logging`);
     nested definitions are not walked (they run when called, not per step here)."""
 
-    def __init__(self, names: Names, emit: Emit, text: str) -> None:
+    def __init__(self, names: Names, emit: Emit, text: str, float64_named: bool | None = None) -> None:
         self.names = names
         self.emit = emit
         # resolving every call's and attribute's name is most of the cost: only where the module names them
         self.nonzero_named = "nonzero" in text or "argwhere" in text
-        self.float64_named = "float64" in text or "double" in text
+        self.float64_named = _names_float64(text) if float64_named is None else float64_named
         self.prints = "print" in text
         self.region: ast.AST | None = None
         self._tensors: set[str] | None = None
@@ -205,7 +205,12 @@ class HotPath(FastVisitor):
         self.check(node, self.logging)
         self.generic_visit(node)
 
-    visit_Subscript = visit_Attribute = visit_Call
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        """`check`'s subscript case, without the call."""
+        if isinstance(node.ctx, ast.Load) and isinstance(node.slice, ast.Compare):
+            self.emit("host-sync-logging" if self.logging else "host-sync-hot-path", node, "boolean-mask indexing",
+                      src(node))
+        self.generic_visit(node)
 
     def visit_If(self, node: ast.If) -> None:
         """Under `if step % N == 0:` the body runs once per N steps: what it holds is logging."""
@@ -239,6 +244,23 @@ class HotPath(FastVisitor):
             self.emit(impl, node, "boolean-mask indexing", src(node))
         elif isinstance(node, ast.Attribute) and self.float64_named and self.names(node) & FLOAT64:
             self.emit("float64-hot-path", node, src(node), src(node))
+
+
+class HotPathFloat64(HotPath):
+    """`HotPath` where the module names float64: each attribute is checked too (elsewhere `check` reports
+    no attribute, so `HotPath` visits only an attribute's children)."""
+
+    visit_Attribute = HotPath.visit_Call
+
+
+def _names_float64(text: str) -> bool:
+    return "float64" in text or "double" in text
+
+
+def hot_path(names: Names, emit: Emit, text: str) -> HotPath:
+    """The walker for a module's hot regions."""
+    float64_named = _names_float64(text)
+    return (HotPathFloat64 if float64_named else HotPath)(names, emit, text, float64_named)
 
 
 def check_whole_module(tree: ast.AST, names: Names, emit: Emit) -> None:
@@ -301,9 +323,10 @@ WHOLE_MODULE_WORDS = ("SyncBatchNorm", "sync_batchnorm", "DataLoader", *perf_env
 
 def check(tree: ast.AST, text: str, names: Names, emit: Emit, structure: Structure | None = None) -> None:
     """`structure`: the module's functions and loops where the caller has them (saves two walks)."""
-    walker = HotPath(names, emit, text)
+    walker: HotPath | None = None  # made at the first region (its word tests read the whole text)
     regions = structure.hot_regions() if structure is not None else hot_regions(tree, "backward" in text)
     for region in regions:
+        walker = walker or hot_path(names, emit, text)
         walker.walk_region(region)
     if any(word in text for word in WHOLE_MODULE_WORDS):
         check_whole_module(tree, names, emit)
