@@ -378,3 +378,15 @@ def test_listed_is_lookups_known(name):
     from migrator.catalogue.coverage._table import listed
 
     assert listed(name, soc="A2") == lookup(name, soc="A2").known
+
+
+def test_scope_dtypes_binds_from_no_node_outside_its_binder_classes():
+    from migrator.engine.dtype_evidence import _BINDERS, ScopeDtypes
+
+    for name, text in MODULES:
+        tree = ast.parse(text)
+        scope = ScopeDtypes(tree, [], lambda node: set())
+        for node in ast.walk(tree):
+            if node.__class__ not in _BINDERS:
+                scope._bind(node)  # noqa: SLF001 - what skipping it leaves out
+        assert scope._values == {}, name  # noqa: SLF001
