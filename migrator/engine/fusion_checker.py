@@ -48,12 +48,14 @@ def own_nodes(func: ast.AST) -> Iterator[ast.AST]:
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
-def own_node_list(func: ast.AST) -> list[ast.AST]:
+def own_node_list(func: ast.AST, leaves: bool = True) -> list[ast.AST]:
     """`own_nodes(func)` as a list, in the same order, with each class's fields looked up once and no
-    generator per node (a `Body` is built for every function that names a pattern's word)."""
+    generator per node (a `Body` is built for every function that names a pattern's word); `leaves=False`:
+    without names and constants (a pattern is matched at a call, an operation or an assignment)."""
     out: list[ast.AST] = []
     stack: list[ast.AST] = [func]
     fields_of = _CHILD_FIELDS
+    skipped: tuple[type, ...] = () if leaves else (ast.Name, ast.Constant)
     while stack:
         node = stack.pop()
         if node is not func:
@@ -67,8 +69,8 @@ def own_node_list(func: ast.AST) -> list[ast.AST]:
         for name in fields:
             value = getattr(node, name, None)
             if value.__class__ is list:
-                stack.extend([item for item in value if isinstance(item, ast.AST)])
-            elif isinstance(value, ast.AST):
+                stack.extend([item for item in value if isinstance(item, ast.AST) and item.__class__ not in skipped])
+            elif isinstance(value, ast.AST) and value.__class__ not in skipped:
                 stack.append(value)
     return out
 
@@ -78,7 +80,8 @@ class Body:
 
     def __init__(self, func: ast.AST, names: Names) -> None:
         self.names = names
-        self.nodes = own_node_list(func)
+        # its own nodes but names and constants: every reader looks for calls, operations, assignments
+        self.nodes = own_node_list(func, leaves=False)
         self.bound: dict[str, list[tuple[int, ast.expr]]] = {}  # name -> (line, value) in line order
         self.chunks: dict[str, tuple[int, ast.Call]] = {}  # `a, b = x.chunk(2, -1)`: a -> (0, call)
         for node in sorted((n for n in self.nodes if isinstance(n, ast.Assign)), key=lambda n: n.lineno):

@@ -32,6 +32,7 @@ class ImportScopes:
         self.scope_of: dict[int, int | None] = {}  # id of an import statement or alias -> its innermost function
         self.line_scope: dict[int, int | None] = {}  # each line of an import statement -> its innermost function
         self.imports: list[ast.Import | ast.ImportFrom] = []
+        self._all_statements: list[ast.stmt] = []  # assignments and expression statements: where `__all__` is set
         self._walk(tree, None)
 
     def _walk(self, node: ast.AST, scope: int | None) -> None:
@@ -43,6 +44,8 @@ class ImportScopes:
                 self.declared.append(set())
                 self._walk(child, len(self.functions) - 1)
                 continue
+            if child.__class__ in _SETTING_STATEMENTS:
+                self._all_statements.append(child)  # type: ignore[arg-type]
             if isinstance(child, (ast.Global, ast.Nonlocal)) and scope is not None:
                 self.declared[scope].update(child.names)
             if isinstance(child, (ast.Import, ast.ImportFrom)):
@@ -83,7 +86,8 @@ class ImportScopes:
         names: set[str] = set()
         # `__all__` is read where a name spells it, and the module's name counts (`uses(None)`, asked first
         # by the scan) hold every name: without one, no node of the walk below would add anything
-        for node in walk_nodes(self.tree) if "__all__" in self._module_uses else ():
+        spelled = self._module_uses.get("__all__", 0)
+        for node in self._setting_all(spelled) if spelled else ():
             if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and node.value is not None:
@@ -96,10 +100,32 @@ class ImportScopes:
                          if self.scope_of.get(id(stmt)) is None for alias in stmt.names if alias.name != "*")
         return names
 
+    def _setting_all(self, spelled: int) -> list[ast.AST]:
+        """The nodes `exported` reads: the statements assigning `__all__` and the `__all__.extend(...)` /
+        `.append(...)` statements, where these hold every name `__all__` the module spells (`spelled`, its
+        count); else every node of the module (one is elsewhere: `[__all__.append(n) for n in ...]`)."""
+        found: list[ast.AST] = []
+        names = 0
+        for stmt in self._all_statements:
+            if isinstance(stmt, ast.Expr):
+                call = stmt.value
+                if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr in ("extend", "append")
+                        and isinstance(call.func.value, ast.Name) and call.func.value.id == "__all__"):
+                    found.append(call)
+                    names += 1
+                continue
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]  # type: ignore[attr-defined]
+            named = sum(1 for t in targets if isinstance(t, ast.Name) and t.id == "__all__")
+            if named:
+                found.append(stmt)
+                names += named
+        return found if names == spelled else walk_nodes(self.tree)
+
     def re_exported(self, scope: int | None, bound: str) -> bool:
         return scope is None and bound in self.exported
 
 
+_SETTING_STATEMENTS = frozenset({ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr})
 # the fields that hold statements (`ExceptHandler.body`, `match_case.body` below a `Try` / `Match`)
 _STATEMENT_HOLDERS = (ast.stmt, ast.excepthandler, ast.match_case)
 

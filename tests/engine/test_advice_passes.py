@@ -104,7 +104,10 @@ def test_walk_nodes_is_ast_walk_without_contexts_and_operators():
         expected = [id(n) for n in ast.walk(tree) if not isinstance(n, LEAVES)]
         assert [id(n) for n in walk_nodes(tree)] == expected, name
         for func in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
-            assert [id(n) for n in fusion_checker.own_node_list(func)] == [id(n) for n in fusion_checker.own_nodes(func)]
+            own = list(fusion_checker.own_nodes(func))
+            assert [id(n) for n in fusion_checker.own_node_list(func)] == [id(n) for n in own]
+            assert [id(n) for n in fusion_checker.own_node_list(func, leaves=False)] == \
+                [id(n) for n in own if not isinstance(n, (ast.Name, ast.Constant))]
 
 
 def _regex_lines_naming(text: str, words: tuple[str, ...], aliases: dict[str, set[str]]) -> list[int]:
@@ -144,7 +147,7 @@ def test_fused_here_reads_the_names_unparsing_would(checked):
 
 def _advice(checker: PythonChecker, text: str, every_detector: bool) -> list[tuple]:
     """The fusion advice of a module: by the word gate (as `module_check.advise`), or every detector on every
-    function whose lines name any word (the replaced code)."""
+    function whose lines name any word, each reading all its nodes, names and constants too (the replaced code)."""
     out: list[tuple] = []
 
     def emit(impl: str, node: ast.AST, symbol: str, replacement: str) -> None:
@@ -157,7 +160,10 @@ def _advice(checker: PythonChecker, text: str, every_detector: bool) -> list[tup
             continue
         first = min([func.lineno, *(d.lineno for d in func.decorator_list)])
         named = None if every_detector else (lambda w, a=first, b=last: mentions.naming(w).within(a, b))
-        fusion_checker.detect_all(fusion_checker.Body(func, checker.qualnames), emit, fusion_attention.attention, named)
+        body = fusion_checker.Body(func, checker.qualnames)
+        if every_detector:
+            body.nodes = list(fusion_checker.own_nodes(func))
+        fusion_checker.detect_all(body, emit, fusion_attention.attention, named)
     return out
 
 
@@ -267,9 +273,18 @@ def _old_name_uses(tree: ast.AST) -> Counter[str]:
     return uses
 
 
+ALL_EDGES = [
+    "import a\n__all__ = ['a']\n__all__.extend(['b'])\n__all__.append('c')\n",
+    "import a\n__all__ = ['a']\n[__all__.append('x') for n in (1,)]\n",  # one `__all__` inside an expression
+    "import a\nx = __all__ = ['a']\n__all__: list = ['d']\n__all__: list\nif a:\n    __all__ += ['e']\n",
+    "import a\n__all__ = ['a'] + __all__\ndef f(__all__=None): pass\n",
+    "import a\nprint(__all__)\n__all__.remove('a')\n",
+]
+
+
 @pytest.mark.parametrize("package_init", [False, True])
 def test_import_scopes_agree_with_the_walk_of_every_node(package_init):
-    for name, text in MODULES:
+    for name, text in [*MODULES, *(("all-edges.py", text) for text in ALL_EDGES)]:
         tree = ast.parse(text)
         scopes = import_scopes.ImportScopes(tree, name_uses, package_init)
         functions, declared, scope_of, line_scope = _old_scopes(tree)
