@@ -24,6 +24,18 @@ def child_fields(kind: type) -> tuple[str, ...]:
     return fields
 
 
+def children(node: ast.AST) -> list[ast.AST]:
+    """`list(ast.iter_child_nodes(node))` without contexts and operators, in the same order."""
+    out: list[ast.AST] = []
+    for name in _FIELDS.get(node.__class__) or child_fields(node.__class__):
+        value = getattr(node, name, None)
+        if value.__class__ is list:
+            out.extend([item for item in value if isinstance(item, ast.AST)])
+        elif isinstance(value, ast.AST):
+            out.append(value)
+    return out
+
+
 def walk_nodes(node: ast.AST) -> list[ast.AST]:
     """`list(ast.walk(node))` without contexts and operators, in the same order."""
     out: list[ast.AST] = [node]

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 
 from migrator.catalogue.coverage import triton_ascend
 from migrator.engine.fusion_checker import Emit, Names, src
-from migrator.engine.node_walk import walk_nodes
+from migrator.engine.node_walk import children, walk_nodes
 
 TL = "triton.language."
 DECORATORS = {"triton.jit", "triton.autotune", "triton.heuristics"}
@@ -156,12 +156,13 @@ def _arg(call: ast.Call, index: int, keyword: str) -> ast.expr | None:
 
 
 def _walk_ordered(func: ast.FunctionDef) -> Iterator[ast.AST]:
-    """Source order (assignments before their uses), decorators left out."""
+    """Source order (assignments before their uses), decorators left out; contexts and operators too (`check`
+    reads neither)."""
     todo: list[ast.AST] = list(reversed(func.body))
     while todo:
         node = todo.pop()
         yield node
-        todo.extend(reversed(list(ast.iter_child_nodes(node))))
+        todo.extend(reversed(children(node)))
 
 
 def check_module(tree: ast.AST, names: Names, emit: Emit, nodes: Sequence[ast.AST] | None = None) -> dict[str, ast.FunctionDef]:

@@ -38,7 +38,7 @@ def constants(scope: ast.AST, nodes: Sequence[ast.AST] | None = None) -> dict[st
     (`nodes`: `ast.walk(scope)`'s, when already listed)."""
     values: dict[str, int] = {}
     counts: dict[str, int] = {}
-    for stmt in ast.walk(scope) if nodes is None else nodes:
+    for stmt in walk_nodes(scope) if nodes is None else nodes:  # counts: the order does not matter
         if isinstance(stmt, ast.Assign):
             for t in stmt.targets:
                 if isinstance(t, ast.Name):

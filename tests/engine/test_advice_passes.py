@@ -16,7 +16,7 @@ from migrator.catalogue.loader import load_catalogue
 from migrator.engine import fusion_attention, fusion_checker, import_scopes, perf_checker
 from migrator.engine.coverage_checker import INFO_ONCE, SETUP_PREFIXES, _verdict, coverage_hits, depends_on_training
 from migrator.engine.module_check import FUSION_WORDS, _lines_naming
-from migrator.engine.node_walk import walk_nodes
+from migrator.engine.node_walk import children, walk_nodes
 from migrator.engine.python_checker import PythonChecker
 from migrator.engine.sites import name_uses
 
@@ -103,6 +103,9 @@ def test_walk_nodes_is_ast_walk_without_contexts_and_operators():
         tree = ast.parse(text)
         expected = [id(n) for n in ast.walk(tree) if not isinstance(n, LEAVES)]
         assert [id(n) for n in walk_nodes(tree)] == expected, name
+        for node in ast.walk(tree):
+            assert [id(n) for n in children(node)] == [id(n) for n in ast.iter_child_nodes(node)
+                                                      if not isinstance(n, LEAVES)]
         for func in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
             own = list(fusion_checker.own_nodes(func))
             assert [id(n) for n in fusion_checker.own_node_list(func)] == [id(n) for n in own]
