@@ -143,9 +143,9 @@ def fused_here(body: Body) -> set[str]:
 def _last_name(func: ast.AST) -> str:
     """`src(func).rsplit(".", 1)[-1]` without unparsing a plain name or an attribute (their text ends so)."""
     if func.__class__ is ast.Name:
-        return func.id  # type: ignore[attr-defined]
+        return func.id
     if func.__class__ is ast.Attribute:
-        return func.attr  # type: ignore[attr-defined]
+        return func.attr
     return src(func).rsplit(".", 1)[-1]
 
 
