@@ -68,7 +68,13 @@ def _files() -> dict[str, Traversable]:
 
 def available_versions() -> tuple[str, ...]:
     """torch-npu versions with a shipped table, oldest first (the last one is the default)."""
-    return tuple(sorted(_files(), key=_version_key))
+    files = _files()
+    if _sorted_versions[0] is not files:  # sorted once per folder listing: every lookup resolves its version here
+        _sorted_versions[:] = [files, tuple(sorted(files, key=_version_key))]
+    return _sorted_versions[1]
+
+
+_sorted_versions: list = [None, ()]  # (the `_files()` listing, its versions sorted)
 
 
 def default_version() -> str:
