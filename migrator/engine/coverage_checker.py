@@ -49,6 +49,43 @@ def _lookup(name: str, soc: str, version: str | None) -> CoverageEntry:
     return lookup(name, soc=soc, version=version)
 
 
+@lru_cache(maxsize=32768)
+def _listed_entry(name: str, soc: str, version: str | None) -> CoverageEntry | None:
+    """`_lookup`'s entry where the table lists the name (`entry.known`), else None: most names asked about are
+    methods of receivers of unknown type, not in the table, and building their entries costs more than the rest."""
+    from migrator.catalogue.coverage._table import listed
+
+    return _lookup(name, soc, version) if listed(name, soc=soc, version=version) else None
+
+
+@lru_cache(maxsize=8192)
+def _call_entry(name: str, soc: str, version: str | None) -> CoverageEntry | None:
+    """The entry of a called op that gets a verdict: None for the Ascend API itself (not an op to port),
+    metadata APIs (they compute nothing) and names the table does not list."""
+    from migrator.catalogue.coverage._dtypes import METADATA_APIS
+
+    if name.startswith(("torch.npu.", "torch_npu.")) or name in METADATA_APIS:
+        return None
+    return _listed_entry(name, soc, version)
+
+
+@lru_cache(maxsize=8192)
+def _method_entry(method: str, soc: str, version: str | None) -> tuple[str, CoverageEntry | None]:
+    """(`torch.Tensor.<method>`, its entry where it gets a verdict: not metadata, listed; else None)."""
+    from migrator.catalogue.coverage._dtypes import METADATA_APIS
+
+    name = f"torch.Tensor.{method}"
+    return name, None if name in METADATA_APIS else _listed_entry(name, soc, version)
+
+
+@lru_cache(maxsize=8192)
+def _unknown_receiver(name: str, soc: str, version: str | None) -> tuple[CoverageInfo, str]:
+    """(coverage, message) of a listed method called on a receiver of unknown type."""
+    entry = _lookup(name, soc, version)
+    return (CoverageInfo(entry.status, soc, entry.dtypes, entry.note),
+            _message(entry, name) + " (if the receiver is a tensor)")
+
+
 def _describe(entry: CoverageEntry) -> str:
     dtypes = ", ".join(entry.dtypes) if entry.dtypes else "not documented"
     return dtypes
@@ -151,6 +188,26 @@ def training_free_hits(checker: PythonChecker, soc: str, version: str | None) ->
     return (*_float64_hits(checker, soc, version), *workaround_hits(checker, soc, version))
 
 
+Judgement = tuple[str | None, str, str, CoverageInfo]  # (impl, message, status, coverage)
+
+
+@lru_cache(maxsize=8192)
+def _untraced_judgement(name: str, soc: str, version: str | None, used: frozenset[str]) -> Judgement:
+    """`_verdict` of a listed op without an op census, and its coverage: the same for every module that
+    uses the same dtypes (a handful of sets), so found once per process."""
+    entry = _lookup(name, soc, version)
+    impl, message, status = _verdict(entry, name, soc, version, {}, used)
+    return impl, message, status, CoverageInfo(status, soc, entry.dtypes, entry.note)
+
+
+def _judgement(entry: CoverageEntry, name: str, soc: str, version: str | None, traced: Traced,
+               used: frozenset[str]) -> Judgement:
+    if not traced:
+        return _untraced_judgement(name, soc, version, used)
+    impl, message, status = _verdict(entry, name, soc, version, traced, used)
+    return impl, message, status, CoverageInfo(status, soc, entry.dtypes, entry.note)
+
+
 class _OpJudge:
     """Verdicts for one module's ops; info notes (partial, unverified) only at an op's first call site."""
 
@@ -158,52 +215,43 @@ class _OpJudge:
         self.soc, self.version, self.traced = soc, version, traced
         self.noted: set[str] = set()
 
-    def verdict(self, entry: CoverageEntry, name: str, used: frozenset[str]) -> tuple[str | None, str, str]:
-        impl, message, status = _verdict(entry, name, self.soc, self.version, self.traced, used)
+    def verdict(self, entry: CoverageEntry, name: str, used: frozenset[str]) -> Judgement:
+        impl, message, status, info = _judgement(entry, name, self.soc, self.version, self.traced, used)
         if impl in INFO_ONCE:
             impl = None if name in self.noted else impl  # info notes: first call site per file; the summary counts all
             self.noted.add(name)
-        return impl, message, status
+        return impl, message, status, info
 
 
 def _call_hits(
     checker: PythonChecker, ops: _OpJudge, local: frozenset[str], used: frozenset[str]
 ) -> Iterator[CoverageHit]:
-    from migrator.catalogue.coverage._dtypes import METADATA_APIS
-
+    soc, version = ops.soc, ops.version
     for name, node in checker.calls:
-        if name.startswith(("torch.npu.", "torch_npu.")) or name in METADATA_APIS:
-            continue  # the Ascend API itself, not an op to port; metadata computes nothing
-        entry = _lookup(name, ops.soc, ops.version)
-        if not entry.known:
+        entry = _call_entry(name, soc, version)  # None: the Ascend API, metadata, or not in the table
+        if entry is None:
             continue
         # nn.init runs at construction on parameters in the default dtype, before any autocast or cast
         # (the census records it as setup, unjudged): only the module's own dtypes count for it
-        impl, message, status = ops.verdict(entry, name, local if name.startswith(SETUP_PREFIXES) else used)
-        info = CoverageInfo(status, ops.soc, entry.dtypes, entry.note)
+        impl, message, status, info = ops.verdict(entry, name, local if name.startswith(SETUP_PREFIXES) else used)
         yield (impl, node.func, name, message, info, name, status)
 
 
 def _method_hits(checker: PythonChecker, ops: _OpJudge, used: frozenset[str]) -> Iterator[CoverageHit]:
-    from migrator.catalogue.coverage._dtypes import METADATA_APIS
-
+    soc, version, tensors = ops.soc, ops.version, checker.tensor_names
     for receiver, method, node in checker.method_calls:
-        known_tensor = receiver is not None and receiver in checker.tensor_names
+        known_tensor = receiver is not None and receiver in tensors
         if not known_tensor and method in AMBIGUOUS_METHODS:
             continue
-        name = f"torch.Tensor.{method}"
-        if name in METADATA_APIS:
-            continue
-        entry = _lookup(name, ops.soc, ops.version)
-        if not entry.known:
+        name, entry = _method_entry(method, soc, version)  # None: metadata, or not in the table
+        if entry is None:
             continue
         if known_tensor:
-            impl, message, status = ops.verdict(entry, name, used)
-            yield (impl, node.func, name, message, CoverageInfo(status, ops.soc, entry.dtypes, entry.note), name, status)
+            impl, message, status, info = ops.verdict(entry, name, used)
+            yield (impl, node.func, name, message, info, name, status)
         elif entry.status in ("unsupported", "cpu_fallback"):
-            info = CoverageInfo(entry.status, ops.soc, entry.dtypes, entry.note)
-            yield ("tensor-method-unknown-receiver", node.func, name,
-                   _message(entry, name) + " (if the receiver is a tensor)", info, None, None)
+            info, message = _unknown_receiver(name, soc, version)
+            yield ("tensor-method-unknown-receiver", node.func, name, message, info, None, None)
 
 
 def _float64_hits(checker: PythonChecker, soc: str, version: str | None) -> Iterator[CoverageHit]:
@@ -239,9 +287,10 @@ def depends_on_training(checker: PythonChecker, soc: str, version: str | None, t
     names += [f"torch.Tensor.{method}" for receiver, method, _ in checker.method_calls
               if receiver is not None and receiver in checker.tensor_names]
     for name in dict.fromkeys(names):
-        entry = _lookup(name, soc, version)
-        if entry.known and entry.status == "partial" and \
-                _verdict(entry, name, soc, version, traced, local) != _verdict(entry, name, soc, version, traced, every):
+        entry = _listed_entry(name, soc, version)
+        if entry is not None and entry.status == "partial" and \
+                _judgement(entry, name, soc, version, traced, local)[:3] != \
+                _judgement(entry, name, soc, version, traced, every)[:3]:
             return True
     return False
 

@@ -142,6 +142,12 @@ def parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
             if arg is not None]
 
 
+# the node classes `ScopeDtypes._bind` reads a binding from
+_BINDERS = frozenset({ast.Assign, ast.AnnAssign, ast.AugAssign, ast.For, ast.AsyncFor, ast.withitem, ast.NamedExpr,
+                      ast.Global, ast.Nonlocal, ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef,
+                      ast.ClassDef})
+
+
 class ScopeDtypes:
     """Proven dtypes of one scope's local names; `dtype(name)` is None when unknown."""
 
@@ -149,13 +155,14 @@ class ScopeDtypes:
         self._qualnames = qualnames
         self._values: dict[str, list[ast.AST | None]] = {}  # name -> the values bound to it (None: unreadable)
         self._memo: dict[str, str | None] = {}
-        self.node_ids: set[int] = set()  # every node of the scope's own (`scope_nodes`), by id
         if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for name in parameters(scope):
                 self._values.setdefault(name, []).append(None)
-        for node in _own_nodes(body):
-            self.node_ids.add(id(node))
-            self._bind(node)
+        nodes = _own_nodes(body)
+        self.node_ids: set[int] = {id(node) for node in nodes}  # every node of the scope's own (`scope_nodes`), by id
+        for node in nodes:
+            if node.__class__ in _BINDERS:  # `_bind` does nothing to any other node
+                self._bind(node)
 
     def _bind(self, node: ast.AST) -> None:
         if isinstance(node, ast.Assign):

@@ -44,12 +44,44 @@ def own_nodes(func: ast.AST) -> Iterator[ast.AST]:
             stack.extend(child_nodes(node))
 
 
+# a class's fields that may hold a node, contexts and operators left out (as `fast_visitor.child_nodes` does)
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def own_node_list(func: ast.AST, leaves: bool = True) -> list[ast.AST]:
+    """`own_nodes(func)` as a list, in the same order, with each class's fields looked up once and no
+    generator per node (a `Body` is built for every function that names a pattern's word); `leaves=False`:
+    without names and constants (a pattern is matched at a call, an operation or an assignment)."""
+    out: list[ast.AST] = []
+    stack: list[ast.AST] = [func]
+    fields_of = _CHILD_FIELDS
+    skipped: tuple[type, ...] = () if leaves else (ast.Name, ast.Constant)
+    while stack:
+        node = stack.pop()
+        if node is not func:
+            out.append(node)
+            if isinstance(node, _NESTED):
+                continue
+        kind = node.__class__
+        fields = fields_of.get(kind)
+        if fields is None:
+            fields = fields_of[kind] = tuple(f for f in kind._fields if f not in ("ctx", "op", "ops"))
+        for name in fields:
+            value = getattr(node, name, None)
+            if value.__class__ is list:
+                stack.extend([item for item in value if isinstance(item, ast.AST) and item.__class__ not in skipped])
+            elif isinstance(value, ast.AST) and value.__class__ not in skipped:
+                stack.append(value)
+    return out
+
+
 class Body:
     """One function: its local `name = expr` bindings, to follow a pattern across statements."""
 
     def __init__(self, func: ast.AST, names: Names) -> None:
         self.names = names
-        self.nodes = list(own_nodes(func))
+        # its own nodes but names and constants: every reader looks for calls, operations, assignments
+        self.nodes = own_node_list(func, leaves=False)
         self.bound: dict[str, list[tuple[int, ast.expr]]] = {}  # name -> (line, value) in line order
         self.chunks: dict[str, tuple[int, ast.Call]] = {}  # `a, b = x.chunk(2, -1)`: a -> (0, call)
         for node in sorted((n for n in self.nodes if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
@@ -104,21 +136,39 @@ FUSED_OPS = {"fusion-rms-norm": "npu_rms_norm", "fusion-swiglu": "npu_swiglu", "
 
 def fused_here(body: Body) -> set[str]:
     """The detectors (impl names) whose fused op the function already calls."""
-    called = {src(n.func).rsplit(".", 1)[-1] for n in body.nodes if isinstance(n, ast.Call)}
+    called = {_last_name(n.func) for n in body.nodes if isinstance(n, ast.Call)}
     return {impl for impl, op in FUSED_OPS.items() if op in called}
 
 
-def detect_all(body: Body, emit: Emit, attention: Callable[[Body, Emit], None]) -> None:
+def _last_name(func: ast.AST) -> str:
+    """`src(func).rsplit(".", 1)[-1]` without unparsing a plain name or an attribute (their text ends so)."""
+    if func.__class__ is ast.Name:
+        return func.id
+    if func.__class__ is ast.Attribute:
+        return func.attr
+    return src(func).rsplit(".", 1)[-1]
+
+
+# the word a detector's pattern cannot match without: its function's lines name it (or a local alias of it)
+DETECTOR_WORDS = {"rms_norm": "rsqrt", "swiglu": "silu", "attention": "softmax"}
+
+
+def detect_all(body: Body, emit: Emit, attention: Callable[[Body, Emit], None],
+               named: Callable[[str], bool] | None = None) -> None:
     """Every detector on one function, leaving out those whose fused op it already calls.
-    (`attention` lives in `fusion_attention`, which imports this module.)"""
+    (`attention` lives in `fusion_attention`, which imports this module.) `named(word)`: whether the
+    function's text names a `DETECTOR_WORDS` word, where the caller knows; a detector whose word it does
+    not name is not run (rotary, which matches `rotate_half` in unparsed text, always is)."""
     done = fused_here(body)
 
     def unless_done(impl: str, node: ast.AST, symbol: str, replacement: str) -> None:
         if impl not in done:
             emit(impl, node, symbol, replacement)
 
-    for detect in (rms_norm, swiglu, rotary, attention):
-        detect(body, unless_done)
+    for name, detect in (("rms_norm", rms_norm), ("swiglu", swiglu), ("rotary", rotary), ("attention", attention)):
+        word = DETECTOR_WORDS.get(name)
+        if named is None or word is None or named(word):
+            detect(body, unless_done)
 
 
 def src(node: ast.AST | None) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import ast
 import bisect
-import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -48,10 +47,18 @@ def advise(tree: ast.AST, text: str, checker: PythonChecker) -> None:
 
     if on("fusion") and any(word in text for word in FUSION_WORDS):
         mentions = _lines_naming(text, FUSION_WORDS, checker.aliases)
+        by_word = text.isascii()  # else an identifier may be spelled otherwise in the text (NFKC): every detector
         for func in checker.functions:
-            if not mentions.within(func.lineno, func.end_lineno or func.lineno):
+            last = func.end_lineno or func.lineno
+            if not mentions.within(func.lineno, last):
                 continue  # no word of a pattern in this function's lines: nothing to build a Body for
-            fusion_checker.detect_all(fusion_checker.Body(func, checker.qualnames), emit, fusion_attention.attention)
+            first = min([func.lineno, *(d.lineno for d in func.decorator_list)])  # its decorators' nodes are its own
+
+            def named(word: str, first: int = first, last: int = last) -> bool:
+                return mentions.naming(word).within(first, last)
+
+            fusion_checker.detect_all(fusion_checker.Body(func, checker.qualnames), emit, fusion_attention.attention,
+                                      named if by_word else None)
     if on("perf"):
         perf_checker.check(tree, text, checker.qualnames, emit,
                            perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines))
@@ -68,23 +75,47 @@ class _LineSet:
         return i < len(self.lines) and self.lines[i] <= last
 
 
-def _lines_naming(text: str, words: tuple[str, ...], aliases: Mapping[str, Iterable[str]]) -> _LineSet:
+class _Mentions(_LineSet):
+    """The lines naming any of the words (`within`), and those naming each one (`naming(word)`)."""
+
+    def __init__(self, by_word: dict[str, _LineSet]) -> None:
+        super().__init__(sorted(set().union(*(found.lines for found in by_word.values()))))
+        self.by_word = by_word
+
+    def naming(self, word: str) -> _LineSet:
+        return self.by_word[word]
+
+
+def _lines_naming(text: str, words: tuple[str, ...], aliases: Mapping[str, Iterable[str]]) -> _Mentions:
     """The lines holding one of `words`, or a local name imported as something that holds one
-    (`from torch import rsqrt as r`)."""
-    names = set(words) | {local for local, bound in aliases.items() if any(w in b for b in bound for w in words)}
-    pattern = re.compile("|".join(sorted(map(re.escape, names), key=len, reverse=True)))
-    lines: set[int] = set()
-    line, previous = 1, 0
-    for m in pattern.finditer(text):  # a line's number: 1 + the newlines before it
-        line += text.count("\n", previous, m.start())
-        previous = m.start()
-        lines.add(line)
-    return _LineSet(sorted(lines))
+    (`from torch import rsqrt as r`); and, word by word, those holding it or such a name of it."""
+    by_word = {}
+    for word in words:
+        lines: set[int] = set()
+        for name in {word} | {local for local, bound in aliases.items() if any(word in b for b in bound)}:
+            lines.update(_lines_holding(text, name))
+        by_word[word] = _LineSet(sorted(lines))
+    return _Mentions(by_word)
+
+
+def _lines_holding(text: str, name: str) -> list[int]:
+    """The numbers of the lines (1 + the newlines before) where `name` occurs, each once, in order."""
+    lines: list[int] = []
+    line, start = 1, 0
+    while (at := text.find(name, start)) != -1:
+        line += text.count("\n", start, at)
+        lines.append(line)
+        end = text.find("\n", at)  # the line's other occurrences add nothing
+        if end == -1:
+            break
+        start, line = end + 1, line + 1
+    return lines
 
 
 def triton(tree: ast.AST, checker: PythonChecker) -> None:
     """Triton kernels and their launches, construct by construct (KERN016-KERN020)."""
     from migrator.engine import triton_kernels, triton_launch
+    from migrator.engine.node_walk import walk_nodes
 
     if not checker.aliases.keys() or not any("triton" in b for bs in checker.aliases.values() for b in bs):
         return
@@ -92,7 +123,7 @@ def triton(tree: ast.AST, checker: PythonChecker) -> None:
     def emit(impl: str, node: ast.AST, symbol: str, replacement: str, /, **extra: Any) -> None:
         checker.emit_impl(impl, node, symbol, replacement, **{k: v for k, v in extra.items() if v is not None})
 
-    nodes = list(ast.walk(tree))  # one walk for the passes over every node
+    nodes = walk_nodes(tree)  # one walk for the passes over every node (`ast.walk`'s, less contexts and operators)
     kernels = triton_kernels.check_module(tree, checker.qualnames, emit, nodes)
     triton_launch.check_configs(tree, checker.qualnames, emit, nodes)
     triton_launch.check_launches(tree, kernels, checker.qualnames, emit, nodes)

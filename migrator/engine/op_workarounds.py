@@ -112,6 +112,9 @@ ARGUMENT_WORKAROUNDS = (
 ARGUMENTS_BY_API: dict[str, tuple[ArgumentWorkaround, ...]] = {}
 for _rule in ARGUMENT_WORKAROUNDS:
     ARGUMENTS_BY_API[_rule.api] = (*ARGUMENTS_BY_API.get(_rule.api, ()), _rule)
+# the Tensor methods either kind of work-around judges (every other method call is passed over unnamed)
+_TENSOR = "torch.Tensor."
+JUDGED_METHODS = frozenset(api[len(_TENSOR):] for api in (*ARGUMENTS_BY_API, *DTYPE_WORKAROUNDS) if api.startswith(_TENSOR))
 
 
 @lru_cache(maxsize=4096)
@@ -152,12 +155,16 @@ def workaround_hits(checker: PythonChecker, soc: str, version: str | None) -> It
     walked for its dtypes only when it holds a call OPS010 judges."""
     candidates: list[tuple[str, ast.Call, str]] = []  # (api, call, the local name it computes on)
     for api, call in checker.calls:
-        yield from _argument_hits(call, api, soc, version)
+        if api in ARGUMENTS_BY_API:
+            yield from _argument_hits(call, api, soc, version)
         if api in DTYPE_WORKAROUNDS and call.args and isinstance(call.args[0], ast.Name):
             candidates.append((api, call, call.args[0].id))
     for receiver, method, call in checker.method_calls:
-        api = f"torch.Tensor.{method}"
-        yield from _argument_hits(call, api, soc, version)
+        if method not in JUDGED_METHODS:
+            continue
+        api = _TENSOR + method
+        if api in ARGUMENTS_BY_API:
+            yield from _argument_hits(call, api, soc, version)
         if receiver is not None and api in DTYPE_WORKAROUNDS:
             candidates.append((api, call, receiver))
     if candidates:

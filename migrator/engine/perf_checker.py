@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from migrator.engine import perf_env
 from migrator.engine.fast_visitor import FastVisitor
 from migrator.engine.fusion_checker import Emit, Names, src
+from migrator.engine.node_walk import walk_nodes
 
 SYNC_METHODS = ("item", "cpu", "tolist")
 NONZERO = {"torch.nonzero", "torch.argwhere"}
@@ -33,7 +34,7 @@ LOGGING_WORDS = re.compile(r"log|print|verbose|report|display|eval", re.IGNORECA
 
 def _is_logging_condition(test: ast.expr) -> bool:
     """`step % N == 0` or a condition naming logging (`rank == 0 and args.log`)."""
-    for node in ast.walk(test):
+    for node in walk_nodes(test):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mod):
             return True
         name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
@@ -172,20 +173,28 @@ class HotPath(FastVisitor):
     """Walks one hot region, knowing whether each node sits under a logging condition (`self.logging`);
     nested definitions are not walked (they run when called, not per step here)."""
 
-    def __init__(self, names: Names, emit: Emit, text: str) -> None:
+    def __init__(self, names: Names, emit: Emit, text: str, float64_named: bool | None = None) -> None:
         self.names = names
         self.emit = emit
         # resolving every call's and attribute's name is most of the cost: only where the module names them
         self.nonzero_named = "nonzero" in text or "argwhere" in text
-        self.float64_named = "float64" in text or "double" in text
+        self.float64_named = _names_float64(text) if float64_named is None else float64_named
         self.prints = "print" in text
-        self.tensors: set[str] = set()
+        self.region: ast.AST | None = None
+        self._tensors: set[str] | None = None
         self.logging = False
 
     def walk_region(self, region: ast.AST) -> None:
-        self.tensors = tensor_names(region) if self.prints else set()
+        self.region, self._tensors = region, None  # its tensor names: at its first `print(...)`, if any
         self.logging = False
         self.generic_visit(region)
+
+    @property
+    def tensors(self) -> set[str]:
+        """The region's `tensor_names`, found once, where a `print` call asks (a walk of its own per region)."""
+        if self._tensors is None:
+            self._tensors = tensor_names(self.region) if self.prints and self.region is not None else set()
+        return self._tensors
 
     def skip(self, node: ast.AST) -> None:
         """A nested definition, or a leaf (`Name`, `Constant`: no child `check` could report)."""
@@ -196,7 +205,12 @@ class HotPath(FastVisitor):
         self.check(node, self.logging)
         self.generic_visit(node)
 
-    visit_Subscript = visit_Attribute = visit_Call
+    def visit_Subscript(self, node: ast.Subscript) -> None:
+        """`check`'s subscript case, without the call."""
+        if isinstance(node.ctx, ast.Load) and isinstance(node.slice, ast.Compare):
+            self.emit("host-sync-logging" if self.logging else "host-sync-hot-path", node, "boolean-mask indexing",
+                      src(node))
+        self.generic_visit(node)
 
     def visit_If(self, node: ast.If) -> None:
         """Under `if step % N == 0:` the body runs once per N steps: what it holds is logging."""
@@ -232,12 +246,29 @@ class HotPath(FastVisitor):
             self.emit("float64-hot-path", node, src(node), src(node))
 
 
+class HotPathFloat64(HotPath):
+    """`HotPath` where the module names float64: each attribute is checked too (elsewhere `check` reports
+    no attribute, so `HotPath` visits only an attribute's children)."""
+
+    visit_Attribute = HotPath.visit_Call
+
+
+def _names_float64(text: str) -> bool:
+    return "float64" in text or "double" in text
+
+
+def hot_path(names: Names, emit: Emit, text: str) -> HotPath:
+    """The walker for a module's hot regions."""
+    float64_named = _names_float64(text)
+    return (HotPathFloat64 if float64_named else HotPath)(names, emit, text, float64_named)
+
+
 def check_whole_module(tree: ast.AST, names: Names, emit: Emit) -> None:
     """Sites that cost wherever they are: SyncBatchNorm, DataLoader settings, environment settings."""
     loaders: list[ast.Call] = []
     assigned: dict[str, ast.expr] = {}  # `self.dataset = ...`: what a DataLoader's dataset name was made from
     defined: set[str] = set()
-    for node in ast.walk(tree):
+    for node in walk_nodes(tree):  # `ast.walk`'s order: the sites are reported in it
         if isinstance(node, ast.Call):
             qualnames = names(node.func)
             if qualnames & SYNC_BATCHNORM or (isinstance(node.func, ast.Attribute)
@@ -292,9 +323,10 @@ WHOLE_MODULE_WORDS = ("SyncBatchNorm", "sync_batchnorm", "DataLoader", *perf_env
 
 def check(tree: ast.AST, text: str, names: Names, emit: Emit, structure: Structure | None = None) -> None:
     """`structure`: the module's functions and loops where the caller has them (saves two walks)."""
-    walker = HotPath(names, emit, text)
+    walker: HotPath | None = None  # made at the first region (its word tests read the whole text)
     regions = structure.hot_regions() if structure is not None else hot_regions(tree, "backward" in text)
     for region in regions:
+        walker = walker or hot_path(names, emit, text)
         walker.walk_region(region)
     if any(word in text for word in WHOLE_MODULE_WORDS):
         check_whole_module(tree, names, emit)

@@ -16,6 +16,7 @@ from migrator.catalogue import units
 from migrator.catalogue.site import NOT_LITERAL, STAR_IMPORT, Arg, CallSite, Declined, callee_name, string_shape
 from migrator.engine.guards import AVAILABILITY, cuda_only, guarded_calls
 from migrator.engine.import_scopes import IMPORT_EXPORTED, ImportScopes
+from migrator.engine.node_walk import walk_nodes
 from migrator.ground.kinds import FixKind
 
 if TYPE_CHECKING:
@@ -126,7 +127,7 @@ def name_uses(tree: ast.AST) -> Counter[str]:
     """Every place a name is written as a name (not an attribute, not an import), as libcst counts them
     when the fixer decides whether an import is still used."""
     uses: Counter[str] = Counter()
-    for node in ast.walk(tree):
+    for node in walk_nodes(tree):
         if isinstance(node, ast.Name):
             uses[node.id] += 1
         elif isinstance(node, (ast.arg, ast.keyword)) and node.arg:

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 
 from migrator.catalogue.coverage import triton_ascend
 from migrator.engine.fusion_checker import Emit, Names, src
+from migrator.engine.node_walk import children, walk_nodes
 
 TL = "triton.language."
 DECORATORS = {"triton.jit", "triton.autotune", "triton.heuristics"}
@@ -112,7 +113,7 @@ class Kernel:
                     self.dtypes[node.targets[0].id] = dt
             elif isinstance(node, (ast.Attribute, ast.Name)) and id(node) not in self.inner:
                 if isinstance(node, ast.Attribute):
-                    self.inner.update(id(n) for n in ast.walk(node.value))
+                    self.inner.update(id(n) for n in walk_nodes(node.value))
                 for qualname in sorted(self.names(node)):  # one finding per use: a name bound by several imports
                     if (why := gpu_only(qualname)) is not None:
                         self.report("triton-gpu-only", node, "tl." + qualname.removeprefix(TL) if qualname.startswith(TL) else qualname, why)
@@ -155,12 +156,13 @@ def _arg(call: ast.Call, index: int, keyword: str) -> ast.expr | None:
 
 
 def _walk_ordered(func: ast.FunctionDef) -> Iterator[ast.AST]:
-    """Source order (assignments before their uses), decorators left out."""
+    """Source order (assignments before their uses), decorators left out; contexts and operators too (`check`
+    reads neither)."""
     todo: list[ast.AST] = list(reversed(func.body))
     while todo:
         node = todo.pop()
         yield node
-        todo.extend(reversed(list(ast.iter_child_nodes(node))))
+        todo.extend(reversed(children(node)))
 
 
 def check_module(tree: ast.AST, names: Names, emit: Emit, nodes: Sequence[ast.AST] | None = None) -> dict[str, ast.FunctionDef]:
@@ -171,11 +173,11 @@ def check_module(tree: ast.AST, names: Names, emit: Emit, nodes: Sequence[ast.AS
     inside: set[int] = set()
     for func in found.values():
         Kernel(func, names, emit).check()
-        inside.update(id(n) for n in ast.walk(func))
+        inside.update(id(n) for n in walk_nodes(func))
     reported: set[str] = set()
     for node in nodes:  # launch code: `get_active_torch_device()`, host TMA descriptors
         if id(node) not in inside and isinstance(node, ast.Attribute):
-            inside.update(id(n) for n in ast.walk(node.value))
+            inside.update(id(n) for n in walk_nodes(node.value))
             for qualname in names(node):
                 why = gpu_only(qualname)
                 if why is not None and qualname not in reported and not qualname.startswith(TL):

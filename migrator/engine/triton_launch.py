@@ -20,6 +20,7 @@ from typing import Any, Protocol
 from migrator.catalogue.coverage import triton_ascend
 from migrator.engine import triton_persistent
 from migrator.engine.fusion_checker import Emit, Names, src
+from migrator.engine.node_walk import walk_nodes
 
 
 class DeclinableEmit(Protocol):
@@ -37,7 +38,7 @@ def constants(scope: ast.AST, nodes: Sequence[ast.AST] | None = None) -> dict[st
     (`nodes`: `ast.walk(scope)`'s, when already listed)."""
     values: dict[str, int] = {}
     counts: dict[str, int] = {}
-    for stmt in ast.walk(scope) if nodes is None else nodes:
+    for stmt in walk_nodes(scope) if nodes is None else nodes:  # counts: the order does not matter
         if isinstance(stmt, ast.Assign):
             for t in stmt.targets:
                 if isinstance(t, ast.Name):
@@ -158,7 +159,7 @@ def check_launches(tree: ast.AST, kernels: dict[str, ast.FunctionDef], names: Na
         assigned = {s.targets[0].id: s.value for s in getattr(scope, "body", [])
                     if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)}
         for stmt in getattr(scope, "body", []):
-            for node in ast.walk(stmt):
+            for node in walk_nodes(stmt):
                 if id(node) in done or not (isinstance(node, ast.Call) and isinstance(node.func, ast.Subscript)
                         and isinstance(node.func.value, ast.Name) and node.func.value.id in kernels):
                     continue

@@ -68,7 +68,13 @@ def _files() -> dict[str, Traversable]:
 
 def available_versions() -> tuple[str, ...]:
     """torch-npu versions with a shipped table, oldest first (the last one is the default)."""
-    return tuple(sorted(_files(), key=_version_key))
+    files = _files()
+    if _sorted_versions[0] is not files:  # sorted once per folder listing: every lookup resolves its version here
+        _sorted_versions[:] = [files, tuple(sorted(files, key=_version_key))]
+    return _sorted_versions[1]
+
+
+_sorted_versions: list = [None, ()]  # (the `_files()` listing, its versions sorted)
 
 
 def default_version() -> str:
@@ -382,6 +388,17 @@ def lookup(qualified_name: str, soc: str = "A2", dtype: object = None, version: 
         if raw is not None:
             return _entry(table, candidate, raw, soc_key, True, dtype_key)
     return _entry(table, name, _unlisted(table, name), soc_key, False, dtype_key)
+
+
+def listed(qualified_name: str, soc: str = "A2", version: str | None = None) -> bool:
+    """``lookup(qualified_name, soc, version=version).known``, without building the entry: most names a
+    scan asks about (a method of a receiver of unknown type) are not in the table."""
+    table = _load(_resolve_version(version))
+    _resolve_soc(table, soc)
+    name = normalize_name(qualified_name)
+    if not name:
+        raise CoverageError("empty API name")
+    return any(candidate in table.entries for candidate in _alternatives(name))
 
 
 def iter_entries(soc: str = "A2", version: str | None = None, status: str | Iterable[str] | None = None) -> Iterator[CoverageEntry]:

@@ -1,0 +1,410 @@
+"""The passes after the checker's traversal (advice, op coverage, prechecks, Triton) take shortcuts: a list walk
+for `ast.walk`, a word per fusion detector, the coverage table asked only about names it lists, verdicts kept per
+process, a statement-only walk for the import scopes. Each is held here to the code it replaced (written out below
+as the reference) on the samples, the fixtures, the engine's own modules and cases made to catch the edges."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from migrator.catalogue.loader import load_catalogue
+from migrator.engine import fusion_attention, fusion_checker, import_scopes, perf_checker
+from migrator.engine.coverage_checker import INFO_ONCE, SETUP_PREFIXES, _verdict, coverage_hits, depends_on_training
+from migrator.engine.module_check import FUSION_WORDS, _lines_naming
+from migrator.engine.node_walk import children, walk_nodes
+from migrator.engine.python_checker import PythonChecker
+from migrator.engine.sites import name_uses
+
+ROOT = Path(__file__).resolve().parents[2]
+EDGES = '''
+import torch, triton
+from torch import rsqrt as r, nonzero
+from torch.nn.functional import softmax as sm, silu
+__all__ = ["Norm"]
+__all__ += ["extra"]
+
+class Norm(torch.nn.Module):
+    @staticmethod
+    def rms(x, eps=1e-6):
+        v = x.pow(2).mean(-1, keepdim=True)
+        return x * r(v + eps) * 2
+
+    def forward(self, x, mask):
+        global STEP
+        import numpy as np
+        a, b = x.chunk(2, -1)
+        y = silu(a) * b
+        att = sm(x @ x.transpose(-2, -1) / 8, dim=-1)
+        try:
+            from apex import amp
+        except ImportError:
+            amp = None
+        finally:
+            pass
+        match y:
+            case [first, *rest]:
+                import os
+            case {"k": v, **others}:
+                pass
+        if STEP % 10 == 0:
+            print(y, x.item(), x[mask > 0], torch.float64)
+        out = x[x != 0].double() + nonzero(x).sum()
+        (lambda q: q.npu_rms_norm)(x)
+        f = (att + x.npu_swiglu)
+        return att @ x, 1 .real, [g for g in x], f, x.cpu()
+async def train_step(loader):
+    async for batch in loader:
+        loss = batch.sum()
+        loss.backward()
+        print(f"{loss}", loss.item())
+def caller(): return Norm().rms(torch.ones(1)).softmax(-1).npu_fusion_attention()
+'''
+
+
+def _modules() -> list[tuple[str, str]]:
+    paths = sorted([*(ROOT / "samples").rglob("*.py"), *(ROOT / "tests" / "fixtures").rglob("*.py"),
+                    *(ROOT / "migrator" / "engine").glob("*.py")])
+    out = [("edges.py", EDGES)]
+    for path in paths:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        try:
+            ast.parse(text)
+        except SyntaxError:
+            continue
+        out.append((path.name, text))
+    return out
+
+
+MODULES = _modules()
+
+
+@pytest.fixture(scope="module")
+def checked() -> list[tuple[str, str, ast.Module, PythonChecker]]:
+    catalogue = load_catalogue()
+    out = []
+    for name, text in MODULES:
+        tree = ast.parse(text)
+        checker = PythonChecker(catalogue, lambda rule: True, tree)
+        checker.visit(tree)
+        out.append((name, text, tree, checker))
+    return out
+
+
+LEAVES = (ast.expr_context, ast.operator, ast.cmpop, ast.unaryop, ast.boolop)
+
+
+def test_walk_nodes_is_ast_walk_without_contexts_and_operators():
+    for name, text in MODULES:
+        tree = ast.parse(text)
+        expected = [id(n) for n in ast.walk(tree) if not isinstance(n, LEAVES)]
+        assert [id(n) for n in walk_nodes(tree)] == expected, name
+        for node in ast.walk(tree):
+            assert [id(n) for n in children(node)] == [id(n) for n in ast.iter_child_nodes(node)
+                                                      if not isinstance(n, LEAVES)]
+        for func in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
+            own = list(fusion_checker.own_nodes(func))
+            assert [id(n) for n in fusion_checker.own_node_list(func)] == [id(n) for n in own]
+            assert [id(n) for n in fusion_checker.own_node_list(func, leaves=False)] == \
+                [id(n) for n in own if not isinstance(n, (ast.Name, ast.Constant))]
+
+
+def _regex_lines_naming(text: str, words: tuple[str, ...], aliases: dict[str, set[str]]) -> list[int]:
+    """The replaced `_lines_naming`: one alternation over the text."""
+    names = set(words) | {local for local, bound in aliases.items() if any(w in b for b in bound for w in words)}
+    pattern = re.compile("|".join(sorted(map(re.escape, names), key=len, reverse=True)))
+    lines: set[int] = set()
+    line, previous = 1, 0
+    for m in pattern.finditer(text):
+        line += text.count("\n", previous, m.start())
+        previous = m.start()
+        lines.add(line)
+    return sorted(lines)
+
+
+@pytest.mark.parametrize("text", ["", "softmax", "a\nsoftmax softmax\n\nrsqrt", "xsoftmaxrsqrt\n", "fsilu\nfsi\n",
+                                  "r(x)\nrr\n", "\n\nsilu", "rotate_half\r\nsoftmax\n"])
+def test_lines_naming_by_word_agrees_with_the_alternation(text):
+    for aliases in ({}, {"r": {"torch.rsqrt"}, "fsi": {"torch.softmax"}, "self.s": {"torch.nn.functional.silu"}}):
+        found = _lines_naming(text, FUSION_WORDS, aliases)
+        assert found.lines == _regex_lines_naming(text, FUSION_WORDS, aliases)
+        for word in FUSION_WORDS:
+            assert found.naming(word).lines == _regex_lines_naming(text, (word,), aliases)
+
+
+def test_module_texts_lines_naming_agrees_with_the_alternation(checked):
+    for name, text, _tree, checker in checked:
+        assert _lines_naming(text, FUSION_WORDS, checker.aliases).lines == \
+            _regex_lines_naming(text, FUSION_WORDS, checker.aliases), name
+
+
+def test_fused_here_reads_the_names_unparsing_would(checked):
+    for _name, _text, tree, _checker in checked:
+        for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+            assert fusion_checker._last_name(call.func) == fusion_checker.src(call.func).rsplit(".", 1)[-1]
+
+
+def _advice(checker: PythonChecker, text: str, every_detector: bool) -> list[tuple]:
+    """The fusion advice of a module: by the word gate (as `module_check.advise`), or every detector on every
+    function whose lines name any word, each reading all its nodes, names and constants too (the replaced code)."""
+    out: list[tuple] = []
+
+    def emit(impl: str, node: ast.AST, symbol: str, replacement: str) -> None:
+        out.append((impl, id(node), symbol, replacement))
+
+    mentions = _lines_naming(text, FUSION_WORDS, checker.aliases)
+    for func in checker.functions:
+        last = func.end_lineno or func.lineno
+        if not mentions.within(func.lineno, last):
+            continue
+        first = min([func.lineno, *(d.lineno for d in func.decorator_list)])
+        named = None if every_detector else (lambda w, a=first, b=last: mentions.naming(w).within(a, b))
+        body = fusion_checker.Body(func, checker.qualnames)
+        if every_detector:
+            body.nodes = list(fusion_checker.own_nodes(func))
+        fusion_checker.detect_all(body, emit, fusion_attention.attention, named)
+    return out
+
+
+def test_a_detector_skipped_by_its_word_would_have_found_nothing(checked):
+    found = 0
+    for name, text, _tree, checker in checked:
+        expected = _advice(checker, text, every_detector=True)
+        assert _advice(checker, text, every_detector=False) == expected, name
+        found += len(expected)
+    assert found  # the modules hold patterns: the comparison saw some
+
+
+def _perf(text: str, checker: PythonChecker, walker: type | None) -> list[tuple]:
+    """The perf lint's hot-region hits: by `perf_checker.hot_path`'s walker, or by `walker`."""
+    out: list[tuple] = []
+
+    def emit(impl: str, node: ast.AST, symbol: str, replacement: str) -> None:
+        out.append((impl, id(node), symbol, replacement))
+
+    hot = None
+    for region in perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines).hot_regions():
+        hot = hot or (perf_checker.hot_path if walker is None else walker)(checker.qualnames, emit, text)
+        hot.walk_region(region)
+    return out
+
+
+class _Eager(perf_checker.HotPath):
+    """The replaced walker: every attribute checked, each region's tensor names found before its walk."""
+
+    visit_Attribute = perf_checker.HotPath.visit_Call
+
+    def walk_region(self, region: ast.AST) -> None:
+        self.region, self._tensors, self.logging = region, perf_checker.tensor_names(region) if self.prints else set(), False
+        self.generic_visit(region)
+
+
+def test_the_hot_path_walker_reports_what_the_eager_one_did(checked):
+    found = 0
+    for name, text, _tree, checker in checked:
+        expected = _perf(text, checker, _Eager)
+        assert _perf(text, checker, None) == expected, name
+        found += len(expected)
+    assert found
+
+
+def _old_scopes(tree: ast.AST) -> tuple[list[int], list[set[str]], dict[int, int | None], dict[int, int | None]]:
+    """The replaced `ImportScopes._walk`: every node entered."""
+    functions: list[ast.AST] = []
+    declared: list[set[str]] = []
+    scope_of: dict[int, int | None] = {}
+    line_scope: dict[int, int | None] = {}
+
+    def walk(node: ast.AST, scope: int | None) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                functions.append(child)
+                declared.append(set())
+                walk(child, len(functions) - 1)
+                continue
+            if isinstance(child, (ast.Global, ast.Nonlocal)) and scope is not None:
+                declared[scope].update(child.names)
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                scope_of[id(child)] = scope
+                scope_of.update((id(alias), scope) for alias in child.names)
+                for line in range(child.lineno, (child.end_lineno or child.lineno) + 1):
+                    line_scope[line] = scope
+            walk(child, scope)
+
+    walk(tree, None)
+    return [id(f) for f in functions], declared, scope_of, line_scope
+
+
+def _old_exported(tree: ast.AST, scope_of: dict[int, int | None], package_init: bool) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets) and node.value is not None:
+                names.update(import_scopes._strings(node.value))
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("extend", "append")
+              and isinstance(node.func.value, ast.Name) and node.func.value.id == "__all__"):
+            names.update(s for a in node.args for s in import_scopes._strings(a))
+    if package_init:
+        names.update(alias.asname or alias.name.split(".")[0] for stmt in ast.walk(tree)
+                     if isinstance(stmt, (ast.Import, ast.ImportFrom)) and scope_of.get(id(stmt)) is None
+                     for alias in stmt.names if alias.name != "*")
+    return names
+
+
+def _old_name_uses(tree: ast.AST) -> Counter[str]:
+    uses: Counter[str] = Counter()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            uses[node.id] += 1
+        elif isinstance(node, (ast.arg, ast.keyword)) and node.arg:
+            uses[node.arg] += 1
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            uses[node.name] += 1
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            uses[node.name] += 1
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            uses.update(node.names)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            uses[node.name] += 1
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            uses[node.rest] += 1
+    return uses
+
+
+ALL_EDGES = [
+    "import a\n__all__ = ['a']\n__all__.extend(['b'])\n__all__.append('c')\n",
+    "import a\n__all__ = ['a']\n[__all__.append('x') for n in (1,)]\n",  # one `__all__` inside an expression
+    "import a\nx = __all__ = ['a']\n__all__: list = ['d']\n__all__: list\nif a:\n    __all__ += ['e']\n",
+    "import a\n__all__ = ['a'] + __all__\ndef f(__all__=None): pass\n",
+    "import a\nprint(__all__)\n__all__.remove('a')\n",
+]
+
+
+@pytest.mark.parametrize("package_init", [False, True])
+def test_import_scopes_agree_with_the_walk_of_every_node(package_init):
+    for name, text in [*MODULES, *(("all-edges.py", text) for text in ALL_EDGES)]:
+        tree = ast.parse(text)
+        scopes = import_scopes.ImportScopes(tree, name_uses, package_init)
+        functions, declared, scope_of, line_scope = _old_scopes(tree)
+        assert ([id(f) for f in scopes.functions], scopes.declared, scopes.scope_of, scopes.line_scope) == \
+            (functions, declared, scope_of, line_scope), name
+        assert name_uses(tree) == _old_name_uses(tree), name
+        scopes.uses(None)  # as the scan asks: before `re_exported`
+        assert scopes.exported == _old_exported(tree, scope_of, package_init), name
+        for index, func in enumerate(scopes.functions):  # read for the ids of names: contexts and operators no matter
+            assert scopes.inside(index) == {id(n) for n in ast.walk(func) if not isinstance(n, LEAVES)}, name
+
+
+def _reference_hits(checker: PythonChecker, soc: str, training: tuple[str, ...]) -> list[tuple]:
+    """The replaced `_call_hits` and `_method_hits`: every name looked up in full, every verdict worked out."""
+    from migrator.catalogue.coverage import lookup
+    from migrator.catalogue.coverage._dtypes import DEFAULT_DTYPES, METADATA_APIS
+    from migrator.engine.coverage_checker import AMBIGUOUS_METHODS, _message
+    from migrator.ground.model import CoverageInfo
+
+    local = frozenset(DEFAULT_DTYPES | checker.dtypes_used)
+    used = local | set(training)
+    noted: set[str] = set()
+
+    def verdict(entry, name: str, dtypes: frozenset[str]) -> tuple:
+        impl, message, status = _verdict(entry, name, soc, None, {}, dtypes)
+        if impl in INFO_ONCE:
+            impl = None if name in noted else impl
+            noted.add(name)
+        return impl, message, status
+
+    out = []
+    for name, node in checker.calls:
+        if name.startswith(("torch.npu.", "torch_npu.")) or name in METADATA_APIS:
+            continue
+        entry = lookup(name, soc=soc)
+        if entry.known:
+            impl, message, status = verdict(entry, name, local if name.startswith(SETUP_PREFIXES) else used)
+            out.append((impl, node.func, name, message, CoverageInfo(status, soc, entry.dtypes, entry.note), name, status))
+    for receiver, method, node in checker.method_calls:
+        known_tensor = receiver is not None and receiver in checker.tensor_names
+        name = f"torch.Tensor.{method}"
+        if (not known_tensor and method in AMBIGUOUS_METHODS) or name in METADATA_APIS:
+            continue
+        entry = lookup(name, soc=soc)
+        if not entry.known:
+            continue
+        if known_tensor:
+            impl, message, status = verdict(entry, name, used)
+            out.append((impl, node.func, name, message, CoverageInfo(status, soc, entry.dtypes, entry.note), name, status))
+        elif entry.status in ("unsupported", "cpu_fallback"):
+            out.append(("tensor-method-unknown-receiver", node.func, name,
+                        _message(entry, name) + " (if the receiver is a tensor)",
+                        CoverageInfo(entry.status, soc, entry.dtypes, entry.note), None, None))
+    return out
+
+
+COVERAGE_EDGES = '''
+import torch
+from torch import nn
+idx = torch.zeros(4, dtype=torch.int32)
+x = torch.randn(3)
+x.masked_fill(idx > 0, 0).kthvalue(1).double()
+torch.topk(x, 2, sorted=False)
+y.frobnicate_unlisted(x).index_add_(0, idx, x)
+nn.init.normal_(x)
+torch.npu.synchronize(); x.size(); x.item()
+'''
+
+
+@pytest.mark.parametrize("soc", ["A2", "A3"])
+@pytest.mark.parametrize("training", [(), ("bf16",), ("bf16", "fp16")])
+def test_coverage_hits_are_the_full_lookups(checked, soc, training):
+    catalogue = load_catalogue()
+    tree = ast.parse(COVERAGE_EDGES)
+    edges = PythonChecker(catalogue, lambda rule: True, tree)
+    edges.visit(tree)
+    found = 0
+    for name, _text, _tree, checker in [*checked, ("coverage-edges.py", COVERAGE_EDGES, tree, edges)]:
+        expected = _reference_hits(checker, soc, training)
+        assert list(coverage_hits(checker, soc, None, {}, training, training_free=())) == expected, name
+        found += len(expected)
+    assert found
+
+
+def test_depends_on_training_is_the_full_comparison(checked):
+    from migrator.catalogue.coverage import lookup
+    from migrator.catalogue.coverage._dtypes import DEFAULT_DTYPES, TRAINING_DTYPES
+
+    for name, _text, _tree, checker in checked:
+        local = frozenset(DEFAULT_DTYPES | checker.dtypes_used)
+        every = local | frozenset(TRAINING_DTYPES)
+        names = [n for n, _ in checker.calls if not n.startswith(SETUP_PREFIXES)]
+        names += [f"torch.Tensor.{m}" for r, m, _ in checker.method_calls if r is not None and r in checker.tensor_names]
+        expected = every != local and any(
+            (entry := lookup(n, soc="A2")).known and entry.status == "partial"
+            and _verdict(entry, n, "A2", None, {}, local) != _verdict(entry, n, "A2", None, {}, every)
+            for n in dict.fromkeys(names))
+        assert depends_on_training(checker, "A2", None, {}) == expected, name
+
+
+@pytest.mark.parametrize("name", ["torch.nn.functional.gelu", "torch.Tensor.add", "Tensor.add", "torch.Tensor.nope",
+                                  "torch.nn.modules.linear.Linear", "torch.functional.einsum", "torch.ops.aten.add",
+                                  "aten::mm", "torch.cuda.synchronize", "torch_npu.npu.x", " `torch.add()` ", "numpy.add"])
+def test_listed_is_lookups_known(name):
+    from migrator.catalogue.coverage import lookup
+    from migrator.catalogue.coverage._table import listed
+
+    assert listed(name, soc="A2") == lookup(name, soc="A2").known
+
+
+def test_scope_dtypes_binds_from_no_node_outside_its_binder_classes():
+    from migrator.engine.dtype_evidence import _BINDERS, ScopeDtypes
+
+    for name, text in MODULES:
+        tree = ast.parse(text)
+        scope = ScopeDtypes(tree, [], lambda node: set())
+        for node in ast.walk(tree):
+            if node.__class__ not in _BINDERS:
+                scope._bind(node)  # noqa: SLF001 - what skipping it leaves out
+        assert scope._values == {}, name  # noqa: SLF001
