@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import bisect
+import copy
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -40,10 +41,11 @@ class WholeModuleNeeded(Exception):
 
 @dataclass(frozen=True)
 class SourceStatement(cst.SimpleStatementLine):
-    """A top-level statement without work, as libcst holds it once parsed: its leading lines, then its
-    source text from its first line to its newline. Never walked into (it holds nothing to walk)."""
+    """A statement without work, as libcst holds it once parsed: its leading lines, then its source text from
+    its first line (indentation included) to its newline. Never walked into (it holds nothing to walk)."""
 
     source: str = ""
+    indent: str = ""  # where it stands: elsewhere (moved into another block) its text would be wrong
     functions: tuple[str, ...] = ()  # the functions it defines, in source order (the import removal numbers them)
 
     def _visit_and_replace_children(self, visitor: Any) -> SourceStatement:
@@ -52,16 +54,25 @@ class SourceStatement(cst.SimpleStatementLine):
     def _codegen_impl(self, state: Any) -> None:
         for line in self.leading_lines:
             line._codegen(state)
+        if "".join(state.indent_tokens) != self.indent:
+            raise WholeModuleNeeded  # moved by a fix: only the parsed statement can be indented anew
         state.add_token(self.source)
+
+
+def _is_stand_in(stmt: cst.CSTNode) -> bool:
+    if isinstance(stmt, cst.If) and isinstance(stmt.test, cst.Integer) and isinstance(stmt.body, cst.IndentedBlock):
+        return len(stmt.body.body) == 1 and _is_stand_in(stmt.body.body[0])  # `if 0:` over one
+    if not isinstance(stmt, cst.SimpleStatementLine) or len(stmt.body) != 1 or not isinstance(stmt.body[0], cst.Assign):
+        return False
+    target = stmt.body[0].targets[0].target
+    return isinstance(target, cst.Name) and target.value == NAME
 
 
 @dataclass(frozen=True)
 class StandIns:
-    text: str  # what libcst parses: the source with each top-level statement without work stood in for
-    body: list[ast.stmt]  # the top level as libcst sees it: a statement's `ast` nodes, or one node per stand-in
-    at: tuple[int, ...]  # the index of each stand-in in `body`
-    sources: tuple[str, ...]  # each one's source text
-    functions: tuple[tuple[str, ...], ...]  # the functions each defines
+    text: str  # what libcst parses: the source with each statement without work stood in for
+    body: list[ast.stmt]  # the top level as libcst sees it, a `Pass` spanning each stand-in (blocks copied likewise)
+    sources: tuple[tuple[str, str, tuple[str, ...]], ...]  # (source text, indentation, functions) of each, in order
 
     def mentions(self, names: Iterable[str]) -> bool:
         """Whether a name of `names` is spelled in a statement stood in for (else none of its uses is there)."""
@@ -69,17 +80,57 @@ class StandIns:
         if not words:
             return False
         spelled = re.compile(rf"\b(?:{'|'.join(words)})\b")
-        return any(spelled.search(source) for source in self.sources)
+        return any(spelled.search(source) for source, _, _ in self.sources)
 
     def install(self, module: cst.Module) -> cst.Module:
-        """`module` (parsed from `text`) with each stand-in its `SourceStatement`."""
-        body = list(module.body)
-        if len(body) != len(self.body):
+        """`module` (parsed from `text`) with each stand-in a `SourceStatement`."""
+        installer = _Installer(self.sources)
+        body = installer.statements(module.body)
+        if installer.count != len(self.sources) or len(body) != len(self.body):
             raise WholeModuleNeeded  # not the statements `ast` found
-        for at, source, functions in zip(self.at, self.sources, self.functions):
-            body[at] = SourceStatement(body=[cst.Pass()], leading_lines=body[at].leading_lines, source=source,
-                                       functions=functions)
         return module.with_changes(body=body)
+
+
+class _Installer:
+    """Puts each stand-in's `SourceStatement` in its place, in source order."""
+
+    def __init__(self, sources: Sequence[tuple[str, str, tuple[str, ...]]]):
+        self.sources = iter(sources)
+        self.count = 0
+
+    def statements(self, body: Sequence[Any]) -> list[Any]:
+        new = []
+        for stmt in body:
+            if _is_stand_in(stmt):
+                self.count += 1
+                source, indent, functions = next(self.sources, ("", "", ()))
+                stmt = SourceStatement(body=[cst.Expr(cst.Name(NAME))], leading_lines=stmt.leading_lines,
+                                       source=source, indent=indent, functions=functions)
+            elif isinstance(stmt, cst.BaseCompoundStatement):
+                stmt = self.compound(stmt)
+            new.append(stmt)
+        return new
+
+    def suite(self, node: Any) -> Any:
+        """An indented block, or a part (else, except, finally) holding one, with its stand-ins in place."""
+        block = node if isinstance(node, cst.BaseSuite) else node.body
+        if not isinstance(block, cst.IndentedBlock):
+            return node
+        new = block.with_changes(body=self.statements(block.body))
+        return new if node is block else node.with_changes(body=new)
+
+    def compound(self, stmt: Any) -> Any:
+        if isinstance(stmt, cst.Match):
+            return stmt  # never stood in for inside (`_Builder.compound`)
+        changes: dict[str, Any] = {"body": self.suite(stmt.body)}
+        orelse = getattr(stmt, "orelse", None)
+        if orelse is not None:
+            changes["orelse"] = self.compound(orelse) if isinstance(orelse, cst.If) else self.suite(orelse)
+        if isinstance(stmt, (cst.Try, cst.TryStar)):
+            changes["handlers"] = [self.suite(h) for h in stmt.handlers]
+            if stmt.finalbody is not None:
+                changes["finalbody"] = self.suite(stmt.finalbody)
+        return stmt.with_changes(**changes)
 
 
 def _functions(body: Sequence[ast.stmt], found: list[str]) -> list[str]:
@@ -113,10 +164,6 @@ def _kept(group: list[ast.stmt], index: int) -> bool:
     node = group[0]
     if index == 0 and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
         return True  # the module docstring
-    if any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in group):
-        return True
-    if isinstance(node, _TRY) and any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in node.body):
-        return True
     return isinstance(node, ast.Match)  # its first indented line may be a `case`, not a statement
 
 
@@ -165,50 +212,115 @@ def _first_indent(lines: _Lines, node: ast.stmt) -> str | None:
     return ""
 
 
-def _blank_or_comment(line: str) -> bool:
-    return not line or line.startswith("#")
-
-
-def _stand_in(lines: _Lines, first: int, last: int, indent: str) -> str:
+def _stand_in(lines: _Lines, first: int, last: int, indent: str, opens: str = "") -> str:
+    """`first`..`last` as one statement of as many lines; under `if 0:` with its string `opens` indented."""
     newlines = [lines.newline_after(n) for n in range(first, last)]
-    if indent:  # `if 0:` over an indented string: libcst meets this indented line where the source has one
-        body = f"{indent}0" if len(newlines) == 1 else f"{indent}'''" + "".join(newlines[1:]) + "'''"
-        return "if 0:" + newlines[0] + body
+    if opens:  # libcst meets this indented line where the source has one
+        return "if 0:" + newlines[0] + opens + _stand_in(lines, first + 1, last, opens)
     return f"{NAME} = 0" if not newlines else f"{NAME} = '''" + "".join(newlines) + "'''"
 
 
+class _Builder:
+    """The stand-in text and, for `positions`, the `ast` statements as libcst will find them."""
+
+    def __init__(self, text: str, work_lines: Sequence[int]):
+        self.lines = _Lines(text)
+        self.work_lines = work_lines
+        self.parts: list[str] = []
+        self.done = 0  # offset of the text copied so far
+        self.sources: list[tuple[str, str, tuple[str, ...]]] = []  # (source text, indentation, functions) of each
+
+    def _has_work(self, first: int, last: int) -> bool:
+        at = bisect.bisect_left(self.work_lines, first)
+        return at < len(self.work_lines) and self.work_lines[at] <= last
+
+    def block(self, nodes: Sequence[ast.stmt], indent: str) -> list[ast.stmt]:
+        """`nodes` (a block at `indent`) with a `Pass` spanning each statement stood in for."""
+        out: list[ast.stmt] = []
+        for index, group in enumerate(_groups(nodes)):
+            first, last = _first_line(group[0]), max(n.end_lineno or n.lineno for n in group)
+            if self._has_work(first, last):
+                out.extend([self.compound(group[0])] if isinstance(group[0], _COMPOUND) else group)
+                continue
+            opens = self._stand_in_form(group, index, indent, first, last)
+            if opens is None:
+                out.extend(group)
+                continue
+            lines = self.lines
+            start = lines.starts[first - 1]
+            self.parts += [lines.text[self.done:start + len(indent)], _stand_in(lines, first, last, indent, opens)]
+            self.done = lines.end(last)
+            out.append(ast.Pass(lineno=first, end_lineno=last, col_offset=len(indent), end_col_offset=len(indent)))
+            functions = tuple(_functions(group, [])) if isinstance(group[0], _COMPOUND) else ()
+            self.sources.append((lines.text[start:lines.starts[last] if last < len(lines.starts) else len(lines.text)],
+                                 indent, functions))
+        return out
+
+    def _stand_in_form(self, group: list[ast.stmt], index: int, indent: str, first: int, last: int) -> str | None:
+        """None where the statement is parsed as it is; else the indentation of the `if 0:` block its stand-in
+        opens ("" for a plain one)."""
+        lines, node = self.lines, group[0]
+        line = lines.line(first)
+        if line[:len(indent)] != indent or line[len(indent):len(indent) + 1] in ("", " ", "\t"):
+            return None
+        if (not indent and _kept(group, index)) or any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in group):
+            return None
+        if isinstance(node, _TRY) and any(isinstance(n, (ast.Import, ast.ImportFrom)) for n in node.body):
+            return None
+        if not _ends_cleanly(lines, group[-1]):
+            return None
+        if not isinstance(node, _COMPOUND):
+            return ""
+        # a compound statement's blocks keep the comment lines after it indented past the statement (their footer)
+        for number in range(last + 1, len(lines.starts) + 1):
+            after = lines.line(number)
+            code = after.lstrip(" \t\f")
+            if code and not code.startswith("#"):
+                break
+            if len(after) - len(code) > len(indent):
+                return None
+        return "" if indent else _first_indent(lines, node)
+
+    def compound(self, node: ast.stmt) -> ast.stmt:
+        """A copy of `node` whose indented blocks are the `block`s of its statements (`match` left whole)."""
+        if isinstance(node, ast.Match):
+            return node
+        new = copy.copy(node)
+        new.body = self._suite(node.body)  # type: ignore[attr-defined]
+        if getattr(node, "handlers", None):
+            new.handlers = [self._handler(h) for h in node.handlers]  # type: ignore[attr-defined]
+        orelse = getattr(node, "orelse", None)
+        if orelse and isinstance(orelse[0], ast.If) and len(orelse) == 1 and self.lines.line(orelse[0].lineno).lstrip().startswith("elif"):
+            elif_ = orelse[0]
+            new.orelse = [self.compound(elif_) if self._has_work(elif_.lineno, elif_.end_lineno or elif_.lineno) else elif_]  # type: ignore[attr-defined]
+        elif orelse:
+            new.orelse = self._suite(orelse)  # type: ignore[attr-defined]
+        if getattr(node, "finalbody", None):
+            new.finalbody = self._suite(node.finalbody)  # type: ignore[attr-defined]
+        return new
+
+    def _handler(self, handler: ast.excepthandler) -> ast.excepthandler:
+        new = copy.copy(handler)
+        new.body = self._suite(handler.body)  # type: ignore[attr-defined]
+        return new
+
+    def _suite(self, block: list[ast.stmt]) -> list[ast.stmt]:
+        """The block's statements; an indented block's with stand-ins, a one-line block's as they are."""
+        first = block[0]
+        prefix = self.lines.line(first.lineno)[:first.col_offset]
+        if not prefix or prefix.strip() or self.lines.line(first.lineno - 1).endswith("\\"):
+            return block
+        return self.block(block, prefix)
+
+
 def stand_ins(text: str, tree: ast.Module, work_lines: Sequence[int]) -> StandIns | None:
-    """The text for libcst with each top-level statement that holds none of `work_lines` (sorted) stood in
-    for, where it can be; None where none can."""
-    lines = _Lines(text)
-    groups = _groups(tree.body)
-    firsts = [_first_line(g[0]) for g in groups]
-    body: list[ast.stmt] = []
-    parts: list[str] = []
-    at: list[int] = []
-    sources: list[str] = []
-    functions: list[tuple[str, ...]] = []
-    done = 0  # offset of the text copied so far
-    for index, group in enumerate(groups):
-        first, last = firsts[index], max(n.end_lineno or n.lineno for n in group)
-        next_work = bisect.bisect_left(work_lines, first)
-        compound = isinstance(group[0], _COMPOUND)
-        following = firsts[index + 1] if index + 1 < len(groups) else len(lines.starts) + 1
-        indent = _first_indent(lines, group[0]) if compound else ""
-        if (next_work < len(work_lines) and work_lines[next_work] <= last) or _kept(group, index) or lines.text[
-                lines.starts[first - 1]:lines.starts[first - 1] + 1] in ("", " ", "\t") or not _ends_cleanly(lines, group[-1]) or (
-                indent is None or compound and not all(_blank_or_comment(lines.line(n)) for n in range(last + 1, following))):
-            # a compound statement's block keeps indented comment lines after it (its footer): not stood in for
-            body.extend(group)
-            continue
-        start = lines.starts[first - 1]
-        parts += [text[done:start], _stand_in(lines, first, last, indent)]
-        done = lines.end(last)
-        at.append(len(body))
-        body.append(ast.Pass(lineno=first, end_lineno=last, col_offset=0, end_col_offset=0))
-        sources.append(text[start:lines.starts[last] if last < len(lines.starts) else len(text)])
-        functions.append(tuple(_functions(group, [])) if compound else ())
-    if not at:
+    """The text for libcst with each statement that holds none of `work_lines` (sorted) stood in for, where
+    it can be; None where none can."""
+    if NAME in text:
         return None
-    parts.append(text[done:])
-    return StandIns("".join(parts), body, tuple(at), tuple(sources), tuple(functions))
+    builder = _Builder(text, work_lines)
+    body = builder.block(tree.body, "")
+    if not builder.sources:
+        return None
+    builder.parts.append(text[builder.done:])
+    return StandIns("".join(builder.parts), body, tuple(builder.sources))
