@@ -57,6 +57,8 @@ class SourceStatement(cst.SimpleStatementLine):
         if "".join(state.indent_tokens) != self.indent:
             raise WholeModuleNeeded  # moved by a fix: only the parsed statement can be indented anew
         state.add_token(self.source)
+        if not self.source.endswith(("\n", "\r")):  # the file's last line: the newline libcst drops at its end
+            state.add_token(state.default_newline)
 
 
 def _is_stand_in(stmt: cst.CSTNode) -> bool:
