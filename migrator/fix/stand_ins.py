@@ -1,18 +1,22 @@
-"""Parse with libcst only the top-level statements that hold work.
+"""Parse with libcst only the statements that hold work.
 
-libcst's parse is the largest part of fixing a module, and most of a changed module's top-level statements
-hold no site (a 2,000-line class beside the function with one `.cuda()`). In the text libcst parses, each
-such statement is replaced by a stand-in of as many lines: a name assigned a triple-quoted string of that
-many newlines, one token whatever the statement held (under `if 0:`, indented as the statement's first
-block is, where the statement opens one: libcst takes the module's indentation unit from the first indented
-line). The fixer never walks into it (`positions`: no work), and `python_fixer.render` emits it as the
-statement's own source text, so the output is the same. Lines keep their numbers, so `ast`'s positions
-hold for the statements that are parsed.
+libcst's parse is the largest part of fixing a module, and most of a changed module's statements hold no
+site (a 2,000-line class around the method with one `.cuda()`). In the text libcst parses, each statement
+without work, at any depth, is replaced by a stand-in of as many lines at its indentation: a name assigned
+a triple-quoted string of that many newlines, one token whatever the statement held (at the top level
+under `if 0:`, indented as the statement's first block is, where it opens one: libcst takes the module's
+indentation unit from the first indented line). Once parsed, each stand-in becomes a `SourceStatement`:
+the fixer never walks into it (`positions`: no work) and it renders as the statement's own source text, so
+the output is the same. Lines keep their numbers, so `ast`'s positions hold for what is parsed.
 
-What fix reads of the module as a whole outside the walk stays exact: imports and a `try` holding one are
-parsed (the imports added, sorted and bound are judged on them), and so is a module docstring (nothing is
-inserted above it); a stand-in is never a string expression, so never taken for one. Where fix would read
-more (the names the module uses, its functions, its text), `WholeModuleNeeded` sends it to the whole parse.
+Not stood in for: imports and a `try` importing something (the imports added, sorted, bound and removed
+are judged on them), the module docstring (nothing goes above it; a stand-in is never a string expression),
+a `match` (its first indented line is a `case`), a compound statement followed by comment lines indented
+past it (libcst gives those to its last block), and what shares a line with another statement or ends in
+a `\\`. What fix reads of the whole module outside the walk: the names it uses (import removal, helpers,
+`torch_npu`), asked by `StandIns.mentions` (a name spelled in no stand-in has the same uses with them), and
+its functions in source order (`SourceStatement.functions`). Anything else raises `WholeModuleNeeded`: the
+module is fixed again over its whole parse (`python_fixer.fix_python`).
 """
 
 from __future__ import annotations
