@@ -188,9 +188,6 @@ class _Lines:
     def line(self, number: int) -> str:
         return self.text[self.starts[number - 1]:self.end(number)]
 
-    def newline_after(self, number: int) -> str:
-        return self.text[self.end(number):self.starts[number]]
-
 
 def _ends_cleanly(lines: _Lines, node: ast.stmt) -> bool:
     """Nothing but a comment after the statement on its last line (no `;`, no `\\`)."""
@@ -220,7 +217,7 @@ def _first_indent(lines: _Lines, node: ast.stmt) -> str | None:
 
 def _stand_in(lines: _Lines, first: int, last: int, indent: str, opens: str = "") -> str:
     """`first`..`last` as one statement of as many lines; under `if 0:` with its string `opens` indented."""
-    newlines = [lines.newline_after(n) for n in range(first, last)]
+    newlines = _NEWLINE.findall(lines.text, lines.starts[first - 1], lines.end(last))  # each line's own
     if opens:  # libcst meets this indented line where the source has one
         return "if 0:" + newlines[0] + opens + _stand_in(lines, first + 1, last, opens)
     return f"{NAME} = 0" if not newlines else f"{NAME} = '''" + "".join(newlines) + "'''"
