@@ -59,11 +59,19 @@ class _ScopedNameCounter(_NameCounter):
         self.names: list[str] = []
         self.stack: list[int] = []
 
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        for name in getattr(node, "functions", ()):  # a statement held as its source text (`fix/stand_ins.py`)
+            self._function(name)
+        return super().on_visit(node)
+
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.stack.append(len(self.functions))
+        self._function(node.name.value)
+
+    def _function(self, name: str) -> None:
         self.functions.append({})
         self.declared.append(set())
-        self.names.append(node.name.value)
+        self.names.append(name)
 
     def leave_FunctionDef(self, original_node: cst.FunctionDef) -> None:
         self.stack.pop()
@@ -204,8 +212,8 @@ def _count_functions(body: Sequence[cst.CSTNode], importless: dict[int, int]) ->
     and no `def` is found inside one)."""
     holds, functions = False, 0
     for stmt in body:
-        if isinstance(stmt, cst.SimpleStatementLine):
-            own = any(isinstance(small, (cst.Import, cst.ImportFrom)) for small in stmt.body), 0
+        if isinstance(stmt, cst.SimpleStatementLine):  # held as its source text: its functions (`fix/stand_ins.py`)
+            own = any(isinstance(small, (cst.Import, cst.ImportFrom)) for small in stmt.body), len(getattr(stmt, "functions", ()))
         elif isinstance(stmt, cst.BaseSmallStatement):  # in a one-line block (`try: import x`)
             own = isinstance(stmt, (cst.Import, cst.ImportFrom)), 0
         else:

@@ -45,6 +45,7 @@ from migrator.fix.positions import NodePositions, node_positions, source_texts
 from migrator.fix.runtime_module import RuntimeImport
 from migrator.fix.scanned_declines import declined_as_scanned
 from migrator.fix.sites import build_site
+from migrator.fix.stand_ins import StandIns, WholeModuleNeeded, stand_ins
 from migrator.fix.verbatim import with_source_text
 from migrator.ground.kinds import Target
 from migrator.ground.model import Finding
@@ -301,19 +302,53 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
     loads torch_npu on `import torch` (`fix/torch_pin.py`), so only entry points import it for its effect."""
     original_text = text
     text, shifted = syntax.normalise_form_feeds(text)
+    tree = ast.parse(text)
     by_node, whole = module_fixes.split(findings, rules)  # `whole`: fixed over the module, after the walk
     by_key = _keys(by_node, shifted)
-    tree = ast.parse(text)
+    work_lines = sorted({k[0] for k in by_key})  # an import without a finding is left as it is here
+    # a module-level fix reads the whole module; elsewhere the statements without work stand in (fix/stand_ins.py)
+    stand = None if whole else stand_ins(text, tree, work_lines)
+    if stand is not None:
+        try:
+            return _fix(_Module(original_text, text, tree, by_key, whole, work_lines), findings, rules, target, entry_point,
+                        runtime, style, context, torch_autoload, stand)
+        except WholeModuleNeeded:
+            pass
+    return _fix(_Module(original_text, text, tree, by_key, whole, work_lines), findings, rules, target, entry_point,
+                runtime, style, context, torch_autoload)
+
+
+@dataclass(frozen=True)
+class _Module:
+    """A module as `fix_python` prepared it: its text (form feeds dropped from indentation), `ast` tree,
+    findings by source range (those fixed over the whole module apart) and the lines they start on."""
+    original_text: str
+    text: str
+    tree: ast.Module
+    by_key: dict[Key, list[Finding]]
+    whole: list[Finding]
+    work_lines: list[int]
+
+
+def _fix(prepared: _Module, findings: list[Finding], rules: dict[str, Rule], target: str, entry_point: bool,
+         runtime: RuntimeImport | None, style: ImportStyle | None, context: Sequence[Finding], torch_autoload: bool,
+         stand: StandIns | None = None) -> PythonFixResult:
+    """`fix_python` over the whole module, or (`stand`) with its statements without work stood in for:
+    raises `WholeModuleNeeded` where that cannot give the same result."""
+    original_text, text, tree, by_key, whole, work_lines = (
+        prepared.original_text, prepared.text, prepared.tree, prepared.by_key, prepared.whole, prepared.work_lines)
     aliases = collect_aliases(tree)
     import_lines = {n.lineno for n in iter_statements(tree) if isinstance(n, (ast.Import, ast.ImportFrom))}
     ctx = FixContext(target=target, aliases=aliases, module_text=text, runtime=runtime,
                      import_style=style or ImportStyle())
     ctx.import_renames = import_renames(findings, rules, aliases, target)
-    module = _parsed(text, original_text, tree, findings, rules)
+    module = _parsed(text, original_text, tree, findings, rules, stand)
     if isinstance(module, PythonFixResult):
         return module
-    work_lines = sorted({k[0] for k in by_key})  # an import without a finding is left as it is here
-    positions = node_positions(module, tree, text, work_lines)
+    top = tree if stand is None else ast.Module(body=stand.body, type_ignores=[])  # one node per stand-in
+    module = module if stand is None else stand.install(module)
+    positions = node_positions(module, top, text, work_lines)
+    rendered = source_texts(module, top, text) if not positions.complete else {}
     fixer = _Fixer(ctx, by_key, rules, module, work_lines, positions)
     fixer.guards = guarded_calls(  # the scan's question on the scan's findings (engine/sites.precheck_hits)
         tree, [f.line for f in findings if f.symbol == AVAILABILITY],
@@ -321,6 +356,8 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
     new_module = module.visit(fixer)
     new_module = module_fixes.apply_module_fixes(ctx, new_module, tree, whole, rules)
     candidates = _removal_candidates(fixer, ctx, tree, text, whole)
+    if stand is not None and stand.mentions(candidates):
+        raise WholeModuleNeeded  # the removal counts each name's uses over the whole module, per function
     # built on first use: most modules remove no import and judge none
     scopes = cache(lambda: ImportScopes(tree, name_uses, bool(findings) and is_package_init(findings[0].path)))
     # a Megatron script's module-level `import torch` anchors the MindSpeed adaptor (`routes/fix.insert_adaptor`);
@@ -350,32 +387,44 @@ def fix_python(text: str, findings: list[Finding], rules: dict[str, Rule], targe
             ctx.applied.append(f)
         elif all(f is not a for a in ctx.applied):
             ctx.decline(f, import_kept(f))
+    if not ctx.applied:  # the text stays: nothing below can decline a finding
+        return _unchanged(original_text, findings, ctx)
     # the statements the fix left alone keep their source text; only rewritten ones are rendered
-    rendered = source_texts(module, tree, text) if not positions.complete else {}
     code = render(new_module, rendered, positions.cuts) if target == Target.NPU and ctx.applied else None  # for both questions
     ctx.needs_torch_npu = _needs_torch_npu(ctx, tree, new_module, lambda: render(new_module, rendered, positions.cuts), code,
-                                           entry_point, torch_autoload)
+                                           entry_point, torch_autoload, stand)
+    if stand is not None and stand.mentions({*ctx.helpers, *(ctx.runtime_names if ctx.runtime is not None else ()),
+                                             *(("torch_npu",) if code is None else ())}):
+        raise WholeModuleNeeded  # the helpers' imports and definitions are judged on the names the module uses
     new_module = ensure_module_imports(new_module, ctx, code)
-    seen = {id(f) for f in ctx.applied} | {id(f) for f, _ in ctx.declined}
-    for f in findings:
-        if id(f) not in seen:
-            ctx.decline(f, "the fix did not apply at this site")
-    if not ctx.applied:
-        return PythonFixResult(original_text, ctx.applied, ctx.declined)  # no form feed moved for nothing
+    _unchanged(original_text, findings, ctx)
     fixed = syntax.keep_final_cr(original_text, render(new_module, rendered, positions.cuts))
     return PythonFixResult(fixed, ctx.applied, ctx.declined, frozenset(ctx.runtime_names))
 
 
-def _parsed(text: str, original_text: str, tree: ast.Module, findings: list[Finding],
-            rules: dict[str, Rule]) -> cst.Module | PythonFixResult:
+
+
+def _unchanged(original_text: str, findings: list[Finding], ctx: FixContext) -> PythonFixResult:
+    """The module as it was, every finding neither applied nor declined declined (no form feed moved for nothing)."""
+    seen = {id(f) for f in ctx.applied} | {id(f) for f, _ in ctx.declined}
+    for f in findings:
+        if id(f) not in seen:
+            ctx.decline(f, "the fix did not apply at this site")
+    return PythonFixResult(original_text, ctx.applied, ctx.declined)
+
+
+def _parsed(text: str, original_text: str, tree: ast.Module, findings: list[Finding], rules: dict[str, Rule],
+            stand: StandIns | None) -> cst.Module | PythonFixResult:
     """The module's libcst tree, or its result where it needs none (the scan declined every site: nothing
     to rewrite) or libcst cannot parse it."""
     declined = declined_as_scanned(tree, findings, rules)
     if declined is not None:
         return PythonFixResult(original_text, [], declined)
     try:
-        return cst.parse_module(text)
+        return cst.parse_module(text if stand is None else stand.text)
     except cst.ParserSyntaxError as exc:  # syntax newer than the pinned libcst knows
+        if stand is not None:
+            raise WholeModuleNeeded from exc  # its message names the line of the whole module's parse
         reason = f"libcst cannot parse this file (line {exc.raw_line}: {exc.message}); fix it by hand"
         return PythonFixResult(original_text, [], [(f, reason) for f in findings])
 
@@ -399,8 +448,9 @@ NEEDS_REGISTERED_NPU = re.compile(r"\.npu\(|\.is_npu\b|\btorch_npu\b")
 
 
 def _needs_torch_npu(ctx: FixContext, tree: ast.Module, new_module: cst.Module, rendered: Callable[[], str],
-                     code: str | None, entry_point: bool, torch_autoload: bool) -> bool:
-    """Whether the fixed module gets `import torch_npu` (npu target; `code`: its text, None when not rendered)."""
+                     code: str | None, entry_point: bool, torch_autoload: bool, stand: StandIns | None = None) -> bool:
+    """Whether the fixed module gets `import torch_npu` (npu target; `code`: its text, None when not rendered;
+    `stand`: the statements `new_module` holds as source text only)."""
     needs = ctx.needs_torch_npu
     if code is not None and not needs and (entry_point or USES_TORCH_NPU.search(code)):
         needs = True  # `.npu()`, torch.npu and the "npu" device exist once torch_npu is imported
@@ -409,6 +459,8 @@ def _needs_torch_npu(ctx: FixContext, tree: ast.Module, new_module: cst.Module, 
         # no torch here and nothing that exists only once torch_npu is imported ("npu" strings do not):
         # torch_npu is registered where torch is imported (a build file or a config module gets none)
         return False
+    if needs and torch_autoload and not entry_point and code is None and stand is not None and stand.mentions(["torch_npu"]):
+        raise WholeModuleNeeded  # counted over the whole module's names
     if needs and torch_autoload and not entry_point and not torch_npu_used(new_module, ctx, code):
         return False  # registered by torch's backend autoload (fix/torch_pin.py); CPU-only hosts still import this
     return needs
