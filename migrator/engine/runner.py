@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from migrator import __version__
@@ -24,6 +24,7 @@ from migrator.engine.scanned import ScannedFile, scan_one, tree_training_dtypes
 from migrator.engine.workers import worker_pool
 from migrator.ground import input_files
 from migrator.ground.config import Settings
+from migrator.ground.framework_imports import ImportLines
 from migrator.ground.globs import compile_globs
 from migrator.ground.input_files import MAX_NOTEBOOK_BYTES
 from migrator.ground.model import FileResult, SkippedFile
@@ -38,6 +39,8 @@ class EngineOutput:
     files: tuple[FileResult, ...]
     skipped: tuple[SkippedFile, ...]
     training_dtypes: tuple[str, ...] = ()  # the 16-bit dtypes the scanned files show (op verdicts)
+    # the framework import lines of each Python file read, by relative path (route detection reads no file again)
+    framework_imports: Mapping[str, ImportLines] = field(default_factory=dict)
 
 
 def _coverage_digest() -> str:
@@ -224,4 +227,5 @@ def run(settings: Settings, paths: list[Path], options: ScanOptions, progress: P
     dtypes = tree_training_dtypes(files)
     ordered = tuple(f.for_training(dtypes) for f in files)
     skipped.extend(SkippedFile(r.path, r.skipped) for r in ordered if r.skipped)
-    return EngineOutput(ordered, tuple(sorted(skipped, key=lambda s: s.path)), dtypes)
+    imports = {c.rel: f.framework_imports for c, f in zip(candidates, files) if f.framework_imports is not None}
+    return EngineOutput(ordered, tuple(sorted(skipped, key=lambda s: s.path)), dtypes, imports)

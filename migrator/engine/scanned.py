@@ -17,6 +17,7 @@ from pathlib import Path
 from migrator.catalogue.coverage._dtypes import TRAINING_DTYPES, training_dtypes
 from migrator.engine.scan_file import CheckMemo, ScanOptions, judged_scan, read_for_scan
 from migrator.ground.cycles import cycle_collection_paused
+from migrator.ground.framework_imports import ImportLines, import_lines
 from migrator.ground.model import FileResult
 
 #: every non-empty set of training dtypes, in `TRAINING_DTYPES` order
@@ -29,6 +30,9 @@ class ScannedFile:
     base: FileResult  # as for a tree that trains in no 16-bit dtype
     evidence: tuple[str, ...] = ()  # the 16-bit training dtypes this file shows
     variants: tuple[tuple[tuple[str, ...], FileResult], ...] = ()  # (training dtypes, result) where it differs
+    # a Python file's framework import lines (route detection's evidence, read here so the file is read once);
+    # None where the file was not read
+    framework_imports: ImportLines | None = None
 
     def for_training(self, dtypes: tuple[str, ...]) -> FileResult:
         return dict(self.variants).get(dtypes, self.base)
@@ -56,11 +60,12 @@ def _scan_one(path: Path, rel: str, kind: str, options: ScanOptions, data: bytes
     memo = CheckMemo()  # the variants below share the base scan's parse and check
     base, sensitive = judged_scan(data, rel, kind, base_options, memo)
     evidence = training_dtypes([data])
+    imports = import_lines(data) if kind == "python" else None
     if not sensitive:
-        return ScannedFile(base, evidence)
+        return ScannedFile(base, evidence, framework_imports=imports)
     variants = []
     for dtypes in TRAINING_SETS:
         result, _ = judged_scan(data, rel, kind, replace(options, training_dtypes=dtypes), memo)
         if result != base:
             variants.append((dtypes, result))
-    return ScannedFile(base, evidence, tuple(variants))
+    return ScannedFile(base, evidence, tuple(variants), imports)

@@ -16,6 +16,7 @@ from migrator import __version__
 from migrator.catalogue.loader import Rule, load_catalogue
 from migrator.ground import declines
 from migrator.ground.config import Settings
+from migrator.ground.framework_imports import ImportLines
 from migrator.ground.model import (
     CoverageSummary,
     FileResult,
@@ -75,7 +76,8 @@ def scan_tree(settings: Settings, paths: list[Path], progress: Progress | None =
     summary = replace(summary, coverage=coverage_summary(ops, settings) if coverage_on else None)
     tool = ToolInfo("ascend-migrate", __version__, catalogue.digest, coverage_table_name(settings))
     result = RunResult(tool=tool, summary=summary, findings=findings, skipped=output.skipped)
-    result = apply_route(declines.mark_manual(result, declines.recorded(settings.root)), settings, paths, overlay)
+    result = apply_route(declines.mark_manual(result, declines.recorded(settings.root)), settings, paths, overlay,
+                         output.framework_imports)
     return TreeScan(with_evidence_roles(result, roles), output.training_dtypes)
 
 
@@ -96,9 +98,10 @@ def without_own_modules(files: Sequence[FileResult], root: Path) -> list[FileRes
 
 
 def apply_route(result: RunResult, settings: Settings, paths: list[Path],
-                overlay: Mapping[str, bytes] | None = None) -> RunResult:
+                overlay: Mapping[str, bytes] | None = None,
+                framework_imports: Mapping[str, ImportLines] | None = None) -> RunResult:
     """Framework routes (migrator/routes): `--route none` leaves the result as the rules made it; a framework
-    is detected from the scanned paths only."""
+    is detected from the scanned paths only (`framework_imports`: the import lines the scan found, by path)."""
     if settings.route == "none":
         return result
     from migrator.routes import CHOICES, apply_routes
@@ -107,7 +110,7 @@ def apply_route(result: RunResult, settings: Settings, paths: list[Path],
     if settings.route not in CHOICES:
         raise UsageError(f"unknown route {settings.route!r}; choose one of {', '.join(CHOICES)}")
     try:
-        return apply_routes(result, settings.root, settings.route, paths, settings.exclude, overlay)
+        return apply_routes(result, settings.root, settings.route, paths, settings.exclude, overlay, framework_imports)
     except RouteTableError as exc:
         raise UsageError(str(exc)) from None
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from migrator.ground.framework_imports import ImportLines
 from migrator.ground.model import Finding, RouteMark, RunResult, finding_counts
 from migrator.routes.detect import CANONICAL_LAYOUT, Framework, SourceText, detect, disk_text, overlaid
 from migrator.routes.table import ROUTE_NAMES, Cover, Route, best_cover, load_routes, routes_for
@@ -219,13 +220,15 @@ def _enclosing_cover(rows: dict[str, Cover], parents: frozenset[str], enclosing:
 
 
 def apply_routes(result: RunResult, root: Path, choice: str = "auto", paths: list[Path] | None = None,
-                 exclude: tuple[str, ...] = (), overlay: Mapping[str, bytes] | None = None) -> RunResult:
+                 exclude: tuple[str, ...] = (), overlay: Mapping[str, bytes] | None = None,
+                 framework_imports: Mapping[str, ImportLines] | None = None) -> RunResult:
     """Each finding a route covers marked, and the routes of the frameworks detected; ``overlay``: the texts a
-    scan read instead of the files (`fix --diff`), read here too, so evidence lines and scopes match."""
+    scan read instead of the files (`fix --diff`), read here too, so evidence lines and scopes match;
+    ``framework_imports``: the import lines the scan found in the files it read (`detect`)."""
     if choice == "none":
         return result
     source = overlaid(overlay)
-    frameworks = detect(root, scan_files(root, paths, exclude), source)
+    frameworks = detect(root, scan_files(root, paths, exclude), source, framework_imports)
     picked = choose(frameworks, choice)
     active = [(fw, route, confirmed) for fw, route, confirmed, _ in picked if route is not None]
     counts: dict[int, dict[str, int]] = {id(r): {"covered": 0, "gated": 0, "left": 0} for _, r, _ in active}
