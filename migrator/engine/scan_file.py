@@ -17,12 +17,20 @@ from migrator.engine import config_checker, config_reader, notebook, text_checke
 from migrator.engine.census_perf import traced_hits
 from migrator.engine.coverage_checker import CoverageHit, coverage_hits, depends_on_training, training_free_hits
 from migrator.engine.cuda_file import cuda_file_note
-from migrator.engine.extension_calls import extension_sites
+from migrator.engine.extension_calls import extension_sites, may_have_sites
 from migrator.engine.file_scan import FileScan, ScanOptions
 from migrator.engine.markers import unattributed
 from migrator.engine.module_check import check_module
 from migrator.engine.python_checker import PythonChecker
-from migrator.engine.source import ParseFailure, SourceText, UnreadableSource, decode_python, decode_text, parse_python
+from migrator.engine.source import (
+    ParseFailure,
+    SourceText,
+    UnreadableSource,
+    decode_python,
+    decode_text,
+    parse_python,
+    parses,
+)
 from migrator.engine.suppress import Directives, parse_directives, with_continued_lines
 from migrator.ground.model import FileResult, Finding, ImportInfo, Marker, OpUse
 from migrator.ground.own_code import helper_lines
@@ -307,13 +315,16 @@ class PythonFacts(NamedTuple):
 
 def _check_python(scan: FileScan, source: SourceText, data: bytes, memo: CheckMemo | None = None) -> PythonFacts | None:
     memo = memo or CheckMemo()
+    wanted = prefiltered(data)
+    if memo.tree is None and not wanted and not may_have_sites(scan.options.extensions, data) and parses(data):
+        return PythonFacts((), set())  # nothing to look for, and no syntax error to report: no tree needed
     tree = memo.tree = memo.tree or parse_python(data, scan.rel)
     if isinstance(tree, ParseFailure):
         scan.meta("parse-error", f"cannot parse {scan.rel}: {tree.why}", tree.line, tree.column)
         return None
     for site, symbol, message in extension_sites(tree, scan.rel, scan.options.extensions, data):  # KERN021
         scan.add(scan.catalogue.impl_rule("cuda-extension-call"), *source.span(site), symbol, message=message)
-    if not prefiltered(data):
+    if not wanted:
         return PythonFacts((), set())  # parsed (so syntax errors are reported) but nothing to look for
     try:
         checker = memo.checker = memo.checker or check_module(
