@@ -31,12 +31,13 @@ from migrator.engine.source import (
     parse_python,
     parses,
 )
-from migrator.engine.suppress import Directives, parse_directives, with_continued_lines
+from migrator.engine.suppress import Directives, file_directives, parse_directives, with_continued_lines
+from migrator.engine.word_search import WordSet
 from migrator.ground.model import FileResult, Finding, ImportInfo, Marker, OpUse
 from migrator.ground.own_code import helper_lines
 
-# Bytes that can lead to a finding in Python code; files without any are not checked. The commonest first:
-# `prefiltered` stops at the first one found (one C substring search per word costs about half a regex alternation)
+# Bytes that can lead to a finding in Python code; files without any are not checked (`prefiltered`: one pass
+# for all, `word_search.WordSet`). The commonest first, for the substring searches that stand in without RE2
 PREFILTER_WORDS = (
     b"torch", b"cuda", b"device", b"CUDA", b"nccl", b"NCCL", b"apex", b"amp_C", b"flash_attn", b"xformers", b"triton",
     b"transformer_engine", b"bitsandbytes", b"cupy", b"pynvml", b"nvidia", b"deepspeed", b"DataParallel",
@@ -48,9 +49,12 @@ PREFILTER_WORDS = (
 PREFILTER = re.compile(b"|".join(map(re.escape, PREFILTER_WORDS)))  # the same test as one pattern
 
 
+_PREFILTER_WORDS = WordSet(PREFILTER_WORDS)
+
+
 def prefiltered(data: bytes) -> bool:
     """Whether `data` holds a `PREFILTER_WORDS` word (`PREFILTER.search(data)`, faster)."""
-    return any(word in data for word in PREFILTER_WORDS)
+    return _PREFILTER_WORDS.found_in(data)
 
 
 GENERATED = re.compile(rb"@generated\b")
@@ -143,7 +147,7 @@ def _scan_bytes(scan: FileScan, data: bytes, memo: CheckMemo | None = None) -> F
         except UnreadableSource as exc:
             scan.meta("unreadable-file", f"cannot read {rel}: {exc}")
             return FileResult(rel, tuple(scan.findings))
-        directives = parse_directives(source.lines, lowered=source.lowered)
+        directives = file_directives(source, data)
         if memo is not None:
             memo.source, memo.directives = source, directives
     if directives.skip_file:
@@ -153,7 +157,7 @@ def _scan_bytes(scan: FileScan, data: bytes, memo: CheckMemo | None = None) -> F
         return checked
     ops, quiet_lines, own_names = checked
     kept, suppressed = _apply_suppressions(scan, with_continued_lines(directives, source.text, scan.findings) if kind == "python" else directives)
-    markers = unattributed(rel, kind, source, kept, quiet_lines, own_names) if kind in ("python", "shell", "dockerfile") else ()
+    markers = unattributed(rel, kind, source, kept, quiet_lines, own_names, data) if kind in ("python", "shell", "dockerfile") else ()
     return FileResult(rel, tuple(sorted(kept, key=Finding.sort_key)), markers, ops, None, suppressed)
 
 
