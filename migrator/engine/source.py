@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import codecs
 import io
 import re
 import sys
@@ -57,6 +58,13 @@ class SourceText:
 def decode_python(data: bytes) -> SourceText:
     if b"\x00" in data:
         raise UnreadableSource("contains NUL bytes (a binary file, not Python source)")
+    if _plain(data):  # most files: `detect_encoding` would say UTF-8 if it decodes as such
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            pass  # the first lines may be what is wrong: said as `detect_encoding` says it, below
+        else:
+            return SourceText(text=text, lines=split_lines(text), encoding="utf-8")
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
@@ -76,6 +84,15 @@ def decode_python(data: bytes) -> SourceText:
     if text.startswith("\ufeff"):
         text = text[1:]
     return SourceText(text=text, lines=split_lines(text), encoding=encoding)
+
+
+def _plain(data: bytes) -> bool:
+    """No BOM, and no `coding` in the two lines `tokenize.detect_encoding` reads for a declaration."""
+    if data.startswith(codecs.BOM_UTF8):
+        return False
+    first = data.find(b"\n")
+    end = -1 if first < 0 else data.find(b"\n", first + 1)
+    return b"coding" not in (data if end < 0 else data[:end])
 
 
 def decode_text(data: bytes) -> SourceText:

@@ -131,3 +131,23 @@ def test_file_directives_are_parse_directives(text, bom):
     data = bom + text.encode()
     source = decode_python(data)
     assert file_directives(source, data) == parse_directives(source.lines, lowered=source.lowered)
+
+
+@pytest.mark.parametrize("data", [
+    b"", b"x = 1\n", b"x = '\xc3\xa9'\n", b"\xff = 1\n", b"\n\n\xff\n", b"# a\n# b\nx = '\xe9'\n",
+    b"\xef\xbb\xbfx = 1\n", b"# -*- coding: latin-1 -*-\nx = '\xe9'\n", b"\n# coding: latin-1\nx = '\xe9'\n",
+    b"x = 1\n\n# coding: latin-1\ny = '\xe9'\n", b"# coding: nonsense\n", b"\xef\xbb\xbf# coding: latin-1\n",
+    b"x = 1\r# coding: latin-1\rx = '\xe9'\r", b"# coding=utf-8\nx = '\xc3\xa9'\n", b"s = 'decoding'\n\xff\n",
+])
+def test_decoding_without_detect_encoding_is_decoding_with_it(data, monkeypatch):
+    from migrator.engine import source
+
+    def decoded() -> object:
+        try:
+            return source.decode_python(data)
+        except source.UnreadableSource as exc:
+            return str(exc)
+
+    fast = decoded()
+    monkeypatch.setattr(source, "_plain", lambda data: False)  # every file through `tokenize.detect_encoding`
+    assert fast == decoded()
