@@ -49,6 +49,7 @@ def _lines_to_search(source: SourceText, data: bytes | None = None) -> Iterable[
     text's lines and ASCII letters, so where the caller has them they are searched instead, ignoring ASCII case
     (no lowered text, and one pass for all the words)."""
     searched: Any  # the lowered text, or the bytes
+    breaks: Any
     if data is not None and source.encoding in ("utf-8", "utf-8-sig"):
         searched, found, breaks = data, _MARKER_WORDS.starts(data), _BYTE_LINE_BREAK
     else:

@@ -140,7 +140,7 @@ def parses(data: bytes) -> bool:
     rejects more than the parser, e.g. `nonlocal x` at module level): ask `parse_python`."""
     if not SYNTAX_ONLY:
         return False
-    import _symtable
+    import _symtable  # type: ignore[import-not-found]
 
     limit = sys.getrecursionlimit()
     try:  # at half the limit it gives up first on a deep expression, where `ast.parse`'s tree would

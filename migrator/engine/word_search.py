@@ -29,7 +29,7 @@ class WordSet:
         if not self._built:
             self._built = True
             try:
-                import re2
+                import re2  # type: ignore[import-untyped]
             except ImportError:  # pragma: no cover - a dependency: the substring searches stand in
                 return None
             options = re2.Options()

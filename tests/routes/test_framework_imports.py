@@ -66,6 +66,7 @@ def test_detection_from_the_scans_lines_is_detection_reading_the_files(tmp_path)
     settings = Settings(root=tmp_path, use_cache=False, jobs=1)
     output = run(settings, [tmp_path], scan_options(settings))
     files = scan_files(tmp_path)
+    assert list(output.discovered) == files  # detection's files, without a second discovery
     assert set(output.framework_imports) == {rel for rel, _, kind in files if kind == "python"}
     read = detect(tmp_path, files)
     assert detect(tmp_path, files, imports=output.framework_imports) == read
