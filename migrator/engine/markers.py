@@ -18,6 +18,7 @@ MARKER = re.compile("(?i)" + "|".join(map(re.escape, MARKER_WORDS)))
 _LOWERED_MARKER = re.compile("|".join(map(re.escape, MARKER_WORDS)))
 _MARKER_WORDS = WordSet((w.encode() for w in MARKER_WORDS), ignore_case=True)
 _BYTE_LINE_BREAK = re.compile(rb"\r\n|\r|\n")
+_NON_ASCII_LINE = re.compile(rb"[\x80-\xff][^\r\n]*")  # from a line's first byte past ASCII to its end
 
 
 def unattributed(
@@ -46,16 +47,24 @@ def unattributed(
 def _lines_to_search(source: SourceText, data: bytes | None = None) -> Iterable[int]:
     """The line numbers that may hold a marker: those where a search of the lowered text found one (most
     files have none), and every line that is not ASCII (case folding differs there). UTF-8 bytes have the
-    text's lines and ASCII letters, so where the caller has them they are searched instead, ignoring ASCII case
-    (no lowered text, and one pass for all the words)."""
-    searched: Any  # the lowered text, or the bytes
-    breaks: Any
+    text's lines and ASCII letters, so where the caller has them they are searched instead, ignoring ASCII case,
+    and their non-ASCII lines are those with a byte past ASCII (no lowered text, no walk of every line)."""
     if data is not None and source.encoding in ("utf-8", "utf-8-sig"):
-        searched, found, breaks = data, _MARKER_WORDS.starts(data), _BYTE_LINE_BREAK
+        found = _MARKER_WORDS.starts(data)
+        if not data.isascii():
+            found = sorted([*found, *(m.start() for m in _NON_ASCII_LINE.finditer(data))])
+        numbers = _line_numbers(data, found, b"\n", b"\r", _BYTE_LINE_BREAK)
     else:
-        searched = source.lowered  # its line breaks are the text's, whatever lowering does to other characters
-        found, breaks = _word_starts(searched), LINE_BREAK
-    newline, carriage = ("\n", "\r") if isinstance(searched, str) else (b"\n", b"\r")
+        lowered = source.lowered  # its line breaks are the text's, whatever lowering does to other characters
+        numbers = _line_numbers(lowered, _word_starts(lowered), "\n", "\r", LINE_BREAK)
+        if not source.text.isascii():
+            numbers.update(n for n, line in enumerate(source.lines, 1) if not line.isascii())
+    last = len(source.lines)
+    return sorted(n for n in numbers if n <= last)
+
+
+def _line_numbers(searched: Any, found: list[int], newline: Any, carriage: Any, breaks: Any) -> set[int]:
+    """The numbers of the lines holding the positions `found` (in order) of a text or its bytes."""
     numbers: set[int] = set()
     if found and carriage not in searched:  # a line's number: 1 + the newlines before it
         line, previous = 1, 0
@@ -66,9 +75,7 @@ def _lines_to_search(source: SourceText, data: bytes | None = None) -> Iterable[
     elif found:
         starts = [m.end() for m in breaks.finditer(searched)]  # where lines 2, 3, ... begin
         numbers = {bisect_right(starts, at) + 1 for at in found}
-    if not source.text.isascii():
-        numbers.update(n for n, line in enumerate(source.lines, 1) if not line.isascii())
-    return sorted(n for n in numbers if n <= len(source.lines))
+    return numbers
 
 
 def _word_starts(lowered: str) -> list[int]:
