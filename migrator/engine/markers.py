@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from migrator.engine.source import LINE_BREAK, SourceText
-from migrator.engine.word_search import WordSet
+from migrator.ground.word_search import WordSet
 from migrator.ground.model import Finding, Marker
 
 MARKER_WORDS = ("cuda", "nccl", "apex", "flash_attn", "xformers", "triton", "transformer_engine", "nvte_", "cudnn")

@@ -32,7 +32,7 @@ from migrator.engine.source import (
     parses,
 )
 from migrator.engine.suppress import Directives, file_directives, parse_directives, with_continued_lines
-from migrator.engine.word_search import WordSet
+from migrator.ground.word_search import WordSet
 from migrator.ground.model import FileResult, Finding, ImportInfo, Marker, OpUse
 from migrator.ground.own_code import helper_lines
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from migrator.engine.source import SourceText, split_lines
-from migrator.engine.word_search import WordSet
+from migrator.ground.word_search import WordSet
 
 if TYPE_CHECKING:
     from migrator.ground.model import Finding

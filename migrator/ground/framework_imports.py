@@ -8,6 +8,9 @@ same lines with one substring search per import root instead of that pattern's t
 from __future__ import annotations
 
 import re
+from typing import Any
+
+from migrator.ground.word_search import byte_automaton
 
 # import root -> framework; accelerate and Trainer scripts count as transformers (the HF route)
 IMPORT_FRAMEWORK = {
@@ -25,19 +28,13 @@ ImportLines = tuple[tuple[str, int], ...]  # (import root, line), in line order
 def import_lines(data: bytes) -> ImportLines:
     """`IMPORT_LINE`'s matches in `data.decode("utf-8", "replace")` as (root, line), the first `MAX_EVIDENCE` of
     each framework. A root starts a match where the text from its line's start up to it is `_HEAD` (ASCII:
-    the same in the bytes) and no word character follows it (`\\b`)."""
-    found: list[tuple[int, str]] = []
-    for root, word in _ROOTS:
-        at = data.find(word)
-        while at >= 0:
-            start = data.rfind(b"\n", 0, at) + 1
-            if _HEAD.fullmatch(data, start, at) and not _word_follows(data, at + len(word)):
-                found.append((start, root))
-            end = data.find(b"\n", at)  # a line's first occurrence is the only one that can follow its head
-            at = data.find(word, end + 1) if end >= 0 else -1
-    if not found:
-        return ()
-    found.sort()
+    the same in the bytes) and no word character follows it (`\\b`): one RE2 pass over the bytes finds the
+    candidates (a substring search per root without RE2)."""
+    automaton = _automaton()
+    if automaton is not None:
+        found = [(m.start(), m.group(1).decode()) for m in automaton.finditer(data) if not _word_follows(data, m.end())]
+    else:
+        found = _found_by_roots(data)
     lines: list[tuple[str, int]] = []
     per_framework: dict[str, int] = {}
     line, previous = 1, 0
@@ -50,6 +47,31 @@ def import_lines(data: bytes) -> ImportLines:
         previous = start
         lines.append((root, line))
     return tuple(lines)
+
+
+def _found_by_roots(data: bytes) -> list[tuple[int, str]]:
+    """(line start, root) of each import line, in order, by a substring search per root."""
+    found: list[tuple[int, str]] = []
+    for root, word in _ROOTS:
+        at = data.find(word)
+        while at >= 0:
+            start = data.rfind(b"\n", 0, at) + 1
+            if _HEAD.fullmatch(data, start, at) and not _word_follows(data, at + len(word)):
+                found.append((start, root))
+            end = data.find(b"\n", at)  # a line's first occurrence is the only one that can follow its head
+            at = data.find(word, end + 1) if end >= 0 else -1
+    return sorted(found)
+
+
+_AUTOMATON: list[Any] = []
+
+
+def _automaton() -> Any:
+    """`IMPORT_LINE` without its `\\b` (checked on the decoded character after), compiled by RE2; None without it."""
+    if not _AUTOMATON:
+        roots = b"|".join(re.escape(root.encode()) for root in IMPORT_FRAMEWORK)
+        _AUTOMATON.append(byte_automaton(rb"(?m)^[ \t]*(?:from|import)[ \t]+(" + roots + rb")", capture=True))
+    return _AUTOMATON[0]
 
 
 def pattern_lines(text: str) -> ImportLines:

@@ -103,7 +103,7 @@ SEARCHED = [b"", b"import os\n", b"x.TORCH", b"Torch torch", b"\xff\xfecuda\x00"
 
 @pytest.mark.parametrize("automaton", [True, False], ids=["re2", "substring searches"])
 def test_a_word_set_finds_what_substring_searches_find(automaton, monkeypatch):
-    from migrator.engine.word_search import WordSet
+    from migrator.ground.word_search import WordSet
 
     words = (*PREFILTER_WORDS, b"noqa", b"migrate")
     exact, folded = WordSet(words), WordSet(words, ignore_case=True)

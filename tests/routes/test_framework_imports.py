@@ -29,8 +29,13 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("automaton", [True, False], ids=["re2", "substring searches"])
 @pytest.mark.parametrize("data", CASES)
-def test_import_lines_are_the_pattern_on_the_decoded_text(data):
+def test_import_lines_are_the_pattern_on_the_decoded_text(data, automaton, monkeypatch):
+    from migrator.ground import framework_imports
+
+    if not automaton:  # as without google-re2
+        monkeypatch.setattr(framework_imports, "_AUTOMATON", [None])
     assert import_lines(data) == pattern_lines(data.decode("utf-8", "replace"))
 
 

@@ -28,15 +28,7 @@ class WordSet:
         """The compiled RE2 pattern, None without RE2 (compiled on first use: RE2 is imported by then anyway)."""
         if not self._built:
             self._built = True
-            try:
-                import re2  # type: ignore[import-untyped]
-            except ImportError:  # pragma: no cover - a dependency: the substring searches stand in
-                return None
-            options = re2.Options()
-            options.encoding = re2.Options.Encoding.LATIN1
-            options.case_sensitive = not self.ignore_case
-            options.never_capture = True
-            self._automaton = re2.compile(b"|".join(re.escape(w) for w in self.words), options)
+            self._automaton = byte_automaton(b"|".join(re.escape(w) for w in self.words), self.ignore_case)
         return self._automaton
 
     def found_in(self, data: bytes) -> bool:
@@ -61,3 +53,16 @@ class WordSet:
                 found.append(at)
                 at = data.find(word, at + 1)
         return sorted(found)
+
+
+def byte_automaton(pattern: bytes, ignore_case: bool = False, capture: bool = False) -> Any:
+    """`pattern` compiled by RE2 for bytes (Latin-1: a byte per character), None without RE2."""
+    try:
+        import re2  # type: ignore[import-untyped]
+    except ImportError:  # pragma: no cover - a dependency: the callers' own searches stand in
+        return None
+    options = re2.Options()
+    options.encoding = re2.Options.Encoding.LATIN1
+    options.case_sensitive = not ignore_case
+    options.never_capture = not capture
+    return re2.compile(pattern, options)
