@@ -9,8 +9,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from migrator.engine.source import LINE_BREAK, SourceText
-from migrator.ground.word_search import WordSet
 from migrator.ground.model import Finding, Marker
+from migrator.ground.word_search import WordSet
 
 MARKER_WORDS = ("cuda", "nccl", "apex", "flash_attn", "xformers", "triton", "transformer_engine", "nvte_", "cudnn")
 MARKER = re.compile("(?i)" + "|".join(map(re.escape, MARKER_WORDS)))

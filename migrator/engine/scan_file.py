@@ -32,9 +32,9 @@ from migrator.engine.source import (
     parses,
 )
 from migrator.engine.suppress import Directives, file_directives, parse_directives, with_continued_lines
-from migrator.ground.word_search import WordSet
 from migrator.ground.model import FileResult, Finding, ImportInfo, Marker, OpUse
 from migrator.ground.own_code import helper_lines
+from migrator.ground.word_search import WordSet
 
 # Bytes that can lead to a finding in Python code; files without any are not checked (`prefiltered`: one pass
 # for all, `word_search.WordSet`). The commonest first, for the substring searches that stand in without RE2

@@ -129,9 +129,9 @@ def parse_python(data: bytes, rel: str) -> ast.Module | ParseFailure:
         return ParseFailure(_parse_failure(exc))
 
 
-# Pythons on which a symbol table built at half the recursion limit gives up before `ast.parse` does on
-# a deep expression (3.12 counts both against the C stack instead: there the tree is always built)
-SYNTAX_ONLY = sys.version_info[:2] in ((3, 10), (3, 11), (3, 13))
+# Pythons on which a symbol table built at half the recursion limit was measured to give up before `ast.parse` does
+# on a deep expression (3.12 and later count both against the C stack: there the tree is always built)
+SYNTAX_ONLY = sys.version_info[:2] in ((3, 10), (3, 11))
 
 
 def parses(data: bytes) -> bool:
