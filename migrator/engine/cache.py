@@ -21,8 +21,9 @@ from migrator.ground.safe_write import write_bytes
 if TYPE_CHECKING:
     from migrator.engine.scanned import ScannedFile
 
-FORMAT = 6  # 2: Finding.imported; 3: ScannedFile (training-dtype evidence and variants); 4: own helpers unmarked;
-# 5: a noqa where a multi-line string ends applies to its lines, Finding.role; 6: Finding.effort
+FORMAT = 7  # 2: Finding.imported; 3: ScannedFile (training-dtype evidence and variants); 4: own helpers unmarked;
+# 5: a noqa where a multi-line string ends applies to its lines, Finding.role; 6: Finding.effort;
+# 7: ScannedFile.framework_imports
 MAX_AGE_DAYS = 30
 SUFFIX = ".pickle"
 

@@ -104,9 +104,14 @@ def _loaded_module(value: ast.expr, target: str, rel: str, facts: ExtensionFacts
     return None
 
 
+def may_have_sites(facts: ExtensionFacts, data: bytes) -> bool:
+    """Whether a file with these bytes can hold a call site (`extension_sites` is empty otherwise)."""
+    return bool(facts.targets) and mentions(facts, data)
+
+
 def extension_sites(tree: ast.Module, rel: str, facts: ExtensionFacts, data: bytes) -> list[tuple[ast.expr, str, str]]:
     """`call_sites`, for a file that names a binding at all (none without extension facts)."""
-    if not facts.targets or not mentions(facts, data):
+    if not may_have_sites(facts, data):
         return []
     return list(call_sites(tree, rel, facts))
 

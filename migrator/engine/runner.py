@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from migrator import __version__
@@ -24,6 +24,7 @@ from migrator.engine.scanned import ScannedFile, scan_one, tree_training_dtypes
 from migrator.engine.workers import worker_pool
 from migrator.ground import input_files
 from migrator.ground.config import Settings
+from migrator.ground.framework_imports import ImportLines
 from migrator.ground.globs import compile_globs
 from migrator.ground.input_files import MAX_NOTEBOOK_BYTES
 from migrator.ground.model import FileResult, SkippedFile
@@ -38,6 +39,10 @@ class EngineOutput:
     files: tuple[FileResult, ...]
     skipped: tuple[SkippedFile, ...]
     training_dtypes: tuple[str, ...] = ()  # the 16-bit dtypes the scanned files show (op verdicts)
+    # the framework import lines of each Python file read, by relative path (route detection reads no file again)
+    framework_imports: Mapping[str, ImportLines] = field(default_factory=dict)
+    # (relative path, absolute path, kind) of each file discovery found, in its order (route detection's files)
+    discovered: tuple[tuple[str, Path, str], ...] = ()
 
 
 def _coverage_digest() -> str:
@@ -58,8 +63,10 @@ def _scan_one(args: tuple[Path, str, str, ScanOptions, bytes | None]) -> Scanned
 ScanMemo = dict[str, dict[str, tuple[str, ScannedFile]]]
 
 
-def _discovered(settings: Settings, paths: list[Path], overlay: Mapping[str, bytes]) -> tuple[list[Candidate], list[SkippedFile]]:
-    """The files to scan; an overlay file discovery cannot see yet (a module fix would create) is added."""
+def _discovered(settings: Settings, paths: list[Path], overlay: Mapping[str, bytes],
+                ) -> tuple[list[Candidate], list[SkippedFile], int]:
+    """The files to scan, and how many of them discovery found: an overlay file discovery cannot see yet (a module
+    fix would create) is added after those."""
     exclude = compile_globs(settings.exclude)[0] if settings.exclude else None  # checked when the settings were read
     candidates: list[Candidate] = []
     skipped: list[SkippedFile] = []
@@ -68,12 +75,12 @@ def _discovered(settings: Settings, paths: list[Path], overlay: Mapping[str, byt
             skipped.append(SkippedFile(item.rel, item.reason))
         else:
             candidates.append(item)
-    seen = {c.rel for c in candidates}
+    seen, found = {c.rel for c in candidates}, len(candidates)
     for rel in overlay:
         kind = file_kind(Path(rel))
         if rel not in seen and kind is not None and _under(settings.root / rel, paths):
             candidates.append(Candidate(settings.root / rel, rel, kind, False))
-    return candidates, skipped
+    return candidates, skipped, found
 
 
 def _under(path: Path, paths: list[Path]) -> bool:
@@ -193,7 +200,7 @@ def run(settings: Settings, paths: list[Path], options: ScanOptions, progress: P
     did not change is not scanned again, with or without the disk cache. `overlay`: root-relative path
     -> bytes scanned instead of the file on disk (fix's planned texts, before they are written)."""
     overlay = overlay or {}
-    candidates, skipped = _discovered(settings, paths, overlay)
+    candidates, skipped, found = _discovered(settings, paths, overlay)
     options = _with_extensions(settings, options, candidates, overlay)
     if options.extensions.targets or options.extensions.routes:  # file results depend on the inventory
         extra_key += "|ext:" + content_digest(repr(options.extensions).encode())
@@ -224,4 +231,6 @@ def run(settings: Settings, paths: list[Path], options: ScanOptions, progress: P
     dtypes = tree_training_dtypes(files)
     ordered = tuple(f.for_training(dtypes) for f in files)
     skipped.extend(SkippedFile(r.path, r.skipped) for r in ordered if r.skipped)
-    return EngineOutput(ordered, tuple(sorted(skipped, key=lambda s: s.path)), dtypes)
+    imports = {c.rel: f.framework_imports for c, f in zip(candidates, files) if f.framework_imports is not None}
+    discovered = tuple((c.rel, c.path, c.kind) for c in candidates[:found])
+    return EngineOutput(ordered, tuple(sorted(skipped, key=lambda s: s.path)), dtypes, imports, discovered)

@@ -17,18 +17,27 @@ from migrator.engine import config_checker, config_reader, notebook, text_checke
 from migrator.engine.census_perf import traced_hits
 from migrator.engine.coverage_checker import CoverageHit, coverage_hits, depends_on_training, training_free_hits
 from migrator.engine.cuda_file import cuda_file_note
-from migrator.engine.extension_calls import extension_sites
+from migrator.engine.extension_calls import extension_sites, may_have_sites
 from migrator.engine.file_scan import FileScan, ScanOptions
 from migrator.engine.markers import unattributed
 from migrator.engine.module_check import check_module
 from migrator.engine.python_checker import PythonChecker
-from migrator.engine.source import ParseFailure, SourceText, UnreadableSource, decode_python, decode_text, parse_python
-from migrator.engine.suppress import Directives, parse_directives, with_continued_lines
+from migrator.engine.source import (
+    ParseFailure,
+    SourceText,
+    UnreadableSource,
+    decode_python,
+    decode_text,
+    parse_python,
+    parses,
+)
+from migrator.engine.suppress import Directives, file_directives, parse_directives, with_continued_lines
 from migrator.ground.model import FileResult, Finding, ImportInfo, Marker, OpUse
 from migrator.ground.own_code import helper_lines
+from migrator.ground.word_search import WordSet
 
-# Bytes that can lead to a finding in Python code; files without any are not checked. The commonest first:
-# `prefiltered` stops at the first one found (one C substring search per word costs about half a regex alternation)
+# Bytes that can lead to a finding in Python code; files without any are not checked (`prefiltered`: one pass
+# for all, `word_search.WordSet`). The commonest first, for the substring searches that stand in without RE2
 PREFILTER_WORDS = (
     b"torch", b"cuda", b"device", b"CUDA", b"nccl", b"NCCL", b"apex", b"amp_C", b"flash_attn", b"xformers", b"triton",
     b"transformer_engine", b"bitsandbytes", b"cupy", b"pynvml", b"nvidia", b"deepspeed", b"DataParallel",
@@ -40,9 +49,12 @@ PREFILTER_WORDS = (
 PREFILTER = re.compile(b"|".join(map(re.escape, PREFILTER_WORDS)))  # the same test as one pattern
 
 
+_PREFILTER_WORDS = WordSet(PREFILTER_WORDS)
+
+
 def prefiltered(data: bytes) -> bool:
-    """Whether `data` holds a `PREFILTER_WORDS` word (`PREFILTER.search(data)`, faster)."""
-    return any(word in data for word in PREFILTER_WORDS)
+    """Whether `data` holds a `PREFILTER_WORDS` word (`PREFILTER.search(data)`, faster; most files name torch)."""
+    return b"torch" in data or _PREFILTER_WORDS.found_in(data)
 
 
 GENERATED = re.compile(rb"@generated\b")
@@ -135,7 +147,7 @@ def _scan_bytes(scan: FileScan, data: bytes, memo: CheckMemo | None = None) -> F
         except UnreadableSource as exc:
             scan.meta("unreadable-file", f"cannot read {rel}: {exc}")
             return FileResult(rel, tuple(scan.findings))
-        directives = parse_directives(source.lines, lowered=source.lowered)
+        directives = file_directives(source, data)
         if memo is not None:
             memo.source, memo.directives = source, directives
     if directives.skip_file:
@@ -145,7 +157,7 @@ def _scan_bytes(scan: FileScan, data: bytes, memo: CheckMemo | None = None) -> F
         return checked
     ops, quiet_lines, own_names = checked
     kept, suppressed = _apply_suppressions(scan, with_continued_lines(directives, source.text, scan.findings) if kind == "python" else directives)
-    markers = unattributed(rel, kind, source, kept, quiet_lines, own_names) if kind in ("python", "shell", "dockerfile") else ()
+    markers = unattributed(rel, kind, source, kept, quiet_lines, own_names, data) if kind in ("python", "shell", "dockerfile") else ()
     return FileResult(rel, tuple(sorted(kept, key=Finding.sort_key)), markers, ops, None, suppressed)
 
 
@@ -307,13 +319,16 @@ class PythonFacts(NamedTuple):
 
 def _check_python(scan: FileScan, source: SourceText, data: bytes, memo: CheckMemo | None = None) -> PythonFacts | None:
     memo = memo or CheckMemo()
+    wanted = prefiltered(data)
+    if memo.tree is None and not wanted and not may_have_sites(scan.options.extensions, data) and parses(data):
+        return PythonFacts((), set())  # nothing to look for, and no syntax error to report: no tree needed
     tree = memo.tree = memo.tree or parse_python(data, scan.rel)
     if isinstance(tree, ParseFailure):
         scan.meta("parse-error", f"cannot parse {scan.rel}: {tree.why}", tree.line, tree.column)
         return None
     for site, symbol, message in extension_sites(tree, scan.rel, scan.options.extensions, data):  # KERN021
         scan.add(scan.catalogue.impl_rule("cuda-extension-call"), *source.span(site), symbol, message=message)
-    if not prefiltered(data):
+    if not wanted:
         return PythonFacts((), set())  # parsed (so syntax errors are reported) but nothing to look for
     try:
         checker = memo.checker = memo.checker or check_module(

@@ -17,6 +17,7 @@ from pathlib import Path
 from migrator.catalogue.coverage._dtypes import TRAINING_DTYPES, training_dtypes
 from migrator.engine.scan_file import CheckMemo, ScanOptions, judged_scan, read_for_scan
 from migrator.ground.cycles import cycle_collection_paused
+from migrator.ground.framework_imports import ImportLines, import_lines
 from migrator.ground.model import FileResult
 
 #: every non-empty set of training dtypes, in `TRAINING_DTYPES` order
@@ -29,6 +30,9 @@ class ScannedFile:
     base: FileResult  # as for a tree that trains in no 16-bit dtype
     evidence: tuple[str, ...] = ()  # the 16-bit training dtypes this file shows
     variants: tuple[tuple[tuple[str, ...], FileResult], ...] = ()  # (training dtypes, result) where it differs
+    # a Python file's framework import lines (route detection's evidence, read here so the file is read once);
+    # None where the file was not read
+    framework_imports: ImportLines | None = None
 
     def for_training(self, dtypes: tuple[str, ...]) -> FileResult:
         return dict(self.variants).get(dtypes, self.base)
@@ -52,15 +56,29 @@ def _scan_one(path: Path, rel: str, kind: str, options: ScanOptions, data: bytes
         if isinstance(read, FileResult):
             return ScannedFile(read)
         data = read
-    base_options = replace(options, training_dtypes=())
     memo = CheckMemo()  # the variants below share the base scan's parse and check
-    base, sensitive = judged_scan(data, rel, kind, base_options, memo)
+    base, sensitive = judged_scan(data, rel, kind, _for_training(options, ()), memo)
     evidence = training_dtypes([data])
+    imports = import_lines(data) if kind == "python" else None
     if not sensitive:
-        return ScannedFile(base, evidence)
+        return ScannedFile(base, evidence, framework_imports=imports)
     variants = []
     for dtypes in TRAINING_SETS:
-        result, _ = judged_scan(data, rel, kind, replace(options, training_dtypes=dtypes), memo)
+        result, _ = judged_scan(data, rel, kind, _for_training(options, dtypes), memo)
         if result != base:
             variants.append((dtypes, result))
-    return ScannedFile(base, evidence, tuple(variants))
+    return ScannedFile(base, evidence, tuple(variants), imports)
+
+
+_TRAINING_OPTIONS: list = [None, {}]  # the last options scanned with, and their copy for each training set
+
+
+def _for_training(options: ScanOptions, dtypes: tuple[str, ...]) -> ScanOptions:
+    """`options` for a tree that trains in `dtypes`, made once per options object (a `replace` costs ~10 µs, and
+    every file of a scan is scanned with the same options, where it runs in one process)."""
+    if _TRAINING_OPTIONS[0] is not options:
+        _TRAINING_OPTIONS[:] = [options, {}]
+    made = _TRAINING_OPTIONS[1].get(dtypes)
+    if made is None:
+        made = _TRAINING_OPTIONS[1][dtypes] = replace(options, training_dtypes=dtypes)
+    return made

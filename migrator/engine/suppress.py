@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from migrator.engine.source import split_lines
+from migrator.engine.source import SourceText, split_lines
+from migrator.ground.word_search import WordSet
 
 if TYPE_CHECKING:
     from migrator.ground.model import Finding
@@ -71,6 +72,17 @@ def parse_directives(lines: tuple[str, ...], comment_only: bool = False, lowered
                 # alone on its line: applies to the next line too
                 found.append(Suppression(number + 1, number, m.start() + 1, codes))
     return Directives(skip, tuple(found))
+
+
+_DIRECTIVE_WORDS = WordSet((b"noqa", b"migrate"), ignore_case=True)
+
+
+def file_directives(source: SourceText, data: bytes) -> Directives:
+    """`parse_directives` of a file decoded from `data`. UTF-8 bytes that name neither word in any ASCII case hold no
+    directive: found in one pass, without lowering the text (no character outside ASCII lowers to these words' letters)."""
+    if source.encoding in ("utf-8", "utf-8-sig") and not _DIRECTIVE_WORDS.found_in(data):
+        return Directives(False, ())
+    return parse_directives(source.lines, lowered=source.lowered)
 
 
 def _noqa(text: str, number: int) -> list[Suppression]:

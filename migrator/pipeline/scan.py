@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from migrator import __version__
 from migrator.catalogue.loader import Rule, load_catalogue
@@ -34,6 +35,9 @@ from migrator.ground.path_roles import PathRoles, path_roles, role_rank
 from migrator.ground.progress import Progress, phase
 from migrator.ground.usage_error import UsageError
 from migrator.pipeline.options import scan_options, selector
+
+if TYPE_CHECKING:
+    from migrator.engine.runner import EngineOutput
 
 MAX_LISTED_MARKERS = 200
 MAX_OP_SITES = 20
@@ -75,7 +79,8 @@ def scan_tree(settings: Settings, paths: list[Path], progress: Progress | None =
     summary = replace(summary, coverage=coverage_summary(ops, settings) if coverage_on else None)
     tool = ToolInfo("ascend-migrate", __version__, catalogue.digest, coverage_table_name(settings))
     result = RunResult(tool=tool, summary=summary, findings=findings, skipped=output.skipped)
-    result = apply_route(declines.mark_manual(result, declines.recorded(settings.root)), settings, paths, overlay)
+    result = apply_route(declines.mark_manual(result, declines.recorded(settings.root)), settings, paths, overlay,
+                         output)
     return TreeScan(with_evidence_roles(result, roles), output.training_dtypes)
 
 
@@ -96,9 +101,10 @@ def without_own_modules(files: Sequence[FileResult], root: Path) -> list[FileRes
 
 
 def apply_route(result: RunResult, settings: Settings, paths: list[Path],
-                overlay: Mapping[str, bytes] | None = None) -> RunResult:
+                overlay: Mapping[str, bytes] | None = None, scanned: EngineOutput | None = None) -> RunResult:
     """Framework routes (migrator/routes): `--route none` leaves the result as the rules made it; a framework
-    is detected from the scanned paths only."""
+    is detected from the scanned paths only (`scanned`: the scan's files and the import lines it found in them,
+    so detection neither discovers nor reads them again)."""
     if settings.route == "none":
         return result
     from migrator.routes import CHOICES, apply_routes
@@ -107,7 +113,8 @@ def apply_route(result: RunResult, settings: Settings, paths: list[Path],
     if settings.route not in CHOICES:
         raise UsageError(f"unknown route {settings.route!r}; choose one of {', '.join(CHOICES)}")
     try:
-        return apply_routes(result, settings.root, settings.route, paths, settings.exclude, overlay)
+        return apply_routes(result, settings.root, settings.route, paths, settings.exclude, overlay,
+                            scanned.framework_imports if scanned else None, scanned.discovered if scanned else None)
     except RouteTableError as exc:
         raise UsageError(str(exc)) from None
 

@@ -9,10 +9,11 @@ route (in that order) with a matching entry; unmatched findings are residual wor
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from migrator.ground.framework_imports import ImportLines
 from migrator.ground.model import Finding, RouteMark, RunResult, finding_counts
 from migrator.routes.detect import CANONICAL_LAYOUT, Framework, SourceText, detect, disk_text, overlaid
 from migrator.routes.table import ROUTE_NAMES, Cover, Route, best_cover, load_routes, routes_for
@@ -219,13 +220,18 @@ def _enclosing_cover(rows: dict[str, Cover], parents: frozenset[str], enclosing:
 
 
 def apply_routes(result: RunResult, root: Path, choice: str = "auto", paths: list[Path] | None = None,
-                 exclude: tuple[str, ...] = (), overlay: Mapping[str, bytes] | None = None) -> RunResult:
+                 exclude: tuple[str, ...] = (), overlay: Mapping[str, bytes] | None = None,
+                 framework_imports: Mapping[str, ImportLines] | None = None,
+                 files: Sequence[tuple[str, Path, str]] | None = None) -> RunResult:
     """Each finding a route covers marked, and the routes of the frameworks detected; ``overlay``: the texts a
-    scan read instead of the files (`fix --diff`), read here too, so evidence lines and scopes match."""
+    scan read instead of the files (`fix --diff`), read here too, so evidence lines and scopes match;
+    ``framework_imports``: the import lines the scan found in the files it read (`detect`); ``files``: the
+    scan's files as `scan_files` finds them, where the scan has them."""
     if choice == "none":
         return result
     source = overlaid(overlay)
-    frameworks = detect(root, scan_files(root, paths, exclude), source)
+    found = list(files) if files is not None else scan_files(root, paths, exclude)
+    frameworks = detect(root, found, source, framework_imports)
     picked = choose(frameworks, choice)
     active = [(fw, route, confirmed) for fw, route, confirmed, _ in picked if route is not None]
     counts: dict[int, dict[str, int]] = {id(r): {"covered": 0, "gated": 0, "left": 0} for _, r, _ in active}

@@ -12,7 +12,6 @@ Only the files of the scan (its paths, `exclude`, `.gitignore`) are read.
 from __future__ import annotations
 
 import ast
-import re
 import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -22,6 +21,8 @@ from typing import TYPE_CHECKING
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
+from migrator.ground.framework_imports import IMPORT_FRAMEWORK, MAX_EVIDENCE, ImportLines, pattern_lines
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -30,21 +31,15 @@ else:  # pragma: no cover
 if TYPE_CHECKING:
     from packaging.version import Version
 
-# import root -> framework; accelerate and Trainer scripts count as transformers (the HF route)
-IMPORT_FRAMEWORK = {
-    "megatron": "megatron-core", "deepspeed": "deepspeed", "transformers": "transformers",
-    "accelerate": "transformers", "lightning": "lightning", "pytorch_lightning": "lightning", "mmengine": "mmengine",
-}
 PIN_FRAMEWORK = {
     "megatron-core": "megatron-core", "deepspeed": "deepspeed", "transformers": "transformers",
     "lightning": "lightning", "pytorch-lightning": "lightning", "mmengine": "mmengine",
 }
 ORDER = ("megatron-core", "deepspeed", "transformers", "lightning", "mmengine")
-IMPORT_LINE = re.compile(r"^[ \t]*(?:from|import)[ \t]+(" + "|".join(IMPORT_FRAMEWORK) + r")\b", re.MULTILINE)
-MAX_EVIDENCE = 3
 # the file that marks a real copy of the framework's package (its version file); frameworks not listed
 # here have no known layout, so a tree's own package of that import name is always a look-alike
 CANONICAL_LAYOUT = {"megatron-core": "core/package_info.py"}
+VERSION_FILE = "megatron/core/package_info.py"  # a vendored Megatron's version (`vendored_megatron`)
 DISTRIBUTIONS = {"megatron-core": ("megatron-core",), "deepspeed": ("deepspeed",), "transformers": ("transformers",),
                  "lightning": ("lightning", "pytorch-lightning"), "mmengine": ("mmengine",)}
 
@@ -200,13 +195,15 @@ class _Evidence:  # filled file by file, then read
     vendored: dict[str, tuple[str, str]] = field(default_factory=dict)  # framework -> (version, version file)
     files: dict[str, set[str]] = field(default_factory=dict)  # framework -> every file with evidence of it
 
-    def note_python(self, rel: str, text: str) -> None:
-        for m in IMPORT_LINE.finditer(text):
-            self.files.setdefault(IMPORT_FRAMEWORK[m.group(1)], set()).add(rel)
-            sites = self.imports.setdefault(IMPORT_FRAMEWORK[m.group(1)], [])
+    def note_imports(self, rel: str, lines: ImportLines) -> None:
+        for root, line in lines:
+            self.files.setdefault(IMPORT_FRAMEWORK[root], set()).add(rel)
+            sites = self.imports.setdefault(IMPORT_FRAMEWORK[root], [])
             if len(sites) < MAX_EVIDENCE:
-                sites.append(f"{rel}:{text.count(chr(10), 0, m.start()) + 1}")
-        if rel.endswith("megatron/core/package_info.py"):
+                sites.append(f"{rel}:{line}")
+
+    def note_version_file(self, rel: str, text: str) -> None:
+        if rel.endswith(VERSION_FILE):
             version = vendored_megatron(text)
             best = self.vendored.get("megatron-core")
             if version and (best is None or len(rel) < len(best[1])):
@@ -241,18 +238,30 @@ def overlaid(overlay: Mapping[str, bytes] | None) -> SourceText:
     return text
 
 
-def _read_evidence(files: list[tuple[str, Path, str]], source: SourceText) -> _Evidence:
+def _read_evidence(files: list[tuple[str, Path, str]], source: SourceText,
+                   imports: Mapping[str, ImportLines] | None = None) -> _Evidence:
+    """`imports`: the framework import lines the scan found in each Python file it read (`import_lines`);
+    such a file is read here only when it is a version file or a setup.py."""
     found = _Evidence()
+    imports = imports or {}
     for rel, path, kind in files:
         if kind not in ("python", "requirements", "pyproject"):
             continue
+        lines = imports.get(rel) if kind == "python" else None
+        pinned = kind in ("requirements", "pyproject") or Path(rel).name == "setup.py"
+        if lines is not None:
+            found.note_imports(rel, lines)
+            if not pinned and not rel.endswith(VERSION_FILE):
+                continue
         try:
             text = source(rel, path)
         except OSError:  # also a file the scan itself refused (not regular, over the cap)
             continue
         if kind == "python":
-            found.note_python(rel, text)
-        if kind in ("requirements", "pyproject") or Path(rel).name == "setup.py":
+            if lines is None:
+                found.note_imports(rel, pattern_lines(text))
+            found.note_version_file(rel, text)
+        if pinned:
             found.note_pins(rel, text)
     return found
 
@@ -279,10 +288,12 @@ def _framework(name: str, ev: _Evidence, folders: list[str]) -> Framework:
     return Framework(name, version, source, tuple(evidence), lookalike, tuple(sorted(ev.files.get(name, ()))))
 
 
-def detect(root: Path, files: list[tuple[str, Path, str]], source: SourceText = disk_text) -> list[Framework]:
+def detect(root: Path, files: list[tuple[str, Path, str]], source: SourceText = disk_text,
+           imports: Mapping[str, ImportLines] | None = None) -> list[Framework]:
     """Frameworks of one scan. `files`: (relative POSIX path, absolute path, scanner kind), the scan's own files;
-    `source` reads their text (`overlaid`: as `fix --diff` would write them)."""
-    ev = _read_evidence(files, source)
+    `source` reads their text (`overlaid`: as `fix --diff` would write them); `imports`: the import lines the
+    scan found in the Python files it read, by relative path (those files are not read again)."""
+    ev = _read_evidence(files, source, imports)
     local = local_packages(files)
     return [_framework(name, ev, local.get(name, [])) for name in ORDER
             if name in ev.imports or name in ev.pinned or name in ev.vendored]

@@ -95,3 +95,59 @@ def test_a_pool_gets_the_largest_files_first(tmp_path):
     todo.append((Candidate(tmp_path / "gone.py", "gone.py", "python", False), None, None))  # vanished: size 0
     todo.append((Candidate(tmp_path / "fix.py", "fix.py", "python", False), None, b"y" * 8))  # bytes in hand
     assert _largest_first(todo) == [1, 5, 3, 0, 2, 4]
+
+
+SEARCHED = [b"", b"import os\n", b"x.TORCH", b"Torch torch", b"\xff\xfecuda\x00", b"\xc3\xa9NCCL\xe2\x84\xaa", b"x.to (",
+            b"NoQa migrate: MIGRATE", b"cudapex nvte_ NVTE_", b"\xc4\xb0 m\xc4\xb0grate", b"amp_C amp_c ampc"]
+
+
+@pytest.mark.parametrize("automaton", [True, False], ids=["re2", "substring searches"])
+def test_a_word_set_finds_what_substring_searches_find(automaton, monkeypatch):
+    from migrator.ground.word_search import WordSet
+
+    words = (*PREFILTER_WORDS, b"noqa", b"migrate")
+    exact, folded = WordSet(words), WordSet(words, ignore_case=True)
+    if not automaton:
+        for word_set in (exact, folded):
+            monkeypatch.setattr(word_set, "_built", True)
+    for data in SEARCHED + [b" ".join(SEARCHED)] + [b"..." + w + b"..." for w in words]:
+        assert exact.found_in(data) == any(w in data for w in words), data
+        assert folded.found_in(data) == any(w.lower() in data.lower() for w in words), data
+        lines = {data.count(b"\n", 0, at) for w in words for at in range(len(data)) if data.startswith(w, at)}
+        assert {data.count(b"\n", 0, at) for at in exact.starts(data)} == lines
+        lowered = data.lower()
+        lines = {data.count(b"\n", 0, at) for w in words for at in range(len(data)) if lowered.startswith(w.lower(), at)}
+        assert {data.count(b"\n", 0, at) for at in folded.starts(data)} == lines
+
+
+@pytest.mark.parametrize("text", ["x = 1\n", "x = 1  # NOQA: DEV010\n", "# MİGRATE: ignore[DEV010]\nx = 1\n",
+                                  "# Migrate: skip-file\n", "y = 2  # noqa\n", "# \u212a noqa: DEV001\n",
+                                  "a = 'é'  # migrate: ignore\r\nb = 1\n", "# mİgrate: ignore\n", "# noqa: X1\r"])
+@pytest.mark.parametrize("bom", [b"", b"\xef\xbb\xbf"])
+def test_file_directives_are_parse_directives(text, bom):
+    from migrator.engine.source import decode_python
+    from migrator.engine.suppress import file_directives, parse_directives
+
+    data = bom + text.encode()
+    source = decode_python(data)
+    assert file_directives(source, data) == parse_directives(source.lines, lowered=source.lowered)
+
+
+@pytest.mark.parametrize("data", [
+    b"", b"x = 1\n", b"x = '\xc3\xa9'\n", b"\xff = 1\n", b"\n\n\xff\n", b"# a\n# b\nx = '\xe9'\n",
+    b"\xef\xbb\xbfx = 1\n", b"# -*- coding: latin-1 -*-\nx = '\xe9'\n", b"\n# coding: latin-1\nx = '\xe9'\n",
+    b"x = 1\n\n# coding: latin-1\ny = '\xe9'\n", b"# coding: nonsense\n", b"\xef\xbb\xbf# coding: latin-1\n",
+    b"x = 1\r# coding: latin-1\rx = '\xe9'\r", b"# coding=utf-8\nx = '\xc3\xa9'\n", b"s = 'decoding'\n\xff\n",
+])
+def test_decoding_without_detect_encoding_is_decoding_with_it(data, monkeypatch):
+    from migrator.engine import source
+
+    def decoded() -> object:
+        try:
+            return source.decode_python(data)
+        except source.UnreadableSource as exc:
+            return str(exc)
+
+    fast = decoded()
+    monkeypatch.setattr(source, "_plain", lambda data: False)  # every file through `tokenize.detect_encoding`
+    assert fast == decoded()
