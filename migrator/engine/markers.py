@@ -10,7 +10,7 @@ from typing import Any
 
 from migrator.engine.source import LINE_BREAK, SourceText
 from migrator.ground.model import Finding, Marker
-from migrator.ground.word_search import WordSet
+from migrator.ground.word_search import WordSet, byte_automaton
 
 MARKER_WORDS = ("cuda", "nccl", "apex", "flash_attn", "xformers", "triton", "transformer_engine", "nvte_", "cudnn")
 MARKER = re.compile("(?i)" + "|".join(map(re.escape, MARKER_WORDS)))
@@ -23,15 +23,16 @@ _NON_ASCII_LINE = re.compile(rb"[\x80-\xff][^\r\n]*")  # from a line's first byt
 
 def unattributed(
     rel: str, kind: str, source: SourceText, findings: list[Finding], doc_lines: set[int],
-    own_names: frozenset[str] = frozenset(), data: bytes | None = None,
+    own_names: frozenset[str] = frozenset(), data: bytes | None = None, starts: Iterable[int] | None = None,
 ) -> tuple[Marker, ...]:
-    """`data`: the bytes `source` was decoded from, where the caller has them (one search of the bytes then)."""
+    """`data`: the bytes `source` was decoded from, where the caller has them (one search of the bytes then);
+    `starts`: positions in `data`, in order, whose lines hold every marker word of it, where the caller found them."""
     claimed: set[int] = set()
     for f in findings:
         claimed.update(range(f.line, f.end_line + 1))
     own = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(own_names))) + r")\b") if own_names else None
     out = []
-    for number in _lines_to_search(source, data):
+    for number in _lines_to_search(source, data, starts):
         if number in claimed or number in doc_lines:
             continue
         text = source.lines[number - 1]
@@ -44,15 +45,16 @@ def unattributed(
     return tuple(out)
 
 
-def _lines_to_search(source: SourceText, data: bytes | None = None) -> Iterable[int]:
+def _lines_to_search(source: SourceText, data: bytes | None = None, starts: Iterable[int] | None = None,
+                     ) -> Iterable[int]:
     """The line numbers that may hold a marker: those where a search of the lowered text found one (most
     files have none), and every line that is not ASCII (case folding differs there). UTF-8 bytes have the
     text's lines and ASCII letters, so where the caller has them they are searched instead, ignoring ASCII case,
     and their non-ASCII lines are those with a byte past ASCII (no lowered text, no walk of every line)."""
     if data is not None and source.encoding in ("utf-8", "utf-8-sig"):
-        found = _MARKER_WORDS.starts(data)
+        found = _MARKER_WORDS.starts(data) if starts is None else list(starts)
         if not data.isascii():
-            found = sorted([*found, *(m.start() for m in _NON_ASCII_LINE.finditer(data))])
+            found = sorted([*found, *_non_ascii_lines(data)])
         numbers = _line_numbers(data, found, b"\n", b"\r", _BYTE_LINE_BREAK)
     else:
         lowered = source.lowered  # its line breaks are the text's, whatever lowering does to other characters
@@ -61,6 +63,17 @@ def _lines_to_search(source: SourceText, data: bytes | None = None) -> Iterable[
             numbers.update(n for n, line in enumerate(source.lines, 1) if not line.isascii())
     last = len(source.lines)
     return sorted(n for n in numbers if n <= last)
+
+
+def _non_ascii_lines(data: bytes) -> list[int]:
+    """Where each line's first byte past ASCII is (RE2 where installed: `re` tries the class at every position)."""
+    if not _NON_ASCII_AUTOMATON:
+        _NON_ASCII_AUTOMATON.append(byte_automaton(_NON_ASCII_LINE.pattern))
+    pattern = _NON_ASCII_AUTOMATON[0] or _NON_ASCII_LINE
+    return [m.start() for m in pattern.finditer(data)]
+
+
+_NON_ASCII_AUTOMATON: list[Any] = []
 
 
 def _line_numbers(searched: Any, found: list[int], newline: Any, carriage: Any, breaks: Any) -> set[int]:

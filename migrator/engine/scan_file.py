@@ -19,6 +19,7 @@ from migrator.engine.coverage_checker import CoverageHit, coverage_hits, depends
 from migrator.engine.cuda_file import cuda_file_note
 from migrator.engine.extension_calls import extension_sites, may_have_sites
 from migrator.engine.file_scan import FileScan, ScanOptions
+from migrator.engine.file_words import FileWords, file_words
 from migrator.engine.markers import unattributed
 from migrator.engine.module_check import check_module
 from migrator.engine.python_checker import PythonChecker
@@ -124,7 +125,7 @@ class CheckMemo:
     """One Python module's decoding, directives, parse and check, kept for the scans of the same bytes that
     differ only in training dtypes (only the op verdicts, `coverage_hits`, depend on them)."""
 
-    __slots__ = ("source", "directives", "tree", "checker", "training_free")
+    __slots__ = ("source", "directives", "tree", "checker", "training_free", "_words")
 
     def __init__(self) -> None:
         self.source: SourceText | None = None
@@ -132,6 +133,13 @@ class CheckMemo:
         self.tree: ast.Module | ParseFailure | None = None
         self.checker: PythonChecker | None = None
         self.training_free: tuple[CoverageHit, ...] | None = None  # the op hits no training dtype changes
+        self._words: FileWords | None | bool = False  # False: not searched yet
+
+    def words(self, data: bytes) -> FileWords | None:
+        """`file_words(data)`, searched once for every step that asks (None without RE2)."""
+        if self._words is False:
+            self._words = file_words(data)
+        return self._words  # type: ignore[return-value]
 
 
 def _scan_bytes(scan: FileScan, data: bytes, memo: CheckMemo | None = None) -> FileResult:
@@ -139,7 +147,8 @@ def _scan_bytes(scan: FileScan, data: bytes, memo: CheckMemo | None = None) -> F
     early = _without_decoding(scan, data)
     if early is not None:
         return early
-    if memo is not None and memo.source is not None and memo.directives is not None:
+    memo = memo or CheckMemo()
+    if memo.source is not None and memo.directives is not None:
         source, directives = memo.source, memo.directives
     else:
         try:
@@ -147,9 +156,9 @@ def _scan_bytes(scan: FileScan, data: bytes, memo: CheckMemo | None = None) -> F
         except UnreadableSource as exc:
             scan.meta("unreadable-file", f"cannot read {rel}: {exc}")
             return FileResult(rel, tuple(scan.findings))
-        directives = file_directives(source, data)
-        if memo is not None:
-            memo.source, memo.directives = source, directives
+        words = memo.words(data)
+        directives = file_directives(source, data, words.directive if words else None)
+        memo.source, memo.directives = source, directives
     if directives.skip_file:
         return FileResult(rel, skipped="`# migrate: skip-file` directive")
     checked = _check_by_kind(scan, source, data, memo)
@@ -157,7 +166,10 @@ def _scan_bytes(scan: FileScan, data: bytes, memo: CheckMemo | None = None) -> F
         return checked
     ops, quiet_lines, own_names = checked
     kept, suppressed = _apply_suppressions(scan, with_continued_lines(directives, source.text, scan.findings) if kind == "python" else directives)
-    markers = unattributed(rel, kind, source, kept, quiet_lines, own_names, data) if kind in ("python", "shell", "dockerfile") else ()
+    markers: tuple[Marker, ...] = ()
+    if kind in ("python", "shell", "dockerfile"):
+        words = memo.words(data)
+        markers = unattributed(rel, kind, source, kept, quiet_lines, own_names, data, words.starts if words else None)
     return FileResult(rel, tuple(sorted(kept, key=Finding.sort_key)), markers, ops, None, suppressed)
 
 

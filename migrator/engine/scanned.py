@@ -58,8 +58,9 @@ def _scan_one(path: Path, rel: str, kind: str, options: ScanOptions, data: bytes
         data = read
     memo = CheckMemo()  # the variants below share the base scan's parse and check
     base, sensitive = judged_scan(data, rel, kind, _for_training(options, ()), memo)
-    evidence = training_dtypes([data])
-    imports = import_lines(data) if kind == "python" else None
+    words = memo.words(data)  # the one search of the bytes the scan made, or makes now
+    evidence = training_dtypes([data], words.training if words else None)
+    imports = (import_lines(data, words.imports if words else None)) if kind == "python" else None
     if not sensitive:
         return ScannedFile(base, evidence, framework_imports=imports)
     variants = []

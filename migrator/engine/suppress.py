@@ -74,13 +74,15 @@ def parse_directives(lines: tuple[str, ...], comment_only: bool = False, lowered
     return Directives(skip, tuple(found))
 
 
-_DIRECTIVE_WORDS = WordSet((b"noqa", b"migrate"), ignore_case=True)
+DIRECTIVE_WORDS = (b"noqa", b"migrate")  # every directive holds one, in some ASCII case
+_DIRECTIVE_WORDS = WordSet(DIRECTIVE_WORDS, ignore_case=True)
 
 
-def file_directives(source: SourceText, data: bytes) -> Directives:
+def file_directives(source: SourceText, data: bytes, named: bool | None = None) -> Directives:
     """`parse_directives` of a file decoded from `data`. UTF-8 bytes that name neither word in any ASCII case hold no
-    directive: found in one pass, without lowering the text (no character outside ASCII lowers to these words' letters)."""
-    if source.encoding in ("utf-8", "utf-8-sig") and not _DIRECTIVE_WORDS.found_in(data):
+    directive: found in one pass, without lowering the text (no character outside ASCII lowers to these words' letters).
+    `named`: whether `data` holds such a word, where the caller knows."""
+    if source.encoding in ("utf-8", "utf-8-sig") and not (_DIRECTIVE_WORDS.found_in(data) if named is None else named):
         return Directives(False, ())
     return parse_directives(source.lines, lowered=source.lowered)
 

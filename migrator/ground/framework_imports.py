@@ -8,6 +8,7 @@ same lines with one substring search per import root instead of that pattern's t
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from migrator.ground.word_search import byte_automaton
@@ -19,19 +20,23 @@ IMPORT_FRAMEWORK = {
 }
 IMPORT_LINE = re.compile(r"^[ \t]*(?:from|import)[ \t]+(" + "|".join(IMPORT_FRAMEWORK) + r")\b", re.MULTILINE)
 MAX_EVIDENCE = 3  # import sites listed per framework
-_HEAD = re.compile(rb"[ \t]*(?:from|import)[ \t]+")  # a line's text before the import root
+IMPORT_HEAD = rb"[ \t]*(?:from|import)[ \t]+"  # a line's text before the import root
+_HEAD = re.compile(IMPORT_HEAD)
 _ROOTS = tuple((root, root.encode()) for root in IMPORT_FRAMEWORK)
 
 ImportLines = tuple[tuple[str, int], ...]  # (import root, line), in line order
 
 
-def import_lines(data: bytes) -> ImportLines:
+def import_lines(data: bytes, candidates: Iterable[tuple[int, int]] | None = None) -> ImportLines:
     """`IMPORT_LINE`'s matches in `data.decode("utf-8", "replace")` as (root, line), the first `MAX_EVIDENCE` of
     each framework. A root starts a match where the text from its line's start up to it is `_HEAD` (ASCII:
     the same in the bytes) and no word character follows it (`\\b`): one RE2 pass over the bytes finds the
-    candidates (a substring search per root without RE2)."""
-    automaton = _automaton()
-    if automaton is not None:
+    candidates (a substring search per root without RE2). `candidates`: the (start, end) of every match of
+    `IMPORT_HEAD` and a root in `data`, in order, where the caller found them."""
+    if candidates is not None:
+        found = [(start, data[start:end].split()[-1].decode()) for start, end in candidates
+                 if not _word_follows(data, end)]
+    elif (automaton := _automaton()) is not None:
         found = [(m.start(), m.group(1).decode()) for m in automaton.finditer(data) if not _word_follows(data, m.end())]
     else:
         found = _found_by_roots(data)

@@ -63,15 +63,18 @@ TRAINING_DTYPES = ("bf16", "fp16")
 _WORDS = ((re.compile(rb"(?:bfloat16|bf16)(?![A-Za-z0-9_])"), "bf16"), (re.compile(rb"(?:float16|fp16)(?![A-Za-z0-9_])"), "fp16"),
           (re.compile(rb"torch\.half(?![A-Za-z0-9_])"), "fp16"))
 _HALF_CALL = re.compile(rb"\.half\(\)")
-_CANDIDATES = (b"bf16", b"fp16", b"float16", b"half")  # every spelling holds one (a substring search each is cheaper
+TRAINING_WORDS = (b"bf16", b"fp16", b"float16", b"half")  # every spelling holds one (a substring search each is cheaper
 # than one regex alternation over a text that holds none)
 
 
-def training_dtypes(texts: Iterable[bytes]) -> tuple[str, ...]:
-    """The 16-bit training dtypes a program's files show, in `TRAINING_DTYPES` order."""
+def training_dtypes(texts: Iterable[bytes], candidates: bool | None = None) -> tuple[str, ...]:
+    """The 16-bit training dtypes a program's files show, in `TRAINING_DTYPES` order. `candidates`: whether the
+    texts hold a `TRAINING_WORDS` word, where the caller knows (False: nothing to look for)."""
+    if candidates is False:
+        return ()
     found: set[str] = set()
     for text in texts:
-        if not any(word in text for word in _CANDIDATES):
+        if candidates is None and not any(word in text for word in TRAINING_WORDS):
             continue  # every spelling holds one of these
         for pattern, dtype in _WORDS:
             if dtype not in found and any(_word_start(text, m.start()) for m in pattern.finditer(text)):
