@@ -33,6 +33,8 @@ from migrator.engine.source import (
     parses,
 )
 from migrator.engine.suppress import Directives, file_directives, parse_directives, with_continued_lines
+from migrator.ground import input_files
+from migrator.ground.input_files import MAX_NOTEBOOK_BYTES, MAX_SOURCE_BYTES, InputRefused
 from migrator.ground.model import FileResult, Finding, ImportInfo, Marker, OpUse
 from migrator.ground.own_code import helper_lines
 from migrator.ground.word_search import WordSet
@@ -68,11 +70,8 @@ def scan_file(path: Path, rel: str, kind: str, options: ScanOptions) -> FileResu
 
 def read_for_scan(path: Path, rel: str, kind: str, options: ScanOptions) -> bytes | FileResult:
     """The file's bytes (through `input_files`, capped per kind), or the result for a file that cannot be read."""
-    from migrator.ground import input_files
-    from migrator.ground.input_files import InputRefused
-
     try:
-        return input_files.read_bytes(path, read_limit(kind))
+        return input_files.read_bytes(path, read_limit(kind))  # through the module: tests stand in for it
     except InputRefused as exc:
         if kind == "config" and exc.too_big:
             return FileResult(rel, skipped=f"larger than {config_checker.MAX_CONFIG_BYTES // 2**20} MiB: data, not a config")
@@ -87,18 +86,17 @@ def read_for_scan(path: Path, rel: str, kind: str, options: ScanOptions) -> byte
         return FileResult(rel, tuple(scan.findings))
 
 
+_READ_LIMITS = {"notebook": MAX_NOTEBOOK_BYTES, "config": config_checker.MAX_CONFIG_BYTES}
+
+
 def read_limit(kind: str) -> int:
     """The most bytes a file of `kind` is read with; a larger one is refused (or skipped) by `read_for_scan`."""
-    from migrator.ground.input_files import MAX_NOTEBOOK_BYTES, MAX_SOURCE_BYTES
-
-    return {"notebook": MAX_NOTEBOOK_BYTES, "config": config_checker.MAX_CONFIG_BYTES}.get(kind, MAX_SOURCE_BYTES)
+    return _READ_LIMITS.get(kind, MAX_SOURCE_BYTES)
 
 
 def _head(path: Path) -> bytes:
-    from migrator.ground.input_files import read_head
-
     try:
-        return read_head(path, 2048)
+        return input_files.read_head(path, 2048)
     except OSError:
         return b""
 
@@ -177,7 +175,7 @@ def _without_decoding(scan: FileScan, data: bytes) -> FileResult | None:
     """The result of a file settled before its text is decoded: a generated file, a notebook (scanned
     cell by cell), a config file with no marker or too large to be a config; None for the rest."""
     rel, kind = scan.rel, scan.kind
-    if GENERATED.search(data[:2048]):
+    if b"@generated" in data[:2048] and GENERATED.search(data[:2048]):
         return FileResult(rel, skipped="generated file (@generated marker)")
     if kind == "notebook":
         return _scan_notebook(scan, data)

@@ -38,9 +38,14 @@ class SourceText:
         """The text lowered, once for every search that ignores case (directives, markers)."""
         return self.text.lower()
 
+    @cached_property
+    def ascii(self) -> bool:
+        """Whether the text is ASCII: every column is then its byte offset."""
+        return self.text.isascii()
+
     def char_column(self, line: int, byte_offset: int) -> int:
         """1-based character column from ast's 0-based UTF-8 byte offset."""
-        if line < 1 or line > len(self.lines):
+        if self.ascii or line < 1 or line > len(self.lines):
             return byte_offset + 1
         text = self.lines[line - 1]
         if text.isascii():
