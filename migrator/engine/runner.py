@@ -24,6 +24,7 @@ from migrator.engine.scanned import ScannedFile, scan_one, tree_training_dtypes
 from migrator.engine.workers import worker_pool
 from migrator.ground import input_files
 from migrator.ground.config import Settings
+from migrator.ground.cycles import earlier_objects_frozen
 from migrator.ground.framework_imports import ImportLines
 from migrator.ground.globs import compile_globs
 from migrator.ground.input_files import MAX_NOTEBOOK_BYTES
@@ -208,6 +209,7 @@ def run(settings: Settings, paths: list[Path], options: ScanOptions, progress: P
     counts = [len(candidates), 0]  # total, done
     jobs = settings.jobs or (os.cpu_count() or 1)
     with ExitStack() as stack:
+        stack.enter_context(earlier_objects_frozen())
         pool = None
         for window, last in _windows(candidates, results, overlay, counts):
             if progress:

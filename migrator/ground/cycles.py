@@ -20,3 +20,19 @@ def cycle_collection_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
+
+
+@contextmanager
+def earlier_objects_frozen() -> Iterator[None]:
+    """The objects alive before the block (modules, the catalogue, the coverage tables) kept out of the collections
+    inside it: every full collection walked them again for nothing while a scan's results grew (`gc.freeze`); they
+    rejoin the oldest generation after it. Left as it is where something froze objects already (a forked server
+    sharing its pages), whose freeze is not ours to undo."""
+    if gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
