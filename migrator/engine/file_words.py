@@ -88,6 +88,8 @@ def _may_hide(lowered: bytes, text: bytes) -> bool:
     """Whether a directive or training word can start inside a match of `text` (past its first byte)."""
     known = _HIDING.get(text)
     if known is None:
+        if len(_HIDING) >= 4096:  # bounded: an import line's spacing, a word's case make new texts
+            _HIDING.clear()
         known = _HIDING[text] = any(
             any(w.startswith(lowered[i:]) or lowered[i:].startswith(w) for w in _DIRECTIVES)
             or any(w.startswith(text[i:]) or text[i:].startswith(w) for w in _TRAINING)
