@@ -40,6 +40,9 @@ def folder() -> Path | None:
     explicit = os.environ.get("MIGRATE_CACHE_DIR")
     if explicit:
         return Path(explicit) / "catalogue"
+    if sys.platform == "linux":  # what platformdirs answers there, without its import
+        xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
+        return Path(xdg or os.path.expanduser("~/.cache")) / "ascend-migrate" / "catalogue"
     from platformdirs import user_cache_path
 
     return user_cache_path("ascend-migrate", appauthor=False) / "catalogue"
