@@ -21,6 +21,9 @@ NOT_NEEDED = {
     "tomllib", "configparser",  # no pyproject.toml, no setup.cfg
     "migrator.ground.fix_record",  # no fix record
     "ctypes", "libcst", "torch",
+    # the checkers of other kinds of file: configs, notebooks, shell/requirements/Dockerfiles, CUDA sources
+    "migrator.engine.config_checker", "migrator.engine.notebook", "migrator.engine.text_checkers",
+    "migrator.engine.cuda_file",
 }
 
 
