@@ -6,8 +6,7 @@ that reads and checks them, the names of the rule unit modules (a `fix: unit` ne
 tool's and Python's versions. So a cache can never give rules the YAML would not: any change is a new key.
 A missing, unreadable, corrupt or foreign file is ignored (the YAML is read, and the cache written
 again); a cache that cannot be written is ignored too. Written atomically (`safe_write`), so two runs at
-once each see a whole file or none. The folder: `$MIGRATE_CACHE_DIR/catalogue` (tests set it), else
-the platform's user cache folder, never the scanned project; `MIGRATE_CATALOGUE_CACHE=0` turns it off.
+once each see a whole file or none. The folder: `ground/start_cache.py` ("catalogue").
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import migrator
+from migrator.ground import start_cache
 
 T = TypeVar("T")
 
@@ -35,17 +35,7 @@ _CODE = ("migrator.catalogue.loader", "migrator.catalogue.impls", "migrator.cata
 
 def folder() -> Path | None:
     """Where the cache lives; None when it is turned off."""
-    if os.environ.get("MIGRATE_CATALOGUE_CACHE", "1") == "0":
-        return None
-    explicit = os.environ.get("MIGRATE_CACHE_DIR")
-    if explicit:
-        return Path(explicit) / "catalogue"
-    if sys.platform == "linux":  # what platformdirs answers there, without its import
-        xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-        return Path(xdg or os.path.expanduser("~/.cache")) / "ascend-migrate" / "catalogue"
-    from platformdirs import user_cache_path
-
-    return user_cache_path("ascend-migrate", appauthor=False) / "catalogue"
+    return start_cache.folder("catalogue")
 
 
 def key(files: Sequence[tuple[Path, bytes]]) -> str | None:

@@ -47,6 +47,9 @@ if TYPE_CHECKING:  # types only: the api and the fixer are imported when a comma
 @click.version_option(__version__, prog_name="ascend-migrate")
 def main() -> None:
     """Move PyTorch CUDA training code to Ascend NPUs, reviewably."""
+    from migrator.ground import dataclass_code
+
+    dataclass_code.install()  # before the command imports what it needs: most of those classes' code is kept
 
 
 @main.command()

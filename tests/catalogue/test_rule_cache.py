@@ -23,7 +23,7 @@ def rules(tmp_path: Path) -> Path:
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("MIGRATE_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("MIGRATE_CATALOGUE_CACHE", raising=False)
+    monkeypatch.delenv("MIGRATE_START_CACHE", raising=False)
     return tmp_path / "cache" / "catalogue"
 
 
@@ -90,7 +90,7 @@ def test_an_unwritable_cache_folder_still_loads(rules: Path, tmp_path: Path, mon
 
 
 def test_turned_off_nothing_is_written(rules: Path, cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MIGRATE_CATALOGUE_CACHE", "0")
+    monkeypatch.setenv("MIGRATE_START_CACHE", "0")
     load(rules)
     assert not cache.exists()
 

@@ -39,3 +39,35 @@ def test_a_scan_of_one_python_file_imports_only_what_it_uses(tmp_path: Path, fmt
     assert "migrator.engine.python_checker" in imported  # the probe works
     assert "DEV" in proc.stdout  # and the scan found the `.cuda()`
     assert not imported & NOT_NEEDED, sorted(imported & NOT_NEEDED)
+
+
+def test_the_kept_dataclass_code_is_what_its_text_compiles_to(tmp_path: Path) -> None:
+    """A CLI run keeps the code dataclasses generated; a run with the file corrupt writes the same report."""
+    from migrator.ground import dataclass_code
+
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree" / "train.py").write_text("import torch\nx = torch.zeros(2).cuda()\n")
+    args = ("scan", str(tmp_path / "tree"), "--no-cache", "-j", "1", "--format", "json", "--exit-zero")
+    env = {"MIGRATE_CACHE_DIR": str(tmp_path / "cache")}
+    first = run_cli(*args, env=env)
+    (kept,) = (tmp_path / "cache" / "dataclass-code").glob("*.marshal")
+    table = dataclass_code.read(kept)
+    assert any("__init__(self,code:" in text and "family" in text for text in table)  # Finding's
+    assert all(code == compile(text, "<string>", "exec") for text, code in table.items())
+    data = bytearray(kept.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    kept.write_bytes(bytes(data))
+    assert dataclass_code.read(kept) == {}  # its digest no longer matches
+    second = run_cli(*args, env=env)
+    assert second.stdout == first.stdout and second.returncode == first.returncode == 0
+    assert dataclass_code.read(kept) == table  # written whole again
+
+
+@pytest.mark.parametrize("content", [b"", b"\0" * 16 + b"garbage", b"short"])
+def test_an_unreadable_dataclass_table_is_empty(tmp_path: Path, content: bytes) -> None:
+    from migrator.ground import dataclass_code
+
+    path = tmp_path / "table.marshal"
+    path.write_bytes(content)
+    assert dataclass_code.read(path) == {}
+    assert dataclass_code.read(tmp_path / "missing.marshal") == {}
