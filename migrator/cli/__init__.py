@@ -49,7 +49,8 @@ def main() -> None:
     """Move PyTorch CUDA training code to Ascend NPUs, reviewably."""
     from migrator.ground import dataclass_code
 
-    dataclass_code.install()  # before the command imports what it needs: most of those classes' code is kept
+    # before the command imports what it needs: most of those classes' code is kept
+    dataclass_code.install(click.get_current_context().invoked_subcommand or "")
 
 
 @main.command()

@@ -5,8 +5,9 @@ Compiling those small texts was a sixth of a short scan's CPU: a scan creates ~5
 each method its own `exec` of generated source. `install()` (the CLI's first step) gives the `dataclasses`
 module an `exec` that looks each text up in a kept table before compiling it. The table maps a whole
 source text to `compile(text, "<string>", "exec")` of it, which is what `exec(text)` runs, so it can only
-ever answer with the very code the text compiles to. One file per Python build (the interpreter's version
-in its name: bytecode differs between them), its bytes checked by a digest; a missing, unreadable or
+ever answer with the very code the text compiles to. One file per command (each reads only the classes it
+creates) and Python build (the interpreter's version in its name: bytecode differs between them), its bytes
+checked by a digest; a missing, unreadable or
 corrupt file is an empty table. New texts are written at exit, atomically (two runs at once: the last
 one's table stays, the other's new texts are compiled again next time). Folder: `ground/start_cache.py`.
 """
@@ -28,15 +29,16 @@ _kept: dict[str, CodeType] = {}
 _new: dict[str, CodeType] = {}
 
 
-def install() -> None:
-    """From now on in this process, dataclasses' generated code comes from the kept table (once; not at all
-    where the start-up caches are turned off)."""
+def install(command: str) -> None:
+    """From now on in this process, dataclasses' generated code comes from `command`'s kept table (once; not
+    at all where the start-up caches are turned off)."""
     import dataclasses
 
     where = start_cache.folder("dataclass-code")
     if where is None or getattr(dataclasses, "exec", None) is _exec:
         return
-    path = where / f"{hashlib.blake2b(sys.version.encode(), digest_size=8).hexdigest()}.marshal"
+    build = hashlib.blake2b(sys.version.encode(), digest_size=8).hexdigest()
+    path = where / f"{command if command.isidentifier() else 'other'}-{build}.marshal"
     _kept.update(read(path))
     dataclasses.exec = _exec  # type: ignore[attr-defined]  # a module global: found before the builtin
     atexit.register(keep, path)
