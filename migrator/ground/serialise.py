@@ -159,7 +159,7 @@ def _plan(cls: type, renames: dict[str, str], always: tuple[str, ...], omit_abse
     return (*kept, *optional)
 
 
-_SCALARS = (str, int, float, bool, type(None))
+_SCALARS = frozenset((str, int, float, bool, type(None)))
 
 
 def _plain(value: Any, plans: _Plans) -> Any:
@@ -175,10 +175,15 @@ def _plain(value: Any, plans: _Plans) -> Any:
             field_value = getattr(value, name)
             if default is not _KEEP and field_value == (default.make() if isinstance(default, _Factory) else default):
                 continue
-            out[key] = writer(field_value) if writer is not None else _plain(field_value, plans)
+            if writer is not None:
+                out[key] = writer(field_value)
+            elif type(field_value) in _SCALARS:  # most fields: no call
+                out[key] = field_value
+            else:
+                out[key] = _plain(field_value, plans)
         return out
     if isinstance(value, (list, tuple)):
-        return [_plain(item, plans) for item in value]
+        return [item if type(item) in _SCALARS else _plain(item, plans) for item in value]
     if isinstance(value, dict):
         return {_plain(k, plans): _plain(v, plans) for k, v in value.items()}
     if isinstance(value, Enum) and not isinstance(value, str):
