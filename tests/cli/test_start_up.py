@@ -71,3 +71,19 @@ def test_an_unreadable_dataclass_table_is_empty(tmp_path: Path, content: bytes) 
     path.write_bytes(content)
     assert dataclass_code.read(path) == {}
     assert dataclass_code.read(tmp_path / "missing.marshal") == {}
+
+
+def test_an_unwritable_dataclass_table_folder_is_left_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from migrator.ground import dataclass_code
+
+    text = "def f():\n return 1\n"
+    monkeypatch.setattr(dataclass_code, "_kept", {})
+    monkeypatch.setattr(dataclass_code, "_new", {})
+    namespace: dict = {}
+    dataclass_code._exec(text, namespace)  # compiled, and new
+    assert namespace["f"]() == 1 and text in dataclass_code._new
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    dataclass_code.keep(blocker / "below" / "t.marshal")  # no folder can be made under a file: no error
+    dataclass_code.keep(tmp_path / "t.marshal")
+    assert dataclass_code.read(tmp_path / "t.marshal") == {text: compile(text, "<string>", "exec")}
