@@ -77,6 +77,10 @@ def compile_bytecode(prefix: Path, checkouts: list[Path]) -> None:
     empty = prefix / "empty"
     empty.mkdir(parents=True)
     (empty / "m.py").write_text("import torch\nx = torch.zeros(2).cuda()\n")
+    # what the parts hold beside Python files, so the libraries that read them (imported only where
+    # needed) are compiled too
+    (empty / "pyproject.toml").write_text('[project]\nname = "m"\n')
+    (empty / ".gitignore").write_text("*.pyc\n")
     for code in checkouts:
         child([sys.executable, "-m", "compileall", "-q", str(code / "migrator")], code=code)
         child([sys.executable, "-m", "migrator", "scan", str(empty), "--root", str(empty), "--no-cache", "-q"],

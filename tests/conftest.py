@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,13 @@ REPO = Path(__file__).resolve().parents[1]
 # elementwise op on 2 threads under load measured ~100x the CPU of 1 thread). One thread per process.
 for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_name, "1")
+
+# Tests never write the user's cache folder: the catalogue is built (and kept, `catalogue/rule_cache.py`) while
+# tests are collected, before `_isolated_cache` applies, so the run starts with a folder of its own (xdist's
+# workers inherit it), removed at exit.
+if "MIGRATE_CACHE_DIR" not in os.environ:
+    os.environ["MIGRATE_CACHE_DIR"] = tempfile.mkdtemp(prefix="migrate-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["MIGRATE_CACHE_DIR"], True)
 
 # A shell without job control starts a background job with SIGINT ignored, and every child would
 # inherit that (Python then never raises KeyboardInterrupt): the Ctrl-C tests need the default.

@@ -17,7 +17,6 @@ from migrator.ground.config import ConfigError, Settings
 from migrator.ground.model import RunResult
 from migrator.ground.progress import Progress, prefixed
 from migrator.ground.usage_error import UsageError
-from migrator.pipeline.fix import FixOutcome, FixRequest, FixTransaction
 from migrator.pipeline.options import resolve_settings
 from migrator.pipeline.scan import scan_tree
 
@@ -25,6 +24,7 @@ if TYPE_CHECKING:
     from migrator.census.advise.model import AdviseResult
     from migrator.census.model import Census
     from migrator.engine.add_noqa import NoqaOutcome as AddNoqaOutcome
+    from migrator.pipeline.fix import FixOutcome
     from migrator.reporters.report_data import ReportData
 
 
@@ -67,6 +67,8 @@ def fix(
     written is an error of that file only. `write=False` computes the changes only (for --diff/--check);
     its remaining findings are a fresh scan's of the planned texts."""
     settings, resolved = _settled(paths, settings, overrides)
+    from migrator.pipeline.fix import FixRequest, FixTransaction  # here: a scan needs none of fix's pipeline
+
     request = FixRequest(target=target, exact_only=exact_only, annotate=annotate, strip_annotations=strip_annotations,
                          fuse=fuse, write=write, out_dir=Path(out_dir).absolute() if out_dir else None, record=record)
     return FixTransaction(settings, resolved, request, progress).run()
@@ -290,6 +292,15 @@ def advise(profile: str | Path, paths: Sequence[str | Path] = (), *, root: str |
     ran = advisor.run(str(profile)) if run_advisor else AdvisorRun(("msprof-analyze",), installed=False)
     return AdviseResult(facts, checks.check_all(findings, facts), ran, census_path(settings.root).is_file(),
                         facts.notes)
+
+
+def __getattr__(name: str) -> Any:
+    """`FixOutcome`, imported with fix's pipeline when first asked for."""
+    if name == "FixOutcome":
+        from migrator.pipeline.fix import FixOutcome
+
+        return FixOutcome
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = ["scan", "fix", "explain", "rules", "resolve_settings", "UsageError", "ConfigError", "FixOutcome"]

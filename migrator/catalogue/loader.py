@@ -12,9 +12,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from migrator.catalogue import units
+from migrator.catalogue import rule_cache, units
 from migrator.catalogue.impls import KNOWN_IMPLS
 from migrator.ground.kinds import FixKind, Severity, values
 from migrator.ground.model import FAMILIES, FAMILY_PREFIX, FixInfo
@@ -339,27 +337,52 @@ def catalogue_files(folder: Path | None = None) -> list[Path]:
     return sorted(folder.glob("*.yaml"))
 
 
-def load_raw(path: Path) -> dict[str, Any]:
+def load_raw(path: Path, data: bytes | None = None) -> dict[str, Any]:
+    """One catalogue file's YAML (`data`: its bytes, already read), checked for `family` and `rules`."""
+    import yaml  # only when the rules are built from their YAML (`rule_cache` keeps them built)
+
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        text = path.read_text(encoding="utf-8") if data is None else _text(data)
+        loaded = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except (OSError, yaml.YAMLError) as exc:
         raise CatalogueError(f"{path}: cannot read the rule catalogue: {exc}") from None
-    if not isinstance(data, dict) or "family" not in data or "rules" not in data:
+    if not isinstance(loaded, dict) or "family" not in loaded or "rules" not in loaded:
         raise CatalogueError(f"{path}: a catalogue file needs `family` and `rules`")
-    return data
+    return loaded
+
+
+def _text(data: bytes) -> str:
+    """`data` decoded as `Path.read_text` would: UTF-8, universal newlines."""
+    return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
 
 
 @lru_cache(maxsize=4)
 def load_catalogue(folder: Path | None = None) -> Catalogue:
-    rules: dict[str, Rule] = {}
-    owner: dict[str, str] = {}
-    digest = hashlib.sha256()
     files = catalogue_files(folder)
     if not files:
         raise CatalogueError("the rule catalogue is empty; reinstall ascend-migrate")
-    for path in files:
-        digest.update(path.read_bytes())
-        raw = load_raw(path)
+    try:
+        texts = [(path, path.read_bytes()) for path in files]
+    except OSError as exc:
+        raise CatalogueError(f"{exc.filename}: cannot read the rule catalogue: {exc}") from None
+    digest = hashlib.sha256()
+    for _, data in texts:
+        digest.update(data)
+    cache_key = rule_cache.key(texts)
+    if cache_key is not None and (kept := rule_cache.read(cache_key, Catalogue, digest.hexdigest()[:12])) is not None:
+        return kept
+    catalogue = _build(texts, digest.hexdigest()[:12])
+    if cache_key is not None:
+        rule_cache.write(cache_key, catalogue)
+    return catalogue
+
+
+def _build(texts: list[tuple[Path, bytes]], digest: str) -> Catalogue:
+    """The catalogue built from its YAML files (path, bytes), every rule checked."""
+    rules: dict[str, Rule] = {}
+    owner: dict[str, str] = {}
+    for path, data in texts:
+        raw = load_raw(path, data)
         family = raw["family"]
         if family not in FAMILIES:
             raise CatalogueError(f"{path}: unknown family {family!r}")
@@ -375,7 +398,7 @@ def load_catalogue(folder: Path | None = None) -> Catalogue:
                     )
                 owner[pattern] = rule.code
             rules[rule.code] = rule
-    return Catalogue(dict(sorted(rules.items())), digest.hexdigest()[:12])
+    return Catalogue(dict(sorted(rules.items())), digest)
 
 
 def rule_location(rule: Rule, folder: Path | None = None) -> tuple[Path, int]:

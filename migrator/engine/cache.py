@@ -13,10 +13,9 @@ import hashlib
 import os
 import pickle
 import time
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
-
-from migrator.ground.safe_write import write_bytes
 
 if TYPE_CHECKING:
     from migrator.engine.scanned import ScannedFile
@@ -78,9 +77,13 @@ def content_digest(data: bytes) -> str:
 class ScanCache:
     def __init__(self, root: Path, key: str):
         name = hashlib.sha256(f"{FORMAT}|{root.resolve()}|{key}".encode()).hexdigest()[:24]
-        self.path = cache_dir() / f"{name}{SUFFIX}"
+        self.name = f"{name}{SUFFIX}"
         self.entries: dict[str, tuple[str, ScannedFile]] = {}
         self.dirty = False
+
+    @cached_property
+    def path(self) -> Path:  # the folder looked up only when the cache is used (not under --no-cache)
+        return cache_dir() / self.name
 
     def load(self) -> None:
         try:
@@ -105,6 +108,8 @@ class ScanCache:
             return
         entries = self.entries
         try:
+            from migrator.ground.safe_write import write_bytes  # (tempfile, shutil) when a cache is written
+
             write_bytes(self.path, pickle.dumps(entries, protocol=pickle.HIGHEST_PROTOCOL))
         except OSError:
             return

@@ -9,22 +9,14 @@ from __future__ import annotations
 import bisect
 import json
 import re
-import sys
 from dataclasses import dataclass, field
-from typing import Any
-
-import yaml
+from typing import TYPE_CHECKING, Any
 
 from migrator.engine import toml_positions
 from migrator.ground.jsonfile import depth_over, loads_bounded
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
-# libyaml when PyYAML has it (twice as fast); its marks count characters like the pure loader's
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:  # yaml is imported where a YAML config is read: most scans read none
+    import yaml
 
 
 class ConfigParseError(ValueError):
@@ -93,6 +85,8 @@ def _check_yaml_size(roots: list[Any], text: str) -> None:
     """ConfigParseError when the documents, every alias expanded, hold more nodes than the text could
     spell out (an alias bomb: 633 bytes of nested aliases are 2^28 strings) or nest over MAX_DEPTH.
     Counted without recursion and stopped at the budget, so the check itself is bounded."""
+    import yaml
+
     budget = max(100_000, len(text))
     count = 0
     todo = [(root, 1) for root in roots if root is not None]
@@ -110,8 +104,12 @@ def _check_yaml_size(roots: list[Any], text: str) -> None:
 
 
 def _parse_yaml(text: str) -> ParsedConfig:
+    import yaml
+
+    # libyaml when PyYAML has it (twice as fast); its marks count characters like the pure loader's
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        roots = list(yaml.compose_all(text, Loader=YAML_LOADER))
+        roots = list(yaml.compose_all(text, Loader=loader))
         _check_yaml_size(roots, text)
         constructor = yaml.constructor.SafeConstructor()
         docs = [constructor.construct_document(root) if root is not None else None for root in roots]
@@ -142,6 +140,8 @@ class _YamlEntries:
         return got
 
     def walk(self, node: yaml.Node, path: tuple[Any, ...], key: str | None, active: set[int]) -> None:
+        import yaml
+
         if id(node) in active:
             return  # a recursive alias
         if isinstance(node, yaml.ScalarNode):
@@ -154,6 +154,8 @@ class _YamlEntries:
                 self.walk(item, path + (i,), key, active)
 
     def mapping(self, node: yaml.MappingNode, path: tuple[Any, ...], key: str | None, active: set[int]) -> None:
+        import yaml
+
         for k, v in node.value:
             if k.tag == "tag:yaml.org,2002:merge":
                 for base in v.value if isinstance(v, yaml.SequenceNode) else [v]:
@@ -241,6 +243,7 @@ class _JsonEntries:
 
 
 def _parse_toml(text: str) -> ParsedConfig:
+    tomllib = toml_positions.reader()
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

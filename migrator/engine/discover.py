@@ -10,10 +10,12 @@ import stat
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-import pathspec
+from typing import TYPE_CHECKING
 
 from migrator.engine.git_files import GitBlocked, project_files, submodules
+
+if TYPE_CHECKING:
+    import pathspec
 
 ALWAYS_SKIPPED_DIRS = {
     ".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox", ".nox",

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-
-import pathspec
+from typing import TYPE_CHECKING
 
 from migrator.catalogue import units
 from migrator.catalogue.loader import Catalogue, Rule
@@ -16,6 +15,9 @@ from migrator.ground.config import RuleSelector
 from migrator.ground.globs import compile_globs
 from migrator.ground.kinds import FixKind
 from migrator.ground.model import CoverageInfo, EffortNote, Finding, ImportInfo
+
+if TYPE_CHECKING:
+    import pathspec
 
 
 @dataclass(frozen=True)

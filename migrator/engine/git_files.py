@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 import re
 import stat
-import subprocess
 from collections.abc import Iterable
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from migrator.ground.git_command import run_git
+if TYPE_CHECKING:
+    import subprocess
 
 # a listing is an optimisation: past this the plain walk answers instead (a stuck git never stalls a scan)
 GIT_LIST_TIMEOUT_S = 20
@@ -23,6 +23,8 @@ SUBMODULE_PATH = re.compile(r"^\s*path\s*=\s*(.+?)\s*$", re.MULTILINE)
 
 
 def _git(args: list[str], cwd: Path) -> subprocess.CompletedProcess[bytes] | None:
+    from migrator.ground.git_command import run_git  # (subprocess, tempfile...) only where git runs
+
     return run_git(args, cwd, timeout=GIT_LIST_TIMEOUT_S)  # isolated: nothing from the repository's config runs (migrator/ground/git_command.py)
 
 

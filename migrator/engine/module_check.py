@@ -37,7 +37,7 @@ FUSION_WORDS = ("rsqrt", "silu", "rotate_half", "softmax")
 def advise(tree: ast.AST, text: str, checker: PythonChecker) -> None:
     """The advice families (fusion, perf): whole-function patterns, so a pass of their own over the tree,
     skipped where the module's text cannot hold them (they cost more than the rest of the scan otherwise)."""
-    from migrator.engine import fusion_attention, fusion_checker, perf_checker
+    from migrator.engine import perf_checker
 
     def on(family: str) -> bool:
         return any(checker.enabled(r) for r in checker.catalogue.by_family(family))
@@ -46,6 +46,8 @@ def advise(tree: ast.AST, text: str, checker: PythonChecker) -> None:
         checker.emit_impl(impl, node, symbol, replacement)
 
     if on("fusion") and any(word in text for word in FUSION_WORDS):
+        from migrator.engine import fusion_attention, fusion_checker
+
         mentions = _lines_naming(text, FUSION_WORDS, checker.aliases)
         by_word = text.isascii()  # else an identifier may be spelled otherwise in the text (NFKC): every detector
         for func in checker.functions:
@@ -114,11 +116,10 @@ def _lines_holding(text: str, name: str) -> list[int]:
 
 def triton(tree: ast.AST, checker: PythonChecker) -> None:
     """Triton kernels and their launches, construct by construct (KERN016-KERN020)."""
-    from migrator.engine import triton_kernels, triton_launch
-    from migrator.engine.node_walk import walk_nodes
-
     if not checker.aliases.keys() or not any("triton" in b for bs in checker.aliases.values() for b in bs):
         return
+    from migrator.engine import triton_kernels, triton_launch  # (and Triton-Ascend's table) where triton is imported
+    from migrator.engine.node_walk import walk_nodes
 
     def emit(impl: str, node: ast.AST, symbol: str, replacement: str, /, **extra: Any) -> None:
         checker.emit_impl(impl, node, symbol, replacement, **{k: v for k, v in extra.items() if v is not None})

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import ExitStack
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from migrator import __version__
 from migrator.catalogue.loader import load_catalogue
@@ -21,7 +22,6 @@ from migrator.engine.cache import ScanCache, content_digest
 from migrator.engine.discover import Candidate, Skip, discover, file_kind
 from migrator.engine.scan_file import ScanOptions, read_limit
 from migrator.engine.scanned import ScannedFile, scan_one, tree_training_dtypes
-from migrator.engine.workers import worker_pool
 from migrator.ground import input_files
 from migrator.ground.config import Settings
 from migrator.ground.cycles import earlier_objects_frozen
@@ -30,9 +30,20 @@ from migrator.ground.globs import compile_globs
 from migrator.ground.input_files import MAX_NOTEBOOK_BYTES
 from migrator.ground.model import FileResult, SkippedFile
 
+if TYPE_CHECKING:
+    from migrator.engine.workers import WorkerPool
+
 Progress = Callable[[int, int], None]
 POOL_THRESHOLD = 48  # below this many files to parse, a pool costs more than it saves
 WINDOW_BYTES = 16 << 20  # read-ahead bytes held for the scan at most (with the cache or a memo on)
+
+
+def worker_pool(jobs: int) -> AbstractContextManager[WorkerPool]:
+    """`engine.workers.worker_pool`, imported when a pool is started: a scan in one process needs no
+    multiprocessing (looked up here: fix's pool and tests use this name)."""
+    from migrator.engine.workers import worker_pool as start
+
+    return start(jobs)
 
 
 @dataclass(frozen=True)

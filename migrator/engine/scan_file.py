@@ -9,14 +9,12 @@ import sys
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from migrator.catalogue.loader import load_catalogue
 from migrator.catalogue.site import is_build_file, is_package_init
-from migrator.engine import config_checker, config_reader, notebook, text_checkers
 from migrator.engine.census_perf import traced_hits
 from migrator.engine.coverage_checker import CoverageHit, coverage_hits, depends_on_training, training_free_hits
-from migrator.engine.cuda_file import cuda_file_note
 from migrator.engine.extension_calls import extension_sites, may_have_sites
 from migrator.engine.file_scan import FileScan, ScanOptions
 from migrator.engine.file_words import FileWords, file_words
@@ -38,6 +36,9 @@ from migrator.ground.input_files import MAX_NOTEBOOK_BYTES, MAX_SOURCE_BYTES, In
 from migrator.ground.model import FileResult, Finding, ImportInfo, Marker, OpUse
 from migrator.ground.own_code import helper_lines
 from migrator.ground.word_search import WordSet
+
+if TYPE_CHECKING:  # the checkers of other kinds are imported where a file of theirs is scanned
+    from migrator.engine import text_checkers
 
 # Bytes that can lead to a finding in Python code; files without any are not checked (`prefiltered`: one pass
 # for all, `word_search.WordSet`). The commonest first, for the substring searches that stand in without RE2
@@ -74,6 +75,8 @@ def read_for_scan(path: Path, rel: str, kind: str, options: ScanOptions) -> byte
         return input_files.read_bytes(path, read_limit(kind))  # through the module: tests stand in for it
     except InputRefused as exc:
         if kind == "config" and exc.too_big:
+            from migrator.engine import config_checker
+
             return FileResult(rel, skipped=f"larger than {config_checker.MAX_CONFIG_BYTES // 2**20} MiB: data, not a config")
         if exc.too_big and GENERATED.search(_head(path)):
             return FileResult(rel, skipped="generated file (@generated marker)")
@@ -86,12 +89,13 @@ def read_for_scan(path: Path, rel: str, kind: str, options: ScanOptions) -> byte
         return FileResult(rel, tuple(scan.findings))
 
 
-_READ_LIMITS = {"notebook": MAX_NOTEBOOK_BYTES, "config": config_checker.MAX_CONFIG_BYTES}
-
-
 def read_limit(kind: str) -> int:
     """The most bytes a file of `kind` is read with; a larger one is refused (or skipped) by `read_for_scan`."""
-    return _READ_LIMITS.get(kind, MAX_SOURCE_BYTES)
+    if kind == "config":
+        from migrator.engine.config_checker import MAX_CONFIG_BYTES
+
+        return MAX_CONFIG_BYTES
+    return MAX_NOTEBOOK_BYTES if kind == "notebook" else MAX_SOURCE_BYTES
 
 
 def _head(path: Path) -> bytes:
@@ -180,6 +184,8 @@ def _without_decoding(scan: FileScan, data: bytes) -> FileResult | None:
     if kind == "notebook":
         return _scan_notebook(scan, data)
     if kind == "config":
+        from migrator.engine import config_checker
+
         if not config_checker.CONFIG_PREFILTER.search(data):
             return FileResult(rel)  # no marker key or value: not a config we read
         if len(data) > config_checker.MAX_CONFIG_BYTES:
@@ -196,11 +202,16 @@ def _check_by_kind(
         parsed = _check_python(scan, source, data, memo)
         return FileResult(rel, tuple(scan.findings)) if parsed is None else parsed
     if kind == "config":
+        from migrator.engine import config_reader
+
         try:
             _check_config(scan, source.text)
         except config_reader.ConfigParseError as exc:
             return FileResult(rel, skipped=f"not read as a config: {exc}")
         return PythonFacts((), set())
+    from migrator.engine import text_checkers
+    from migrator.engine.cuda_file import cuda_file_note
+
     try:
         hits = list(_text_hits(kind, source))
     except text_checkers.PyprojectError as exc:
@@ -218,6 +229,8 @@ def _check_by_kind(
 
 
 def _check_config(scan: FileScan, text: str) -> None:
+    from migrator.engine import config_checker, config_reader
+
     parsed = config_reader.parse_config(text, config_reader.config_format(scan.rel))
     index = config_reader.LineIndex(text)
     for hit in config_checker.config_hits(parsed):
@@ -235,6 +248,8 @@ def _check_config(scan: FileScan, text: str) -> None:
 def _scan_notebook(scan: FileScan, data: bytes) -> FileResult:
     """Every code cell: Python through the Python checker, `!`/`%env`/`%pip` lines through the shell
     checker; suppressions per cell; findings, markers and ops carry the 1-based cell number."""
+    from migrator.engine import notebook
+
     rel = scan.rel
     try:
         text = data.decode("utf-8-sig")
@@ -288,10 +303,7 @@ def _scan_notebook(scan: FileScan, data: bytes) -> FileResult:
             cell_ops, cell_doc_lines, own_names = parsed
             ops.extend(replace(op, cell=cell.index, line=op.line - h) for op in cell_ops if op.line > h)
             doc_lines = {n - h for n in cell_doc_lines if n > h}
-        cscan.kind = "shell"  # `!` / `%env` / `%pip` lines
-        for hit in text_checkers.check_shell(cell.shell):
-            rule, replacement = cscan.rule_for_key(hit.key, hit.replacement)
-            cscan.add(rule, hit.line, hit.column, hit.line, hit.end_column, hit.symbol, replacement, message=hit.message)
+        _shell_lines(cscan, cell.shell)
         kept, hidden = _apply_suppressions(cscan, directives)
         suppressed += hidden
         findings.extend(replace(f, cell=cell.index) for f in kept)
@@ -299,12 +311,26 @@ def _scan_notebook(scan: FileScan, data: bytes) -> FileResult:
     return FileResult(rel, tuple(sorted(findings, key=Finding.sort_key)), tuple(markers), tuple(ops), None, suppressed)
 
 
+def _shell_lines(cscan: FileScan, lines: tuple[str, ...]) -> None:
+    """A notebook cell's `!` / `%env` / `%pip` lines through the shell checker."""
+    from migrator.engine import text_checkers
+
+    cscan.kind = "shell"
+    for hit in text_checkers.check_shell(lines):
+        rule, replacement = cscan.rule_for_key(hit.key, hit.replacement)
+        cscan.add(rule, hit.line, hit.column, hit.line, hit.end_column, hit.symbol, replacement, message=hit.message)
+
+
 def notebook_lines(text: str) -> list[str]:
     """Cell lines as the Python tokenizer counts them (\r\n, \r, \n only)."""
-    return [line.rstrip("\r\n") for line in notebook.split_lines(text)]
+    from migrator.engine.notebook import split_lines
+
+    return [line.rstrip("\r\n") for line in split_lines(text)]
 
 
 def _text_hits(kind: str, source: SourceText) -> Iterator[text_checkers.TextHit]:
+    from migrator.engine import text_checkers
+
     if kind == "shell":
         return text_checkers.check_shell(source.lines)
     if kind == "requirements":
@@ -398,6 +424,8 @@ def _census_perf(scan: FileScan, source: SourceText) -> None:
 
 def _setup_requirements(scan: FileScan, tree: ast.AST, source: SourceText, docstrings: set[int]) -> None:
     """Requirement strings in setup.py (`install_requires=[...]`, `.append("nvidia-ml-py")`)."""
+    from migrator.engine import text_checkers
+
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
             text = node.value.strip()

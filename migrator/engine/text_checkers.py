@@ -7,21 +7,15 @@ either an `impl` name or a `$...` pseudo-symbol resolved through the catalogue b
 from __future__ import annotations
 
 import re
-import sys
 from collections.abc import Generator, Iterator
 from typing import TYPE_CHECKING, NamedTuple
 
-from migrator.engine import perf_env, shell_words
+from migrator.engine import perf_env, shell_words, toml_positions
 from migrator.engine.docker_view import DockerShellView, docker_escape
 from migrator.engine.python_checker import ENV_TOKEN, NVIDIA_SMI
 
 if TYPE_CHECKING:
     from packaging.requirements import Requirement
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 
 class TextHit(NamedTuple):
@@ -448,6 +442,7 @@ class PyprojectError(ValueError):
 
 
 def check_pyproject(text: str, lines: tuple[str, ...]) -> Iterator[TextHit]:
+    tomllib = toml_positions.reader()
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -13,12 +13,8 @@ import re
 import secrets
 import sys
 from collections.abc import Iterable
+from types import ModuleType
 from typing import Any
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 KeyPath = tuple  # keys and list indices from the document root
 _SIMPLE_KEY = r"""(?:[A-Za-z0-9_-]+|"(?:[^"\\\n]|\\.)*"|'[^'\n]*')"""
@@ -100,8 +96,18 @@ def key_span(text: str, value_start: int, name: str, depth: int) -> tuple[int, i
     if index < 0:
         return None
     segment = segments[index]
+    tomllib = reader()
     try:
         decoded = next(iter(tomllib.loads(f"{segment.group(0)} = 0")))
     except (tomllib.TOMLDecodeError, StopIteration):
         return None
     return (segment.start(), segment.end()) if decoded == name else None
+
+
+def reader() -> ModuleType:
+    """`tomllib` (`tomli` before 3.11), imported on first use: most scans read no TOML."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    return tomllib

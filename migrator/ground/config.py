@@ -11,11 +11,6 @@ from typing import Any
 from migrator.ground.kinds import Target
 from migrator.ground.model import FAIL_LEVELS, FAMILY_PREFIX
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 TARGETS = tuple(t.value for t in Target)
 SOCS = ("A2", "A3", "950DT")
 ROUTES = ("auto", "none", "mindspeed", "deepspeed", "hf")  # migrator.routes.CHOICES (a test keeps them equal)
@@ -113,6 +108,10 @@ def _migrate_section(path: Path, root: Path) -> dict[str, Any] | None:
 
     if not os.path.lexists(path):
         return None
+    if sys.version_info >= (3, 11):  # imported here: a root without pyproject.toml needs no TOML reader
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
     try:
         data = tomllib.loads(read_text(path, MAX_SMALL_BYTES, root))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:

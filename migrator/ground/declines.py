@@ -3,6 +3,7 @@ and in every later scan at that root (from `.migrate/fix-record.json`), so no co
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -38,11 +39,14 @@ def declined_are_manual(remaining: RunResult, plan: FixPlanLike) -> RunResult:
 def recorded(root: Path) -> dict[tuple[str, str, str], list[str]]:
     """Declined sites from the last `migrate fix` at this root (`.migrate/fix-record.json`); none from a
     record that cannot be read (findings then stay as the catalogue says; `migrate fix` names the problem)."""
+    path = root / ".migrate" / "fix-record.json"
+    if not os.path.lexists(path):  # the record's classes are not imported for a root without one
+        return {}
     from migrator.ground.fix_record import FixRecordError, load_if_present
 
     try:
         # typed and strict, without the schema pass: scan should not pay jsonschema's import for it
-        record = load_if_present(root / ".migrate" / "fix-record.json", root=root, schema=False)
+        record = load_if_present(path, root=root, schema=False)
     except FixRecordError:
         return {}
     reasons: dict[tuple[str, str, str], list[str]] = {}

@@ -13,8 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-import pathspec
+if TYPE_CHECKING:
+    import pathspec
 
 MAX_STARS = 3  # per segment, only without RE2: k stars cost up to n^k steps on an n-character name
 
@@ -32,6 +34,8 @@ def linear_backend() -> str | None:
 
 def check_pattern(pattern: str) -> None:
     """GlobError when ``pattern`` is invalid, or too costly without RE2."""
+    import pathspec  # here: a scan with no glob to compile (no excludes, no .gitignore walked) never needs it
+
     try:
         pathspec.GitIgnoreSpec.from_lines([pattern])
     except (re.error, ValueError, TypeError) as exc:
@@ -57,4 +61,6 @@ def compile_globs(patterns: Iterable[str], strict: bool = True) -> tuple[pathspe
                 problems.append(str(exc))
                 continue
         kept.append(pattern)
+    import pathspec
+
     return pathspec.GitIgnoreSpec.from_lines(kept, backend=linear_backend()), problems

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 from pathlib import Path
 
 OWN_MARKER = "Added by ascend-migrate."
@@ -39,10 +40,13 @@ def helper_lines(node: ast.stmt) -> range:
 def unchanged_runtime_modules(root: Path) -> frozenset[str]:
     """Root-relative paths of the runtime modules the fix record lists that still hold what the fix wrote
     (an edited one is the user's now and scanned like any file); none without a readable record."""
+    path = root / ".migrate" / "fix-record.json"
+    if not os.path.lexists(path):  # the record's classes are not imported for a root without one
+        return frozenset()
     from migrator.ground.fix_record import FixRecordError, load_if_present
 
     try:
-        record = load_if_present(root / ".migrate" / "fix-record.json", root=root, schema=False)
+        record = load_if_present(path, root=root, schema=False)
     except FixRecordError:
         return frozenset()
     out = set()

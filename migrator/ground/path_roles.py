@@ -18,18 +18,12 @@ A file's role, first rule that decides:
 from __future__ import annotations
 
 import ast
-import configparser
 import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 ROLES = ("production", "script", "example", "test", "docs")  # the order of worst-first lists and effort
 ROLE_RANK = {role: rank for rank, role in enumerate(ROLES)}
@@ -156,8 +150,14 @@ def _read(root: Path, name: str) -> str | None:
 
 def _from_pyproject(root: Path) -> list[str]:
     text = _read(root, "pyproject.toml")
+    if not text:
+        return []
+    if sys.version_info >= (3, 11):  # imported here: a root without pyproject.toml needs no TOML reader
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
     try:
-        data = tomllib.loads(text) if text else {}
+        data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError):
         return []
     out: list[str] = []
@@ -192,6 +192,8 @@ def _from_setup_cfg(root: Path) -> list[str]:
     text = _read(root, "setup.cfg")
     if not text:
         return []
+    import configparser  # here: most trees have no setup.cfg
+
     parser = configparser.ConfigParser(interpolation=None)
     try:
         parser.read_string(text)

@@ -25,13 +25,15 @@ from __future__ import annotations
 import base64
 import os
 import re
+from functools import cache
 from typing import Any
 
 _BIDI = "\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
 _SURROGATES = "\ud800-\udfff"
-_UNSAFE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}{_SURROGATES}]")
-_UNSAFE_LINE = re.compile(f"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029{_BIDI}{_SURROGATES}]")
-_UNSAFE_BLOCK = re.compile(f"\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}{_SURROGATES}]")
+# compiled on first use (`_pattern`): each is a 64K-character bitmap to build, and most runs need one at most
+_UNSAFE = f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_BIDI}{_SURROGATES}]"
+_UNSAFE_LINE = f"[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029{_BIDI}{_SURROGATES}]"
+_UNSAFE_BLOCK = f"\r(?!\n)|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{_BIDI}{_SURROGATES}]"
 _HAS_SURROGATE = re.compile(f"[{_SURROGATES}]")
 _NAMED = {"\n": "\\n", "\r": "\\r"}
 
@@ -47,6 +49,11 @@ def _escape(ch: str) -> str:
     return f"<U+{code:04X}>"
 
 
+@cache
+def _pattern(source: str) -> re.Pattern[str]:
+    return re.compile(source)
+
+
 def _sub(pattern: re.Pattern, text: str) -> str:
     if pattern.search(text) is None:  # the common case costs one scan, no copy
         return text
@@ -55,17 +62,17 @@ def _sub(pattern: re.Pattern, text: str) -> str:
 
 def visible(text: str) -> str:
     """Control characters, bidi overrides and undecodable bytes shown as escapes (tab and LF kept)."""
-    return _sub(_UNSAFE, text)
+    return _sub(_pattern(_UNSAFE), text)
 
 
 def one_line(text: Any) -> str:
     """`visible`, with line breaks escaped as well: for names, messages and reasons on one line."""
-    return _sub(_UNSAFE_LINE, str(text))
+    return _sub(_pattern(_UNSAFE_LINE), str(text))
 
 
 def visible_block(text: str) -> str:
     """`visible` for multi-line text: LF and CRLF line ends kept, a lone CR escaped."""
-    return _sub(_UNSAFE_BLOCK, text)
+    return _sub(_pattern(_UNSAFE_BLOCK), text)
 
 
 def has_surrogates(text: str) -> bool:

@@ -6,15 +6,18 @@ wrong type is a `SerialiseError` naming the source and the field (`$.files[0].ed
 How each class is written (renamed keys, fields left out when absent) is registered by the module
 that owns the class, through `register` — this module knows no class of its own.
 
-`cattrs` is imported on first use: `migrate --help` and a cached scan never load it.
+Writing needs no `cattrs`: `to_data` follows the same registrations read as plain field plans (cattrs'
+import and its generated code were a tenth of a short scan's CPU); a test holds it to the converter's
+output. Reading (`from_data`) imports `cattrs` on first use.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from enum import Enum
 from functools import cache
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from migrator.ground.jsonfile import JsonObject
 
@@ -34,9 +37,10 @@ class SerialiseError(ValueError):
 
 
 def register(hooks: Callable[[Converter], None]) -> Callable[[Converter], None]:
-    """Decorator: `hooks(converter)` is run on every converter made from now on (and the cache cleared)."""
+    """Decorator: `hooks(converter)` is run on every converter made from now on (and the caches cleared)."""
     _REGISTRATIONS.append(hooks)
     converter.cache_clear()
+    _plans.cache_clear()
     return hooks
 
 
@@ -84,9 +88,12 @@ def shape(conv: Converter, cls: type, *, rename: dict[str, str] | None = None, a
     """Register how `cls` is written and read: fields in declaration order, a field at its default left
     out (`omit_absent`) unless named in `always`, keys renamed by `rename` (field -> key), a field's
     value written by its own function in `write` (field -> function)."""
+    renames, writers = rename or {}, write or {}
+    if isinstance(conv, _Plans):
+        conv[cls] = _plan(cls, renames, always, omit_absent, writers)
+        return
     from cattrs.gen import make_dict_structure_fn, make_dict_unstructure_fn, override
 
-    renames, writers = rename or {}, write or {}
     out: dict[str, Any] = {name: override(rename=renames.get(name), omit_if_default=False if name in always else None,
                           unstruct_hook=writers.get(name))
            for name in {*renames, *always, *writers}}
@@ -100,8 +107,88 @@ def shape(conv: Converter, cls: type, *, rename: dict[str, str] | None = None, a
 
 
 def to_data(obj: object) -> Any:
-    """JSON-ready data (dicts, lists, strings, numbers) for a registered dataclass."""
-    return converter().unstructure(obj)
+    """JSON-ready data (dicts, lists, strings, numbers) for a registered dataclass: what the converter's
+    `unstructure` gives, without cattrs."""
+    return _plain(obj, _plans())
+
+
+class _Field(NamedTuple):
+    name: str
+    key: str
+    default: Any  # `_KEEP`: always written; a `_Factory`: compared with a fresh value; else the value
+    writer: Callable[[Any], Any] | None
+
+
+class _Factory(NamedTuple):
+    make: Callable[[], Any]
+
+
+_KEEP = object()
+
+
+class _Plans(dict):
+    """Stands in for a converter when the registrations are read as plain plans: `shape` fills it."""
+
+
+@cache
+def _plans() -> _Plans:
+    plans = _Plans()
+    for hooks in _REGISTRATIONS:
+        hooks(plans)  # type: ignore[arg-type]  # `shape` is all the hooks call
+    return plans
+
+
+def _plan(cls: type, renames: dict[str, str], always: tuple[str, ...], omit_absent: bool,
+          writers: dict[str, Callable[[Any], Any]]) -> tuple[_Field, ...]:
+    """How `cls` is written, as cattrs' `make_dict_unstructure_fn` writes it: the fields always written
+    first, then those left out at their default (a factory's fresh value) when `omit_absent` and not
+    named in `always`, each group in declaration order; fields outside `__init__` never."""
+    kept: list[_Field] = []
+    optional: list[_Field] = []
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        default: Any = _KEEP
+        if omit_absent and f.name not in always:
+            if f.default is not dataclasses.MISSING:
+                default = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                default = _Factory(f.default_factory)
+        (kept if default is _KEEP else optional).append(_Field(f.name, renames.get(f.name, f.name), default,
+                                                               writers.get(f.name)))
+    return (*kept, *optional)
+
+
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def _plain(value: Any, plans: _Plans) -> Any:
+    kind = type(value)
+    if kind in _SCALARS:
+        return value
+    plan = plans.get(kind)
+    if plan is None and dataclasses.is_dataclass(value) and not isinstance(value, type):
+        plan = plans[kind] = _plan(kind, {}, (), False, {})  # an unregistered class: every field
+    if plan is not None:
+        out = {}
+        for name, key, default, writer in plan:
+            field_value = getattr(value, name)
+            if default is not _KEEP and field_value == (default.make() if isinstance(default, _Factory) else default):
+                continue
+            if writer is not None:
+                out[key] = writer(field_value)
+            elif type(field_value) in _SCALARS:  # most fields: no call
+                out[key] = field_value
+            else:
+                out[key] = _plain(field_value, plans)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [item if type(item) in _SCALARS else _plain(item, plans) for item in value]
+    if isinstance(value, dict):
+        return {_plain(k, plans): _plain(v, plans) for k, v in value.items()}
+    if isinstance(value, Enum) and not isinstance(value, str):
+        return value.value
+    return value  # a `str` subclass (a `str` enum), as the converter leaves it
 
 
 def to_object(obj: object) -> JsonObject:

@@ -16,7 +16,6 @@
 from __future__ import annotations
 
 import contextlib
-import ctypes
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -68,6 +67,8 @@ def _return_freed_memory() -> None:
     """Give the C heap's free pages back to the system (glibc's `malloc_trim`): the scan's file bytes
     are freed by now but, freed amid the heap, they stay resident (61 of the 95 MiB the scan of
     3,795 files added), and a worker forked later would hold them too."""
+    import ctypes  # here: every command imports this module
+
     try:
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):  # not glibc: nothing to give back this way

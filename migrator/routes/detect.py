@@ -18,17 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from packaging.requirements import InvalidRequirement, Requirement
-from packaging.utils import canonicalize_name
-
 from migrator.ground.framework_imports import IMPORT_FRAMEWORK, MAX_EVIDENCE, ImportLines, pattern_lines
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 if TYPE_CHECKING:
+    from packaging.requirements import Requirement
     from packaging.version import Version
 
 PIN_FRAMEWORK = {
@@ -86,6 +79,10 @@ def _pins_in_requirements(text: str) -> Iterator[tuple[int, str]]:
 
 
 def _pins_in_pyproject(text: str) -> Iterator[tuple[int, str]]:
+    if sys.version_info >= (3, 11):  # imported here, as packaging below: most trees pin no framework
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
     try:
         data = tomllib.loads(text)
     except (tomllib.TOMLDecodeError, RecursionError):
@@ -128,6 +125,9 @@ def pins(rel: str, text: str) -> list[tuple[str, str | None, str]]:
         items = _pins_in_requirements(text)
     found = []
     for lineno, spec in items:
+        from packaging.requirements import InvalidRequirement, Requirement
+        from packaging.utils import canonicalize_name
+
         try:
             req = Requirement(spec)
         except InvalidRequirement:

@@ -204,7 +204,16 @@ def test_data_path_prefers_packaged_data(monkeypatch, tmp_path):
     packaged = tmp_path / "migrator"
     (packaged / "_data" / "op_coverage").mkdir(parents=True)
     (packaged / "_data" / "op_coverage" / "torch_npu-9.9.9.json").write_text("{}")
-    monkeypatch.setattr(_resources.importlib.resources, "files", lambda package: packaged)
+    monkeypatch.setattr(_resources, "_package_folder", lambda: packaged)
     assert _resources.data_path("op_coverage", "torch_npu-9.9.9.json") == packaged / "_data" / "op_coverage" / "torch_npu-9.9.9.json"
     # not packaged -> the repository checkout
     assert _resources.data_path("op_coverage", "torch_npu-2.14.0.json") == _resources.repo_root() / "op_coverage" / "torch_npu-2.14.0.json"
+
+
+def test_package_folder_is_what_importlib_resources_gives():
+    """Found without importing importlib.resources (a short scan's start-up), the same folder as it gives."""
+    import importlib.resources
+
+    from migrator.catalogue.coverage import _resources
+
+    assert _resources._package_folder() == importlib.resources.files("migrator")

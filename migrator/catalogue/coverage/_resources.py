@@ -7,13 +7,13 @@ the repository root. :func:`data_path` is the one place that knows both layouts.
 
 from __future__ import annotations
 
-import importlib.resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-try:  # Python >= 3.11
+import migrator
+
+if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
-except ImportError:  # pragma: no cover - Python 3.10
-    from importlib.abc import Traversable
 
 __all__ = ["data_path", "repo_root"]
 
@@ -37,7 +37,7 @@ def data_path(*parts: str) -> Traversable:
         raise ValueError("data_path() needs at least one path component")
     tried: list[str] = []
     try:
-        packaged: Traversable = importlib.resources.files("migrator").joinpath("_data")
+        packaged: Traversable = _package_folder().joinpath("_data")
         for part in parts:
             packaged = packaged.joinpath(part)
         if packaged.is_file() or packaged.is_dir():
@@ -52,3 +52,14 @@ def data_path(*parts: str) -> Traversable:
     raise FileNotFoundError(
         "ascend-migrate data " + "/".join(parts) + " not found (looked in: " + "; ".join(tried) + ")"
     )
+
+
+def _package_folder() -> Traversable:
+    """`importlib.resources.files("migrator")`: for a package on disk (every usual install) its folder, found
+    without importing importlib.resources (zipfile, tempfile, lzma...: a tenth of a short scan's imports)."""
+    spec = migrator.__spec__
+    if spec is not None and spec.has_location and spec.origin:
+        return Path(spec.origin).parent
+    import importlib.resources  # pragma: no cover - a zip or another loader
+
+    return importlib.resources.files("migrator")  # pragma: no cover

@@ -8,9 +8,7 @@ from __future__ import annotations
 import ast
 from typing import TYPE_CHECKING
 
-from migrator.catalogue.coverage import triton_ascend
 from migrator.catalogue.site import FIXABLE, CallSite, Declined, Verdict
-from migrator.engine.triton_kernels import ACTIVE_DEVICE, TL
 from migrator.ground.kinds import Target
 
 if TYPE_CHECKING:
@@ -30,6 +28,9 @@ MANUAL = "no mechanical rewrite on Ascend (TMA, fp8, warp specialisation, ops Tr
 
 
 def _qualname(symbol: str) -> str:
+    # the Triton modules are imported where a Triton site is judged: every scan loads this unit
+    from migrator.engine.triton_kernels import TL
+
     return TL + symbol[3:] if symbol.startswith("tl.") else symbol
 
 
@@ -40,11 +41,15 @@ def math_name(symbol: str) -> str | None:
     if prefix is None:
         return None
     name = qual[len(prefix):]
+    from migrator.catalogue.coverage import triton_ascend
+
     op = triton_ascend.ops().get(name)
     return name if name in TL_MATH and op is not None and op.status == "supported" else None
 
 
 def precheck(site: CallSite) -> Verdict:
+    from migrator.engine.triton_kernels import ACTIVE_DEVICE
+
     qual = _qualname(site.symbol)
     if qual == ACTIVE_DEVICE:
         return FIXABLE if site.target == Target.NPU else Declined(PORTABLE_DEVICE)
@@ -57,6 +62,7 @@ def precheck(site: CallSite) -> Verdict:
 
 
 def fix_module(ctx: FixContext, module: cst.Module, tree: ast.Module, finding: Finding) -> cst.Module | Declined:
+    from migrator.engine.triton_kernels import ACTIVE_DEVICE
     from migrator.rules.kernels._device_lookup import drop_device_lookup
     from migrator.rules.kernels._libdevice import to_tl_math
 
