@@ -140,6 +140,27 @@ def unnamed_callee_triggers(catalogue: RulesRef) -> tuple[frozenset[str], frozen
     return _UNNAMED[catalogue.digest]
 
 
+_STRING_WORDS: dict[str, frozenset[str] | None] = {}
+
+
+def string_words(catalogue: RulesRef) -> frozenset[str] | None:
+    """Words (lower case) one of which a string's lowered text must hold for a string detector to act on it (each
+    unit's `STRING_WORDS`), so the scanner need not call the detectors on other strings; None when a unit with
+    `detect_string` does not say."""
+    if catalogue.digest not in _STRING_WORDS:
+        words: set[str] = set()
+        found: frozenset[str] | None = None
+        for hook in detectors(catalogue, "string"):
+            declared = getattr(importlib.import_module(hook.__module__), "STRING_WORDS", None)
+            if declared is None:
+                break
+            words.update(declared)
+        else:
+            found = frozenset(words)
+        _STRING_WORDS[catalogue.digest] = found
+    return _STRING_WORDS[catalogue.digest]
+
+
 def text_reason(rule: RuleRef, symbol: str, target: str, file_kind: str) -> str | None:
     """Why a site with no syntax tree (a launch script line, a config scalar) is not fixed, or None."""
     verdict = precheck(rule, CallSite(rule.code, symbol, target, file_kind))

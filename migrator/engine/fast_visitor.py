@@ -6,7 +6,7 @@ Here each node class gets, once per visitor class, a function that visits its ch
 from the class's ASDL signature: `Call(expr func, expr* args, keyword* keywords)`), so a node costs one
 table lookup and one call; fields that hold no nodes (identifiers, constants) and the contexts and operators,
 which no handler looks at, are never touched. A class may also say which leaves its handlers ignore
-(`NAMES_VISITED`, `NUMBERS_IGNORED`): the generated functions then test those inline, without a call.
+(`NAMES_VISITED`, `CONSTANTS_IGNORED`): the generated functions then test those inline, without a call.
 """
 
 from __future__ import annotations
@@ -46,18 +46,18 @@ def _dispatch(indent: str, value: str, kind: str | None = None) -> list[str]:
 
 def _leaf_dispatch(indent: str, value: str, visitor: type) -> list[str]:
     """`_dispatch` for an expression, the leaves the visitor class ignores tested first: a `Name` whose id is not
-    in the visitor's `NAMES_VISITED` container, an `int` or `float` constant (most leaves: no lookup, no call)."""
-    names, numbers = getattr(visitor, "NAMES_VISITED", None), getattr(visitor, "NUMBERS_IGNORED", False)
-    if names is None and not numbers:
+    in the visitor's `NAMES_VISITED` container, a constant whose value's class is in `CONSTANTS_IGNORED` (most
+    leaves: no lookup, no call)."""
+    names, constants = getattr(visitor, "NAMES_VISITED", None), getattr(visitor, "CONSTANTS_IGNORED", frozenset())
+    if names is None and not constants:
         return _dispatch(indent, value)
     lines = [f"{indent}kind = type({value})"]
     if names is not None:
         lines += [f"{indent}if kind is NAME:", f"{indent}    if {value}.id in visitor.{names}:",
                   *_dispatch(indent + "        ", value, "kind")]
-    if numbers:
+    if constants:
         lines += [f"{indent}{'elif' if names is not None else 'if'} kind is CONSTANT:",
-                  f"{indent}    number = type({value}.value)",
-                  f"{indent}    if number is not int and number is not float:",
+                  f"{indent}    if type({value}.value) not in IGNORED:",
                   *_dispatch(indent + "        ", value, "kind")]
     return [*lines, f"{indent}else:", *_dispatch(indent + "    ", value, "kind")]
 
@@ -111,15 +111,20 @@ class _Tables:
         self.handlers[cls] = handler
         return handler
 
+    def _namespace(self) -> dict[str, Any]:
+        """The globals of the generated functions."""
+        return {"H": self.handlers, "M": self.handler, "NAME": ast.Name, "CONSTANT": ast.Constant,
+                "IGNORED": getattr(self.visitor_class, "CONSTANTS_IGNORED", frozenset())}
+
     def expressions(self) -> Handler:
         """A function that visits a sequence of expressions as a node's list field would (`_leaf_dispatch`)."""
         lines = _leaf_dispatch("        ", "child", self.visitor_class)
-        namespace: dict[str, Any] = {"H": self.handlers, "M": self.handler, "NAME": ast.Name, "CONSTANT": ast.Constant}
+        namespace = self._namespace()
         exec("def visit_expressions(visitor, nodes):\n    for child in nodes:\n" + "\n".join(lines), namespace)  # noqa: S102
         return namespace["visit_expressions"]
 
     def children_of(self, cls: type) -> Handler:
-        namespace: dict[str, Any] = {"H": self.handlers, "M": self.handler, "NAME": ast.Name, "CONSTANT": ast.Constant}
+        namespace = self._namespace()
         exec(_children_source(cls, self.visitor_class), namespace)  # noqa: S102 - source built from the ast classes' own fields
         self.children[cls] = namespace["children"]
         return self.children[cls]
@@ -131,9 +136,10 @@ class FastVisitor(ast.NodeVisitor):
 
     # the leaves a subclass's handlers ignore, so the children's visit need not call them: `NAMES_VISITED`, the
     # name of an attribute of the visitor holding the only `Name` ids whose handler acts (a `Name` child with
-    # another id is not visited); `NUMBERS_IGNORED`: its `Constant` handler does nothing for an int or a float
+    # another id is not visited); `CONSTANTS_IGNORED`: the classes of the values its `Constant` handler does
+    # nothing for
     NAMES_VISITED: ClassVar[str | None] = None
-    NUMBERS_IGNORED: ClassVar[bool] = False
+    CONSTANTS_IGNORED: ClassVar[frozenset[type]] = frozenset()
     _handlers: ClassVar[dict[type, Handler]]
     _children: ClassVar[dict[type, Handler]]
     _tables: ClassVar[_Tables]

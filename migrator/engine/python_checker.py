@@ -24,6 +24,7 @@ from migrator.engine.fast_visitor import FastVisitor
 from migrator.engine.import_calls import attribute_modules, bound_module, collect_aliases, may_bind_module
 from migrator.engine.name_resolution import NO_NAMES, NOTHING, NameResolution, Resolved
 from migrator.engine.statements import docstrings, guarded_imports, import_library, sorted_statements
+from migrator.engine.string_words import string_gate
 from migrator.ground.kinds import FixKind
 from migrator.ground.own_code import OWN_MARKER, own_helpers
 
@@ -78,7 +79,8 @@ class CheckerFacade:
 
 class PythonChecker(NameResolution, FastVisitor):
     NAMES_VISITED = "aliases"  # `visit_Name` acts on these names only
-    NUMBERS_IGNORED = True  # `visit_Constant` returns at once for an int or a float
+    # `visit_Constant` looks at strings and bytes only
+    CONSTANTS_IGNORED = frozenset({int, float, complex, bool, type(None), type(...)})
 
     def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST, build_file: bool = False,
                  package_init: bool = False):
@@ -127,6 +129,7 @@ class PythonChecker(NameResolution, FastVisitor):
         self.detect_call = units.detectors(catalogue, "call")
         self.unnamed_triggers = units.unnamed_callee_triggers(catalogue)  # when a callee no import names needs them
         self.detect_string = units.detectors(catalogue, "string")
+        self.string_gate = string_gate(catalogue)
         self.detect_compare = units.detectors(catalogue, "compare")
         self.detect_attribute = units.detectors(catalogue, "attribute")
 
@@ -420,8 +423,8 @@ class PythonChecker(NameResolution, FastVisitor):
         if kind is str or isinstance(value, str):  # (a `str` subclass is possible only in a tree built by hand)
             if self.in_type or node in self.claimed or node in self.docstring_set:
                 return  # a name in a type expression, a finding's, a docstring
-            self.check_string(node, value)
             lowered = value.lower()
+            self.check_string(node, value, lowered)
             if lowered in DTYPE_STRINGS:  # `dtype="bfloat16"`, `--precision bf16`
                 self.dtypes_used.add(DTYPE_STRINGS[lowered])
         elif isinstance(value, bytes) and node not in self.claimed:  # `b"cuda" in buf`: a pickled device
@@ -436,7 +439,10 @@ class PythonChecker(NameResolution, FastVisitor):
                 self.visit(value)
 
     # -- rule bodies -----------------------------------------------------------------------
-    def check_string(self, node: ast.AST, text: str) -> None:
+    def check_string(self, node: ast.AST, text: str, lowered: str | None = None) -> None:
+        gate = self.string_gate  # most strings hold none of the words a check needs
+        if gate is not None and not gate(text.lower() if lowered is None else lowered):
+            return
         for detect in self.detect_string:
             detect(self.facade, node, text)
         extension_builds.check_string(self.facade, node, text)
