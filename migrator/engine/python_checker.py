@@ -78,7 +78,7 @@ class CheckerFacade:
 
 
 class PythonChecker(NameResolution, FastVisitor):
-    NAMES_VISITED = "aliases"  # `visit_Name` acts on these names only
+    NAMES_VISITED = "names_visited"  # `visit_Name` acts on these names only
     # `visit_Constant` looks at strings and bytes only
     CONSTANTS_IGNORED = frozenset({int, float, complex, bool, type(None), type(...)})
 
@@ -95,6 +95,7 @@ class PythonChecker(NameResolution, FastVisitor):
         self.aliases.update(attribute_modules(bindings, self.aliases, self._manual_library))
         # `self.nvml = pynvml` binds the two-part name `self.nvml`: its first part must pass the early exit below
         self.alias_roots = {name.split(".", 1)[0] for name in self.aliases}
+        self.names_visited = set(self.aliases)  # less each name found to report nothing (`visit_Name`)
         self.guarded = guarded_imports(tree, tries)
         self.docstring_nodes = docstrings(tree, scopes)
         self.docstrings = {id(n) for n in self.docstring_nodes}  # for `scan_file`'s setup.py strings
@@ -229,14 +230,38 @@ class PythonChecker(NameResolution, FastVisitor):
         while type(root) is ast.Attribute:
             root = root.value
         if type(root) is ast.Name and (root.id in self.aliases or root.id in self.alias_roots):
-            if self.report_symbol(node):  # loads, and stores such as `cudnn.benchmark = True`
-                return
-        elif type(root) is ast.Name:  # `self.a.b`: no link resolves, the root's visit does nothing
+            self._bound_links(node, root)
+            return
+        if type(root) is ast.Name:  # `self.a.b`: no link resolves, the root's visit does nothing
             self._unbound_links(node)
             return
         for detect in self.detect_attribute:
             detect(self.facade, node)
         self.generic_visit(node)
+
+    def _bound_links(self, node: ast.Attribute, root: ast.Name) -> None:
+        """A dotted name whose root an import binds: its links outermost first, each reported (loads, and stores
+        such as `cudnn.benchmark = True`: a link that reports ends the walk) or shown to the detectors as its own
+        visit would, then the root; each link's names found by `_names`' key, without a walk of its own."""
+        parts = [root.id]
+        link: ast.expr = node
+        while type(link) is ast.Attribute:
+            parts.append(link.attr)
+            link = link.value
+        full = tuple(parts)
+        head, depth, link = full[:1], 1, node
+        while type(link) is ast.Attribute:
+            key = head + full[depth:]  # `_names`' key of this link: the root, then its attributes outermost first
+            names = self.chain_names.get(key)
+            if names is None:
+                names = self.chain_names[key] = frozenset(self._qualnames(link))
+            if names and self._report(link, self._resolve(names), False):
+                return
+            for detect in self.detect_attribute:
+                detect(self.facade, link)
+            link, depth = link.value, depth + 1
+        if root.id in self.names_visited:
+            self.visit(root)
 
     def _unbound_links(self, node: ast.Attribute) -> None:
         """A dotted name whose root no import binds: one loop over the links, each shown to the detectors as its own
@@ -255,6 +280,7 @@ class PythonChecker(NameResolution, FastVisitor):
                 known = self._resolve(names) if names else NOTHING
                 if known[0] is None and not known[1] and known[2] is None:  # nothing to report (`torch`)
                     known = NOTHING
+                    self.names_visited.discard(node.id)  # nor at any other use: those are not visited
                 self.resolved_names[node.id] = known
             if known is not NOTHING:
                 self._report(node, known, False)
