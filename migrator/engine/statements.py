@@ -63,7 +63,7 @@ def sorted_statements(tree: ast.AST) -> tuple[list[ast.stmt], list[ast.stmt], li
     guard_nodes: list[ast.AST] = []
     stack = list(getattr(tree, "body", ()))  # `statement_list`'s walk, in its order, sorting as it goes
     blocks = BLOCKS
-    assign, name, call, subscript, constant = ast.Assign, ast.Name, ast.Call, ast.Subscript, ast.Constant
+    assign, plain_name, call, subscript, constant = ast.Assign, ast.Name, ast.Call, ast.Subscript, ast.Constant
     while stack:
         statement = stack.pop()
         kind = type(statement)
@@ -71,7 +71,7 @@ def sorted_statements(tree: ast.AST) -> tuple[list[ast.stmt], list[ast.stmt], li
             guard_nodes.append(statement)  # `self.x = mod` (`may_bind_module` inline: most statements are these)
             value = statement.value
             value_kind = type(value)
-            if value_kind is name or value_kind is subscript or (
+            if value_kind is plain_name or value_kind is subscript or (
                     value_kind is call and value.args and type(value.args[0]) is constant):
                 bindings.append(statement)
             continue  # no block of statements
