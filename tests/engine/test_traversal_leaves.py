@@ -57,6 +57,7 @@ class GPU:
             case {"cuda": 1, **rest} if rest: pass
         model: Literal["cuda"] = "cuda"; subprocess.run(["nvidia-smi"]); Trainer(accelerator="gpu")
         from_pretrained(attn_implementation="flash_attention_2"); x.type(torch.cuda.HalfTensor)
+        use(pynvml, amp, torch); use(pynvml, amp.x, torch.float64.y, torch.cuda.amp)  # names reported at each use
 '''
 
 
