@@ -48,7 +48,8 @@ def _leaf_dispatch(indent: str, value: str, visitor: type) -> list[str]:
     """`_dispatch` for an expression, the leaves the visitor class ignores tested first: a `Name` whose id is not
     in the visitor's `NAMES_VISITED` container, a constant whose value's class is in `CONSTANTS_IGNORED` (most
     leaves: no lookup, no call)."""
-    names, constants = getattr(visitor, "NAMES_VISITED", None), getattr(visitor, "CONSTANTS_IGNORED", frozenset())
+    names: str | None = getattr(visitor, "NAMES_VISITED", None)
+    constants: frozenset[type] = getattr(visitor, "CONSTANTS_IGNORED", frozenset())
     if names is None and not constants:
         return _dispatch(indent, value)
     lines = [f"{indent}kind = type({value})"]
@@ -149,7 +150,7 @@ class FastVisitor(ast.NodeVisitor):
         cls._tables = _Tables(cls)
         cls._handlers = cls._tables.handlers
         cls._children = cls._tables.children
-        cls.visit_expressions = cls._tables.expressions()  # type: ignore[method-assign]
+        cls.visit_expressions = cls._tables.expressions()  # type: ignore[method-assign, assignment]
 
     def visit(self, node: ast.AST) -> Any:
         try:

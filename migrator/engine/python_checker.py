@@ -18,11 +18,12 @@ from migrator.catalogue import units
 from migrator.catalogue.loader import Catalogue, Rule
 from migrator.catalogue.patterns import CUDA_ACCELERATORS, accepted_names, lists_npu
 from migrator.engine import extension_builds
+from migrator.engine.attribute_links import DottedNames
 from migrator.engine.bindings import Bindings
 from migrator.engine.extension_builds import CUDA_EXTENSION_MODULE
 from migrator.engine.fast_visitor import FastVisitor
 from migrator.engine.import_calls import attribute_modules, bound_module, collect_aliases, may_bind_module
-from migrator.engine.name_resolution import NO_NAMES, NOTHING, NameResolution, Resolved
+from migrator.engine.name_resolution import NO_NAMES, NOTHING, Resolved
 from migrator.engine.statements import docstrings, guarded_imports, import_library, sorted_statements
 from migrator.engine.string_words import string_gate
 from migrator.ground.kinds import FixKind
@@ -77,7 +78,7 @@ class CheckerFacade:
         return self._checker.bindings.module_calls()
 
 
-class PythonChecker(NameResolution, FastVisitor):
+class PythonChecker(DottedNames, FastVisitor):
     NAMES_VISITED = "names_visited"  # `visit_Name` acts on these names only
     # `visit_Constant` looks at strings and bytes only
     CONSTANTS_IGNORED = frozenset({int, float, complex, bool, type(None), type(...)})
@@ -133,12 +134,13 @@ class PythonChecker(NameResolution, FastVisitor):
         self.string_gate = string_gate(catalogue)
         self.detect_compare = units.detectors(catalogue, "compare")
         self.detect_attribute = units.detectors(catalogue, "attribute")
+        self.attribute_names = units.attribute_names(catalogue)  # None: every attribute is shown to the detectors
 
     def finish(self) -> None:
         """After the passes: the detectors' facade and the bindings index refer back to the checker, a cycle
         that kept the module's syntax tree alive until the cycle collector walked every node of it (a tenth
         of the scan); without it the tree is freed when the file is done."""
-        self.facade = None  # type: ignore[assignment]
+        self.facade = None
         self.bindings = None  # type: ignore[assignment]
 
     # -- emitting -------------------------------------------------------------------------
@@ -225,53 +227,6 @@ class PythonChecker(NameResolution, FastVisitor):
                 self.emit(hit[0].rule, alias, name, hit[0].replacement, is_import=True, bound=alias.asname or alias.name,
                           library=import_library(node.module), optional=id(node) in self.guarded)
 
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        root = node.value
-        while type(root) is ast.Attribute:
-            root = root.value
-        if type(root) is ast.Name and (root.id in self.aliases or root.id in self.alias_roots):
-            self._bound_links(node, root)
-            return
-        if type(root) is ast.Name:  # `self.a.b`: no link resolves, the root's visit does nothing
-            self._unbound_links(node)
-            return
-        for detect in self.detect_attribute:
-            detect(self.facade, node)
-        self.generic_visit(node)
-
-    def _bound_links(self, node: ast.Attribute, root: ast.Name) -> None:
-        """A dotted name whose root an import binds: its links outermost first, each reported (loads, and stores
-        such as `cudnn.benchmark = True`: a link that reports ends the walk) or shown to the detectors as its own
-        visit would, then the root; each link's names found by `_names`' key, without a walk of its own."""
-        parts = [root.id]
-        link: ast.expr = node
-        while type(link) is ast.Attribute:
-            parts.append(link.attr)
-            link = link.value
-        full = tuple(parts)
-        head, depth, link = full[:1], 1, node
-        while type(link) is ast.Attribute:
-            key = head + full[depth:]  # `_names`' key of this link: the root, then its attributes outermost first
-            names = self.chain_names.get(key)
-            if names is None:
-                names = self.chain_names[key] = frozenset(self._qualnames(link))
-            if names and self._report(link, self._resolve(names), False):
-                return
-            for detect in self.detect_attribute:
-                detect(self.facade, link)
-            link, depth = link.value, depth + 1
-        if root.id in self.names_visited:
-            self.visit(root)
-
-    def _unbound_links(self, node: ast.Attribute) -> None:
-        """A dotted name whose root no import binds: one loop over the links, each shown to the detectors as its own
-        visit would, outermost first."""
-        link: ast.expr = node
-        while type(link) is ast.Attribute:
-            for detect in self.detect_attribute:
-                detect(self.facade, link)
-            link = link.value
-
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in self.aliases and isinstance(node.ctx, ast.Load):  # no import binds it: nothing to resolve
             known = self.resolved_names.get(node.id)
@@ -309,10 +264,10 @@ class PythonChecker(NameResolution, FastVisitor):
             self.defaults_with_choices.update(k.value for k in keywords if k.arg == "default")
         root = func
         while type(root) is ast.Attribute:
-            root = root.value  # type: ignore[attr-defined]
+            root = root.value
         if type(root) is not ast.Name:  # `f()()`, `x[0].y()`: no name; the callee's parts visited as usual
             names, visited = NO_NAMES, True
-        elif root.id in self.aliases or root.id in self.alias_roots:  # type: ignore[attr-defined]
+        elif root.id in self.aliases or root.id in self.alias_roots:
             names, visited = self._names(func), True
         else:  # most callees (`self.conv`, `len`): no import binds the root
             names, visited = NO_NAMES, False
@@ -326,9 +281,8 @@ class PythonChecker(NameResolution, FastVisitor):
             self.visit(func)
         elif kind is ast.Attribute:
             self._unbound_links(func)  # type: ignore[arg-type]
-        self.visit_expressions(args)
-        if values:
-            self.visit_expressions(values)
+        if args or values:  # (most calls pass one or two plain names: none of them visited)
+            self.visit_expressions((*args, *values) if values else args)
 
     def _named_call(self, node: ast.Call, func: ast.expr, names: frozenset[str], kwargs: dict[str, ast.expr]) -> None:
         """A callee an import names (`names`: its qualified names)."""
@@ -375,7 +329,7 @@ class PythonChecker(NameResolution, FastVisitor):
         if kind is ast.Call and len(targets) == 1 and type(targets[0]) is ast.Name:
             names = self._names(value.func)  # type: ignore[attr-defined]
             if names and self._callee(names)[4]:
-                self.tensor_names.add(targets[0].id)  # type: ignore[attr-defined]
+                self.tensor_names.add(targets[0].id)
         self.visit_expressions((*targets, value))  # the children as `generic_visit` visits them
 
     def visit_arg(self, node: ast.arg) -> None:
@@ -446,7 +400,7 @@ class PythonChecker(NameResolution, FastVisitor):
         kind = type(value)
         if kind is int or kind is float:  # most constants: no string (and a failed `isinstance` costs more)
             return
-        if kind is str or isinstance(value, str):  # (a `str` subclass is possible only in a tree built by hand)
+        if isinstance(value, str):
             if self.in_type or node in self.claimed or node in self.docstring_set:
                 return  # a name in a type expression, a finding's, a docstring
             lowered = value.lower()

@@ -87,6 +87,7 @@ class _Before(PythonChecker):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.string_gate = None
+        self.attribute_names = None
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         root = node.value
@@ -245,6 +246,27 @@ class _Recorder:
 
     def claim(self, node) -> None:
         self.acts.append("claim")
+
+    def qualnames(self, node) -> set[str]:
+        return set()
+
+
+def test_an_attribute_detector_acts_only_on_the_names_its_unit_declares(trees):
+    hooks = units.detectors(load_catalogue(), "attribute")
+    assert hooks and units.attribute_names(load_catalogue()) is not None
+    attributes = [n for tree in trees for n in ast.walk(tree) if isinstance(n, ast.Attribute)]
+    attributes += [ast.Attribute(ast.Name(name, ast.Load()), attr, ctx) for name in ("x", "self")
+                   for attr in ("is_cuda", "is_npu", "cuda", "device") for ctx in (ast.Load(), ast.Store())]
+    for hook in hooks:
+        declared = importlib.import_module(hook.__module__).ATTRIBUTE_NAMES
+        acted = 0
+        for node in attributes:
+            recorder = _Recorder()
+            hook(recorder, node)
+            if recorder.acts:
+                acted += 1
+                assert node.attr in declared, (hook.__module__, node.attr)
+        assert acted, hook.__module__
 
 
 def test_a_string_detector_acts_only_on_strings_holding_its_words(trees):
