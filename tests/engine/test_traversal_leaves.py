@@ -335,3 +335,17 @@ def _standard_order(tree: ast.AST) -> list[ast.AST]:
     recording = Recording()
     recording.visit(tree)
     return recording.seen
+
+
+def test_the_module_calls_found_from_the_statements_equal_the_index(trees):
+    from migrator.engine.bindings import Bindings
+
+    found = 0
+    for tree in trees:
+        checker = PythonChecker(load_catalogue(), lambda rule: True, tree)
+        from_statements = Bindings(tree, checker.qualnames).module_calls()
+        indexed = Bindings(tree, checker.qualnames)
+        indexed.built_by(tree)  # builds the index of every node's scope, the module's calls with it
+        assert from_statements == indexed.everywhere
+        found += len(from_statements)
+    assert found > 20
