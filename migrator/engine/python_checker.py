@@ -22,7 +22,7 @@ from migrator.engine.attribute_links import DottedNames
 from migrator.engine.bindings import Bindings
 from migrator.engine.extension_builds import CUDA_EXTENSION_MODULE
 from migrator.engine.fast_visitor import FastVisitor
-from migrator.engine.import_calls import attribute_modules, bound_module, collect_aliases, may_bind_module
+from migrator.engine.import_calls import attribute_modules, bound_module, collect_aliases
 from migrator.engine.name_resolution import NO_NAMES, NOTHING, Resolved
 from migrator.engine.statements import docstrings, guarded_imports, import_library, sorted_statements
 from migrator.engine.string_words import string_gate
@@ -320,17 +320,30 @@ class PythonChecker(DottedNames, FastVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         value, targets = node.value, node.targets
         self.assigned_values.add(value)
-        kind = type(value)  # `may_bind_module`, without a call for the assignments it refuses (most)
-        bound = bound_module(node) if kind is ast.Subscript or (kind is ast.Call and may_bind_module(value)) else None
-        hit = self.match({bound[1]}) if bound else None
-        if bound and hit and hit[0].rule.fix_kind == FixKind.MANUAL:  # the binding is a use of the library
-            self.emit(hit[0].rule, value, bound[1])
-        # `x = torch.randn(...)`: x is a tensor for the coverage family's method lookups
-        if kind is ast.Call and len(targets) == 1 and type(targets[0]) is ast.Name:
-            names = self._names(value.func)  # type: ignore[attr-defined]
-            if names and self._callee(names)[4]:
-                self.tensor_names.add(targets[0].id)
+        kind = type(value)  # `may_bind_module` and `_names`' early exit inline: most assignments pass neither
+        if kind is ast.Call:
+            args = value.args  # type: ignore[attr-defined]
+            if args and type(args[0]) is ast.Constant:
+                self._module_binding(node, value)
+            # `x = torch.randn(...)`: x is a tensor for the coverage family's method lookups
+            if len(targets) == 1 and type(targets[0]) is ast.Name:
+                root = func = value.func  # type: ignore[attr-defined]
+                while type(root) is ast.Attribute:
+                    root = root.value
+                if type(root) is ast.Name and (root.id in self.aliases or root.id in self.alias_roots):
+                    names = self._names(func)
+                    if names and self._callee(names)[4]:
+                        self.tensor_names.add(targets[0].id)
+        elif kind is ast.Subscript:
+            self._module_binding(node, value)
         self.visit_expressions((*targets, value))  # the children as `generic_visit` visits them
+
+    def _module_binding(self, node: ast.Assign, value: ast.expr) -> None:
+        """`x = import_module("mod")` and the like: a binding of a manual library is a use of it."""
+        bound = bound_module(node)
+        hit = self.match({bound[1]}) if bound else None
+        if bound and hit and hit[0].rule.fix_kind == FixKind.MANUAL:
+            self.emit(hit[0].rule, value, bound[1])
 
     def visit_arg(self, node: ast.arg) -> None:
         annotation = node.annotation  # the only child of an `arg`
