@@ -140,6 +140,40 @@ def unnamed_callee_triggers(catalogue: RulesRef) -> tuple[frozenset[str], frozen
     return _UNNAMED[catalogue.digest]
 
 
+_DECLARED: dict[tuple[str, str], frozenset[str] | None] = {}
+
+
+def _declared(catalogue: RulesRef, kind: Literal["string", "attribute"], name: str) -> frozenset[str] | None:
+    """The union of what the units with a `detect_<kind>` declare as `name`; None when one does not say."""
+    key = (catalogue.digest, name)
+    if key not in _DECLARED:
+        words: set[str] = set()
+        found: frozenset[str] | None = None
+        for hook in detectors(catalogue, kind):
+            declared = getattr(importlib.import_module(hook.__module__), name, None)
+            if declared is None:
+                break
+            words.update(declared)
+        else:
+            found = frozenset(words)
+        _DECLARED[key] = found
+    return _DECLARED[key]
+
+
+def string_words(catalogue: RulesRef) -> frozenset[str] | None:
+    """Words (lower case) one of which a string's lowered text must hold for a string detector to act on it (each
+    unit's `STRING_WORDS`), so the scanner need not call the detectors on other strings; None when a unit with
+    `detect_string` does not say."""
+    return _declared(catalogue, "string", "STRING_WORDS")
+
+
+def attribute_names(catalogue: RulesRef) -> frozenset[str] | None:
+    """The attribute names (`x.is_cuda`: "is_cuda") an attribute detector acts on (each unit's `ATTRIBUTE_NAMES`),
+    so the scanner need not call the detectors on other attributes; None when a unit with `detect_attribute` does
+    not say."""
+    return _declared(catalogue, "attribute", "ATTRIBUTE_NAMES")
+
+
 def text_reason(rule: RuleRef, symbol: str, target: str, file_kind: str) -> str | None:
     """Why a site with no syntax tree (a launch script line, a config scalar) is not fixed, or None."""
     verdict = precheck(rule, CallSite(rule.code, symbol, target, file_kind))

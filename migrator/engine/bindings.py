@@ -8,6 +8,8 @@ from __future__ import annotations
 import ast
 from collections.abc import Callable
 
+from migrator.engine.statements import statement_list
+
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 
 
@@ -18,11 +20,14 @@ class Bindings:
         self._scope_of: dict[int, ast.AST] | None = None  # id of each node -> its innermost function (or the module)
         self._built: dict[tuple[int, str], set[str]] = {}  # (scope id, target text) -> qualnames of its calls
         self.everywhere: set[str] = set()  # qualnames of every call assigned anywhere in the module
+        self._everywhere_known = False  # `everywhere` filled (by the index, or by a walk of the statements only)
 
     def _index(self) -> dict[int, ast.AST]:
         if self._scope_of is None:
             self._scope_of = {}
+            self.everywhere = set()  # filled again by the walk, with the scopes
             self._walk(self._tree, self._tree)
+            self._everywhere_known = True
         return self._scope_of
 
     def _walk(self, node: ast.AST, scope: ast.AST) -> None:
@@ -43,5 +48,11 @@ class Bindings:
         return self._built.get((id(scope), ast.unparse(node)), set())
 
     def module_calls(self) -> set[str]:
-        self._index()
+        """Qualified names of every call assigned anywhere in the module: an assignment is a statement, so a walk of
+        the statements finds them all, without the index of every node's scope (`built_by`'s)."""
+        if not self._everywhere_known:
+            for statement in statement_list(self._tree):
+                if type(statement) is ast.Assign and isinstance(statement.value, ast.Call):
+                    self.everywhere |= self._qualnames(statement.value.func)
+            self._everywhere_known = True
         return self.everywhere

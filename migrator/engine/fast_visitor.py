@@ -5,14 +5,15 @@ module, and the standard visitor pays per node a `getattr` for the handler's nam
 Here each node class gets, once per visitor class, a function that visits its child fields by name (generated
 from the class's ASDL signature: `Call(expr func, expr* args, keyword* keywords)`), so a node costs one
 table lookup and one call; fields that hold no nodes (identifiers, constants) and the contexts and operators,
-which no handler looks at, are never touched.
+which no handler looks at, are never touched. A class may also say which leaves its handlers ignore
+(`NAMES_VISITED`, `CONSTANTS_IGNORED`): the generated functions then test those inline, without a call.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar
 
 # fields that hold only leaf nodes no handler is written for (`ast.expr_context`, operators)
@@ -34,27 +35,58 @@ def _ignore(_visitor: Any, _value: Any) -> None:
     """What a visit of a value that is no node (None in a list, a string) does."""
 
 
-def _dispatch(indent: str, value: str) -> list[str]:
-    """Lines that call the handler of `value` (a local): a plain dict's lookup (a dict subclass with
-    `__missing__` pays a Python-level `__getitem__` on every lookup), `M` filling a class not yet seen."""
-    return [f"{indent}try:", f"{indent}    handler = H[type({value})]", f"{indent}except KeyError:",
-            f"{indent}    handler = M(type({value}))", f"{indent}handler(visitor, {value})"]
+def _dispatch(indent: str, value: str, kind: str | None = None) -> list[str]:
+    """Lines that call the handler of `value` (a local; `kind`: a local holding its class, if one does): a plain
+    dict's lookup (a dict subclass with `__missing__` pays a Python-level `__getitem__` on every lookup), `M`
+    filling a class not yet seen."""
+    kind = kind or f"type({value})"
+    return [f"{indent}try:", f"{indent}    handler = H[{kind}]", f"{indent}except KeyError:",
+            f"{indent}    handler = M({kind})", f"{indent}handler(visitor, {value})"]
 
 
-def _children_source(cls: type) -> str:
-    """The source of a function that visits a node's children in field order (`H`: the handler table)."""
+def _leaf_dispatch(indent: str, value: str, visitor: type) -> list[str]:
+    """`_dispatch` for an expression, the leaves the visitor class ignores tested first: a `Name` whose id is not
+    in the visitor's `NAMES_VISITED` container, a constant whose value's class is in `CONSTANTS_IGNORED` (most
+    leaves: no lookup, no call)."""
+    names: str | None = getattr(visitor, "NAMES_VISITED", None)
+    constants: frozenset[type] = getattr(visitor, "CONSTANTS_IGNORED", frozenset())
+    if names is None and not constants:
+        return _dispatch(indent, value)
+    lines = [f"{indent}kind = type({value})"]
+    if names is not None:
+        lines += [f"{indent}if kind is NAME:", f"{indent}    if {value}.id in visitor.{names}:",
+                  *_dispatch(indent + "        ", value, "kind")]
+    if constants:
+        lines += [f"{indent}{'elif' if names is not None else 'if'} kind is CONSTANT:",
+                  f"{indent}    if type({value}.value) not in IGNORED:",
+                  *_dispatch(indent + "        ", value, "kind")]
+    return [*lines, f"{indent}else:", *_dispatch(indent + "    ", value, "kind")]
+
+
+def _children_source(cls: type, visitor: type = object) -> str:
+    """The source of a function that visits a node's children in field order (`H`: the handler table of
+    `visitor`, whose ignored leaves are tested inline; a `keyword` it has no handler for is gone through to its
+    value)."""
     kinds = {name: (kind, mark) for kind, mark, name in _SIGNATURE_FIELD.findall(cls.__doc__ or "")}
     lines = []
     for name in _child_fields(cls):
         kind, mark = kinds.get(name, ("", "unknown"))
         if kind in _PRIMITIVE:
             continue
-        if mark == "*":  # a list; `Dict.keys` and `kw_defaults` may hold None (`_ignore`d)
-            lines += [f"    for child in node.{name}:", *_dispatch("        ", "child")]
+        if kind == "expr":
+            def dispatch(indent: str, value: str) -> list[str]:
+                return _leaf_dispatch(indent, value, visitor)
+        else:
+            dispatch = _dispatch
+        if kind == "keyword" and mark == "*" and not hasattr(visitor, "visit_keyword"):
+            lines += [f"    for keyword in node.{name}:", "        child = keyword.value",
+                      *_leaf_dispatch("        ", "child", visitor)]
+        elif mark == "*":  # a list; `Dict.keys` and `kw_defaults` may hold None (`_ignore`d)
+            lines += [f"    for child in node.{name}:", *dispatch("        ", "child")]
         elif mark == "?":
-            lines += [f"    child = node.{name}", "    if child is not None:", *_dispatch("        ", "child")]
+            lines += [f"    child = node.{name}", "    if child is not None:", *dispatch("        ", "child")]
         elif mark == "":
-            lines += [f"    child = node.{name}", *_dispatch("    ", "child")]
+            lines += [f"    child = node.{name}", *dispatch("    ", "child")]
         else:  # a signature not understood: whatever the field holds at run time
             lines += [f"    child = getattr(node, {name!r}, None)", "    if type(child) is list:",
                       "        for item in child:", *_dispatch("            ", "item"),
@@ -80,9 +112,21 @@ class _Tables:
         self.handlers[cls] = handler
         return handler
 
+    def _namespace(self) -> dict[str, Any]:
+        """The globals of the generated functions."""
+        return {"H": self.handlers, "M": self.handler, "NAME": ast.Name, "CONSTANT": ast.Constant,
+                "IGNORED": getattr(self.visitor_class, "CONSTANTS_IGNORED", frozenset())}
+
+    def expressions(self) -> Handler:
+        """A function that visits a sequence of expressions as a node's list field would (`_leaf_dispatch`)."""
+        lines = _leaf_dispatch("        ", "child", self.visitor_class)
+        namespace = self._namespace()
+        exec("def visit_expressions(visitor, nodes):\n    for child in nodes:\n" + "\n".join(lines), namespace)  # noqa: S102
+        return namespace["visit_expressions"]
+
     def children_of(self, cls: type) -> Handler:
-        namespace: dict[str, Any] = {"H": self.handlers, "M": self.handler}
-        exec(_children_source(cls), namespace)  # noqa: S102 - source built from the ast classes' own fields
+        namespace = self._namespace()
+        exec(_children_source(cls, self.visitor_class), namespace)  # noqa: S102 - source built from the ast classes' own fields
         self.children[cls] = namespace["children"]
         return self.children[cls]
 
@@ -91,6 +135,12 @@ class FastVisitor(ast.NodeVisitor):
     """A `NodeVisitor` (`visit_<Class>` handlers that call `generic_visit` to go on) with the same visiting
     order; subclasses must not define handlers for contexts or operators, nor override `generic_visit`."""
 
+    # the leaves a subclass's handlers ignore, so the children's visit need not call them: `NAMES_VISITED`, the
+    # name of an attribute of the visitor holding the only `Name` ids whose handler acts (a `Name` child with
+    # another id is not visited); `CONSTANTS_IGNORED`: the classes of the values its `Constant` handler does
+    # nothing for
+    NAMES_VISITED: ClassVar[str | None] = None
+    CONSTANTS_IGNORED: ClassVar[frozenset[type]] = frozenset()
     _handlers: ClassVar[dict[type, Handler]]
     _children: ClassVar[dict[type, Handler]]
     _tables: ClassVar[_Tables]
@@ -100,6 +150,7 @@ class FastVisitor(ast.NodeVisitor):
         cls._tables = _Tables(cls)
         cls._handlers = cls._tables.handlers
         cls._children = cls._tables.children
+        cls.visit_expressions = cls._tables.expressions()  # type: ignore[method-assign, assignment]
 
     def visit(self, node: ast.AST) -> Any:
         try:
@@ -107,6 +158,11 @@ class FastVisitor(ast.NodeVisitor):
         except KeyError:
             handler = self._tables.handler(type(node))
         handler(self, node)
+
+    def visit_expressions(self, nodes: Iterable[ast.AST]) -> None:
+        """Visit each expression in turn, as a list field of a node is visited (made per class, see `_Tables`)."""
+        for node in nodes:
+            self.visit(node)
 
     def generic_visit(self, node: ast.AST) -> Any:
         try:

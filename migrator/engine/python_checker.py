@@ -18,12 +18,14 @@ from migrator.catalogue import units
 from migrator.catalogue.loader import Catalogue, Rule
 from migrator.catalogue.patterns import CUDA_ACCELERATORS, accepted_names, lists_npu
 from migrator.engine import extension_builds
+from migrator.engine.attribute_links import DottedNames
 from migrator.engine.bindings import Bindings
 from migrator.engine.extension_builds import CUDA_EXTENSION_MODULE
 from migrator.engine.fast_visitor import FastVisitor
-from migrator.engine.import_calls import attribute_modules, bound_module, collect_aliases, may_bind_module
-from migrator.engine.name_resolution import NO_NAMES, NOTHING, NameResolution, Resolved
+from migrator.engine.import_calls import attribute_modules, bound_module, collect_aliases
+from migrator.engine.name_resolution import NO_NAMES, NOTHING, Resolved
 from migrator.engine.statements import docstrings, guarded_imports, import_library, sorted_statements
+from migrator.engine.string_words import string_gate
 from migrator.ground.kinds import FixKind
 from migrator.ground.own_code import OWN_MARKER, own_helpers
 
@@ -76,7 +78,11 @@ class CheckerFacade:
         return self._checker.bindings.module_calls()
 
 
-class PythonChecker(NameResolution, FastVisitor):
+class PythonChecker(DottedNames, FastVisitor):
+    NAMES_VISITED = "names_visited"  # `visit_Name` acts on these names only
+    # `visit_Constant` looks at strings and bytes only
+    CONSTANTS_IGNORED = frozenset({int, float, complex, bool, type(None), type(...)})
+
     def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST, build_file: bool = False,
                  package_init: bool = False):
         self.catalogue = catalogue
@@ -90,24 +96,27 @@ class PythonChecker(NameResolution, FastVisitor):
         self.aliases.update(attribute_modules(bindings, self.aliases, self._manual_library))
         # `self.nvml = pynvml` binds the two-part name `self.nvml`: its first part must pass the early exit below
         self.alias_roots = {name.split(".", 1)[0] for name in self.aliases}
+        self.names_visited = set(self.aliases)  # less each name found to report nothing (`visit_Name`)
         self.guarded = guarded_imports(tree, tries)
         self.docstring_nodes = docstrings(tree, scopes)
-        self.docstrings = {id(n) for n in self.docstring_nodes}
+        self.docstrings = {id(n) for n in self.docstring_nodes}  # for `scan_file`'s setup.py strings
+        self.docstring_set = set(self.docstring_nodes)
         # inserted by `migrate fix` (its marker in their docstrings, so none without a docstring holding it)
         self.own_helpers = own_helpers(tree) if any(OWN_MARKER in str(n.value) for n in self.docstring_nodes) else []
-        self.own_helper_ids = {id(n) for n in self.own_helpers}
-        self.claimed: set[int] = set()
+        self.own_helper_set = set(self.own_helpers)
+        # the sets and maps below hold nodes, not their ids (no `int` made, kept and freed per node)
+        self.claimed: set[ast.AST] = set()
         self.in_type = 0  # > 0 while a type expression is visited: its strings are claimed (`_visit_type`)
         self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []  # in source order, ours left out
         self.loops: list[ast.For | ast.AsyncFor | ast.While] = []  # in source order (the perf lint's training loops)
         self.backward_lines: list[int] = []  # lines of `x.backward(...)` calls
-        self.command_strings: set[int] = set()  # ids of the strings passed to a command runner (subprocess, os.system)
-        self.call_of: dict[int, ast.Call] = {}  # id of every call's callee expression -> the call
-        self.decorator_calls: set[int] = set()  # ids of `@triton.autotune(...)` reported with their kernel
-        self.first_arg_of: dict[int, ast.Call] = {}  # id of every call's first positional argument -> the call
-        self.assigned_values: set[int] = set()  # ids of the whole values of assignments (`x = <value>`)
-        self.defaults_with_choices: set[int] = set()  # id of each `default=` value beside a `choices=`
-        self.pattern_nodes: set[int] = set()  # ids of the nodes inside `case` patterns
+        self.command_strings: set[ast.AST] = set()  # the strings passed to a command runner (subprocess, os.system)
+        self.call_of: dict[ast.AST, ast.Call] = {}  # every call's callee expression -> the call
+        self.decorator_calls: set[ast.AST] = set()  # `@triton.autotune(...)` reported with their kernel
+        self.first_arg_of: dict[ast.AST, ast.Call] = {}  # every call's first positional argument -> the call
+        self.assigned_values: set[ast.AST] = set()  # the whole values of assignments (`x = <value>`)
+        self.defaults_with_choices: set[ast.AST] = set()  # each `default=` value beside a `choices=`
+        self.pattern_nodes: set[ast.AST] = set()  # the nodes inside `case` patterns
         self.hits: list[tuple[Rule, ast.AST, str, str | None, dict]] = []
         self.resolved, self.chain_names, self.callees = {}, {}, {}  # `NameResolution`'s memos
         self.resolved_names: dict[str, Resolved] = {}  # a plain name's, by the name
@@ -122,14 +131,16 @@ class PythonChecker(NameResolution, FastVisitor):
         self.detect_call = units.detectors(catalogue, "call")
         self.unnamed_triggers = units.unnamed_callee_triggers(catalogue)  # when a callee no import names needs them
         self.detect_string = units.detectors(catalogue, "string")
+        self.string_gate = string_gate(catalogue)
         self.detect_compare = units.detectors(catalogue, "compare")
         self.detect_attribute = units.detectors(catalogue, "attribute")
+        self.attribute_names = units.attribute_names(catalogue)  # None: every attribute is shown to the detectors
 
     def finish(self) -> None:
         """After the passes: the detectors' facade and the bindings index refer back to the checker, a cycle
         that kept the module's syntax tree alive until the cycle collector walked every node of it (a tenth
         of the scan); without it the tree is freed when the file is done."""
-        self.facade = None  # type: ignore[assignment]
+        self.facade = None
         self.bindings = None  # type: ignore[assignment]
 
     # -- emitting -------------------------------------------------------------------------
@@ -142,7 +153,7 @@ class PythonChecker(NameResolution, FastVisitor):
 
     def claim(self, node: ast.AST) -> None:
         """The node is a finding's (or no device selection): no later string check reports it."""
-        self.claimed.add(id(node))
+        self.claimed.add(node)
 
     # -- reporting a resolved name ---------------------------------------------------------
     def report_symbol(self, node: ast.AST, decorator: bool = False) -> bool:
@@ -167,7 +178,7 @@ class PythonChecker(NameResolution, FastVisitor):
 
     # -- visitors ----------------------------------------------------------------------------
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
-        if id(node) in self.own_helper_ids:  # helpers emitted by `migrate fix` are ported code
+        if node in self.own_helper_set:  # helpers emitted by `migrate fix` are ported code
             return
         self.functions.append(node)
         self.claim_strings(node.returns)
@@ -177,17 +188,17 @@ class PythonChecker(NameResolution, FastVisitor):
             hit = self._resolve(names)[2] if names else None  # `match`, found once per module
             if hit and hit[0].rule.scope == "imports":  # other scopes report it as a use below
                 self.report_symbol(target, decorator=True)
-                self.decorator_calls.add(id(dec))
+                self.decorator_calls.add(dec)
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]  # same fields for both
 
     def visit_match_case(self, node: ast.match_case) -> None:
-        self.pattern_nodes.update(id(n) for n in ast.walk(node.pattern))
+        self.pattern_nodes.update(ast.walk(node.pattern))
         self.generic_visit(node)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        if id(node) not in self.own_helper_ids:
+        if node not in self.own_helper_set:
             self.generic_visit(node)
 
     def visit_Import(self, node: ast.Import) -> None:
@@ -216,24 +227,6 @@ class PythonChecker(NameResolution, FastVisitor):
                 self.emit(hit[0].rule, alias, name, hit[0].replacement, is_import=True, bound=alias.asname or alias.name,
                           library=import_library(node.module), optional=id(node) in self.guarded)
 
-    def visit_Attribute(self, node: ast.Attribute) -> None:
-        root = node.value
-        while type(root) is ast.Attribute:
-            root = root.value
-        if type(root) is ast.Name and (root.id in self.aliases or root.id in self.alias_roots):
-            if self.report_symbol(node):  # loads, and stores such as `cudnn.benchmark = True`
-                return
-        elif type(root) is ast.Name:  # `self.a.b`: no link resolves, the root's visit does nothing: one loop over
-            link: ast.expr = node  # the links, each shown to the detectors as its own visit would, outermost first
-            while type(link) is ast.Attribute:
-                for detect in self.detect_attribute:
-                    detect(self.facade, link)
-                link = link.value
-            return
-        for detect in self.detect_attribute:
-            detect(self.facade, node)
-        self.generic_visit(node)
-
     def visit_Name(self, node: ast.Name) -> None:
         if node.id in self.aliases and isinstance(node.ctx, ast.Load):  # no import binds it: nothing to resolve
             known = self.resolved_names.get(node.id)
@@ -242,6 +235,7 @@ class PythonChecker(NameResolution, FastVisitor):
                 known = self._resolve(names) if names else NOTHING
                 if known[0] is None and not known[1] and known[2] is None:  # nothing to report (`torch`)
                     known = NOTHING
+                    self.names_visited.discard(node.id)  # nor at any other use: those are not visited
                 self.resolved_names[node.id] = known
             if known is not NOTHING:
                 self._report(node, known, False)
@@ -254,36 +248,61 @@ class PythonChecker(NameResolution, FastVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         func, args, keywords = node.func, node.args, node.keywords
-        self.call_of[id(func)] = node
-        method = func.attr if type(func) is ast.Attribute else None
-        if method == "backward":
-            self.backward_lines.append(node.lineno)
+        self.call_of[func] = node
+        kind = type(func)
+        method = func.attr if kind is ast.Attribute else None  # type: ignore[attr-defined]
         if args and type(args[0]) is not ast.Starred:
-            self.first_arg_of[id(args[0])] = node
+            self.first_arg_of[args[0]] = node
         kwargs: dict[str, ast.expr] = {}
+        values: list[ast.expr] = []  # the keywords' values, visited below (a keyword is no more than its value)
         for k in keywords:  # a loop, not a comprehension: no function made per call
+            value = k.value
+            values.append(value)
             if k.arg:
-                kwargs[k.arg] = k.value
+                kwargs[k.arg] = value
         if "choices" in kwargs:
-            self.defaults_with_choices.update(id(k.value) for k in keywords if k.arg == "default")
-        names = self._names(func)
+            self.defaults_with_choices.update(k.value for k in keywords if k.arg == "default")
+        root = func
+        while type(root) is ast.Attribute:
+            root = root.value
+        if type(root) is not ast.Name:  # `f()()`, `x[0].y()`: no name; the callee's parts visited as usual
+            names, visited = NO_NAMES, True
+        elif root.id in self.aliases or root.id in self.alias_roots:
+            names, visited = self._names(func), True
+        else:  # most callees (`self.conv`, `len`): no import binds the root
+            names, visited = NO_NAMES, False
         if names:
-            kernel, command, op, autocast, _ = self._callee(names)
-            if kernel and id(node) not in self.decorator_calls:  # `triton.jit(fn)`: a kernel made by a call, reported like `@triton.jit`
-                self.report_symbol(func, decorator=True)
-            self.check_call(node, set(names), kwargs, command)
-            if op is not None:  # a torch name another family owns is not an "op"
-                self.calls.append((op, node))
-            if autocast and "dtype" not in kwargs:
-                self.dtypes_used.add("fp16")
+            self._named_call(node, func, names, kwargs)
         else:
             self._unnamed_call(node, func, method, kwargs)
-        self.generic_visit(node)
+        # the children as `generic_visit` visits them, with what is known of the callee: a name no import binds
+        # is not visited (`NAMES_VISITED`), a dotted one only by the attribute detectors (`visit_Attribute`)
+        if visited:
+            self.visit(func)
+        elif kind is ast.Attribute:
+            self._unbound_links(func)  # type: ignore[arg-type]
+        if args or values:  # (most calls pass one or two plain names: none of them visited)
+            self.visit_expressions((*args, *values) if values else args)
+
+    def _named_call(self, node: ast.Call, func: ast.expr, names: frozenset[str], kwargs: dict[str, ast.expr]) -> None:
+        """A callee an import names (`names`: its qualified names)."""
+        if type(func) is ast.Attribute and func.attr == "backward":  # `torch.autograd.backward(...)`
+            self.backward_lines.append(node.lineno)
+        kernel, command, op, autocast, _ = self._callee(names)
+        if kernel and node not in self.decorator_calls:  # `triton.jit(fn)`: a kernel made by a call, reported like `@triton.jit`
+            self.report_symbol(func, decorator=True)
+        self.check_call(node, set(names), kwargs, command)
+        if op is not None:  # a torch name another family owns is not an "op"
+            self.calls.append((op, node))
+        if autocast and "dtype" not in kwargs:
+            self.dtypes_used.add("fp16")
 
     def _unnamed_call(self, node: ast.Call, func: ast.expr, method: str | None, kwargs: dict[str, ast.expr]) -> None:
         """A callee no import names: only the detectors (on the methods and keywords they act on) and the
         attention argument can hold a finding; a method call is an op for the coverage family."""
-        if kwargs:
+        if method == "backward":
+            self.backward_lines.append(node.lineno)
+        if "accelerator" in kwargs or "attn_implementation" in kwargs:  # what `_check_framework_arguments` reads
             self._check_framework_arguments(NO_NAMES, kwargs)
         triggers = self.unnamed_triggers
         if triggers is None or method in triggers[0] or (kwargs and not triggers[1].isdisjoint(kwargs)):
@@ -299,18 +318,32 @@ class PythonChecker(NameResolution, FastVisitor):
                 self.dtypes_used.add(DTYPE_METHODS[method])
 
     def visit_Assign(self, node: ast.Assign) -> None:
-        value = node.value
-        self.assigned_values.add(id(value))
-        bound = bound_module(node) if may_bind_module(value) else None
+        value, targets = node.value, node.targets
+        self.assigned_values.add(value)
+        kind = type(value)  # `may_bind_module` and `_names`' early exit inline: most assignments pass neither
+        if kind is ast.Call:
+            args = value.args  # type: ignore[attr-defined]
+            if args and type(args[0]) is ast.Constant:
+                self._module_binding(node, value)
+            # `x = torch.randn(...)`: x is a tensor for the coverage family's method lookups
+            if len(targets) == 1 and type(targets[0]) is ast.Name:
+                root = func = value.func  # type: ignore[attr-defined]
+                while type(root) is ast.Attribute:
+                    root = root.value
+                if type(root) is ast.Name and (root.id in self.aliases or root.id in self.alias_roots):
+                    names = self._names(func)
+                    if names and self._callee(names)[4]:
+                        self.tensor_names.add(targets[0].id)
+        elif kind is ast.Subscript:
+            self._module_binding(node, value)
+        self.visit_expressions((*targets, value))  # the children as `generic_visit` visits them
+
+    def _module_binding(self, node: ast.Assign, value: ast.expr) -> None:
+        """`x = import_module("mod")` and the like: a binding of a manual library is a use of it."""
+        bound = bound_module(node)
         hit = self.match({bound[1]}) if bound else None
-        if bound and hit and hit[0].rule.fix_kind == FixKind.MANUAL:  # the binding is a use of the library
+        if bound and hit and hit[0].rule.fix_kind == FixKind.MANUAL:
             self.emit(hit[0].rule, value, bound[1])
-        # `x = torch.randn(...)`: x is a tensor for the coverage family's method lookups
-        if type(value) is ast.Call and len(node.targets) == 1 and type(node.targets[0]) is ast.Name:
-            names = self._names(value.func)
-            if names and self._callee(names)[4]:
-                self.tensor_names.add(node.targets[0].id)
-        self.generic_visit(node)
 
     def visit_arg(self, node: ast.arg) -> None:
         annotation = node.annotation  # the only child of an `arg`
@@ -349,7 +382,7 @@ class PythonChecker(NameResolution, FastVisitor):
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         value = node.value
         if value is not None:
-            self.assigned_values.add(id(value))
+            self.assigned_values.add(value)
         self.visit(node.target)  # the children in field order, the annotation's strings claimed
         self._visit_type(node.annotation)
         if value is not None:
@@ -371,8 +404,7 @@ class PythonChecker(NameResolution, FastVisitor):
                         if isinstance(element, ast.Constant) and element.value == "cuda":
                             self.claim(element)
                 break
-        for e in elts:  # the children (`elts`; contexts are not visited)
-            self.visit(e)
+        self.visit_expressions(elts)  # the children (`elts`; contexts are not visited)
 
     visit_Tuple = visit_List = visit_Set = _collection
 
@@ -382,25 +414,28 @@ class PythonChecker(NameResolution, FastVisitor):
         if kind is int or kind is float:  # most constants: no string (and a failed `isinstance` costs more)
             return
         if isinstance(value, str):
-            if self.in_type or id(node) in self.claimed or id(node) in self.docstrings:
+            if self.in_type or node in self.claimed or node in self.docstring_set:
                 return  # a name in a type expression, a finding's, a docstring
-            self.check_string(node, value)
             lowered = value.lower()
+            self.check_string(node, value, lowered)
             if lowered in DTYPE_STRINGS:  # `dtype="bfloat16"`, `--precision bf16`
                 self.dtypes_used.add(DTYPE_STRINGS[lowered])
-        elif isinstance(value, bytes) and id(node) not in self.claimed:  # `b"cuda" in buf`: a pickled device
+        elif isinstance(value, bytes) and node not in self.claimed:  # `b"cuda" in buf`: a pickled device
             self.check_string(node, value.decode("latin-1"))
 
     def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
         text = "".join(str(v.value) if isinstance(v, ast.Constant) else "{}" for v in node.values)
-        if id(node) not in self.claimed:
+        if node not in self.claimed:
             self.check_string(node, text)
         for value in node.values:
             if isinstance(value, ast.FormattedValue):
                 self.visit(value)
 
     # -- rule bodies -----------------------------------------------------------------------
-    def check_string(self, node: ast.AST, text: str) -> None:
+    def check_string(self, node: ast.AST, text: str, lowered: str | None = None) -> None:
+        gate = self.string_gate  # most strings hold none of the words a check needs
+        if gate is not None and not gate(text.lower() if lowered is None else lowered):
+            return
         for detect in self.detect_string:
             detect(self.facade, node, text)
         extension_builds.check_string(self.facade, node, text)
@@ -409,7 +444,7 @@ class PythonChecker(NameResolution, FastVisitor):
                 for m in ENV_TOKEN.finditer(text):
                     if _names_variable(text, m):
                         self.emit_env(node, m.group(1))
-            if "nvidia-smi" in text and NVIDIA_SMI.search(text) and (id(node) in self.command_strings or NVIDIA_SMI_COMMAND.match(text)):
+            if "nvidia-smi" in text and NVIDIA_SMI.search(text) and (node in self.command_strings or NVIDIA_SMI_COMMAND.match(text)):
                 self.emit_impl("nvidia-smi", node, "nvidia-smi")
 
     def emit_env(self, node: ast.AST, name: str) -> None:
@@ -421,8 +456,9 @@ class PythonChecker(NameResolution, FastVisitor):
         """The checks of a call whose callee resolves through an import (`func_names`; `command`: a command runner)."""
         if command:
             for arg in (*node.args, *(k.value for k in node.keywords)):
-                self.command_strings.update(id(n) for n in ast.walk(arg) if isinstance(n, (ast.Constant, ast.JoinedStr)))
-        self._check_framework_arguments(func_names, kwargs)
+                self.command_strings.update(n for n in ast.walk(arg) if isinstance(n, (ast.Constant, ast.JoinedStr)))
+        if "accelerator" in kwargs or "attn_implementation" in kwargs:  # what `_check_framework_arguments` reads
+            self._check_framework_arguments(func_names, kwargs)
         for detect in self.detect_call:
             detect(self.facade, node, func_names, kwargs)
         extension_builds.check_call(self.facade, node, func_names, kwargs)  # each of its sites needs a callee name

@@ -87,7 +87,7 @@ def qualnames_from(aliases: Mapping[str, Iterable[str]]) -> Callable[[ast.AST], 
 
 def build_site(checker: Any, source: SourceText, rule: Rule, node: ast.AST, symbol: str,
                replacement: str | None, extra: dict, target: str, guards: dict[int, str] | None = None) -> CallSite:
-    call = node if isinstance(node, ast.Call) else checker.call_of.get(id(node))
+    call = node if isinstance(node, ast.Call) else checker.call_of.get(node)
     text = segment(source, node)
     string = ""
     pieces: tuple[tuple[str, str], ...] = ()
@@ -100,7 +100,7 @@ def build_site(checker: Any, source: SourceText, rule: Rule, node: ast.AST, symb
                 for v in node.values
             )
     root = tuple(dotted(node) or ())
-    outer = checker.first_arg_of.get(id(node)) if call is None else None
+    outer = checker.first_arg_of.get(node) if call is None else None
     operands: tuple[str, ...] = ()
     if isinstance(node, ast.Compare):
         operands = tuple(segment(source, o) for o in (node.left, *node.comparators))
@@ -109,11 +109,11 @@ def build_site(checker: Any, source: SourceText, rule: Rule, node: ast.AST, symb
         called=call is not None, args=_args(call, source) if call is not None else (), replacement=replacement,
         is_import=bool(extra.get("is_import")), root=root,
         root_names=frozenset(checker.aliases.get(root[0], ())) if root else frozenset(), operands=operands,
-        in_pattern=id(node) in checker.pattern_nodes, build_file=checker.build_file,
-        default_of_choices=id(node) in checker.defaults_with_choices,
+        in_pattern=node in checker.pattern_nodes, build_file=checker.build_file,
+        default_of_choices=node in checker.defaults_with_choices,
         guards=(guards or {}).get(getattr(node, "lineno", 0), "") if symbol == AVAILABILITY else "",
         passed_to=callee_name(dotted(outer.func) or (), checker.aliases) if outer is not None else "",
-        passed_args=_args(outer, source) if outer is not None else (), assigned=id(node) in checker.assigned_values,
+        passed_args=_args(outer, source) if outer is not None else (), assigned=node in checker.assigned_values,
     )
 
 

@@ -63,16 +63,21 @@ def sorted_statements(tree: ast.AST) -> tuple[list[ast.stmt], list[ast.stmt], li
     guard_nodes: list[ast.AST] = []
     stack = list(getattr(tree, "body", ()))  # `statement_list`'s walk, in its order, sorting as it goes
     blocks = BLOCKS
+    assign, plain_name, call, subscript, constant = ast.Assign, ast.Name, ast.Call, ast.Subscript, ast.Constant
     while stack:
         statement = stack.pop()
         kind = type(statement)
+        if kind is assign:  # a guard node, and one the binding passes read if it is `x = f("mod")`, `f("mod")[0]`,
+            guard_nodes.append(statement)  # `self.x = mod` (`may_bind_module` inline: most statements are these)
+            value = statement.value
+            value_kind = type(value)
+            if value_kind is plain_name or value_kind is subscript or (
+                    value_kind is call and value.args and type(value.args[0]) is constant):
+                bindings.append(statement)
+            continue  # no block of statements
         if kind in GUARD_STATEMENTS:
             guard_nodes.append(statement)
-        if kind is ast.Assign:  # only those the binding passes read: `x = f("mod")`, `f("mod")[0]`, `self.x = mod`
-            value = statement.value
-            if type(value) is ast.Name or may_bind_module(value):
-                bindings.append(statement)
-        elif kind in BINDING_STATEMENTS:
+        if kind in BINDING_STATEMENTS:
             bindings.append(statement)
         elif kind in TRY_STATEMENTS:
             tries.append(statement)

@@ -48,6 +48,7 @@ def _seen(code: str, checker_class: type[PythonChecker]) -> tuple[list[tuple[int
     tree = ast.parse(code)
     checker = checker_class(load_catalogue(), lambda rule: True, tree)
     checker.detect_attribute = (*checker.detect_attribute, record)
+    checker.attribute_names = None  # every link shown to the detectors (not only the names their units declare)
     checker.visit(tree)
     return seen, [(symbol, node.lineno) for _rule, node, symbol, _r, _e in checker.hits]
 

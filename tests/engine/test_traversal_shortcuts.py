@@ -48,7 +48,7 @@ class _WalkedTypes(PythonChecker):
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
         if node.value is not None:
-            self.assigned_values.add(id(node.value))
+            self.assigned_values.add(node.value)
         self.claim_strings(node.annotation)
         self.generic_visit(node)
 

@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 LEVEL = "node"
 
 
+# what `detect_string` needs in a string's lowered text (the scanner calls it on no other string)
+STRING_WORDS = ("cuda",)
+
+
 def detect_string(checker: Checker, node: ast.AST, text: str) -> None:
     if "cuda" in text and DEVICE_STRING.match(text):  # the substring first: cheaper than the match
         checker.emit("device-string", node, text, "npu" + text[4:])

@@ -21,6 +21,10 @@ LEVEL = "node"
 CUDA_TENSOR_TYPE = re.compile(r"^torch\.cuda\.\w+(Tensor|Storage)$")
 
 
+# what `detect_string` needs in a string's lowered text (the scanner calls it on no other string)
+STRING_WORDS = ("torch.cuda.",)
+
+
 def detect_string(checker: Checker, node: ast.AST, text: str) -> None:
     if "torch.cuda." in text and CUDA_TENSOR_TYPE.match(text):  # the substring first: cheaper than the match
         checker.emit("cuda-tensor-type-string", node, text, "torch.npu." + text[len("torch.cuda."):])

@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 LEVEL = "node"
 
 
+# what `detect_attribute` acts on (the scanner calls it on no other attribute)
+ATTRIBUTE_NAMES = ("is_cuda",)
+
+
 def detect_attribute(checker: Checker, node: ast.Attribute) -> None:
     """`x.is_cuda` on a value (not `self.is_cuda`, not an imported name)."""
     if node.attr != "is_cuda":  # first: most attributes are another
