@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import bisect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from migrator.catalogue.loader import Catalogue, Rule
@@ -23,7 +23,7 @@ def check_module(
 
     checker = PythonChecker(catalogue, enabled, tree, build_file, package_init)
     checker.visit(tree)
-    advise(tree, source.text, checker)
+    advise(tree, source.text, checker, source.lines)
     triton(tree, checker)
     precheck_hits(checker, source, tree, target)
     checker.finish()
@@ -34,7 +34,7 @@ def check_module(
 FUSION_WORDS = ("rsqrt", "silu", "rotate_half", "softmax")
 
 
-def advise(tree: ast.AST, text: str, checker: PythonChecker) -> None:
+def advise(tree: ast.AST, text: str, checker: PythonChecker, lines: Sequence[str] | None = None) -> None:
     """The advice families (fusion, perf): whole-function patterns, so a pass of their own over the tree,
     skipped where the module's text cannot hold them (they cost more than the rest of the scan otherwise)."""
     from migrator.engine import fusion_attention, fusion_checker, perf_checker
@@ -61,7 +61,8 @@ def advise(tree: ast.AST, text: str, checker: PythonChecker) -> None:
                                       named if by_word else None)
     if on("perf"):
         perf_checker.check(tree, text, checker.qualnames, emit,
-                           perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines))
+                           perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines),
+                           lines, checker.aliases)
 
 
 class _LineSet:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from migrator.engine import perf_env
@@ -321,12 +321,52 @@ def _environment(node: ast.AST, emit: Emit) -> None:
 WHOLE_MODULE_WORDS = ("SyncBatchNorm", "sync_batchnorm", "DataLoader", *perf_env.VARIABLES)
 
 
-def check(tree: ast.AST, text: str, names: Names, emit: Emit, structure: Structure | None = None) -> None:
-    """`structure`: the module's functions and loops where the caller has them (saves two walks)."""
+def check(tree: ast.AST, text: str, names: Names, emit: Emit, structure: Structure | None = None,
+          lines: Sequence[str] | None = None, aliases: Mapping[str, Iterable[str]] | None = None) -> None:
+    """`structure`: the module's functions and loops where the caller has them (saves two walks); `lines`
+    and `aliases` (the source's lines, the imports' local names): a region whose lines cannot hold a finding
+    is not walked (`RegionGate`)."""
     walker: HotPath | None = None  # made at the first region (its word tests read the whole text)
+    gate: RegionGate | None = None
     regions = structure.hot_regions() if structure is not None else hot_regions(tree, "backward" in text)
     for region in regions:
         walker = walker or hot_path(names, emit, text)
+        if lines is not None:
+            gate = gate or RegionGate(walker, lines, aliases or {})
+            if not gate.may_hold(region):
+                continue
         walker.walk_region(region)
     if any(word in text for word in WHOLE_MODULE_WORDS):
         check_whole_module(tree, names, emit)
+
+
+# a comparison's operator, for a boolean-mask index (`x[mask > 0]`, `x[i in keep]`)
+COMPARISON_SIGNS = ("<", ">", "==", "!=")
+KEYWORD_COMPARISON = re.compile(r"\bi[ns]\b")
+
+
+class RegionGate:
+    """Whether a hot region's lines hold a word one of `HotPath.check`'s findings needs: a sync method, `double`,
+    `print`, a `[` and a comparison; `nonzero`, `float64` (or a local name an import binds to one) where the
+    walker looks for them. A region without any is not walked: its walk would report nothing. Only for ASCII
+    lines (an identifier in other letters may be spelled otherwise in the text: NFKC)."""
+
+    def __init__(self, walker: HotPath, lines: Sequence[str], aliases: Mapping[str, Iterable[str]]) -> None:
+        self.lines = lines
+        words = [*SYNC_METHODS, "double", "print"]
+        named = [*(("nonzero", "argwhere") if walker.nonzero_named else ()),
+                 *(("float64", "double") if walker.float64_named else ())]
+        # `from torch import nonzero as nz`, `self.f = ...`: the local name's last part is in the text where used
+        words += named + [local.rsplit(".", 1)[-1] for local, bound in aliases.items()
+                          if any(word in b for b in bound for word in named)]
+        self.words = tuple(dict.fromkeys(words))
+
+    def may_hold(self, region: ast.AST) -> bool:
+        first = min([region.lineno, *(d.lineno for d in getattr(region, "decorator_list", ()))])  # type: ignore[attr-defined]
+        last = region.end_lineno or region.lineno  # type: ignore[attr-defined]
+        segment = "\n".join(self.lines[first - 1:last])
+        if last > len(self.lines) or not segment.isascii():
+            return True
+        if any(word in segment for word in self.words):
+            return True
+        return "[" in segment and (any(op in segment for op in COMPARISON_SIGNS) or KEYWORD_COMPARISON.search(segment) is not None)

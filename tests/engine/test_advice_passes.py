@@ -408,3 +408,50 @@ def test_scope_dtypes_binds_from_no_node_outside_its_binder_classes():
             if node.__class__ not in _BINDERS:
                 scope._bind(node)  # noqa: SLF001 - what skipping it leaves out
         assert scope._values == {}, name  # noqa: SLF001
+
+
+GATE_EDGES = [
+    "import torch\nfrom torch import nonzero as nz\nclass M:\n    def forward(self, x):\n        return nz(x)\n",
+    "import torch as t\nclass M:\n    def forward(self, x, keep):\n        return x[x in keep], x[(x)is(None)]\n",
+    "import torch\nclass M:\n    def forward(self, x):\n        y = x.to(torch.float64)\n        return y[y\n"
+    "          >= 0]\n",
+    "import torch\nclass M:\n    @torch.no_grad()\n    def forward(self, x): return x.double()\n",
+    "import torch\nclass M:\n    @register(torch.ones(1).item())\n    def forward(self, x):\n        return x\n",
+    "import torch\nclass M:\n    def forward(self, x):\n        return x.cpu(), x.tolist(), print(x)\n",
+    "import torch\nclass M:\n    def forward(self, x):\n        return torch.argwhere(x)\n",
+    "import torch\nclass M:\n    def forward(self, x):\n        return torch.nonzero(x)\n    def training_step(self, x):\n        return x + 1\n",
+    "import torch\nwhile True:\n    loss = model(b)\n    loss.backward()\n    mask = b[b != 0]\n",
+    "import torch\nclass M:\n    def forward(self, ｘ):\n        return ｘ.ｉtem()\n",  # NFKC: `x.item()`
+]
+
+
+def _perf_hits(tree: ast.AST, text: str, checker: PythonChecker, gated: bool) -> list[tuple]:
+    out: list[tuple] = []
+
+    def emit(impl: str, node: ast.AST, symbol: str, replacement: str) -> None:
+        out.append((impl, id(node), symbol, replacement))
+
+    structure = perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines)
+    lines = text.split("\n") if gated else None
+    perf_checker.check(tree, text, checker.qualnames, emit, structure, lines, checker.aliases if gated else None)
+    return out
+
+
+def test_a_hot_region_the_gate_skips_would_have_reported_nothing(checked):
+    catalogue = load_catalogue()
+    cases = list(checked)
+    for index, text in enumerate(GATE_EDGES):
+        tree = ast.parse(text)
+        checker = PythonChecker(catalogue, lambda rule: True, tree)
+        checker.visit(tree)
+        cases.append((f"gate-edge-{index}", text, tree, checker))
+    found = skipped = 0
+    for name, text, tree, checker in cases:
+        expected = _perf_hits(tree, text, checker, gated=False)
+        assert _perf_hits(tree, text, checker, gated=True) == expected, name
+        found += len(expected)
+        walker = perf_checker.hot_path(checker.qualnames, lambda *a: None, text)
+        gate = perf_checker.RegionGate(walker, text.split("\n"), checker.aliases)
+        regions = perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines).hot_regions()
+        skipped += sum(not gate.may_hold(region) for region in regions)
+    assert found and skipped  # both sides seen: regions with findings, and regions the gate skipped
