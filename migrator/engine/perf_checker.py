@@ -12,6 +12,7 @@ import ast
 import bisect
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from migrator.engine import perf_env
@@ -173,13 +174,15 @@ class HotPath(FastVisitor):
     """Walks one hot region, knowing whether each node sits under a logging condition (`self.logging`);
     nested definitions are not walked (they run when called, not per step here)."""
 
-    def __init__(self, names: Names, emit: Emit, text: str, float64_named: bool | None = None) -> None:
+    def __init__(self, names: Names, emit: Emit, text: str, float64_named: bool | None = None,
+                 present: AbstractSet[str] | None = None) -> None:
         self.names = names
         self.emit = emit
+        present = _present(text, present)
         # resolving every call's and attribute's name is most of the cost: only where the module names them
-        self.nonzero_named = "nonzero" in text or "argwhere" in text
-        self.float64_named = _names_float64(text) if float64_named is None else float64_named
-        self.prints = "print" in text
+        self.nonzero_named = "nonzero" in present or "argwhere" in present
+        self.float64_named = _names_float64(text, present) if float64_named is None else float64_named
+        self.prints = "print" in present
         self.region: ast.AST | None = None
         self._tensors: set[str] | None = None
         self.logging = False
@@ -253,14 +256,27 @@ class HotPathFloat64(HotPath):
     visit_Attribute = HotPath.visit_Call
 
 
-def _names_float64(text: str) -> bool:
-    return "float64" in text or "double" in text
+# what a module-wide site names in the source text (no need to resolve every call's name without them)
+WHOLE_MODULE_WORDS = ("SyncBatchNorm", "sync_batchnorm", "DataLoader", *perf_env.VARIABLES)
+# the words `check` asks a module's text about (`module_check.advice_words` finds them in one pass)
+TEXT_WORDS = ("nonzero", "argwhere", "float64", "double", "print", *WHOLE_MODULE_WORDS)
 
 
-def hot_path(names: Names, emit: Emit, text: str) -> HotPath:
-    """The walker for a module's hot regions."""
-    float64_named = _names_float64(text)
-    return (HotPathFloat64 if float64_named else HotPath)(names, emit, text, float64_named)
+def _present(text: str, present: AbstractSet[str] | None) -> AbstractSet[str]:
+    """The `TEXT_WORDS` the text holds: `present` where the caller found them."""
+    return {word for word in TEXT_WORDS if word in text} if present is None else present
+
+
+def _names_float64(text: str, present: AbstractSet[str] | None = None) -> bool:
+    present = _present(text, present)
+    return "float64" in present or "double" in present
+
+
+def hot_path(names: Names, emit: Emit, text: str, present: AbstractSet[str] | None = None) -> HotPath:
+    """The walker for a module's hot regions; `present`: the `TEXT_WORDS` the text holds, where known."""
+    present = _present(text, present)
+    float64_named = _names_float64(text, present)
+    return (HotPathFloat64 if float64_named else HotPath)(names, emit, text, float64_named, present)
 
 
 def check_whole_module(tree: ast.AST, names: Names, emit: Emit) -> None:
@@ -317,26 +333,23 @@ def _environment(node: ast.AST, emit: Emit) -> None:
         emit(rule.impl, node, f"{rule.variable}={value}", rule.fix)
 
 
-# what a module-wide site names in the source text (no need to resolve every call's name without them)
-WHOLE_MODULE_WORDS = ("SyncBatchNorm", "sync_batchnorm", "DataLoader", *perf_env.VARIABLES)
-
-
 def check(tree: ast.AST, text: str, names: Names, emit: Emit, structure: Structure | None = None,
-          lines: Sequence[str] | None = None, aliases: Mapping[str, Iterable[str]] | None = None) -> None:
+          lines: Sequence[str] | None = None, aliases: Mapping[str, Iterable[str]] | None = None,
+          present: AbstractSet[str] | None = None) -> None:
     """`structure`: the module's functions and loops where the caller has them (saves two walks); `lines`
     and `aliases` (the source's lines, the imports' local names): a region whose lines cannot hold a finding
-    is not walked (`RegionGate`)."""
+    is not walked (`RegionGate`); `present`: the `TEXT_WORDS` the text holds, where the caller found them."""
     walker: HotPath | None = None  # made at the first region (its word tests read the whole text)
     gate: RegionGate | None = None
     regions = structure.hot_regions() if structure is not None else hot_regions(tree, "backward" in text)
     for region in regions:
-        walker = walker or hot_path(names, emit, text)
+        walker = walker or hot_path(names, emit, text, present)
         if lines is not None:
             gate = gate or RegionGate(walker, lines, aliases or {})
             if not gate.may_hold(region):
                 continue
         walker.walk_region(region)
-    if any(word in text for word in WHOLE_MODULE_WORDS):
+    if any(word in text for word in WHOLE_MODULE_WORDS) if present is None else not present.isdisjoint(WHOLE_MODULE_WORDS):
         check_whole_module(tree, names, emit)
 
 

@@ -455,3 +455,36 @@ def test_a_hot_region_the_gate_skips_would_have_reported_nothing(checked):
         regions = perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines).hot_regions()
         skipped += sum(not gate.may_hold(region) for region in regions)
     assert found and skipped  # both sides seen: regions with findings, and regions the gate skipped
+
+
+WORD_TEXTS = ["", "print", "xprintx\nDataLoader", "é print \udcff softmax", "ｐrint", "rotate_halfsilu\r\nrsqrt",
+              "HCCL_ALGO=1", "sync_batchnorm SyncBatchNorm float64double nonzero argwhere"]
+
+
+@pytest.mark.parametrize("with_re2", [True, False])
+def test_words_present_is_the_substring_test_of_each_word(with_re2):
+    from migrator.engine.module_check import advice_words
+    from migrator.engine.text_words import WordsPresent
+
+    words = advice_words()
+    if not with_re2:  # the stand-in searches, as without google-re2
+        words = WordsPresent(words.words)
+        words._built = True
+    seen = set()
+    for text in [*WORD_TEXTS, *(text for _name, text in MODULES)]:
+        found = words(text)
+        assert found == {word for word in words.words if word in text}, text[:80]
+        seen |= found
+    assert seen == set(words.words)  # every word was found somewhere: the comparison saw each
+
+
+def test_lines_naming_of_the_words_present_is_that_of_every_word(checked):
+    from migrator.engine.module_check import advice_words
+
+    for name, text, _tree, checker in checked:
+        present = advice_words()(text)
+        for aliases in (checker.aliases, {"r": {"torch.rsqrt"}, "self.s": {"torch.nn.functional.silu"}}):
+            with_present = _lines_naming(text, FUSION_WORDS, aliases, present)
+            every = _lines_naming(text, FUSION_WORDS, aliases)
+            assert with_present.lines == every.lines, name
+            assert all(with_present.naming(w).lines == every.naming(w).lines for w in FUSION_WORDS), name
