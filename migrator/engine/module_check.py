@@ -36,6 +36,7 @@ def check_module(
 
 # a hand-written pattern a fused op replaces names one of these (the eager attention its softmax)
 FUSION_WORDS = ("rsqrt", "silu", "rotate_half", "softmax")
+MATMUL_WORDS = ("@", "matmul", "bmm")  # how eager attention's matmuls are spelled (`fusion_checker.MATMUL`, `@`)
 
 
 def advise(tree: ast.AST, text: str, checker: PythonChecker, lines: Sequence[str] | None = None) -> None:
@@ -53,6 +54,7 @@ def advise(tree: ast.AST, text: str, checker: PythonChecker, lines: Sequence[str
     if on("fusion") and not present.isdisjoint(FUSION_WORDS):
         mentions = _lines_naming(text, FUSION_WORDS, checker.aliases, present)
         by_word = text.isascii()  # else an identifier may be spelled otherwise in the text (NFKC): every detector
+        matmuls: _Mentions | None = None  # the lines naming a matmul, once a function names softmax alone
         for func in checker.functions:
             last = func.end_lineno or func.lineno
             if not mentions.within(func.lineno, last):
@@ -61,6 +63,11 @@ def advise(tree: ast.AST, text: str, checker: PythonChecker, lines: Sequence[str
 
             def named(word: str, first: int = first, last: int = last) -> bool:
                 return mentions.naming(word).within(first, last)
+
+            if by_word and not any(named(word) for word in FUSION_WORDS if word != "softmax"):
+                matmuls = matmuls or _lines_naming(text, MATMUL_WORDS, checker.aliases)
+                if not matmuls.within(first, last):
+                    continue  # only the attention detector could match, and eager attention holds a matmul
 
             fusion_checker.detect_all(fusion_checker.Body(func, checker.qualnames), emit, fusion_attention.attention,
                                       named if by_word else None)

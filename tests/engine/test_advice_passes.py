@@ -488,3 +488,36 @@ def test_lines_naming_of_the_words_present_is_that_of_every_word(checked):
             every = _lines_naming(text, FUSION_WORDS, aliases)
             assert with_present.lines == every.lines, name
             assert all(with_present.naming(w).lines == every.naming(w).lines for w in FUSION_WORDS), name
+
+
+ATTENTION_EDGES = [
+    "import torch\nfrom torch import bmm as b2\ndef f(q, k, v):\n    p = torch.softmax(b2(q, k.transpose(-2, -1)), -1)\n"
+    "    return b2(p, v)\n",
+    "import torch\ndef f(q, k, v):\n    s = torch.matmul(q, k.transpose(-2, -1)) / 8\n    return torch.matmul(s.softmax(-1), v)\n",
+    "import torch\ndef f(q, k, v):\n    return (q @ k.mT).softmax(-1) @ v\n",
+    "import torch\ndef head(x):\n    return torch.softmax(x, -1)\n",  # softmax alone: no Body
+]
+
+
+def test_advise_reports_the_fusion_advice_of_every_detector(checked):
+    """`module_check.advise` (its gates: the words, a matmul beside a lone softmax) against every detector run
+    on every function that names a word."""
+    from migrator.engine.module_check import advise
+
+    catalogue = load_catalogue()
+    found = 0
+    for name, text in [*MODULES, *((f"attention-edge-{i}", t) for i, t in enumerate(ATTENTION_EDGES))]:
+        tree = ast.parse(text)
+        checker = PythonChecker(catalogue, lambda rule: True, tree)
+        checker.visit(tree)
+        expected = _advice(checker, text, every_detector=True)
+        out: list[tuple] = []
+
+        def record(impl: str, node: ast.AST, symbol: str, replacement: str, out: list[tuple] = out, **_: object) -> None:
+            out.append((impl, id(node), symbol, replacement))
+
+        checker.emit_impl = record  # type: ignore[method-assign]
+        advise(tree, text, checker, text.split("\n"))
+        assert [hit for hit in out if hit[0].startswith("fusion-")] == expected, name
+        found += len(expected)
+    assert found
