@@ -521,3 +521,17 @@ def test_advise_reports_the_fusion_advice_of_every_detector(checked):
         assert [hit for hit in out if hit[0].startswith("fusion-")] == expected, name
         found += len(expected)
     assert found
+
+
+@pytest.mark.parametrize("with_re2", [True, False])
+def test_training_dtypes_gate_is_the_substring_test(with_re2):
+    from migrator.catalogue.coverage import _dtypes
+    from migrator.ground.word_search import WordSet
+
+    gate = _dtypes._CANDIDATE_WORDS if with_re2 else WordSet(_dtypes._CANDIDATES)
+    if not with_re2:
+        gate._built = True  # the stand-in searches, as without google-re2
+    texts = [b"", b"bf1", b"x.half()", b"torch.float16", b"fp16\xff", b"bfloat", *(t.encode() for _n, t in MODULES)]
+    held = [gate.found_in(text) for text in texts]
+    assert held == [any(word in text for word in _dtypes._CANDIDATES) for text in texts]
+    assert any(held) and not all(held)

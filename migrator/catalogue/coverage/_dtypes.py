@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from migrator.ground.word_search import WordSet
+
 from ._model import CoverageEntry
 
 #: Tensor APIs that compute nothing on the elements (metadata, autograd bookkeeping): no op verdict.
@@ -63,15 +65,16 @@ TRAINING_DTYPES = ("bf16", "fp16")
 _WORDS = ((re.compile(rb"(?:bfloat16|bf16)(?![A-Za-z0-9_])"), "bf16"), (re.compile(rb"(?:float16|fp16)(?![A-Za-z0-9_])"), "fp16"),
           (re.compile(rb"torch\.half(?![A-Za-z0-9_])"), "fp16"))
 _HALF_CALL = re.compile(rb"\.half\(\)")
-_CANDIDATES = (b"bf16", b"fp16", b"float16", b"half")  # every spelling holds one (a substring search each is cheaper
-# than one regex alternation over a text that holds none)
+_CANDIDATES = (b"bf16", b"fp16", b"float16", b"half")  # every spelling holds one: one pass for the four (a regex
+# alternation costs more over a text that holds none)
+_CANDIDATE_WORDS = WordSet(_CANDIDATES)
 
 
 def training_dtypes(texts: Iterable[bytes]) -> tuple[str, ...]:
     """The 16-bit training dtypes a program's files show, in `TRAINING_DTYPES` order."""
     found: set[str] = set()
     for text in texts:
-        if not any(word in text for word in _CANDIDATES):
+        if not _CANDIDATE_WORDS.found_in(text):
             continue  # every spelling holds one of these
         for pattern, dtype in _WORDS:
             if dtype not in found and any(_word_start(text, m.start()) for m in pattern.finditer(text)):
