@@ -282,7 +282,7 @@ def hot_path(names: Names, emit: Emit, text: str, present: AbstractSet[str] | No
 def check_whole_module(tree: ast.AST, names: Names, emit: Emit) -> None:
     """Sites that cost wherever they are: SyncBatchNorm, DataLoader settings, environment settings."""
     loaders: list[ast.Call] = []
-    assigned: dict[str, ast.expr] = {}  # `self.dataset = ...`: what a DataLoader's dataset name was made from
+    assignments: list[ast.Assign] = []  # read (each target unparsed) only where a DataLoader is made
     defined: set[str] = set()
     for node in walk_nodes(tree):  # `ast.walk`'s order: the sites are reported in it
         if isinstance(node, ast.Call):
@@ -295,10 +295,14 @@ def check_whole_module(tree: ast.AST, names: Names, emit: Emit) -> None:
             else:
                 _environment(node, emit)
         elif isinstance(node, ast.Assign):
-            assigned.update((src(target), node.value) for target in node.targets)
+            assignments.append(node)
             _environment(node, emit)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             defined.add(node.name)
+    if not loaders:
+        return
+    # `self.dataset = ...`: what a DataLoader's dataset name was made from (the last assignment in walk order)
+    assigned = {src(target): node.value for node in assignments for target in node.targets}
     for loader in loaders:
         _dataloader(loader, emit, _sampled_by_own_method(loader, assigned, defined))
 

@@ -535,3 +535,59 @@ def test_training_dtypes_gate_is_the_substring_test(with_re2):
     held = [gate.found_in(text) for text in texts]
     assert held == [any(word in text for word in _dtypes._CANDIDATES) for text in texts]
     assert any(held) and not all(held)
+
+
+LOADER_EDGES = [
+    "import torch\nfrom torch.utils.data import DataLoader\nclass M:\n    def rollout(self): pass\n"
+    "    def loader(self):\n        self.ds = Source(self.rollout)\n        self.ds = Other()\n"
+    "        return DataLoader(self.ds, batch_size=2)\n    def again(self):\n        d = Source(self.rollout)\n"
+    "        return DataLoader(dataset=d)\n",
+    "import os\nos.environ['TASK_QUEUE_ENABLE'] = '0'\nx = y = 1\n",
+]
+
+
+def _old_whole_module(tree: ast.AST, names, emit) -> None:
+    """The replaced `check_whole_module`: every assignment's targets unparsed as the walk meets it."""
+    loaders: list[ast.Call] = []
+    assigned: dict[str, ast.expr] = {}
+    defined: set[str] = set()
+    for node in walk_nodes(tree):
+        if isinstance(node, ast.Call):
+            qualnames = names(node.func)
+            if qualnames & perf_checker.SYNC_BATCHNORM or (isinstance(node.func, ast.Attribute)
+                                                           and node.func.attr == "convert_sync_batchnorm"):
+                emit("sync-batchnorm", node, fusion_checker.src(node.func), fusion_checker.src(node.func))
+            elif qualnames & perf_checker.DATALOADER and not any(k.arg is None for k in node.keywords):
+                loaders.append(node)
+            else:
+                perf_checker._environment(node, emit)
+        elif isinstance(node, ast.Assign):
+            assigned.update((fusion_checker.src(target), node.value) for target in node.targets)
+            perf_checker._environment(node, emit)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defined.add(node.name)
+    for loader in loaders:
+        perf_checker._dataloader(loader, emit, perf_checker._sampled_by_own_method(loader, assigned, defined))
+
+
+def test_module_wide_perf_sites_are_the_old_walks(checked):
+    catalogue = load_catalogue()
+    cases = list(checked)
+    for index, text in enumerate(LOADER_EDGES):
+        tree = ast.parse(text)
+        checker = PythonChecker(catalogue, lambda rule: True, tree)
+        checker.visit(tree)
+        cases.append((f"loader-edge-{index}", text, tree, checker))
+    found = 0
+    for name, _text, tree, checker in cases:
+        new: list[tuple] = []
+        old: list[tuple] = []
+
+        def recorder(out: list[tuple]):
+            return lambda impl, node, symbol, replacement: out.append((impl, id(node), symbol, replacement))
+
+        perf_checker.check_whole_module(tree, checker.qualnames, recorder(new))
+        _old_whole_module(tree, checker.qualnames, recorder(old))
+        assert new == old, name
+        found += len(old)
+    assert found
