@@ -505,11 +505,14 @@ def test_advise_reports_the_fusion_advice_of_every_detector(checked):
     from migrator.engine.module_check import advise
 
     catalogue = load_catalogue()
-    found = 0
-    for name, text in [*MODULES, *((f"attention-edge-{i}", t) for i, t in enumerate(ATTENTION_EDGES))]:
+    cases = list(checked)
+    for index, text in enumerate(ATTENTION_EDGES):
         tree = ast.parse(text)
         checker = PythonChecker(catalogue, lambda rule: True, tree)
         checker.visit(tree)
+        cases.append((f"attention-edge-{index}", text, tree, checker))
+    found = 0
+    for name, text, tree, checker in cases:
         expected = _advice(checker, text, every_detector=True)
         out: list[tuple] = []
 
@@ -517,7 +520,10 @@ def test_advise_reports_the_fusion_advice_of_every_detector(checked):
             out.append((impl, id(node), symbol, replacement))
 
         checker.emit_impl = record  # type: ignore[method-assign]
-        advise(tree, text, checker, text.split("\n"))
+        try:
+            advise(tree, text, checker, text.split("\n"))
+        finally:
+            del checker.emit_impl  # the module's shared checkers keep their own method
         assert [hit for hit in out if hit[0].startswith("fusion-")] == expected, name
         found += len(expected)
     assert found
