@@ -283,16 +283,26 @@ def depends_on_training(checker: PythonChecker, soc: str, version: str | None, t
     every = local | frozenset(TRAINING_DTYPES)
     if every == local:
         return False
-    names = [name for name, _ in checker.calls if not name.startswith(SETUP_PREFIXES)]
-    names += [f"torch.Tensor.{method}" for receiver, method, _ in checker.method_calls
-              if receiver is not None and receiver in checker.tensor_names]
-    for name in dict.fromkeys(names):
-        entry = _listed_entry(name, soc, version)
-        if entry is not None and entry.status == "partial" and \
-                _judgement(entry, name, soc, version, traced, local)[:3] != \
-                _judgement(entry, name, soc, version, traced, every)[:3]:
-            return True
-    return False
+    tensors = checker.tensor_names
+    names = {name for name, _ in checker.calls if not name.startswith(SETUP_PREFIXES)}
+    names.update(f"torch.Tensor.{method}" for method in {method for receiver, method, _ in checker.method_calls
+                                                         if receiver is not None and receiver in tensors})
+    if not traced:  # each name's answer is the same in every module with these dtypes: found once per process
+        return any(_untraced_sensitive(name, soc, version, local, every) for name in names)
+    return any(_sensitive(name, soc, version, traced, local, every) for name in names)
+
+
+def _sensitive(name: str, soc: str, version: str | None, traced: Traced, local: frozenset[str],
+               every: frozenset[str]) -> bool:
+    """Whether the op's verdict with the module's own dtypes differs from that with every training dtype."""
+    entry = _listed_entry(name, soc, version)
+    return entry is not None and entry.status == "partial" and \
+        _judgement(entry, name, soc, version, traced, local)[:3] != _judgement(entry, name, soc, version, traced, every)[:3]
+
+
+@lru_cache(maxsize=32768)
+def _untraced_sensitive(name: str, soc: str, version: str | None, local: frozenset[str], every: frozenset[str]) -> bool:
+    return _sensitive(name, soc, version, {}, local, every)
 
 
 def _enclosing_op(checker: PythonChecker, node: ast.AST) -> str | None:

@@ -6,12 +6,16 @@ from __future__ import annotations
 
 import ast
 import bisect
-from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from typing import TYPE_CHECKING, Any
 
 from migrator.catalogue.loader import Catalogue, Rule
 from migrator.engine.python_checker import PythonChecker
 from migrator.engine.source import SourceText
+
+if TYPE_CHECKING:
+    from migrator.engine.text_words import WordsPresent
 
 
 def check_module(
@@ -23,7 +27,7 @@ def check_module(
 
     checker = PythonChecker(catalogue, enabled, tree, build_file, package_init)
     checker.visit(tree)
-    advise(tree, source.text, checker)
+    advise(tree, source.text, checker, source.lines)
     triton(tree, checker)
     precheck_hits(checker, source, tree, target)
     checker.finish()
@@ -32,9 +36,10 @@ def check_module(
 
 # a hand-written pattern a fused op replaces names one of these (the eager attention its softmax)
 FUSION_WORDS = ("rsqrt", "silu", "rotate_half", "softmax")
+MATMUL_WORDS = ("@", "matmul", "bmm")  # how eager attention's matmuls are spelled (`fusion_checker.MATMUL`, `@`)
 
 
-def advise(tree: ast.AST, text: str, checker: PythonChecker) -> None:
+def advise(tree: ast.AST, text: str, checker: PythonChecker, lines: Sequence[str] | None = None) -> None:
     """The advice families (fusion, perf): whole-function patterns, so a pass of their own over the tree,
     skipped where the module's text cannot hold them (they cost more than the rest of the scan otherwise)."""
     from migrator.engine import perf_checker
@@ -45,11 +50,13 @@ def advise(tree: ast.AST, text: str, checker: PythonChecker) -> None:
     def emit(impl: str, node: ast.AST, symbol: str, replacement: str) -> None:
         checker.emit_impl(impl, node, symbol, replacement)
 
-    if on("fusion") and any(word in text for word in FUSION_WORDS):
+    present = advice_words()(text)  # every word a gate below asks about, in one pass over the text
+    if on("fusion") and not present.isdisjoint(FUSION_WORDS):
         from migrator.engine import fusion_attention, fusion_checker
 
-        mentions = _lines_naming(text, FUSION_WORDS, checker.aliases)
+        mentions = _lines_naming(text, FUSION_WORDS, checker.aliases, present)
         by_word = text.isascii()  # else an identifier may be spelled otherwise in the text (NFKC): every detector
+        matmuls: _Mentions | None = None  # the lines naming a matmul, once a function names softmax alone
         for func in checker.functions:
             last = func.end_lineno or func.lineno
             if not mentions.within(func.lineno, last):
@@ -59,11 +66,30 @@ def advise(tree: ast.AST, text: str, checker: PythonChecker) -> None:
             def named(word: str, first: int = first, last: int = last) -> bool:
                 return mentions.naming(word).within(first, last)
 
+            if by_word and not any(named(word) for word in FUSION_WORDS if word != "softmax"):
+                matmuls = matmuls or _lines_naming(text, MATMUL_WORDS, checker.aliases)
+                if not matmuls.within(first, last):
+                    continue  # only the attention detector could match, and eager attention holds a matmul
+
             fusion_checker.detect_all(fusion_checker.Body(func, checker.qualnames), emit, fusion_attention.attention,
                                       named if by_word else None)
     if on("perf"):
         perf_checker.check(tree, text, checker.qualnames, emit,
-                           perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines))
+                           perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines),
+                           lines, checker.aliases, present)
+
+
+_ADVICE_WORDS: list[WordsPresent] = []
+
+
+def advice_words() -> WordsPresent:
+    """The words `advise`'s gates ask a module's text about: the fusion patterns' and the perf lint's."""
+    if not _ADVICE_WORDS:
+        from migrator.engine import perf_checker
+        from migrator.engine.text_words import WordsPresent
+
+        _ADVICE_WORDS.append(WordsPresent((*FUSION_WORDS, *perf_checker.TEXT_WORDS)))
+    return _ADVICE_WORDS[0]
 
 
 class _LineSet:
@@ -88,13 +114,16 @@ class _Mentions(_LineSet):
         return self.by_word[word]
 
 
-def _lines_naming(text: str, words: tuple[str, ...], aliases: Mapping[str, Iterable[str]]) -> _Mentions:
+def _lines_naming(text: str, words: tuple[str, ...], aliases: Mapping[str, Iterable[str]],
+                  present: AbstractSet[str] | None = None) -> _Mentions:
     """The lines holding one of `words`, or a local name imported as something that holds one
-    (`from torch import rsqrt as r`); and, word by word, those holding it or such a name of it."""
+    (`from torch import rsqrt as r`); and, word by word, those holding it or such a name of it.
+    `present`: the words the text holds, where known (the others are not searched for)."""
     by_word = {}
     for word in words:
         lines: set[int] = set()
-        for name in {word} | {local for local, bound in aliases.items() if any(word in b for b in bound)}:
+        spelled = {word} if present is None or word in present else set()
+        for name in spelled | {local for local, bound in aliases.items() if any(word in b for b in bound)}:
             lines.update(_lines_holding(text, name))
         by_word[word] = _LineSet(sorted(lines))
     return _Mentions(by_word)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from migrator.engine import perf_env
@@ -173,13 +174,15 @@ class HotPath(FastVisitor):
     """Walks one hot region, knowing whether each node sits under a logging condition (`self.logging`);
     nested definitions are not walked (they run when called, not per step here)."""
 
-    def __init__(self, names: Names, emit: Emit, text: str, float64_named: bool | None = None) -> None:
+    def __init__(self, names: Names, emit: Emit, text: str, float64_named: bool | None = None,
+                 present: AbstractSet[str] | None = None) -> None:
         self.names = names
         self.emit = emit
+        present = _present(text, present)
         # resolving every call's and attribute's name is most of the cost: only where the module names them
-        self.nonzero_named = "nonzero" in text or "argwhere" in text
-        self.float64_named = _names_float64(text) if float64_named is None else float64_named
-        self.prints = "print" in text
+        self.nonzero_named = "nonzero" in present or "argwhere" in present
+        self.float64_named = _names_float64(text, present) if float64_named is None else float64_named
+        self.prints = "print" in present
         self.region: ast.AST | None = None
         self._tensors: set[str] | None = None
         self.logging = False
@@ -253,20 +256,33 @@ class HotPathFloat64(HotPath):
     visit_Attribute = HotPath.visit_Call
 
 
-def _names_float64(text: str) -> bool:
-    return "float64" in text or "double" in text
+# what a module-wide site names in the source text (no need to resolve every call's name without them)
+WHOLE_MODULE_WORDS = ("SyncBatchNorm", "sync_batchnorm", "DataLoader", *perf_env.VARIABLES)
+# the words `check` asks a module's text about (`module_check.advice_words` finds them in one pass)
+TEXT_WORDS = ("nonzero", "argwhere", "float64", "double", "print", *WHOLE_MODULE_WORDS)
 
 
-def hot_path(names: Names, emit: Emit, text: str) -> HotPath:
-    """The walker for a module's hot regions."""
-    float64_named = _names_float64(text)
-    return (HotPathFloat64 if float64_named else HotPath)(names, emit, text, float64_named)
+def _present(text: str, present: AbstractSet[str] | None) -> AbstractSet[str]:
+    """The `TEXT_WORDS` the text holds: `present` where the caller found them."""
+    return {word for word in TEXT_WORDS if word in text} if present is None else present
+
+
+def _names_float64(text: str, present: AbstractSet[str] | None = None) -> bool:
+    present = _present(text, present)
+    return "float64" in present or "double" in present
+
+
+def hot_path(names: Names, emit: Emit, text: str, present: AbstractSet[str] | None = None) -> HotPath:
+    """The walker for a module's hot regions; `present`: the `TEXT_WORDS` the text holds, where known."""
+    present = _present(text, present)
+    float64_named = _names_float64(text, present)
+    return (HotPathFloat64 if float64_named else HotPath)(names, emit, text, float64_named, present)
 
 
 def check_whole_module(tree: ast.AST, names: Names, emit: Emit) -> None:
     """Sites that cost wherever they are: SyncBatchNorm, DataLoader settings, environment settings."""
     loaders: list[ast.Call] = []
-    assigned: dict[str, ast.expr] = {}  # `self.dataset = ...`: what a DataLoader's dataset name was made from
+    assignments: list[ast.Assign] = []  # read (each target unparsed) only where a DataLoader is made
     defined: set[str] = set()
     for node in walk_nodes(tree):  # `ast.walk`'s order: the sites are reported in it
         if isinstance(node, ast.Call):
@@ -279,10 +295,14 @@ def check_whole_module(tree: ast.AST, names: Names, emit: Emit) -> None:
             else:
                 _environment(node, emit)
         elif isinstance(node, ast.Assign):
-            assigned.update((src(target), node.value) for target in node.targets)
+            assignments.append(node)
             _environment(node, emit)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             defined.add(node.name)
+    if not loaders:
+        return
+    # `self.dataset = ...`: what a DataLoader's dataset name was made from (the last assignment in walk order)
+    assigned = {src(target): node.value for node in assignments for target in node.targets}
     for loader in loaders:
         _dataloader(loader, emit, _sampled_by_own_method(loader, assigned, defined))
 
@@ -317,16 +337,53 @@ def _environment(node: ast.AST, emit: Emit) -> None:
         emit(rule.impl, node, f"{rule.variable}={value}", rule.fix)
 
 
-# what a module-wide site names in the source text (no need to resolve every call's name without them)
-WHOLE_MODULE_WORDS = ("SyncBatchNorm", "sync_batchnorm", "DataLoader", *perf_env.VARIABLES)
-
-
-def check(tree: ast.AST, text: str, names: Names, emit: Emit, structure: Structure | None = None) -> None:
-    """`structure`: the module's functions and loops where the caller has them (saves two walks)."""
+def check(tree: ast.AST, text: str, names: Names, emit: Emit, structure: Structure | None = None,
+          lines: Sequence[str] | None = None, aliases: Mapping[str, Iterable[str]] | None = None,
+          present: AbstractSet[str] | None = None) -> None:
+    """`structure`: the module's functions and loops where the caller has them (saves two walks); `lines`
+    and `aliases` (the source's lines, the imports' local names): a region whose lines cannot hold a finding
+    is not walked (`RegionGate`); `present`: the `TEXT_WORDS` the text holds, where the caller found them."""
     walker: HotPath | None = None  # made at the first region (its word tests read the whole text)
+    gate: RegionGate | None = None
     regions = structure.hot_regions() if structure is not None else hot_regions(tree, "backward" in text)
     for region in regions:
-        walker = walker or hot_path(names, emit, text)
+        walker = walker or hot_path(names, emit, text, present)
+        if lines is not None:
+            gate = gate or RegionGate(walker, lines, aliases or {})
+            if not gate.may_hold(region):
+                continue
         walker.walk_region(region)
-    if any(word in text for word in WHOLE_MODULE_WORDS):
+    if any(word in text for word in WHOLE_MODULE_WORDS) if present is None else not present.isdisjoint(WHOLE_MODULE_WORDS):
         check_whole_module(tree, names, emit)
+
+
+# a comparison's operator, for a boolean-mask index (`x[mask > 0]`, `x[i in keep]`)
+COMPARISON_SIGNS = ("<", ">", "==", "!=")
+KEYWORD_COMPARISON = re.compile(r"\bi[ns]\b")
+
+
+class RegionGate:
+    """Whether a hot region's lines hold a word one of `HotPath.check`'s findings needs: a sync method, `double`,
+    `print`, a `[` and a comparison; `nonzero`, `float64` (or a local name an import binds to one) where the
+    walker looks for them. A region without any is not walked: its walk would report nothing. Only for ASCII
+    lines (an identifier in other letters may be spelled otherwise in the text: NFKC)."""
+
+    def __init__(self, walker: HotPath, lines: Sequence[str], aliases: Mapping[str, Iterable[str]]) -> None:
+        self.lines = lines
+        words = [*SYNC_METHODS, "double", "print"]
+        named = [*(("nonzero", "argwhere") if walker.nonzero_named else ()),
+                 *(("float64", "double") if walker.float64_named else ())]
+        # `from torch import nonzero as nz`, `self.f = ...`: the local name's last part is in the text where used
+        words += named + [local.rsplit(".", 1)[-1] for local, bound in aliases.items()
+                          if any(word in b for b in bound for word in named)]
+        self.words = tuple(dict.fromkeys(words))
+
+    def may_hold(self, region: ast.AST) -> bool:
+        first = min([region.lineno, *(d.lineno for d in getattr(region, "decorator_list", ()))])  # type: ignore[attr-defined]
+        last = region.end_lineno or region.lineno  # type: ignore[attr-defined]
+        segment = "\n".join(self.lines[first - 1:last])
+        if last > len(self.lines) or not segment.isascii():
+            return True
+        if any(word in segment for word in self.words):
+            return True
+        return "[" in segment and (any(op in segment for op in COMPARISON_SIGNS) or KEYWORD_COMPARISON.search(segment) is not None)

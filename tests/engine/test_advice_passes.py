@@ -408,3 +408,192 @@ def test_scope_dtypes_binds_from_no_node_outside_its_binder_classes():
             if node.__class__ not in _BINDERS:
                 scope._bind(node)  # noqa: SLF001 - what skipping it leaves out
         assert scope._values == {}, name  # noqa: SLF001
+
+
+GATE_EDGES = [
+    "import torch\nfrom torch import nonzero as nz\nclass M:\n    def forward(self, x):\n        return nz(x)\n",
+    "import torch as t\nclass M:\n    def forward(self, x, keep):\n        return x[x in keep], x[(x)is(None)]\n",
+    "import torch\nclass M:\n    def forward(self, x):\n        y = x.to(torch.float64)\n        return y[y\n"
+    "          >= 0]\n",
+    "import torch\nclass M:\n    @torch.no_grad()\n    def forward(self, x): return x.double()\n",
+    "import torch\nclass M:\n    @register(torch.ones(1).item())\n    def forward(self, x):\n        return x\n",
+    "import torch\nclass M:\n    def forward(self, x):\n        return x.cpu(), x.tolist(), print(x)\n",
+    "import torch\nclass M:\n    def forward(self, x):\n        return torch.argwhere(x)\n",
+    "import torch\nclass M:\n    def forward(self, x):\n        return torch.nonzero(x)\n    def training_step(self, x):\n        return x + 1\n",
+    "import torch\nwhile True:\n    loss = model(b)\n    loss.backward()\n    mask = b[b != 0]\n",
+    "import torch\nclass M:\n    def forward(self, ｘ):\n        return ｘ.ｉtem()\n",  # NFKC: `x.item()`
+]
+
+
+def _perf_hits(tree: ast.AST, text: str, checker: PythonChecker, gated: bool) -> list[tuple]:
+    out: list[tuple] = []
+
+    def emit(impl: str, node: ast.AST, symbol: str, replacement: str) -> None:
+        out.append((impl, id(node), symbol, replacement))
+
+    structure = perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines)
+    lines = text.split("\n") if gated else None
+    perf_checker.check(tree, text, checker.qualnames, emit, structure, lines, checker.aliases if gated else None)
+    return out
+
+
+def test_a_hot_region_the_gate_skips_would_have_reported_nothing(checked):
+    catalogue = load_catalogue()
+    cases = list(checked)
+    for index, text in enumerate(GATE_EDGES):
+        tree = ast.parse(text)
+        checker = PythonChecker(catalogue, lambda rule: True, tree)
+        checker.visit(tree)
+        cases.append((f"gate-edge-{index}", text, tree, checker))
+    found = skipped = 0
+    for name, text, tree, checker in cases:
+        expected = _perf_hits(tree, text, checker, gated=False)
+        assert _perf_hits(tree, text, checker, gated=True) == expected, name
+        found += len(expected)
+        walker = perf_checker.hot_path(checker.qualnames, lambda *a: None, text)
+        gate = perf_checker.RegionGate(walker, text.split("\n"), checker.aliases)
+        regions = perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines).hot_regions()
+        skipped += sum(not gate.may_hold(region) for region in regions)
+    assert found and skipped  # both sides seen: regions with findings, and regions the gate skipped
+
+
+WORD_TEXTS = ["", "print", "xprintx\nDataLoader", "é print \udcff softmax", "ｐrint", "rotate_halfsilu\r\nrsqrt",
+              "HCCL_ALGO=1", "sync_batchnorm SyncBatchNorm float64double nonzero argwhere"]
+
+
+@pytest.mark.parametrize("with_re2", [True, False])
+def test_words_present_is_the_substring_test_of_each_word(with_re2):
+    from migrator.engine.module_check import advice_words
+    from migrator.engine.text_words import WordsPresent
+
+    words = advice_words()
+    if not with_re2:  # the stand-in searches, as without google-re2
+        words = WordsPresent(words.words)
+        words._built = True
+    seen = set()
+    for text in [*WORD_TEXTS, *(text for _name, text in MODULES)]:
+        found = words(text)
+        assert found == {word for word in words.words if word in text}, text[:80]
+        seen |= found
+    assert seen == set(words.words)  # every word was found somewhere: the comparison saw each
+
+
+def test_lines_naming_of_the_words_present_is_that_of_every_word(checked):
+    from migrator.engine.module_check import advice_words
+
+    for name, text, _tree, checker in checked:
+        present = advice_words()(text)
+        for aliases in (checker.aliases, {"r": {"torch.rsqrt"}, "self.s": {"torch.nn.functional.silu"}}):
+            with_present = _lines_naming(text, FUSION_WORDS, aliases, present)
+            every = _lines_naming(text, FUSION_WORDS, aliases)
+            assert with_present.lines == every.lines, name
+            assert all(with_present.naming(w).lines == every.naming(w).lines for w in FUSION_WORDS), name
+
+
+ATTENTION_EDGES = [
+    "import torch\nfrom torch import bmm as b2\ndef f(q, k, v):\n    p = torch.softmax(b2(q, k.transpose(-2, -1)), -1)\n"
+    "    return b2(p, v)\n",
+    "import torch\ndef f(q, k, v):\n    s = torch.matmul(q, k.transpose(-2, -1)) / 8\n    return torch.matmul(s.softmax(-1), v)\n",
+    "import torch\ndef f(q, k, v):\n    return (q @ k.mT).softmax(-1) @ v\n",
+    "import torch\ndef head(x):\n    return torch.softmax(x, -1)\n",  # softmax alone: no Body
+]
+
+
+def test_advise_reports_the_fusion_advice_of_every_detector(checked):
+    """`module_check.advise` (its gates: the words, a matmul beside a lone softmax) against every detector run
+    on every function that names a word."""
+    from migrator.engine.module_check import advise
+
+    catalogue = load_catalogue()
+    cases = list(checked)
+    for index, text in enumerate(ATTENTION_EDGES):
+        tree = ast.parse(text)
+        checker = PythonChecker(catalogue, lambda rule: True, tree)
+        checker.visit(tree)
+        cases.append((f"attention-edge-{index}", text, tree, checker))
+    found = 0
+    for name, text, tree, checker in cases:
+        expected = _advice(checker, text, every_detector=True)
+        out: list[tuple] = []
+
+        def record(impl: str, node: ast.AST, symbol: str, replacement: str, out: list[tuple] = out, **_: object) -> None:
+            out.append((impl, id(node), symbol, replacement))
+
+        checker.emit_impl = record  # type: ignore[method-assign]
+        try:
+            advise(tree, text, checker, text.split("\n"))
+        finally:
+            del checker.emit_impl  # the module's shared checkers keep their own method
+        assert [hit for hit in out if hit[0].startswith("fusion-")] == expected, name
+        found += len(expected)
+    assert found
+
+
+@pytest.mark.parametrize("with_re2", [True, False])
+def test_training_dtypes_gate_is_the_substring_test(with_re2):
+    from migrator.catalogue.coverage import _dtypes
+    from migrator.ground.word_search import WordSet
+
+    gate = _dtypes._CANDIDATE_WORDS if with_re2 else WordSet(_dtypes._CANDIDATES)
+    if not with_re2:
+        gate._built = True  # the stand-in searches, as without google-re2
+    texts = [b"", b"bf1", b"x.half()", b"torch.float16", b"fp16\xff", b"bfloat", *(t.encode() for _n, t in MODULES)]
+    held = [gate.found_in(text) for text in texts]
+    assert held == [any(word in text for word in _dtypes._CANDIDATES) for text in texts]
+    assert any(held) and not all(held)
+
+
+LOADER_EDGES = [
+    "import torch\nfrom torch.utils.data import DataLoader\nclass M:\n    def rollout(self): pass\n"
+    "    def loader(self):\n        self.ds = Source(self.rollout)\n        self.ds = Other()\n"
+    "        return DataLoader(self.ds, batch_size=2)\n    def again(self):\n        d = Source(self.rollout)\n"
+    "        return DataLoader(dataset=d)\n",
+    "import os\nos.environ['TASK_QUEUE_ENABLE'] = '0'\nx = y = 1\n",
+]
+
+
+def _old_whole_module(tree: ast.AST, names, emit) -> None:
+    """The replaced `check_whole_module`: every assignment's targets unparsed as the walk meets it."""
+    loaders: list[ast.Call] = []
+    assigned: dict[str, ast.expr] = {}
+    defined: set[str] = set()
+    for node in walk_nodes(tree):
+        if isinstance(node, ast.Call):
+            qualnames = names(node.func)
+            if qualnames & perf_checker.SYNC_BATCHNORM or (isinstance(node.func, ast.Attribute)
+                                                           and node.func.attr == "convert_sync_batchnorm"):
+                emit("sync-batchnorm", node, fusion_checker.src(node.func), fusion_checker.src(node.func))
+            elif qualnames & perf_checker.DATALOADER and not any(k.arg is None for k in node.keywords):
+                loaders.append(node)
+            else:
+                perf_checker._environment(node, emit)
+        elif isinstance(node, ast.Assign):
+            assigned.update((fusion_checker.src(target), node.value) for target in node.targets)
+            perf_checker._environment(node, emit)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            defined.add(node.name)
+    for loader in loaders:
+        perf_checker._dataloader(loader, emit, perf_checker._sampled_by_own_method(loader, assigned, defined))
+
+
+def test_module_wide_perf_sites_are_the_old_walks(checked):
+    catalogue = load_catalogue()
+    cases = list(checked)
+    for index, text in enumerate(LOADER_EDGES):
+        tree = ast.parse(text)
+        checker = PythonChecker(catalogue, lambda rule: True, tree)
+        checker.visit(tree)
+        cases.append((f"loader-edge-{index}", text, tree, checker))
+    found = 0
+    for name, _text, tree, checker in cases:
+        new: list[tuple] = []
+        old: list[tuple] = []
+
+        def recorder(out: list[tuple]):
+            return lambda impl, node, symbol, replacement: out.append((impl, id(node), symbol, replacement))
+
+        perf_checker.check_whole_module(tree, checker.qualnames, recorder(new))
+        _old_whole_module(tree, checker.qualnames, recorder(old))
+        assert new == old, name
+        found += len(old)
+    assert found

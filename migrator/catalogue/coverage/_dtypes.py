@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from migrator.ground.word_search import WordSet
+
 from ._model import CoverageEntry
 
 #: Tensor APIs that compute nothing on the elements (metadata, autograd bookkeeping): no op verdict.
@@ -63,8 +65,9 @@ TRAINING_DTYPES = ("bf16", "fp16")
 _WORDS = ((re.compile(rb"(?:bfloat16|bf16)(?![A-Za-z0-9_])"), "bf16"), (re.compile(rb"(?:float16|fp16)(?![A-Za-z0-9_])"), "fp16"),
           (re.compile(rb"torch\.half(?![A-Za-z0-9_])"), "fp16"))
 _HALF_CALL = re.compile(rb"\.half\(\)")
-TRAINING_WORDS = (b"bf16", b"fp16", b"float16", b"half")  # every spelling holds one (a substring search each is cheaper
-# than one regex alternation over a text that holds none)
+TRAINING_WORDS = (b"bf16", b"fp16", b"float16", b"half")  # every spelling holds one: one pass for the four (a regex
+# alternation costs more over a text that holds none)
+_CANDIDATE_WORDS = WordSet(TRAINING_WORDS)
 
 
 def training_dtypes(texts: Iterable[bytes], candidates: bool | None = None) -> tuple[str, ...]:
@@ -74,7 +77,7 @@ def training_dtypes(texts: Iterable[bytes], candidates: bool | None = None) -> t
         return ()
     found: set[str] = set()
     for text in texts:
-        if candidates is None and not any(word in text for word in TRAINING_WORDS):
+        if candidates is None and not _CANDIDATE_WORDS.found_in(text):
             continue  # every spelling holds one of these
         for pattern, dtype in _WORDS:
             if dtype not in found and any(_word_start(text, m.start()) for m in pattern.finditer(text)):
