@@ -72,7 +72,8 @@ BYTECODE: dict[str, str] = {}  # "prefix": where the children's .pyc files go (s
 def compile_bytecode(prefix: Path, checkouts: list[Path]) -> None:
     """Untimed: every checkout's `migrator` and the libraries a scan imports compiled under `prefix`, as an
     installed tool has its bytecode (under `PYTHONDONTWRITEBYTECODE` each child would otherwise compile every
-    module it imports, a start-up cost that differs between checkouts)."""
+    module it imports, a start-up cost that differs between checkouts). The same warm-up leaves the built rule
+    catalogue in the user's cache folder (`catalogue/rule_cache.py`), as any first run of an installed tool does."""
     BYTECODE["prefix"] = str(prefix)
     empty = prefix / "empty"
     empty.mkdir(parents=True)
