@@ -534,12 +534,12 @@ def test_training_dtypes_gate_is_the_substring_test(with_re2):
     from migrator.catalogue.coverage import _dtypes
     from migrator.ground.word_search import WordSet
 
-    gate = _dtypes._CANDIDATE_WORDS if with_re2 else WordSet(_dtypes._CANDIDATES)
+    gate = _dtypes._CANDIDATE_WORDS if with_re2 else WordSet(_dtypes.TRAINING_WORDS)
     if not with_re2:
         gate._built = True  # the stand-in searches, as without google-re2
     texts = [b"", b"bf1", b"x.half()", b"torch.float16", b"fp16\xff", b"bfloat", *(t.encode() for _n, t in MODULES)]
     held = [gate.found_in(text) for text in texts]
-    assert held == [any(word in text for word in _dtypes._CANDIDATES) for text in texts]
+    assert held == [any(word in text for word in _dtypes.TRAINING_WORDS) for text in texts]
     assert any(held) and not all(held)
 
 
