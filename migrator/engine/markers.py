@@ -61,6 +61,8 @@ def _lines_to_search(source: SourceText, data: bytes | None = None, starts: Iter
         numbers = _line_numbers(lowered, _word_starts(lowered), "\n", "\r", LINE_BREAK)
         if not source.text.isascii():
             numbers.update(n for n, line in enumerate(source.lines, 1) if not line.isascii())
+    if not numbers:
+        return []  # most files: no line to search, and no need to split the text into lines
     last = len(source.lines)
     return sorted(n for n in numbers if n <= last)
 

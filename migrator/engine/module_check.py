@@ -27,7 +27,7 @@ def check_module(
 
     checker = PythonChecker(catalogue, enabled, tree, build_file, package_init)
     checker.visit(tree)
-    advise(tree, source.text, checker, source.lines)
+    advise(tree, source.text, checker, lambda: source.lines)  # lines split only where a hot region is
     triton(tree, checker)
     precheck_hits(checker, source, tree, target)
     checker.finish()
@@ -39,7 +39,8 @@ FUSION_WORDS = ("rsqrt", "silu", "rotate_half", "softmax")
 MATMUL_WORDS = ("@", "matmul", "bmm")  # how eager attention's matmuls are spelled (`fusion_checker.MATMUL`, `@`)
 
 
-def advise(tree: ast.AST, text: str, checker: PythonChecker, lines: Sequence[str] | None = None) -> None:
+def advise(tree: ast.AST, text: str, checker: PythonChecker, lines: Callable[[], Sequence[str]] | None = None,
+           ) -> None:
     """The advice families (fusion, perf): whole-function patterns, so a pass of their own over the tree,
     skipped where the module's text cannot hold them (they cost more than the rest of the scan otherwise)."""
     from migrator.engine import perf_checker

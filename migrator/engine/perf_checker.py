@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 import bisect
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
@@ -338,10 +338,11 @@ def _environment(node: ast.AST, emit: Emit) -> None:
 
 
 def check(tree: ast.AST, text: str, names: Names, emit: Emit, structure: Structure | None = None,
-          lines: Sequence[str] | None = None, aliases: Mapping[str, Iterable[str]] | None = None,
+          lines: Callable[[], Sequence[str]] | None = None, aliases: Mapping[str, Iterable[str]] | None = None,
           present: AbstractSet[str] | None = None) -> None:
     """`structure`: the module's functions and loops where the caller has them (saves two walks); `lines`
-    and `aliases` (the source's lines, the imports' local names): a region whose lines cannot hold a finding
+    and `aliases` (what gives the source's lines, asked at the first region; the imports' local names): a region
+    whose lines cannot hold a finding
     is not walked (`RegionGate`); `present`: the `TEXT_WORDS` the text holds, where the caller found them."""
     walker: HotPath | None = None  # made at the first region (its word tests read the whole text)
     gate: RegionGate | None = None
@@ -349,7 +350,7 @@ def check(tree: ast.AST, text: str, names: Names, emit: Emit, structure: Structu
     for region in regions:
         walker = walker or hot_path(names, emit, text, present)
         if lines is not None:
-            gate = gate or RegionGate(walker, lines, aliases or {})
+            gate = gate or RegionGate(walker, lines(), aliases or {})
             if not gate.may_hold(region):
                 continue
         walker.walk_region(region)

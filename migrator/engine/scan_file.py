@@ -416,6 +416,8 @@ def _op_coverage(scan: FileScan, checker: PythonChecker, source: SourceText, mem
 
 def _census_perf(scan: FileScan, source: SourceText) -> None:
     """The perf lint's census sites of this file (`engine/census_perf.py`), after its static perf findings."""
+    if not scan.options.census_perf:
+        return  # most scans: no census, and no need to split the file into lines
     perf_lines = {f.line for f in scan.findings if f.family == "perf"}
     for traced, column, end_column in traced_hits(scan.options.census_perf, scan.rel, perf_lines, source.lines):
         scan.add(scan.catalogue.impl_rule(traced.impl), traced.line, column, traced.line, end_column, traced.symbol,

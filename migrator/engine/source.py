@@ -30,8 +30,14 @@ class UnreadableSource(Exception):
 @dataclass(frozen=True)
 class SourceText:
     text: str
-    lines: tuple[str, ...]
+    known_lines: tuple[str, ...] | None  # the lines where the maker has them; else split on first use (`lines`)
     encoding: str
+
+    @cached_property
+    def lines(self) -> tuple[str, ...]:
+        """The lines as Python numbers them (`split_lines`): split only for a file something is found or
+        looked for in by line (most columns of an ASCII file need none)."""
+        return self.known_lines if self.known_lines is not None else split_lines(self.text)
 
     @cached_property
     def lowered(self) -> str:
@@ -69,7 +75,7 @@ def decode_python(data: bytes) -> SourceText:
         except UnicodeDecodeError:
             pass  # the first lines may be what is wrong: said as `detect_encoding` says it, below
         else:
-            return SourceText(text=text, lines=split_lines(text), encoding="utf-8")
+            return SourceText(text=text, known_lines=None, encoding="utf-8")
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
@@ -88,7 +94,7 @@ def decode_python(data: bytes) -> SourceText:
         raise UnreadableSource(f"cannot decode as {encoding}: {exc.__class__.__name__} ({exc})") from None
     if text.startswith("\ufeff"):
         text = text[1:]
-    return SourceText(text=text, lines=split_lines(text), encoding=encoding)
+    return SourceText(text=text, known_lines=None, encoding=encoding)
 
 
 def _plain(data: bytes) -> bool:
@@ -106,7 +112,7 @@ def decode_text(data: bytes) -> SourceText:
     for encoding in ("utf-8-sig", "latin-1"):
         try:
             text = data.decode(encoding)
-            return SourceText(text=text, lines=split_lines(text), encoding=encoding)
+            return SourceText(text=text, known_lines=None, encoding=encoding)
         except UnicodeDecodeError:
             continue
     raise UnreadableSource("cannot decode as text")  # pragma: no cover - latin-1 never fails

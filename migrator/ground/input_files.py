@@ -71,7 +71,8 @@ def read_bytes(path: str | os.PathLike[str], limit: int, root: str | os.PathLike
             raise InputRefused(path, f"is {_kind(now.st_mode)}, not a regular file: not read")
         chunks, total = [], 0
         while total <= limit:
-            chunk = os.read(fd, min(limit + 1 - total, MIB))
+            # a byte more than the file holds (so growth shows) or 64 KiB, not a MiB buffer for every file
+            chunk = os.read(fd, min(limit + 1 - total, MIB, max(now.st_size + 1 - total, 64 * 1024)))
             if not chunk:
                 break
             chunks.append(chunk)

@@ -432,7 +432,7 @@ def _perf_hits(tree: ast.AST, text: str, checker: PythonChecker, gated: bool) ->
         out.append((impl, id(node), symbol, replacement))
 
     structure = perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines)
-    lines = text.split("\n") if gated else None
+    lines = (lambda: text.split("\n")) if gated else None
     perf_checker.check(tree, text, checker.qualnames, emit, structure, lines, checker.aliases if gated else None)
     return out
 
@@ -521,7 +521,7 @@ def test_advise_reports_the_fusion_advice_of_every_detector(checked):
 
         checker.emit_impl = record  # type: ignore[method-assign]
         try:
-            advise(tree, text, checker, text.split("\n"))
+            advise(tree, text, checker, lambda: text.split("\n"))
         finally:
             del checker.emit_impl  # the module's shared checkers keep their own method
         assert [hit for hit in out if hit[0].startswith("fusion-")] == expected, name
