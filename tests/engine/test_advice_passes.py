@@ -521,7 +521,7 @@ def test_advise_reports_the_fusion_advice_of_every_detector(checked):
 
         checker.emit_impl = record  # type: ignore[method-assign]
         try:
-            advise(tree, text, checker, lambda: text.split("\n"))
+            advise(tree, text, checker, lambda text=text: text.split("\n"))
         finally:
             del checker.emit_impl  # the module's shared checkers keep their own method
         assert [hit for hit in out if hit[0].startswith("fusion-")] == expected, name
