@@ -134,6 +134,29 @@ def test_a_client_is_served_warm_and_one_the_zygote_cannot_serve_runs_cold(tmp_p
             assert (NOTE in done.stderr) is warm_expected, done.stderr
 
 
+@pytest.mark.parametrize("deep", [False, True])
+def test_the_zygote_socket_binds_whatever_the_temporary_folder(tmp_path, monkeypatch, deep):
+    """A deep TMPDIR (a test's, a CI workspace's) made every zygote fail to bind its socket (AF_UNIX paths are
+    short) and every child start cold: the socket folder moves where a socket fits, and stays where one does."""
+    import shutil
+    import socket
+    import tempfile
+
+    base = tmp_path.joinpath(*["a-rather-long-folder-name"] * 6) if deep else Path(tempfile.mkdtemp(dir="/tmp"))
+    base.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setattr(tempfile, "tempdir", str(base))
+    folder = launcher.socket_folder()
+    try:
+        assert (Path(folder).parent == base) == (not deep)
+        assert os.stat(folder).st_mode & 0o777 == 0o700
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+            listener.bind(os.path.join(folder, "zygote0.sock"))
+    finally:
+        shutil.rmtree(folder)
+        if not deep:
+            shutil.rmtree(base)
+
+
 def test_warm_starts_off_by_the_switch(monkeypatch):
     monkeypatch.setenv(warm.SWITCH_ENV, "0")
     env = launcher.child_env(0, 1)

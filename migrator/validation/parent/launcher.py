@@ -192,6 +192,34 @@ class _Zygote:
             self.scope.proc.stdout.close()
 
 
+# the longest Unix socket path that binds everywhere we run (Linux allows 107 bytes, macOS 103), with room for
+# the zygote's own name (`zygoteN.sock`)
+SOCKET_PATH_MAX = 100
+
+
+def socket_folder() -> str:
+    """A new private folder for the zygotes' sockets, in the temporary folder unless its path is too long for a
+    socket there (a deep `TMPDIR`, a test's or a CI workspace's: every zygote would fail to bind, and every child
+    start cold); then under /tmp or /var/tmp (made 0700 like any `mkdtemp`)."""
+    folder = tempfile.mkdtemp(prefix="migrate-warm-")
+    if _fits(folder):
+        return folder
+    for base in ("/tmp", "/var/tmp"):
+        try:
+            short = tempfile.mkdtemp(prefix="migrate-warm-", dir=base)
+        except OSError:
+            continue
+        if _fits(short):
+            os.rmdir(folder)
+            return short
+        os.rmdir(short)
+    return folder  # nowhere shorter: the zygotes fail to bind, and the children start cold
+
+
+def _fits(folder: str) -> bool:
+    return len(os.path.join(folder, "zygote0000.sock").encode()) <= SOCKET_PATH_MAX
+
+
 @dataclass
 class _WarmStarts:
     """The zygotes of a :func:`warm_starts` block, one per child environment, least recently used first.
@@ -199,7 +227,7 @@ class _WarmStarts:
     (the validate run in progress) has used is ended for it."""
 
     keep: int | None = None
-    folder: str = field(default_factory=lambda: tempfile.mkdtemp(prefix="migrate-warm-"))
+    folder: str = field(default_factory=lambda: socket_folder())
     zygotes: dict[EnvKey, _Zygote] = field(default_factory=dict)
     in_use: set[EnvKey] = field(default_factory=set)  # by the nested blocks open (the runs in progress)
     runs: int = 0
