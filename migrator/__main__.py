@@ -5,4 +5,7 @@ interrupt.install()  # before the heavy imports: Ctrl-C in the first moment is "
 from migrator.cli import main  # noqa: E402
 
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    try:
+        main()
+    finally:
+        interrupt.run_over()  # usage errors, `--help`: the way out, too late for a Ctrl-C to stop anything

@@ -67,6 +67,7 @@ class _Errors:
         from migrator.ground import interrupt
 
         interrupt.command_done()
+        interrupt.run_over()  # what is left is the way out, the line below and the exit
         if isinstance(exc, KeyboardInterrupt):
             click.echo("migrate: interrupted", err=True)
             interrupt.forget_caught_interrupt()

@@ -48,6 +48,14 @@ def command_done() -> None:
         signal.signal(signal.SIGINT, _exit_now)
 
 
+def run_over() -> None:
+    """The command line's work is done: a Ctrl-C now can stop nothing. Python puts SIGINT's default action back
+    during its teardown, where one would kill the process (exit -2, no line) after a complete run; so SIGINT is
+    blocked: it stays pending and ends with the process, which exits with its own code."""
+    if _installed and hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+
+
 def forget_caught_interrupt() -> None:
     """A caught Ctrl-C must not turn `python -m migrator`'s exit 130 into a death by SIGINT.
 

@@ -62,7 +62,7 @@ AFTER_START = ("import os, runpy, sys; from migrator.ground import interrupt; in
                "runpy.run_module('migrator', run_name='__main__', alter_sys=True)")
 
 
-@pytest.mark.parametrize("delay", [0.03, 0.1, 0.15, 0.2])
+@pytest.mark.parametrize("delay", [0.03, 0.1, 0.15, 0.2, 0.25, 0.3])  # the later ones: as the run ends
 def test_a_real_ctrl_c_soon_after_start_is_never_a_traceback(tmp_path: Path, delay: float):
     (tmp_path / "train.py").write_text("import torch\nx = y.cuda()\n")
     proc = subprocess.Popen([sys.executable, "-c", AFTER_START, "scan", str(tmp_path), "--no-cache"], cwd=tmp_path,
@@ -76,6 +76,22 @@ def test_a_real_ctrl_c_soon_after_start_is_never_a_traceback(tmp_path: Path, del
     assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
     assert proc.returncode in (0, 1, 130), (proc.returncode, err)  # 0/1: the scan ended before the signal
     assert (proc.returncode == 130) == ("migrate: interrupted" in err), (proc.returncode, err)
+
+
+@pytest.mark.parametrize("over", [False, True])
+def test_a_ctrl_c_once_the_run_is_over_leaves_its_exit_code(over: bool):
+    """Python puts SIGINT's default action back in its teardown: a Ctrl-C there killed a finished run (-2, no
+    line). Once the command is over (`run_over`) it waits, blocked, and the run exits with its own code;
+    before, it is "interrupted", 130."""
+    code = ("import os, signal, sys; from migrator.ground import interrupt; interrupt.install(); "
+            + ("interrupt.run_over(); " if over else "")
+            + "os.kill(os.getpid(), signal.SIGINT); print('alive', flush=True); sys.exit(1)")
+    proc = subprocess.run([sys.executable, "-c", code], env=_env(), capture_output=True, text=True, timeout=60,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    if over:
+        assert (proc.returncode, proc.stdout, proc.stderr) == (1, "alive\n", "")
+    else:
+        assert (proc.returncode, proc.stdout, proc.stderr) == (130, "", "migrate: interrupted\n")
 
 
 def test_ctrl_c_inside_a_string_exec_under_dash_m_still_exits_130(tmp_path: Path):
