@@ -31,6 +31,7 @@ from migrator.engine.statements import (
 )
 from migrator.engine.string_words import OWN_STRING_WORDS
 from migrator.ground.kinds import FixKind
+from tests.engine.helpers import parsed_modules
 
 ROOT = Path(__file__).resolve().parents[2]
 EDGES = '''
@@ -68,13 +69,7 @@ def _sources() -> list[str]:
 
 @pytest.fixture(scope="module")
 def trees() -> list[ast.Module]:
-    out = []
-    for text in _sources():
-        try:
-            out.append(ast.parse(text))
-        except SyntaxError:
-            continue
-    return out
+    return parsed_modules(_sources())
 
 
 class _Before(PythonChecker):

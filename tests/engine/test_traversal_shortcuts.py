@@ -18,6 +18,7 @@ from migrator.engine.import_calls import attribute_modules, collect_aliases
 from migrator.engine.python_checker import PythonChecker
 from migrator.engine.statements import sorted_statements, statement_list
 from migrator.rules.device.cuda_tensor_type_string import CUDA_TENSOR_TYPE
+from tests.engine.helpers import parsed_modules
 
 ROOT = Path(__file__).resolve().parents[2]
 TYPES = '''
@@ -65,13 +66,7 @@ def _sources() -> list[str]:
 
 @pytest.fixture(scope="module")
 def trees() -> list[ast.Module]:
-    out = []
-    for text in _sources():
-        try:
-            out.append(ast.parse(text))
-        except SyntaxError:
-            continue
-    return out
+    return parsed_modules(_sources())
 
 
 def _outcome(checker_class: type[PythonChecker], tree: ast.Module) -> tuple:
