@@ -437,14 +437,20 @@ def _perf_hits(tree: ast.AST, text: str, checker: PythonChecker, gated: bool) ->
     return out
 
 
-def test_a_hot_region_the_gate_skips_would_have_reported_nothing(checked):
+
+def _with_edges(checked: list, edges: list[str], label: str) -> list:
+    """The shared checked modules and each edge case, parsed and checked with every rule on."""
     catalogue = load_catalogue()
     cases = list(checked)
-    for index, text in enumerate(GATE_EDGES):
+    for index, text in enumerate(edges):
         tree = ast.parse(text)
         checker = PythonChecker(catalogue, lambda rule: True, tree)
         checker.visit(tree)
-        cases.append((f"gate-edge-{index}", text, tree, checker))
+        cases.append((f"{label}-{index}", text, tree, checker))
+    return cases
+
+def test_a_hot_region_the_gate_skips_would_have_reported_nothing(checked):
+    cases = _with_edges(checked, GATE_EDGES, "gate-edge")
     found = skipped = 0
     for name, text, tree, checker in cases:
         expected = _perf_hits(tree, text, checker, gated=False)
@@ -504,13 +510,7 @@ def test_advise_reports_the_fusion_advice_of_every_detector(checked):
     on every function that names a word."""
     from migrator.engine.module_check import advise
 
-    catalogue = load_catalogue()
-    cases = list(checked)
-    for index, text in enumerate(ATTENTION_EDGES):
-        tree = ast.parse(text)
-        checker = PythonChecker(catalogue, lambda rule: True, tree)
-        checker.visit(tree)
-        cases.append((f"attention-edge-{index}", text, tree, checker))
+    cases = _with_edges(checked, ATTENTION_EDGES, "attention-edge")
     found = 0
     for name, text, tree, checker in cases:
         expected = _advice(checker, text, every_detector=True)
@@ -577,13 +577,7 @@ def _old_whole_module(tree: ast.AST, names, emit) -> None:
 
 
 def test_module_wide_perf_sites_are_the_old_walks(checked):
-    catalogue = load_catalogue()
-    cases = list(checked)
-    for index, text in enumerate(LOADER_EDGES):
-        tree = ast.parse(text)
-        checker = PythonChecker(catalogue, lambda rule: True, tree)
-        checker.visit(tree)
-        cases.append((f"loader-edge-{index}", text, tree, checker))
+    cases = _with_edges(checked, LOADER_EDGES, "loader-edge")
     found = 0
     for name, _text, tree, checker in cases:
         new: list[tuple] = []
