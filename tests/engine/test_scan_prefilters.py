@@ -151,3 +151,71 @@ def test_decoding_without_detect_encoding_is_decoding_with_it(data, monkeypatch)
     fast = decoded()
     monkeypatch.setattr(source, "_plain", lambda data: False)  # every file through `tokenize.detect_encoding`
     assert fast == decoded()
+
+
+HEADERS = [
+    b"# Copyright (c) 2024, NVIDIA CORPORATION.\n\nx = 1\n",  # the word in the header only: skipped
+    b"#!/usr/bin/env python\n# -*- coding: utf-8 -*-\r\n  # NVIDIA\n\f\nimport os\n",
+    b"# NVIDIA\nimport torch\n",  # the word after it too
+    b"# NVIDIA\nx = 'NVIDIA_VISIBLE_DEVICES'\n",  # ... in a string
+    b"# cuda\ns = '''\n# not a comment: NVIDIA_VISIBLE_DEVICES\n'''\n",  # a '#' line inside a string is no header
+    b"# NVIDIA\n# migrate: ignore[DEV001]\nx = 1\n",  # a directive in the header counts
+    b"# NVIDIA",  # a last line without its line break is not taken as header
+    b"\xef\xbb\xbf# NVIDIA\nx = 1\n",  # a BOM: no header taken
+    b"x = 1  # NVIDIA\n",  # a comment after code is no header
+    b"# NVIDIA\nx = (\n",  # a syntax error is still reported
+    b"# NVIDIA\r\rdef f(:\r",
+]
+
+
+def _split_header(data: bytes) -> tuple[bytes, bytes]:
+    """The leading comment lines, and the data with each of them emptied (an oracle written out line by line)."""
+    lines = data.splitlines(keepends=True)
+    header: list[bytes] = []
+    for line in lines:
+        if not line.endswith((b"\n", b"\r")) or line.lstrip(b" \t\f").rstrip(b"\r\n")[:1] not in (b"", b"#"):
+            break
+        header.append(line)
+    blanked = [line[len(line.rstrip(b"\r\n")):] for line in header]
+    return b"".join(header), b"".join(blanked + lines[len(header):])
+
+
+@pytest.mark.parametrize("data", HEADERS)
+def test_code_prefiltered_ignores_words_only_the_leading_comments_hold(data):
+    from migrator.engine.scan_file import code_prefiltered
+
+    header, blanked = _split_header(data)
+    assert code_prefiltered(data) == (prefiltered(blanked) or (b"migrate:" in header and prefiltered(data)))
+
+
+def _scans_with_and_without_the_header_skip(data: bytes, rel: str, monkeypatch) -> tuple:
+    from migrator.engine import scan_file
+    from migrator.engine.file_scan import ScanOptions
+
+    options = ScanOptions()
+    with_skip = scan_file.scan_bytes(data, rel, "python", options)
+    with monkeypatch.context() as m:
+        m.setattr(scan_file, "code_prefiltered", prefiltered)
+        without = scan_file.scan_bytes(data, rel, "python", options)
+    return with_skip, without
+
+
+@pytest.mark.parametrize("data", HEADERS)
+def test_the_header_skip_changes_no_result(data, monkeypatch):
+    with_skip, without = _scans_with_and_without_the_header_skip(data, "m.py", monkeypatch)
+    assert with_skip == without
+
+
+def test_the_header_skip_changes_no_result_on_the_bundled_code(monkeypatch):
+    from migrator.engine.scan_file import code_prefiltered
+
+    root = Path(__file__).resolve().parents[2]
+    files = sorted([*(root / "samples").rglob("*.py"), *(root / "tests" / "fixtures").rglob("*.py")])
+    skipped = 0
+    for path in files:
+        data = path.read_bytes()
+        for variant in (data, b"# Copyright (c) NVIDIA CORPORATION. cuda nccl triton\n#\n" + data):
+            skipped += prefiltered(variant) and not code_prefiltered(variant)
+            with_skip, without = _scans_with_and_without_the_header_skip(variant, path.name, monkeypatch)
+            assert with_skip == without, path
+    assert skipped  # the corpus holds files the skip applies to
