@@ -41,14 +41,14 @@ def attribute_modules(statements: Iterable[ast.stmt], aliases: dict[str, set[str
     for the modules whose rule leaves the port to a person (`manual`); a rewritten name is never reached this way.
     `statements`: the module's statements (an assignment is one), or any part of them holding every assignment."""
     out: dict[str, set[str]] = {}
-    bound = {name: manual_modules for name, modules in aliases.items()
-             if (manual_modules := {m for m in modules if "." not in m and manual(m)})}
-    if not bound:  # most modules import no such library
-        return out
+    bound: dict[str, set[str]] = {}  # each assigned name's modules, found when first assigned (most bind none)
     for node in statements:
-        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)):
+        if type(node) is not ast.Assign or type(node.value) is not ast.Name:
             continue
-        modules = bound.get(node.value.id, set())
+        name = node.value.id
+        modules = bound.get(name)
+        if modules is None:
+            modules = bound[name] = {m for m in aliases.get(name, ()) if "." not in m and manual(m)}
         for target in node.targets if modules else ():
             if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
                 out.setdefault(f"self.{target.attr}", set()).update(modules)
@@ -59,7 +59,10 @@ def collect_aliases(tree: ast.AST, statements: Iterable[ast.stmt] | None = None)
     """Local name -> qualified names, from every import statement anywhere in the module."""
     aliases: dict[str, set[str]] = defaultdict(set)
     for node in iter_statements(tree) if statements is None else statements:
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Assign):  # first: most of a module's binding statements are `self.x = x`
+            if may_bind_module(node.value) and (bound := bound_module(node)):  # `cp = optional_import("cupy")`
+                aliases[bound[0]].add(bound[1])
+        elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.asname:
                     aliases[alias.asname].add(alias.name)
@@ -71,7 +74,4 @@ def collect_aliases(tree: ast.AST, statements: Iterable[ast.stmt] | None = None)
                 if alias.name == "*":
                     continue
                 aliases[alias.asname or alias.name].add(f"{node.module}.{alias.name}")
-        elif (isinstance(node, ast.Assign) and may_bind_module(node.value)
-              and (bound := bound_module(node))):  # `cp = optional_import("cupy")`
-            aliases[bound[0]].add(bound[1])
     return aliases

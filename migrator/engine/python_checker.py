@@ -12,7 +12,7 @@ import ast
 import re
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from migrator.catalogue import units
 from migrator.catalogue.loader import Catalogue, Rule
@@ -24,10 +24,13 @@ from migrator.engine.extension_builds import CUDA_EXTENSION_MODULE
 from migrator.engine.fast_visitor import FastVisitor
 from migrator.engine.import_calls import attribute_modules, bound_module, collect_aliases
 from migrator.engine.name_resolution import NO_NAMES, NOTHING, Resolved
-from migrator.engine.statements import docstrings, guarded_imports, import_library, sorted_statements
+from migrator.engine.statements import guarded_imports, import_library, sorted_statements
 from migrator.engine.string_words import string_gate
 from migrator.ground.kinds import FixKind
 from migrator.ground.own_code import OWN_MARKER, own_helpers
+
+if TYPE_CHECKING:
+    from migrator.catalogue.protocols import AttributeDetector, CallDetector, CompareDetector, StringDetector
 
 ENV_TOKEN = re.compile(
     r"\b(CUDA_[A-Z0-9_]+|NCCL_[A-Z0-9_]+|TORCH_NCCL_[A-Z0-9_]+|TORCH_CUDA_ARCH_LIST|PYTORCH_CUDA_ALLOC_CONF|"
@@ -51,6 +54,29 @@ def _names_variable(text: str, m: re.Match) -> bool:
     if not before.strip() and not after.strip():
         return True
     return after.startswith("=") or before.endswith(("$", "${"))
+
+
+class CatalogueHooks(NamedTuple):
+    """What the checker asks of the rule units, the same for every module of a catalogue (found once per catalogue)."""
+
+    detect_call: tuple[CallDetector, ...]
+    unnamed_triggers: tuple[frozenset[str], frozenset[str]] | None  # when a callee no import names needs them
+    detect_string: tuple[StringDetector, ...]
+    string_gate: Callable[[str], object] | None
+    detect_compare: tuple[CompareDetector, ...]
+    detect_attribute: tuple[AttributeDetector, ...]
+    attribute_names: frozenset[str] | None  # None: every attribute is shown to the detectors
+
+
+_HOOKS: dict[str, CatalogueHooks] = {}  # by the catalogue's digest, as `units` keeps what they are made of
+
+
+def _catalogue_hooks(catalogue: Catalogue) -> CatalogueHooks:
+    hooks = _HOOKS[catalogue.digest] = CatalogueHooks(
+        units.detectors(catalogue, "call"), units.unnamed_callee_triggers(catalogue), units.detectors(catalogue, "string"),
+        string_gate(catalogue), units.detectors(catalogue, "compare"), units.detectors(catalogue, "attribute"),
+        units.attribute_names(catalogue))
+    return hooks
 
 
 class CheckerFacade:
@@ -90,15 +116,16 @@ class PythonChecker(DottedNames, FastVisitor):
         self.build_file = build_file  # setup.py: string fixes are declined (`catalogue.site.is_build_file`)
         self.package_init = package_init  # __init__.py: its module-level imports are re-exports
         self.enabled = enabled
-        bindings, tries, scopes, guard_nodes = sorted_statements(tree)
-        self.guard_nodes: list[ast.AST] = guard_nodes  # assignments and tests, for `guards.guarded_calls`
+        statements = sorted_statements(tree)
+        bindings = statements.bindings
+        self.guard_nodes: list[ast.AST] = statements.guard_nodes  # assignments and tests, for `guards.guarded_calls`
         self.aliases = collect_aliases(tree, bindings)
         self.aliases.update(attribute_modules(bindings, self.aliases, self._manual_library))
         # `self.nvml = pynvml` binds the two-part name `self.nvml`: its first part must pass the early exit below
         self.alias_roots = {name.split(".", 1)[0] for name in self.aliases}
         self.names_visited = set(self.aliases)  # less each name found to report nothing (`visit_Name`)
-        self.guarded = guarded_imports(tree, tries)
-        self.docstring_nodes = docstrings(tree, scopes)
+        self.guarded = guarded_imports(tree, statements.tries)
+        self.docstring_nodes = statements.docstrings
         self.docstrings = {id(n) for n in self.docstring_nodes}  # for `scan_file`'s setup.py strings
         self.docstring_set = set(self.docstring_nodes)
         # inserted by `migrate fix` (its marker in their docstrings, so none without a docstring holding it)
@@ -128,13 +155,8 @@ class PythonChecker(DottedNames, FastVisitor):
         # the pattern rules' own detection (`detect_*` of their units), which sees only the facade
         self.facade = CheckerFacade(self)
         self.bindings = Bindings(tree, self.qualnames)  # what a receiver was built by, indexed when first asked
-        self.detect_call = units.detectors(catalogue, "call")
-        self.unnamed_triggers = units.unnamed_callee_triggers(catalogue)  # when a callee no import names needs them
-        self.detect_string = units.detectors(catalogue, "string")
-        self.string_gate = string_gate(catalogue)
-        self.detect_compare = units.detectors(catalogue, "compare")
-        self.detect_attribute = units.detectors(catalogue, "attribute")
-        self.attribute_names = units.attribute_names(catalogue)  # None: every attribute is shown to the detectors
+        (self.detect_call, self.unnamed_triggers, self.detect_string, self.string_gate, self.detect_compare,
+         self.detect_attribute, self.attribute_names) = _HOOKS.get(catalogue.digest) or _catalogue_hooks(catalogue)
 
     def finish(self) -> None:
         """After the passes: the detectors' facade and the bindings index refer back to the checker, a cycle

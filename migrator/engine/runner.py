@@ -216,7 +216,10 @@ def run(settings: Settings, paths: list[Path], options: ScanOptions, progress: P
     options = _with_extensions(settings, options, candidates, overlay)
     if options.extensions.targets or options.extensions.routes:  # file results depend on the inventory
         extra_key += "|ext:" + content_digest(repr(options.extensions).encode())
-    results = _Results(settings, _cache_key(settings, options, extra_key), memo, overlay)
+    # the key names the disk cache's file and the memo's part: without either (`--no-cache`, one scan) it is not
+    # made (it hashed the coverage tables' megabyte)
+    key = _cache_key(settings, options, extra_key) if settings.use_cache or memo is not None else ""
+    results = _Results(settings, key, memo, overlay)
     counts = [len(candidates), 0]  # total, done
     jobs = settings.jobs or (os.cpu_count() or 1)
     with ExitStack() as stack:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 from migrator.engine.guards import GUARD_STATEMENTS
 from migrator.engine.sites import dotted
@@ -56,52 +57,79 @@ def may_bind_module(value: ast.expr) -> bool:
     return type(value) is ast.Call and bool(value.args) and type(value.args[0]) is ast.Constant
 
 
-def sorted_statements(tree: ast.AST) -> tuple[list[ast.stmt], list[ast.stmt], list[ast.stmt], list[ast.AST]]:
-    """One walk over every statement, sorted for the set-up passes that each look at a few kinds of them:
-    (bindings, tries, scopes, the assignments and tests `guards.guarded_calls` reads)."""
-    bindings, tries, scopes = [], [], []
+class SortedStatements(NamedTuple):
+    """A module's statements sorted for the checker's set-up passes, each in the walk's order."""
+
+    bindings: list[ast.stmt]  # imports and the assignments `bound_module`/`attribute_modules` can read
+    tries: list[ast.stmt]
+    scopes: list[ast.stmt]  # classes and functions
+    guard_nodes: list[ast.AST]  # the assignments and tests `guards.guarded_calls` reads
+    docstrings: list[ast.Constant]  # the module's, then its scopes' (`docstrings`)
+
+
+# what the walk does with a statement of a class: (a guard node?, the list it joins, its block fields); None: nothing
+# (`Expr`, `Return`, `AugAssign`, `Raise` ...: most statements that are not assignments)
+_Plan = tuple[bool, int, tuple[str, ...]]
+_BINDING, _TRY, _SCOPE = 1, 2, 3
+_PLANS: dict[type, _Plan | None] = {}
+
+
+def _plan(kind: type) -> _Plan | None:
+    role = (_BINDING if kind in BINDING_STATEMENTS else _TRY if kind in TRY_STATEMENTS
+            else _SCOPE if kind in SCOPE_STATEMENTS else 0)
+    guard, fields = kind in GUARD_STATEMENTS, block_fields(kind)
+    plan = _PLANS[kind] = (guard, role, fields) if guard or role or fields else None
+    return plan
+
+
+def _docstring(body: list[ast.stmt]) -> ast.Constant | None:
+    first = body[0] if body else None
+    if type(first) is ast.Expr and type(first.value) is ast.Constant and type(first.value.value) is str:
+        return first.value
+    return None
+
+
+def sorted_statements(tree: ast.AST) -> SortedStatements:
+    """One walk over every statement (`statement_list`'s, in its order), sorted for the set-up passes that each
+    look at a few kinds of them, and the docstrings read on the way (`docstrings`). Each statement class's part
+    is looked up once (`_PLANS`), assignments tested inline (`may_bind_module`: most statements are these)."""
+    bindings: list[ast.stmt] = []
     guard_nodes: list[ast.AST] = []
-    stack = list(getattr(tree, "body", ()))  # `statement_list`'s walk, in its order, sorting as it goes
-    blocks = BLOCKS
+    out = SortedStatements(bindings, [], [], guard_nodes, [])
+    if isinstance(tree, ast.Module) and (doc := _docstring(tree.body)) is not None:
+        out.docstrings.append(doc)
+    stack = list(getattr(tree, "body", ()))
+    lists: tuple[list[ast.stmt], ...] = ([], bindings, out.tries, out.scopes)  # by role (0: none)
+    plans, docs = _PLANS, out.docstrings
     assign, plain_name, call, subscript, constant = ast.Assign, ast.Name, ast.Call, ast.Subscript, ast.Constant
     while stack:
         statement = stack.pop()
         kind = type(statement)
         if kind is assign:  # a guard node, and one the binding passes read if it is `x = f("mod")`, `f("mod")[0]`,
-            guard_nodes.append(statement)  # `self.x = mod` (`may_bind_module` inline: most statements are these)
+            guard_nodes.append(statement)  # `self.x = mod`; no block of statements
             value = statement.value
             value_kind = type(value)
             if value_kind is plain_name or value_kind is subscript or (
                     value_kind is call and value.args and type(value.args[0]) is constant):
                 bindings.append(statement)
-            continue  # no block of statements
-        if kind in GUARD_STATEMENTS:
+            continue
+        try:
+            plan = plans[kind]
+        except KeyError:
+            plan = _plan(kind)
+        if plan is None:
+            continue
+        guard, role, fields = plan
+        if guard:
             guard_nodes.append(statement)
-        if kind in BINDING_STATEMENTS:
-            bindings.append(statement)
-        elif kind in TRY_STATEMENTS:
-            tries.append(statement)
-        elif kind in SCOPE_STATEMENTS:
-            scopes.append(statement)
-        fields = blocks.get(kind)
-        if fields is None:
-            fields = block_fields(kind)
+        if role:
+            lists[role].append(statement)
+            if role == _SCOPE and (doc := _docstring(statement.body)) is not None:
+                docs.append(doc)
         for name in fields:
             children = getattr(statement, name, None)
             if children:
                 stack.extend(children)
-    return bindings, tries, scopes, guard_nodes
-
-
-def docstrings(tree: ast.AST, statements: Iterable[ast.stmt] | None = None) -> list[ast.Constant]:
-    """The docstrings of the module and of its classes and functions (`statements`: all of them, if known)."""
-    out = []
-    for node in (tree, *(iter_statements(tree) if statements is None else statements)):
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                if isinstance(body[0].value.value, str):
-                    out.append(body[0].value)
     return out
 
 

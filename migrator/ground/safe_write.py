@@ -26,7 +26,6 @@ import os
 import re
 import stat
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -144,6 +143,8 @@ def _write_all(fd: int, data: bytes) -> None:
 
 def _atomic_replace(path: Path, data: bytes, st: os.stat_result | None, mode: int | None,
                     before_replace: Callable[[], None] | None) -> None:
+    import tempfile  # here: (shutil, random, bz2, lzma) only where a file is replaced, not for stdout or /dev/null
+
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}-", suffix=TEMP_SUFFIX)
     fh = os.fdopen(fd, "wb")

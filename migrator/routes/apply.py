@@ -86,12 +86,12 @@ def _pick(framework: str, version: str | None) -> tuple[Route | None, bool]:
 
 
 def choose(frameworks: list[Framework], choice: str) -> list[tuple[Framework, Route | None, bool, str]]:
-    notes = {n["framework"]: n["text"] for n in _notes()}
     picked: list[tuple[Framework, Route | None, bool, str]] = []
     wanted = {ROUTE_FRAMEWORK[choice]} if choice in ROUTE_FRAMEWORK else None
     names = {f.name for f in frameworks}
     if wanted and not wanted & names:  # --route NAME without evidence: apply it anyway, version unknown
         frameworks = [*frameworks, Framework(ROUTE_FRAMEWORK[choice], None, f"--route {choice}", ())]
+    notes = {n["framework"]: n["text"] for n in _notes()} if frameworks else {}  # the table read where it is asked
     for fw in frameworks:
         if wanted and fw.name not in wanted:
             picked.append((fw, None, True, f"not applied (--route {choice})"))

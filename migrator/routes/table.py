@@ -20,8 +20,6 @@ import json
 from dataclasses import dataclass
 from functools import cache, cached_property
 
-from packaging.specifiers import SpecifierSet
-
 ROUTE_NAMES = ("mindspeed", "deepspeed", "hf")
 STATUS_RANK = {"covered": 0, "gated": 1, "left": 2}
 MATCH_RANK = {"exact": 0, "prefix": 1, "path": 2, "module": 3}
@@ -100,6 +98,8 @@ class Route:
             return False
         if version is None:
             return True
+        from packaging.specifiers import SpecifierSet  # here: most scans detect no framework with a version
+
         return SpecifierSet(self.framework_versions).contains(version, prereleases=True)
 
 

@@ -21,6 +21,8 @@ NOT_NEEDED = {
     "tomllib", "configparser",  # no pyproject.toml, no setup.cfg
     "migrator.ground.fix_record",  # no fix record
     "ctypes", "libcst", "torch",
+    "tempfile", "shutil",  # a report to stdout replaces no file (ground/safe_write.py)
+    "packaging",  # no framework detected, so no route's version range is read (routes/table.py)
     # the checkers of other kinds of file: configs, notebooks, shell/requirements/Dockerfiles, CUDA sources
     "migrator.engine.config_checker", "migrator.engine.notebook", "migrator.engine.text_checkers",
     "migrator.engine.cuda_file",

@@ -19,7 +19,7 @@ from migrator.catalogue.patterns import accepted_names, lists_npu
 from migrator.engine.extension_builds import CUDA_SOURCE_NAME
 from migrator.engine.fast_visitor import FastVisitor
 from migrator.engine.guards import GUARD_STATEMENTS
-from migrator.engine.import_calls import bound_module
+from migrator.engine.import_calls import attribute_modules, bound_module, collect_aliases
 from migrator.engine.python_checker import DTYPE_STRINGS, ENV_TOKEN, NVIDIA_SMI, PythonChecker
 from migrator.engine.statements import (
     BINDING_STATEMENTS,
@@ -29,7 +29,7 @@ from migrator.engine.statements import (
     may_bind_module,
     sorted_statements,
 )
-from migrator.engine.string_words import OWN_STRING_WORDS
+from migrator.engine.string_words import OWN_STRING_WORDS, string_gate
 from migrator.ground.kinds import FixKind
 from tests.engine.helpers import parsed_modules
 
@@ -195,6 +195,27 @@ def test_the_traversal_records_what_it_did_before(trees):
     assert edges["methods"] and edges["float64"] and edges["backward"] and edges["defaults_with_choices"]
 
 
+DOCSTRING_EDGES = parsed_modules([
+    '"module"\nclass A:\n    b"bytes: no docstring"\n    def f(self):\n        f"no docstring: {x}"\n'
+    '    async def g(self):\n        "async"\n        class B:\n            "inner"\n',
+    "1\ndef f():\n    'yes'\n    'no: the second'\nclass C: ...\nif x:\n    def g(): 'in an if'\n"
+    "try:\n    import a\nexcept ImportError:\n    class D:\n        'in a handler'\n",
+    "",
+])
+
+
+def _docstrings_as_before(tree: ast.AST, scopes: list[ast.stmt]) -> list[ast.Constant]:
+    """`statements.docstrings`, its own pass over the module and its scopes before the walk read them."""
+    out = []
+    for node in (tree, *scopes):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                if isinstance(body[0].value.value, str):
+                    out.append(body[0].value)
+    return out
+
+
 def test_the_statement_walk_sorts_as_before(trees):
     def before(tree: ast.AST) -> tuple:
         bindings, tries, scopes, guard_nodes = [], [], [], []
@@ -215,13 +236,49 @@ def test_the_statement_walk_sorts_as_before(trees):
                 scopes.append(statement)
             for name in block_fields(kind):
                 stack.extend(getattr(statement, name, None) or ())
-        return bindings, tries, scopes, guard_nodes
+        return bindings, tries, scopes, guard_nodes, _docstrings_as_before(tree, scopes)
 
     kept = 0
-    for tree in trees:
+    for tree in [*trees, *DOCSTRING_EDGES]:
         assert sorted_statements(tree) == before(tree)
-        kept += sum(type(s) is ast.Assign for s in sorted_statements(tree)[0])
+        kept += sum(type(s) is ast.Assign for s in sorted_statements(tree).bindings)
     assert kept >= 3  # `self.pynvml = pynvml`, `cp = importlib.import_module("cupy")`: assignments are kept
+    found = [[d.value for d in sorted_statements(tree).docstrings] for tree in DOCSTRING_EDGES]
+    assert found == [["module", "async", "inner"], ["in a handler", "in an if", "yes"], []]  # the walk's order
+
+
+def _attribute_modules_as_before(statements, aliases, manual):
+    """`import_calls.attribute_modules` before it asked `manual` only of the names `self.x = name` assigns."""
+    out: dict[str, set[str]] = {}
+    bound = {name: manual_modules for name, modules in aliases.items()
+             if (manual_modules := {m for m in modules if "." not in m and manual(m)})}
+    if not bound:
+        return out
+    for node in statements:
+        if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Name)):
+            continue
+        modules = bound.get(node.value.id, set())
+        for target in node.targets if modules else ():
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                out.setdefault(f"self.{target.attr}", set()).update(modules)
+    return out
+
+
+def test_the_attribute_modules_are_as_before(trees):
+    edges = parsed_modules(["import pynvml, torch, a.b as c\nclass M:\n    def __init__(self):\n"
+                            "        self.nvml = pynvml; self.t = torch; self.c = c; x.y = pynvml; self.z = self.nvml\n"
+                            "        self.nvml2 = self.other = pynvml; self.u = undefined\n"])
+    manuals = (lambda m: True, lambda m: m == "pynvml", lambda m: False)
+    named = 0
+    for tree in [*trees, *edges]:
+        bindings = sorted_statements(tree).bindings
+        aliases = collect_aliases(tree, bindings)
+        for manual in manuals:
+            found = attribute_modules(bindings, aliases, manual)
+            assert found == _attribute_modules_as_before(bindings, aliases, manual)
+            assert list(found) == list(_attribute_modules_as_before(bindings, aliases, manual))  # in the same order
+            named += len(found)
+    assert named >= 5
 
 
 def _string_cases(trees: list[ast.Module]) -> set[str]:
@@ -344,3 +401,17 @@ def test_the_module_calls_found_from_the_statements_equal_the_index(trees):
         assert from_statements == indexed.everywhere
         found += len(from_statements)
     assert found > 20
+
+
+def test_the_checkers_hooks_are_what_the_units_answer_for_its_catalogue():
+    catalogue = load_catalogue()
+    tree = ast.parse("import torch\n")
+    for _ in range(2):  # the first checker finds them, the next reads them back
+        checker = PythonChecker(catalogue, lambda r: True, tree)
+        assert checker.detect_call == units.detectors(catalogue, "call")
+        assert checker.unnamed_triggers == units.unnamed_callee_triggers(catalogue)
+        assert checker.detect_string == units.detectors(catalogue, "string")
+        assert checker.string_gate is string_gate(catalogue)
+        assert checker.detect_compare == units.detectors(catalogue, "compare")
+        assert checker.detect_attribute == units.detectors(catalogue, "attribute")
+        assert checker.attribute_names == units.attribute_names(catalogue)

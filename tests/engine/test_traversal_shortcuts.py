@@ -101,7 +101,7 @@ def test_qualified_names_are_found_once_and_given_fresh(trees):
 def test_one_statement_walk_keeps_what_the_binding_passes_read(trees):
     for tree in trees:
         every = statement_list(tree)
-        bindings, tries, scopes, guards = sorted_statements(tree)
+        bindings, tries, scopes, guards, _ = sorted_statements(tree)
         kinds = {id(s) for s in bindings}
         assert [s for s in every if id(s) in kinds] == bindings  # `statement_list`'s order
         assert collect_aliases(tree, bindings) == collect_aliases(tree, every)
