@@ -127,7 +127,7 @@ class CheckMemo:
     """One Python module's decoding, directives, parse and check, kept for the scans of the same bytes that
     differ only in training dtypes (only the op verdicts, `coverage_hits`, depend on them)."""
 
-    __slots__ = ("source", "directives", "tree", "checker", "training_free", "_words")
+    __slots__ = ("source", "directives", "tree", "checker", "training_free", "training_sensitive", "_words")
 
     def __init__(self) -> None:
         self.source: SourceText | None = None
@@ -135,6 +135,7 @@ class CheckMemo:
         self.tree: ast.Module | ParseFailure | None = None
         self.checker: PythonChecker | None = None
         self.training_free: tuple[CoverageHit, ...] | None = None  # the op hits no training dtype changes
+        self.training_sensitive: bool | None = None  # `depends_on_training`: the same whatever the training dtypes
         self._words: FileWords | None | bool = False  # False: not searched yet
 
     def words(self, data: bytes) -> FileWords | None:
@@ -395,7 +396,9 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes, memo: CheckMe
 def _op_coverage(scan: FileScan, checker: PythonChecker, source: SourceText, memo: CheckMemo) -> tuple[OpUse, ...]:
     """The module's op uses; its coverage findings into `scan`, and whether a verdict depends on training dtypes."""
     soc, version, traced = scan.options.soc, scan.options.torch_npu_version, dict(scan.options.traced)
-    scan.training_sensitive = depends_on_training(checker, soc, version, traced)
+    if memo.training_sensitive is None:
+        memo.training_sensitive = depends_on_training(checker, soc, version, traced)
+    scan.training_sensitive = memo.training_sensitive
     if memo.training_free is None:
         memo.training_free = training_free_hits(checker, soc, version)
     op_uses: list[OpUse] = []

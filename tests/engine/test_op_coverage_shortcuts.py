@@ -17,6 +17,8 @@ from migrator.engine.coverage_checker import _MethodEntries
 from migrator.engine.dtype_evidence import ScopeDtypes, parameters
 from migrator.engine.op_workarounds import _Scopes
 from migrator.engine.python_checker import PythonChecker
+from migrator.engine.scan_file import CheckMemo, ScanOptions, judged_scan
+from migrator.engine.scanned import TRAINING_SETS
 from tests.engine.helpers import parsed_modules
 
 # methods the table lists, does not list, lists as metadata; and identifiers not in ASCII
@@ -149,3 +151,18 @@ def test_a_scope_is_walked_for_a_dtype_only_where_one_may_be_proven(corpus):
             assert scopes.dtype(call, name) == expected, (ast.unparse(call), name)
             proven += expected is not None
     assert proven > 20  # the corpus holds proven dtypes, not only unknown ones
+
+
+def test_the_scans_of_one_file_for_each_training_set_share_its_memo():
+    """The training dependence and the training-free hits kept in the memo: every scan the same as one of its own."""
+    sensitive = 0
+    paths = sorted([*(ROOT / "samples").rglob("*.py"), *(ROOT / "tests" / "fixtures").rglob("*.py")])
+    for path in paths:
+        data = path.read_bytes()
+        memo = CheckMemo()
+        for dtypes in ((), *TRAINING_SETS):
+            options = ScanOptions(training_dtypes=dtypes)
+            shared = judged_scan(data, path.name, "python", options, memo)
+            assert shared == judged_scan(data, path.name, "python", options), (path, dtypes)
+            sensitive += shared[1]
+    assert sensitive  # some file's verdicts depend on the training dtypes
