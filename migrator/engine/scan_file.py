@@ -402,13 +402,16 @@ def _op_coverage(scan: FileScan, checker: PythonChecker, source: SourceText, mem
     if memo.training_free is None:
         memo.training_free = training_free_hits(checker, soc, version)
     op_uses: list[OpUse] = []
+    rel, impl_rule_of, ascii_text = scan.rel, scan.catalogue.impl_rule, source.ascii
     for impl, node, symbol, message, info, op, status in coverage_hits(checker, soc, version, traced,
                                                                    scan.options.training_dtypes, memo.training_free):
         line = node.lineno
-        col = source.char_column(line, node.col_offset)
+        col = node.col_offset + 1 if ascii_text else source.char_column(line, node.col_offset)  # `char_column`'s own
         if op is not None and status is not None:  # an op's hit always carries its status
-            op_uses.append(OpUse(op, scan.rel, line, col, status, info.dtypes if info else ()))
-        impl_rule = scan.catalogue.impl_rule(impl) if impl else None
+            op_uses.append(OpUse(op, rel, line, col, status, info.dtypes if info else ()))
+        if not impl:
+            continue  # most ops: supported, or an info note already given
+        impl_rule = impl_rule_of(impl)
         if impl_rule is None:
             continue
         end_line = node.end_lineno or line
