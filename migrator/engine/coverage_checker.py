@@ -13,7 +13,7 @@ dtypes, OPS002 outside them.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Callable, Container, Iterator
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, cast
 
@@ -69,13 +69,40 @@ def _call_entry(name: str, soc: str, version: str | None) -> CoverageEntry | Non
     return _listed_entry(name, soc, version)
 
 
-@lru_cache(maxsize=8192)
-def _method_entry(method: str, soc: str, version: str | None) -> tuple[str, CoverageEntry | None]:
-    """(`torch.Tensor.<method>`, its entry where it gets a verdict: not metadata, listed; else None)."""
-    from migrator.catalogue.coverage._dtypes import METADATA_APIS
+class _MethodEntries(dict[str, tuple[str, "CoverageEntry | None"]]):
+    """method -> (`torch.Tensor.<method>`, its entry where it gets a verdict: not metadata, listed; else None), for
+    one SoC and version, filled as methods are met: most are methods of receivers of unknown type, thousands of
+    names in a large tree, which the table does not list. A method is an identifier, so its name is its own normal
+    form with no other spelling: whether the table lists it is a look-up in the table's names (`listed_names`)."""
 
-    name = f"torch.Tensor.{method}"
-    return name, None if name in METADATA_APIS else _listed_entry(name, soc, version)
+    def __init__(self, soc: str, version: str | None) -> None:
+        from migrator.catalogue.coverage._dtypes import METADATA_APIS
+
+        super().__init__()
+        self.soc, self.version, self._metadata = soc, version, METADATA_APIS
+        self._names: Container[str] | None = None  # the table's, once a method is asked about
+
+    def __missing__(self, method: str) -> tuple[str, CoverageEntry | None]:
+        name = f"torch.Tensor.{method}"
+        if self._names is None:
+            from migrator.catalogue.coverage._table import listed_names
+
+            self._names = listed_names(self.soc, self.version)
+        entry = None
+        if name not in self._metadata and (name in self._names or not method.isidentifier()):
+            entry = _listed_entry(name, self.soc, self.version)
+        found = self[method] = (name, entry)
+        return found
+
+
+_METHOD_ENTRIES: dict[tuple[str, str | None], _MethodEntries] = {}
+
+
+def _method_entries(soc: str, version: str | None) -> _MethodEntries:
+    found = _METHOD_ENTRIES.get((soc, version))
+    if found is None:
+        found = _METHOD_ENTRIES[(soc, version)] = _MethodEntries(soc, version)
+    return found
 
 
 @lru_cache(maxsize=8192)
@@ -208,15 +235,53 @@ def _judgement(entry: CoverageEntry, name: str, soc: str, version: str | None, t
     return impl, message, status, CoverageInfo(status, soc, entry.dtypes, entry.note)
 
 
+class _Found(dict[str, Any]):
+    """name -> `find(name)`, kept for the process: a dict look-up for each op of each module, where an `lru_cache`
+    of the same function would hash the tuple of all its arguments."""
+
+    def __init__(self, find: Callable[[str], Any]) -> None:
+        super().__init__()
+        self.find = find
+
+    def __missing__(self, name: str) -> Any:
+        found = self[name] = self.find(name)
+        return found
+
+
+_CALL_ENTRIES: dict[tuple[str, str | None], _Found] = {}  # (soc, version) -> `_call_entry` by name
+_JUDGEMENTS: dict[tuple[str, str | None, frozenset[str]], _Found] = {}  # (soc, version, dtypes) -> `_untraced_judgement`
+
+
+def _call_entries(soc: str, version: str | None) -> _Found:
+    found = _CALL_ENTRIES.get((soc, version))
+    if found is None:
+        found = _CALL_ENTRIES[(soc, version)] = _Found(lambda name: _call_entry(name, soc, version))
+    return found
+
+
+def _judgements(soc: str, version: str | None, used: frozenset[str]) -> _Found:
+    found = _JUDGEMENTS.get((soc, version, used))
+    if found is None:
+        found = _JUDGEMENTS[(soc, version, used)] = _Found(lambda name: _untraced_judgement(name, soc, version, used))
+    return found
+
+
 class _OpJudge:
     """Verdicts for one module's ops; info notes (partial, unverified) only at an op's first call site."""
 
     def __init__(self, soc: str, version: str | None, traced: Traced) -> None:
         self.soc, self.version, self.traced = soc, version, traced
         self.noted: set[str] = set()
+        self._untraced: dict[frozenset[str], _Found] = {}  # the module's dtype sets' judgements, without a census
 
     def verdict(self, entry: CoverageEntry, name: str, used: frozenset[str]) -> Judgement:
-        impl, message, status, info = _judgement(entry, name, self.soc, self.version, self.traced, used)
+        if self.traced:
+            impl, message, status, info = _judgement(entry, name, self.soc, self.version, self.traced, used)
+        else:
+            judged = self._untraced.get(used)
+            if judged is None:
+                judged = self._untraced[used] = _judgements(self.soc, self.version, used)
+            impl, message, status, info = judged[name]
         if impl in INFO_ONCE:
             impl = None if name in self.noted else impl  # info notes: first call site per file; the summary counts all
             self.noted.add(name)
@@ -226,9 +291,9 @@ class _OpJudge:
 def _call_hits(
     checker: PythonChecker, ops: _OpJudge, local: frozenset[str], used: frozenset[str]
 ) -> Iterator[CoverageHit]:
-    soc, version = ops.soc, ops.version
+    entries = _call_entries(ops.soc, ops.version)
     for name, node in checker.calls:
-        entry = _call_entry(name, soc, version)  # None: the Ascend API, metadata, or not in the table
+        entry = entries[name]  # None: the Ascend API, metadata, or not in the table
         if entry is None:
             continue
         # nn.init runs at construction on parameters in the default dtype, before any autocast or cast
@@ -239,11 +304,12 @@ def _call_hits(
 
 def _method_hits(checker: PythonChecker, ops: _OpJudge, used: frozenset[str]) -> Iterator[CoverageHit]:
     soc, version, tensors = ops.soc, ops.version, checker.tensor_names
+    entries = _method_entries(soc, version)
     for receiver, method, node in checker.method_calls:
         known_tensor = receiver is not None and receiver in tensors
         if not known_tensor and method in AMBIGUOUS_METHODS:
             continue
-        name, entry = _method_entry(method, soc, version)  # None: metadata, or not in the table
+        name, entry = entries[method]  # None: metadata, or not in the table
         if entry is None:
             continue
         if known_tensor:

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
+
+from migrator.engine.statements import BLOCKS, block_fields
 
 Qualnames = Callable[[ast.AST], set[str]]
 
@@ -133,6 +136,46 @@ def expr_dtype(node: ast.AST, qualnames: Qualnames, known: Callable[[str], str |
     if isinstance(node, ast.Call):
         return _call_dtype(node, qualnames)
     return None
+
+
+def whole_bindings(body: list[ast.stmt], names: AbstractSet[str]) -> dict[str, list[ast.expr]]:
+    """Each of `names` -> the values the assignments of a scope's statements bind to it as a whole target (`x = v`,
+    `a = x = v`, `x: T = v`): the only bindings `ScopeDtypes` reads a value of (its others make a name unknown).
+    A walk of the statements alone (assignments are statements), not entering nested functions and classes."""
+    out: dict[str, list[ast.expr]] = {}
+    stack = list(body)
+    assign, annotated, plain, blocks = ast.Assign, ast.AnnAssign, ast.Name, BLOCKS
+    while stack:
+        node = stack.pop()
+        kind = node.__class__
+        if kind is assign:
+            targets, value = node.targets, node.value  # type: ignore[attr-defined]
+        elif kind is annotated:
+            if node.value is None:  # type: ignore[attr-defined]
+                continue
+            targets, value = [node.target], node.value  # type: ignore[attr-defined]
+        else:
+            if kind not in _SCOPE_STATEMENTS:
+                fields = blocks.get(kind)
+                for field in block_fields(kind) if fields is None else fields:
+                    stack.extend(getattr(node, field))
+            continue
+        for target in targets:
+            if target.__class__ is plain and target.id in names:
+                out.setdefault(target.id, []).append(value)
+    return out
+
+
+_SCOPE_STATEMENTS = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+
+
+def may_be_proven(values: list[ast.expr], qualnames: Qualnames) -> bool:
+    """Whether a name a scope binds to these values (as a whole target: `whole_bindings`) can have a proven dtype
+    there: each must have one (a call read as a dtype, or a name that may). One that has none, or no value at all,
+    leaves the name unknown (`ScopeDtypes.dtype`), so the scope's nodes need not be walked to find it out."""
+    return bool(values) and all(
+        value.__class__ is ast.Name or (value.__class__ is ast.Call and _call_dtype(value, qualnames))
+        for value in values)
 
 
 def parameters(function: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Callable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from migrator.engine.dtype_evidence import ScopeDtypes, parameters
+from migrator.engine.dtype_evidence import ScopeDtypes, may_be_proven, parameters, whole_bindings
 
 if TYPE_CHECKING:
     from migrator.catalogue.coverage import CoverageEntry
@@ -168,7 +169,7 @@ def workaround_hits(checker: PythonChecker, soc: str, version: str | None) -> It
         if receiver is not None and api in DTYPE_WORKAROUNDS:
             candidates.append((api, call, receiver))
     if candidates:
-        scopes = _Scopes(checker)
+        scopes = _Scopes(checker, {name for _api, _call, name in candidates})
         for api, call, name in candidates:
             yield from _dtype_hits(call, api, scopes.dtype(call, name), soc, version)
 
@@ -176,8 +177,10 @@ def workaround_hits(checker: PythonChecker, soc: str, version: str | None) -> It
 class _Scopes:
     """The innermost function (or the module body) holding a call, and its proven dtypes."""
 
-    def __init__(self, checker: PythonChecker) -> None:
+    def __init__(self, checker: PythonChecker, names: AbstractSet[str]) -> None:
         self._checker = checker
+        self._names = names  # the names asked about
+        self._bindings: dict[int, dict[str, list[ast.expr]]] = {}  # scope id -> its assignments of `names`
         self._built: dict[int, ScopeDtypes] = {}
 
     def dtype(self, call: ast.Call, name: str) -> str | None:
@@ -188,10 +191,15 @@ class _Scopes:
         scope: ast.AST = max(holding, key=lambda f: f.lineno) if holding else self._checker.tree
         if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and name in parameters(scope):
             return None  # a parameter's dtype is never proven: the scope is not walked
+        body = getattr(scope, "body", [])
+        if scope is self._checker.tree:
+            body = [s for s in body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        bindings = self._bindings.get(id(scope))
+        if bindings is None:
+            bindings = self._bindings[id(scope)] = whole_bindings(body, self._names)
+        if not may_be_proven(bindings.get(name, []), self._checker.qualnames):
+            return None  # most names: bound to no value of a proven dtype here, so the scope's nodes are not walked
         if id(scope) not in self._built:
-            body = getattr(scope, "body", [])
-            if scope is self._checker.tree:
-                body = [s for s in body if not isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
             self._built[id(scope)] = ScopeDtypes(scope, body, self._checker.qualnames)
         dtypes = self._built[id(scope)]
         return dtypes.dtype(name) if id(call) in dtypes.node_ids else None

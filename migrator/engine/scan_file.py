@@ -141,7 +141,7 @@ class CheckMemo:
     """One Python module's decoding, directives, parse and check, kept for the scans of the same bytes that
     differ only in training dtypes (only the op verdicts, `coverage_hits`, depend on them)."""
 
-    __slots__ = ("source", "directives", "tree", "checker", "training_free", "_words")
+    __slots__ = ("source", "directives", "tree", "checker", "training_free", "training_sensitive", "_words")
 
     def __init__(self) -> None:
         self.source: SourceText | None = None
@@ -149,6 +149,7 @@ class CheckMemo:
         self.tree: ast.Module | ParseFailure | None = None
         self.checker: PythonChecker | None = None
         self.training_free: tuple[CoverageHit, ...] | None = None  # the op hits no training dtype changes
+        self.training_sensitive: bool | None = None  # `depends_on_training`: the same whatever the training dtypes
         self._words: FileWords | None | bool = False  # False: not searched yet
 
     def words(self, data: bytes) -> FileWords | None:
@@ -409,17 +410,22 @@ def _check_python(scan: FileScan, source: SourceText, data: bytes, memo: CheckMe
 def _op_coverage(scan: FileScan, checker: PythonChecker, source: SourceText, memo: CheckMemo) -> tuple[OpUse, ...]:
     """The module's op uses; its coverage findings into `scan`, and whether a verdict depends on training dtypes."""
     soc, version, traced = scan.options.soc, scan.options.torch_npu_version, dict(scan.options.traced)
-    scan.training_sensitive = depends_on_training(checker, soc, version, traced)
+    if memo.training_sensitive is None:
+        memo.training_sensitive = depends_on_training(checker, soc, version, traced)
+    scan.training_sensitive = memo.training_sensitive
     if memo.training_free is None:
         memo.training_free = training_free_hits(checker, soc, version)
     op_uses: list[OpUse] = []
+    rel, impl_rule_of, ascii_text = scan.rel, scan.catalogue.impl_rule, source.ascii
     for impl, node, symbol, message, info, op, status in coverage_hits(checker, soc, version, traced,
                                                                    scan.options.training_dtypes, memo.training_free):
         line = node.lineno
-        col = source.char_column(line, node.col_offset)
+        col = node.col_offset + 1 if ascii_text else source.char_column(line, node.col_offset)  # `char_column`'s own
         if op is not None and status is not None:  # an op's hit always carries its status
-            op_uses.append(OpUse(op, scan.rel, line, col, status, info.dtypes if info else ()))
-        impl_rule = scan.catalogue.impl_rule(impl) if impl else None
+            op_uses.append(OpUse(op, rel, line, col, status, info.dtypes if info else ()))
+        if not impl:
+            continue  # most ops: supported, or an info note already given
+        impl_rule = impl_rule_of(impl)
         if impl_rule is None:
             continue
         end_line = node.end_lineno or line

@@ -125,12 +125,13 @@ def _root_name(node: ast.AST) -> ast.Name | None:
 
 def name_uses(tree: ast.AST) -> Counter[str]:
     """Every place a name is written as a name (not an attribute, not an import), as libcst counts them
-    when the fixer decides whether an import is still used."""
-    uses: Counter[str] = Counter()
-    for node in walk_nodes(tree):
-        if isinstance(node, ast.Name):
-            uses[node.id] += 1
-        elif isinstance(node, (ast.arg, ast.keyword)) and node.arg:
+    when the fixer decides whether an import is still used. (Most nodes that write one are `Name`s: counted
+    in one pass over the walk by class, the rest looked at one by one; only `.get` is asked of the counts.)"""
+    nodes = walk_nodes(tree)
+    name = ast.Name
+    uses: Counter[str] = Counter([node.id for node in nodes if node.__class__ is name])
+    for node in [node for node in nodes if node.__class__ in _NAMING]:
+        if isinstance(node, (ast.arg, ast.keyword)) and node.arg:
             uses[node.arg] += 1
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             uses[node.name] += 1
@@ -143,6 +144,11 @@ def name_uses(tree: ast.AST) -> Counter[str]:
         elif isinstance(node, ast.MatchMapping) and node.rest:
             uses[node.rest] += 1
     return uses
+
+
+# the node classes besides `Name` that write a name (`name_uses`)
+_NAMING = frozenset({ast.arg, ast.keyword, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.ExceptHandler,
+                     ast.Global, ast.Nonlocal, ast.MatchAs, ast.MatchStar, ast.MatchMapping})
 
 
 def removes_import(rule: Rule) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Container, Iterable, Iterator, Sequence
 from functools import cache, lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -399,6 +399,15 @@ def listed(qualified_name: str, soc: str = "A2", version: str | None = None) -> 
     if not name:
         raise CoverageError("empty API name")
     return any(candidate in table.entries for candidate in _alternatives(name))
+
+
+def listed_names(soc: str = "A2", version: str | None = None) -> Container[str]:
+    """The names the table lists, as `normalize_name` spells them (SoC and version checked as `listed` does): for
+    a name that is its own normal form and has no other spelling (`torch.Tensor.<identifier>`), `listed(name)`
+    is `name in listed_names()`, without normalizing it."""
+    table = _load(_resolve_version(version))
+    _resolve_soc(table, soc)
+    return table.entries.keys()
 
 
 def iter_entries(soc: str = "A2", version: str | None = None, status: str | Iterable[str] | None = None) -> Iterator[CoverageEntry]:
