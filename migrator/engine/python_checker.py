@@ -82,6 +82,13 @@ class PythonChecker(DottedNames, FastVisitor):
     NAMES_VISITED = "names_visited"  # `visit_Name` acts on these names only
     # `visit_Constant` looks at strings and bytes only
     CONSTANTS_IGNORED = frozenset({int, float, complex, bool, type(None), type(...)})
+    # handlers that would do nothing: `visit_Attribute` for `self.x` (its root no import binds, no detector acts on
+    # its attribute), `visit_arg` for an argument without an annotation (most of them)
+    LEAVES_SKIPPED = {
+        ast.Attribute: "type(child.value) is NAME and child.value.id not in visitor.alias_roots"
+                       " and visitor.attribute_names is not None and child.attr not in visitor.attribute_names",
+        ast.arg: "child.annotation is None",
+    }
 
     def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST, build_file: bool = False,
                  package_init: bool = False):

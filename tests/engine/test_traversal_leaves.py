@@ -1,5 +1,5 @@
 """The checker's traversal after session 16 (issue 43) does what it did before, with fewer calls: leaves its handlers
-ignore are tested inline (`FastVisitor.NAMES_VISITED`, `CONSTANTS_IGNORED`), a keyword is gone through to its value, a
+ignore are tested inline (`FastVisitor.NAMES_VISITED`, `CONSTANTS_IGNORED`, `LEAVES_SKIPPED`), a keyword is gone through to its value, a
 call visits its children with what it knows of the callee, a bound dotted name is walked once, names that report
 nothing are not visited again, strings are checked only where they hold a word a check needs (`STRING_WORDS`), the
 set-up's statement walk tests assignments inline. Each is held here to the code it replaced (written out below) on
@@ -78,6 +78,7 @@ class _Before(PythonChecker):
 
     NAMES_VISITED = None
     CONSTANTS_IGNORED: frozenset[type] = frozenset()
+    LEAVES_SKIPPED: dict[type, str] = {}
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -316,6 +317,40 @@ def test_ignored_leaves_are_left_out_in_the_standard_order():
                 or (isinstance(n, ast.Constant) and type(n.value) not in _Leaves.CONSTANTS_IGNORED)]
     assert visitor.seen == expected
     assert [type(n).__name__ for n in visitor.seen].count("Constant") == 4  # "s", "x", True, "t"
+
+
+class _Skipping(FastVisitor):
+    """Attributes, arguments, names and tuples recorded, but an attribute named `skip` and an argument without an
+    annotation (`LEAVES_SKIPPED`)."""
+
+    LEAVES_SKIPPED = {ast.Attribute: "child.attr == 'skip'", ast.arg: "child.annotation is None"}
+
+    def __init__(self) -> None:
+        self.seen: list[ast.AST] = []
+
+    def _record(self, node: ast.AST) -> None:
+        self.seen.append(node)
+        self.generic_visit(node)
+
+    visit_Attribute = visit_arg = visit_Name = _record
+
+    def visit_Tuple(self, node: ast.Tuple) -> None:
+        self.seen.append(node)
+        self.visit_expressions(node.elts)  # the per-class `visit_expressions` tests them too
+
+
+def test_skipped_leaves_and_what_they_hold_are_left_out_in_the_standard_order():
+    tree = ast.parse("def f(a, b: x.skip, *c: t.y, d=x.skip.z, **e): return f(u.skip, v.w, k=(q.skip, r.skip(s.m)))\n"
+                     "lambda g, h=y.skip: g.skip")
+    skipped: set[ast.AST] = set()
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr == "skip") or (isinstance(node, ast.arg) and node.annotation is None):
+            skipped.update(ast.walk(node))
+    visitor = _Skipping()
+    visitor.visit(tree)
+    expected = [n for n in _standard_order(tree) if n not in skipped and isinstance(n, (ast.Attribute, ast.arg, ast.Name, ast.Tuple))]
+    assert visitor.seen == expected
+    assert len(skipped) > 10 and sum(isinstance(n, ast.Attribute) for n in visitor.seen) == 4  # t.y, x.skip.z, v.w, s.m
 
 
 def _standard_order(tree: ast.AST) -> list[ast.AST]:
