@@ -51,7 +51,7 @@ class NameResolution:
         root = node
         while type(root) is ast.Attribute:
             root = root.value
-        if type(root) is not ast.Name or (root.id not in self.aliases and root.id not in self.alias_roots):
+        if type(root) is not ast.Name or root.id not in self.alias_roots:  # (every alias's first part is one)
             return NO_NAMES  # most chains (`self.x.y`) start at a name no import binds: no list built for them
         parts = [root.id]  # the dotted name's parts, root first, then outermost first: all `_qualnames` reads
         link = node

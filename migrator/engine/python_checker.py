@@ -257,7 +257,6 @@ class PythonChecker(DottedNames, FastVisitor):
         func, args, keywords = node.func, node.args, node.keywords
         self.call_of[func] = node
         kind = type(func)
-        method = func.attr if kind is ast.Attribute else None  # type: ignore[attr-defined]
         if args and type(args[0]) is not ast.Starred:
             self.first_arg_of[args[0]] = node
         kwargs: dict[str, ast.expr] = {}
@@ -272,22 +271,24 @@ class PythonChecker(DottedNames, FastVisitor):
         root = func
         while type(root) is ast.Attribute:
             root = root.value
-        if type(root) is not ast.Name:  # `f()()`, `x[0].y()`: no name; the callee's parts visited as usual
-            names, visited = NO_NAMES, True
-        elif root.id in self.aliases or root.id in self.alias_roots:
-            names, visited = self._names(func), True
-        else:  # most callees (`self.conv`, `len`): no import binds the root
-            names, visited = NO_NAMES, False
-        if names:
-            self._named_call(node, func, names, kwargs)
-        else:
-            self._unnamed_call(node, func, method, kwargs)
-        # the children as `generic_visit` visits them, with what is known of the callee: a name no import binds
-        # is not visited (`NAMES_VISITED`), a dotted one only by the attribute detectors (`visit_Attribute`)
-        if visited:
+        # (a name an import binds has its first part among `alias_roots`: one lookup, not one in `aliases` too)
+        if type(root) is ast.Name and root.id in self.alias_roots:
+            names = self._names(func)
+            if names:
+                self._named_call(node, func, names, kwargs)
+            else:
+                self._unnamed_call(node, func, kwargs)
             self.visit(func)
-        elif kind is ast.Attribute:
-            self._unbound_links(func)  # type: ignore[arg-type]
+        elif kind is ast.Attribute:  # most callees (`self.conv(x)`, `x.view(...)`): a method no import binds
+            self._unnamed_call(node, func, kwargs)
+            if type(root) is ast.Name:  # the links shown to the detectors as `visit_Attribute` would
+                self._unbound_links(func)  # type: ignore[arg-type]
+            else:  # `x[0].y()`, `f().y()`: the callee's parts visited as usual
+                self.visit(func)
+        else:  # `len(x)`: a name no import binds is not visited (`NAMES_VISITED`); `f()()` is
+            self._unnamed_call(node, func, kwargs)
+            if kind is not ast.Name:
+                self.visit(func)
         if args or values:  # (most calls pass one or two plain names: none of them visited)
             self.visit_expressions((*args, *values) if values else args)
 
@@ -304,9 +305,10 @@ class PythonChecker(DottedNames, FastVisitor):
         if autocast and "dtype" not in kwargs:
             self.dtypes_used.add("fp16")
 
-    def _unnamed_call(self, node: ast.Call, func: ast.expr, method: str | None, kwargs: dict[str, ast.expr]) -> None:
+    def _unnamed_call(self, node: ast.Call, func: ast.expr, kwargs: dict[str, ast.expr]) -> None:
         """A callee no import names: only the detectors (on the methods and keywords they act on) and the
         attention argument can hold a finding; a method call is an op for the coverage family."""
+        method = func.attr if type(func) is ast.Attribute else None  # type: ignore[attr-defined]
         if method == "backward":
             self.backward_lines.append(node.lineno)
         if "accelerator" in kwargs or "attn_implementation" in kwargs:  # what `_check_framework_arguments` reads
@@ -337,7 +339,7 @@ class PythonChecker(DottedNames, FastVisitor):
                 root = func = value.func  # type: ignore[attr-defined]
                 while type(root) is ast.Attribute:
                     root = root.value
-                if type(root) is ast.Name and (root.id in self.aliases or root.id in self.alias_roots):
+                if type(root) is ast.Name and root.id in self.alias_roots:
                     names = self._names(func)
                     if names and self._callee(names)[4]:
                         self.tensor_names.add(targets[0].id)
