@@ -137,6 +137,9 @@ class PythonChecker(DottedNames, FastVisitor):
         self.bindings = Bindings(tree, self.qualnames)  # what a receiver was built by, indexed when first asked
         self.detect_call = units.detectors(catalogue, "call")
         self.unnamed_triggers = units.unnamed_callee_triggers(catalogue)  # when a callee no import names needs them
+        self.named_triggers = units.named_callee_triggers(catalogue)  # ... and one an import names
+        self.detected_names = None if self.named_triggers is None else \
+            self.named_triggers[0] | extension_builds.CALLEE_NAMES  # `_callee`: whether they act on it by name
         self.detect_string = units.detectors(catalogue, "string")
         self.string_gate = string_gate(catalogue)
         self.detect_compare = units.detectors(catalogue, "compare")
@@ -296,10 +299,18 @@ class PythonChecker(DottedNames, FastVisitor):
         """A callee an import names (`names`: its qualified names)."""
         if type(func) is ast.Attribute and func.attr == "backward":  # `torch.autograd.backward(...)`
             self.backward_lines.append(node.lineno)
-        kernel, command, op, autocast, _ = self._callee(names)
+        kernel, command, op, autocast, _, detected = self._callee(names)
         if kernel and node not in self.decorator_calls:  # `triton.jit(fn)`: a kernel made by a call, reported like `@triton.jit`
             self.report_symbol(func, decorator=True)
-        self.check_call(node, set(names), kwargs, command)
+        triggers = self.named_triggers  # most callees (`torch.nn.Linear`): no detector acts on them
+        if not detected and triggers is not None and not (type(func) is ast.Attribute and func.attr in triggers[1]) \
+                and (not kwargs or triggers[2].isdisjoint(kwargs)):
+            if command:
+                self.check_commands(node)
+            if "accelerator" in kwargs or "attn_implementation" in kwargs:
+                self._check_framework_arguments(names, kwargs)
+        else:
+            self.check_call(node, set(names), kwargs, command)
         if op is not None:  # a torch name another family owns is not an "op"
             self.calls.append((op, node))
         if autocast and "dtype" not in kwargs:
@@ -308,7 +319,7 @@ class PythonChecker(DottedNames, FastVisitor):
     def _unnamed_call(self, node: ast.Call, func: ast.expr, kwargs: dict[str, ast.expr]) -> None:
         """A callee no import names: only the detectors (on the methods and keywords they act on) and the
         attention argument can hold a finding; a method call is an op for the coverage family."""
-        method = func.attr if type(func) is ast.Attribute else None  # type: ignore[attr-defined]
+        method = func.attr if type(func) is ast.Attribute else None
         if method == "backward":
             self.backward_lines.append(node.lineno)
         if "accelerator" in kwargs or "attn_implementation" in kwargs:  # what `_check_framework_arguments` reads
@@ -464,13 +475,17 @@ class PythonChecker(DottedNames, FastVisitor):
     def check_call(self, node: ast.Call, func_names: set[str], kwargs: dict[str, ast.expr], command: bool) -> None:
         """The checks of a call whose callee resolves through an import (`func_names`; `command`: a command runner)."""
         if command:
-            for arg in (*node.args, *(k.value for k in node.keywords)):
-                self.command_strings.update(n for n in ast.walk(arg) if isinstance(n, (ast.Constant, ast.JoinedStr)))
+            self.check_commands(node)
         if "accelerator" in kwargs or "attn_implementation" in kwargs:  # what `_check_framework_arguments` reads
             self._check_framework_arguments(func_names, kwargs)
         for detect in self.detect_call:
             detect(self.facade, node, func_names, kwargs)
         extension_builds.check_call(self.facade, node, func_names, kwargs)  # each of its sites needs a callee name
+
+    def check_commands(self, node: ast.Call) -> None:
+        """A command runner's call: its strings are commands (`nvidia-smi` reported there)."""
+        for arg in (*node.args, *(k.value for k in node.keywords)):
+            self.command_strings.update(n for n in ast.walk(arg) if isinstance(n, (ast.Constant, ast.JoinedStr)))
 
     def _check_framework_arguments(self, func_names: AbstractSet[str], kwargs: dict[str, ast.expr]) -> None:
         accelerator = kwargs.get("accelerator")  # Lightning accepts no "npu": no exact rename (route facts)

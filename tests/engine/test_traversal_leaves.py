@@ -74,7 +74,8 @@ def trees() -> list[ast.Module]:
 
 class _Before(PythonChecker):
     """The checker before session 16: every leaf visited through its handler, every string checked, a call's and an
-    assignment's children by `generic_visit`, each link of a bound dotted name a visit of its own."""
+    assignment's children by `generic_visit`, each link of a bound dotted name a visit of its own; and before
+    session 17: every call detector on every call an import names."""
 
     NAMES_VISITED = None
     CONSTANTS_IGNORED: frozenset[type] = frozenset()
@@ -109,7 +110,6 @@ class _Before(PythonChecker):
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         self.call_of[func] = node
-        method = func.attr if type(func) is ast.Attribute else None
         if node.args and type(node.args[0]) is not ast.Starred:
             self.first_arg_of[node.args[0]] = node
         kwargs = {k.arg: k.value for k in node.keywords if k.arg}
@@ -119,8 +119,20 @@ class _Before(PythonChecker):
         if names:
             self._named_call(node, func, names, kwargs)
         else:
-            self._unnamed_call(node, func, method, kwargs)
+            self._unnamed_call(node, func, kwargs)
         self.generic_visit(node)
+
+    def _named_call(self, node: ast.Call, func: ast.expr, names: frozenset[str], kwargs: dict[str, ast.expr]) -> None:
+        if type(func) is ast.Attribute and func.attr == "backward":
+            self.backward_lines.append(node.lineno)
+        kernel, command, op, autocast, *_ = self._callee(names)
+        if kernel and node not in self.decorator_calls:
+            self.report_symbol(func, decorator=True)
+        self.check_call(node, set(names), kwargs, command)  # every detector on every call an import names
+        if op is not None:
+            self.calls.append((op, node))
+        if autocast and "dtype" not in kwargs:
+            self.dtypes_used.add("fp16")
 
     def visit_Assign(self, node: ast.Assign) -> None:
         value = node.value
