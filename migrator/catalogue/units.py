@@ -140,6 +140,23 @@ def unnamed_callee_triggers(catalogue: RulesRef) -> tuple[frozenset[str], frozen
     return _UNNAMED[catalogue.digest]
 
 
+_NAMED: dict[str, tuple[frozenset[str], frozenset[str], frozenset[str]] | None] = {}
+
+
+def named_callee_triggers(catalogue: RulesRef) -> tuple[frozenset[str], frozenset[str], frozenset[str]] | None:
+    """(qualified names, method names, keywords): where an import names a call's callee, the call detectors act only
+    on a callee of one of these names, a method call of one of these methods or a call passing one of these keywords
+    (each unit's `NAMED_CALLEE`); None when a unit with `detect_call` does not say."""
+    if catalogue.digest not in _NAMED:
+        declared = [getattr(importlib.import_module(hook.__module__), "NAMED_CALLEE", None)
+                    for hook in detectors(catalogue, "call")]
+        found = [d for d in declared if d is not None]
+        _NAMED[catalogue.digest] = None if len(found) < len(declared) else (
+            frozenset().union(*(d[0] for d in found)), frozenset().union(*(d[1] for d in found)),
+            frozenset().union(*(d[2] for d in found)))
+    return _NAMED[catalogue.digest]
+
+
 _DECLARED: dict[tuple[str, str], frozenset[str] | None] = {}
 
 

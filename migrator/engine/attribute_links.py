@@ -27,7 +27,7 @@ class DottedNames(NameResolution):
         root = node.value
         while type(root) is ast.Attribute:
             root = root.value
-        if type(root) is ast.Name and (root.id in self.aliases or root.id in self.alias_roots):
+        if type(root) is ast.Name and root.id in self.alias_roots:
             self._bound_links(node, root)
             return
         if type(root) is ast.Name:  # `self.a.b`: no link resolves, the root's visit does nothing

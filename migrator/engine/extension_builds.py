@@ -25,6 +25,8 @@ CUDA_EXTENSION_MODULE = re.compile(r"^\w*(_cuda|_cuda_lib|_cuda_ext|cuda_ext)$")
 # parrots (SenseTime's framework) builds CUDA with `Extension(..., cuda=True)`, bound directly or as a partial
 PARROTS_EXTENSION = "parrots.utils.build_extension.Extension"
 PARTIAL = {"functools.partial"}
+# the callees `check_call` acts on (each of its sites needs one of these names)
+CALLEE_NAMES = frozenset({*DDP_CALLS, *MODULE_LOADERS, *LOAD_INLINE, *LOAD_EXT, PARROTS_EXTENSION, *PARTIAL})
 # a whole string naming a CUDA source or a glob of them: "kernel/x.cu", "*.cuh", ".cu", f"{name}.cu"
 CUDA_SOURCE_NAME = re.compile(r"[^\s'\"]*\.cuh?")
 

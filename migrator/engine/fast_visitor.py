@@ -6,7 +6,8 @@ Here each node class gets, once per visitor class, a function that visits its ch
 from the class's ASDL signature: `Call(expr func, expr* args, keyword* keywords)`), so a node costs one
 table lookup and one call; fields that hold no nodes (identifiers, constants) and the contexts and operators,
 which no handler looks at, are never touched. A class may also say which leaves its handlers ignore
-(`NAMES_VISITED`, `CONSTANTS_IGNORED`): the generated functions then test those inline, without a call.
+(`NAMES_VISITED`, `CONSTANTS_IGNORED`, `LEAVES_SKIPPED`): the generated functions then test those inline, without a
+call.
 """
 
 from __future__ import annotations
@@ -44,23 +45,33 @@ def _dispatch(indent: str, value: str, kind: str | None = None) -> list[str]:
             f"{indent}    handler = M({kind})", f"{indent}handler(visitor, {value})"]
 
 
-def _leaf_dispatch(indent: str, value: str, visitor: type) -> list[str]:
-    """`_dispatch` for an expression, the leaves the visitor class ignores tested first: a `Name` whose id is not
-    in the visitor's `NAMES_VISITED` container, a constant whose value's class is in `CONSTANTS_IGNORED` (most
-    leaves: no lookup, no call)."""
-    names: str | None = getattr(visitor, "NAMES_VISITED", None)
-    constants: frozenset[type] = getattr(visitor, "CONSTANTS_IGNORED", frozenset())
-    if names is None and not constants:
+def _leaf_dispatch(indent: str, value: str, visitor: type, field: type = ast.expr) -> list[str]:
+    """`_dispatch` for a node of a field of the class `field` (`ast.expr`, `ast.arg`), the leaves the visitor class
+    ignores tested first: a `Name` whose id is not in the visitor's `NAMES_VISITED` container, a constant whose
+    value's class is in `CONSTANTS_IGNORED`, a node its `LEAVES_SKIPPED` test holds for (most leaves: no lookup, no
+    call)."""
+    names: str | None = getattr(visitor, "NAMES_VISITED", None) if field is ast.expr else None
+    constants: frozenset[type] = getattr(visitor, "CONSTANTS_IGNORED", frozenset()) if field is ast.expr else frozenset()
+    skipped = [(cls, test) for cls, test in getattr(visitor, "LEAVES_SKIPPED", {}).items() if issubclass(cls, field)]
+    if names is None and not constants and not skipped:
         return _dispatch(indent, value)
+    assert value == "child" or not skipped, value
     lines = [f"{indent}kind = type({value})"]
+    tests = []
     if names is not None:
-        lines += [f"{indent}if kind is NAME:", f"{indent}    if {value}.id in visitor.{names}:",
-                  *_dispatch(indent + "        ", value, "kind")]
+        tests.append(("NAME", f"{value}.id in visitor.{names}"))
     if constants:
-        lines += [f"{indent}{'elif' if names is not None else 'if'} kind is CONSTANT:",
-                  f"{indent}    if type({value}.value) not in IGNORED:",
+        tests.append(("CONSTANT", f"type({value}.value) not in IGNORED"))
+    tests += [(_class_global(cls), f"not ({test})") for cls, test in skipped]  # (its tests name the node `child`)
+    for i, (cls_global, visited) in enumerate(tests):
+        lines += [f"{indent}{'elif' if i else 'if'} kind is {cls_global}:", f"{indent}    if {visited}:",
                   *_dispatch(indent + "        ", value, "kind")]
     return [*lines, f"{indent}else:", *_dispatch(indent + "    ", value, "kind")]
+
+
+def _class_global(cls: type) -> str:
+    """The name a generated function knows a node class by (`_Tables._namespace`)."""
+    return "CLASS_" + cls.__name__
 
 
 def _children_source(cls: type, visitor: type = object) -> str:
@@ -73,11 +84,10 @@ def _children_source(cls: type, visitor: type = object) -> str:
         kind, mark = kinds.get(name, ("", "unknown"))
         if kind in _PRIMITIVE:
             continue
-        if kind == "expr":
-            def dispatch(indent: str, value: str) -> list[str]:
-                return _leaf_dispatch(indent, value, visitor)
-        else:
-            dispatch = _dispatch
+        field = getattr(ast, kind, None)  # the class of the field's nodes (`ast.expr`, `ast.arg`)
+
+        def dispatch(indent: str, value: str, field: Any = field) -> list[str]:
+            return _leaf_dispatch(indent, value, visitor, field) if isinstance(field, type) else _dispatch(indent, value)
         if kind == "keyword" and mark == "*" and not hasattr(visitor, "visit_keyword"):
             lines += [f"    for keyword in node.{name}:", "        child = keyword.value",
                       *_leaf_dispatch("        ", "child", visitor)]
@@ -114,8 +124,10 @@ class _Tables:
 
     def _namespace(self) -> dict[str, Any]:
         """The globals of the generated functions."""
+        skipped = getattr(self.visitor_class, "LEAVES_SKIPPED", {})
         return {"H": self.handlers, "M": self.handler, "NAME": ast.Name, "CONSTANT": ast.Constant,
-                "IGNORED": getattr(self.visitor_class, "CONSTANTS_IGNORED", frozenset())}
+                "IGNORED": getattr(self.visitor_class, "CONSTANTS_IGNORED", frozenset()),
+                **{_class_global(cls): cls for cls in skipped}}
 
     def expressions(self) -> Handler:
         """A function that visits a sequence of expressions as a node's list field would (`_leaf_dispatch`)."""
@@ -138,9 +150,11 @@ class FastVisitor(ast.NodeVisitor):
     # the leaves a subclass's handlers ignore, so the children's visit need not call them: `NAMES_VISITED`, the
     # name of an attribute of the visitor holding the only `Name` ids whose handler acts (a `Name` child with
     # another id is not visited); `CONSTANTS_IGNORED`: the classes of the values its `Constant` handler does
-    # nothing for
+    # nothing for; `LEAVES_SKIPPED`: node class -> a test (Python source over the node, named `child`, and `visitor`)
+    # that holds where its handler would do nothing for the node, so that it is not called
     NAMES_VISITED: ClassVar[str | None] = None
     CONSTANTS_IGNORED: ClassVar[frozenset[type]] = frozenset()
+    LEAVES_SKIPPED: ClassVar[dict[type, str]] = {}
     _handlers: ClassVar[dict[type, Handler]]
     _children: ClassVar[dict[type, Handler]]
     _tables: ClassVar[_Tables]

@@ -22,8 +22,9 @@ Resolved = tuple[str | None, set[str], tuple[SymbolMatch, str, bool] | None]
 NOTHING: Resolved = (None, set(), None)
 NO_NAMES: frozenset[str] = frozenset()
 # what a callee's names say about its calls: a Triton kernel wrapper, a command runner, the torch op it calls
-# (for the coverage family), torch's autocast, a torch factory (`x = torch.randn(...)` makes x a tensor)
-Callee = tuple[bool, bool, str | None, bool, bool]
+# (for the coverage family), torch's autocast, a torch factory (`x = torch.randn(...)` makes x a tensor), one a call
+# detector or build check acts on by name (`NameResolution.detected_names`)
+Callee = tuple[bool, bool, str | None, bool, bool, bool]
 KERNEL_WRAPPERS = {"triton.jit", "triton.autotune", "triton.heuristics", "triton.JITFunction"}
 AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.cuda.amp.autocast"}  # fp16 unless dtype= says
 COMMAND_RUNNERS = frozenset({
@@ -42,6 +43,7 @@ class NameResolution:
     chain_names: dict[tuple[str, ...], frozenset[str]]  # `_names`' memo, by the dotted name's parts
     resolved: dict[frozenset[str], Resolved]  # `_resolve`'s memo
     callees: dict[frozenset[str], Callee]  # `_callee`'s memo
+    detected_names: frozenset[str] | None  # the callees the call detectors act on by name (None: every one)
 
     def qualnames(self, node: ast.AST) -> set[str]:
         return set(self._names(node))  # a set of the caller's own: a detector may keep or change it
@@ -51,7 +53,7 @@ class NameResolution:
         root = node
         while type(root) is ast.Attribute:
             root = root.value
-        if type(root) is not ast.Name or (root.id not in self.aliases and root.id not in self.alias_roots):
+        if type(root) is not ast.Name or root.id not in self.alias_roots:  # (every alias's first part is one)
             return NO_NAMES  # most chains (`self.x.y`) start at a name no import binds: no list built for them
         parts = [root.id]  # the dotted name's parts, root first, then outermost first: all `_qualnames` reads
         link = node
@@ -107,5 +109,6 @@ class NameResolution:
                 not names.isdisjoint(KERNEL_WRAPPERS), not names.isdisjoint(COMMAND_RUNNERS),
                 torch_names[0] if torch_names and not self.match(torch_names) else None,  # another family's: no op
                 not names.isdisjoint(AUTOCAST),
-                any(n.startswith("torch.") and n.rsplit(".", 1)[-1][:1].islower() for n in names))
+                any(n.startswith("torch.") and n.rsplit(".", 1)[-1][:1].islower() for n in names),
+                self.detected_names is None or not names.isdisjoint(self.detected_names))
         return known

@@ -61,6 +61,8 @@ class CatalogueHooks(NamedTuple):
 
     detect_call: tuple[CallDetector, ...]
     unnamed_triggers: tuple[frozenset[str], frozenset[str]] | None  # when a callee no import names needs them
+    named_triggers: tuple[frozenset[str], frozenset[str], frozenset[str]] | None  # ... and one an import names
+    detected_names: frozenset[str] | None  # `_callee`: whether the detectors act on a callee by its name
     detect_string: tuple[StringDetector, ...]
     string_gate: Callable[[str], object] | None
     detect_compare: tuple[CompareDetector, ...]
@@ -72,8 +74,10 @@ _HOOKS: dict[str, CatalogueHooks] = {}  # by the catalogue's digest, as `units` 
 
 
 def _catalogue_hooks(catalogue: Catalogue) -> CatalogueHooks:
+    named = units.named_callee_triggers(catalogue)
     hooks = _HOOKS[catalogue.digest] = CatalogueHooks(
-        units.detectors(catalogue, "call"), units.unnamed_callee_triggers(catalogue), units.detectors(catalogue, "string"),
+        units.detectors(catalogue, "call"), units.unnamed_callee_triggers(catalogue), named,
+        None if named is None else named[0] | extension_builds.CALLEE_NAMES, units.detectors(catalogue, "string"),
         string_gate(catalogue), units.detectors(catalogue, "compare"), units.detectors(catalogue, "attribute"),
         units.attribute_names(catalogue))
     return hooks
@@ -108,6 +112,13 @@ class PythonChecker(DottedNames, FastVisitor):
     NAMES_VISITED = "names_visited"  # `visit_Name` acts on these names only
     # `visit_Constant` looks at strings and bytes only
     CONSTANTS_IGNORED = frozenset({int, float, complex, bool, type(None), type(...)})
+    # handlers that would do nothing: `visit_Attribute` for `self.x` (its root no import binds, no detector acts on
+    # its attribute), `visit_arg` for an argument without an annotation (most of them)
+    LEAVES_SKIPPED = {
+        ast.Attribute: "type(child.value) is NAME and child.value.id not in visitor.alias_roots"
+                       " and visitor.attribute_names is not None and child.attr not in visitor.attribute_names",
+        ast.arg: "child.annotation is None",
+    }
 
     def __init__(self, catalogue: Catalogue, enabled: Callable[[Rule], bool], tree: ast.AST, build_file: bool = False,
                  package_init: bool = False):
@@ -155,8 +166,9 @@ class PythonChecker(DottedNames, FastVisitor):
         # the pattern rules' own detection (`detect_*` of their units), which sees only the facade
         self.facade = CheckerFacade(self)
         self.bindings = Bindings(tree, self.qualnames)  # what a receiver was built by, indexed when first asked
-        (self.detect_call, self.unnamed_triggers, self.detect_string, self.string_gate, self.detect_compare,
-         self.detect_attribute, self.attribute_names) = _HOOKS.get(catalogue.digest) or _catalogue_hooks(catalogue)
+        (self.detect_call, self.unnamed_triggers, self.named_triggers, self.detected_names, self.detect_string,
+         self.string_gate, self.detect_compare, self.detect_attribute, self.attribute_names,
+         ) = _HOOKS.get(catalogue.digest) or _catalogue_hooks(catalogue)
 
     def finish(self) -> None:
         """After the passes: the detectors' facade and the bindings index refer back to the checker, a cycle
@@ -272,7 +284,6 @@ class PythonChecker(DottedNames, FastVisitor):
         func, args, keywords = node.func, node.args, node.keywords
         self.call_of[func] = node
         kind = type(func)
-        method = func.attr if kind is ast.Attribute else None  # type: ignore[attr-defined]
         if args and type(args[0]) is not ast.Starred:
             self.first_arg_of[args[0]] = node
         kwargs: dict[str, ast.expr] = {}
@@ -287,22 +298,24 @@ class PythonChecker(DottedNames, FastVisitor):
         root = func
         while type(root) is ast.Attribute:
             root = root.value
-        if type(root) is not ast.Name:  # `f()()`, `x[0].y()`: no name; the callee's parts visited as usual
-            names, visited = NO_NAMES, True
-        elif root.id in self.aliases or root.id in self.alias_roots:
-            names, visited = self._names(func), True
-        else:  # most callees (`self.conv`, `len`): no import binds the root
-            names, visited = NO_NAMES, False
-        if names:
-            self._named_call(node, func, names, kwargs)
-        else:
-            self._unnamed_call(node, func, method, kwargs)
-        # the children as `generic_visit` visits them, with what is known of the callee: a name no import binds
-        # is not visited (`NAMES_VISITED`), a dotted one only by the attribute detectors (`visit_Attribute`)
-        if visited:
+        # (a name an import binds has its first part among `alias_roots`: one lookup, not one in `aliases` too)
+        if type(root) is ast.Name and root.id in self.alias_roots:
+            names = self._names(func)
+            if names:
+                self._named_call(node, func, names, kwargs)
+            else:
+                self._unnamed_call(node, func, kwargs)
             self.visit(func)
-        elif kind is ast.Attribute:
-            self._unbound_links(func)  # type: ignore[arg-type]
+        elif kind is ast.Attribute:  # most callees (`self.conv(x)`, `x.view(...)`): a method no import binds
+            self._unnamed_call(node, func, kwargs)
+            if type(root) is ast.Name:  # the links shown to the detectors as `visit_Attribute` would
+                self._unbound_links(func)  # type: ignore[arg-type]
+            else:  # `x[0].y()`, `f().y()`: the callee's parts visited as usual
+                self.visit(func)
+        else:  # `len(x)`: a name no import binds is not visited (`NAMES_VISITED`); `f()()` is
+            self._unnamed_call(node, func, kwargs)
+            if kind is not ast.Name:
+                self.visit(func)
         if args or values:  # (most calls pass one or two plain names: none of them visited)
             self.visit_expressions((*args, *values) if values else args)
 
@@ -310,18 +323,27 @@ class PythonChecker(DottedNames, FastVisitor):
         """A callee an import names (`names`: its qualified names)."""
         if type(func) is ast.Attribute and func.attr == "backward":  # `torch.autograd.backward(...)`
             self.backward_lines.append(node.lineno)
-        kernel, command, op, autocast, _ = self._callee(names)
+        kernel, command, op, autocast, _, detected = self._callee(names)
         if kernel and node not in self.decorator_calls:  # `triton.jit(fn)`: a kernel made by a call, reported like `@triton.jit`
             self.report_symbol(func, decorator=True)
-        self.check_call(node, set(names), kwargs, command)
+        triggers = self.named_triggers  # most callees (`torch.nn.Linear`): no detector acts on them
+        if not detected and triggers is not None and not (type(func) is ast.Attribute and func.attr in triggers[1]) \
+                and (not kwargs or triggers[2].isdisjoint(kwargs)):
+            if command:
+                self.check_commands(node)
+            if "accelerator" in kwargs or "attn_implementation" in kwargs:
+                self._check_framework_arguments(names, kwargs)
+        else:
+            self.check_call(node, set(names), kwargs, command)
         if op is not None:  # a torch name another family owns is not an "op"
             self.calls.append((op, node))
         if autocast and "dtype" not in kwargs:
             self.dtypes_used.add("fp16")
 
-    def _unnamed_call(self, node: ast.Call, func: ast.expr, method: str | None, kwargs: dict[str, ast.expr]) -> None:
+    def _unnamed_call(self, node: ast.Call, func: ast.expr, kwargs: dict[str, ast.expr]) -> None:
         """A callee no import names: only the detectors (on the methods and keywords they act on) and the
         attention argument can hold a finding; a method call is an op for the coverage family."""
+        method = func.attr if type(func) is ast.Attribute else None
         if method == "backward":
             self.backward_lines.append(node.lineno)
         if "accelerator" in kwargs or "attn_implementation" in kwargs:  # what `_check_framework_arguments` reads
@@ -352,7 +374,7 @@ class PythonChecker(DottedNames, FastVisitor):
                 root = func = value.func  # type: ignore[attr-defined]
                 while type(root) is ast.Attribute:
                     root = root.value
-                if type(root) is ast.Name and (root.id in self.aliases or root.id in self.alias_roots):
+                if type(root) is ast.Name and root.id in self.alias_roots:
                     names = self._names(func)
                     if names and self._callee(names)[4]:
                         self.tensor_names.add(targets[0].id)
@@ -477,13 +499,17 @@ class PythonChecker(DottedNames, FastVisitor):
     def check_call(self, node: ast.Call, func_names: set[str], kwargs: dict[str, ast.expr], command: bool) -> None:
         """The checks of a call whose callee resolves through an import (`func_names`; `command`: a command runner)."""
         if command:
-            for arg in (*node.args, *(k.value for k in node.keywords)):
-                self.command_strings.update(n for n in ast.walk(arg) if isinstance(n, (ast.Constant, ast.JoinedStr)))
+            self.check_commands(node)
         if "accelerator" in kwargs or "attn_implementation" in kwargs:  # what `_check_framework_arguments` reads
             self._check_framework_arguments(func_names, kwargs)
         for detect in self.detect_call:
             detect(self.facade, node, func_names, kwargs)
         extension_builds.check_call(self.facade, node, func_names, kwargs)  # each of its sites needs a callee name
+
+    def check_commands(self, node: ast.Call) -> None:
+        """A command runner's call: its strings are commands (`nvidia-smi` reported there)."""
+        for arg in (*node.args, *(k.value for k in node.keywords)):
+            self.command_strings.update(n for n in ast.walk(arg) if isinstance(n, (ast.Constant, ast.JoinedStr)))
 
     def _check_framework_arguments(self, func_names: AbstractSet[str], kwargs: dict[str, ast.expr]) -> None:
         accelerator = kwargs.get("accelerator")  # Lightning accepts no "npu": no exact rename (route facts)

@@ -1,5 +1,5 @@
 """The checker's traversal after session 16 (issue 43) does what it did before, with fewer calls: leaves its handlers
-ignore are tested inline (`FastVisitor.NAMES_VISITED`, `CONSTANTS_IGNORED`), a keyword is gone through to its value, a
+ignore are tested inline (`FastVisitor.NAMES_VISITED`, `CONSTANTS_IGNORED`, `LEAVES_SKIPPED`), a keyword is gone through to its value, a
 call visits its children with what it knows of the callee, a bound dotted name is walked once, names that report
 nothing are not visited again, strings are checked only where they hold a word a check needs (`STRING_WORDS`), the
 set-up's statement walk tests assignments inline. Each is held here to the code it replaced (written out below) on
@@ -16,6 +16,7 @@ import pytest
 from migrator.catalogue import units
 from migrator.catalogue.loader import load_catalogue
 from migrator.catalogue.patterns import accepted_names, lists_npu
+from migrator.engine import extension_builds
 from migrator.engine.extension_builds import CUDA_SOURCE_NAME
 from migrator.engine.fast_visitor import FastVisitor
 from migrator.engine.guards import GUARD_STATEMENTS
@@ -74,10 +75,12 @@ def trees() -> list[ast.Module]:
 
 class _Before(PythonChecker):
     """The checker before session 16: every leaf visited through its handler, every string checked, a call's and an
-    assignment's children by `generic_visit`, each link of a bound dotted name a visit of its own."""
+    assignment's children by `generic_visit`, each link of a bound dotted name a visit of its own; and before
+    session 17: every call detector on every call an import names."""
 
     NAMES_VISITED = None
     CONSTANTS_IGNORED: frozenset[type] = frozenset()
+    LEAVES_SKIPPED: dict[type, str] = {}
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -108,7 +111,6 @@ class _Before(PythonChecker):
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         self.call_of[func] = node
-        method = func.attr if type(func) is ast.Attribute else None
         if node.args and type(node.args[0]) is not ast.Starred:
             self.first_arg_of[node.args[0]] = node
         kwargs = {k.arg: k.value for k in node.keywords if k.arg}
@@ -118,8 +120,20 @@ class _Before(PythonChecker):
         if names:
             self._named_call(node, func, names, kwargs)
         else:
-            self._unnamed_call(node, func, method, kwargs)
+            self._unnamed_call(node, func, kwargs)
         self.generic_visit(node)
+
+    def _named_call(self, node: ast.Call, func: ast.expr, names: frozenset[str], kwargs: dict[str, ast.expr]) -> None:
+        if type(func) is ast.Attribute and func.attr == "backward":
+            self.backward_lines.append(node.lineno)
+        kernel, command, op, autocast, *_ = self._callee(names)
+        if kernel and node not in self.decorator_calls:
+            self.report_symbol(func, decorator=True)
+        self.check_call(node, set(names), kwargs, command)  # every detector on every call an import names
+        if op is not None:
+            self.calls.append((op, node))
+        if autocast and "dtype" not in kwargs:
+            self.dtypes_used.add("fp16")
 
     def visit_Assign(self, node: ast.Assign) -> None:
         value = node.value
@@ -375,6 +389,40 @@ def test_ignored_leaves_are_left_out_in_the_standard_order():
     assert [type(n).__name__ for n in visitor.seen].count("Constant") == 4  # "s", "x", True, "t"
 
 
+class _Skipping(FastVisitor):
+    """Attributes, arguments, names and tuples recorded, but an attribute named `skip` and an argument without an
+    annotation (`LEAVES_SKIPPED`)."""
+
+    LEAVES_SKIPPED = {ast.Attribute: "child.attr == 'skip'", ast.arg: "child.annotation is None"}
+
+    def __init__(self) -> None:
+        self.seen: list[ast.AST] = []
+
+    def _record(self, node: ast.AST) -> None:
+        self.seen.append(node)
+        self.generic_visit(node)
+
+    visit_Attribute = visit_arg = visit_Name = _record
+
+    def visit_Tuple(self, node: ast.Tuple) -> None:
+        self.seen.append(node)
+        self.visit_expressions(node.elts)  # the per-class `visit_expressions` tests them too
+
+
+def test_skipped_leaves_and_what_they_hold_are_left_out_in_the_standard_order():
+    tree = ast.parse("def f(a, b: x.skip, *c: t.y, d=x.skip.z, **e): return f(u.skip, v.w, k=(q.skip, r.skip(s.m)))\n"
+                     "lambda g, h=y.skip: g.skip")
+    skipped: set[ast.AST] = set()
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and node.attr == "skip") or (isinstance(node, ast.arg) and node.annotation is None):
+            skipped.update(ast.walk(node))
+    visitor = _Skipping()
+    visitor.visit(tree)
+    expected = [n for n in _standard_order(tree) if n not in skipped and isinstance(n, (ast.Attribute, ast.arg, ast.Name, ast.Tuple))]
+    assert visitor.seen == expected
+    assert len(skipped) > 10 and sum(isinstance(n, ast.Attribute) for n in visitor.seen) == 4  # t.y, x.skip.z, v.w, s.m
+
+
 def _standard_order(tree: ast.AST) -> list[ast.AST]:
     class Recording(ast.NodeVisitor):
         def __init__(self) -> None:
@@ -410,6 +458,9 @@ def test_the_checkers_hooks_are_what_the_units_answer_for_its_catalogue():
         checker = PythonChecker(catalogue, lambda r: True, tree)
         assert checker.detect_call == units.detectors(catalogue, "call")
         assert checker.unnamed_triggers == units.unnamed_callee_triggers(catalogue)
+        named = units.named_callee_triggers(catalogue)
+        assert checker.named_triggers == named and named is not None
+        assert checker.detected_names == named[0] | extension_builds.CALLEE_NAMES
         assert checker.detect_string == units.detectors(catalogue, "string")
         assert checker.string_gate is string_gate(catalogue)
         assert checker.detect_compare == units.detectors(catalogue, "compare")

@@ -47,6 +47,8 @@ def _device_literal(node: ast.AST | None) -> ast.Constant | None:
 
 # `detect_call` needs a callee an import names (torch.autocast, GradScaler): nothing on any other call
 UNNAMED_CALLEE = (frozenset[str](), frozenset[str]())
+# ... where an import names it: (qualified names, method names, keywords)
+NAMED_CALLEE = (AUTOCAST_OR_SCALER, frozenset[str](), frozenset[str]())
 
 
 def detect_call(checker: Checker, node: ast.Call, func_names: set[str], kwargs: dict) -> None:

@@ -37,6 +37,8 @@ def _fused(names: set[str]) -> bool:
 
 # what `detect_call` acts on where no import names the callee: `opt.zero_grad(...)`
 UNNAMED_CALLEE = (frozenset({"zero_grad"}), frozenset[str]())
+# ... where an import names it: (qualified names, method names, keywords); nothing (an optimizer's method only)
+NAMED_CALLEE = (frozenset[str](), frozenset[str](), frozenset[str]())
 
 
 def detect_call(checker: Checker, node: ast.Call, func_names: set[str], kwargs: dict) -> None:

@@ -31,6 +31,8 @@ def _looks_like_index(node: ast.AST) -> bool:
 
 # what `detect_call` acts on where no import names the callee: `.to(0)`, `device=0`
 UNNAMED_CALLEE = (frozenset({"to", "to_empty"}), frozenset(DEVICE_KWARGS))
+# ... where an import names it: (qualified names, method names, keywords)
+NAMED_CALLEE = (frozenset({"torch.device"}), *UNNAMED_CALLEE)
 
 
 def detect_call(checker: Checker, node: ast.Call, func_names: set[str], kwargs: dict) -> None:

@@ -22,6 +22,8 @@ PARAMS = ["device", "non_blocking", "memory_format"]
 
 # what `detect_call` acts on where no import names the callee: (method names, keywords)
 UNNAMED_CALLEE = (frozenset({"cuda"}), frozenset[str]())
+# ... where an import names it: (qualified names, method names, keywords); nothing (a value's method only)
+NAMED_CALLEE = (frozenset[str](), frozenset[str](), frozenset[str]())
 
 
 def detect_call(checker: Checker, node: ast.Call, func_names: set[str], kwargs: dict) -> None:
