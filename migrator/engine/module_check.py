@@ -76,7 +76,8 @@ def advise(tree: ast.AST, text: str, checker: PythonChecker, lines: Callable[[],
                                       named if by_word else None)
     if on("perf"):
         perf_checker.check(tree, text, checker.qualnames, emit,
-                           perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines),
+                           perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines,
+                                                  checker.mask_lines),
                            lines, checker.aliases, present)
 
 

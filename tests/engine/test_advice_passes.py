@@ -422,6 +422,12 @@ GATE_EDGES = [
     "import torch\nclass M:\n    def forward(self, x):\n        return torch.nonzero(x)\n    def training_step(self, x):\n        return x + 1\n",
     "import torch\nwhile True:\n    loss = model(b)\n    loss.backward()\n    mask = b[b != 0]\n",
     "import torch\nclass M:\n    def forward(self, ｘ):\n        return ｘ.ｉtem()\n",  # NFKC: `x.item()`
+    # boolean masks only where the checker's traversal records them: a decorator's, an f-string's, a type's slice
+    "import torch\nclass M:\n    @register(w[w > 0])\n    def forward(self, x):\n        return x\n",
+    "import torch\nclass M:\n    def forward(self, x):\n        return f\"{x[x > 0]}\"\n",
+    "from typing import Optional\nclass M:\n    def forward(self, x) -> Optional[x == 1]:\n        return x\n",
+    "import torch\nclass M:\n    def forward(self, x, a, b):\n        return x[0] if a > b else x[1:]\n",  # no mask
+    "import torch\nclass M:\n    def forward(self, x):\n        return x[\n            (x\n             != 0)]\n",
 ]
 
 
@@ -431,7 +437,8 @@ def _perf_hits(tree: ast.AST, text: str, checker: PythonChecker, gated: bool) ->
     def emit(impl: str, node: ast.AST, symbol: str, replacement: str) -> None:
         out.append((impl, id(node), symbol, replacement))
 
-    structure = perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines)
+    structure = perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines,
+                                       checker.mask_lines if gated else None)
     lines = (lambda: text.split("\n")) if gated else None
     perf_checker.check(tree, text, checker.qualnames, emit, structure, lines, checker.aliases if gated else None)
     return out
@@ -457,10 +464,24 @@ def test_a_hot_region_the_gate_skips_would_have_reported_nothing(checked):
         assert _perf_hits(tree, text, checker, gated=True) == expected, name
         found += len(expected)
         walker = perf_checker.hot_path(checker.qualnames, lambda *a: None, text)
-        gate = perf_checker.RegionGate(walker, text.split("\n"), checker.aliases)
+        gate = perf_checker.RegionGate(walker, text.split("\n"), checker.aliases, checker.mask_lines)
         regions = perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines).hot_regions()
         skipped += sum(not gate.may_hold(region) for region in regions)
     assert found and skipped  # both sides seen: regions with findings, and regions the gate skipped
+
+
+def test_mask_lines_are_those_of_every_subscript_by_a_comparison(checked):
+    """The checker's traversal records each boolean mask's line (the region gate's), except in the helpers
+    `migrate fix` wrote (never visited, so never a hot region's): none is missed."""
+    cases = _with_edges(checked, GATE_EDGES, "gate-edge")
+    masks = 0
+    for name, _text, tree, checker in cases:
+        helpers = {id(n) for helper in checker.own_helpers for n in ast.walk(helper)}
+        expected = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Subscript)
+                    and isinstance(n.slice, ast.Compare) and id(n) not in helpers]
+        assert sorted(checker.mask_lines) == sorted(expected), name
+        masks += len(expected)
+    assert masks
 
 
 WORD_TEXTS = ["", "print", "xprintx\nDataLoader", "é print \udcff softmax", "ｐrint", "rotate_halfsilu\r\nrsqrt",
