@@ -523,6 +523,11 @@ ATTENTION_EDGES = [
     "import torch\ndef f(q, k, v):\n    s = torch.matmul(q, k.transpose(-2, -1)) / 8\n    return torch.matmul(s.softmax(-1), v)\n",
     "import torch\ndef f(q, k, v):\n    return (q @ k.mT).softmax(-1) @ v\n",
     "import torch\ndef head(x):\n    return torch.softmax(x, -1)\n",  # softmax alone: no Body
+    "import torch\ndef f(q, k, v):\n    return torch.matmul(torch.softmax(torch.matmul(q, k), -1), v)\n",  # no transpose
+    "import torch\ndef rotate_half(x):\n    x1, x2 = x.chunk(2, -1)\n    return torch.cat((-x2, x1), -1)\n",  # no product
+    "import torch\ndef rope(q, cos, sin):\n    return q * cos + rotate_half(q) * sin\n",
+    "import torch\ndef f(q, k, v):\n    q = rotate_half(q)\n"
+    "    return torch.matmul(torch.softmax(torch.matmul(q, k.transpose(-2, -1)), -1), v)\n",
 ]
 
 
@@ -612,3 +617,52 @@ def test_module_wide_perf_sites_are_the_old_walks(checked):
         assert new == old, name
         found += len(old)
     assert found
+
+
+TRITON_EDGES = [
+    "import triton\nimport triton.language as tl\nfrom triton.runtime import driver\n"
+    "x = driver.active.get_active_torch_device()\ny = f(triton.runtime.driver.active.get_active_torch_device()).z\n"
+    "d = tl.extra.cuda.libdevice.exp(a)\nw = g(tl.extra.cuda.libdevice).h[triton.tools.tensor_descriptor.T].k\n"
+    "v = (lambda: tl.extra.cuda)().q\n@triton.jit\ndef k(p):\n    tl.store(p, tl.extra.cuda.libdevice.exp(tl.load(p)))\n",
+]
+
+
+def _old_triton_module(tree: ast.AST, names, emit) -> dict:
+    """The replaced `triton_kernels.check_module`: every outermost attribute's value walked."""
+    from migrator.engine import triton_kernels
+
+    nodes = walk_nodes(tree)
+    found = triton_kernels.kernels(tree, names, nodes)
+    inside: set[int] = set()
+    for func in found.values():
+        triton_kernels.Kernel(func, names, emit).check()
+        inside.update(id(n) for n in walk_nodes(func))
+    reported: set[str] = set()
+    for node in nodes:
+        if id(node) not in inside and isinstance(node, ast.Attribute):
+            inside.update(id(n) for n in walk_nodes(node.value))
+            for qualname in names(node):
+                why = triton_kernels.gpu_only(qualname)
+                if why is not None and qualname not in reported and not qualname.startswith(triton_kernels.TL):
+                    reported.add(qualname)
+                    emit("triton-gpu-only", node, qualname, why)
+    return found
+
+
+def test_triton_module_names_are_the_old_walks(checked):
+    from migrator.engine import triton_kernels
+
+    cases = _with_edges(checked, TRITON_EDGES, "triton-edge")
+    found = 0
+    for name, _text, tree, checker in cases:
+        new: list[tuple] = []
+        old: list[tuple] = []
+
+        def recorder(out: list[tuple]):
+            return lambda impl, node, symbol, replacement: out.append((impl, id(node), symbol, replacement))
+
+        kernels = triton_kernels.check_module(tree, checker.qualnames, recorder(new), walk_nodes(tree))
+        assert kernels == _old_triton_module(tree, checker.qualnames, recorder(old)), name
+        assert new == old, name
+        found += sum(hit[2].startswith("triton.") for hit in old)
+    assert found  # names outside kernels were reported: the loop changed was exercised
