@@ -37,6 +37,7 @@ def check_module(
 # a hand-written pattern a fused op replaces names one of these (the eager attention its softmax)
 FUSION_WORDS = ("rsqrt", "silu", "rotate_half", "softmax")
 MATMUL_WORDS = ("@", "matmul", "bmm")  # how eager attention's matmuls are spelled (`fusion_checker.MATMUL`, `@`)
+TRANSPOSE_WORDS = ("transpose", "mT")  # eager attention's key, transposed (`fusion_attention._transposed`)
 
 
 def advise(tree: ast.AST, text: str, checker: PythonChecker, lines: Callable[[], Sequence[str]] | None = None,
@@ -53,31 +54,68 @@ def advise(tree: ast.AST, text: str, checker: PythonChecker, lines: Callable[[],
 
     present = advice_words()(text)  # every word a gate below asks about, in one pass over the text
     if on("fusion") and not present.isdisjoint(FUSION_WORDS):
-        from migrator.engine import fusion_attention, fusion_checker
-
-        mentions = _lines_naming(text, FUSION_WORDS, checker.aliases, present)
-        by_word = text.isascii()  # else an identifier may be spelled otherwise in the text (NFKC): every detector
-        matmuls: _Mentions | None = None  # the lines naming a matmul, once a function names softmax alone
-        for func in checker.functions:
-            last = func.end_lineno or func.lineno
-            if not mentions.within(func.lineno, last):
-                continue  # no word of a pattern in this function's lines: nothing to build a Body for
-            first = min([func.lineno, *(d.lineno for d in func.decorator_list)])  # its decorators' nodes are its own
-
-            def named(word: str, first: int = first, last: int = last) -> bool:
-                return mentions.naming(word).within(first, last)
-
-            if by_word and not any(named(word) for word in FUSION_WORDS if word != "softmax"):
-                matmuls = matmuls or _lines_naming(text, MATMUL_WORDS, checker.aliases)
-                if not matmuls.within(first, last):
-                    continue  # only the attention detector could match, and eager attention holds a matmul
-
-            fusion_checker.detect_all(fusion_checker.Body(func, checker.qualnames), emit, fusion_attention.attention,
-                                      named if by_word else None)
+        _fusion(text, checker, emit, present, lines)
     if on("perf"):
         perf_checker.check(tree, text, checker.qualnames, emit,
-                           perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines),
+                           perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines,
+                                                  checker.mask_lines),
                            lines, checker.aliases, present)
+
+
+def _fusion(text: str, checker: PythonChecker, emit: Callable[[str, ast.AST, str, str], None],
+            present: AbstractSet[str], lines: Callable[[], Sequence[str]] | None) -> None:
+    """The fusion detectors on each function whose lines name a pattern's word (`_FusionGate`)."""
+    from migrator.engine import fusion_attention, fusion_checker
+
+    gate = _FusionGate(text, checker.aliases, present, lines)
+    mentions = gate.mentions
+    for func in checker.functions:
+        last = func.end_lineno or func.lineno
+        if not mentions.within(func.lineno, last):
+            continue  # no word of a pattern in this function's lines: nothing to build a Body for
+        first = min([func.lineno, *(d.lineno for d in func.decorator_list)])  # its decorators' nodes are its own
+
+        def named(word: str, first: int = first, last: int = last) -> bool:
+            return mentions.naming(word).within(first, last)
+
+        if gate.by_word and not gate.may_match(named, first, last):
+            continue
+        fusion_checker.detect_all(fusion_checker.Body(func, checker.qualnames), emit, fusion_attention.attention,
+                                  named if gate.by_word else None)
+
+
+class _FusionGate:
+    """Whether a detector could match in a function, from the words on its lines; only for an ASCII text
+    (`by_word`: else an identifier may be spelled otherwise in the text (NFKC), and every detector runs)."""
+
+    def __init__(self, text: str, aliases: Mapping[str, Iterable[str]], present: AbstractSet[str],
+                 lines: Callable[[], Sequence[str]] | None) -> None:
+        self.text, self.aliases, self.lines = text, aliases, lines
+        self.mentions = _lines_naming(text, FUSION_WORDS, aliases, present)
+        self.by_word = text.isascii()
+        self.matmuls: _Mentions | None = None  # the lines naming a matmul, once a function names softmax alone
+        self.transposes: _Mentions | None = None  # and those naming a transpose, once one names a matmul besides
+
+    def may_match(self, named: Callable[[str], bool], first: int, last: int) -> bool:
+        """Beside RMSNorm's and SwiGLU's own words: rotary matches a sum of products (`+`, `*`) with
+        `rotate_half`, attention a matmul of the softmax and one of a transposed key (`fusion_attention`)."""
+        if named("rsqrt") or named("silu"):
+            return True
+        if named("rotate_half") and (self.lines is None or _has_products(self.lines(), first, last)):
+            return True
+        if not named("softmax"):
+            return False
+        self.matmuls = self.matmuls or _lines_naming(self.text, MATMUL_WORDS, self.aliases)
+        if not self.matmuls.within(first, last):
+            return False
+        self.transposes = self.transposes or _lines_naming(self.text, TRANSPOSE_WORDS, {})
+        return self.transposes.within(first, last)
+
+
+def _has_products(lines: Sequence[str], first: int, last: int) -> bool:
+    """Whether the lines hold a `+` and a `*` (a `BinOp` is spelled with its operator)."""
+    segment = "\n".join(lines[first - 1:last])
+    return "+" in segment and "*" in segment
 
 
 _ADVICE_WORDS: list[WordsPresent] = []

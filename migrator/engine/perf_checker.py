@@ -85,6 +85,8 @@ class Structure:
     functions: Sequence[ast.FunctionDef | ast.AsyncFunctionDef]
     loops: Sequence[ast.For | ast.AsyncFor | ast.While]
     backward_lines: Sequence[int]  # lines where a `.backward(...)` call starts
+    # lines where a subscript by a comparison (`x[x > 0]`) starts, every one in the module (None: not known)
+    mask_lines: Sequence[int] | None = None
 
     def hot_regions(self) -> Iterator[ast.AST]:
         """`hot_regions` from the recorded functions and loops: a loop is a training loop when a
@@ -350,7 +352,7 @@ def check(tree: ast.AST, text: str, names: Names, emit: Emit, structure: Structu
     for region in regions:
         walker = walker or hot_path(names, emit, text, present)
         if lines is not None:
-            gate = gate or RegionGate(walker, lines(), aliases or {})
+            gate = gate or RegionGate(walker, lines(), aliases or {}, structure.mask_lines if structure else None)
             if not gate.may_hold(region):
                 continue
         walker.walk_region(region)
@@ -365,12 +367,17 @@ KEYWORD_COMPARISON = re.compile(r"\bi[ns]\b")
 
 class RegionGate:
     """Whether a hot region's lines hold a word one of `HotPath.check`'s findings needs: a sync method, `double`,
-    `print`, a `[` and a comparison; `nonzero`, `float64` (or a local name an import binds to one) where the
-    walker looks for them. A region without any is not walked: its walk would report nothing. Only for ASCII
-    lines (an identifier in other letters may be spelled otherwise in the text: NFKC)."""
+    `print`; `nonzero`, `float64` (or a local name an import binds to one) where the walker looks for them; or a
+    boolean mask: a subscript by a comparison starting on one of its lines (`mask_lines`, where the checker's
+    traversal recorded them; else a `[` and a comparison in its text). A region without any is not walked: its
+    walk would report nothing. The words only for ASCII lines (an identifier in other letters may be spelled
+    otherwise in the text: NFKC)."""
 
-    def __init__(self, walker: HotPath, lines: Sequence[str], aliases: Mapping[str, Iterable[str]]) -> None:
+    def __init__(self, walker: HotPath, lines: Sequence[str], aliases: Mapping[str, Iterable[str]],
+                 mask_lines: Sequence[int] | None = None) -> None:
         self.lines = lines
+        # most regions index with `[` and compare somewhere, few by a comparison: the lines tell them apart
+        self.mask_lines = sorted(mask_lines) if mask_lines is not None else None
         words = [*SYNC_METHODS, "double", "print"]
         named = [*(("nonzero", "argwhere") if walker.nonzero_named else ()),
                  *(("float64", "double") if walker.float64_named else ())]
@@ -382,9 +389,16 @@ class RegionGate:
     def may_hold(self, region: ast.AST) -> bool:
         first = min([region.lineno, *(d.lineno for d in getattr(region, "decorator_list", ()))])  # type: ignore[attr-defined]
         last = region.end_lineno or region.lineno  # type: ignore[attr-defined]
+        masks = self.mask_lines
+        if masks is not None:
+            i = bisect.bisect_left(masks, first)
+            if i < len(masks) and masks[i] <= last:
+                return True
         segment = "\n".join(self.lines[first - 1:last])
         if last > len(self.lines) or not segment.isascii():
             return True
         if any(word in segment for word in self.words):
             return True
+        if masks is not None:
+            return False  # no word, and no mask starts on its lines (above)
         return "[" in segment and (any(op in segment for op in COMPARISON_SIGNS) or KEYWORD_COMPARISON.search(segment) is not None)

@@ -148,6 +148,7 @@ class PythonChecker(DottedNames, FastVisitor):
         self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []  # in source order, ours left out
         self.loops: list[ast.For | ast.AsyncFor | ast.While] = []  # in source order (the perf lint's training loops)
         self.backward_lines: list[int] = []  # lines of `x.backward(...)` calls
+        self.mask_lines: list[int] = []  # lines of subscripts by a comparison (`x[x > 0]`), in visit order
         self.command_strings: set[ast.AST] = set()  # the strings passed to a command runner (subprocess, os.system)
         self.call_of: dict[ast.AST, ast.Call] = {}  # every call's callee expression -> the call
         self.decorator_calls: set[ast.AST] = set()  # `@triton.autotune(...)` reported with their kernel
@@ -433,6 +434,8 @@ class PythonChecker(DottedNames, FastVisitor):
             self.visit(value)
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
+        if type(node.slice) is ast.Compare:  # a boolean mask, for the perf lint's region gate
+            self.mask_lines.append(node.lineno)
         if self._names(node.value).isdisjoint(LITERALS):
             self.generic_visit(node)
         else:

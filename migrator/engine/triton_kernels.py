@@ -177,10 +177,20 @@ def check_module(tree: ast.AST, names: Names, emit: Emit, nodes: Sequence[ast.AS
     reported: set[str] = set()
     for node in nodes:  # launch code: `get_active_torch_device()`, host TMA descriptors
         if id(node) not in inside and isinstance(node, ast.Attribute):
-            inside.update(id(n) for n in walk_nodes(node.value))
+            _mark_attributes(node.value, inside)
             for qualname in names(node):
                 why = gpu_only(qualname)
                 if why is not None and qualname not in reported and not qualname.startswith(TL):
                     reported.add(qualname)
                     emit("triton-gpu-only", node, qualname, why)
     return found
+
+
+def _mark_attributes(value: ast.AST, inside: set[int]) -> None:
+    """Add the ids of the attributes in `value` (the only nodes `check_module` asks `inside` about): a dotted
+    name's links one by one (most values), anything else by a walk."""
+    while value.__class__ is ast.Attribute:
+        inside.add(id(value))
+        value = value.value
+    if value.__class__ is not ast.Name:
+        inside.update(id(n) for n in walk_nodes(value))

@@ -422,6 +422,12 @@ GATE_EDGES = [
     "import torch\nclass M:\n    def forward(self, x):\n        return torch.nonzero(x)\n    def training_step(self, x):\n        return x + 1\n",
     "import torch\nwhile True:\n    loss = model(b)\n    loss.backward()\n    mask = b[b != 0]\n",
     "import torch\nclass M:\n    def forward(self, ｘ):\n        return ｘ.ｉtem()\n",  # NFKC: `x.item()`
+    # boolean masks only where the checker's traversal records them: a decorator's, an f-string's, a type's slice
+    "import torch\nclass M:\n    @register(w[w > 0])\n    def forward(self, x):\n        return x\n",
+    "import torch\nclass M:\n    def forward(self, x):\n        return f\"{x[x > 0]}\"\n",
+    "from typing import Optional\nclass M:\n    def forward(self, x) -> Optional[x == 1]:\n        return x\n",
+    "import torch\nclass M:\n    def forward(self, x, a, b):\n        return x[0] if a > b else x[1:]\n",  # no mask
+    "import torch\nclass M:\n    def forward(self, x):\n        return x[\n            (x\n             != 0)]\n",
 ]
 
 
@@ -431,7 +437,8 @@ def _perf_hits(tree: ast.AST, text: str, checker: PythonChecker, gated: bool) ->
     def emit(impl: str, node: ast.AST, symbol: str, replacement: str) -> None:
         out.append((impl, id(node), symbol, replacement))
 
-    structure = perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines)
+    structure = perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines,
+                                       checker.mask_lines if gated else None)
     lines = (lambda: text.split("\n")) if gated else None
     perf_checker.check(tree, text, checker.qualnames, emit, structure, lines, checker.aliases if gated else None)
     return out
@@ -457,10 +464,24 @@ def test_a_hot_region_the_gate_skips_would_have_reported_nothing(checked):
         assert _perf_hits(tree, text, checker, gated=True) == expected, name
         found += len(expected)
         walker = perf_checker.hot_path(checker.qualnames, lambda *a: None, text)
-        gate = perf_checker.RegionGate(walker, text.split("\n"), checker.aliases)
+        gate = perf_checker.RegionGate(walker, text.split("\n"), checker.aliases, checker.mask_lines)
         regions = perf_checker.Structure(checker.functions, checker.loops, checker.backward_lines).hot_regions()
         skipped += sum(not gate.may_hold(region) for region in regions)
     assert found and skipped  # both sides seen: regions with findings, and regions the gate skipped
+
+
+def test_mask_lines_are_those_of_every_subscript_by_a_comparison(checked):
+    """The checker's traversal records each boolean mask's line (the region gate's), except in the helpers
+    `migrate fix` wrote (never visited, so never a hot region's): none is missed."""
+    cases = _with_edges(checked, GATE_EDGES, "gate-edge")
+    masks = 0
+    for name, _text, tree, checker in cases:
+        helpers = {id(n) for helper in checker.own_helpers for n in ast.walk(helper)}
+        expected = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Subscript)
+                    and isinstance(n.slice, ast.Compare) and id(n) not in helpers]
+        assert sorted(checker.mask_lines) == sorted(expected), name
+        masks += len(expected)
+    assert masks
 
 
 WORD_TEXTS = ["", "print", "xprintx\nDataLoader", "é print \udcff softmax", "ｐrint", "rotate_halfsilu\r\nrsqrt",
@@ -502,6 +523,11 @@ ATTENTION_EDGES = [
     "import torch\ndef f(q, k, v):\n    s = torch.matmul(q, k.transpose(-2, -1)) / 8\n    return torch.matmul(s.softmax(-1), v)\n",
     "import torch\ndef f(q, k, v):\n    return (q @ k.mT).softmax(-1) @ v\n",
     "import torch\ndef head(x):\n    return torch.softmax(x, -1)\n",  # softmax alone: no Body
+    "import torch\ndef f(q, k, v):\n    return torch.matmul(torch.softmax(torch.matmul(q, k), -1), v)\n",  # no transpose
+    "import torch\ndef rotate_half(x):\n    x1, x2 = x.chunk(2, -1)\n    return torch.cat((-x2, x1), -1)\n",  # no product
+    "import torch\ndef rope(q, cos, sin):\n    return q * cos + rotate_half(q) * sin\n",
+    "import torch\ndef f(q, k, v):\n    q = rotate_half(q)\n"
+    "    return torch.matmul(torch.softmax(torch.matmul(q, k.transpose(-2, -1)), -1), v)\n",
 ]
 
 
@@ -591,3 +617,52 @@ def test_module_wide_perf_sites_are_the_old_walks(checked):
         assert new == old, name
         found += len(old)
     assert found
+
+
+TRITON_EDGES = [
+    "import triton\nimport triton.language as tl\nfrom triton.runtime import driver\n"
+    "x = driver.active.get_active_torch_device()\ny = f(triton.runtime.driver.active.get_active_torch_device()).z\n"
+    "d = tl.extra.cuda.libdevice.exp(a)\nw = g(tl.extra.cuda.libdevice).h[triton.tools.tensor_descriptor.T].k\n"
+    "v = (lambda: tl.extra.cuda)().q\n@triton.jit\ndef k(p):\n    tl.store(p, tl.extra.cuda.libdevice.exp(tl.load(p)))\n",
+]
+
+
+def _old_triton_module(tree: ast.AST, names, emit) -> dict:
+    """The replaced `triton_kernels.check_module`: every outermost attribute's value walked."""
+    from migrator.engine import triton_kernels
+
+    nodes = walk_nodes(tree)
+    found = triton_kernels.kernels(tree, names, nodes)
+    inside: set[int] = set()
+    for func in found.values():
+        triton_kernels.Kernel(func, names, emit).check()
+        inside.update(id(n) for n in walk_nodes(func))
+    reported: set[str] = set()
+    for node in nodes:
+        if id(node) not in inside and isinstance(node, ast.Attribute):
+            inside.update(id(n) for n in walk_nodes(node.value))
+            for qualname in names(node):
+                why = triton_kernels.gpu_only(qualname)
+                if why is not None and qualname not in reported and not qualname.startswith(triton_kernels.TL):
+                    reported.add(qualname)
+                    emit("triton-gpu-only", node, qualname, why)
+    return found
+
+
+def test_triton_module_names_are_the_old_walks(checked):
+    from migrator.engine import triton_kernels
+
+    cases = _with_edges(checked, TRITON_EDGES, "triton-edge")
+    found = 0
+    for name, _text, tree, checker in cases:
+        new: list[tuple] = []
+        old: list[tuple] = []
+
+        def recorder(out: list[tuple]):
+            return lambda impl, node, symbol, replacement: out.append((impl, id(node), symbol, replacement))
+
+        kernels = triton_kernels.check_module(tree, checker.qualnames, recorder(new), walk_nodes(tree))
+        assert kernels == _old_triton_module(tree, checker.qualnames, recorder(old)), name
+        assert new == old, name
+        found += sum(hit[2].startswith("triton.") for hit in old)
+    assert found  # names outside kernels were reported: the loop changed was exercised
