@@ -10,8 +10,9 @@ The trees are pinned sdists (`bench/real_repos.py` PACKAGES, fetched and checked
 their `.py` files are spread over ¼, ½ and the whole (every file in a fixed, path-hashed order, so each
 fraction is a sample of every tree) and copied to a temporary project. For each fraction, back to
 back: the parse floor (`ast.parse` of every file in a child process, its CPU seconds), `migrate scan
---no-cache -j 1` (the child's CPU seconds and peak RSS, `os.wait4`), scan/floor, files/s and the
-linearity whole/½ (2.0 = linear). Absolute seconds depend on a shared, busy machine; the ratios,
+--no-cache -j 1` (the child's CPU seconds and peak RSS, `os.wait4`), scan/floor (the median scan over the median
+floor), `pairs` (the median of each run's scan over the floor measured right before it: steadier where the load
+moves between runs), files/s and the linearity whole/½ (2.0 = linear). Absolute seconds depend on a shared, busy machine; the ratios,
 measured in the same run, are what to compare. The children run with their bytecode compiled beforehand
 (`PYTHONPYCACHEPREFIX` in the temporary folder), as an installed tool would.
 
@@ -180,11 +181,14 @@ def measure(folder: Path, copied: list[Path], runs: int, fix_only: bool = False,
         cst.append(child([sys.executable, "-c", LIBCST_FLOOR, str(changed)])[0])
     f, s, x, c = (statistics.median(v) if v else float("nan") for v in (floor, scan, fix, cst))
     o, os_ = (statistics.median(v) if v else float("nan") for v in (old, old_scan))
+    # each run's scan over the floor measured right before it: a load that moves between runs cancels out
+    pairs, old_pairs = (statistics.median(a / b for a, b in zip(v, floor)) if v else float("nan")
+                        for v in (scan, old_scan))
     return {"files": len(copied), "floor": f, "scan": s, "ratio": s / f, "files_per_s": len(copied) / s, "peak": peak,
             "changed": len(changed.read_text().splitlines()) if changed.exists() else float("nan"), "cst": c,
             "fix": x, "fix_ratio": x / c, "fix_all": x / (f + c), "fix_peak": fix_peak, "old": o, "old_ratio": o / c,
             "old_all": o / (f + c), "old_peak": old_peak,
-            "old_scan": os_, "old_scan_ratio": os_ / f, **_parallel(wall_1, wall_n, cpu_n, s)}
+            "old_scan": os_, "old_scan_ratio": os_ / f, "pairs": pairs, "old_pairs": old_pairs, **_parallel(wall_1, wall_n, cpu_n, s)}
 
 
 def _parallel(wall_1: list[float], wall_n: list[float], cpu_n: list[float], cpu_1: float) -> dict[str, float]:
@@ -213,9 +217,9 @@ def main() -> int:
         return 2
     print(f"trees: {args.trees} ({len(files)} .py files); median of {args.runs}; CPU seconds of the child")
     fix_head = f" | {'changed':>7} {'cst s':>6} {'fix s':>7} {'fix/cst':>7} {'fix/all':>7} {'fix MiB':>7}"
-    print(f"{'part':>6} {'files':>6} {'floor s':>8} {'scan s':>8} {'scan/floor':>10} {'files/s':>8} {'peak MiB':>9}"
+    print(f"{'part':>6} {'files':>6} {'floor s':>8} {'scan s':>8} {'scan/floor':>10} {'pairs':>6} {'files/s':>8} {'peak MiB':>9}"
           + ("" if args.scan_only else fix_head)
-          + (f" | {'old scan s':>10} {'old/floor':>9}" if args.against and args.scan_only else "")
+          + (f" | {'old scan s':>10} {'old/floor':>9} {'pairs':>6}" if args.against and args.scan_only else "")
           + (f" | {'old fix s':>9} {'old/cst':>7} {'old/all':>7} {'old MiB':>7}" if args.against and not args.scan_only else "")
           + (f" | {'j1 wall':>7} {f'j{jobs} wall':>7} {'speed-up':>8} {f'j{jobs} CPU/j1':>9}" if jobs else ""))
     rows: dict[str, dict[str, float]] = {}
@@ -228,9 +232,9 @@ def main() -> int:
                                         args.scan_only, jobs)
             fix_row = (f" | {row['changed']:>7.0f} {row['cst']:>6.2f} {row['fix']:>7.2f} {row['fix_ratio']:>7.2f} "
                        f"{row['fix_all']:>7.2f} {row['fix_peak']:>7.0f}")
-            print(f"{label:>6} {row['files']:>6.0f} {row['floor']:>8.2f} {row['scan']:>8.2f} {row['ratio']:>10.2f} "
+            print(f"{label:>6} {row['files']:>6.0f} {row['floor']:>8.2f} {row['scan']:>8.2f} {row['ratio']:>10.2f} {row['pairs']:>6.2f} "
                   f"{row['files_per_s']:>8.0f} {row['peak']:>9.0f}" + ("" if args.scan_only else fix_row)
-                  + (f" | {row['old_scan']:>10.2f} {row['old_scan_ratio']:>9.2f}" if args.against and args.scan_only
+                  + (f" | {row['old_scan']:>10.2f} {row['old_scan_ratio']:>9.2f} {row['old_pairs']:>6.2f}" if args.against and args.scan_only
                      else "")
                   + (f" | {row['old']:>9.2f} {row['old_ratio']:>7.2f} {row['old_all']:>7.2f} {row['old_peak']:>7.0f}" if args.against and not args.scan_only
                      else "")
