@@ -602,6 +602,11 @@ def _old_whole_module(tree: ast.AST, names, emit) -> None:
         perf_checker._dataloader(loader, emit, perf_checker._sampled_by_own_method(loader, assigned, defined))
 
 
+def _recorder(out: list[tuple]):
+    """An `emit` that appends what it is given (the node by identity)."""
+    return lambda impl, node, symbol, replacement: out.append((impl, id(node), symbol, replacement))
+
+
 def test_module_wide_perf_sites_are_the_old_walks(checked):
     cases = _with_edges(checked, LOADER_EDGES, "loader-edge")
     found = 0
@@ -609,11 +614,8 @@ def test_module_wide_perf_sites_are_the_old_walks(checked):
         new: list[tuple] = []
         old: list[tuple] = []
 
-        def recorder(out: list[tuple]):
-            return lambda impl, node, symbol, replacement: out.append((impl, id(node), symbol, replacement))
-
-        perf_checker.check_whole_module(tree, checker.qualnames, recorder(new))
-        _old_whole_module(tree, checker.qualnames, recorder(old))
+        perf_checker.check_whole_module(tree, checker.qualnames, _recorder(new))
+        _old_whole_module(tree, checker.qualnames, _recorder(old))
         assert new == old, name
         found += len(old)
     assert found
@@ -658,11 +660,8 @@ def test_triton_module_names_are_the_old_walks(checked):
         new: list[tuple] = []
         old: list[tuple] = []
 
-        def recorder(out: list[tuple]):
-            return lambda impl, node, symbol, replacement: out.append((impl, id(node), symbol, replacement))
-
-        kernels = triton_kernels.check_module(tree, checker.qualnames, recorder(new), walk_nodes(tree))
-        assert kernels == _old_triton_module(tree, checker.qualnames, recorder(old)), name
+        kernels = triton_kernels.check_module(tree, checker.qualnames, _recorder(new), walk_nodes(tree))
+        assert kernels == _old_triton_module(tree, checker.qualnames, _recorder(old)), name
         assert new == old, name
         found += sum(hit[2].startswith("triton.") for hit in old)
     assert found  # names outside kernels were reported: the loop changed was exercised

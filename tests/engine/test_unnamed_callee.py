@@ -44,15 +44,21 @@ class _Recorder:
         return {"torch_npu.optim.NpuFusedAdam"}
 
 
-def _calls() -> list[ast.Call]:
-    sources = [EXTRA] + [p.read_text(encoding="utf-8") for folder in ("samples", "tests/fixtures")
-                         for p in sorted((ROOT / folder).rglob("*.py"))]
-    calls = []
-    for text in sources:
+def _parsed(extra: list[str]) -> list[ast.Module]:
+    """The modules of `extra`, `samples/` and `tests/fixtures/` that parse."""
+    trees = []
+    for text in extra + [p.read_text(encoding="utf-8") for folder in ("samples", "tests/fixtures")
+                         for p in sorted((ROOT / folder).rglob("*.py"))]:
         try:
-            tree = ast.parse(text)
+            trees.append(ast.parse(text))
         except SyntaxError:
             continue
+    return trees
+
+
+def _calls() -> list[ast.Call]:
+    calls = []
+    for tree in _parsed([EXTRA]):
         calls += [n for n in ast.walk(tree) if isinstance(n, ast.Call)]
     return calls
 
@@ -104,14 +110,8 @@ SYNTHETIC_NAMES = ({"torch.device"}, {"torch.autocast"}, {"torch.amp.GradScaler"
 def _named_calls() -> list[tuple[ast.Call, set[str]]]:
     from migrator.engine.python_checker import PythonChecker
 
-    sources = [NAMED_EXTRA, EXTRA] + [p.read_text(encoding="utf-8") for folder in ("samples", "tests/fixtures")
-                                      for p in sorted((ROOT / folder).rglob("*.py"))]
     found = []
-    for text in sources:
-        try:
-            tree = ast.parse(text)
-        except SyntaxError:
-            continue
+    for tree in _parsed([NAMED_EXTRA, EXTRA]):
         checker = PythonChecker(load_catalogue(), lambda rule: True, tree)
         for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
             found += [(call, names) for names in (checker.qualnames(call.func), *SYNTHETIC_NAMES) if names]
