@@ -12,25 +12,21 @@ import ast
 import re
 from collections.abc import Callable
 from collections.abc import Set as AbstractSet
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any
 
-from migrator.catalogue import units
 from migrator.catalogue.loader import Catalogue, Rule
 from migrator.catalogue.patterns import CUDA_ACCELERATORS, accepted_names, lists_npu
 from migrator.engine import extension_builds
 from migrator.engine.attribute_links import DottedNames
 from migrator.engine.bindings import Bindings
+from migrator.engine.checker_hooks import catalogue_hooks
 from migrator.engine.extension_builds import CUDA_EXTENSION_MODULE
 from migrator.engine.fast_visitor import FastVisitor
 from migrator.engine.import_calls import attribute_modules, bound_module, collect_aliases
 from migrator.engine.name_resolution import NO_NAMES, NOTHING, Resolved
 from migrator.engine.statements import guarded_imports, import_library, sorted_statements
-from migrator.engine.string_words import string_gate
 from migrator.ground.kinds import FixKind
 from migrator.ground.own_code import OWN_MARKER, own_helpers
-
-if TYPE_CHECKING:
-    from migrator.catalogue.protocols import AttributeDetector, CallDetector, CompareDetector, StringDetector
 
 ENV_TOKEN = re.compile(
     r"\b(CUDA_[A-Z0-9_]+|NCCL_[A-Z0-9_]+|TORCH_NCCL_[A-Z0-9_]+|TORCH_CUDA_ARCH_LIST|PYTORCH_CUDA_ALLOC_CONF|"
@@ -54,33 +50,6 @@ def _names_variable(text: str, m: re.Match) -> bool:
     if not before.strip() and not after.strip():
         return True
     return after.startswith("=") or before.endswith(("$", "${"))
-
-
-class CatalogueHooks(NamedTuple):
-    """What the checker asks of the rule units, the same for every module of a catalogue (found once per catalogue)."""
-
-    detect_call: tuple[CallDetector, ...]
-    unnamed_triggers: tuple[frozenset[str], frozenset[str]] | None  # when a callee no import names needs them
-    named_triggers: tuple[frozenset[str], frozenset[str], frozenset[str]] | None  # ... and one an import names
-    detected_names: frozenset[str] | None  # `_callee`: whether the detectors act on a callee by its name
-    detect_string: tuple[StringDetector, ...]
-    string_gate: Callable[[str], object] | None
-    detect_compare: tuple[CompareDetector, ...]
-    detect_attribute: tuple[AttributeDetector, ...]
-    attribute_names: frozenset[str] | None  # None: every attribute is shown to the detectors
-
-
-_HOOKS: dict[str, CatalogueHooks] = {}  # by the catalogue's digest, as `units` keeps what they are made of
-
-
-def _catalogue_hooks(catalogue: Catalogue) -> CatalogueHooks:
-    named = units.named_callee_triggers(catalogue)
-    hooks = _HOOKS[catalogue.digest] = CatalogueHooks(
-        units.detectors(catalogue, "call"), units.unnamed_callee_triggers(catalogue), named,
-        None if named is None else named[0] | extension_builds.CALLEE_NAMES, units.detectors(catalogue, "string"),
-        string_gate(catalogue), units.detectors(catalogue, "compare"), units.detectors(catalogue, "attribute"),
-        units.attribute_names(catalogue))
-    return hooks
 
 
 class CheckerFacade:
@@ -169,7 +138,7 @@ class PythonChecker(DottedNames, FastVisitor):
         self.bindings = Bindings(tree, self.qualnames)  # what a receiver was built by, indexed when first asked
         (self.detect_call, self.unnamed_triggers, self.named_triggers, self.detected_names, self.detect_string,
          self.string_gate, self.detect_compare, self.detect_attribute, self.attribute_names,
-         ) = _HOOKS.get(catalogue.digest) or _catalogue_hooks(catalogue)
+         ) = catalogue_hooks(catalogue)
 
     def finish(self) -> None:
         """After the passes: the detectors' facade and the bindings index refer back to the checker, a cycle

@@ -35,7 +35,7 @@ def test_each_symbol_belongs_to_exactly_one_rule():
 
 def test_every_symbol_passes_the_prefilter():
     """A symbol whose text the byte prefilter cannot see would never be reported."""
-    from migrator.engine.scan_file import PREFILTER
+    from migrator.engine.prefilter import PREFILTER
 
     for rule in load_catalogue().rules.values():
         for pattern, _ in rule.symbols:

@@ -12,7 +12,7 @@ import pytest
 
 from migrator.engine import comment_lines
 from migrator.engine.dtype_evidence import _own_nodes, scope_nodes
-from migrator.engine.scan_file import PREFILTER, PREFILTER_WORDS, prefiltered
+from migrator.engine.prefilter import PREFILTER, PREFILTER_WORDS, prefiltered
 from migrator.engine.source import split_lines
 from migrator.engine.suppress import Directives, Suppression, with_continued_lines
 from migrator.ground.model import Finding
@@ -182,7 +182,7 @@ def _split_header(data: bytes) -> tuple[bytes, bytes]:
 
 @pytest.mark.parametrize("data", HEADERS)
 def test_code_prefiltered_ignores_words_only_the_leading_comments_hold(data):
-    from migrator.engine.scan_file import code_prefiltered
+    from migrator.engine.prefilter import code_prefiltered
 
     header, blanked = _split_header(data)
     assert code_prefiltered(data) == (prefiltered(blanked) or (b"migrate:" in header and prefiltered(data)))
@@ -207,7 +207,7 @@ def test_the_header_skip_changes_no_result(data, monkeypatch):
 
 
 def test_the_header_skip_changes_no_result_on_the_bundled_code(monkeypatch):
-    from migrator.engine.scan_file import code_prefiltered
+    from migrator.engine.prefilter import code_prefiltered
 
     root = Path(__file__).resolve().parents[2]
     files = sorted([*(root / "samples").rglob("*.py"), *(root / "tests" / "fixtures").rglob("*.py")])
