@@ -69,40 +69,26 @@ def _call_entry(name: str, soc: str, version: str | None) -> CoverageEntry | Non
     return _listed_entry(name, soc, version)
 
 
-class _MethodEntries(dict[str, tuple[str, "CoverageEntry | None"]]):
+def _method_entries(soc: str, version: str | None) -> _Found:
     """method -> (`torch.Tensor.<method>`, its entry where it gets a verdict: not metadata, listed; else None), for
     one SoC and version, filled as methods are met: most are methods of receivers of unknown type, thousands of
     names in a large tree, which the table does not list. A method is an identifier, so its name is its own normal
     form with no other spelling: whether the table lists it is a look-up in the table's names (`listed_names`)."""
+    from migrator.catalogue.coverage._dtypes import METADATA_APIS
 
-    def __init__(self, soc: str, version: str | None) -> None:
-        from migrator.catalogue.coverage._dtypes import METADATA_APIS
+    listed: list[Container[str]] = []  # the table's names, once a method is asked about
 
-        super().__init__()
-        self.soc, self.version, self._metadata = soc, version, METADATA_APIS
-        self._names: Container[str] | None = None  # the table's, once a method is asked about
-
-    def __missing__(self, method: str) -> tuple[str, CoverageEntry | None]:
+    def entry(method: str) -> tuple[str, CoverageEntry | None]:
         name = f"torch.Tensor.{method}"
-        if self._names is None:
+        if not listed:
             from migrator.catalogue.coverage._table import listed_names
 
-            self._names = listed_names(self.soc, self.version)
-        entry = None
-        if name not in self._metadata and (name in self._names or not method.isidentifier()):
-            entry = _listed_entry(name, self.soc, self.version)
-        found = self[method] = (name, entry)
-        return found
+            listed.append(listed_names(soc, version))
+        if name in METADATA_APIS or (name not in listed[0] and method.isidentifier()):
+            return name, None
+        return name, _listed_entry(name, soc, version)
 
-
-_METHOD_ENTRIES: dict[tuple[str, str | None], _MethodEntries] = {}
-
-
-def _method_entries(soc: str, version: str | None) -> _MethodEntries:
-    found = _METHOD_ENTRIES.get((soc, version))
-    if found is None:
-        found = _METHOD_ENTRIES[(soc, version)] = _MethodEntries(soc, version)
-    return found
+    return _found(("method", soc, version), entry)
 
 
 @lru_cache(maxsize=8192)
@@ -248,22 +234,23 @@ class _Found(dict[str, Any]):
         return found
 
 
-_CALL_ENTRIES: dict[tuple[str, str | None], _Found] = {}  # (soc, version) -> `_call_entry` by name
-_JUDGEMENTS: dict[tuple[str, str | None, frozenset[str]], _Found] = {}  # (soc, version, dtypes) -> `_untraced_judgement`
+_FOUND: dict[tuple[str | frozenset[str] | None, ...], _Found] = {}  # by what is found, SoC, version (and dtypes)
+
+
+def _found(key: tuple[str | frozenset[str] | None, ...], find: Callable[[str], Any]) -> _Found:
+    """The process's table of `find` by name for `key`, made with this `find` the first time it is asked for."""
+    table = _FOUND.get(key)
+    if table is None:
+        table = _FOUND[key] = _Found(find)
+    return table
 
 
 def _call_entries(soc: str, version: str | None) -> _Found:
-    found = _CALL_ENTRIES.get((soc, version))
-    if found is None:
-        found = _CALL_ENTRIES[(soc, version)] = _Found(lambda name: _call_entry(name, soc, version))
-    return found
+    return _found(("call", soc, version), lambda name: _call_entry(name, soc, version))
 
 
 def _judgements(soc: str, version: str | None, used: frozenset[str]) -> _Found:
-    found = _JUDGEMENTS.get((soc, version, used))
-    if found is None:
-        found = _JUDGEMENTS[(soc, version, used)] = _Found(lambda name: _untraced_judgement(name, soc, version, used))
-    return found
+    return _found(("judgement", soc, version, used), lambda name: _untraced_judgement(name, soc, version, used))
 
 
 class _OpJudge:

@@ -13,7 +13,7 @@ from migrator.catalogue.coverage import CoverageError, lookup
 from migrator.catalogue.coverage._dtypes import METADATA_APIS
 from migrator.catalogue.coverage._table import listed, listed_names
 from migrator.catalogue.loader import load_catalogue
-from migrator.engine.coverage_checker import _MethodEntries
+from migrator.engine.coverage_checker import _method_entries
 from migrator.engine.dtype_evidence import ScopeDtypes, parameters
 from migrator.engine.op_workarounds import _Scopes
 from migrator.engine.python_checker import PythonChecker
@@ -30,7 +30,7 @@ METHODS = ["add", "add_", "masked_fill", "index_add_", "frobnicate", "size", "it
 def test_a_methods_entry_is_its_full_lookup(soc):
     table_methods = [name[len("torch.Tensor."):] for name in listed_names(soc) if name.startswith("torch.Tensor.")]
     assert table_methods
-    entries = _MethodEntries(soc, None)
+    entries = _method_entries(soc, None)
     for method in [*METHODS, *table_methods]:
         name = f"torch.Tensor.{method}"
         entry = lookup(name, soc=soc)
@@ -46,7 +46,7 @@ def test_the_tables_names_refuse_what_listed_refuses():
             listed_names(soc, version)
         assert str(names_error.value) == str(listed_error.value)
         with pytest.raises(CoverageError):
-            _MethodEntries(soc, version)["add"]
+            _method_entries(soc, version)["add"]
 
 
 ROOT = Path(__file__).resolve().parents[2]
