@@ -564,3 +564,29 @@ def test_device_remap_maps_a_map_location_given_by_position_or_keyword(tmp_path)
         for loaded in (torch.load(path, "cuda:0"), torch.load(path, map_location="cuda"),
                        torch.load(path, {"cuda:0": "cuda:1"}), torch.load(path, weights_only=True)):
             assert loaded["w"].device.type == "cpu" and loaded["w"].sum().item() == 2.0
+
+
+def test_the_runner_destroys_a_process_group_the_script_left_open(tmp_path):
+    """A script that never destroys its group (the resnet sample, apex's ImageNet example) is fine on NCCL; on
+    gloo its threads could abort teardown after a good run (exit 134). The runner destroys it at exit, after the
+    script's own exit handlers (which still see the group)."""
+    import os
+    import subprocess
+
+    script, store = tmp_path / "train.py", f"file://{tmp_path / 'store'}"
+    script.write_text(
+        "import atexit\n"
+        "import torch.distributed as dist\n"
+        f"dist.init_process_group('nccl', init_method={store!r}, rank=0, world_size=1)\n"
+        "real = dist.destroy_process_group\n"
+        "def destroy(*args, **kwargs):\n"
+        "    print('destroyed', flush=True)\n"
+        "    real(*args, **kwargs)\n"
+        "dist.destroy_process_group = destroy\n"
+        "atexit.register(lambda: print('script handler sees the group:', dist.is_initialized(), flush=True))\n"
+        "print('trained', flush=True)\n")
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "migrator.validation.child.cuda_reference.run", str(script)],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines() == ["trained", "script handler sees the group: True", "destroyed"], proc.stdout

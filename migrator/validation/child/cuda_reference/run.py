@@ -11,6 +11,7 @@ shows that the run is a CPU emulation, not the real kernels.
 from __future__ import annotations
 
 import argparse
+import atexit
 import os
 import runpy
 import sys
@@ -39,7 +40,21 @@ def main(argv: list[str] | None = None) -> None:
     script = os.path.abspath(ns.script)
     sys.argv = [script, *args]
     sys.path.insert(0, os.path.dirname(script))
+    atexit.register(_end_process_group)  # registered before the script's own handlers: runs after them
     runpy.run_path(script, run_name="__main__")
+
+
+def _end_process_group() -> None:
+    """Destroy a process group the script left open. That is harmless on NCCL (apex's ImageNet example, the resnet
+    sample), but on gloo, the CPU stand-in for nccl, its worker threads can abort the interpreter's teardown after
+    a run that succeeded ("terminate called without an active exception", exit 134)."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is None or not dist.is_available() or not dist.is_initialized():
+        return
+    try:
+        dist.destroy_process_group()
+    except Exception as exc:  # noqa: BLE001 - the run is over; say why teardown may still fail
+        print(f"[cuda_reference] could not destroy the process group at exit: {exc}", file=sys.stderr)
 
 
 if __name__ == "__main__":
