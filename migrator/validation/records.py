@@ -341,6 +341,15 @@ def _cattrs() -> Converter:
     return _converter
 
 
+def prepare_converter() -> None:
+    """Build the converter and the hooks of every job and status kind now (a zygote, before it forks: each
+    worker would otherwise import cattrs and generate them again)."""
+    converter = _cattrs()
+    for cls in (*JOB_KINDS.values(), *STATUS_OF.values()):
+        converter.get_structure_hook(cls)
+        converter.get_unstructure_hook(cls)
+
+
 def to_json(record: Any) -> JsonObject:
     """The record as a JSON-able dict (a job also names its ``kind``)."""
     data: JsonObject = _cattrs().unstructure(record)

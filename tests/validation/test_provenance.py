@@ -196,3 +196,26 @@ def test_pythonpath_gives_each_side_its_own_nested_package(trees):
     assert result.exit_code == 0, result.text()
     with pytest.raises(UsageError, match="relative to the tree root"):
         api.validate(original, migrated=str(good), script=SCRIPT, stages=["S1"], pythonpath=("/abs",))
+
+
+def test_module_files_resolve_as_realpath_resolves_them(tmp_path, monkeypatch):
+    """The report resolves each folder once (torch's ~2,000 module files): the same paths as
+    ``os.path.realpath`` of every file, through linked folders, linked files, chains and relative paths."""
+    import os
+
+    from migrator.validation.child import provenance
+
+    real = tmp_path / "real"
+    (real / "pkg").mkdir(parents=True)
+    (real / "pkg" / "a.py").write_text("")
+    (real / "pkg" / "b.py").symlink_to(real / "pkg" / "a.py")
+    (tmp_path / "linked").symlink_to(real)
+    (tmp_path / "chain.py").symlink_to(tmp_path / "linked" / "pkg" / "b.py")
+    (tmp_path / "dangling.py").symlink_to(tmp_path / "nowhere.py")
+    monkeypatch.chdir(tmp_path / "linked" / "pkg")
+    files = [str(real / "pkg" / "a.py"), str(tmp_path / "linked" / "pkg" / "a.py"),
+             str(tmp_path / "linked" / "pkg" / "b.py"), "a.py", "b.py", str(tmp_path / "chain.py"),
+             str(tmp_path / "linked" / "pkg" / ".." / "pkg" / "a.py"), str(tmp_path / "dangling.py")]
+    resolve = provenance._RealFiles()
+    assert [resolve(f) for f in files] == [os.path.realpath(f) for f in files]
+    assert resolve(files[1]) == str(real / "pkg" / "a.py") and len(resolve.folders) < len(files)

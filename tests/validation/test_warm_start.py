@@ -245,3 +245,55 @@ def test_a_longer_lived_block_keeps_zygotes_across_runs_within_its_bound(tmp_pat
     assert len(seen["after"]) == 1 and seen["after"][0] not in seen["first"]  # a's, least recently used, ended
     assert len(seen["renewed"]) == 1 and seen["renewed"] != seen["after"]  # b's died: a new one
     assert end["left"] == []
+
+
+def test_a_child_exit_runs_the_programs_finalizers_but_skips_torch_librarys_teardown():
+    """``worker.finish`` drops only ``torch.library``'s exit-time finalizers (inductor registers ~170, ~50 ms
+    per child): the program's own finalizers and ``atexit`` handlers still run, in a zygote's fork as cold."""
+    code = """
+import atexit, weakref, torch, torch._inductor
+from migrator.validation.child import worker
+class Held: pass
+held = Held()
+weakref.finalize(held, print, "program finalizer ran")
+atexit.register(print, "program atexit ran")
+library = torch.library.Library("migrate_exit_test", "DEF")
+finalizers = list(weakref.finalize._registry)
+ours = [f for f in finalizers if f.peek()[1].__module__ == "torch.library"]
+worker._skip_library_teardown()
+print("library finalizers", len(ours), "still at exit", sum(f.atexit for f in ours))
+print("others still at exit", sum(f.atexit for f in finalizers if f not in ours), "of", len(finalizers) - len(ours))
+worker.finish(7)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 7, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("library finalizers ") and int(lines[0].split()[2]) > 100, lines
+    assert lines[0].endswith("still at exit 0") and lines[1] == "others still at exit 1 of 1", lines
+    assert set(lines[2:]) == {"program finalizer ran", "program atexit ran"}, lines
+
+
+def test_the_torchrun_agent_names_rendezvous_methods_as_torch_does():
+    """``run_torchrun`` replaces torch's ``inspect.stack()`` naming of rendezvous records with a frame look-up:
+    the same name at every depth, and the same answer past the stack's end."""
+    code = """
+from torch.distributed.elastic.rendezvous import dynamic_rendezvous as rdzv
+from migrator.validation.child import worker
+original = rdzv.get_method_name
+def names(get):
+    def inner(depth):
+        return get(depth)
+    def outer(depth):
+        return inner(depth)
+    return [outer(d) for d in (0, 1, 2, 3, 4, 50)]
+before = names(original)
+worker._name_methods_from_frames()
+assert rdzv.get_method_name is not original
+print(before == names(rdzv.get_method_name), before)
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("True ['get_method_name', 'inner', 'outer', '<listcomp>', 'names'"), proc.stdout
+    assert proc.stdout.rstrip().endswith("'no_method_name']"), proc.stdout

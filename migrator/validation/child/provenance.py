@@ -149,19 +149,36 @@ class TreeIsolation(importlib.abc.MetaPathFinder):
         """The provenance facts of this run (``records.Provenance``)."""
         foreign = list(self.refused)
         own: list[str] = []
+        real_file = _RealFiles()
         for name, module in list(sys.modules.items()):
             file = getattr(module, "__file__", None)
             if not isinstance(file, str):
                 continue
-            side = self.side_of(_real(file))
+            side = self.side_of(real_file(file))
             if side == "own":
                 if "." not in name and name != "__main__":
                     own.append(name)
             elif side == "other":
-                foreign.append({"module": name, "path": _real(file), "own": ""})
+                foreign.append({"module": name, "path": real_file(file), "own": ""})
         return {"tree": self.tree, "other": self.other, "own_modules": tuple(sorted(own)[:MAX_LISTED]),
                 "served": tuple(sorted(self.served)), "redirected": tuple(self.redirected),
                 "foreign": tuple(foreign)}
+
+
+class _RealFiles:
+    """``os.path.realpath`` of module files, each folder resolved once: torch alone loads ~2,000 modules from
+    ~300 folders, and resolving every file component by component cost a child ~0.1 s per run."""
+
+    def __init__(self) -> None:
+        self.folders: dict[str, str] = {}
+
+    def __call__(self, file: str) -> str:
+        folder, name = os.path.split(file)
+        real = self.folders.get(folder)
+        if real is None:
+            real = self.folders[folder] = _real(folder)
+        path = os.path.join(real, name)
+        return _real(path) if os.path.islink(path) else path
 
 
 def _spec_place(spec: ModuleSpec | None) -> str | None:

@@ -189,6 +189,7 @@ def run_torchrun(args: list[str]) -> int:
     zygote it needs no torch import of its own: ~1.7 s of CPU per S2/S3 launch). Its ranks are workers."""
     from torch.distributed import run
 
+    _name_methods_from_frames()
     sys.argv[:] = [run.__file__, *args]
     try:
         run.main(args)
@@ -198,6 +199,33 @@ def run_torchrun(args: list[str]) -> int:
         traceback.print_exc()
         return 1
     return 0
+
+
+def _name_methods_from_frames() -> None:
+    """torch's rendezvous names the method of each record it logs with two ``inspect.stack()`` calls, which read
+    the source lines of every frame (~0.5 s of an agent's CPU): the same name, read from the frame itself."""
+    from torch.distributed.elastic.rendezvous import dynamic_rendezvous
+
+    def get_method_name(depth: int = 2) -> str:
+        try:
+            return sys._getframe(depth).f_code.co_name  # inspect.stack()[depth].function
+        except ValueError:  # the stack is not that deep
+            return "no_method_name"
+
+    if callable(getattr(dynamic_rendezvous, "get_method_name", None)):
+        dynamic_rendezvous.get_method_name = get_method_name
+
+
+def _skip_library_teardown() -> None:
+    """Drop the exit-time finalizers of ``torch.library`` (~170 once inductor is imported): they deregister
+    operators, which nothing outside this process sees with ``os._exit`` next; ~50 ms per child."""
+    import weakref
+
+    registry = getattr(weakref.finalize, "_registry", None)
+    for finalizer in list(registry or ()):
+        found = finalizer.peek()
+        if found is not None and getattr(found[1], "__module__", None) == "torch.library":
+            finalizer.atexit = False
 
 
 def finish(code: int) -> NoReturn:
@@ -212,6 +240,7 @@ def finish(code: int) -> NoReturn:
     for thread in threading.enumerate():
         if thread is not current and not thread.daemon:
             thread.join()
+    _skip_library_teardown()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -4,12 +4,15 @@ mask broadcast to B×N×Sq×Skv (True = masked out; the semantics are in :mod:`.
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 COMPRESSED_SIZE = 2048
 
 
-def _expected_compressed(rows: int, cols: int, device: torch.device) -> torch.Tensor:
+@functools.lru_cache(maxsize=4)  # read only (compared); a model that builds its mask every step is checked
+def _expected_compressed(rows: int, cols: int, device: torch.device) -> torch.Tensor:  # against one 2048² copy
     if rows == COMPRESSED_SIZE:
         return torch.triu(torch.ones(COMPRESSED_SIZE, COMPRESSED_SIZE, dtype=torch.bool, device=device), 1)
     top = torch.triu(torch.ones(COMPRESSED_SIZE, COMPRESSED_SIZE, dtype=torch.bool, device=device), 1)
