@@ -166,19 +166,30 @@ class TreeIsolation(importlib.abc.MetaPathFinder):
 
 
 class _RealFiles:
-    """``os.path.realpath`` of module files, each folder resolved once: torch alone loads ~2,000 modules from
-    ~300 folders, and resolving every file component by component cost a child ~0.1 s per run."""
+    """``os.path.realpath`` of module files, each folder resolved and listed once: torch alone loads ~2,000
+    modules from ~300 folders, and resolving every file component by component cost a child ~0.1 s per run."""
 
     def __init__(self) -> None:
-        self.folders: dict[str, str] = {}
+        self.folders: dict[str, tuple[str, frozenset[str] | None]] = {}  # folder -> (real, its linked names)
 
     def __call__(self, file: str) -> str:
         folder, name = os.path.split(file)
-        real = self.folders.get(folder)
-        if real is None:
-            real = self.folders[folder] = _real(folder)
+        known = self.folders.get(folder)
+        if known is None:
+            known = self.folders[folder] = (_real(folder), _linked_names(folder))
+        real, linked = known
         path = os.path.join(real, name)
-        return _real(path) if os.path.islink(path) else path
+        is_link = name in linked if linked is not None else os.path.islink(path)
+        return _real(path) if is_link else path
+
+
+def _linked_names(folder: str) -> frozenset[str] | None:
+    """The names of the symbolic links in ``folder`` (one listing, not a ``stat`` per file); None if unlistable."""
+    try:
+        with os.scandir(folder or os.curdir) as entries:
+            return frozenset(entry.name for entry in entries if entry.is_symlink())
+    except OSError:
+        return None
 
 
 def _spec_place(spec: ModuleSpec | None) -> str | None:
