@@ -96,12 +96,15 @@ def _processes() -> list[tuple[int, int, int, str]]:
     for entry in entries:
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
-                stat = fh.read()
+        try:  # raw descriptor calls: a scope's wait reads this every 0.25 s, half the cost of a buffered open
+            fd = os.open(f"/proc/{entry}/stat", os.O_RDONLY)
+            try:
+                stat = os.read(fd, 8192)  # one line, well under a page: the kernel gives it in one read
+            finally:
+                os.close(fd)
         except OSError:
             continue  # exited meanwhile
-        fields = stat[stat.rindex(b")") + 2:].split()  # after "pid (comm) ": state, ppid, pgrp, session
+        fields = stat[stat.rindex(b")") + 2:].split(None, 4)  # after "pid (comm) ": state, ppid, pgrp, session
         rows.append((int(entry), int(fields[1]), int(fields[3]), fields[0].decode()))
     return rows
 

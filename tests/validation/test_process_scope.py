@@ -151,3 +151,27 @@ def test_memory_limit_setting(monkeypatch):
     monkeypatch.setenv(process_scope.MEMORY_ENV, "lots")
     with pytest.raises(ValueError, match=process_scope.MEMORY_ENV):
         process_scope.memory_limit()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="reads /proc")
+def test_the_process_table_reads_pid_parent_session_and_state_even_past_an_odd_command_name(tmp_path):
+    """A command name may hold spaces and ``)`` (``/proc/N/stat`` puts it in parentheses): the fields after the
+    last ``)`` are read, for this process and for a child with such a name."""
+    odd = tmp_path / "a b) c"
+    odd.symlink_to(sys.executable)
+    child = subprocess.Popen([str(odd), "-c", "import time; time.sleep(30)"], start_new_session=True)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            rows = {pid: (ppid, sid, state) for pid, ppid, sid, state in process_scope._processes()}
+            with open(f"/proc/{child.pid}/stat", "rb") as fh:
+                named = b"a b) c" in fh.read()
+            if named or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert named
+        assert rows[os.getpid()][:2] == (os.getppid(), os.getsid(0)) and rows[os.getpid()][2] in "RS"
+        assert rows[child.pid][:2] == (os.getpid(), child.pid) and rows[child.pid][2] in "RSD"
+    finally:
+        child.kill()
+        child.wait()
