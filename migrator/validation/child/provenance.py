@@ -166,8 +166,9 @@ class TreeIsolation(importlib.abc.MetaPathFinder):
 
 
 class _RealFiles:
-    """``os.path.realpath`` of module files, each folder resolved and listed once: torch alone loads ~2,000
-    modules from ~300 folders, and resolving every file component by component cost a child ~0.1 s per run."""
+    """``os.path.realpath`` of module files, each folder resolved and listed once: a child holds ~2,100 module
+    files from ~310 folders (torch, inductor, the harness), and resolving each file component by component was
+    3.5 % of the test suite's CPU."""
 
     def __init__(self) -> None:
         self.folders: dict[str, tuple[str, frozenset[str] | None]] = {}  # folder -> (real, its linked names)

@@ -203,7 +203,7 @@ def run_torchrun(args: list[str]) -> int:
 
 def _name_methods_from_frames() -> None:
     """torch's rendezvous names the method of each record it logs with two ``inspect.stack()`` calls, which read
-    the source lines of every frame (~0.5 s of an agent's CPU): the same name, read from the frame itself."""
+    the source lines of every frame (~0.4 s of an agent's CPU): the same name, read from the frame itself."""
     from torch.distributed.elastic.rendezvous import dynamic_rendezvous
 
     def get_method_name(depth: int = 2) -> str:

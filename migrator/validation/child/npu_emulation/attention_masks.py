@@ -11,8 +11,9 @@ import torch
 COMPRESSED_SIZE = 2048
 
 
-@functools.lru_cache(maxsize=4)  # read only (compared); a model that builds its mask every step is checked
-def _expected_compressed(rows: int, cols: int, device: torch.device) -> torch.Tensor:  # against one 2048² copy
+# read only (compared): a model that builds its mask every step is checked against one copy, not a new 2048²
+@functools.lru_cache(maxsize=4)
+def _expected_compressed(rows: int, cols: int, device: torch.device) -> torch.Tensor:
     if rows == COMPRESSED_SIZE:
         return torch.triu(torch.ones(COMPRESSED_SIZE, COMPRESSED_SIZE, dtype=torch.bool, device=device), 1)
     top = torch.triu(torch.ones(COMPRESSED_SIZE, COMPRESSED_SIZE, dtype=torch.bool, device=device), 1)
