@@ -297,3 +297,22 @@ print(before == names(rdzv.get_method_name), before)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("True ['get_method_name', 'inner', 'outer', '<listcomp>', 'names'"), proc.stdout
     assert proc.stdout.rstrip().endswith("'no_method_name']"), proc.stdout
+
+
+def test_the_zygote_preloads_the_harness_without_installing_anything():
+    """The zygote imports the harness's child modules and builds the record converter before it forks, and
+    nothing more: no layer installed, no ``torch_npu``, no bench module, no thread, forking still safe."""
+    code = """
+import sys, threading
+from migrator.validation.child import npu_emulation, zygote
+print(zygote._preload())
+from migrator.validation import records
+print(records._converter is not None, "migrator.validation.child.side" in sys.modules)
+print("torch_npu" in sys.modules, npu_emulation.is_installed(), hasattr(__import__("torch"), "npu"))
+print(sorted(m for m in sys.modules if m.startswith(("migrator.validation.child.bench", "migrator.validation.child.flops"))))
+print(threading.active_count())
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["None", "True True", "False False False", "[]", "1"], proc.stdout
